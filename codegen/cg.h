@@ -1,0 +1,104 @@
+/* cg.h — code generation through the LLVM C API (LLVM 19).  Prefix: cg_.
+ *
+ * Shape of the generated code: per shard, one LLVM module; per IR node, one kernel function
+ * made by that op's generator (cg_gen_<op>, expanded from ir/ops.def); per shard, one entry
+ * function (cnnc_abi_shard_fn, runtime/cnnc_abi.h) that calls the kernels in order with
+ * pointers into the shard's scratch arena / io buffers and calls the barrier between them.
+ *
+ * Kernel calling convention (every generator follows it):
+ *     void NAME(ptr act0, ptr act1, ..., ptr out, i32 tid, i32 nthreads)
+ * one ptr per *activation* operand (values of kind INPUT, LABEL or ACT, in operand order),
+ * then the output, then the thread index and count.  The kernel computes its share of the
+ * output (partitioned by tid/nthreads; nthreads may be 1) and returns.  Parameters (weights)
+ * are not passed: the generator embeds them as module constants with cg_param_const /
+ * cg_blob_const, packed into whatever layout it reads (packing happens at compile time).
+ * Activation buffers use the IR's logical layout (NCHW, contiguous, f32) in this version.
+ */
+#ifndef CNNC_CG_H
+#define CNNC_CG_H
+
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "ir/ir.h"
+
+typedef struct cg_target {
+  LLVMTargetMachineRef tm;
+  char *triple, *cpu, *features;  /* LLVM-owned strings (LLVMDisposeMessage) */
+  int vec_f32;                    /* f32 lanes of the widest usable vector: 16 AVX-512, 8 AVX2, 4 SSE */
+  int has_avx512bf16;
+} cg_target;
+
+/* Creates the target machine for the host, or for the given cpu/features/triple (NULL or ""
+ * = host).  Returns 0 or -1 with d filled. */
+int cg_target_init(cg_target *t, const char *triple, const char *cpu, const char *features, ir_diag *d);
+void cg_target_dispose(cg_target *t);
+
+typedef struct cg_ctx {
+  LLVMContextRef llc;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  const cg_target *target;
+  const ir_graph *g;
+  /* common types */
+  LLVMTypeRef t_void, t_i1, t_i8, t_i32, t_i64, t_f32, t_ptr, t_vf32; /* t_vf32 = <vec_f32 x float> */
+  LLVMTypeRef t_kernel;  /* void(ptr..., ptr out, i32, i32) is per-kernel; see cg_kernel_begin */
+  ir_arena *arena;       /* for names and small tables */
+  void *priv;            /* owned by cg_module.c */
+} cg_ctx;
+
+/* ---- helpers every generator uses (codegen/cg_util.c) ---------------------------------- */
+/* Starts a kernel function following the convention above, with n_act activation operands;
+ * positions the builder in its entry block.  args[0..n_act-1] = activations, args[n_act] =
+ * out, args[n_act+1] = tid, args[n_act+2] = nthreads. */
+LLVMValueRef cg_kernel_begin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args);
+void cg_kernel_end(cg_ctx *c);  /* emits ret void */
+
+/* Counted loop: for (iv = lo; iv < hi; iv += step).  Usage:
+ *   cg_loop L; LLVMValueRef i = cg_loop_begin(c, &L, lo, hi, step, "i");  ...body...  cg_loop_end(c, &L);
+ * lo/hi/step are i64 values. */
+typedef struct cg_loop { LLVMBasicBlockRef head, body, exit, latch; LLVMValueRef iv, step, hi; } cg_loop;
+LLVMValueRef cg_loop_begin(cg_ctx *c, cg_loop *L, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef step, const char *name);
+void cg_loop_end(cg_ctx *c, cg_loop *L);
+
+LLVMValueRef cg_i64(cg_ctx *c, int64_t v);
+LLVMValueRef cg_i32(cg_ctx *c, int32_t v);
+LLVMValueRef cg_f32(cg_ctx *c, float v);
+/* [lo, hi) share of thread tid of nthreads over n items (i64 results). */
+void cg_thread_range(cg_ctx *c, LLVMValueRef n, LLVMValueRef tid, LLVMValueRef nthreads, LLVMValueRef *lo, LLVMValueRef *hi);
+LLVMValueRef cg_gep_f32(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx_i64);
+LLVMValueRef cg_load_f32(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx_i64);
+void cg_store_f32(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx_i64);
+/* Intrinsic call by name, e.g. cg_intrinsic(c, "llvm.fma", &t_f32, 1, args, 3). */
+LLVMValueRef cg_intrinsic(cg_ctx *c, const char *name, LLVMTypeRef *overload, int n_overload, LLVMValueRef *args, int n_args);
+
+/* Embeds the f32 data of parameter value vid as a 64-byte aligned private constant (cached:
+ * one global per value).  Returns a ptr. */
+LLVMValueRef cg_param_const(cg_ctx *c, int vid);
+/* Embeds bytes (e.g. packed weights) as a 64-byte aligned private constant named name. */
+LLVMValueRef cg_blob_const(cg_ctx *c, const char *name, const void *data, size_t bytes);
+
+/* ---- generators, one per op (codegen/gen_*.c) ------------------------------------------ */
+/* Emits the kernel for node n named fn_name and returns the function.  Also returns the
+ * kernel's descriptive name (e.g. "conv2d_f32_direct_v16__avx512") in *kind (arena string). */
+typedef LLVMValueRef (*cg_gen_fn)(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+#define IR_OP(name, attr, min_in, max_in, n_out, kind) \
+  LLVMValueRef cg_gen_##name(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+#include "ir/ops.def"
+extern const cg_gen_fn cg_generators[IR_OP_COUNT];
+
+/* ---- whole-model compile (codegen/cg_module.c, cg_link.c) ------------------------------ */
+typedef struct cg_options {
+  const char *output;        /* .so path */
+  const char *emit;          /* NULL, "llvm", "asm", "obj": dump instead of linking */
+  const char *model_name;
+  const char *options_json;
+  int opt_level;             /* 0..3, default 2 */
+  int verbose;
+} cg_options;
+
+/* Compiles graph g (nodes already assigned to shards 0..g->n_shards-1) to opts->output.
+ * Returns 0 or -1 with d filled. */
+int cg_compile(const ir_graph *g, const cg_target *t, const cg_options *opts, ir_diag *d);
+
+#endif

@@ -1,0 +1,55 @@
+/* fe.h — the YAML model frontend and the compile options.  Prefix: fe_. */
+#ifndef CNNC_FE_H
+#define CNNC_FE_H
+
+#include "ir/ir.h"
+
+typedef enum fe_opt_type { OPT_INT, OPT_FLOAT, OPT_STR, OPT_LIST, OPT_ENUM, OPT_FLAG } fe_opt_type;
+
+#define FE_MAX_LIST 64
+typedef struct fe_list { int n; const char *v[FE_MAX_LIST]; } fe_list;
+
+/* Compile options.  Field types follow options.def: OPT_INT -> int64_t, OPT_FLOAT -> double,
+ * OPT_STR/OPT_ENUM -> const char * (never NULL after fe_options_init), OPT_LIST -> fe_list,
+ * OPT_FLAG -> int.  set[k] is nonzero once option k was given explicitly (command line or
+ * the model's compile: section); the command line wins. */
+enum {
+#define OPT(field, lname, type, def, values, help, impl) FE_OPTK_##field,
+#include "options.def"
+  FE_OPT_COUNT
+};
+#define FE_OPT_CTYPE_OPT_INT int64_t
+#define FE_OPT_CTYPE_OPT_FLOAT double
+#define FE_OPT_CTYPE_OPT_STR const char *
+#define FE_OPT_CTYPE_OPT_ENUM const char *
+#define FE_OPT_CTYPE_OPT_LIST fe_list
+#define FE_OPT_CTYPE_OPT_FLAG int
+typedef struct fe_options {
+#define OPT(field, lname, type, def, values, help, impl) FE_OPT_CTYPE_##type field;
+#include "options.def"
+  unsigned char set[FE_OPT_COUNT];
+} fe_options;
+
+typedef struct fe_opt_info {
+  const char *field, *long_name;
+  fe_opt_type type;
+  const char *def, *values, *help;
+  int implemented;
+} fe_opt_info;
+extern const fe_opt_info fe_opt_table[FE_OPT_COUNT];
+
+void fe_options_init(fe_options *o);            /* every field to its default, set[] zero */
+int fe_option_find(const char *long_or_field);  /* index or -1; accepts "batch-size" or "batch_size" */
+/* Sets option k from text (strings must outlive o; lists take one item per call).
+ * Returns 0 or -1 with d filled (loc/layer left to the caller). */
+int fe_option_set(fe_options *o, int k, const char *text, ir_diag *d);
+/* Writes the options as a JSON object (malloc'd, caller frees). */
+char *fe_options_json(const fe_options *o);
+
+/* Parses the model file at path, merges its compile: section into o (options already set
+ * stay), then lowers it into a verified graph with o->batch_size.  Params are initialised
+ * from o->seed.  Returns the graph (caller frees with ir_graph_free), or NULL with d filled
+ * ("file:line:col: error: layer 'X': ...").  Never aborts on bad input. */
+ir_graph *fe_load(const char *path, fe_options *o, ir_diag *d);
+
+#endif

@@ -1,0 +1,208 @@
+/* ir.h — cnnc's graph IR: static shapes, a small primitive op set driven by ops.def,
+ * arena allocation, verifier, printer and the reference interpreter (the oracle every
+ * compiled kernel is tested against).  Prefix: ir_. */
+#ifndef CNNC_IR_H
+#define CNNC_IR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- arena ---------------------------------------------------------------------------- */
+typedef struct ir_arena ir_arena;
+ir_arena *ir_arena_new(void);                 /* Returns NULL on OOM. Caller frees with ir_arena_free. */
+void ir_arena_free(ir_arena *a);              /* Frees every allocation made from a. NULL is a no-op. */
+void *ir_alloc(ir_arena *a, size_t n);        /* Zeroed, 16-byte aligned; aborts on OOM (compiler-side). */
+char *ir_strdup(ir_arena *a, const char *s);  /* Arena copy of s. */
+char *ir_fmt(ir_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- diagnostics ---------------------------------------------------------------------- */
+typedef struct ir_loc {
+  const char *file; /* NULL when the node was not made from a source file */
+  int line, col;    /* 1-based; 0 = unknown */
+} ir_loc;
+
+/* One error: printed as "file:line:col: error: layer 'NAME': msg". */
+typedef struct ir_diag {
+  int failed;
+  ir_loc loc;
+  char layer[128];
+  char msg[768];
+} ir_diag;
+
+/* Records the first error only (later calls are ignored); layer may be NULL.  Returns -1. */
+int ir_diag_set(ir_diag *d, ir_loc loc, const char *layer, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Writes the diagnostic in the canonical one-line form, with a trailing newline. */
+void ir_diag_print(const ir_diag *d, FILE *f);
+
+/* ---- types ---------------------------------------------------------------------------- */
+typedef enum ir_dtype { IR_F32 = 0, IR_BF16 = 1, IR_F16 = 2, IR_U8 = 3, IR_I32 = 4 } ir_dtype;
+const char *ir_dtype_name(ir_dtype t);
+size_t ir_dtype_size(ir_dtype t);
+
+#define IR_MAX_RANK 4
+typedef struct ir_shape {
+  int rank;
+  int64_t dim[IR_MAX_RANK];
+} ir_shape;
+int64_t ir_shape_numel(const ir_shape *s);
+int ir_shape_eq(const ir_shape *a, const ir_shape *b);
+/* Formats like "[1,64,56,56]" into buf; returns buf. */
+char *ir_shape_str(const ir_shape *s, char *buf, size_t n);
+
+/* ---- ops ------------------------------------------------------------------------------ */
+typedef enum ir_op {
+#define IR_OP(name, attr, min_in, max_in, n_out, kind) IR_OP_##name,
+#include "ops.def"
+  IR_OP_COUNT
+} ir_op;
+
+typedef enum ir_op_kind {
+  IR_KIND_CONV, IR_KIND_NORM, IR_KIND_ELTWISE, IR_KIND_POOL, IR_KIND_GEMM,
+  IR_KIND_REDUCE, IR_KIND_LOSS, IR_KIND_SHAPE
+} ir_op_kind;
+
+/* Typed attributes, one struct per "attr" column of ops.def. */
+typedef struct ir_none_attr { int unused; } ir_none_attr;
+typedef struct ir_conv2d_attr {
+  int kernel[2];   /* kh, kw */
+  int stride[2];   /* sh, sw */
+  int pad[4];      /* top, left, bottom, right */
+  int dilation[2];
+  int groups;      /* 1 dense, Cin for depthwise */
+} ir_conv2d_attr;
+typedef struct ir_batchnorm_attr {
+  float eps, momentum; /* running = (1-momentum)*running + momentum*batch (PyTorch convention) */
+  int training;        /* 1: batch statistics; 0: running statistics */
+} ir_batchnorm_attr;
+typedef struct ir_groupnorm_attr { int groups; float eps; } ir_groupnorm_attr;
+typedef struct ir_pool_attr {
+  int kernel[2], stride[2], pad[4];
+  int count_include_pad; /* avgpool only */
+  int ceil_mode;
+} ir_pool_attr;
+typedef struct ir_dense_attr { int units; } ir_dense_attr;
+typedef struct ir_xent_attr { float label_smoothing; } ir_xent_attr;
+typedef struct ir_dropout_attr { float rate; int training; uint64_t seed; } ir_dropout_attr;
+typedef struct ir_reshape_attr { ir_shape shape; /* full target shape incl. batch; one dim may be -1 */ } ir_reshape_attr;
+#define IR_MAX_CHANNELS_NORMALIZE 4
+typedef struct ir_normalize_attr {
+  float scale;                               /* applied first: 1/255 for u8 images */
+  int channels;
+  float mean[IR_MAX_CHANNELS_NORMALIZE], std[IR_MAX_CHANNELS_NORMALIZE];
+} ir_normalize_attr;
+
+typedef union ir_attr {
+#define IR_OP(name, attr, min_in, max_in, n_out, kind) ir_##attr##_attr name;
+#include "ops.def"
+} ir_attr;
+
+/* ---- graph ---------------------------------------------------------------------------- */
+typedef enum ir_value_kind {
+  IR_VAL_INPUT,  /* fed by the caller (images) */
+  IR_VAL_LABEL,  /* fed by the caller in training (class ids) */
+  IR_VAL_PARAM,  /* weights: trainable or running statistics; data owned by the graph arena */
+  IR_VAL_ACT     /* produced by a node */
+} ir_value_kind;
+
+typedef struct ir_value {
+  int id;
+  const char *name;   /* unique; params are "<layer>/weight", "<layer>/bias", "<layer>/gamma", ... */
+  ir_value_kind kind;
+  ir_dtype dtype;
+  ir_shape shape;     /* dim[0] is the batch for INPUT/LABEL/ACT values */
+  int producer;       /* node id, or -1 */
+  int trainable;      /* params: 1 for weights/biases/gamma/beta, 0 for running statistics */
+  float *data;        /* params: initial or loaded values (f32), NULL otherwise */
+} ir_value;
+
+#define IR_MAX_IN 5
+typedef struct ir_node {
+  int id;
+  ir_op op;
+  const char *name;   /* hierarchical layer name, e.g. "layer1/0/conv1" */
+  ir_loc loc;         /* where the layer was defined */
+  int n_in, in[IR_MAX_IN];
+  int out;            /* value id of the (single) result */
+  ir_attr attr;
+  int shard;          /* pipeline stage, set by the split pass; 0 before */
+} ir_node;
+
+typedef struct ir_graph {
+  ir_arena *arena;
+  const char *name;
+  int batch;                   /* static micro-batch size */
+  ir_value *values; int n_values, cap_values;
+  ir_node *nodes;   int n_nodes, cap_nodes; /* topologically ordered: nodes[i].in come earlier */
+  int input;                   /* value id of the image input */
+  int label;                   /* value id of labels, -1 if none */
+  int outputs[8]; int n_outputs;
+  int n_shards;
+} ir_graph;
+
+/* New empty graph owning its arena.  Caller frees with ir_graph_free. */
+ir_graph *ir_graph_new(const char *name, int batch);
+void ir_graph_free(ir_graph *g);
+
+int ir_add_input(ir_graph *g, const char *name, ir_dtype dt, ir_shape s);  /* returns value id */
+int ir_add_label(ir_graph *g, const char *name);                            /* [N] f32 class ids */
+/* A parameter tensor (data zero-filled, owned by g).  Returns value id. */
+int ir_add_param(ir_graph *g, const char *name, ir_shape s, int trainable);
+/* Appends a node, infers its output shape with the op's hook and returns the new value id,
+ * or -1 with d filled (the message names the layer and says what is wrong). */
+int ir_add_node(ir_graph *g, ir_op op, const char *name, ir_loc loc, const int *in, int n_in,
+                const ir_attr *attr, ir_diag *d);
+int ir_find_value(const ir_graph *g, const char *name);  /* -1 if absent */
+int ir_find_node(const ir_graph *g, const char *name);   /* -1 if absent */
+
+/* Checks every invariant (operand counts, topological order, shapes re-inferred and equal,
+ * unique names, dtypes).  Returns 0 or -1 with d filled. */
+int ir_verify(const ir_graph *g, ir_diag *d);
+/* Deterministic text form (goldens). */
+void ir_print(const ir_graph *g, FILE *f);
+
+/* ---- op table ------------------------------------------------------------------------- */
+typedef struct ir_cost {
+  double macs;    /* multiply-accumulates (FLOPs = 2*macs for conv/dense) */
+  double flops;   /* all floating point operations */
+  double bytes;   /* bytes read + written assuming no reuse across ops */
+} ir_cost;
+
+/* Shape inference: fill *out from inputs; return 0 or -1 with d filled (layer/loc added by
+ * the caller). */
+typedef int (*ir_infer_fn)(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d);
+typedef void (*ir_cost_fn)(const ir_graph *g, const ir_node *n, ir_cost *c);
+/* Reference kernel: in[i] are f32 buffers with the operand shapes, out the result. */
+typedef void (*ir_ref_fn)(const ir_graph *g, const ir_node *n, const float *const *in, float *out);
+
+typedef struct ir_op_info {
+  const char *name;
+  int min_in, max_in, n_out;
+  ir_op_kind kind;
+  ir_infer_fn infer;
+  ir_cost_fn cost;
+  ir_ref_fn ref;
+} ir_op_info;
+
+extern const ir_op_info ir_ops[IR_OP_COUNT];
+ir_op ir_op_from_name(const char *name); /* IR_OP_COUNT if unknown */
+
+/* Cost of one node, and totals for the graph. */
+void ir_node_cost(const ir_graph *g, const ir_node *n, ir_cost *c);
+int64_t ir_param_count(const ir_graph *g, int trainable_only);
+
+/* ---- weights -------------------------------------------------------------------------- */
+/* Deterministic framework-style init from seed: conv/dense weights Kaiming-normal
+ * (fan_out, relu gain) / uniform for dense, biases 0, gamma 1, beta 0, running_var 1. */
+void ir_init_params(ir_graph *g, uint64_t seed);
+
+/* ---- reference interpreter ------------------------------------------------------------ */
+/* Runs the whole graph on f32 input x ([batch, ...] NCHW; u8 inputs are passed as f32
+ * values 0..255) and, for graphs with labels, labels (f32 class ids).  Returns a malloc'd
+ * array of n_values buffers (NULL for params not computed); caller frees with
+ * ir_interp_free.  Training-mode batchnorm updates running statistics in g. */
+float **ir_interp(ir_graph *g, const float *x, const float *labels);
+void ir_interp_free(const ir_graph *g, float **vals);
+
+#endif
