@@ -1,0 +1,133 @@
+/* graph.c — building the IR graph: values (inputs, labels, params, activations) and nodes
+ * appended in topological order, each node's result shape inferred by its op's hook. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+ir_graph *ir_graph_new(const char *name, int batch) {
+  ir_arena *a = ir_arena_new();
+  if (!a) return NULL;
+  ir_graph *g = ir_alloc(a, sizeof *g);
+  g->arena = a;
+  g->name = ir_strdup(a, name ? name : "model");
+  g->batch = batch;
+  g->input = -1;
+  g->label = -1;
+  g->n_shards = 1;
+  return g;
+}
+
+void ir_graph_free(ir_graph *g) {
+  if (!g) return;
+  free(g->values);
+  free(g->nodes);
+  ir_arena_free(g->arena);
+}
+
+static ir_value *new_value(ir_graph *g, const char *name, ir_value_kind kind, ir_dtype dt, ir_shape s) {
+  if (g->n_values == g->cap_values) {
+    g->cap_values = g->cap_values ? 2 * g->cap_values : 64;
+    g->values = realloc(g->values, (size_t)g->cap_values * sizeof *g->values);
+    if (!g->values) abort();
+  }
+  ir_value *v = &g->values[g->n_values];
+  memset(v, 0, sizeof *v);
+  v->id = g->n_values++;
+  v->name = ir_strdup(g->arena, name);
+  v->kind = kind;
+  v->dtype = dt;
+  v->shape = s;
+  v->producer = -1;
+  return v;
+}
+
+int ir_add_input(ir_graph *g, const char *name, ir_dtype dt, ir_shape s) {
+  ir_value *v = new_value(g, name, IR_VAL_INPUT, dt, s);
+  if (g->input < 0) g->input = v->id;
+  return v->id;
+}
+
+int ir_add_label(ir_graph *g, const char *name) {
+  ir_shape s = {1, {g->batch}};
+  ir_value *v = new_value(g, name, IR_VAL_LABEL, IR_F32, s);
+  g->label = v->id;
+  return v->id;
+}
+
+int ir_add_param(ir_graph *g, const char *name, ir_shape s, int trainable) {
+  ir_value *v = new_value(g, name, IR_VAL_PARAM, IR_F32, s);
+  v->trainable = trainable;
+  v->data = ir_alloc(g->arena, (size_t)ir_shape_numel(&s) * sizeof(float));
+  return v->id;
+}
+
+int ir_find_value(const ir_graph *g, const char *name) {
+  for (int i = 0; i < g->n_values; i++)
+    if (strcmp(g->values[i].name, name) == 0) return i;
+  return -1;
+}
+
+int ir_find_node(const ir_graph *g, const char *name) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (strcmp(g->nodes[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* Operand count and operand existence; shape checks are the op's infer hook. */
+static int check_operands(const ir_graph *g, ir_op op, const char *name, ir_loc loc, const int *in, int n_in,
+                          ir_diag *d) {
+  const ir_op_info *info = &ir_ops[op];
+  if (n_in < info->min_in || n_in > info->max_in)
+    return ir_diag_set(d, loc, name, "%s takes %d..%d operands, got %d", info->name, info->min_in, info->max_in,
+                       n_in);
+  for (int i = 0; i < n_in; i++)
+    if (in[i] < 0 || in[i] >= g->n_values)
+      return ir_diag_set(d, loc, name, "operand %d is not a value of the graph", i);
+  return 0;
+}
+
+int ir_add_node(ir_graph *g, ir_op op, const char *name, ir_loc loc, const int *in, int n_in, const ir_attr *attr,
+                ir_diag *d) {
+  if ((unsigned)op >= IR_OP_COUNT) return ir_diag_set(d, loc, name, "unknown op %d", (int)op);
+  if (check_operands(g, op, name, loc, in, n_in, d)) return -1;
+  if (ir_find_node(g, name) >= 0 || ir_find_value(g, name) >= 0)
+    return ir_diag_set(d, loc, name, "duplicate layer name");
+  if (g->n_nodes == g->cap_nodes) {
+    g->cap_nodes = g->cap_nodes ? 2 * g->cap_nodes : 64;
+    g->nodes = realloc(g->nodes, (size_t)g->cap_nodes * sizeof *g->nodes);
+    if (!g->nodes) abort();
+  }
+  ir_node *n = &g->nodes[g->n_nodes];
+  memset(n, 0, sizeof *n);
+  n->id = g->n_nodes;
+  n->op = op;
+  n->name = ir_strdup(g->arena, name);
+  n->loc = loc;
+  n->n_in = n_in;
+  memcpy(n->in, in, (size_t)n_in * sizeof *in);
+  if (attr) n->attr = *attr;
+  n->out = -1;
+  ir_shape s = {0};
+  ir_diag sub = {0};
+  if (ir_ops[op].infer(g, n, &s, &sub)) return ir_diag_set(d, loc, name, "%s", sub.msg);
+  g->n_nodes++;
+  ir_value *v = new_value(g, name, IR_VAL_ACT, IR_F32, s);
+  v->producer = n->id;
+  g->nodes[n->id].out = v->id;
+  return v->id;
+}
+
+void ir_node_cost(const ir_graph *g, const ir_node *n, ir_cost *c) {
+  memset(c, 0, sizeof *c);
+  ir_ops[n->op].cost(g, n, c);
+}
+
+int64_t ir_param_count(const ir_graph *g, int trainable_only) {
+  int64_t total = 0;
+  for (int i = 0; i < g->n_values; i++) {
+    const ir_value *v = &g->values[i];
+    if (v->kind == IR_VAL_PARAM && (!trainable_only || v->trainable)) total += ir_shape_numel(&v->shape);
+  }
+  return total;
+}

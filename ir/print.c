@@ -1,0 +1,81 @@
+/* print.c — the deterministic text form of a graph (cnnc --emit ir, golden tests):
+ * values first (inputs, labels, params), then one line per node with typed attributes. */
+#include "ir.h"
+
+static void p_ints(FILE *f, const char *key, const int *v, int n) {
+  fprintf(f, " %s=[", key);
+  for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", v[i]);
+  fputc(']', f);
+}
+
+static void print_none(FILE *f, const ir_attr *a) { (void)f, (void)a; }
+static void print_conv2d(FILE *f, const ir_attr *u) {
+  const ir_conv2d_attr *a = &u->conv2d;
+  p_ints(f, "kernel", a->kernel, 2);
+  p_ints(f, "stride", a->stride, 2);
+  p_ints(f, "pad", a->pad, 4);
+  p_ints(f, "dilation", a->dilation, 2);
+  fprintf(f, " groups=%d", a->groups);
+}
+static void print_batchnorm(FILE *f, const ir_attr *u) {
+  fprintf(f, " eps=%g momentum=%g training=%d", u->batchnorm.eps, u->batchnorm.momentum, u->batchnorm.training);
+}
+static void print_groupnorm(FILE *f, const ir_attr *u) {
+  fprintf(f, " groups=%d eps=%g", u->groupnorm.groups, u->groupnorm.eps);
+}
+static void print_pool(FILE *f, const ir_attr *u) {
+  const ir_pool_attr *a = &u->maxpool;
+  p_ints(f, "kernel", a->kernel, 2);
+  p_ints(f, "stride", a->stride, 2);
+  p_ints(f, "pad", a->pad, 4);
+  fprintf(f, " ceil_mode=%d count_include_pad=%d", a->ceil_mode, a->count_include_pad);
+}
+static void print_dense(FILE *f, const ir_attr *u) { fprintf(f, " units=%d", u->dense.units); }
+static void print_xent(FILE *f, const ir_attr *u) { fprintf(f, " label_smoothing=%g", u->softmax_xent.label_smoothing); }
+static void print_dropout(FILE *f, const ir_attr *u) {
+  fprintf(f, " rate=%g training=%d", u->dropout.rate, u->dropout.training);
+}
+static void print_reshape(FILE *f, const ir_attr *u) {
+  char buf[96];
+  fprintf(f, " shape=%s", ir_shape_str(&u->reshape.shape, buf, sizeof buf));
+}
+static void print_normalize(FILE *f, const ir_attr *u) {
+  const ir_normalize_attr *a = &u->normalize;
+  fprintf(f, " scale=%g mean=[", a->scale);
+  for (int c = 0; c < a->channels; c++) fprintf(f, "%s%g", c ? "," : "", a->mean[c]);
+  fprintf(f, "] std=[");
+  for (int c = 0; c < a->channels; c++) fprintf(f, "%s%g", c ? "," : "", a->std[c]);
+  fputc(']', f);
+}
+
+typedef void (*attr_printer)(FILE *, const ir_attr *);
+static const attr_printer printers[IR_OP_COUNT] = {
+#define IR_OP(name, attr, min_in, max_in, n_out, kind) [IR_OP_##name] = print_##attr,
+#include "ops.def"
+};
+
+static void print_value_decl(FILE *f, const ir_value *v) {
+  static const char *const kinds[] = {"input", "label", "param", "act"};
+  char buf[96];
+  fprintf(f, "%s %%%s : %s%s%s\n", kinds[v->kind], v->name, ir_dtype_name(v->dtype),
+          ir_shape_str(&v->shape, buf, sizeof buf), v->kind == IR_VAL_PARAM && !v->trainable ? " frozen" : "");
+}
+
+void ir_print(const ir_graph *g, FILE *f) {
+  char buf[96];
+  fprintf(f, "graph %s batch=%d shards=%d\n", g->name, g->batch, g->n_shards);
+  for (int i = 0; i < g->n_values; i++)
+    if (g->values[i].kind != IR_VAL_ACT) print_value_decl(f, &g->values[i]);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    const ir_value *out = &g->values[n->out];
+    fprintf(f, "%%%s = %s(", out->name, ir_ops[n->op].name);
+    for (int k = 0; k < n->n_in; k++) fprintf(f, "%s%%%s", k ? ", " : "", g->values[n->in[k]].name);
+    fputc(')', f);
+    printers[n->op](f, &n->attr);
+    fprintf(f, " : %s%s", ir_dtype_name(out->dtype), ir_shape_str(&out->shape, buf, sizeof buf));
+    if (g->n_shards > 1) fprintf(f, " shard=%d", n->shard);
+    fputc('\n', f);
+  }
+  for (int i = 0; i < g->n_outputs; i++) fprintf(f, "output %%%s\n", g->values[g->outputs[i]].name);
+}

@@ -1,0 +1,204 @@
+/* shape.c — shape inference hooks (ir_infer_<op>), one per row of ops.def.  Each checks its
+ * operands' ranks/shapes and attributes and returns 0 with *out set, or -1 with a message in
+ * d (the caller adds the layer name and source location). */
+#include "ir.h"
+
+#define X(i) (&g->values[n->in[i]].shape)
+
+#define FAIL(d, ...) ir_diag_set(d, (ir_loc){0}, NULL, __VA_ARGS__)
+
+static int need_rank(const ir_shape *s, int rank, const char *what, ir_diag *d) {
+  char buf[96];
+  if (s->rank != rank)
+    return FAIL(d, "%s must have rank %d, got shape %s", what, rank,
+                       ir_shape_str(s, buf, sizeof buf));
+  return 0;
+}
+
+/* Checks that parameter operand i is a vector of length c. */
+static int need_vec(const ir_graph *g, const ir_node *n, int i, int64_t c, const char *what, ir_diag *d) {
+  char buf[96];
+  const ir_shape *s = X(i);
+  if (s->rank != 1 || s->dim[0] != c)
+    return FAIL(d, "%s must have shape [%lld], got %s", what, (long long)c,
+                       ir_shape_str(s, buf, sizeof buf));
+  return 0;
+}
+
+/* Output extent of a sliding window (PyTorch formula, incl. ceil_mode). */
+static int64_t window_out(int64_t in, int k, int s, int p0, int p1, int dil, int ceil_mode) {
+  int64_t span = in + p0 + p1 - (int64_t)dil * (k - 1) - 1;
+  if (span < 0) return 0;
+  int64_t o = ceil_mode ? (span + s - 1) / s + 1 : span / s + 1;
+  if (ceil_mode && (o - 1) * s >= in + p0) o--;
+  return o;
+}
+
+int ir_infer_conv2d(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_conv2d_attr *a = &n->attr.conv2d;
+  char b1[96], b2[96];
+  if (need_rank(X(0), 4, "conv input", d) || need_rank(X(1), 4, "conv weight", d)) return -1;
+  if (a->groups < 1 || a->stride[0] < 1 || a->stride[1] < 1 || a->dilation[0] < 1 || a->dilation[1] < 1)
+    return FAIL(d, "stride, dilation and groups must be >= 1");
+  for (int i = 0; i < 4; i++)
+    if (a->pad[i] < 0) return FAIL(d, "padding must be >= 0");
+  const ir_shape *x = X(0), *w = X(1);
+  int64_t cin = x->dim[1], cout = w->dim[0];
+  if (cin % a->groups || cout % a->groups)
+    return FAIL(d, "groups (%d) must divide input channels (%lld) and filters (%lld)",
+                       a->groups, (long long)cin, (long long)cout);
+  if (w->dim[1] != cin / a->groups || w->dim[2] != a->kernel[0] || w->dim[3] != a->kernel[1])
+    return FAIL(d, "weight shape %s does not match input %s (expected [%lld,%lld,%d,%d])",
+                       ir_shape_str(w, b1, sizeof b1), ir_shape_str(x, b2, sizeof b2), (long long)cout,
+                       (long long)(cin / a->groups), a->kernel[0], a->kernel[1]);
+  if (n->n_in == 3 && need_vec(g, n, 2, cout, "conv bias", d)) return -1;
+  int64_t oh = window_out(x->dim[2], a->kernel[0], a->stride[0], a->pad[0], a->pad[2], a->dilation[0], 0);
+  int64_t ow = window_out(x->dim[3], a->kernel[1], a->stride[1], a->pad[1], a->pad[3], a->dilation[1], 0);
+  if (oh < 1 || ow < 1)
+    return FAIL(d, "kernel %dx%d does not fit input %s with this padding/dilation",
+                       a->kernel[0], a->kernel[1], ir_shape_str(x, b1, sizeof b1));
+  *out = (ir_shape){4, {x->dim[0], cout, oh, ow}};
+  return 0;
+}
+
+static int infer_norm_params(const ir_graph *g, const ir_node *n, int first, int count, ir_diag *d) {
+  int64_t c = X(0)->dim[1];
+  static const char *const what[] = {"gamma", "beta", "running_mean", "running_var"};
+  for (int i = 0; i < count; i++)
+    if (need_vec(g, n, first + i, c, what[i], d)) return -1;
+  return 0;
+}
+
+int ir_infer_batchnorm(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  if (X(0)->rank != 4 && X(0)->rank != 2) return need_rank(X(0), 4, "batchnorm input", d);
+  if (n->attr.batchnorm.eps <= 0) return FAIL(d, "eps must be > 0");
+  if (infer_norm_params(g, n, 1, 4, d)) return -1;
+  *out = *X(0);
+  return 0;
+}
+
+int ir_infer_groupnorm(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  if (need_rank(X(0), 4, "groupnorm input", d)) return -1;
+  int gr = n->attr.groupnorm.groups;
+  if (gr < 1 || X(0)->dim[1] % gr)
+    return FAIL(d, "groups (%d) must divide the channels (%lld)", gr,
+                       (long long)X(0)->dim[1]);
+  if (n->attr.groupnorm.eps <= 0) return FAIL(d, "eps must be > 0");
+  if (infer_norm_params(g, n, 1, 2, d)) return -1;
+  *out = *X(0);
+  return 0;
+}
+
+static int same_shape(const ir_graph *g, const ir_node *n, ir_shape *out) {
+  *out = *X(0);
+  return 0;
+}
+int ir_infer_relu(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
+int ir_infer_sigmoid(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
+int ir_infer_swish(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
+int ir_infer_softmax(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
+
+int ir_infer_dropout(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  if (!(n->attr.dropout.rate >= 0 && n->attr.dropout.rate < 1)) return FAIL(d, "rate must be in [0, 1)");
+  return same_shape(g, n, out);
+}
+
+/* in[1] broadcasts to in[0] (numpy rules, right-aligned); the result has in[0]'s shape. */
+static int infer_broadcast(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_shape *a = X(0), *b = X(1);
+  char b1[96], b2[96];
+  int ok = b->rank <= a->rank;
+  for (int i = 1; ok && i <= b->rank; i++) {
+    int64_t da = a->dim[a->rank - i], db = b->dim[b->rank - i];
+    ok = db == da || db == 1;
+  }
+  if (!ok)
+    return FAIL(d, "shapes %s and %s do not match (the second must broadcast to the first)",
+                       ir_shape_str(a, b1, sizeof b1), ir_shape_str(b, b2, sizeof b2));
+  *out = *a;
+  return 0;
+}
+int ir_infer_add(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_broadcast(g, n, out, d); }
+int ir_infer_mul(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_broadcast(g, n, out, d); }
+
+static int infer_pool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_pool_attr *a = &n->attr.maxpool;
+  char b1[96];
+  if (need_rank(X(0), 4, "pool input", d)) return -1;
+  if (a->kernel[0] < 1 || a->kernel[1] < 1 || a->stride[0] < 1 || a->stride[1] < 1)
+    return FAIL(d, "kernel and stride must be >= 1");
+  for (int i = 0; i < 4; i++)
+    if (a->pad[i] < 0 || a->pad[i] * 2 > a->kernel[i & 1])
+      return FAIL(d, "padding must be >= 0 and at most half the kernel");
+  const ir_shape *x = X(0);
+  int64_t oh = window_out(x->dim[2], a->kernel[0], a->stride[0], a->pad[0], a->pad[2], 1, a->ceil_mode);
+  int64_t ow = window_out(x->dim[3], a->kernel[1], a->stride[1], a->pad[1], a->pad[3], 1, a->ceil_mode);
+  if (oh < 1 || ow < 1)
+    return FAIL(d, "pool window %dx%d does not fit input %s", a->kernel[0], a->kernel[1],
+                       ir_shape_str(x, b1, sizeof b1));
+  *out = (ir_shape){4, {x->dim[0], x->dim[1], oh, ow}};
+  return 0;
+}
+int ir_infer_maxpool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_pool(g, n, out, d); }
+int ir_infer_avgpool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_pool(g, n, out, d); }
+
+int ir_infer_global_avgpool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  if (need_rank(X(0), 4, "global_avgpool input", d)) return -1;
+  *out = (ir_shape){4, {X(0)->dim[0], X(0)->dim[1], 1, 1}};
+  return 0;
+}
+
+int ir_infer_dense(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  char b1[96], b2[96];
+  if (need_rank(X(0), 2, "dense input (flatten it first)", d) || need_rank(X(1), 2, "dense weight", d)) return -1;
+  const ir_shape *x = X(0), *w = X(1);
+  if (w->dim[1] != x->dim[1])
+    return FAIL(d, "weight %s does not match input %s", ir_shape_str(w, b1, sizeof b1),
+                       ir_shape_str(x, b2, sizeof b2));
+  if (n->attr.dense.units && n->attr.dense.units != w->dim[0])
+    return FAIL(d, "units (%d) does not match weight rows (%lld)", n->attr.dense.units,
+                       (long long)w->dim[0]);
+  if (n->n_in == 3 && need_vec(g, n, 2, w->dim[0], "dense bias", d)) return -1;
+  *out = (ir_shape){2, {x->dim[0], w->dim[0]}};
+  return 0;
+}
+
+int ir_infer_softmax_xent(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  if (need_rank(X(0), 2, "loss logits", d) || need_rank(X(1), 1, "labels", d)) return -1;
+  if (X(1)->dim[0] != X(0)->dim[0]) return FAIL(d, "labels and logits disagree on the batch size");
+  float s = n->attr.softmax_xent.label_smoothing;
+  if (!(s >= 0 && s < 1)) return FAIL(d, "label_smoothing must be in [0, 1)");
+  *out = (ir_shape){1, {1}};
+  return 0;
+}
+
+int ir_infer_reshape(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  ir_shape s = n->attr.reshape.shape;
+  char b1[96], b2[96];
+  int64_t known = 1, numel = ir_shape_numel(X(0));
+  int infer_at = -1;
+  if (s.rank < 1 || s.rank > IR_MAX_RANK) return FAIL(d, "reshape target must have rank 1..4");
+  for (int i = 0; i < s.rank; i++) {
+    if (s.dim[i] == -1 && infer_at < 0) infer_at = i;
+    else if (s.dim[i] < 1) return FAIL(d, "reshape dims must be >= 1 (one may be -1)");
+    else known *= s.dim[i];
+  }
+  if (infer_at >= 0 && numel % known == 0) s.dim[infer_at] = numel / known;
+  if (ir_shape_numel(&s) != numel || (infer_at >= 0 && numel % known))
+    return FAIL(d, "cannot reshape %s to %s", ir_shape_str(X(0), b1, sizeof b1),
+                       ir_shape_str(&n->attr.reshape.shape, b2, sizeof b2));
+  *out = s;
+  return 0;
+}
+
+int ir_infer_normalize(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_normalize_attr *a = &n->attr.normalize;
+  if (need_rank(X(0), 4, "normalize input", d)) return -1;
+  if (a->channels != X(0)->dim[1] || a->channels > IR_MAX_CHANNELS_NORMALIZE)
+    return FAIL(d, "mean/std have %d entries but the input has %lld channels (max %d)",
+                       a->channels, (long long)X(0)->dim[1], IR_MAX_CHANNELS_NORMALIZE);
+  for (int c = 0; c < a->channels; c++)
+    if (!(a->std[c] > 0)) return FAIL(d, "std must be > 0");
+  *out = *X(0);
+  return 0;
+}
