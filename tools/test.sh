@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies if missing, builds cnnc in build/ (warnings are
+# errors), runs the whole CTest suite.  Extra arguments go to ctest (e.g. -R ref, -L unit).
+# CNNC_BUILD_DIR and CNNC_CMAKE_ARGS override the build directory and add CMake options.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/install-deps.sh
+B=${CNNC_BUILD_DIR:-build}
+cmake -S . -B "$B" -G Ninja -DCNNC_WERROR=ON ${CNNC_CMAKE_ARGS:-} >/dev/null
+cmake --build "$B" -j "$(nproc)"
+ctest --test-dir "$B" -j "$(nproc)" --output-on-failure "$@"
