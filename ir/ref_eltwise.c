@@ -1,0 +1,118 @@
+/* ref_eltwise.c — reference elementwise ops: relu, sigmoid, swish, add/mul with numpy
+ * broadcasting of in[1] to in[0]'s shape, dropout (deterministic hash mask), reshape (a
+ * copy) and input normalisation (x*scale - mean[c]) / std[c] over channel dim 1. */
+#include <math.h>
+#include <string.h>
+
+#include "ref_util.h"
+
+static int64_t out_numel(const ir_graph *g, const ir_node *n) {
+  return ir_shape_numel(ref_out_shape(g, n));
+}
+
+static double sigmoid(double x) {
+  return 1.0 / (1.0 + exp(-x));
+}
+
+void ir_ref_relu(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = out_numel(g, n);
+  for (int64_t i = 0; i < k; i++) out[i] = in[0][i] > 0.0f ? in[0][i] : (isnan(in[0][i]) ? in[0][i] : 0.0f);
+}
+
+void ir_ref_sigmoid(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = out_numel(g, n);
+  for (int64_t i = 0; i < k; i++) out[i] = (float)sigmoid(in[0][i]);
+}
+
+void ir_ref_swish(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = out_numel(g, n);
+  for (int64_t i = 0; i < k; i++) out[i] = (float)(in[0][i] * sigmoid(in[0][i]));
+}
+
+/* Strides of b's elements seen through a's shape (numpy broadcasting, right-aligned ranks):
+ * 0 where b has size 1 or no dimension, the row-major stride otherwise. */
+static void broadcast_strides(const ir_shape *a, const ir_shape *b, int64_t st[IR_MAX_RANK]) {
+  int64_t s = 1;
+  for (int d = a->rank - 1; d >= 0; d--) {
+    int bd = d - (a->rank - b->rank); /* b's dimension aligned with a's d */
+    if (bd < 0 || b->dim[bd] == 1) {
+      st[d] = 0;
+    } else {
+      st[d] = s;
+      s *= b->dim[bd];
+    }
+  }
+}
+
+/* Index into b of a's linear element i. */
+static int64_t broadcast_index(const ir_shape *a, const int64_t st[IR_MAX_RANK], int64_t i) {
+  int64_t j = 0;
+  for (int d = a->rank - 1; d >= 0; d--) {
+    j += (i % a->dim[d]) * st[d];
+    i /= a->dim[d];
+  }
+  return j;
+}
+
+typedef enum { BIN_ADD, BIN_MUL } binop;
+
+static void binary(const ir_graph *g, const ir_node *n, const float *const *in, float *out, binop op) {
+  const ir_shape *as = ref_in_shape(g, n, 0), *bs = ref_in_shape(g, n, 1);
+  int64_t st[IR_MAX_RANK], k = ir_shape_numel(as);
+  broadcast_strides(as, bs, st);
+  for (int64_t i = 0; i < k; i++) {
+    float b = in[1][broadcast_index(as, st, i)];
+    out[i] = op == BIN_ADD ? in[0][i] + b : in[0][i] * b;
+  }
+}
+
+/* in: a [shape], b broadcastable to a; out [shape]. */
+void ir_ref_add(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  binary(g, n, in, out, BIN_ADD);
+}
+
+void ir_ref_mul(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  binary(g, n, in, out, BIN_MUL);
+}
+
+/* Dropout mask: element i (row-major index in the whole tensor) is kept iff
+ *   u = (ref_mix64(seed ^ ref_mix64(i)) >> 40) * 2^-24  >=  rate
+ * (ref_mix64 = splitmix64 finaliser, see ref_util.h); kept elements are scaled by
+ * 1/(1-rate).  Compiled kernels must reproduce exactly this formula. */
+static int dropout_keep(uint64_t seed, uint64_t i, float rate) {
+  uint64_t h = ref_mix64(seed ^ ref_mix64(i));
+  float u = (float)(h >> 40) * (1.0f / 16777216.0f);
+  return u >= rate;
+}
+
+void ir_ref_dropout(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_dropout_attr *a = &n->attr.dropout;
+  int64_t k = out_numel(g, n);
+  if (!a->training || a->rate <= 0.0f) {
+    memcpy(out, in[0], (size_t)k * sizeof *out);
+    return;
+  }
+  float scale = a->rate < 1.0f ? 1.0f / (1.0f - a->rate) : 0.0f;
+  for (int64_t i = 0; i < k; i++) out[i] = dropout_keep(a->seed, (uint64_t)i, a->rate) ? in[0][i] * scale : 0.0f;
+}
+
+/* Same elements, new shape: a copy. */
+void ir_ref_reshape(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  memcpy(out, in[0], (size_t)out_numel(g, n) * sizeof *out);
+}
+
+/* in: x [N,C,...] (u8 images arrive as f32 0..255); out f32 [N,C,...]. */
+void ir_ref_normalize(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_normalize_attr *a = &n->attr.normalize;
+  const ir_shape *xs = ref_in_shape(g, n, 0);
+  int64_t nb = xs->dim[0], nc = ref_dim(xs, 1), s = ref_inner(xs, 2);
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t c = 0; c < nc; c++) {
+      int known = c < a->channels && c < IR_MAX_CHANNELS_NORMALIZE;
+      float mean = known ? a->mean[c] : 0.0f, sd = known ? a->std[c] : 1.0f;
+      for (int64_t i = 0; i < s; i++) {
+        int64_t k = (b * nc + c) * s + i;
+        out[k] = (in[0][k] * a->scale - mean) / sd;
+      }
+    }
+}
