@@ -1,0 +1,302 @@
+/* test_ref_ops.c — the reference kernels on tiny cases whose results were worked out by hand
+ * (or with a pocket calculator), one-node graphs run through ir_interp; plus
+ * test_op_table_hooks, which fails when a row of ops.def lacks an infer, cost or ref hook. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+static int g_failures;
+
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);      \
+      fprintf(stderr, __VA_ARGS__);                        \
+      fputc('\n', stderr);                                 \
+      g_failures++;                                        \
+    }                                                      \
+  } while (0)
+
+/* One operand of a test node: shape and (f32) contents. */
+typedef struct operand {
+  ir_shape shape;
+  const float *data;
+} operand;
+
+#define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
+
+/* Builds a one-node graph: ops[0] is the graph input, operand 1 of softmax_xent the label,
+ * every other operand a parameter holding a copy of its data.  Runs ir_interp and returns a
+ * malloc'd copy of the result.  If keep is non-NULL the graph is returned there (the caller
+ * frees it), else freed. */
+static float *run_node(ir_op op, const ir_attr *attr, const operand *ops, int n_ops, ir_graph **keep) {
+  ir_graph *g = ir_graph_new("t", (int)ops[0].shape.dim[0]);
+  int in[IR_MAX_IN];
+  const float *labels = NULL;
+  in[0] = ir_add_input(g, "x", IR_F32, ops[0].shape);
+  for (int i = 1; i < n_ops; i++) {
+    char name[32];
+    if (op == IR_OP_softmax_xent && i == 1) {
+      in[i] = ir_add_label(g, "labels");
+      labels = ops[i].data;
+      continue;
+    }
+    snprintf(name, sizeof name, "p%d", i);
+    in[i] = ir_add_param(g, name, ops[i].shape, 1);
+    memcpy(g->values[in[i]].data, ops[i].data, (size_t)ir_shape_numel(&ops[i].shape) * sizeof(float));
+  }
+  ir_diag d = {0};
+  int out = ir_add_node(g, op, "node", (ir_loc){0}, in, n_ops, attr, &d);
+  if (out < 0) {
+    ir_diag_print(&d, stderr);
+    abort();
+  }
+  float **vals = ir_interp(g, ops[0].data, labels);
+  int64_t k = ir_shape_numel(&g->values[out].shape);
+  float *res = malloc((size_t)k * sizeof *res);
+  memcpy(res, vals[out], (size_t)k * sizeof *res);
+  ir_interp_free(g, vals);
+  if (keep) *keep = g;
+  else ir_graph_free(g);
+  return res;
+}
+
+/* Compares got[0..k) with want within tol (absolute, plus tol relative to |want|). */
+static void expect_near(const char *what, const float *got, const float *want, int k, double tol) {
+  for (int i = 0; i < k; i++) {
+    double err = fabs((double)got[i] - (double)want[i]);
+    CHECK(err <= tol * (1.0 + fabs(want[i])), "%s[%d]: got %.7g, want %.7g", what, i, got[i], want[i]);
+  }
+}
+
+/* Runs op and compares its whole result (free'd here). */
+static void expect_op(const char *what, ir_op op, const ir_attr *attr, const operand *ops, int n_ops,
+                      const float *want, int k, double tol) {
+  float *got = run_node(op, attr, ops, n_ops, NULL);
+  expect_near(what, got, want, k, tol);
+  free(got);
+}
+
+static const float x9[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}; /* [1,1,3,3] */
+
+static ir_attr conv_attr(int k, int s, int pt, int pl, int pb, int pr, int dil, int groups) {
+  ir_attr a = {0};
+  a.conv2d = (ir_conv2d_attr){{k, k}, {s, s}, {pt, pl, pb, pr}, {dil, dil}, groups};
+  return a;
+}
+
+static void test_conv2d(void) {
+  const float diag[4] = {1, 0, 0, 1}, ones[4] = {1, 1, 1, 1}, bias[1] = {0.5f};
+  ir_attr a = conv_attr(2, 1, 0, 0, 0, 0, 1, 1);
+  operand o[3] = {{SHAPE(1, 1, 3, 3), x9}, {SHAPE(1, 1, 2, 2), diag}, {SHAPE(1), bias}};
+  /* y[i,j] = x[i,j] + x[i+1,j+1] + 0.5 */
+  expect_op("conv2d plain+bias", IR_OP_conv2d, &a, o, 3, (const float[]){6.5f, 8.5f, 12.5f, 14.5f}, 4, 1e-6);
+  /* stride 2, pad top/left 1 only: windows start at (-1,-1), (-1,1), (1,-1), (1,1) */
+  a = conv_attr(2, 2, 1, 1, 0, 0, 1, 1);
+  expect_op("conv2d stride2 asym pad", IR_OP_conv2d, &a, o, 2, (const float[]){1, 3, 7, 14}, 4, 1e-6);
+  /* dilation 2: the four corners */
+  a = conv_attr(2, 1, 0, 0, 0, 0, 2, 1);
+  o[1].data = ones;
+  expect_op("conv2d dilated", IR_OP_conv2d, &a, o, 2, (const float[]){20}, 1, 1e-6);
+  /* depthwise: each channel scaled by its own 1x1 weight */
+  const float xd[8] = {1, 2, 3, 4, 10, 20, 30, 40}, wd[2] = {2, -1};
+  operand od[2] = {{SHAPE(1, 2, 2, 2), xd}, {SHAPE(2, 1, 1, 1), wd}};
+  a = conv_attr(1, 1, 0, 0, 0, 0, 1, 2);
+  expect_op("conv2d depthwise", IR_OP_conv2d, &a, od, 2, (const float[]){2, 4, 6, 8, -10, -20, -30, -40}, 8, 1e-6);
+  /* groups 2 of 2 channels: y0 = x0 + x1, y1 = x2 - x3 */
+  const float xg[4] = {1, 2, 3, 4}, wg[4] = {1, 1, 1, -1};
+  operand og[2] = {{SHAPE(1, 4, 1, 1), xg}, {SHAPE(2, 2, 1, 1), wg}};
+  expect_op("conv2d grouped", IR_OP_conv2d, &a, og, 2, (const float[]){3, -1}, 2, 1e-6);
+}
+
+static void test_batchnorm_inference(void) {
+  const float x[4] = {1, 3, 2, 4}, gamma[2] = {2, 1}, beta[2] = {0, 1}, mean[2] = {2, 0}, var[2] = {4, 1};
+  ir_attr a = {0};
+  a.batchnorm = (ir_batchnorm_attr){1e-5f, 0.1f, 0};
+  operand o[5] = {{SHAPE(1, 2, 1, 2), x}, {SHAPE(2), gamma}, {SHAPE(2), beta}, {SHAPE(2), mean}, {SHAPE(2), var}};
+  /* ch0: (x-2)/sqrt(4+eps)*2; ch1: x/sqrt(1+eps)+1 */
+  expect_op("batchnorm inference", IR_OP_batchnorm, &a, o, 5,
+            (const float[]){-0.99999875f, 0.99999875f, 2.99999f, 4.99998f}, 4, 1e-6);
+}
+
+static void test_batchnorm_training(void) {
+  const float x[4] = {1, 2, 3, 4}, one[1] = {1}, zero[1] = {0};
+  ir_attr a = {0};
+  a.batchnorm = (ir_batchnorm_attr){1e-5f, 0.1f, 1};
+  operand o[5] = {{SHAPE(2, 1, 1, 2), x}, {SHAPE(1), one}, {SHAPE(1), zero}, {SHAPE(1), zero}, {SHAPE(1), one}};
+  ir_graph *g;
+  float *y = run_node(IR_OP_batchnorm, &a, o, 5, &g);
+  /* batch mean 2.5, biased var 1.25 */
+  expect_near("batchnorm training", y, (const float[]){-1.3416354f, -0.4472118f, 0.4472118f, 1.3416354f}, 4, 1e-6);
+  /* running_mean 0.9*0 + 0.1*2.5; running_var 0.9*1 + 0.1*(5/3) (unbiased) */
+  expect_near("running_mean", g->values[ir_find_value(g, "p3")].data, (const float[]){0.25f}, 1, 1e-6);
+  expect_near("running_var", g->values[ir_find_value(g, "p4")].data, (const float[]){1.0666667f}, 1, 1e-6);
+  free(y);
+  ir_graph_free(g);
+}
+
+static void test_groupnorm(void) {
+  const float x[4] = {1, 2, 3, 4}, gamma[4] = {1, 1, 2, 2}, beta[4] = {0, 0, 0, 1};
+  ir_attr a = {0};
+  a.groupnorm = (ir_groupnorm_attr){2, 1e-5f};
+  operand o[3] = {{SHAPE(1, 4, 1, 1), x}, {SHAPE(4), gamma}, {SHAPE(4), beta}};
+  /* groups {1,2} and {3,4}: mean ±0.5 around, var 0.25 -> ±1/sqrt(1+4e-5) */
+  const float u = 0.99998f;
+  expect_op("groupnorm", IR_OP_groupnorm, &a, o, 3, (const float[]){-u, u, -2 * u, 2 * u + 1}, 4, 1e-6);
+}
+
+static void test_activations(void) {
+  const float x[3] = {-1, 0, 2}, l3[2] = {0, 1.0986123f}; /* ln 3 */
+  ir_attr a = {0};
+  operand o[1] = {{SHAPE(3), x}};
+  expect_op("relu", IR_OP_relu, &a, o, 1, (const float[]){0, 0, 2}, 3, 0);
+  o[0] = (operand){SHAPE(2), l3};
+  expect_op("sigmoid", IR_OP_sigmoid, &a, o, 1, (const float[]){0.5f, 0.75f}, 2, 1e-6);
+  expect_op("swish", IR_OP_swish, &a, o, 1, (const float[]){0, 0.8239592f}, 2, 1e-6);
+}
+
+static void test_broadcast(void) {
+  const float x[8] = {0, 1, 2, 3, 4, 5, 6, 7}, bc[2] = {10, 20}, bw[2] = {1, -1}, same[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  ir_attr a = {0};
+  operand o[2] = {{SHAPE(1, 2, 2, 2), x}, {SHAPE(2, 1, 1), bc}}; /* lower rank, per channel */
+  expect_op("add [1,2,2,2]+[2,1,1]", IR_OP_add, &a, o, 2, (const float[]){10, 11, 12, 13, 24, 25, 26, 27}, 8, 0);
+  o[1] = (operand){SHAPE(1, 2, 1, 1), bc}; /* SE gate */
+  expect_op("mul [1,2,2,2]*[1,2,1,1]", IR_OP_mul, &a, o, 2, (const float[]){0, 10, 20, 30, 80, 100, 120, 140}, 8,
+            0);
+  o[1] = (operand){SHAPE(2), bw}; /* along W */
+  expect_op("mul [1,2,2,2]*[2]", IR_OP_mul, &a, o, 2, (const float[]){0, -1, 2, -3, 4, -5, 6, -7}, 8, 0);
+  o[1] = (operand){SHAPE(1, 2, 2, 2), same};
+  expect_op("add same shape", IR_OP_add, &a, o, 2, (const float[]){1, 2, 3, 4, 5, 6, 7, 8}, 8, 0);
+}
+
+static ir_attr pool_attr(int k, int s, int pad, int count_include_pad, int ceil_mode) {
+  ir_attr a = {0};
+  a.maxpool = (ir_pool_attr){{k, k}, {s, s}, {pad, pad, pad, pad}, count_include_pad, ceil_mode};
+  return a;
+}
+
+static void test_pools(void) {
+  float neg[9];
+  for (int i = 0; i < 9; i++) neg[i] = -x9[i];
+  operand o[1] = {{SHAPE(1, 1, 3, 3), x9}};
+  ir_attr a = pool_attr(2, 2, 0, 1, 0);
+  expect_op("maxpool floor", IR_OP_maxpool, &a, o, 1, (const float[]){5}, 1, 0);
+  a = pool_attr(2, 2, 0, 1, 1);
+  expect_op("maxpool ceil_mode", IR_OP_maxpool, &a, o, 1, (const float[]){5, 6, 8, 9}, 4, 0);
+  /* ceil_mode windows clipped at the border: divisors 4, 2, 2, 1 */
+  expect_op("avgpool ceil_mode", IR_OP_avgpool, &a, o, 1, (const float[]){3, 4.5f, 7.5f, 9}, 4, 1e-6);
+  a = pool_attr(2, 2, 1, 1, 0);
+  expect_op("avgpool pad count_include_pad", IR_OP_avgpool, &a, o, 1, (const float[]){0.25f, 1.25f, 2.75f, 7}, 4,
+            1e-6);
+  a = pool_attr(2, 2, 1, 0, 0);
+  expect_op("avgpool pad exclude_pad", IR_OP_avgpool, &a, o, 1, (const float[]){1, 2.5f, 5.5f, 7}, 4, 1e-6);
+  o[0].data = neg; /* padding must not win a max of negative numbers */
+  expect_op("maxpool pad is -inf", IR_OP_maxpool, &a, o, 1, (const float[]){-1, -2, -4, -5}, 4, 0);
+  const float x[4] = {1, 2, 3, 5};
+  o[0] = (operand){SHAPE(1, 2, 1, 2), x};
+  expect_op("global_avgpool", IR_OP_global_avgpool, &a, o, 1, (const float[]){1.5f, 4}, 2, 1e-6);
+}
+
+static void test_dense(void) {
+  const float x[6] = {1, 2, 3, 0, 1, 0}, w[6] = {1, 0, -1, 2, 2, 2}, b[2] = {0.5f, -1};
+  ir_attr a = {0};
+  a.dense.units = 2;
+  operand o[3] = {{SHAPE(2, 3), x}, {SHAPE(2, 3), w}, {SHAPE(2), b}};
+  expect_op("dense+bias", IR_OP_dense, &a, o, 3, (const float[]){-1.5f, 11, 0.5f, 1}, 4, 1e-6);
+  expect_op("dense", IR_OP_dense, &a, o, 2, (const float[]){-2, 12, 0, 2}, 4, 1e-6);
+}
+
+static void test_softmax(void) {
+  const float x[4] = {0, 1.0986123f, 1000, 1001.0986123f};
+  ir_attr a = {0};
+  operand o[1] = {{SHAPE(2, 2), x}};
+  /* the second row overflows exp() unless the max is subtracted */
+  expect_op("softmax", IR_OP_softmax, &a, o, 1, (const float[]){0.25f, 0.75f, 0.25f, 0.75f}, 4, 1e-4);
+}
+
+static void test_softmax_xent(void) {
+  const float logits[4] = {0, 1.0986123f, 0, 0}, labels[2] = {1, 0};
+  ir_attr a = {0};
+  operand o[2] = {{SHAPE(2, 2), logits}, {SHAPE(2), labels}};
+  /* mean(-ln .75, -ln .5) */
+  expect_op("softmax_xent", IR_OP_softmax_xent, &a, o, 2, (const float[]){0.4904146f}, 1, 1e-6);
+  /* smoothing 0.2: 0.8*(-ln .75) + 0.2*mean(-ln .25, -ln .75), and -ln .5 for the other */
+  a.softmax_xent.label_smoothing = 0.2f;
+  expect_op("softmax_xent smoothing", IR_OP_softmax_xent, &a, o, 2, (const float[]){0.5453452f}, 1, 1e-6);
+}
+
+static void test_dropout(void) {
+  enum { K = 4000 };
+  float *x = malloc(K * sizeof *x);
+  for (int i = 0; i < K; i++) x[i] = 1.0f + (float)i;
+  ir_attr a = {0};
+  a.dropout = (ir_dropout_attr){0.25f, 0, 7};
+  operand o[1] = {{SHAPE(1, K), x}};
+  expect_op("dropout inference is identity", IR_OP_dropout, &a, o, 1, x, K, 0);
+  a.dropout.training = 1;
+  float *y1 = run_node(IR_OP_dropout, &a, o, 1, NULL), *y2 = run_node(IR_OP_dropout, &a, o, 1, NULL);
+  a.dropout.seed = 8;
+  float *y3 = run_node(IR_OP_dropout, &a, o, 1, NULL);
+  int kept = 0, bad = 0, same = 0, differ = 0;
+  for (int i = 0; i < K; i++) {
+    kept += y1[i] != 0;
+    bad += y1[i] != 0 && fabsf(y1[i] - x[i] / 0.75f) > 1e-6f * x[i];
+    same += y1[i] == y2[i];
+    differ += (y1[i] != 0) != (y3[i] != 0);
+  }
+  /* binomial(4000, 0.75): mean 3000, sd 27 */
+  CHECK(kept > 2850 && kept < 3150, "dropout kept %d of %d at rate 0.25", kept, K);
+  CHECK(bad == 0, "dropout: %d kept elements not scaled by 1/(1-rate)", bad);
+  CHECK(same == K, "dropout not deterministic for a fixed seed");
+  CHECK(differ > 1000, "dropout masks of seeds 7 and 8 differ in only %d places", differ);
+  free(y1), free(y2), free(y3), free(x);
+}
+
+static void test_reshape_normalize(void) {
+  const float x[4] = {0, 255, 51, 102};
+  ir_attr a = {0};
+  a.reshape.shape = SHAPE(1, -1);
+  operand o[1] = {{SHAPE(1, 2, 1, 2), x}};
+  expect_op("reshape", IR_OP_reshape, &a, o, 1, x, 4, 0);
+  memset(&a, 0, sizeof a);
+  a.normalize = (ir_normalize_attr){1.0f / 255.0f, 2, {0.5f, 0.2f}, {0.5f, 0.2f}};
+  expect_op("normalize", IR_OP_normalize, &a, o, 1, (const float[]){-1, 1, 0, 1}, 4, 1e-6);
+}
+
+/* Every row of ops.def must have a name and all three hooks, and round-trip by name. */
+static void test_op_table_hooks(void) {
+  for (int i = 0; i < IR_OP_COUNT; i++) {
+    const ir_op_info *op = &ir_ops[i];
+    CHECK(op->name != NULL, "op %d has no name", i);
+    if (!op->name) continue;
+    CHECK(op->infer != NULL, "op %s has no infer hook", op->name);
+    CHECK(op->cost != NULL, "op %s has no cost hook", op->name);
+    CHECK(op->ref != NULL, "op %s has no ref hook", op->name);
+    CHECK(ir_op_from_name(op->name) == (ir_op)i, "ir_op_from_name(\"%s\") != %d", op->name, i);
+  }
+}
+
+int main(void) {
+  test_op_table_hooks();
+  test_conv2d();
+  test_batchnorm_inference();
+  test_batchnorm_training();
+  test_groupnorm();
+  test_activations();
+  test_broadcast();
+  test_pools();
+  test_dense();
+  test_softmax();
+  test_softmax_xent();
+  test_dropout();
+  test_reshape_normalize();
+  if (g_failures) {
+    fprintf(stderr, "test_ref_ops: %d check(s) failed\n", g_failures);
+    return 1;
+  }
+  printf("test_ref_ops: all checks passed\n");
+  return 0;
+}
