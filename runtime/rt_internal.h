@@ -1,0 +1,102 @@
+/* rt_internal.h — private declarations shared by the files of libcnnrt.  Prefix: rt_.
+ * Nothing here is exported (the library is built with -fvisibility=hidden). */
+#ifndef CNNC_RT_INTERNAL_H
+#define CNNC_RT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cnnc_abi.h"
+#include "cnnrt.h"
+
+#define RT_ALIGN 64
+
+/* ---- errors (rt_error.c) ---------------------------------------------------------------- */
+/* Sets the thread-local message and returns s, so failures read `return rt_fail(...)`. */
+cnnrt_status rt_fail(cnnrt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rt_clear_error(void);
+
+/* ---- growable string (rt_json.c) -------------------------------------------------------- */
+typedef struct rt_str { char *s; size_t n, cap; int oom; } rt_str;
+void rt_str_printf(rt_str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rt_str_json_string(rt_str *b, const char *s); /* a quoted, escaped JSON string; NULL -> null */
+/* Nonzero if text is one valid JSON value (RFC 8259) with nothing but whitespace after it;
+ * nonzero-and-object if want_object. */
+int rt_json_valid(const char *text, int want_object);
+
+/* ---- ELF pre-check (rt_elf.c) ----------------------------------------------------------- */
+/* Checks that path is a readable ELF shared object for this machine whose loadable segments
+ * lie inside the file (dlopen would fault on a truncated one).  Returns OK or IO/BAD_MODEL. */
+cnnrt_status rt_elf_check(const char *path);
+
+/* ---- descriptor checks (rt_validate.c) -------------------------------------------------- */
+size_t rt_dtype_size(int32_t dtype); /* 0 for an unknown dtype */
+const char *rt_dtype_name(int32_t dtype);
+/* Checks every table of d for consistency (indices, sizes, data flow between shards) and
+ * that its pointers point into the .so that holds d.  Names path in messages.  On success
+ * *producer_out (malloc, caller frees) maps each tensor to the shard writing it (-1: the
+ * model input). */
+cnnrt_status rt_validate(const cnnc_abi_model *d, const char *path, int **producer_out);
+
+/* ---- sync primitives (rt_sync.c) -------------------------------------------------------- */
+/* Spin-then-futex wait until *word != seen. */
+void rt_wait_change(_Atomic uint32_t *word, uint32_t seen);
+void rt_wake_all(_Atomic uint32_t *word);
+
+typedef struct rt_barrier {
+  _Atomic uint32_t arrived;
+  _Atomic uint32_t generation;
+  uint32_t n;
+} rt_barrier;
+void rt_barrier_init(rt_barrier *b, uint32_t n);
+void rt_barrier_wait(rt_barrier *b); /* the cnnc_abi_barrier_fn shape, via rt_barrier_cb */
+void rt_barrier_cb(void *ctx);
+
+/* Bounded FIFO of pointers, blocking on full/empty. */
+typedef struct rt_queue {
+  pthread_mutex_t mu;
+  pthread_cond_t not_empty, not_full;
+  void **items;
+  int cap, head, count;
+} rt_queue;
+int rt_queue_init(rt_queue *q, void **storage, int cap); /* 0 or -1 */
+void rt_queue_destroy(rt_queue *q);
+void rt_queue_push(rt_queue *q, void *item);
+void *rt_queue_pop(rt_queue *q);
+
+/* ---- memory (rt_load.c) ----------------------------------------------------------------- */
+void *rt_alloc(const cnnrt_model *m, size_t bytes); /* RT_ALIGN-aligned, zeroed, or NULL */
+void rt_free(const cnnrt_model *m, void *p);
+
+/* ---- execution (rt_exec.c) -------------------------------------------------------------- */
+typedef struct rt_exec rt_exec;
+/* Allocates the frames and scratch and starts one thread group per shard (m->exec). */
+cnnrt_status rt_exec_start(cnnrt_model *m);
+/* Runs n micro-batches through the started pipeline; buffers already checked. */
+cnnrt_status rt_exec_run(cnnrt_model *m, const void *input, void *output, int n);
+void rt_exec_stop(cnnrt_model *m); /* joins every thread and frees the pipeline; idempotent */
+/* The cores this process may run on, ascending, into cpus (up to max); returns the count. */
+int rt_usable_cpus(int *cpus, int max);
+
+/* ---- the model -------------------------------------------------------------------------- */
+struct cnnrt_model {
+  char *path;
+  void *dl;                      /* dlopen handle */
+  const cnnc_abi_model *d;       /* the descriptor, inside the .so */
+  cnnrt_options opts;
+  cnnrt_allocator alloc;
+  int *threads;                  /* [n_shards] */
+  int **cpus;                    /* [n_shards] -> pinning list or NULL */
+  int *n_cpus;                   /* [n_shards] */
+  int *producer;                 /* [n_tensors] shard producing the tensor; -1 for the input */
+  size_t out_bytes;              /* all outputs of one micro-batch */
+  char *describe;                /* last cnnrt_describe_json result */
+  pthread_mutex_t lock;          /* serialises infer and setters */
+  int lock_ok;
+  rt_exec *exec;                 /* NULL until the first infer, or after a setter */
+};
+
+#endif
