@@ -16,7 +16,7 @@ static double sigmoid(double x) {
 
 void ir_ref_relu(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   int64_t k = out_numel(g, n);
-  for (int64_t i = 0; i < k; i++) out[i] = in[0][i] > 0.0f ? in[0][i] : (isnan(in[0][i]) ? in[0][i] : 0.0f);
+  for (int64_t i = 0; i < k; i++) out[i] = in[0][i] > 0.0f || isnan(in[0][i]) ? in[0][i] : 0.0f; /* NaN stays */
 }
 
 void ir_ref_sigmoid(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
