@@ -4,6 +4,7 @@
  * outputs.  A bad descriptor yields CNNRT_BAD_MODEL naming the file and the field. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,7 +127,9 @@ static cnnrt_status rt_check_shard_ops(const rt_vctx *v, int s) {
 /* producer[t]: -2 not produced yet, -1 the model input, s >= 0 the shard writing it. */
 static cnnrt_status rt_check_shard(const rt_vctx *v, int s, int *producer) {
   const cnnc_abi_shard *sh = &v->d->shards[s];
-  if (rt_check_ptr(v, (const void *)(uintptr_t)sh->run, 1, "shard run") != CNNRT_OK ||
+  char what[64];
+  snprintf(what, sizeof what, "shards[%d].run", s);
+  if (rt_check_ptr(v, (const void *)(uintptr_t)sh->run, 1, what) != CNNRT_OK ||
       rt_check_str(v, sh->first_layer, 1, "shard first_layer") != CNNRT_OK ||
       rt_check_str(v, sh->last_layer, 1, "shard last_layer") != CNNRT_OK)
     return CNNRT_BAD_MODEL;
