@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""test_torch_parity.py BUILD SRC [MODEL...] — cnnc against PyTorch on identical weights.
+
+For each model (default: resnet50, resnext50_32x4d, efficientnet_b0 — the external-truth set
+of issue 3 — plus the cheap cifar_resnet20, cifar10_keras_cnn and fmnist_cnn):
+  * build the PyTorch model (torchvision's where it exists; tools/export_torchvision.py) in
+    eval mode with torch.manual_seed(0), randomise every BatchNorm's gamma/beta/running
+    statistics so BN is not the identity, and export the weights to safetensors with cnnc
+    names (numpy writer);
+  * run PyTorch (fp32) on a seeded random batch of 2;
+  * run cnnc's reference interpreter on the same input and weights
+    (BUILD/tests/run_interp --weights W --input X --output Y, raw f32);
+  * if the compiler and runtime are built (BUILD/cnnrun exists): compile with
+    `cnnc X.yml --weights W --batch-size 2 -o X.so` and run `cnnrun X.so infer --input X
+    --output Y`; a compiler that answers "not implemented" is reported as SKIP;
+  * compare logits: max |cnnc - torch| / max |torch| <= 1e-4.
+u8 models (fmnist_cnn) get integers 0..255, and PyTorch gets them divided by 255 as the
+anchor does.  Prints one line per comparison, then "N passed, M failed[, K skipped]"."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
+if not BUILD or not SRC:
+    sys.exit(__doc__)
+sys.path.insert(0, os.path.join(SRC, "tools"))
+import export_torchvision as E  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(2)
+DEFAULT = ["resnet50", "resnext50_32x4d", "efficientnet_b0", "cifar_resnet20", "cifar10_keras_cnn", "fmnist_cnn"]
+U8_MODELS = {"fmnist_cnn"}
+BATCH = 2
+TOL = 1e-4
+
+
+def rel_err(got, want):
+    scale = max(float(np.abs(want).max()), 1e-30)
+    return float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()) / scale
+
+
+def run(cmd, timeout=900):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def msg_of(r):
+    return ((r.stderr or "") + (r.stdout or "")).strip().replace("\n", " | ")[:300]
+
+
+def prepare(name, tmp):
+    """Exports weights and input; returns (weights path, input path, torch logits)."""
+    torch.manual_seed(0)
+    m = E.build(name)
+    E.randomize_bn(m, torch.Generator().manual_seed(1))
+    w = os.path.join(tmp, name + ".safetensors")
+    E.write_safetensors(w, E.cnnc_state(m, name), {"format": "cnnc"})
+    g = torch.Generator().manual_seed(2)
+    shape = (BATCH,) + E.INPUT_SHAPES[name]
+    if name in U8_MODELS:
+        x = torch.randint(0, 256, shape, generator=g).float()
+        tx = x / 255.0
+    else:
+        x = torch.randn(shape, generator=g)
+        tx = x
+    xp = os.path.join(tmp, name + ".in.f32")
+    x.numpy().astype("<f4").tofile(xp)
+    with torch.no_grad():
+        want = m(tx).numpy()
+    return w, xp, want
+
+
+def interp_logits(name, w, xp, tmp):
+    yml = os.path.join(SRC, "models", name + ".yml")
+    out = os.path.join(tmp, name + ".interp.f32")
+    r = run([os.path.join(BUILD, "tests", "run_interp"), yml, "--batch", str(BATCH), "--weights", w,
+             "--input", xp, "--output", out])
+    if r.returncode != 0:
+        raise RuntimeError("run_interp exited %d: %s" % (r.returncode, msg_of(r)))
+    return np.fromfile(out, "<f4")
+
+
+def compiled_logits(name, w, xp, tmp):
+    """Logits from the compiled .so, or None (with a reason) when codegen is not there yet."""
+    cnnrun = os.path.join(BUILD, "cnnrun")
+    if not os.path.exists(cnnrun):
+        return None, "BUILD/cnnrun not built"
+    yml = os.path.join(SRC, "models", name + ".yml")
+    so = os.path.join(tmp, name + ".so")
+    r = run([os.path.join(BUILD, "cnnc"), yml, "--weights", w, "--batch-size", str(BATCH), "-o", so])
+    if r.returncode != 0:
+        if re.search(r"not implemented", r.stderr + r.stdout):
+            return None, "compiler: " + msg_of(r)
+        raise RuntimeError("cnnc -o exited %d: %s" % (r.returncode, msg_of(r)))
+    out = os.path.join(tmp, name + ".so.f32")
+    r = run([cnnrun, so, "infer", "--input", xp, "--output", out])
+    if r.returncode != 0:
+        raise RuntimeError("cnnrun infer exited %d: %s" % (r.returncode, msg_of(r)))
+    return np.fromfile(out, "<f4"), None
+
+
+def main():
+    names = sys.argv[3:] or DEFAULT
+    passed = failed = skipped = 0
+
+    def report(ok, label, text):
+        nonlocal passed, failed
+        print("%s %-34s %s" % ("PASS" if ok else "FAIL", label, text), flush=True)
+        passed += ok
+        failed += not ok
+
+    with tempfile.TemporaryDirectory(prefix="cnnc_parity_") as tmp:
+        for name in names:
+            try:
+                t0 = time.time()
+                w, xp, want = prepare(name, tmp)
+                got = interp_logits(name, w, xp, tmp)
+                if got.size != want.size:
+                    raise RuntimeError("interpreter gave %d values, PyTorch %s" % (got.size, want.shape))
+                e = rel_err(got.reshape(want.shape), want)
+                report(e <= TOL, name + " interp vs torch", "max rel err %.2e (logit scale %.3g, %.1f s)" % (
+                    e, float(np.abs(want).max()), time.time() - t0))
+            except Exception as ex:  # keep going: one model must not hide the others
+                report(False, name + " interp vs torch", str(ex))
+                continue
+            try:
+                t0 = time.time()
+                got, why = compiled_logits(name, w, xp, tmp)
+                if got is None:
+                    print("SKIP %-34s %s" % (name + " .so vs torch", why), flush=True)
+                    skipped += 1
+                    continue
+                if got.size != want.size:
+                    raise RuntimeError("the .so gave %d values, PyTorch %s" % (got.size, want.shape))
+                e = rel_err(got.reshape(want.shape), want)
+                report(e <= TOL, name + " .so vs torch", "max rel err %.2e (%.1f s)" % (e, time.time() - t0))
+            except Exception as ex:
+                report(False, name + " .so vs torch", str(ex))
+    print("%d passed, %d failed%s" % (passed, failed, ", %d skipped" % skipped if skipped else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

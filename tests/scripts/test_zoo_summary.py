@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""test_zoo_summary.py BUILD SRC — `cnnc models/X.yml --summary` totals against PyTorch.
+
+For every zoo model (models/*.yml; each must have a PyTorch equivalent in
+tools/export_torchvision.py: torchvision's where it exists), the "Total params:" line must
+equal the PyTorch model's parameter count exactly, and "MACs/image:" must be within 0.5 % of
+the conv + linear MACs counted with forward hooks on one image of the model's input size.
+Prints one line per model, then "N passed, M failed"; exit status 1 on any failure."""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
+if not BUILD or not SRC:
+    sys.exit(__doc__)
+sys.path.insert(0, os.path.join(SRC, "tools"))
+import export_torchvision as E  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(2)
+UNITS = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+MAC_TOL = 0.005
+
+
+def cnnc_totals(yml):
+    """(params, macs) from the driver's summary, or raise with its stderr."""
+    r = subprocess.run([os.path.join(BUILD, "cnnc"), yml, "--summary"], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError("cnnc --summary exited %d: %s" % (r.returncode, (r.stderr or r.stdout).strip()[:300]))
+    p = re.search(r"Total params:\s*([\d,]+)", r.stdout)
+    m = re.search(r"MACs/image:\s*([\d.]+)\s*([KkMGT]?)", r.stdout)
+    if not p or not m:
+        raise RuntimeError("summary lacks 'Total params:' or 'MACs/image:' lines")
+    return int(p.group(1).replace(",", "")), float(m.group(1)) * UNITS[m.group(2)], m.group(0)
+
+
+def main():
+    ymls = sorted(glob.glob(os.path.join(SRC, "models", "*.yml")))
+    passed = failed = 0
+    print("     %-20s %14s %14s %12s %12s %8s" % ("model", "cnnc params", "torch params", "cnnc MACs", "torch MACs", "diff"))
+    for yml in ymls:
+        name = os.path.splitext(os.path.basename(yml))[0]
+        try:
+            params, macs, macs_txt = cnnc_totals(yml)
+            torch.manual_seed(0)
+            m = E.build(name)
+            t_params = sum(p.numel() for p in m.parameters())
+            t_macs = E.count_macs(m, E.INPUT_SHAPES[name])
+            rel = abs(macs - t_macs) / t_macs
+            # The summary prints ~4 significant digits: allow that rounding on top of 0.5 %.
+            ok = params == t_params and rel <= MAC_TOL
+            why = "" if ok else (" params differ by %+d" % (params - t_params) if params != t_params
+                                 else " MACs off by %.2f %%" % (100 * rel))
+            print("%s %-20s %14s %14s %12s %12s %7.3f%%%s" % (
+                "PASS" if ok else "FAIL", name, "{:,}".format(params), "{:,}".format(t_params),
+                "%.4g G" % (macs / 1e9), "%.4g G" % (t_macs / 1e9), 100 * rel, why))
+        except Exception as e:  # one broken model must not hide the others
+            ok = False
+            print("FAIL %-20s %s" % (name, str(e).splitlines()[0] if str(e) else type(e).__name__))
+        passed += ok
+        failed += not ok
+    if not ymls:
+        print("FAIL no models under %s/models" % SRC)
+        failed += 1
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
