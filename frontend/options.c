@@ -1,0 +1,230 @@
+/* options.c — the compile options of options.def: the table (fe_opt_table), defaults,
+ * lookup by long or field name, typed setting from text with range checks and "not
+ * implemented yet" for options a build does not support, and the JSON form embedded in
+ * the generated .so. */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe_int.h"
+
+const fe_opt_info fe_opt_table[FE_OPT_COUNT] = {
+#define OPT(field, lname, type, def, values, help, impl) {#field, lname, type, def, values, help, impl},
+#include "options.def"
+};
+
+static const size_t opt_offset[FE_OPT_COUNT] = {
+#define OPT(field, lname, type, def, values, help, impl) offsetof(fe_options, field),
+#include "options.def"
+};
+
+/* Ranges of numeric options (inclusive); options not listed take any value of their type. */
+static const struct { int k; double lo, hi; } opt_range[] = {
+    {FE_OPTK_batch_size, 1, 65536},
+    {FE_OPTK_shards, 0, 1024},
+    {FE_OPTK_seed, 0, 9.2e18},
+    {FE_OPTK_label_smoothing, 0, 0.999999},
+    {FE_OPTK_gradient_accumulation, 1, 1 << 20},
+    {FE_OPTK_replicas, 1, 4096},
+    {FE_OPTK_memory_limit, 0, 9.2e18},
+    {FE_OPTK_available_memory_proportion, 1e-6, 1},
+};
+
+static void *field_ptr(fe_options *o, int k) { return (char *)o + opt_offset[k]; }
+static const void *cfield_ptr(const fe_options *o, int k) { return (const char *)o + opt_offset[k]; }
+
+/* Sets option k from text without the implemented check (defaults use it too). */
+static int set_raw(fe_options *o, int k, const char *text, const char *label, ir_diag *d);
+
+void fe_options_init(fe_options *o) {
+  memset(o, 0, sizeof *o);
+  for (int k = 0; k < FE_OPT_COUNT; k++)
+    if (fe_opt_table[k].type != OPT_LIST) set_raw(o, k, fe_opt_table[k].def, "", NULL);
+}
+
+int fe_option_find(const char *name) {
+  for (int k = 0; k < FE_OPT_COUNT; k++) {
+    const char *l = fe_opt_table[k].long_name;
+    if (!strcmp(name, fe_opt_table[k].field) || !strcmp(name, l)) return k;
+  }
+  return -1;
+}
+
+static int check_range(int k, double x, const char *text, const char *label, ir_diag *d) {
+  for (size_t i = 0; i < sizeof opt_range / sizeof opt_range[0]; i++) {
+    if (opt_range[i].k != k) continue;
+    if (x < opt_range[i].lo) return ir_diag_set(d, (ir_loc){0}, NULL, "%s must be >= %g (got %s)", label, opt_range[i].lo, text);
+    if (x > opt_range[i].hi) return ir_diag_set(d, (ir_loc){0}, NULL, "%s must be <= %g (got %s)", label, opt_range[i].hi, text);
+  }
+  return 0;
+}
+
+static int set_int(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (!*text || *end || errno) return ir_diag_set(d, (ir_loc){0}, NULL, "%s takes an integer (got '%s')", label, text);
+  if (check_range(k, (double)v, text, label, d)) return -1;
+  *(int64_t *)field_ptr(o, k) = v;
+  return 0;
+}
+
+static int set_float(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (!*text || *end || errno || !isfinite(v))
+    return ir_diag_set(d, (ir_loc){0}, NULL, "%s takes a number (got '%s')", label, text);
+  if (check_range(k, v, text, label, d)) return -1;
+  *(double *)field_ptr(o, k) = v;
+  return 0;
+}
+
+static int set_enum(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  const char *vals = fe_opt_table[k].values, *cand[16];
+  char buf[16][32];
+  int n = 0;
+  for (const char *p = vals; *p && n < 16;) {
+    size_t len = strcspn(p, "|");
+    if (len == strlen(text) && !strncmp(p, text, len)) {
+      *(const char **)field_ptr(o, k) = text;
+      return 0;
+    }
+    snprintf(buf[n], sizeof buf[n], "%.*s", (int)len, p);
+    cand[n] = buf[n];
+    n++;
+    p += len + (p[len] == '|');
+  }
+  const char *best = fe_closest(text, cand, n);
+  return ir_diag_set(d, (ir_loc){0}, NULL, "%s must be one of %s (got '%s')%s%s%s", label, vals, text,
+                     best ? " (did you mean '" : "", best ? best : "", best ? "'?)" : "");
+}
+
+static int set_flag(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  int v;
+  if (!text || !strcmp(text, "1") || !strcmp(text, "true")) v = 1;
+  else if (!strcmp(text, "0") || !strcmp(text, "false")) v = 0;
+  else return ir_diag_set(d, (ir_loc){0}, NULL, "%s takes true or false (got '%s')", label, text);
+  *(int *)field_ptr(o, k) = v;
+  return 0;
+}
+
+static int set_list(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  fe_list *l = field_ptr(o, k);
+  if (!text || !*text) return ir_diag_set(d, (ir_loc){0}, NULL, "%s: empty list item", label);
+  if (l->n >= FE_MAX_LIST) return ir_diag_set(d, (ir_loc){0}, NULL, "%s takes at most %d items", label, FE_MAX_LIST);
+  l->v[l->n++] = text;
+  return 0;
+}
+
+static int set_raw(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  switch (fe_opt_table[k].type) {
+  case OPT_INT: return set_int(o, k, text, label, d);
+  case OPT_FLOAT: return set_float(o, k, text, label, d);
+  case OPT_STR: *(const char **)field_ptr(o, k) = text ? text : ""; return 0;
+  case OPT_ENUM: return set_enum(o, k, text, label, d);
+  case OPT_FLAG: return set_flag(o, k, text, label, d);
+  case OPT_LIST: return set_list(o, k, text, label, d);
+  }
+  return -1;
+}
+
+/* label: how the option is named in messages ("--batch-size" or "compile: 'batch_size'"). */
+int fe_option_set_as(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  if (k < 0 || k >= FE_OPT_COUNT) return ir_diag_set(d, (ir_loc){0}, NULL, "unknown option");
+  if (!fe_opt_table[k].implemented) return ir_diag_set(d, (ir_loc){0}, NULL, "%s: not implemented yet", label);
+  if (fe_opt_table[k].type == OPT_LIST && !text) { /* clear: the list is given anew */
+    ((fe_list *)field_ptr(o, k))->n = 0;
+    o->set[k] = 1;
+    return 0;
+  }
+  if (fe_opt_table[k].type != OPT_FLAG && !text)
+    return ir_diag_set(d, (ir_loc){0}, NULL, "%s needs a value", label);
+  if (set_raw(o, k, text, label, d)) return -1;
+  o->set[k] = 1;
+  return 0;
+}
+
+int fe_option_set(fe_options *o, int k, const char *text, ir_diag *d) {
+  char label[64];
+  snprintf(label, sizeof label, "--%s", k >= 0 && k < FE_OPT_COUNT ? fe_opt_table[k].long_name : "?");
+  return fe_option_set_as(o, k, text, label, d);
+}
+
+void fe_options_rehome(fe_options *o, const unsigned char *which, ir_arena *a) {
+  for (int k = 0; k < FE_OPT_COUNT; k++) {
+    if (!which[k]) continue;
+    fe_opt_type t = fe_opt_table[k].type;
+    if (t == OPT_STR || t == OPT_ENUM) {
+      const char **p = field_ptr(o, k);
+      *p = ir_strdup(a, *p);
+    } else if (t == OPT_LIST) {
+      fe_list *l = field_ptr(o, k);
+      for (int i = 0; i < l->n; i++) l->v[i] = ir_strdup(a, l->v[i]);
+    }
+  }
+}
+
+/* ---- JSON ---------------------------------------------------------------------------- */
+typedef struct sbuf { char *p; size_t n, cap; } sbuf;
+
+static void put(sbuf *b, const char *s, size_t n) {
+  if (b->n + n + 1 > b->cap) {
+    b->cap = (b->n + n + 1) * 2;
+    b->p = realloc(b->p, b->cap);
+    if (!b->p) abort();
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+  b->p[b->n] = 0;
+}
+static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+
+static void put_json_str(sbuf *b, const char *s) {
+  puts_(b, "\"");
+  for (; *s; s++) {
+    char esc[8];
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') snprintf(esc, sizeof esc, "\\%c", ch);
+    else if (ch < 0x20) snprintf(esc, sizeof esc, "\\u%04x", ch);
+    else esc[0] = (char)ch, esc[1] = 0;
+    puts_(b, esc);
+  }
+  puts_(b, "\"");
+}
+
+static void put_value(sbuf *b, const fe_options *o, int k) {
+  char num[64];
+  const void *p = cfield_ptr(o, k);
+  switch (fe_opt_table[k].type) {
+  case OPT_INT: snprintf(num, sizeof num, "%lld", (long long)*(const int64_t *)p); puts_(b, num); break;
+  case OPT_FLOAT: snprintf(num, sizeof num, "%.17g", *(const double *)p); puts_(b, num); break;
+  case OPT_FLAG: puts_(b, *(const int *)p ? "true" : "false"); break;
+  case OPT_STR: case OPT_ENUM: put_json_str(b, *(const char *const *)p); break;
+  case OPT_LIST: {
+    const fe_list *l = p;
+    puts_(b, "[");
+    for (int i = 0; i < l->n; i++) {
+      if (i) puts_(b, ", ");
+      put_json_str(b, l->v[i]);
+    }
+    puts_(b, "]");
+  } break;
+  }
+}
+
+char *fe_options_json(const fe_options *o) {
+  sbuf b = {0};
+  puts_(&b, "{");
+  for (int k = 0; k < FE_OPT_COUNT; k++) {
+    puts_(&b, k ? ", " : "");
+    put_json_str(&b, fe_opt_table[k].field);
+    puts_(&b, ": ");
+    put_value(&b, o, k);
+  }
+  puts_(&b, "}");
+  return b.p;
+}
