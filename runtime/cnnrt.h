@@ -90,12 +90,23 @@ CNNRT_API const char *cnnrt_model_name(const cnnrt_model *m);
 CNNRT_API int cnnrt_batch_size(const cnnrt_model *m); /* samples per micro-batch */
 CNNRT_API int cnnrt_num_shards(const cnnrt_model *m);
 CNNRT_API int cnnrt_num_outputs(const cnnrt_model *m);
+CNNRT_API const char *cnnrt_compiler_version(const cnnrt_model *m); /* "" if the model does not say */
+CNNRT_API double cnnrt_model_flops(const cnnrt_model *m);  /* per micro-batch, as the compiler counted */
 /* Fills *out (the caller's) with the image input / output index's description. */
 CNNRT_API cnnrt_status cnnrt_input_info(const cnnrt_model *m, cnnrt_tensor_info *out);
 CNNRT_API cnnrt_status cnnrt_output_info(const cnnrt_model *m, int index, cnnrt_tensor_info *out);
 /* Bytes of one micro-batch of input, and of all outputs of one micro-batch together. */
 CNNRT_API size_t cnnrt_input_bytes(const cnnrt_model *m);
 CNNRT_API size_t cnnrt_output_bytes(const cnnrt_model *m);
+typedef struct cnnrt_shard_summary {
+  const char *first_layer, *last_layer; /* owned by the model; "" if the model does not say */
+  int n_ops, n_inputs, n_outputs;       /* boundary tensors read / written */
+  size_t scratch_bytes;
+  double flops;                         /* per micro-batch, the sum over its ops */
+  int threads;                          /* current setting */
+} cnnrt_shard_summary;
+/* Fills *out (the caller's) with shard's description. */
+CNNRT_API cnnrt_status cnnrt_shard_info(const cnnrt_model *m, int shard, cnnrt_shard_summary *out);
 /* The compile options as a JSON object. */
 CNNRT_API const char *cnnrt_options_json(const cnnrt_model *m);
 /* The whole descriptor (tensors, shards with their ops, options) plus the current thread

@@ -33,6 +33,12 @@ CNNRT_API const char *cnnrt_options_json(const cnnrt_model *m) {
   return m->d->options_json ? m->d->options_json : "{}";
 }
 
+CNNRT_API const char *cnnrt_compiler_version(const cnnrt_model *m) {
+  if (rt_null_model(m, "cnnrt_compiler_version")) return NULL;
+  return m->d->compiler_version ? m->d->compiler_version : "";
+}
+CNNRT_API double cnnrt_model_flops(const cnnrt_model *m) { return rt_null_model(m, "cnnrt_model_flops") ? 0 : m->d->total_flops; }
+
 static void rt_tensor_info(const cnnc_abi_tensor *t, cnnrt_tensor_info *out) {
   memset(out, 0, sizeof *out);
   out->name = t->name;
@@ -78,6 +84,24 @@ CNNRT_API cnnrt_status cnnrt_set_threads(cnnrt_model *m, int shard, int nthreads
   for (int s = 0; s < m->d->n_shards; s++)
     if (shard == -1 || s == shard) m->threads[s] = nthreads;
   pthread_mutex_unlock(&m->lock);
+  return CNNRT_OK;
+}
+
+CNNRT_API cnnrt_status cnnrt_shard_info(const cnnrt_model *m, int shard, cnnrt_shard_summary *out) {
+  rt_clear_error();
+  if (rt_check_shard_arg(m, shard, "cnnrt_shard_info") != CNNRT_OK) return CNNRT_INVALID_ARGUMENT;
+  if (shard < 0) return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_shard_info: shard -1");
+  if (!out) return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_shard_info: out is NULL");
+  const cnnc_abi_shard *sh = &m->d->shards[shard];
+  memset(out, 0, sizeof *out);
+  out->first_layer = sh->first_layer ? sh->first_layer : "";
+  out->last_layer = sh->last_layer ? sh->last_layer : "";
+  out->n_ops = sh->n_ops;
+  out->n_inputs = sh->n_inputs;
+  out->n_outputs = sh->n_io - sh->n_inputs;
+  out->scratch_bytes = (size_t)sh->scratch_bytes;
+  for (int k = 0; k < sh->n_ops; k++) out->flops += sh->op_flops[k];
+  out->threads = m->threads[shard];
   return CNNRT_OK;
 }
 

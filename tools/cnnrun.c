@@ -1,0 +1,595 @@
+/* cnnrun.c — runs a model .so compiled by cnnc through libcnnrt (runtime/cnnrt.h):
+ *   cnnrun MODEL.so info [--json]                  the descriptor
+ *   cnnrun MODEL.so benchmark [--batches N] ...    img/s and latency on synthetic input
+ *   cnnrun MODEL.so infer --input FILE ...         raw or idx(.gz) tensors in, logits out
+ * Exit status: 0 success, 1 error (model, file, runtime), 2 usage. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/cnnrt.h"
+
+#ifdef CNNRUN_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+#define EXIT_USAGE 2
+#define MAX_SHARDS 4096
+
+/* ---- command line ----------------------------------------------------------------------- */
+typedef struct opts {
+  const char *model, *cmd;
+  int json, pin, top, warmup, runs, batches, batches_set, n_threads;
+  int threads[64];
+  const char *input, *output, *labels, *format;
+} opts;
+
+typedef struct optdef {
+  const char *name, *arg, *help;
+} optdef;
+
+static const optdef info_opts[] = {{"--json", NULL, "print the descriptor as JSON"}, {NULL, NULL, NULL}};
+static const optdef bench_opts[] = {
+    {"--batches", "N", "micro-batches per call (device iterations; default 8)"},
+    {"--runs", "R", "timed calls (default 5)"},
+    {"--warmup", "W", "untimed calls first (default 1: the first run is dropped)"},
+    {"--threads", "T[,T...]", "threads per shard (one value for all, or one per shard)"},
+    {"--pin", NULL, "pin each shard's threads to its own cores"},
+    {"--json", NULL, "print the results as JSON"},
+    {NULL, NULL, NULL}};
+static const optdef infer_opts[] = {
+    {"--input", "FILE", "samples: raw (the input dtype, u8 or f32) or idx (MNIST format, .gz too)"},
+    {"--output", "FILE", "write the outputs as raw f32, [samples, ...] per output in order"},
+    {"--top", "K", "print the K best classes of each sample"},
+    {"--labels", "FILE", "idx1 (or raw u8) labels: print the top-1 accuracy"},
+    {"--format", "auto|raw|idx", "input file format (default auto)"},
+    {"--batches", "N", "micro-batches per call (default 64)"},
+    {"--threads", "T[,T...]", "threads per shard"},
+    {"--pin", NULL, "pin each shard's threads to its own cores"},
+    {NULL, NULL, NULL}};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: cnnrun MODEL.so info [--json]\n"
+             "       cnnrun MODEL.so benchmark [--batches N] [--runs R] [--warmup W] [--threads T] [--pin] [--json]\n"
+             "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
+             "       cnnrun --help | --version\n"
+             "'cnnrun MODEL.so COMMAND --help' describes a command's options.\n");
+}
+
+static void command_help(const char *cmd, const optdef *defs) {
+  printf("usage: cnnrun MODEL.so %s [options]\n", cmd);
+  for (const optdef *d = defs; d->name; d++) {
+    char left[64];
+    snprintf(left, sizeof left, "%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+    printf("  %-24s %s\n", left, d->help);
+  }
+}
+
+__attribute__((noreturn, format(printf, 1, 2))) static void die_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "cnnrun: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  usage(stderr);
+  exit(EXIT_USAGE);
+}
+
+__attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "cnnrun: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  exit(1);
+}
+
+static int parse_int(const char *opt, const char *s, int lo, int hi) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) die_usage("%s: '%s' is not an integer in %d..%d", opt, s, lo, hi);
+  return (int)v;
+}
+
+static void parse_threads(opts *o, const char *s) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", s);
+  o->n_threads = 0;
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    if (o->n_threads == 64) die_usage("--threads: more than 64 values");
+    o->threads[o->n_threads++] = parse_int("--threads", tok, 1, 1024);
+  }
+  if (o->n_threads == 0) die_usage("--threads: no value");
+}
+
+static void set_option(opts *o, const char *name, const char *v) {
+  if (!strcmp(name, "--json")) o->json = 1;
+  else if (!strcmp(name, "--pin")) o->pin = 1;
+  else if (!strcmp(name, "--batches")) o->batches = parse_int(name, v, 1, 1 << 20), o->batches_set = 1;
+  else if (!strcmp(name, "--runs")) o->runs = parse_int(name, v, 1, 1 << 20);
+  else if (!strcmp(name, "--warmup")) o->warmup = parse_int(name, v, 0, 1 << 20);
+  else if (!strcmp(name, "--top")) o->top = parse_int(name, v, 1, 1 << 20);
+  else if (!strcmp(name, "--threads")) parse_threads(o, v);
+  else if (!strcmp(name, "--input")) o->input = v;
+  else if (!strcmp(name, "--output")) o->output = v;
+  else if (!strcmp(name, "--labels")) o->labels = v;
+  else if (!strcmp(name, "--format")) {
+    if (strcmp(v, "auto") && strcmp(v, "raw") && strcmp(v, "idx")) die_usage("--format: '%s' is not auto, raw or idx", v);
+    o->format = v;
+  }
+}
+
+/* Options of one command: "--name VALUE", "--name=VALUE" or a flag; --help prints them. */
+static void parse_command(opts *o, int argc, char **argv, const optdef *defs) {
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      command_help(o->cmd, defs);
+      exit(0);
+    }
+    const char *eq = strchr(argv[i], '=');
+    size_t len = eq ? (size_t)(eq - argv[i]) : strlen(argv[i]);
+    const optdef *d = defs;
+    while (d->name && (strlen(d->name) != len || strncmp(d->name, argv[i], len) != 0)) d++;
+    if (!d->name) die_usage("%s: unknown option '%s'", o->cmd, argv[i]);
+    const char *v = NULL;
+    if (d->arg && eq) v = eq + 1;
+    else if (d->arg && i + 1 < argc) v = argv[++i];
+    else if (d->arg) die_usage("%s: %s needs a value (%s)", o->cmd, d->name, d->arg);
+    else if (eq) die_usage("%s: %s takes no value", o->cmd, d->name);
+    set_option(o, d->name, v);
+  }
+}
+
+static void parse_args(opts *o, int argc, char **argv) {
+  memset(o, 0, sizeof *o);
+  o->runs = 5;
+  o->warmup = 1;
+  o->batches = 8;
+  o->format = "auto";
+  if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    usage(stdout);
+    exit(0);
+  }
+  if (argc >= 2 && !strcmp(argv[1], "--version")) {
+    printf("cnnrun, libcnnrt %s\n", cnnrt_version());
+    exit(0);
+  }
+  if (argc < 3) die_usage(argc < 2 ? "no model given" : "no command given");
+  o->model = argv[1];
+  o->cmd = argv[2];
+  const optdef *defs = !strcmp(o->cmd, "info")        ? info_opts
+                       : !strcmp(o->cmd, "benchmark") ? bench_opts
+                       : !strcmp(o->cmd, "infer")     ? infer_opts
+                                                      : NULL;
+  if (!strcmp(o->cmd, "--help")) {
+    usage(stdout);
+    exit(0);
+  }
+  if (!defs) die_usage("unknown command '%s' (info, benchmark, infer)", o->cmd);
+  parse_command(o, argc - 3, argv + 3, defs);
+  if (!strcmp(o->cmd, "infer") && !o->input) die_usage("infer: --input FILE is required");
+  if (!strcmp(o->cmd, "infer") && !o->output && !o->top && !o->labels)
+    die_usage("infer: give --output FILE, --top K or --labels FILE");
+  if (!strcmp(o->cmd, "infer") && !o->batches_set) o->batches = 64;
+}
+
+/* ---- model ------------------------------------------------------------------------------ */
+static cnnrt_model *open_model(const opts *o) {
+  cnnrt_options ro;
+  cnnrt_options_init(&ro);
+  ro.pin = o->pin;
+  cnnrt_model *m = NULL;
+  if (cnnrt_open(o->model, &ro, &m) != CNNRT_OK) die("%s", cnnrt_last_error());
+  int ns = cnnrt_num_shards(m);
+  if (o->n_threads > 1 && o->n_threads != ns)
+    die("--threads has %d values, the model has %d shards", o->n_threads, ns);
+  for (int s = 0; s < ns && o->n_threads; s++)
+    if (cnnrt_set_threads(m, s, o->threads[o->n_threads == 1 ? 0 : s]) != CNNRT_OK) die("%s", cnnrt_last_error());
+  return m;
+}
+
+static const char *dtype_name(cnnrt_dtype t) {
+  static const char *const names[] = {"f32", "bf16", "f16", "u8", "i32"};
+  return (unsigned)t < 5 ? names[t] : "?";
+}
+
+static size_t dtype_size(cnnrt_dtype t) { return t == CNNRT_U8 ? 1 : t == CNNRT_BF16 || t == CNNRT_F16 ? 2 : 4; }
+
+static void print_tensor(const char *what, const cnnrt_tensor_info *t) {
+  printf("%-12s %s  %s [", what, t->name, dtype_name(t->dtype));
+  for (int k = 0; k < t->rank; k++) printf("%s%lld", k ? "," : "", (long long)t->dims[k]);
+  printf("]  %zu bytes\n", t->bytes);
+}
+
+static int cmd_info(const opts *o) {
+  cnnrt_model *m = open_model(o);
+  if (o->json) {
+    const char *js = cnnrt_describe_json(m);
+    if (!js) die("%s", cnnrt_last_error());
+    printf("%s\n", js);
+    cnnrt_close(m);
+    return 0;
+  }
+  cnnrt_tensor_info t;
+  printf("%-12s %s (compiled by %s)\n", "model", cnnrt_model_name(m), cnnrt_compiler_version(m));
+  printf("%-12s %s\n", "runtime", cnnrt_version());
+  printf("%-12s %d\n", "batch size", cnnrt_batch_size(m));
+  if (cnnrt_input_info(m, &t) == CNNRT_OK) print_tensor("input", &t);
+  for (int k = 0; k < cnnrt_num_outputs(m); k++)
+    if (cnnrt_output_info(m, k, &t) == CNNRT_OK) print_tensor(k ? "output" : "outputs", &t);
+  printf("%-12s %.6g GFLOP per micro-batch\n", "compute", cnnrt_model_flops(m) / 1e9);
+  printf("%-12s %d\n", "shards", cnnrt_num_shards(m));
+  for (int s = 0; s < cnnrt_num_shards(m); s++) {
+    cnnrt_shard_summary sh;
+    if (cnnrt_shard_info(m, s, &sh) != CNNRT_OK) continue;
+    printf("  shard %-3d %s .. %s: %d ops, %.6g GFLOP, scratch %zu bytes, %d thread%s\n", s, sh.first_layer,
+           sh.last_layer, sh.n_ops, sh.flops / 1e9, sh.scratch_bytes, sh.threads, sh.threads == 1 ? "" : "s");
+  }
+  printf("%-12s %s\n", "options", cnnrt_options_json(m));
+  cnnrt_close(m);
+  return 0;
+}
+
+/* ---- benchmark -------------------------------------------------------------------------- */
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* q-quantile of sorted v[n], linear between ranks. */
+static double quantile(const double *v, int n, double q) {
+  double pos = q * (n - 1);
+  int i = (int)pos;
+  return i + 1 < n ? v[i] + (v[i + 1] - v[i]) * (pos - i) : v[n - 1];
+}
+
+/* Deterministic synthetic input: u8 in 0..255 or f32 in [-1, 1). */
+static void synth_input(void *buf, size_t bytes, cnnrt_dtype dt) {
+  uint32_t x = 12345;
+  if (dt == CNNRT_U8) {
+    for (size_t i = 0; i < bytes; i++) ((uint8_t *)buf)[i] = (uint8_t)((x = x * 1664525u + 1013904223u) >> 24);
+  } else if (dt == CNNRT_F32) {
+    for (size_t i = 0; i < bytes / 4; i++)
+      ((float *)buf)[i] = (float)((x = x * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
+  } else {
+    memset(buf, 0, bytes);
+  }
+}
+
+static void print_json_string(const char *s) {
+  putchar('"');
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') printf("\\%c", *s);
+    else if ((unsigned char)*s < 0x20) printf("\\u%04x", (unsigned char)*s);
+    else putchar(*s);
+  }
+  putchar('"');
+}
+
+typedef struct bench_result {
+  double total, mean, p50, p90, min, img_s, gflop_s;
+} bench_result;
+
+static void bench_print(const opts *o, cnnrt_model *m, const bench_result *r) {
+  int ns = cnnrt_num_shards(m), b = cnnrt_batch_size(m);
+  if (o->json) {
+    printf("{\"model\": ");
+    print_json_string(cnnrt_model_name(m));
+    printf(", \"batch_size\": %d, \"batches_per_run\": %d, \"runs\": %d, \"warmup\": %d, \"shards\": %d, \"threads\": [",
+           b, o->batches, o->runs, o->warmup, ns);
+    for (int s = 0; s < ns; s++) printf("%s%d", s ? ", " : "", cnnrt_threads(m, s));
+    printf("], \"pinned\": %s, \"images_per_second\": %.3f, \"gflops_per_second\": %.3f, "
+           "\"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"min\": %.4f}}\n",
+           o->pin ? "true" : "false", r->img_s, r->gflop_s, r->mean, r->p50, r->p90, r->min);
+    return;
+  }
+  printf("model %s: batch %d, %d shard%s, threads", cnnrt_model_name(m), b, ns, ns == 1 ? "" : "s");
+  for (int s = 0; s < ns; s++) printf("%s%d", s ? "," : " ", cnnrt_threads(m, s));
+  printf("%s\n", o->pin ? " (pinned)" : "");
+  printf("%d runs of %d batches (%d warm-up run%s dropped), %.3f s\n", o->runs, o->batches, o->warmup,
+         o->warmup == 1 ? "" : "s", r->total);
+  printf("throughput  %.2f img/s  (%.2f GFLOP/s)\n", r->img_s, r->gflop_s);
+  printf("latency per batch  mean %.3f ms  p50 %.3f ms  p90 %.3f ms  min %.3f ms\n", r->mean, r->p50, r->p90, r->min);
+  printf("(run time / batches per run; with --batches 1 this is the end-to-end latency)\n");
+}
+
+static int cmd_benchmark(const opts *o) {
+  cnnrt_model *m = open_model(o);
+  size_t in_bytes = cnnrt_input_bytes(m) * (size_t)o->batches, out_bytes = cnnrt_output_bytes(m) * (size_t)o->batches;
+  cnnrt_tensor_info t;
+  cnnrt_input_info(m, &t);
+  void *in = malloc(in_bytes), *out = malloc(out_bytes);
+  double *ms = malloc((size_t)o->runs * sizeof *ms);
+  if (!in || !out || !ms) die("out of memory for %d batches", o->batches);
+  synth_input(in, in_bytes, t.dtype);
+  bench_result r = {0};
+  for (int i = 0; i < o->warmup + o->runs; i++) {
+    double t0 = now_seconds();
+    if (cnnrt_infer(m, in, in_bytes, out, out_bytes, o->batches) != CNNRT_OK) die("%s", cnnrt_last_error());
+    double dt = now_seconds() - t0;
+    if (i < o->warmup) continue;
+    ms[i - o->warmup] = dt * 1e3 / o->batches;
+    r.total += dt;
+  }
+  qsort(ms, (size_t)o->runs, sizeof *ms, cmp_double);
+  for (int i = 0; i < o->runs; i++) r.mean += ms[i] / o->runs;
+  r.p50 = quantile(ms, o->runs, 0.5);
+  r.p90 = quantile(ms, o->runs, 0.9);
+  r.min = ms[0];
+  double batches = (double)o->runs * o->batches;
+  r.img_s = batches * cnnrt_batch_size(m) / r.total;
+  r.gflop_s = batches * cnnrt_model_flops(m) / r.total / 1e9;
+  bench_print(o, m, &r);
+  free(in);
+  free(out);
+  free(ms);
+  cnnrt_close(m);
+  return 0;
+}
+
+/* ---- files ------------------------------------------------------------------------------ */
+typedef struct blob {
+  unsigned char *p;
+  size_t n;
+} blob;
+
+/* The whole file, gunzipped if it is gzip (with zlib). */
+static blob read_file(const char *path) {
+  blob b = {NULL, 0};
+  size_t cap = 1 << 16;
+#ifdef CNNRUN_HAVE_ZLIB
+  gzFile f = gzopen(path, "rb");
+#else
+  FILE *f = fopen(path, "rb");
+#endif
+  if (!f) die("%s: %s", path, strerror(errno ? errno : ENOMEM));
+  for (;;) {
+    if (!b.p || b.n == cap) {
+      if (b.p) cap *= 2;
+      if (!(b.p = realloc(b.p, cap))) die("%s: out of memory", path);
+    }
+#ifdef CNNRUN_HAVE_ZLIB
+    int got = gzread(f, b.p + b.n, (unsigned)(cap - b.n > (1u << 30) ? (1u << 30) : cap - b.n));
+    if (got < 0) {
+      int e;
+      die("%s: %s", path, gzerror(f, &e));
+    }
+#else
+    size_t got = fread(b.p + b.n, 1, cap - b.n, f);
+    if (ferror(f)) die("%s: read error", path);
+#endif
+    if (got == 0) break;
+    b.n += (size_t)got;
+  }
+#ifdef CNNRUN_HAVE_ZLIB
+  gzclose(f);
+#else
+  fclose(f);
+  if (b.n >= 2 && b.p[0] == 0x1f && b.p[1] == 0x8b) die("%s: gzip file, but cnnrun was built without zlib", path);
+#endif
+  return b;
+}
+
+/* An idx file (yann.lecun.com/exdb/mnist): 0 0 type ndim, ndim big-endian u32 dims, data. */
+typedef struct idx {
+  int type, ndim;
+  int64_t dims[4], count; /* count = product of dims */
+  const unsigned char *data;
+} idx;
+
+static size_t idx_elem_size(int type) {
+  switch (type) {
+  case 0x08: case 0x09: return 1;
+  case 0x0B: return 2;
+  case 0x0C: case 0x0D: return 4;
+  case 0x0E: return 8;
+  }
+  return 0;
+}
+
+/* Nonzero if b is a well-formed idx file (the size must match its header exactly). */
+static int idx_parse(const blob *b, idx *x) {
+  if (b->n < 4 || b->p[0] || b->p[1] || !idx_elem_size(b->p[2]) || b->p[3] < 1 || b->p[3] > 4) return 0;
+  x->type = b->p[2];
+  x->ndim = b->p[3];
+  size_t hdr = 4 + 4 * (size_t)x->ndim;
+  if (b->n < hdr) return 0;
+  x->count = 1;
+  for (int k = 0; k < x->ndim; k++) {
+    const unsigned char *d = b->p + 4 + 4 * k;
+    x->dims[k] = (int64_t)d[0] << 24 | d[1] << 16 | d[2] << 8 | d[3];
+    x->count *= x->dims[k];
+    if (x->count > (int64_t)b->n) return 0; /* also keeps the product from overflowing */
+  }
+  x->data = b->p + hdr;
+  return b->n - hdr == (size_t)x->count * idx_elem_size(x->type);
+}
+
+/* Element i of an idx array as a double (big-endian data). */
+static double idx_value(const idx *x, int64_t i) {
+  size_t es = idx_elem_size(x->type);
+  const unsigned char *p = x->data + (size_t)i * es;
+  uint64_t u = 0;
+  for (size_t k = 0; k < es; k++) u = u << 8 | p[k];
+  switch (x->type) {
+  case 0x08: return p[0];
+  case 0x09: return (int8_t)p[0];
+  case 0x0B: return (int16_t)u;
+  case 0x0C: return (int32_t)u;
+  case 0x0D: { uint32_t w = (uint32_t)u; float f; memcpy(&f, &w, 4); return f; }
+  default: { double d; memcpy(&d, &u, 8); return d; }
+  }
+}
+
+/* ---- infer ------------------------------------------------------------------------------ */
+typedef struct samples {
+  unsigned char *data; /* n samples in the model's input dtype */
+  int64_t n;
+} samples;
+
+/* idx -> the model's input: u8 stays u8 (u8 models); for f32 models u8 becomes x/255, other
+ * types their value. */
+static samples idx_samples(const char *path, const idx *x, const cnnrt_tensor_info *in, int64_t per) {
+  samples s = {NULL, x->dims[0]};
+  if (x->count / (x->dims[0] ? x->dims[0] : 1) != per)
+    die("%s: idx samples have %lld values, the model input '%s' takes %lld per sample", path,
+        (long long)(x->dims[0] ? x->count / x->dims[0] : 0), in->name, (long long)per);
+  if (in->dtype != CNNRT_U8 && in->dtype != CNNRT_F32)
+    die("the model input is %s; cnnrun infer feeds u8 or f32", dtype_name(in->dtype));
+  if (in->dtype == CNNRT_U8 && x->type != 0x08) die("%s: the model takes u8 images, the idx file is not u8", path);
+  s.data = malloc((size_t)x->count * dtype_size(in->dtype) + 1);
+  if (!s.data) die("%s: out of memory", path);
+  for (int64_t i = 0; i < x->count; i++) {
+    if (in->dtype == CNNRT_U8) s.data[i] = x->data[i];
+    else ((float *)s.data)[i] = (float)(x->type == 0x08 ? x->data[i] / 255.0 : idx_value(x, i));
+  }
+  return s;
+}
+
+static samples load_samples(const opts *o, const cnnrt_tensor_info *in, int batch) {
+  int64_t per = (int64_t)(in->bytes / dtype_size(in->dtype)) / batch; /* values per sample */
+  blob b = read_file(o->input);
+  idx x;
+  int is_idx = strcmp(o->format, "raw") != 0 && idx_parse(&b, &x);
+  if (!strcmp(o->format, "idx") && !is_idx) die("%s: not an idx file (bad header or size)", o->input);
+  if (is_idx) {
+    samples s = idx_samples(o->input, &x, in, per);
+    free(b.p);
+    return s;
+  }
+  size_t sb = in->bytes / (size_t)batch;
+  if (b.n == 0 || b.n % sb != 0)
+    die("%s: %zu bytes is not a whole number of samples of %zu bytes (%s, %lld values each)", o->input, b.n, sb,
+        dtype_name(in->dtype), (long long)per);
+  return (samples){b.p, (int64_t)(b.n / sb)};
+}
+
+/* Labels: idx1 u8, or raw bytes, one per sample. */
+static unsigned char *load_labels(const char *path, int64_t n) {
+  blob b = read_file(path);
+  idx x;
+  const unsigned char *p = b.p;
+  size_t count = b.n;
+  if (idx_parse(&b, &x)) {
+    if (x.type != 0x08 || x.ndim != 1) die("%s: labels must be a 1-d u8 idx file", path);
+    p = x.data;
+    count = (size_t)x.count;
+  }
+  if ((int64_t)count != n) die("%s: %zu labels for %lld samples", path, count, (long long)n);
+  unsigned char *l = malloc(count + 1);
+  if (!l) die("%s: out of memory", path);
+  memcpy(l, p, count);
+  free(b.p);
+  return l;
+}
+
+/* Runs every sample (the last micro-batch padded with zeros); out receives per output k a
+ * contiguous [n, ...] block. */
+static void run_samples(const opts *o, cnnrt_model *m, const samples *s, unsigned char *out) {
+  int b = cnnrt_batch_size(m), no = cnnrt_num_outputs(m);
+  size_t ib = cnnrt_input_bytes(m), ob = cnnrt_output_bytes(m), sib = ib / (size_t)b;
+  int64_t nmb = (s->n + b - 1) / b;
+  unsigned char *in = calloc((size_t)o->batches, ib), *res = malloc((size_t)o->batches * ob);
+  if (!in || !res) die("out of memory for %d micro-batches", o->batches);
+  for (int64_t first = 0; first < nmb; first += o->batches) {
+    int nb = (int)(nmb - first < o->batches ? nmb - first : o->batches);
+    int64_t s0 = first * b, ns = s->n - s0 < (int64_t)nb * b ? s->n - s0 : (int64_t)nb * b;
+    memset(in, 0, (size_t)nb * ib);
+    memcpy(in, s->data + (size_t)s0 * sib, (size_t)ns * sib);
+    if (cnnrt_infer(m, in, (size_t)nb * ib, res, (size_t)nb * ob, nb) != CNNRT_OK) die("%s", cnnrt_last_error());
+    size_t off = 0, base = 0; /* offset of output k inside a micro-batch / inside out */
+    for (int k = 0; k < no; k++) {
+      cnnrt_tensor_info t;
+      cnnrt_output_info(m, k, &t);
+      size_t per = t.bytes / (size_t)b;
+      for (int64_t j = 0; j < ns; j++)
+        memcpy(out + base + (size_t)(s0 + j) * per, res + (size_t)(j / b) * ob + off + (size_t)(j % b) * per, per);
+      off += t.bytes;
+      base += per * (size_t)s->n;
+    }
+  }
+  free(in);
+  free(res);
+}
+
+/* Prints the top-k classes of each sample of output 0; returns the number of top-1 hits. */
+static int64_t print_top(const opts *o, const float *y, int64_t n, int64_t classes, const unsigned char *labels) {
+  int k = o->top < classes ? o->top : (int)classes;
+  int64_t hits = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const float *row = y + i * classes;
+    int64_t best = 0;
+    for (int64_t c = 1; c < classes; c++)
+      if (row[c] > row[best]) best = c;
+    hits += labels && labels[i] == best;
+    if (!o->top) continue;
+    printf("sample %lld:", (long long)i);
+    unsigned char *used = calloc((size_t)classes, 1);
+    for (int r = 0; r < k && used; r++) {
+      int64_t c = -1;
+      for (int64_t j = 0; j < classes; j++)
+        if (!used[j] && (c < 0 || row[j] > row[c])) c = j;
+      used[c] = 1;
+      printf(" %lld (%.4g)", (long long)c, row[c]);
+    }
+    free(used);
+    if (labels) printf("  label %d", labels[i]);
+    printf("\n");
+  }
+  return hits;
+}
+
+static void write_output(const char *path, const void *p, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) die("%s: %s", path, strerror(errno));
+  if (fwrite(p, 1, n, f) != n || fclose(f) != 0) die("%s: write error", path);
+}
+
+static int cmd_infer(const opts *o) {
+  cnnrt_model *m = open_model(o);
+  cnnrt_tensor_info in, out0;
+  cnnrt_input_info(m, &in);
+  cnnrt_output_info(m, 0, &out0);
+  int b = cnnrt_batch_size(m);
+  samples s = load_samples(o, &in, b);
+  if (s.n == 0) die("%s: no samples", o->input);
+  unsigned char *labels = o->labels ? load_labels(o->labels, s.n) : NULL;
+  size_t total = cnnrt_output_bytes(m) / (size_t)b * (size_t)s.n;
+  unsigned char *out = malloc(total);
+  if (!out) die("out of memory for the outputs of %lld samples", (long long)s.n);
+  run_samples(o, m, &s, out);
+  if (o->output) write_output(o->output, out, total);
+  if ((o->top || labels) && out0.dtype != CNNRT_F32) die("output '%s' is %s, not f32", out0.name, dtype_name(out0.dtype));
+  int64_t classes = (int64_t)(out0.bytes / 4) / b;
+  int64_t hits = (o->top || labels) ? print_top(o, (const float *)out, s.n, classes, labels) : 0;
+  if (labels) printf("accuracy %.4f (%lld/%lld)\n", (double)hits / (double)s.n, (long long)hits, (long long)s.n);
+  fprintf(stderr, "cnnrun: %lld samples%s%s\n", (long long)s.n, o->output ? ", outputs written to " : "",
+          o->output ? o->output : "");
+  free(labels);
+  free(out);
+  free(s.data);
+  cnnrt_close(m);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  opts o;
+  parse_args(&o, argc, argv);
+  if (!strcmp(o.cmd, "info")) return cmd_info(&o);
+  if (!strcmp(o.cmd, "benchmark")) return cmd_benchmark(&o);
+  return cmd_infer(&o);
+}
