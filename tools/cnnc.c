@@ -1,0 +1,381 @@
+/* cnnc.c — the compiler driver: `cnnc MODEL.yml [options] -o OUT.so`.  Parses the command
+ * line (driver flags plus every option of frontend/options.def as --name VALUE or
+ * --name=VALUE), loads the model (fe_load), and prints a summary, dumps the IR, or hands the
+ * graph to code generation (cg_build_model).  Exit status: 0 ok, 1 model/compile error,
+ * 2 usage error. */
+#include <llvm-c/Core.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cnnc_config.h"
+#include "codegen/cg.h"
+#include "frontend/fe.h"
+
+enum { EXIT_MODEL = 1, EXIT_USAGE = 2 };
+
+typedef struct driver {
+  const char *model, *output, *emit;
+  int summary, verbose, help, version;
+  fe_options o;
+} driver;
+
+static const char *const emit_kinds[] = {"ir", "llvm", "asm", "obj"};
+#define N_EMIT 4
+
+/* ---- usage errors ------------------------------------------------------------------------ */
+static int usage_error(const char *fmt, const char *a, const char *b) {
+  fprintf(stderr, "cnnc: error: ");
+  fprintf(stderr, fmt, a, b);
+  fprintf(stderr, "\nTry 'cnnc --help'.\n");
+  return -1;
+}
+
+/* Edit distance for flag suggestions (small strings only). */
+static int dist(const char *a, const char *b) {
+  int n = (int)strlen(a), m = (int)strlen(b), row[80];
+  if (n > 78 || m > 78) return 99;
+  for (int j = 0; j <= m; j++) row[j] = j;
+  for (int i = 1; i <= n; i++) {
+    int diag = row[0];
+    row[0] = i;
+    for (int j = 1; j <= m; j++) {
+      int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best, diag = up;
+    }
+  }
+  return row[m];
+}
+
+static const char *const driver_flags[] = {"--emit", "--summary", "--help", "--version", "--verbose", "--output"};
+
+static int unknown_flag(const char *flag) {
+  char name[96];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(flag, "="), flag);
+  const char *best = NULL;
+  int best_d = 4;
+  for (int k = 0; k < FE_OPT_COUNT + 6; k++) {
+    char cand[96];
+    if (k < FE_OPT_COUNT) snprintf(cand, sizeof cand, "--%s", fe_opt_table[k].long_name);
+    else snprintf(cand, sizeof cand, "%s", driver_flags[k - FE_OPT_COUNT]);
+    int d = dist(name, cand);
+    if (d < best_d) best_d = d, best = k < FE_OPT_COUNT ? fe_opt_table[k].long_name : driver_flags[k - FE_OPT_COUNT];
+  }
+  if (!best) return usage_error("unknown option '%s'%s", name, "");
+  char hint[128];
+  snprintf(hint, sizeof hint, " (did you mean '%s%s'?)", best[0] == '-' ? "" : "--", best);
+  return usage_error("unknown option '%s'%s", name, hint);
+}
+
+/* ---- option parsing ---------------------------------------------------------------------- */
+static int set_opt(driver *D, int k, const char *text) {
+  ir_diag d = {0};
+  if (fe_option_set(&D->o, k, text, &d) == 0) return 0;
+  return usage_error("%s%s", d.msg, "");
+}
+
+static int is_model_path(const char *s) {
+  size_t n = strlen(s);
+  return (n > 4 && !strcmp(s + n - 4, ".yml")) || (n > 5 && !strcmp(s + n - 5, ".yaml"));
+}
+
+/* A list option: --name=a,b,c or --name a b c (following arguments up to the next flag; a
+ * .yml path is left as the model while none is given). */
+static int parse_list(driver *D, int k, const char *eq, int argc, char **argv, int *i) {
+  ir_diag d = {0};
+  if (!D->o.set[k] && fe_option_set(&D->o, k, NULL, &d)) return usage_error("%s%s", d.msg, ""); /* implemented? */
+  if (eq) {
+    char *copy = strdup(eq), *save = NULL;
+    if (!copy) return usage_error("%s%s", "out of memory", "");
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+      if (set_opt(D, k, t)) return -1; /* copy intentionally kept: the options point into it */
+    return 0;
+  }
+  int n = 0;
+  while (*i + 1 < argc && argv[*i + 1][0] != '-' && !(is_model_path(argv[*i + 1]) && !D->model)) {
+    if (set_opt(D, k, argv[++*i])) return -1;
+    n++;
+  }
+  return n ? 0 : usage_error("--%s needs at least one value%s", fe_opt_table[k].long_name, "");
+}
+
+static int parse_option(driver *D, const char *arg, int argc, char **argv, int *i) {
+  char name[96];
+  const char *eq = strchr(arg, '=');
+  snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - arg - 2 : (long)strlen(arg) - 2), arg + 2);
+  if (eq) eq++;
+  int k = fe_option_find(name);
+  if (k < 0 || strchr(name, '_')) return unknown_flag(arg);
+  switch (fe_opt_table[k].type) {
+  case OPT_FLAG: return set_opt(D, k, eq);
+  case OPT_LIST: return parse_list(D, k, eq, argc, argv, i);
+  default:
+    if (eq) return set_opt(D, k, eq);
+    if (*i + 1 >= argc) return usage_error("%s needs a value%s", arg, "");
+    return set_opt(D, k, argv[++*i]);
+  }
+}
+
+/* Driver flags; returns 1 if arg was one, 0 if not, -1 on error. */
+static int parse_driver_flag(driver *D, const char *arg, int argc, char **argv, int *i) {
+  const char *val = NULL;
+  if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) return D->help = 1;
+  if (!strcmp(arg, "--version")) return D->version = 1;
+  if (!strcmp(arg, "-v") || !strcmp(arg, "--verbose")) return D->verbose = 1;
+  if (!strcmp(arg, "--summary")) return D->summary = 1;
+  if (!strcmp(arg, "-o") || !strcmp(arg, "--output") || !strcmp(arg, "--emit")) {
+    if (*i + 1 >= argc) return usage_error("%s needs a value%s", arg, "");
+    val = argv[++*i];
+  } else if (!strncmp(arg, "--emit=", 7) || !strncmp(arg, "--output=", 9)) {
+    val = strchr(arg, '=') + 1;
+  } else if (!strncmp(arg, "-o", 2)) {
+    val = arg + 2;
+  } else {
+    return 0;
+  }
+  if (arg[1] == 'o' || arg[2] == 'o') D->output = val;
+  else D->emit = val;
+  return 1;
+}
+
+static int parse_args(driver *D, int argc, char **argv) {
+  int only_positional = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!only_positional && !strcmp(a, "--")) {
+      only_positional = 1;
+      continue;
+    }
+    if (!only_positional && a[0] == '-' && a[1]) {
+      int r = parse_driver_flag(D, a, argc, argv, &i);
+      if (r < 0) return -1;
+      if (r > 0) continue;
+      if (a[1] != '-') return unknown_flag(a);
+      if (parse_option(D, a, argc, argv, &i)) return -1;
+      continue;
+    }
+    if (D->model) return usage_error("unexpected argument '%s' (the model is '%s')", a, D->model);
+    D->model = a;
+  }
+  return 0;
+}
+
+static int check_emit(const driver *D) {
+  if (!D->emit) return 0;
+  for (int k = 0; k < N_EMIT; k++)
+    if (!strcmp(D->emit, emit_kinds[k])) return 0;
+  if (!strncmp(D->emit, "ir-after=", 9)) return usage_error("--emit %s: not implemented yet%s", D->emit, "");
+  return usage_error("--emit takes ir, llvm, asm or obj (got '%s')%s", D->emit, "");
+}
+
+/* ---- help -------------------------------------------------------------------------------- */
+static void print_help(void) {
+  printf("usage: cnnc MODEL.yml [options] -o OUT.so\n"
+         "       cnnc MODEL.yml --summary\n"
+         "       cnnc MODEL.yml --emit ir|llvm|asm|obj [-o FILE]\n\n"
+         "Compiles a CNN described in YAML (docs/model-format.md) ahead of time into a shared\n"
+         "object that libcnnrt runs.\n\n"
+         "Driver:\n"
+         "  -o, --output FILE         write the .so (or the --emit dump) to FILE\n"
+         "  --emit KIND               ir, llvm, asm or obj: dump that stage instead of linking\n"
+         "                            (ir and text dumps go to stdout without -o)\n"
+         "  --summary                 per-layer table (output shape per sample, params, MACs)\n"
+         "                            and totals, for one image\n"
+         "  -v, --verbose             progress and timings on stderr\n"
+         "  -h, --help                this help\n"
+         "  --version                 version of cnnc and LLVM\n\n"
+         "Compile options (--name VALUE or --name=VALUE; a model's compile: section sets them\n"
+         "as name_with_underscores, and the command line wins):\n");
+  for (int k = 0; k < FE_OPT_COUNT; k++) {
+    const fe_opt_info *t = &fe_opt_table[k];
+    char head[96];
+    const char *meta = t->type == OPT_INT ? " N" : t->type == OPT_FLOAT ? " X" : t->type == OPT_STR ? " S"
+                       : t->type == OPT_LIST ? " NAME..." : "";
+    if (t->type == OPT_ENUM) snprintf(head, sizeof head, "--%s %s", t->long_name, t->values);
+    else snprintf(head, sizeof head, "--%s%s", t->long_name, meta);
+    printf("  %-26s%s%s", head, strlen(head) > 25 ? "\n                            " : "", t->help);
+    if (t->def[0] && t->type != OPT_FLAG) printf(" (default %s)", t->def);
+    printf("%s\n", t->implemented ? "" : " [not implemented yet]");
+  }
+  printf("\nList options take the following arguments up to the next flag, or a comma-separated\n"
+         "--name=a,b,c.  Exit status: 0 success, 1 error in the model or while compiling,\n"
+         "2 usage error.\n");
+}
+
+static void print_version(void) {
+  unsigned maj, min, patch;
+  LLVMGetVersion(&maj, &min, &patch);
+  printf("cnnc %s (LLVM %u.%u.%u)\n", CNNC_VERSION, maj, min, patch);
+}
+
+/* ---- summary ----------------------------------------------------------------------------- */
+static char *commas(int64_t v, char *buf, size_t n) {
+  char tmp[32];
+  int len = snprintf(tmp, sizeof tmp, "%lld", (long long)(v < 0 ? -v : v)), k = 0;
+  if (v < 0 && (size_t)k + 1 < n) buf[k++] = '-';
+  for (int i = 0; i < len && (size_t)k + 2 < n; i++) {
+    if (i && (len - i) % 3 == 0) buf[k++] = ',';
+    buf[k++] = tmp[i];
+  }
+  buf[k] = 0;
+  return buf;
+}
+
+static const char *sample_shape(const ir_value *v, char *buf, size_t n) {
+  ir_shape s = v->shape;
+  if (s.rank > 1) {
+    memmove(s.dim, s.dim + 1, (size_t)(s.rank - 1) * sizeof s.dim[0]);
+    s.rank--;
+  }
+  return ir_shape_str(&s, buf, n);
+}
+
+static int64_t node_params(const ir_graph *g, const ir_node *n) {
+  int64_t p = 0;
+  for (int k = 0; k < n->n_in; k++) {
+    const ir_value *v = &g->values[n->in[k]];
+    if (v->kind == IR_VAL_PARAM && v->trainable) p += ir_shape_numel(&v->shape);
+  }
+  return p;
+}
+
+/* "4.089" for 4.089e9: at least four significant digits. */
+static void print_giga(FILE *f, double macs) {
+  double x = macs / 1e9;
+  int digits = 3;
+  for (double t = 1; x > 0 && x < t && digits < 12; t /= 10) digits++;
+  fprintf(f, "%.*f G", digits, x);
+}
+
+static void print_summary(const ir_graph *g, FILE *f) {
+  int w = 5;
+  for (int i = 0; i < g->n_nodes; i++) {
+    int l = (int)strlen(g->nodes[i].name);
+    if (l > w) w = l < 48 ? l : 48;
+  }
+  char b1[96], b2[32], b3[32];
+  const ir_value *in = &g->values[g->input];
+  fprintf(f, "Model: %s (input %s %s, per image)\n\n", g->name, sample_shape(in, b1, sizeof b1),
+          ir_dtype_name(in->dtype));
+  fprintf(f, "%-*s  %-14s  %-16s  %12s  %16s\n", w, "Layer", "Op", "Output shape", "Params", "MACs");
+  double macs = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    ir_cost c;
+    ir_node_cost(g, n, &c);
+    macs += c.macs;
+    fprintf(f, "%-*s  %-14s  %-16s  %12s  %16s\n", w, n->name, ir_ops[n->op].name,
+            sample_shape(&g->values[n->out], b1, sizeof b1), commas(node_params(g, n), b2, sizeof b2),
+            commas((int64_t)(c.macs + 0.5), b3, sizeof b3));
+  }
+  int64_t all = ir_param_count(g, 0), trainable = ir_param_count(g, 1);
+  fprintf(f, "\nTotal params: %s\n", commas(trainable, b2, sizeof b2));
+  fprintf(f, "Trainable params: %s\n", commas(trainable, b2, sizeof b2));
+  fprintf(f, "Non-trainable values: %s (batch-norm running statistics)\n", commas(all - trainable, b2, sizeof b2));
+  fprintf(f, "MACs/image: ");
+  print_giga(f, macs / g->batch);
+  fprintf(f, " (%s)\n", commas((int64_t)(macs / g->batch + 0.5), b2, sizeof b2));
+}
+
+/* ---- actions ----------------------------------------------------------------------------- */
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static ir_graph *load(driver *D, fe_options *o) {
+  ir_diag d = {0};
+  double t0 = now_ms();
+  ir_graph *g = fe_load(D->model, o, &d);
+  if (!g) {
+    ir_diag_print(&d, stderr);
+    return NULL;
+  }
+  if (D->verbose)
+    fprintf(stderr, "cnnc: %s: %d layers, %d values, batch %d, loaded in %.1f ms\n", D->model, g->n_nodes,
+            g->n_values, g->batch, now_ms() - t0);
+  return g;
+}
+
+/* The summary is per image: the model is loaded again with batch 1 if needed. */
+static int summary(driver *D, const ir_graph *g) {
+  if (g->batch == 1) {
+    print_summary(g, stdout);
+    return 0;
+  }
+  fe_options o1 = D->o;
+  o1.batch_size = 1;
+  o1.set[FE_OPTK_batch_size] = 1;
+  ir_graph *g1 = load(D, &o1);
+  if (!g1) return -1;
+  print_summary(g1, stdout);
+  ir_graph_free(g1);
+  return 0;
+}
+
+static int copy_to_stdout(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, n, stdout);
+  fclose(f);
+  return 0;
+}
+
+/* llvm/asm/obj dumps and .so output via codegen; text dumps without -o go to stdout. */
+static int build(driver *D, ir_graph *g) {
+  ir_diag d = {0};
+  char tmp[] = "/tmp/cnnc-emit-XXXXXX";
+  const char *out = D->output;
+  if (!out) {
+    if (!strcmp(D->emit, "obj")) return usage_error("--emit obj needs -o FILE%s%s", "", ""), EXIT_USAGE;
+    int fd = mkstemp(tmp);
+    if (fd < 0) return fprintf(stderr, "cnnc: error: cannot create a temporary file\n"), EXIT_MODEL;
+    close(fd);
+    out = tmp;
+  }
+  double t0 = now_ms();
+  int rc = cg_build_model(g, &D->o, out, D->emit, D->verbose, &d);
+  if (rc) ir_diag_print(&d, stderr);
+  else if (out == tmp) copy_to_stdout(tmp);
+  if (out == tmp) unlink(tmp);
+  if (!rc && D->verbose) fprintf(stderr, "cnnc: wrote %s in %.1f ms\n", D->output ? D->output : "stdout", now_ms() - t0);
+  return rc ? EXIT_MODEL : 0;
+}
+
+static int emit_ir(driver *D, const ir_graph *g) {
+  FILE *f = D->output ? fopen(D->output, "w") : stdout;
+  if (!f) return fprintf(stderr, "cnnc: error: cannot write '%s'\n", D->output), EXIT_MODEL;
+  ir_print(g, f);
+  if (f != stdout && fclose(f)) return fprintf(stderr, "cnnc: error: cannot write '%s'\n", D->output), EXIT_MODEL;
+  return 0;
+}
+
+static int run(driver *D) {
+  ir_graph *g = load(D, &D->o);
+  if (!g) return EXIT_MODEL;
+  int rc = 0;
+  if (D->summary && summary(D, g)) rc = EXIT_MODEL;
+  if (!rc && D->emit && !strcmp(D->emit, "ir")) rc = emit_ir(D, g);
+  else if (!rc && (D->emit || D->output)) rc = build(D, g);
+  ir_graph_free(g);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  driver D = {0};
+  fe_options_init(&D.o);
+  if (parse_args(&D, argc, argv) || check_emit(&D)) return EXIT_USAGE;
+  if (D.help) return print_help(), 0;
+  if (D.version) return print_version(), 0;
+  if (!D.model) return usage_error("no model file given%s%s", "", ""), EXIT_USAGE;
+  if (!D.summary && !D.emit && !D.output)
+    return usage_error("nothing to do: give -o OUT.so, --emit KIND or --summary%s%s", "", ""), EXIT_USAGE;
+  return run(&D);
+}
