@@ -3,18 +3,49 @@
  * expanded from ir/ops.def. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "codegen/cg.h"
 #include "frontend/fe.h"
+#include "passes/passes.h"
 
 const cg_gen_fn cg_generators[IR_OP_COUNT] = {
 #define IR_OP(name, attr, min_in, max_in, n_out, kind) [IR_OP_##name] = cg_gen_##name,
 #include "ir/ops.def"
 };
 
-int cg_build_model(ir_graph *g, const struct fe_options *o, const char *output, const char *emit,
-                   int verbose, ir_diag *d) {
-  (void)g; (void)o; (void)output; (void)emit; (void)verbose;
+static double seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Options this back end cannot honour yet. */
+static int check_options(const struct fe_options *o, ir_diag *d) {
   ir_loc loc = {0};
-  return ir_diag_set(d, loc, NULL, "code generation is not implemented yet");
+  if (o->mode && strcmp(o->mode, "inference") != 0)
+    return ir_diag_set(d, loc, NULL, "--mode %s: code generation supports inference only for now", o->mode);
+  if (o->precision && strcmp(o->precision, "32.32") != 0)
+    return ir_diag_set(d, loc, NULL, "--precision %s: code generation supports 32.32 (fp32) only for now", o->precision);
+  return 0;
+}
+
+int cg_build_model(ir_graph *g, const struct fe_options *o, const char *output, const char *emit, int verbose,
+                   ir_diag *d) {
+  double t0 = seconds();
+  if (check_options(o, d)) return -1;
+  if (pass_split(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) return -1;
+  cg_target t;
+  if (cg_target_init(&t, o->mtriple, o->target_cpu, o->target_features, d)) return -1;
+  if (verbose)
+    fprintf(stderr, "cnnc: target %s cpu %s, %d f32 lanes; %d shard%s\n", t.triple, t.cpu, t.vec_f32, g->n_shards,
+            g->n_shards == 1 ? "" : "s");
+  char *json = fe_options_json(o);
+  cg_options co = {output, emit, g->name, json, 2, verbose};
+  int rc = cg_compile(g, &t, &co, d);
+  free(json);
+  cg_target_dispose(&t);
+  if (verbose && rc == 0) fprintf(stderr, "cnnc: wrote %s in %.2f s\n", output, seconds() - t0);
+  return rc;
 }

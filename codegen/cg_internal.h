@@ -1,0 +1,81 @@
+/* cg_internal.h — codegen-private helpers shared by the generators and the module builder:
+ * per-module state (cg_ctx.priv), error reporting from generators, vector helpers, the
+ * exp/sigmoid approximations, fused epilogues.  Not part of the codegen contract (cg.h). */
+#ifndef CNNC_CG_INTERNAL_H
+#define CNNC_CG_INTERNAL_H
+
+#include "codegen/cg.h"
+#include "passes/passes.h"
+
+/* Per-module state behind cg_ctx.priv (owned by cg_module.c). */
+typedef struct cg_priv {
+  ir_diag *d;                 /* first error of this module */
+  const pass_fusion *plan;    /* fusion plan, one row per node */
+  LLVMValueRef *param_global; /* cache: one global per param value id (cg_param_const) */
+  int shard;
+} cg_priv;
+
+/* Records an error for node n (first one wins) and returns NULL, for generators. */
+LLVMValueRef cg_fail(cg_ctx *c, const ir_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Fusion row of n (the identity row when there is no plan). */
+const pass_fusion *cg_fusion(cg_ctx *c, const ir_node *n);
+
+/* ---- target queries (cg_target.c: the only file that names ISAs) ----------------------- */
+const char *cg_isa_name(const cg_target *t);   /* "avx512", "avx2", "avx", "sse", "generic" */
+/* Register tile budget: f32 vector accumulators a microkernel may keep live. */
+int cg_acc_budget(const cg_target *t);
+/* Creates another target machine equal to t's (one per codegen thread). */
+LLVMTargetMachineRef cg_target_clone_tm(const cg_target *t, int opt_level);
+
+/* ---- vectors (cg_util.c) ---------------------------------------------------------------- */
+LLVMTypeRef cg_vtype(cg_ctx *c, int w);                       /* float for w == 1, <w x float> else */
+LLVMValueRef cg_splat(cg_ctx *c, LLVMValueRef s, int w);      /* scalar f32 -> w lanes */
+LLVMValueRef cg_fzero(cg_ctx *c, int w);
+LLVMValueRef cg_fconst(cg_ctx *c, float v, int w);
+LLVMValueRef cg_load_v(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx_i64, int w);  /* unaligned */
+void cg_store_v(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx_i64, int w);
+/* w lanes base[idx + l*stride] (stride >= 1 compile-time); stride 2 reads base[idx+2w-1]. */
+LLVMValueRef cg_load_strided(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx_i64, int stride, int w);
+LLVMValueRef cg_fma(cg_ctx *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc); /* llvm.fmuladd */
+LLVMValueRef cg_hsum(cg_ctx *c, LLVMValueRef v, int w);      /* horizontal sum (tree) */
+LLVMValueRef cg_hmax(cg_ctx *c, LLVMValueRef v, int w);
+/* NaN-propagating max/relu as the reference defines them. */
+LLVMValueRef cg_max_nan(cg_ctx *c, LLVMValueRef x, LLVMValueRef m);
+LLVMValueRef cg_relu(cg_ctx *c, LLVMValueRef x, int w);
+LLVMValueRef cg_exp(cg_ctx *c, LLVMValueRef x, int w);        /* ~1 ulp-ish polynomial, no libm */
+LLVMValueRef cg_sigmoid(cg_ctx *c, LLVMValueRef x, int w);
+/* Applies fused epilogue node post to v (w lanes of the output at element idx); resid is
+ * the other operand's buffer for add. */
+LLVMValueRef cg_epilogue(cg_ctx *c, const ir_node *post, LLVMValueRef v, LLVMValueRef resid, LLVMValueRef idx, int w);
+
+/* Target/codegen attributes every generated function carries (cg_util.c). */
+void cg_set_fn_attrs(cg_ctx *c, LLVMValueRef f);
+/* An alloca in the function's entry block (promoted to registers by SROA/mem2reg). */
+LLVMValueRef cg_entry_alloca(cg_ctx *c, LLVMTypeRef t, const char *name);
+LLVMValueRef cg_min64(cg_ctx *c, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_max64(cg_ctx *c, LLVMValueRef a, LLVMValueRef b);
+/* if (cond) { ... } helpers: returns the "then" block's continuation. */
+typedef struct cg_if { LLVMBasicBlockRef then_bb, else_bb, end_bb; } cg_if;
+void cg_if_begin(cg_ctx *c, cg_if *f, LLVMValueRef cond);   /* builder in "then" */
+void cg_if_else(cg_ctx *c, cg_if *f);                       /* builder in "else" */
+void cg_if_end(cg_ctx *c, cg_if *f);                        /* builder after both */
+
+/* kind string "<op>_f32_<tile>__<isa>" in the module arena. */
+const char *cg_kind(cg_ctx *c, const char *op, const char *tile);
+/* Number of elements of value vid. */
+int64_t cg_numel(cg_ctx *c, int vid);
+
+/* ---- element-wise work split shared by several generators (gen_eltwise.c) --------------- */
+/* Emits: for each element block of this thread's share of [0, n): body(c, idx, w, user),
+ * vectorised by the target width with a scalar tail. */
+typedef void (*cg_elem_body)(cg_ctx *c, LLVMValueRef idx, int w, void *user);
+void cg_foreach_elem(cg_ctx *c, int64_t n, LLVMValueRef tid, LLVMValueRef nth, cg_elem_body body, void *user);
+
+/* Unary element-wise kernel (relu/sigmoid/swish, or a copy for other ops) named opname. */
+LLVMValueRef cg_gen_unary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind, const char *opname);
+/* Vectorised loop over [0, n) inside the current thread's block: body(j, w). */
+void cg_inner_loop(cg_ctx *c, int64_t n, cg_elem_body body, void *user);
+/* Sum over base[off .. off+cnt) of x, or of (x - mean)^2 when mean != NULL (f32 scalar). */
+LLVMValueRef cg_reduce_sum(cg_ctx *c, LLVMValueRef base, LLVMValueRef off, int64_t cnt, LLVMValueRef mean);
+
+#endif

@@ -1,0 +1,119 @@
+/* cg_link.c — the last steps of compilation: LLVM verification and the new pass manager
+ * ("default<O2>"), writing a module as LLVM IR, assembly or an object, and linking objects
+ * into the model .so with CNNC_LINKER (ld.lld-19). */
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "cnnc_config.h"
+#include "codegen/cg_internal.h"
+#include "codegen/cg_link.h"
+
+extern char **environ;
+
+int cg_optimize(LLVMModuleRef m, LLVMTargetMachineRef tm, int opt_level, ir_diag *d) {
+  ir_loc loc = {0};
+  char *msg = NULL;
+  if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
+    char *nl = strchr(msg, '\n');
+    if (nl) *nl = 0;
+    ir_diag_set(d, loc, NULL, "internal error: generated LLVM IR does not verify: %s", msg);
+    LLVMDisposeMessage(msg);
+    return -1;
+  }
+  LLVMDisposeMessage(msg);
+  char pipeline[32];
+  snprintf(pipeline, sizeof pipeline, "default<O%d>", opt_level < 0 ? 0 : opt_level > 3 ? 3 : opt_level);
+  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  LLVMErrorRef err = LLVMRunPasses(m, pipeline, tm, po);
+  LLVMDisposePassBuilderOptions(po);
+  if (err) {
+    char *e = LLVMGetErrorMessage(err);
+    ir_diag_set(d, loc, NULL, "internal error: LLVM pass pipeline failed: %s", e);
+    LLVMDisposeErrorMessage(e);
+    return -1;
+  }
+  return 0;
+}
+
+int cg_write_module(LLVMModuleRef m, LLVMTargetMachineRef tm, const char *what, const char *path, ir_diag *d) {
+  ir_loc loc = {0};
+  char *err = NULL;
+  int bad;
+  if (strcmp(what, "llvm") == 0) bad = LLVMPrintModuleToFile(m, path, &err);
+  else bad = LLVMTargetMachineEmitToFile(tm, m, path, strcmp(what, "asm") == 0 ? LLVMAssemblyFile : LLVMObjectFile, &err);
+  if (bad) {
+    ir_diag_set(d, loc, NULL, "cannot write %s: %s", path, err ? err : "unknown LLVM error");
+    LLVMDisposeMessage(err);
+    return -1;
+  }
+  return 0;
+}
+
+/* Runs argv, returns its exit status (or -1); its stderr goes to errpath. */
+static int run_tool(char *const *argv, const char *errpath) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int cg_link_shared(const char *const *objs, int n, const char *out, const char *tmpdir, ir_diag *d) {
+  ir_loc loc = {0};
+  const char *fixed[] = {CNNC_LINKER, "-shared", "--hash-style=gnu", "-z", "noexecstack", "-z", "relro", "-z", "now",
+                         "--build-id", "-o", out};
+  int nf = (int)(sizeof fixed / sizeof *fixed);
+  char **argv = calloc((size_t)(nf + n + 1), sizeof *argv);
+  if (!argv) abort();
+  for (int i = 0; i < nf; i++) argv[i] = (char *)fixed[i];
+  for (int i = 0; i < n; i++) argv[nf + i] = (char *)objs[i];
+  char errpath[4096];
+  snprintf(errpath, sizeof errpath, "%s/link.err", tmpdir);
+  int rc = run_tool(argv, errpath);
+  free(argv);
+  if (rc == 0) return 0;
+  char msg[400] = "";
+  FILE *f = fopen(errpath, "r");
+  if (f) {
+    size_t k = fread(msg, 1, sizeof msg - 1, f);
+    msg[k] = 0;
+    fclose(f);
+    char *nl = strchr(msg, '\n');
+    if (nl) *nl = 0;
+  }
+  return ir_diag_set(d, loc, NULL, "linking %s with %s failed (status %d)%s%s", out, CNNC_LINKER, rc, msg[0] ? ": " : "",
+                     msg);
+}
+
+int cg_tmpdir(char *buf, size_t n, ir_diag *d) {
+  const char *t = getenv("TMPDIR");
+  snprintf(buf, n, "%s/cnnc-XXXXXX", t && *t ? t : "/tmp");
+  if (mkdtemp(buf)) return 0;
+  ir_loc loc = {0};
+  return ir_diag_set(d, loc, NULL, "cannot create a temporary directory %s: %s", buf, strerror(errno));
+}
+
+void cg_rmtree_flat(const char *dir, const char *const *files, int n) {
+  for (int i = 0; i < n; i++) unlink(files[i]);
+  char p[4096];
+  snprintf(p, sizeof p, "%s/link.err", dir);
+  unlink(p);
+  rmdir(dir);
+}

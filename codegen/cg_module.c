@@ -1,0 +1,204 @@
+/* cg_module.c — cg_compile: kernels are generated into N compile units (one LLVM context
+ * and module each, built, optimised and emitted on N threads), then a main module holds the
+ * per-shard entry functions (cnnc_abi_shard_fn) and the exported cnnc_abi_model descriptor;
+ * the objects are linked into the .so.  --emit llvm|asm|obj builds one module instead. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codegen/cg_layout.h"
+#include "codegen/cg_link.h"
+#include "codegen/cg_main.h"
+
+typedef struct cg_unit {
+  cg_layout *L;
+  const cg_target *t;
+  const cg_options *o;
+  int id, with_kernels, with_main;
+  const char *what; /* "obj", "asm", "llvm" */
+  char path[4200];
+  ir_diag d;
+  double seconds;
+} cg_unit;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void cg_ctx_init(cg_ctx *c, const cg_target *t, const ir_graph *g, LLVMTargetMachineRef tm, const char *name) {
+  memset(c, 0, sizeof *c);
+  c->llc = LLVMContextCreate();
+  c->mod = LLVMModuleCreateWithNameInContext(name, c->llc);
+  LLVMSetTarget(c->mod, t->triple);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+  LLVMSetModuleDataLayout(c->mod, td);
+  LLVMDisposeTargetData(td);
+  c->b = LLVMCreateBuilderInContext(c->llc);
+  c->target = t;
+  c->g = g;
+  c->t_void = LLVMVoidTypeInContext(c->llc);
+  c->t_i1 = LLVMInt1TypeInContext(c->llc);
+  c->t_i8 = LLVMInt8TypeInContext(c->llc);
+  c->t_i32 = LLVMInt32TypeInContext(c->llc);
+  c->t_i64 = LLVMInt64TypeInContext(c->llc);
+  c->t_f32 = LLVMFloatTypeInContext(c->llc);
+  c->t_ptr = LLVMPointerTypeInContext(c->llc, 0);
+  c->t_vf32 = LLVMVectorType(c->t_f32, (unsigned)t->vec_f32);
+  c->arena = ir_arena_new();
+}
+
+void cg_ctx_dispose(cg_ctx *c) {
+  LLVMDisposeBuilder(c->b);
+  LLVMDisposeModule(c->mod);
+  LLVMContextDispose(c->llc);
+  ir_arena_free(c->arena);
+}
+
+/* Generates the kernels assigned to unit u into c's module. */
+static int gen_unit_kernels(cg_ctx *c, cg_unit *u) {
+  cg_layout *L = u->L;
+  for (int i = 0; i < L->n_k; i++) {
+    cg_kernel *k = &L->k[i];
+    if (!u->with_main && k->unit != u->id) continue; /* single-module mode: all kernels */
+    const ir_node *n = &L->g->nodes[k->anchor];
+    ((cg_priv *)c->priv)->shard = k->shard;
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "cnnk.tmp.%d", i);
+    const char *kind = NULL;
+    LLVMValueRef f = cg_generators[n->op](c, n, tmp, &kind);
+    if (!f) {
+      if (!u->d.failed) ir_diag_set(&u->d, n->loc, n->name, "no code generator for %s", ir_ops[n->op].name);
+      return -1;
+    }
+    snprintf(k->kind, sizeof k->kind, "%s", kind);
+    snprintf(k->name, sizeof k->name, "cnnk_s%d_%s_n%d", k->shard, kind, k->anchor);
+    LLVMSetValueName2(f, k->name, strlen(k->name));
+  }
+  return 0;
+}
+
+static void *unit_run(void *arg) {
+  cg_unit *u = arg;
+  double t0 = now_s();
+  LLVMTargetMachineRef tm = cg_target_clone_tm(u->t, u->o->opt_level);
+  if (!tm) {
+    ir_diag_set(&u->d, (ir_loc){0}, NULL, "cannot create a target machine");
+    return NULL;
+  }
+  char name[32];
+  snprintf(name, sizeof name, "cnnc_unit%d", u->id);
+  cg_ctx c;
+  cg_ctx_init(&c, u->t, u->L->g, tm, name);
+  cg_priv priv = {&u->d, u->L->plan, calloc((size_t)u->L->g->n_values + 1, sizeof(LLVMValueRef)), 0};
+  c.priv = &priv;
+  int rc = 0;
+  if (u->with_kernels) rc = gen_unit_kernels(&c, u);
+  if (!rc && u->with_main) rc = cg_build_main(&c, u->L, u->o, &u->d);
+  if (!rc) rc = cg_optimize(c.mod, tm, u->o->opt_level, &u->d);
+  if (!rc) rc = cg_write_module(c.mod, tm, u->what, u->path, &u->d);
+  free(priv.param_global);
+  cg_ctx_dispose(&c);
+  LLVMDisposeTargetMachine(tm);
+  u->seconds = now_s() - t0;
+  return NULL;
+}
+
+/* Longest-processing-time assignment of kernels to n units (estimate: 1 + weight MB/4). */
+static void assign_units(cg_layout *L, int n) {
+  double *load = calloc((size_t)n, sizeof *load);
+  if (!load) abort();
+  for (int i = 0; i < L->n_k; i++) {
+    const ir_node *nd = &L->g->nodes[L->k[i].anchor];
+    double est = 1.0;
+    for (int j = 0; j < nd->n_in; j++)
+      if (L->g->values[nd->in[j]].kind == IR_VAL_PARAM) est += (double)ir_shape_numel(&L->g->values[nd->in[j]].shape) / 1e6;
+    int best = 0;
+    for (int u = 1; u < n; u++)
+      if (load[u] < load[best]) best = u;
+    L->k[i].unit = best;
+    load[best] += est;
+  }
+  free(load);
+}
+
+static int run_units(cg_unit *u, int n) {
+  pthread_t *th = calloc((size_t)n, sizeof *th);
+  if (!th) abort();
+  int *started = calloc((size_t)n, sizeof *started);
+  for (int i = 1; i < n; i++) started[i] = pthread_create(&th[i], NULL, unit_run, &u[i]) == 0;
+  unit_run(&u[0]);
+  for (int i = 1; i < n; i++) {
+    if (started[i]) pthread_join(th[i], NULL);
+    else unit_run(&u[i]);
+  }
+  free(th);
+  free(started);
+  for (int i = 0; i < n; i++)
+    if (u[i].d.failed) return i;
+  return -1;
+}
+
+static int compile_single(cg_layout *L, const cg_target *t, const cg_options *o, ir_diag *d) {
+  cg_unit u;
+  memset(&u, 0, sizeof u);
+  u.L = L, u.t = t, u.o = o, u.with_kernels = 1, u.with_main = 1, u.what = o->emit;
+  snprintf(u.path, sizeof u.path, "%s", o->output);
+  unit_run(&u);
+  if (u.d.failed) {
+    *d = u.d;
+    return -1;
+  }
+  return 0;
+}
+
+static int compile_so(cg_layout *L, const cg_target *t, const cg_options *o, ir_diag *d) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int n = (int)(ncpu < 1 ? 1 : ncpu > 16 ? 16 : ncpu);
+  if (n > L->n_k) n = L->n_k;
+  char dir[4096];
+  if (cg_tmpdir(dir, sizeof dir, d)) return -1;
+  assign_units(L, n);
+  cg_unit *u = calloc((size_t)n + 1, sizeof *u);
+  const char **objs = calloc((size_t)n + 1, sizeof *objs);
+  if (!u || !objs) abort();
+  for (int i = 0; i <= n; i++) {
+    u[i].L = L, u[i].t = t, u[i].o = o, u[i].id = i, u[i].what = "obj";
+    u[i].with_kernels = i < n, u[i].with_main = i == n;
+    snprintf(u[i].path, sizeof u[i].path, "%s/unit%d.o", dir, i);
+    objs[i] = u[i].path;
+  }
+  double t0 = now_s();
+  int bad = run_units(u, n); /* kernel units in parallel, then the main module */
+  if (bad < 0) {
+    unit_run(&u[n]);
+    if (u[n].d.failed) bad = n;
+  }
+  double t1 = now_s();
+  int rc = bad >= 0 ? -1 : cg_link_shared(objs, n + 1, o->output, dir, d);
+  if (bad >= 0) *d = u[bad].d;
+  if (o->verbose && bad < 0)
+    fprintf(stderr, "cnnc: codegen %d kernels in %d units: %.2f s, link %.2f s\n", L->n_k, n, t1 - t0, now_s() - t1);
+  cg_rmtree_flat(dir, objs, n + 1);
+  free(u);
+  free(objs);
+  return rc;
+}
+
+int cg_compile(const ir_graph *g, const cg_target *t, const cg_options *o, ir_diag *d) {
+  if (!o->output || !*o->output) return ir_diag_set(d, (ir_loc){0}, NULL, "no output file given");
+  if (o->emit && strcmp(o->emit, "llvm") && strcmp(o->emit, "asm") && strcmp(o->emit, "obj"))
+    return ir_diag_set(d, (ir_loc){0}, NULL, "unknown --emit kind '%s' (llvm, asm, obj)", o->emit);
+  cg_layout L;
+  if (cg_layout_build(&L, g, 1, d)) {
+    cg_layout_free(&L);
+    return -1;
+  }
+  int rc = o->emit ? compile_single(&L, t, o, d) : compile_so(&L, t, o, d);
+  cg_layout_free(&L);
+  return rc;
+}

@@ -1,0 +1,327 @@
+/* cg_util.c — IR-building helpers every generator uses: kernel prologue/epilogue, counted
+ * loops, thread ranges, constants, f32 vector loads/stores/reductions, exp/sigmoid,
+ * fused epilogues, and weights embedded as 64-byte aligned private constants. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/cg_internal.h"
+
+LLVMValueRef cg_fail(cg_ctx *c, const ir_node *n, const char *fmt, ...) {
+  cg_priv *p = c->priv;
+  if (p->d->failed) return NULL;
+  char msg[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  ir_diag_set(p->d, n ? n->loc : (ir_loc){0}, n ? n->name : NULL, "%s", msg);
+  return NULL;
+}
+
+const pass_fusion *cg_fusion(cg_ctx *c, const ir_node *n) {
+  static const pass_fusion none = {0, 0, -1, 0, {0}};
+  cg_priv *p = c->priv;
+  return p && p->plan ? &p->plan[n->id] : &none;
+}
+
+static void add_fn_attr(cg_ctx *c, LLVMValueRef f, const char *k, const char *v) {
+  LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                          LLVMCreateStringAttribute(c->llc, k, (unsigned)strlen(k), v, (unsigned)strlen(v)));
+}
+
+static void add_enum_attr(cg_ctx *c, LLVMValueRef f, unsigned idx, const char *name) {
+  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  LLVMAddAttributeAtIndex(f, idx, LLVMCreateEnumAttribute(c->llc, kind, 0));
+}
+
+void cg_set_fn_attrs(cg_ctx *c, LLVMValueRef f) {
+  char w[16];
+  snprintf(w, sizeof w, "%d", c->target->vec_f32 * 32);
+  add_fn_attr(c, f, "target-cpu", c->target->cpu);
+  add_fn_attr(c, f, "target-features", c->target->features);
+  add_fn_attr(c, f, "min-legal-vector-width", w);
+  add_fn_attr(c, f, "prefer-vector-width", w);
+  add_enum_attr(c, f, LLVMAttributeFunctionIndex, "nounwind");
+}
+
+LLVMValueRef cg_kernel_begin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args) {
+  LLVMTypeRef params[IR_MAX_IN + PASS_MAX_POST + 4];
+  int np = n_act + 3;
+  for (int i = 0; i <= n_act; i++) params[i] = c->t_ptr;
+  params[n_act + 1] = params[n_act + 2] = c->t_i32;
+  LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_void, params, (unsigned)np, 0));
+  LLVMSetVisibility(f, LLVMHiddenVisibility);
+  cg_set_fn_attrs(c, f);
+  add_enum_attr(c, f, (unsigned)n_act + 1, "noalias"); /* out never overlaps an operand */
+  for (int i = 0; i < np; i++) args[i] = LLVMGetParam(f, (unsigned)i);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
+  return f;
+}
+
+void cg_kernel_end(cg_ctx *c) { LLVMBuildRetVoid(c->b); }
+
+LLVMValueRef cg_loop_begin(cg_ctx *c, cg_loop *L, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef step,
+                           const char *name) {
+  LLVMValueRef f = LLVMGetBasicBlockParent(LLVMGetInsertBlock(c->b));
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
+  L->head = LLVMAppendBasicBlockInContext(c->llc, f, name);
+  L->body = LLVMAppendBasicBlockInContext(c->llc, f, "body");
+  L->exit = LLVMAppendBasicBlockInContext(c->llc, f, "exit");
+  LLVMBuildBr(c->b, L->head);
+  LLVMPositionBuilderAtEnd(c->b, L->head);
+  L->iv = LLVMBuildPhi(c->b, c->t_i64, name);
+  LLVMAddIncoming(L->iv, &lo, &pre, 1);
+  L->step = step;
+  L->hi = hi;
+  LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, L->iv, hi, ""), L->body, L->exit);
+  LLVMPositionBuilderAtEnd(c->b, L->body);
+  return L->iv;
+}
+
+void cg_loop_end(cg_ctx *c, cg_loop *L) {
+  L->latch = LLVMGetInsertBlock(c->b);
+  LLVMValueRef next = LLVMBuildNSWAdd(c->b, L->iv, L->step, "");
+  LLVMBuildBr(c->b, L->head);
+  LLVMAddIncoming(L->iv, &next, &L->latch, 1);
+  LLVMPositionBuilderAtEnd(c->b, L->exit);
+}
+
+LLVMValueRef cg_i64(cg_ctx *c, int64_t v) { return LLVMConstInt(c->t_i64, (unsigned long long)v, 1); }
+LLVMValueRef cg_i32(cg_ctx *c, int32_t v) { return LLVMConstInt(c->t_i32, (unsigned long long)(int64_t)v, 1); }
+LLVMValueRef cg_f32(cg_ctx *c, float v) { return LLVMConstReal(c->t_f32, v); }
+
+void cg_thread_range(cg_ctx *c, LLVMValueRef n, LLVMValueRef tid, LLVMValueRef nthreads, LLVMValueRef *lo,
+                     LLVMValueRef *hi) {
+  LLVMValueRef t = LLVMBuildSExt(c->b, tid, c->t_i64, ""), nt = LLVMBuildSExt(c->b, nthreads, c->t_i64, "");
+  LLVMValueRef t1 = LLVMBuildAdd(c->b, t, cg_i64(c, 1), "");
+  *lo = LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, n, t, ""), nt, "lo");
+  *hi = LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, n, t1, ""), nt, "hi");
+}
+
+LLVMValueRef cg_gep_f32(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx) {
+  return LLVMBuildInBoundsGEP2(c->b, c->t_f32, base, &idx, 1, "");
+}
+LLVMValueRef cg_load_f32(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx) {
+  return LLVMBuildLoad2(c->b, c->t_f32, cg_gep_f32(c, base, idx), "");
+}
+void cg_store_f32(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx) {
+  LLVMBuildStore(c->b, v, cg_gep_f32(c, base, idx));
+}
+
+LLVMValueRef cg_intrinsic(cg_ctx *c, const char *name, LLVMTypeRef *ov, int n_ov, LLVMValueRef *args, int n_args) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, ov, (size_t)n_ov);
+  LLVMTypeRef ft = LLVMIntrinsicGetType(c->llc, id, ov, (size_t)n_ov);
+  return LLVMBuildCall2(c->b, ft, fn, args, (unsigned)n_args, "");
+}
+
+LLVMValueRef cg_blob_const(cg_ctx *c, const char *name, const void *data, size_t bytes) {
+  LLVMValueRef init = LLVMConstStringInContext2(c->llc, data, bytes, 1);
+  LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), name);
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+  LLVMSetAlignment(g, 64);
+  return g;
+}
+
+LLVMValueRef cg_param_const(cg_ctx *c, int vid) {
+  cg_priv *p = c->priv;
+  if (p->param_global[vid]) return p->param_global[vid];
+  const ir_value *v = &c->g->values[vid];
+  char name[300];
+  snprintf(name, sizeof name, "p.%s", v->name);
+  p->param_global[vid] = cg_blob_const(c, name, v->data, (size_t)ir_shape_numel(&v->shape) * sizeof(float));
+  return p->param_global[vid];
+}
+
+LLVMTypeRef cg_vtype(cg_ctx *c, int w) { return w == 1 ? c->t_f32 : LLVMVectorType(c->t_f32, (unsigned)w); }
+
+LLVMValueRef cg_splat(cg_ctx *c, LLVMValueRef s, int w) {
+  if (w == 1) return s;
+  LLVMTypeRef vt = cg_vtype(c, w);
+  LLVMValueRef v = LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), s, cg_i32(c, 0), "");
+  LLVMValueRef mask = LLVMConstNull(LLVMVectorType(c->t_i32, (unsigned)w));
+  return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(vt), mask, "splat");
+}
+
+LLVMValueRef cg_fconst(cg_ctx *c, float v, int w) {
+  LLVMValueRef s = cg_f32(c, v);
+  if (w == 1) return s;
+  LLVMValueRef e[64];
+  for (int i = 0; i < w; i++) e[i] = s;
+  return LLVMConstVector(e, (unsigned)w);
+}
+LLVMValueRef cg_fzero(cg_ctx *c, int w) { return cg_fconst(c, 0.0f, w); }
+
+LLVMValueRef cg_load_v(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, int w) {
+  LLVMValueRef l = LLVMBuildLoad2(c->b, cg_vtype(c, w), cg_gep_f32(c, base, idx), "");
+  LLVMSetAlignment(l, 4);
+  return l;
+}
+
+void cg_store_v(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, int w) {
+  (void)w;
+  LLVMValueRef s = LLVMBuildStore(c->b, v, cg_gep_f32(c, base, idx));
+  LLVMSetAlignment(s, 4);
+}
+
+static LLVMValueRef shuffle_const(cg_ctx *c, const int *m, int n) {
+  LLVMValueRef e[64];
+  for (int i = 0; i < n; i++) e[i] = cg_i32(c, m[i]);
+  return LLVMConstVector(e, (unsigned)n);
+}
+
+LLVMValueRef cg_load_strided(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, int stride, int w) {
+  if (w == 1) return cg_load_f32(c, base, idx);
+  if (stride == 1) return cg_load_v(c, base, idx, w);
+  if (stride == 2) {
+    LLVMValueRef lo = cg_load_v(c, base, idx, w);
+    LLVMValueRef hi = cg_load_v(c, base, LLVMBuildAdd(c->b, idx, cg_i64(c, w), ""), w);
+    int m[64];
+    for (int i = 0; i < w; i++) m[i] = 2 * i;
+    return LLVMBuildShuffleVector(c->b, lo, hi, shuffle_const(c, m, w), "even");
+  }
+  LLVMValueRef v = LLVMGetPoison(cg_vtype(c, w));
+  for (int i = 0; i < w; i++) {
+    LLVMValueRef x = cg_load_f32(c, base, LLVMBuildAdd(c->b, idx, cg_i64(c, (int64_t)i * stride), ""));
+    v = LLVMBuildInsertElement(c->b, v, x, cg_i32(c, i), "");
+  }
+  return v;
+}
+
+LLVMValueRef cg_fma(cg_ctx *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef args[3] = {a, b, acc};
+  return cg_intrinsic(c, "llvm.fmuladd", &t, 1, args, 3);
+}
+
+/* Tree reduction of w lanes with op (0 = add, 1 = NaN-propagating max). */
+static LLVMValueRef reduce(cg_ctx *c, LLVMValueRef v, int w, int op) {
+  while (w > 1) {
+    int h = w / 2, lo[32], hi[32];
+    for (int i = 0; i < h; i++) lo[i] = i, hi[i] = h + i;
+    LLVMValueRef a = LLVMBuildShuffleVector(c->b, v, v, shuffle_const(c, lo, h), "");
+    LLVMValueRef b = LLVMBuildShuffleVector(c->b, v, v, shuffle_const(c, hi, h), "");
+    if (h == 1) {
+      a = LLVMBuildExtractElement(c->b, a, cg_i32(c, 0), "");
+      b = LLVMBuildExtractElement(c->b, b, cg_i32(c, 0), "");
+    }
+    v = op == 0 ? LLVMBuildFAdd(c->b, a, b, "") : cg_max_nan(c, b, a);
+    w = h;
+  }
+  return v;
+}
+LLVMValueRef cg_hsum(cg_ctx *c, LLVMValueRef v, int w) { return reduce(c, v, w, 0); }
+LLVMValueRef cg_hmax(cg_ctx *c, LLVMValueRef v, int w) { return reduce(c, v, w, 1); }
+
+LLVMValueRef cg_max_nan(cg_ctx *c, LLVMValueRef x, LLVMValueRef m) {
+  LLVMValueRef gt = LLVMBuildFCmp(c->b, LLVMRealOGT, x, m, "");
+  LLVMValueRef nan = LLVMBuildFCmp(c->b, LLVMRealUNO, x, x, "");
+  return LLVMBuildSelect(c->b, LLVMBuildOr(c->b, gt, nan, ""), x, m, "max");
+}
+
+LLVMValueRef cg_relu(cg_ctx *c, LLVMValueRef x, int w) {
+  LLVMValueRef z = cg_fzero(c, w);
+  return LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealUGT, x, z, ""), x, z, "relu");
+}
+
+/* exp(x) = 2^n * p(r), n = floor(x*log2(e) + 1/2), r = x - n*ln2 (Cody-Waite), Cephes expf's
+ * degree-6 polynomial; NaN propagates, large |x| saturates to 0 / inf. */
+LLVMValueRef cg_exp(cg_ctx *c, LLVMValueRef x, int w) {
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef hi = cg_fconst(c, 88.3762626647949f, w), lo = cg_fconst(c, -88.3762626647949f, w);
+  x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, hi, ""), hi, x, "");
+  x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, x, lo, ""), lo, x, "");
+  LLVMValueRef fx = cg_fma(c, x, cg_fconst(c, 1.44269504088896341f, w), cg_fconst(c, 0.5f, w));
+  LLVMTypeRef vt = cg_vtype(c, w);
+  fx = cg_intrinsic(c, "llvm.floor", &vt, 1, &fx, 1);
+  LLVMValueRef r = LLVMBuildFSub(b, x, LLVMBuildFMul(b, fx, cg_fconst(c, 0.693359375f, w), ""), "");
+  r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, fx, cg_fconst(c, -2.12194440e-4f, w), ""), "");
+  static const float p[6] = {1.9875691500E-4f, 1.3981999507E-3f, 8.3334519073E-3f,
+                             4.1665795894E-2f, 1.6666665459E-1f, 5.0000001201E-1f};
+  LLVMValueRef y = cg_fconst(c, p[0], w);
+  for (int i = 1; i < 6; i++) y = cg_fma(c, y, r, cg_fconst(c, p[i], w));
+  LLVMValueRef r2 = LLVMBuildFMul(b, r, r, "");
+  y = cg_fma(c, y, r2, LLVMBuildFAdd(b, r, cg_fconst(c, 1.0f, w), ""));
+  LLVMTypeRef it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
+  LLVMValueRef n = LLVMBuildFPToSI(b, fx, it, "");
+  LLVMValueRef c127 = w == 1 ? cg_i32(c, 127) : NULL, c23 = w == 1 ? cg_i32(c, 23) : NULL;
+  if (w > 1) {
+    LLVMValueRef e1[64], e2[64];
+    for (int i = 0; i < w; i++) e1[i] = cg_i32(c, 127), e2[i] = cg_i32(c, 23);
+    c127 = LLVMConstVector(e1, (unsigned)w);
+    c23 = LLVMConstVector(e2, (unsigned)w);
+  }
+  LLVMValueRef pow2n = LLVMBuildBitCast(b, LLVMBuildShl(b, LLVMBuildAdd(b, n, c127, ""), c23, ""), vt, "");
+  return LLVMBuildFMul(b, y, pow2n, "exp");
+}
+
+LLVMValueRef cg_sigmoid(cg_ctx *c, LLVMValueRef x, int w) {
+  LLVMValueRef one = cg_fconst(c, 1.0f, w);
+  LLVMValueRef e = cg_exp(c, LLVMBuildFNeg(c->b, x, ""), w);
+  return LLVMBuildFDiv(c->b, one, LLVMBuildFAdd(c->b, one, e, ""), "sigmoid");
+}
+
+LLVMValueRef cg_epilogue(cg_ctx *c, const ir_node *post, LLVMValueRef v, LLVMValueRef resid, LLVMValueRef idx, int w) {
+  switch (post->op) {
+  case IR_OP_relu: return cg_relu(c, v, w);
+  case IR_OP_sigmoid: return cg_sigmoid(c, v, w);
+  case IR_OP_swish: return LLVMBuildFMul(c->b, v, cg_sigmoid(c, v, w), "swish");
+  case IR_OP_add: return LLVMBuildFAdd(c->b, v, cg_load_v(c, resid, idx, w), "resid");
+  default: return v;
+  }
+}
+
+LLVMValueRef cg_entry_alloca(cg_ctx *c, LLVMTypeRef t, const char *name) {
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(c->b);
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(LLVMGetBasicBlockParent(cur));
+  LLVMBuilderRef tb = LLVMCreateBuilderInContext(c->llc);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first) LLVMPositionBuilderBefore(tb, first);
+  else LLVMPositionBuilderAtEnd(tb, entry);
+  LLVMValueRef a = LLVMBuildAlloca(tb, t, name);
+  LLVMDisposeBuilder(tb);
+  return a;
+}
+
+LLVMValueRef cg_min64(cg_ctx *c, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, a, b, ""), a, b, "");
+}
+LLVMValueRef cg_max64(cg_ctx *c, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, a, b, ""), a, b, "");
+}
+
+void cg_if_begin(cg_ctx *c, cg_if *f, LLVMValueRef cond) {
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(c->b));
+  f->then_bb = LLVMAppendBasicBlockInContext(c->llc, fn, "then");
+  f->else_bb = LLVMAppendBasicBlockInContext(c->llc, fn, "else");
+  f->end_bb = LLVMAppendBasicBlockInContext(c->llc, fn, "endif");
+  LLVMBuildCondBr(c->b, cond, f->then_bb, f->else_bb);
+  LLVMPositionBuilderAtEnd(c->b, f->then_bb);
+}
+
+void cg_if_else(cg_ctx *c, cg_if *f) {
+  LLVMBuildBr(c->b, f->end_bb);
+  LLVMPositionBuilderAtEnd(c->b, f->else_bb);
+  f->else_bb = NULL; /* used */
+}
+
+void cg_if_end(cg_ctx *c, cg_if *f) {
+  LLVMBuildBr(c->b, f->end_bb);
+  if (f->else_bb) {
+    LLVMPositionBuilderAtEnd(c->b, f->else_bb);
+    LLVMBuildBr(c->b, f->end_bb);
+  }
+  LLVMPositionBuilderAtEnd(c->b, f->end_bb);
+}
+
+const char *cg_kind(cg_ctx *c, const char *op, const char *tile) {
+  const char *isa = cg_isa_name(c->target);
+  if (tile && *tile) return ir_fmt(c->arena, "%s_f32_%s__%s", op, tile, isa);
+  return ir_fmt(c->arena, "%s_f32__%s", op, isa);
+}
+
+int64_t cg_numel(cg_ctx *c, int vid) { return ir_shape_numel(&c->g->values[vid].shape); }

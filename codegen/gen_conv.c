@@ -1,0 +1,314 @@
+/* gen_conv.c — 2-D convolution on NCHW (dense, strided, padded, dilated, grouped, depthwise;
+ * 1x1 stride-1 convs see the plane as one long row, i.e. a GEMM).  Microkernel: a register
+ * tile of R output channels x P vectors of V output pixels of one output row; per input
+ * channel and kernel tap it loads P pixel vectors (strided for stride 2), broadcasts R
+ * weights and issues R*P llvm.fmuladd.  Weights are packed at compile time into
+ * [group][Cout_g/R][Cin_g][KH][KW][R] (zero padded), with an inference batchnorm folded in;
+ * the epilogue adds the bias and applies fused relu/sigmoid/swish/residual add.  Rows are
+ * clipped at run time (kernel-row range per output row), columns at compile time: interior
+ * tiles are unmasked, border/tail vectors use compile-time lane masks. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/cg_internal.h"
+
+typedef struct conv_geom {
+  int64_t n, cin, h, w, cout, oh, ow, cin_g, cout_g;
+  int kh, kw, sh, sw, pt, pl, dh, dw, groups;
+  int R, P, V, ntile;  /* tile: R channels x P vectors of V pixels; tiles per group */
+  int flat;            /* 1x1/s1/p0: plane as one row */
+} conv_geom;
+
+typedef struct conv_row {      /* run-time values of one work item */
+  LLVMValueRef x, out, wp, bp;  /* operands, packed weights/bias */
+  LLVMValueRef resid[PASS_MAX_POST];
+  LLVMValueRef in_base, out_row, wbase, bbase, ky_lo, ky_hi, iy0;
+} conv_row;
+
+typedef struct conv_epi { const ir_node *post[PASS_MAX_POST]; int n_post; } conv_epi;
+
+static conv_geom conv_geometry(cg_ctx *c, const ir_node *n) {
+  const ir_conv2d_attr *a = &n->attr.conv2d;
+  const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
+  conv_geom g;
+  memset(&g, 0, sizeof g);
+  g.n = xs->dim[0], g.cin = xs->dim[1], g.h = xs->dim[2], g.w = xs->dim[3];
+  g.cout = ys->dim[1], g.oh = ys->dim[2], g.ow = ys->dim[3];
+  g.kh = a->kernel[0], g.kw = a->kernel[1], g.sh = a->stride[0], g.sw = a->stride[1];
+  g.pt = a->pad[0], g.pl = a->pad[1], g.dh = a->dilation[0], g.dw = a->dilation[1];
+  if (g.dh < 1) g.dh = 1;
+  if (g.dw < 1) g.dw = 1;
+  g.groups = a->groups > 0 ? a->groups : 1;
+  g.cin_g = g.cin / g.groups, g.cout_g = g.cout / g.groups;
+  g.flat = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !a->pad[0] && !a->pad[1] && !a->pad[2] && !a->pad[3];
+  if (g.flat) g.w = g.h * g.w, g.h = 1, g.ow = g.oh * g.ow, g.oh = 1;
+  g.V = c->target->vec_f32;
+  int budget = cg_acc_budget(c->target);
+  int64_t pv = (g.ow + g.V - 1) / g.V;
+  int pmax = g.cout_g == 1 ? 4 : budget / 6;
+  g.P = (int)(pv < pmax ? pv : pmax);
+  g.R = (int)(g.cout_g < budget / g.P ? g.cout_g : budget / g.P);
+  g.ntile = (int)((g.cout_g + g.R - 1) / g.R);
+  return g;
+}
+
+/* Packs weights (BN scale folded in) and bias (conv bias, BN shift) in microkernel order. */
+static void conv_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const conv_geom *g, float *wp, float *bp) {
+  const float *w = c->g->values[n->in[1]].data, *b = n->n_in > 2 ? c->g->values[n->in[2]].data : NULL;
+  int64_t taps = (int64_t)g->kh * g->kw, T = g->ntile, R = g->R;
+  for (int64_t gi = 0; gi < g->groups; gi++)
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t r = 0; r < R; r++) {
+        int64_t col = t * R + r, co = gi * g->cout_g + col, tile = gi * T + t;
+        double scale = 1.0, shift = col < g->cout_g && b ? b[co] : 0.0;
+        if (bn && col < g->cout_g) {
+          const float *gam = c->g->values[bn->in[1]].data, *bet = c->g->values[bn->in[2]].data;
+          const float *mean = c->g->values[bn->in[3]].data, *var = c->g->values[bn->in[4]].data;
+          scale = gam[co] / sqrt((double)var[co] + (double)bn->attr.batchnorm.eps);
+          shift = (shift - mean[co]) * scale + bet[co];
+        }
+        bp[tile * R + r] = (float)shift;
+        for (int64_t ci = 0; ci < g->cin_g; ci++)
+          for (int64_t k = 0; k < taps; k++)
+            wp[((tile * g->cin_g + ci) * taps + k) * R + r] =
+                col < g->cout_g ? (float)(w[(co * g->cin_g + ci) * taps + k] * scale) : 0.0f;
+      }
+}
+
+/* Compile-time lane masks of a vector whose lane 0 is output column ox, for a tile that
+ * ends at column end: lanes whose output pixel is in the tile (out), and of those the
+ * lanes whose tap kx reads a real input pixel (in). */
+static unsigned lane_out_mask(const conv_geom *g, int64_t ox, int64_t end) {
+  unsigned m = 0;
+  for (int l = 0; l < g->V; l++)
+    if (ox + l < end) m |= 1u << l;
+  return m;
+}
+static unsigned lane_in_mask(const conv_geom *g, int64_t ox, int64_t end, int kx) {
+  unsigned m = 0;
+  for (int l = 0; l < g->V; l++) {
+    int64_t ix = (ox + l) * g->sw - g->pl + (int64_t)kx * g->dw;
+    if (ox + l < end && ix >= 0 && ix < g->w) m |= 1u << l;
+  }
+  return m;
+}
+
+static LLVMValueRef mask_const(cg_ctx *c, unsigned m, int w) {
+  LLVMValueRef e[64];
+  for (int l = 0; l < w; l++) e[l] = LLVMConstInt(c->t_i1, (m >> l) & 1, 0);
+  return LLVMConstVector(e, (unsigned)w);
+}
+
+static LLVMValueRef masked_load(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w) {
+  LLVMTypeRef ov[2] = {cg_vtype(c, w), c->t_ptr};
+  LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, base, &idx, 1, ""); /* lane 0 may be outside */
+  LLVMValueRef args[4] = {ptr, cg_i32(c, 4), mask_const(c, m, w), cg_fzero(c, w)};
+  return cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
+}
+
+static void masked_store(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w) {
+  LLVMTypeRef ov[2] = {cg_vtype(c, w), c->t_ptr};
+  LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, base, &idx, 1, "");
+  LLVMValueRef args[4] = {v, ptr, cg_i32(c, 4), mask_const(c, m, w)};
+  cg_intrinsic(c, "llvm.masked.store", ov, 2, args, 4);
+}
+
+/* Pixel vector for tap kx at input element idx (lane 0), lanes m; pair_ok: a stride-2
+ * pair load (which reads one element past the last lane) stays inside the row. */
+static LLVMValueRef load_pixels(cg_ctx *c, const conv_geom *g, LLVMValueRef x, LLVMValueRef idx, unsigned m,
+                                int pair_ok) {
+  int V = g->V;
+  unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
+  if (m == full && (g->sw != 2 || pair_ok)) return cg_load_strided(c, x, idx, g->sw, V);
+  if (g->sw == 1) return masked_load(c, x, idx, m, V);
+  LLVMValueRef v = cg_fzero(c, V);
+  for (int l = 0; l < V; l++)
+    if (m >> l & 1)
+      v = LLVMBuildInsertElement(c->b, v, cg_load_f32(c, x, LLVMBuildAdd(c->b, idx, cg_i64(c, (int64_t)l * g->sw), "")),
+                                 cg_i32(c, l), "");
+  return v;
+}
+
+/* One tile: rr channels x np vectors from output column ox (run time); ox_const >= 0 when
+ * the column is known at compile time (border/tail: lane masks up to ox_end), -1 for
+ * interior tiles (every lane and tap in range). */
+static void conv_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
+                      LLVMValueRef ox, int64_t ox_const, int64_t ox_end) {
+  int V = g->V;
+  unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
+  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMValueRef acc[64];
+  for (int i = 0; i < rr * np; i++) {
+    acc[i] = cg_entry_alloca(c, vt, "acc");
+    LLVMBuildStore(c->b, cg_fzero(c, V), acc[i]);
+  }
+  LLVMValueRef ix0 = LLVMBuildSub(c->b, LLVMBuildMul(c->b, ox, cg_i64(c, g->sw), ""), cg_i64(c, g->pl), "ix0");
+  cg_loop CI, KY;
+  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), cg_i64(c, g->cin_g), cg_i64(c, 1), "ci");
+  LLVMValueRef ky = cg_loop_begin(c, &KY, r->ky_lo, r->ky_hi, cg_i64(c, 1), "ky");
+  LLVMValueRef iy = LLVMBuildAdd(c->b, r->iy0, LLVMBuildMul(c->b, ky, cg_i64(c, g->dh), ""), "iy");
+  LLVMValueRef row = LLVMBuildAdd(c->b, r->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""),
+                                                                 LLVMBuildMul(c->b, iy, cg_i64(c, g->w), ""), ""), "row");
+  LLVMValueRef wrow = LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->kh), ""), ky, ""),
+                                                                cg_i64(c, (int64_t)g->kw * g->R), ""), "wrow");
+  LLVMValueRef cur[64];
+  for (int i = 0; i < rr * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+  for (int kx = 0; kx < g->kw; kx++) {
+    LLVMValueRef xv[16];
+    unsigned ms[16];
+    for (int p = 0; p < np; p++) {
+      int64_t o = ox_const + (int64_t)p * V, last_read = (o + V - 1) * g->sw - g->pl + (int64_t)kx * g->dw + 1;
+      ms[p] = ox_const < 0 ? full : lane_in_mask(g, o, ox_end, kx);
+      if (!ms[p]) continue;
+      LLVMValueRef idx = LLVMBuildAdd(c->b, row, LLVMBuildAdd(c->b, ix0, cg_i64(c, (int64_t)p * V * g->sw + (int64_t)kx * g->dw), ""), "");
+      xv[p] = load_pixels(c, g, r->x, idx, ms[p], ox_const < 0 || last_read < g->w);
+    }
+    for (int k = 0; k < rr; k++) {
+      LLVMValueRef wb = cg_splat(c, cg_load_f32(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)kx * g->R + k), "")), V);
+      for (int p = 0; p < np; p++)
+        if (ms[p]) cur[k * np + p] = cg_fma(c, wb, xv[p], cur[k * np + p]);
+    }
+  }
+  for (int i = 0; i < rr * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
+  cg_loop_end(c, &KY);
+  cg_loop_end(c, &CI);
+  for (int k = 0; k < rr; k++) {
+    LLVMValueRef bias = cg_splat(c, cg_load_f32(c, r->bp, LLVMBuildAdd(c->b, r->bbase, cg_i64(c, k), "")), V);
+    LLVMValueRef orow = LLVMBuildAdd(c->b, r->out_row, cg_i64(c, k * g->oh * g->ow), "");
+    for (int p = 0; p < np; p++) {
+      unsigned mo = ox_const < 0 ? full : lane_out_mask(g, ox_const + (int64_t)p * V, ox_end);
+      if (!mo) continue;
+      LLVMValueRef oi = LLVMBuildAdd(c->b, orow, LLVMBuildAdd(c->b, ox, cg_i64(c, (int64_t)p * V), ""), "oi");
+      LLVMValueRef v = LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, vt, acc[k * np + p], ""), bias, "");
+      for (int q = 0, ra = 0; q < e->n_post; q++) {
+        LLVMValueRef res = e->post[q]->op == IR_OP_add ? r->resid[ra++] : NULL;
+        if (res && mo != full) v = LLVMBuildFAdd(c->b, v, masked_load(c, res, oi, mo, V), "resid");
+        else v = cg_epilogue(c, e->post[q], v, res, oi, V);
+      }
+      if (mo == full) cg_store_v(c, v, r->out, oi, V);
+      else masked_store(c, v, r->out, oi, mo, V);
+    }
+  }
+}
+
+/* Compile-time column tiles at ox0.. (np vectors each, masked), up to the end `to`. */
+static void masked_tiles(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int64_t from,
+                         int64_t to) {
+  while (from < to) {
+    int64_t nv = (to - from + g->V - 1) / g->V;
+    int np = (int)(nv < g->P ? nv : g->P);
+    conv_tile(c, g, r, e, rr, np, cg_i64(c, from), from, to);
+    from += (int64_t)np * g->V;
+  }
+}
+
+/* One output row of rr channels: left masked vectors, unmasked interior tiles (run-time
+ * loop), right masked vectors. */
+static void conv_row_emit(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
+  int V = g->V, extra = g->sw == 2 ? 1 : 0;
+  int64_t a = (g->pl + g->sw - 1) / g->sw;
+  int64_t lim = g->w - 1 - extra + g->pl - (int64_t)(g->kw - 1) * g->dw, b = lim < 0 ? 0 : lim / g->sw + 1;
+  if (b > g->ow) b = g->ow;
+  int64_t left = (a + V - 1) / V * V; /* interior starts at a vector boundary */
+  if (left > b) left = b;
+  int64_t tile_px = (int64_t)g->P * V, nfull = (b - left) / tile_px;
+  masked_tiles(c, g, r, e, rr, 0, left);
+  if (nfull > 0) {
+    cg_loop L;
+    LLVMValueRef i = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, nfull), cg_i64(c, 1), "ox");
+    conv_tile(c, g, r, e, rr, g->P, LLVMBuildAdd(c->b, cg_i64(c, left), LLVMBuildMul(c->b, i, cg_i64(c, tile_px), ""), ""), -1, 0);
+    cg_loop_end(c, &L);
+  }
+  int64_t at = left + nfull * tile_px, nv = (b - at) / V;
+  if (nv > 0) conv_tile(c, g, r, e, rr, (int)nv, cg_i64(c, at), -1, 0);
+  masked_tiles(c, g, r, e, rr, at + nv * V, g->ow);
+}
+
+/* Kernel-row range [ky_lo, ky_hi) that reads real input rows for output row oy. */
+static void ky_range(cg_ctx *c, const conv_geom *g, LLVMValueRef oy, conv_row *r) {
+  LLVMValueRef base = LLVMBuildMul(c->b, oy, cg_i64(c, g->sh), "");
+  r->iy0 = LLVMBuildSub(c->b, base, cg_i64(c, g->pt), "iy0");
+  LLVMValueRef need = LLVMBuildSub(c->b, cg_i64(c, g->pt), base, ""); /* ky*dh >= pt - oy*sh */
+  LLVMValueRef lo = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, need, cg_i64(c, g->dh - 1), ""), cg_i64(c, g->dh), "");
+  r->ky_lo = cg_max64(c, cg_i64(c, 0), LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, need, cg_i64(c, 0), ""), lo, cg_i64(c, 0), ""));
+  LLVMValueRef room = LLVMBuildSub(c->b, cg_i64(c, g->h - 1 + g->pt), base, ""); /* ky*dh <= h-1+pt-oy*sh */
+  LLVMValueRef hi = LLVMBuildAdd(c->b, LLVMBuildSDiv(c->b, room, cg_i64(c, g->dh), ""), cg_i64(c, 1), "");
+  hi = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, room, cg_i64(c, 0), ""), cg_i64(c, 0), hi, "");
+  r->ky_hi = cg_min64(c, hi, cg_i64(c, g->kh));
+}
+
+static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass_fusion *fu) {
+  char op[128], tile[32];
+  int k = snprintf(op, sizeof op, "conv2d%s", g->cin_g == 1 && g->cout_g == 1 ? "_dw" : g->groups > 1 ? "_g" : g->flat ? "_1x1" : "");
+  if (fu->bn >= 0) k += snprintf(op + k, sizeof op - (size_t)k, "_bn");
+  for (int i = 0; i < fu->n_post && k < 100; i++)
+    k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
+  snprintf(tile, sizeof tile, "%dx%d", g->R, g->P * g->V);
+  return cg_kind(c, op, tile);
+}
+
+/* Work item (n, group, channel tile, output row) -> run-time row values; then the row. */
+static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, LLVMValueRef it) {
+  int64_t tiles = (int64_t)g->groups * g->ntile;
+  LLVMValueRef oy = LLVMBuildSRem(c->b, it, cg_i64(c, g->oh), "oy");
+  LLVMValueRef rest = LLVMBuildSDiv(c->b, it, cg_i64(c, g->oh), "");
+  LLVMValueRef tile = LLVMBuildSRem(c->b, rest, cg_i64(c, tiles), "tile");
+  LLVMValueRef nb = LLVMBuildSDiv(c->b, rest, cg_i64(c, tiles), "nb");
+  LLVMValueRef gi = LLVMBuildSDiv(c->b, tile, cg_i64(c, g->ntile), "g");
+  LLVMValueRef t = LLVMBuildSRem(c->b, tile, cg_i64(c, g->ntile), "t");
+  LLVMValueRef co0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, gi, cg_i64(c, g->cout_g), ""), LLVMBuildMul(c->b, t, cg_i64(c, g->R), ""), "co0");
+  r->in_base = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, nb, cg_i64(c, g->cin), ""), LLVMBuildMul(c->b, gi, cg_i64(c, g->cin_g), ""), ""),
+                            cg_i64(c, g->h * g->w), "in_base");
+  r->out_row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, nb, cg_i64(c, g->cout), ""), co0, ""), cg_i64(c, g->oh * g->ow), ""),
+                            LLVMBuildMul(c->b, oy, cg_i64(c, g->ow), ""), "out_row");
+  r->wbase = LLVMBuildMul(c->b, tile, cg_i64(c, g->cin_g * g->kh * g->kw * g->R), "wbase");
+  r->bbase = LLVMBuildMul(c->b, tile, cg_i64(c, g->R), "bbase");
+  ky_range(c, g, oy, r);
+  int rem = (int)(g->cout_g % g->R);
+  if (!rem) {
+    conv_row_emit(c, g, r, e, g->R);
+    return;
+  }
+  cg_if f;
+  cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntNE, t, cg_i64(c, g->ntile - 1), ""));
+  conv_row_emit(c, g, r, e, g->R);
+  cg_if_else(c, &f);
+  conv_row_emit(c, g, r, e, rem);
+  cg_if_end(c, &f);
+}
+
+LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  conv_geom g = conv_geometry(c, n);
+  const pass_fusion *fu = cg_fusion(c, n);
+  conv_epi e = {{0}, fu->n_post};
+  int n_act = 1;
+  for (int i = 0; i < fu->n_post; i++) {
+    e.post[i] = &c->g->nodes[fu->post[i]];
+    n_act += e.post[i]->op == IR_OP_add;
+  }
+  size_t wn = (size_t)g.groups * g.ntile * g.cin_g * g.kh * g.kw * g.R, bn = (size_t)g.groups * g.ntile * g.R;
+  float *wp = malloc(wn * sizeof(float)), *bp = malloc(bn * sizeof(float));
+  if (!wp || !bp) abort();
+  conv_pack(c, n, fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL, &g, wp, bp);
+  LLVMValueRef a[IR_MAX_IN + PASS_MAX_POST + 4];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, n_act, a);
+  conv_row r;
+  memset(&r, 0, sizeof r);
+  r.x = a[0];
+  for (int i = 1; i < n_act; i++) r.resid[i - 1] = a[i];
+  r.out = a[n_act];
+  r.wp = cg_blob_const(c, "conv.w", wp, wn * sizeof(float));
+  r.bp = cg_blob_const(c, "conv.b", bp, bn * sizeof(float));
+  free(wp);
+  free(bp);
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, g.n * g.groups * g.ntile * g.oh), a[n_act + 1], a[n_act + 2], &lo, &hi);
+  cg_loop L;
+  LLVMValueRef it = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
+  conv_item(c, &g, &r, &e, it);
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  *kind = conv_kind(c, n, &g, fu);
+  return f;
+}

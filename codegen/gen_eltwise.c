@@ -1,0 +1,218 @@
+/* gen_eltwise.c — element-wise kernels: relu, sigmoid, swish, dropout (inference: copy),
+ * add/mul with numpy broadcasting of the second operand, and input normalisation (u8 or
+ * f32 -> f32).  Vectorised over the innermost contiguous run at the target width, work
+ * split over (tid, nthreads) in whole vectors. */
+#include <string.h>
+
+#include "codegen/cg_internal.h"
+
+void cg_foreach_elem(cg_ctx *c, int64_t n, LLVMValueRef tid, LLVMValueRef nth, cg_elem_body body, void *user) {
+  int v = c->target->vec_f32;
+  int64_t nvec = n / v, tail = n % v;
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, nvec), tid, nth, &lo, &hi);
+  cg_loop L;
+  LLVMValueRef i = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "vec");
+  body(c, LLVMBuildMul(c->b, i, cg_i64(c, v), "idx"), v, user);
+  cg_loop_end(c, &L);
+  if (!tail) return;
+  cg_if f;
+  LLVMValueRef last = LLVMBuildSub(c->b, nth, cg_i32(c, 1), "");
+  cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntEQ, tid, last, ""));
+  cg_loop T;
+  LLVMValueRef j = cg_loop_begin(c, &T, cg_i64(c, nvec * v), cg_i64(c, n), cg_i64(c, 1), "tail");
+  body(c, j, 1, user);
+  cg_loop_end(c, &T);
+  cg_if_end(c, &f);
+}
+
+/* ---- unary ------------------------------------------------------------------------------ */
+typedef struct unary_ctx { ir_op op; LLVMValueRef x, out; } unary_ctx;
+
+static void unary_body(cg_ctx *c, LLVMValueRef idx, int w, void *user) {
+  unary_ctx *u = user;
+  LLVMValueRef x = cg_load_v(c, u->x, idx, w), y = x;
+  switch (u->op) {
+  case IR_OP_relu: y = cg_relu(c, x, w); break;
+  case IR_OP_sigmoid: y = cg_sigmoid(c, x, w); break;
+  case IR_OP_swish: y = LLVMBuildFMul(c->b, x, cg_sigmoid(c, x, w), "swish"); break;
+  default: break; /* copy */
+  }
+  cg_store_v(c, y, u->out, idx, w);
+}
+
+/* Kernel (x, out, tid, nth) applying a unary op; also the copy used by reshape/dropout. */
+LLVMValueRef cg_gen_unary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind, const char *opname) {
+  LLVMValueRef a[4];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, 1, a);
+  unary_ctx u = {n->op, a[0], a[1]};
+  char tile[16];
+  snprintf(tile, sizeof tile, "v%d", c->target->vec_f32);
+  cg_foreach_elem(c, cg_numel(c, n->out), a[2], a[3], unary_body, &u);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, opname, tile);
+  return f;
+}
+
+LLVMValueRef cg_gen_relu(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return cg_gen_unary(c, n, fn_name, kind, "relu");
+}
+LLVMValueRef cg_gen_sigmoid(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return cg_gen_unary(c, n, fn_name, kind, "sigmoid");
+}
+LLVMValueRef cg_gen_swish(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return cg_gen_unary(c, n, fn_name, kind, "swish");
+}
+LLVMValueRef cg_gen_dropout(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  if (n->attr.dropout.training && n->attr.dropout.rate > 0.0f)
+    return cg_fail(c, n, "training-mode dropout is not supported in inference codegen");
+  return cg_gen_unary(c, n, fn_name, kind, "dropout_copy");
+}
+
+/* ---- binary with broadcasting ---------------------------------------------------------- */
+/* a's dims merged into runs where b is either broadcast (stride 0) or contiguous with the
+ * next run; the last run is the vectorised inner loop. */
+typedef struct bcast { int rank; int64_t dim[IR_MAX_RANK], bst[IR_MAX_RANK]; } bcast;
+
+static bcast broadcast_plan(const ir_shape *a, const ir_shape *b) {
+  int64_t st[IR_MAX_RANK], s = 1;
+  for (int d = a->rank - 1; d >= 0; d--) {
+    int bd = d - (a->rank - b->rank);
+    if (bd < 0 || b->dim[bd] == 1) st[d] = 0;
+    else st[d] = s, s *= b->dim[bd];
+  }
+  bcast p = {0, {0}, {0}};
+  for (int d = 0; d < a->rank; d++) {
+    if (a->dim[d] == 1) continue; /* size-1 dims contribute nothing */
+    int k = p.rank - 1;
+    if (k >= 0 && ((p.bst[k] == 0 && st[d] == 0) || (p.bst[k] != 0 && st[d] != 0 && p.bst[k] == st[d] * a->dim[d]))) {
+      p.dim[k] *= a->dim[d];
+      p.bst[k] = st[d];
+    } else {
+      p.dim[p.rank] = a->dim[d];
+      p.bst[p.rank++] = st[d];
+    }
+  }
+  if (p.rank == 0) p.dim[p.rank++] = 1;
+  return p;
+}
+
+typedef struct binary_ctx { ir_op op; LLVMValueRef a, b, out, arow, brow; int bvec; } binary_ctx;
+
+static void binary_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
+  binary_ctx *u = user;
+  LLVMValueRef ai = LLVMBuildAdd(c->b, u->arow, j, "");
+  LLVMValueRef x = cg_load_v(c, u->a, ai, w);
+  LLVMValueRef y = u->bvec ? cg_load_v(c, u->b, LLVMBuildAdd(c->b, u->brow, j, ""), w)
+                           : cg_splat(c, cg_load_f32(c, u->b, u->brow), w);
+  LLVMValueRef r = u->op == IR_OP_add ? LLVMBuildFAdd(c->b, x, y, "") : LLVMBuildFMul(c->b, x, y, "");
+  cg_store_v(c, r, u->out, ai, w);
+}
+
+void cg_inner_loop(cg_ctx *c, int64_t n, cg_elem_body body, void *user) {
+  int v = c->target->vec_f32;
+  int64_t nv = n / v * v;
+  cg_loop L;
+  if (nv > 0) {
+    LLVMValueRef j = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, nv), cg_i64(c, v), "j");
+    body(c, j, v, user);
+    cg_loop_end(c, &L);
+  }
+  if (nv < n) {
+    LLVMValueRef j = cg_loop_begin(c, &L, cg_i64(c, nv), cg_i64(c, n), cg_i64(c, 1), "jt");
+    body(c, j, 1, user);
+    cg_loop_end(c, &L);
+  }
+}
+
+static LLVMValueRef gen_binary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_shape *as = &c->g->values[n->in[0]].shape, *bs = &c->g->values[n->in[1]].shape;
+  LLVMValueRef a[5];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, 2, a);
+  binary_ctx u = {n->op, a[0], a[1], a[2], NULL, NULL, 1};
+  const char *opname = n->op == IR_OP_add ? "add" : "mul";
+  char tile[32];
+  if (ir_shape_eq(as, bs)) {
+    u.arow = u.brow = cg_i64(c, 0);
+    cg_foreach_elem(c, ir_shape_numel(as), a[3], a[4], binary_body, &u);
+    snprintf(tile, sizeof tile, "v%d", c->target->vec_f32);
+  } else {
+    bcast p = broadcast_plan(as, bs);
+    int64_t inner = p.dim[p.rank - 1], rows = ir_shape_numel(as) / inner;
+    LLVMValueRef lo, hi;
+    cg_thread_range(c, cg_i64(c, rows), a[3], a[4], &lo, &hi);
+    cg_loop L;
+    LLVMValueRef r = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "row");
+    LLVMValueRef boff = cg_i64(c, 0), rem = r;
+    for (int d = p.rank - 2; d >= 0; d--) { /* row index -> b offset */
+      LLVMValueRef id = LLVMBuildSRem(c->b, rem, cg_i64(c, p.dim[d]), "");
+      rem = LLVMBuildSDiv(c->b, rem, cg_i64(c, p.dim[d]), "");
+      boff = LLVMBuildAdd(c->b, boff, LLVMBuildMul(c->b, id, cg_i64(c, p.bst[d]), ""), "");
+    }
+    u.arow = LLVMBuildMul(c->b, r, cg_i64(c, inner), "arow");
+    u.brow = boff;
+    u.bvec = p.bst[p.rank - 1] != 0;
+    cg_inner_loop(c, inner, binary_body, &u);
+    cg_loop_end(c, &L);
+    snprintf(tile, sizeof tile, "bcast_v%d", c->target->vec_f32);
+  }
+  cg_kernel_end(c);
+  *kind = cg_kind(c, opname, tile);
+  return f;
+}
+
+LLVMValueRef cg_gen_add(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return gen_binary(c, n, fn_name, kind);
+}
+LLVMValueRef cg_gen_mul(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return gen_binary(c, n, fn_name, kind);
+}
+
+/* ---- normalize ------------------------------------------------------------------------- */
+typedef struct norm_ctx { LLVMValueRef x, out, base, scale, mean, sd; int u8; } norm_ctx;
+
+static void norm_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
+  norm_ctx *u = user;
+  LLVMValueRef i = LLVMBuildAdd(c->b, u->base, j, "");
+  LLVMValueRef x;
+  if (u->u8) {
+    LLVMTypeRef bt = w == 1 ? c->t_i8 : LLVMVectorType(c->t_i8, (unsigned)w);
+    LLVMValueRef l = LLVMBuildLoad2(c->b, bt, LLVMBuildInBoundsGEP2(c->b, c->t_i8, u->x, &i, 1, ""), "");
+    LLVMSetAlignment(l, 1);
+    x = LLVMBuildUIToFP(c->b, l, cg_vtype(c, w), "");
+  } else {
+    x = cg_load_v(c, u->x, i, w);
+  }
+  LLVMValueRef y = LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, x, cg_splat(c, u->scale, w), ""), cg_splat(c, u->mean, w), "");
+  cg_store_v(c, LLVMBuildFDiv(c->b, y, cg_splat(c, u->sd, w), ""), u->out, i, w);
+}
+
+LLVMValueRef cg_gen_normalize(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_normalize_attr *at = &n->attr.normalize;
+  const ir_value *xv = &c->g->values[n->in[0]];
+  if (xv->dtype != IR_U8 && xv->dtype != IR_F32)
+    return cg_fail(c, n, "normalize of %s input is not supported", ir_dtype_name(xv->dtype));
+  int64_t nb = xv->shape.dim[0], nc = xv->shape.rank > 1 ? xv->shape.dim[1] : 1;
+  int64_t s = ir_shape_numel(&xv->shape) / (nb * nc);
+  float *tab = ir_alloc(c->arena, (size_t)(2 * nc) * sizeof(float));
+  for (int64_t k = 0; k < nc; k++) {
+    int known = k < at->channels && k < IR_MAX_CHANNELS_NORMALIZE;
+    tab[k] = known ? at->mean[k] : 0.0f;
+    tab[nc + k] = known ? at->std[k] : 1.0f;
+  }
+  LLVMValueRef a[4];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, 1, a);
+  LLVMValueRef t = cg_blob_const(c, "normalize.tab", tab, (size_t)(2 * nc) * sizeof(float));
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, nb * nc), a[2], a[3], &lo, &hi);
+  cg_loop L;
+  LLVMValueRef p = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "plane");
+  LLVMValueRef ch = LLVMBuildSRem(c->b, p, cg_i64(c, nc), "c");
+  norm_ctx u = {a[0], a[1], LLVMBuildMul(c->b, p, cg_i64(c, s), ""), cg_f32(c, at->scale), cg_load_f32(c, t, ch),
+                cg_load_f32(c, t, LLVMBuildAdd(c->b, ch, cg_i64(c, nc), "")), xv->dtype == IR_U8};
+  cg_inner_loop(c, s, norm_body, &u);
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, xv->dtype == IR_U8 ? "normalize_u8" : "normalize", NULL);
+  return f;
+}
