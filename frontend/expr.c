@@ -26,21 +26,36 @@ static fe_value vbool(int b) { return (fe_value){FE_V_BOOL, b != 0, 0}; }
 static fe_value vfloat(double f) { return (fe_value){FE_V_FLOAT, 0, f}; }
 static double num(fe_value v) { return v.t == FE_V_FLOAT ? v.f : (double)v.i; }
 
-/* Records the first error; the message names where in the text it happened. */
-static fe_value fail(ex *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static fe_value fail(ex *e, const char *fmt, ...) {
+/* Records the first error; with at, the message shows where in the text it happened. */
+static fe_value report(ex *e, int at, const char *fmt, va_list ap) {
   if (e->failed) return vint(0);
   e->failed = 1;
   char msg[256];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  if (!at) snprintf(e->err, e->errn, "%s", msg);
+  else if (*e->p) snprintf(e->err, e->errn, "%s at '%.20s'", msg, e->p);
+  else snprintf(e->err, e->errn, "%s at the end", msg);
+  return vint(0);
+}
+
+/* A syntax error (names the position). */
+static fe_value syntax(ex *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static fe_value syntax(ex *e, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  fe_value v = report(e, 1, fmt, ap);
   va_end(ap);
-  if (*e->p)
-    snprintf(e->err, e->errn, "%s at '%.20s'", msg, e->p);
-  else
-    snprintf(e->err, e->errn, "%s at the end", msg);
-  return vint(0);
+  return v;
+}
+
+/* An evaluation error (type, overflow, division by zero). */
+static fe_value fail(ex *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static fe_value fail(ex *e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fe_value v = report(e, 0, fmt, ap);
+  va_end(ap);
+  return v;
 }
 
 const char *fe_vtype_name(fe_vtype t) { return t == FE_V_INT ? "int" : t == FE_V_FLOAT ? "float" : "bool"; }
@@ -85,12 +100,12 @@ static fe_value number(ex *e) {
     errno = 0;
     double f = strtod(s, &end);
     e->p = end;
-    if (errno || !isfinite(f)) return fail(e, "number out of range");
+    if (errno || !isfinite(f)) return syntax(e, "number out of range");
     return vfloat(f);
   }
   errno = 0;
   long long v = strtoll(s, NULL, 10);
-  if (errno) return fail(e, "integer out of range");
+  if (errno) return syntax(e, "integer out of range");
   return vint(v);
 }
 
@@ -101,7 +116,7 @@ static fe_value call(ex *e, const char *fn, fe_value *a, int n, int live) {
   static const char *const fns[] = {"min", "max", "round", "floor", "ceil", "int"};
   int k = 0;
   while (k < 6 && strcmp(fn, fns[k])) k++;
-  if (k == 6) return fail(e, "unknown function '%s'", fn);
+  if (k == 6) return syntax(e, "unknown function '%s'", fn);
   if (k < 2 ? n < 2 : n != 1) return fail(e, "%s() takes %s", fn, k < 2 ? "two or more arguments" : "one argument");
   if (!live) return vint(0);
   for (int i = 0; i < n; i++)
@@ -137,7 +152,7 @@ static fe_value name_or_call(ex *e, int live) {
         if (n < 8) a[n] = v;
         n++;
       } while (!e->failed && accept(e, ","));
-      if (!e->failed && !accept(e, ")")) return fail(e, "expected ')' after the arguments of %s()", name);
+      if (!e->failed && !accept(e, ")")) return syntax(e, "expected ')' after the arguments of %s()", name);
     }
     if (e->failed) return vint(0);
     if (n > 8) return fail(e, "too many arguments to %s()", name);
@@ -146,7 +161,7 @@ static fe_value name_or_call(ex *e, int live) {
   const fe_value *v = fe_env_find(e->env, name);
   if (!v) {
     e->p = s;
-    return fail(e, "unknown name '%s'", name);
+    return syntax(e, "unknown name '%s'", name);
   }
   return *v;
 }
@@ -157,14 +172,14 @@ static fe_value primary(ex *e, int live) {
   if (isalpha((unsigned char)*e->p) || *e->p == '_') return name_or_call(e, live);
   if (accept(e, "(")) {
     fe_value v = expr(e, live);
-    if (!e->failed && !accept(e, ")")) return fail(e, "expected ')'");
+    if (!e->failed && !accept(e, ")")) return syntax(e, "expected ')'");
     return v;
   }
-  return fail(e, "expected a value");
+  return syntax(e, "expected a value");
 }
 
 static fe_value unary(ex *e, int live) {
-  if (++e->depth > FE_MAX_EXPR_DEPTH) return fail(e, "expression nested too deeply");
+  if (++e->depth > FE_MAX_EXPR_DEPTH) return syntax(e, "expression nested too deeply");
   fe_value v;
   if (accept(e, "-") || accept(e, "+")) {
     int neg = e->p[-1] == '-';
@@ -255,14 +270,14 @@ static fe_value logic(ex *e, int live, int is_or) {
 }
 
 static fe_value expr(ex *e, int live) {
-  if (++e->depth > FE_MAX_EXPR_DEPTH) return fail(e, "expression nested too deeply");
+  if (++e->depth > FE_MAX_EXPR_DEPTH) return syntax(e, "expression nested too deeply");
   fe_value c = logic(e, live, 1);
   if (!e->failed && accept(e, "?")) {
     if (live && c.t != FE_V_BOOL) {
       fail(e, "the condition of '?:' must be a bool, got %s", fe_vtype_name(c.t));
     } else {
       fe_value a = expr(e, live && c.i);
-      if (!e->failed && !accept(e, ":")) fail(e, "expected ':'");
+      if (!e->failed && !accept(e, ":")) syntax(e, "expected ':'");
       fe_value b = e->failed ? a : expr(e, live && !c.i);
       c = live && c.i ? a : b;
     }
@@ -276,6 +291,6 @@ int fe_expr_eval(const char *text, const fe_env *env, fe_value *out, char *err, 
   if (errn) err[0] = 0;
   *out = expr(&e, 1);
   skip_ws(&e);
-  if (!e.failed && *e.p) fail(&e, "unexpected text");
+  if (!e.failed && *e.p) syntax(&e, "unexpected text");
   return e.failed ? -1 : 0;
 }

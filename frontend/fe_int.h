@@ -11,7 +11,7 @@
 /* ---- limits: no model may make the frontend crash, hang or exhaust memory --------------- */
 #define FE_MAX_DEPTH 16         /* block nesting */
 #define FE_MAX_REPEAT 4096      /* repeat: of one block instance */
-#define FE_MAX_LAYERS 100000    /* layers after expanding every block */
+#define FE_MAX_LAYERS 10000     /* layers after expanding every block */
 #define FE_MAX_YAML_DEPTH 64    /* nesting of YAML collections */
 #define FE_MAX_YAML_NODES 1000000
 #define FE_MAX_EXPR_DEPTH 64    /* nesting inside one expression */

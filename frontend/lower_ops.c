@@ -42,7 +42,8 @@ int fe_add_node(fe_ctx *c, fe_layer *L, ir_op op, const int *in, int n_in, const
 int fe_add_param(fe_ctx *c, fe_layer *L, const char *suffix, ir_shape s, int trainable) {
   const char *name = ir_fmt(c->g->arena, "%s/%s", L->name, suffix);
   int64_t n = ir_shape_numel(&s);
-  if (ir_find_value(c->g, name) >= 0) return fe_err(c, L->m, L->name, "parameter '%s' clashes with a layer name", name);
+  if (fe_strmap_get(&c->full, name) >= 0)
+    return fe_err(c, L->m, L->name, "parameter '%s' clashes with a layer name", name);
   if (n > FE_MAX_PARAM_NUMEL - c->param_numel)
     return fe_err(c, L->m, L->name, "the model's parameters exceed %lld values", (long long)FE_MAX_PARAM_NUMEL);
   c->param_numel += n;

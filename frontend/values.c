@@ -7,7 +7,7 @@
 
 #include "fe_int.h"
 
-enum { V_NUM = 0, V_TEXT = 1, V_ERR = -1 };
+enum { V_NUM = 0, V_TEXT = 1, V_RANGE = 2, V_ERR = -1 };
 
 /* Plain literals: ints, floats (digits, sign, '.', exponent; no inf/nan), true/false. */
 static int literal(const char *s, fe_value *v) {
@@ -19,7 +19,8 @@ static int literal(const char *s, fe_value *v) {
   errno = 0;
   if (!strpbrk(s, ".eE")) {
     long long i = strtoll(s, &end, 10);
-    if (*end || errno) return V_TEXT;
+    if (*end) return V_TEXT;
+    if (errno) return V_RANGE;
     return *v = (fe_value){FE_V_INT, i, 0}, V_NUM;
   }
   double d = strtod(s, &end);
@@ -37,7 +38,10 @@ static int try_value(fe_ctx *c, const fe_node *n, const fe_env *env, const char 
     fe_err(c, n, layer, "'%s': bad expression '%s': %s", key, n->s, err);
     return V_ERR;
   }
-  return n->quoted ? V_TEXT : literal(n->s, v);
+  int r = n->quoted ? V_TEXT : literal(n->s, v);
+  if (r != V_RANGE) return r;
+  fe_err(c, n, layer, "'%s': %s is out of the integer range", key, n->s);
+  return V_ERR;
 }
 
 static int type_error(fe_ctx *c, const fe_node *n, const char *layer, const char *key, const char *want,
