@@ -104,8 +104,10 @@ typedef struct cnnrt_shard_summary {
   size_t scratch_bytes;
   double flops;                         /* per micro-batch, the sum over its ops */
   int threads;                          /* current setting */
+  uint64_t micro_batches;               /* profile since cnnrt_open: micro-batches run, and */
+  double busy_seconds;                  /* wall time thread 0 spent in the shard entry + join */
 } cnnrt_shard_summary;
-/* Fills *out (the caller's) with shard's description. */
+/* Fills *out (the caller's) with shard's description and profile counters. */
 CNNRT_API cnnrt_status cnnrt_shard_info(const cnnrt_model *m, int shard, cnnrt_shard_summary *out);
 /* The compile options as a JSON object. */
 CNNRT_API const char *cnnrt_options_json(const cnnrt_model *m);

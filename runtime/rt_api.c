@@ -102,6 +102,8 @@ CNNRT_API cnnrt_status cnnrt_shard_info(const cnnrt_model *m, int shard, cnnrt_s
   out->scratch_bytes = (size_t)sh->scratch_bytes;
   for (int k = 0; k < sh->n_ops; k++) out->flops += sh->op_flops[k];
   out->threads = m->threads[shard];
+  out->micro_batches = atomic_load(&m->runs[shard]);
+  out->busy_seconds = (double)atomic_load(&m->busy_ns[shard]) * 1e-9;
   return CNNRT_OK;
 }
 

@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rt_internal.h"
 
@@ -63,6 +64,12 @@ int rt_usable_cpus(int *cpus, int max) {
 }
 
 /* ---- threads ---------------------------------------------------------------------------- */
+static uint64_t rt_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void rt_run_share(rt_group *g, int tid) {
   int32_t rc = g->sh->run(g->io, g->scratch, tid, g->nthreads, rt_barrier_cb, &g->barrier);
   if (rc != 0) {
@@ -83,7 +90,10 @@ static void rt_leader_loop(rt_group *g) {
       atomic_fetch_add_explicit(&g->job_gen, 1, memory_order_release);
       rt_wake_all(&g->job_gen);
     }
+    uint64_t t0 = rt_now_ns();
     rt_run_share(g, 0);
+    atomic_fetch_add_explicit(&x->m->busy_ns[g->shard], rt_now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&x->m->runs[g->shard], 1, memory_order_relaxed);
     rt_queue_push(next, f);
   }
 }

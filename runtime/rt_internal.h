@@ -97,6 +97,8 @@ struct cnnrt_model {
   pthread_mutex_t lock;          /* serialises infer and setters */
   int lock_ok;
   rt_exec *exec;                 /* NULL until the first infer, or after a setter */
+  _Atomic uint64_t *busy_ns;     /* [n_shards] profile: time in the shard (its leader thread) */
+  _Atomic uint64_t *runs;        /* [n_shards] profile: micro-batches run */
 };
 
 #endif

@@ -105,7 +105,9 @@ static cnnrt_status rt_model_init(cnnrt_model *m) {
   m->threads = calloc((size_t)ns, sizeof *m->threads);
   m->cpus = calloc((size_t)ns, sizeof *m->cpus);
   m->n_cpus = calloc((size_t)ns, sizeof *m->n_cpus);
-  if (!m->threads || !m->cpus || !m->n_cpus) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
+  m->busy_ns = calloc((size_t)ns, sizeof *m->busy_ns);
+  m->runs = calloc((size_t)ns, sizeof *m->runs);
+  if (!m->threads || !m->cpus || !m->n_cpus || !m->busy_ns || !m->runs) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
   int usable[CPU_SETSIZE];
   int nu = rt_usable_cpus(usable, CPU_SETSIZE);
   int t = m->opts.threads_per_shard ? m->opts.threads_per_shard : (nu / ns > 1 ? nu / ns : 1);
@@ -161,6 +163,8 @@ CNNRT_API void cnnrt_close(cnnrt_model *m) {
   free(m->cpus);
   free(m->n_cpus);
   free(m->threads);
+  free(m->busy_ns);
+  free(m->runs);
   free(m->producer);
   free(m->describe);
   free(m->path);

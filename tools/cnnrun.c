@@ -19,7 +19,7 @@
 #endif
 
 #define EXIT_USAGE 2
-#define MAX_SHARDS 4096
+#define MAX_SHARDS 64 /* for per-shard reports */
 
 /* ---- command line ----------------------------------------------------------------------- */
 typedef struct opts {
@@ -282,7 +282,16 @@ static void print_json_string(const char *s) {
 
 typedef struct bench_result {
   double total, mean, p50, p90, min, img_s, gflop_s;
+  double busy[MAX_SHARDS]; /* per shard: seconds busy during the timed runs, then / total */
 } bench_result;
+
+/* Adds sign * each shard's busy seconds so far to r->busy. */
+static void add_busy(cnnrt_model *m, bench_result *r, double sign) {
+  for (int s = 0; s < cnnrt_num_shards(m) && s < MAX_SHARDS; s++) {
+    cnnrt_shard_summary sh;
+    if (cnnrt_shard_info(m, s, &sh) == CNNRT_OK) r->busy[s] += sign * sh.busy_seconds;
+  }
+}
 
 static void bench_print(const opts *o, cnnrt_model *m, const bench_result *r) {
   int ns = cnnrt_num_shards(m), b = cnnrt_batch_size(m);
@@ -292,6 +301,8 @@ static void bench_print(const opts *o, cnnrt_model *m, const bench_result *r) {
     printf(", \"batch_size\": %d, \"batches_per_run\": %d, \"runs\": %d, \"warmup\": %d, \"shards\": %d, \"threads\": [",
            b, o->batches, o->runs, o->warmup, ns);
     for (int s = 0; s < ns; s++) printf("%s%d", s ? ", " : "", cnnrt_threads(m, s));
+    printf("], \"shard_busy\": [");
+    for (int s = 0; s < ns && s < MAX_SHARDS; s++) printf("%s%.4f", s ? ", " : "", r->busy[s]);
     printf("], \"pinned\": %s, \"images_per_second\": %.3f, \"gflops_per_second\": %.3f, "
            "\"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"min\": %.4f}}\n",
            o->pin ? "true" : "false", r->img_s, r->gflop_s, r->mean, r->p50, r->p90, r->min);
@@ -305,6 +316,9 @@ static void bench_print(const opts *o, cnnrt_model *m, const bench_result *r) {
   printf("throughput  %.2f img/s  (%.2f GFLOP/s)\n", r->img_s, r->gflop_s);
   printf("latency per batch  mean %.3f ms  p50 %.3f ms  p90 %.3f ms  min %.3f ms\n", r->mean, r->p50, r->p90, r->min);
   printf("(run time / batches per run; with --batches 1 this is the end-to-end latency)\n");
+  printf("shards busy");
+  for (int s = 0; s < ns && s < MAX_SHARDS; s++) printf(" %s%.0f%%", s ? "/ " : "", 100 * r->busy[s]);
+  printf(" of the time\n");
 }
 
 static int cmd_benchmark(const opts *o) {
@@ -321,10 +335,14 @@ static int cmd_benchmark(const opts *o) {
     double t0 = now_seconds();
     if (cnnrt_infer(m, in, in_bytes, out, out_bytes, o->batches) != CNNRT_OK) die("%s", cnnrt_last_error());
     double dt = now_seconds() - t0;
+    if (i + 1 == o->warmup) add_busy(m, &r, -1);
     if (i < o->warmup) continue;
     ms[i - o->warmup] = dt * 1e3 / o->batches;
     r.total += dt;
   }
+  if (o->warmup == 0) add_busy(m, &r, 0); /* nothing ran before the timed runs */
+  add_busy(m, &r, 1);
+  for (int s = 0; s < cnnrt_num_shards(m) && s < MAX_SHARDS; s++) r.busy[s] /= r.total;
   qsort(ms, (size_t)o->runs, sizeof *ms, cmp_double);
   for (int i = 0; i < o->runs; i++) r.mean += ms[i] / o->runs;
   r.p50 = quantile(ms, o->runs, 0.5);

@@ -104,6 +104,17 @@ static void test_fake2(void) {
   run_fake2(m, 3, 2, 2);
   run_fake2(m, 16, 4, 3); /* more threads than cores */
   run_fake2(m, 2, 1, 2);
+  /* profile counters: every micro-batch above ran twice (pipelined, then one by one) */
+  cnnrt_shard_summary sh;
+  CHECK(cnnrt_shard_info(m, 1, &sh) == CNNRT_OK, "shard_info: %s", cnnrt_last_error());
+  CHECK(sh.micro_batches == 2 * (1 + 8 + 8 + 3 + 16 + 2), "shard 1 ran %llu micro-batches",
+        (unsigned long long)sh.micro_batches);
+  CHECK(sh.busy_seconds > 0.9e-3 * (double)sh.micro_batches, "busy %g s for %llu sleeps of 1 ms", sh.busy_seconds,
+        (unsigned long long)sh.micro_batches);
+  CHECK(sh.threads == 2 && sh.n_ops == 1 && sh.n_inputs == 1 && sh.n_outputs == 1 && !strcmp(sh.first_layer, "inc"),
+        "shard 1 summary");
+  CHECK(cnnrt_shard_info(m, 2, &sh) == CNNRT_INVALID_ARGUMENT && cnnrt_shard_info(m, 0, NULL) == CNNRT_INVALID_ARGUMENT,
+        "shard_info bad arguments");
   cnnrt_close(m);
 }
 
