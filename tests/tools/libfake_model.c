@@ -30,6 +30,7 @@
 #define FAKE_DUPWRITE 13
 #define FAKE_BATCHDIM 14
 #define FAKE_U8SKIP 15
+#define FAKE_TRAINING 16
 
 #ifndef FAKE_VARIANT
 #define FAKE_VARIANT FAKE_VALID
@@ -235,7 +236,7 @@ FAKE_EXPORT const cnnc_abi_model FAKE_SYMBOL = {
     .options_json = "{\"batch_size\": 2, \"precision\": \"32.32\", \"pipeline_splits\": [\"inc\"], \"note\": \"q\\\"uote\"}",
 #endif
     .batch_size = FAKE_BATCH,
-    .mode = 0,
+    .mode = FAKE_VARIANT == FAKE_TRAINING ? 1 : 0,
     .n_tensors = (int32_t)(sizeof fake_tensors / sizeof fake_tensors[0]),
     .tensors = fake_tensors,
     .input = 0,

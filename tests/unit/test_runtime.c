@@ -245,6 +245,18 @@ static void test_failing_shard(void) {
   cnnrt_close(m);
 }
 
+/* Inference on a model compiled for training is refused, not run with missing labels. */
+static void test_training_model(void) {
+  cnnrt_model *m = open_ok(FAKE("_training"));
+  if (!m) return;
+  float in[32] = {0}, out[20];
+  CHECK(cnnrt_infer(m, in, 128, out, 80, 1) == CNNRT_UNSUPPORTED, "infer on a training model");
+  CHECK(strstr(cnnrt_last_error(), "a training model"), "message: %s", cnnrt_last_error());
+  const char *js = cnnrt_describe_json(m);
+  CHECK(js && strstr(js, "\"mode\": \"training\""), "describe json mode");
+  cnnrt_close(m);
+}
+
 /* A path without '/' is a file in the current directory, not a library search. */
 static void test_relative_path(void) {
   char cwd[1024];
@@ -287,6 +299,7 @@ int main(void) {
   test_null_arguments();
   test_bad_buffers();
   test_failing_shard();
+  test_training_model();
   test_relative_path();
   test_error_is_thread_local();
   printf("test_runtime: %d checks, %d failed\n", g_checks, g_failures);
