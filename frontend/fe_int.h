@@ -44,7 +44,7 @@ const fe_node *fe_yaml_parse(ir_arena *a, const char *file, const char *text, si
 const fe_node *fe_map_get(const fe_node *map, const char *key); /* value node or NULL */
 const fe_node *fe_map_key(const fe_node *map, const char *key); /* key node or NULL */
 int fe_is_null(const fe_node *n);                               /* plain "", "~", "null" */
-/* "a mapping", "a sequence", "null", "string 'abc'", ... for messages (arena string). */
+/* "a mapping", "a sequence", "null", "int 3", "string 'abc'" for messages (values.c). */
 const char *fe_node_desc(ir_arena *a, const fe_node *n);
 
 /* ---- expressions (expr.c) ---------------------------------------------------------------- */

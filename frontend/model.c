@@ -149,7 +149,7 @@ static int check_classes(fe_ctx *c, const fe_field *in, const fe_node *root) {
     return fe_err(c, site, NULL, "training needs [N, classes] logits, but output '%s' has shape %s", o->name,
                   ir_shape_str(&o->shape, buf, sizeof buf));
   if (cl->node && o->shape.rank == 2 && o->shape.dim[1] != cl->v.i)
-    return fe_err(c, cl->node, NULL, "'input.classes' is %lld but output '%s' has %lld", (long long)cl->v.i, o->name,
+    return fe_err(c, cl->node, NULL, "'input.classes' is %lld but output '%s' has width %lld", (long long)cl->v.i, o->name,
                   (long long)o->shape.dim[1]);
   return 0;
 }

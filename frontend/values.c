@@ -44,6 +44,18 @@ static int try_value(fe_ctx *c, const fe_node *n, const fe_env *env, const char 
   return V_ERR;
 }
 
+const char *fe_node_desc(ir_arena *a, const fe_node *n) {
+  fe_value v;
+  char buf[64];
+  if (n->kind == FE_N_MAP) return "a mapping";
+  if (n->kind == FE_N_SEQ) return "a sequence";
+  if (fe_is_null(n)) return "null";
+  if (!n->quoted && literal(n->s, &v) == V_NUM)
+    return ir_fmt(a, "%s %s", fe_vtype_name(v.t), fe_value_str(v, buf, sizeof buf));
+  if (strlen(n->s) > 40) return ir_fmt(a, "string '%.40s...'", n->s);
+  return ir_fmt(a, "string '%s'", n->s);
+}
+
 static int type_error(fe_ctx *c, const fe_node *n, const char *layer, const char *key, const char *want,
                       const fe_value *v) {
   char buf[64];

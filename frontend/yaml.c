@@ -167,11 +167,3 @@ int fe_is_null(const fe_node *n) {
   return n->kind == FE_N_SCALAR && !n->quoted &&
          (!n->s[0] || !strcmp(n->s, "~") || !strcmp(n->s, "null") || !strcmp(n->s, "Null") || !strcmp(n->s, "NULL"));
 }
-
-const char *fe_node_desc(ir_arena *a, const fe_node *n) {
-  if (n->kind == FE_N_MAP) return "a mapping";
-  if (n->kind == FE_N_SEQ) return "a sequence";
-  if (fe_is_null(n)) return "null";
-  if (strlen(n->s) > 40) return ir_fmt(a, "string '%.40s...'", n->s);
-  return ir_fmt(a, "string '%s'", n->s);
-}
