@@ -83,16 +83,16 @@ static int is_model_path(const char *s) {
   return (n > 4 && !strcmp(s + n - 4, ".yml")) || (n > 5 && !strcmp(s + n - 5, ".yaml"));
 }
 
-/* A list option: --name=a,b,c or --name a b c (following arguments up to the next flag; a
- * .yml path is left as the model while none is given). */
-static int parse_list(driver *D, int k, const char *eq, int argc, char **argv, int *i) {
+/* A list option: --name=a,b,c (split in place: argv strings are writable and live as long
+ * as the options) or --name a b c (following arguments up to the next flag; a .yml path is
+ * left as the model while none is given). */
+static int parse_list(driver *D, int k, char *eq, int argc, char **argv, int *i) {
   ir_diag d = {0};
   if (!D->o.set[k] && fe_option_set(&D->o, k, NULL, &d)) return usage_error("%s%s", d.msg, ""); /* implemented? */
   if (eq) {
-    char *copy = strdup(eq), *save = NULL;
-    if (!copy) return usage_error("%s%s", "out of memory", "");
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-      if (set_opt(D, k, t)) return -1; /* copy intentionally kept: the options point into it */
+    char *save = NULL;
+    for (char *t = strtok_r(eq, ",", &save); t; t = strtok_r(NULL, ",", &save))
+      if (set_opt(D, k, t)) return -1;
     return 0;
   }
   int n = 0;
@@ -103,9 +103,9 @@ static int parse_list(driver *D, int k, const char *eq, int argc, char **argv, i
   return n ? 0 : usage_error("--%s needs at least one value%s", fe_opt_table[k].long_name, "");
 }
 
-static int parse_option(driver *D, const char *arg, int argc, char **argv, int *i) {
+static int parse_option(driver *D, char *arg, int argc, char **argv, int *i) {
   char name[96];
-  const char *eq = strchr(arg, '=');
+  char *eq = strchr(arg, '=');
   snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - arg - 2 : (long)strlen(arg) - 2), arg + 2);
   if (eq) eq++;
   int k = fe_option_find(name);
@@ -145,7 +145,7 @@ static int parse_driver_flag(driver *D, const char *arg, int argc, char **argv, 
 static int parse_args(driver *D, int argc, char **argv) {
   int only_positional = 0;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
+    char *a = argv[i];
     if (!only_positional && !strcmp(a, "--")) {
       only_positional = 1;
       continue;
