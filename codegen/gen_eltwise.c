@@ -127,20 +127,27 @@ void cg_inner_loop(cg_ctx *c, int64_t n, cg_elem_body body, void *user) {
 
 static LLVMValueRef gen_binary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_shape *as = &c->g->values[n->in[0]].shape, *bs = &c->g->values[n->in[1]].shape;
-  LLVMValueRef a[5];
-  LLVMValueRef f = cg_kernel_begin(c, fn_name, 2, a);
-  binary_ctx u = {n->op, a[0], a[1], a[2], NULL, NULL, 1};
+  int is_param[2], n_act = 0;
+  for (int j = 0; j < 2; j++) {
+    is_param[j] = c->g->values[n->in[j]].kind == IR_VAL_PARAM;
+    n_act += !is_param[j];
+  }
+  LLVMValueRef a[5], op[2];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, n_act, a);
+  for (int j = 0, k = 0; j < 2; j++) op[j] = is_param[j] ? cg_param_const(c, n->in[j]) : a[k++];
+  LLVMValueRef out = a[n_act], tid = a[n_act + 1], nth = a[n_act + 2];
+  binary_ctx u = {n->op, op[0], op[1], out, NULL, NULL, 1};
   const char *opname = n->op == IR_OP_add ? "add" : "mul";
   char tile[32];
   if (ir_shape_eq(as, bs)) {
     u.arow = u.brow = cg_i64(c, 0);
-    cg_foreach_elem(c, ir_shape_numel(as), a[3], a[4], binary_body, &u);
+    cg_foreach_elem(c, ir_shape_numel(as), tid, nth, binary_body, &u);
     snprintf(tile, sizeof tile, "v%d", c->target->vec_f32);
   } else {
     bcast p = broadcast_plan(as, bs);
     int64_t inner = p.dim[p.rank - 1], rows = ir_shape_numel(as) / inner;
     LLVMValueRef lo, hi;
-    cg_thread_range(c, cg_i64(c, rows), a[3], a[4], &lo, &hi);
+    cg_thread_range(c, cg_i64(c, rows), tid, nth, &lo, &hi);
     cg_loop L;
     LLVMValueRef r = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "row");
     LLVMValueRef boff = cg_i64(c, 0), rem = r;

@@ -1,0 +1,188 @@
+/* test_codegen_harness.h — shared by the codegen tests: compile a graph with cg_compile to a
+ * temporary .so, dlopen it, run every shard in sequence with 1 or 2 threads (two pthreads
+ * and a pthread barrier), and compare the outputs with ir_interp. */
+#ifndef CNNC_TEST_CODEGEN_HARNESS_H
+#define CNNC_TEST_CODEGEN_HARNESS_H
+
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/cg.h"
+#include "passes/passes.h"
+#include "runtime/cnnc_abi.h"
+
+static int cgt_failures;
+static char cgt_dir[256];
+
+#define CGT_CHECK(cond, ...)                            \
+  do {                                                  \
+    if (!(cond)) {                                      \
+      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);   \
+      fprintf(stderr, __VA_ARGS__);                     \
+      fputc('\n', stderr);                              \
+      cgt_failures++;                                   \
+    }                                                   \
+  } while (0)
+
+static uint64_t cgt_rng = 0x1234567u;
+static uint64_t cgt_next(void) {
+  uint64_t z = (cgt_rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static float cgt_uniform(float lo, float hi) { return lo + (hi - lo) * (float)((cgt_next() >> 40) * (1.0 / 16777216.0)); }
+static int cgt_int(int lo, int hi) { return lo + (int)(cgt_next() % (uint64_t)(hi - lo + 1)); }
+
+static void cgt_init_dir(void) {
+  const char *t = getenv("TMPDIR");
+  snprintf(cgt_dir, sizeof cgt_dir, "%s/cnnc-cgtest-XXXXXX", t && *t ? t : "/tmp");
+  if (!mkdtemp(cgt_dir)) {
+    perror("mkdtemp");
+    exit(2);
+  }
+}
+static void cgt_cleanup_dir(void) { rmdir(cgt_dir); }
+
+/* Fills every parameter with uniform values in [-a, a] (running_var: positive). */
+static void cgt_random_params(ir_graph *g, float a) {
+  for (int i = 0; i < g->n_values; i++) {
+    ir_value *v = &g->values[i];
+    if (v->kind != IR_VAL_PARAM) continue;
+    int positive = strstr(v->name, "var") != NULL;
+    for (int64_t k = 0; k < ir_shape_numel(&v->shape); k++)
+      v->data[k] = positive ? cgt_uniform(0.2f, 2.0f) : cgt_uniform(-a, a);
+  }
+}
+
+/* ---- running a compiled model ------------------------------------------------------------ */
+typedef struct cgt_thread {
+  const cnnc_abi_shard *sh;
+  void **io;
+  void *scratch;
+  int tid, nth;
+  pthread_barrier_t *bar;
+} cgt_thread;
+
+static void cgt_barrier(void *ctx) { pthread_barrier_wait(ctx); }
+
+static void *cgt_thread_main(void *arg) {
+  cgt_thread *t = arg;
+  t->sh->run((void *const *)t->io, t->scratch, t->tid, t->nth, cgt_barrier, t->bar);
+  return NULL;
+}
+
+/* Runs every shard of m in order on nth threads; bufs[i] is tensor i's buffer. */
+static void cgt_run_model(const cnnc_abi_model *m, void **bufs, int nth) {
+  for (int s = 0; s < m->n_shards; s++) {
+    const cnnc_abi_shard *sh = &m->shards[s];
+    void *io[64];
+    for (int k = 0; k < sh->n_io; k++) io[k] = bufs[sh->io[k]];
+    size_t sb = (size_t)(sh->scratch_bytes + 63) / 64 * 64;
+    float *scratch = aligned_alloc(64, sb ? sb : 64);
+    for (size_t i = 0; i < sb / 4; i++) scratch[i] = NAN; /* reads of unwritten scratch show */
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, (unsigned)nth);
+    cgt_thread th[8];
+    pthread_t pt[8];
+    for (int i = 0; i < nth; i++) th[i] = (cgt_thread){sh, io, scratch, i, nth, &bar};
+    for (int i = 1; i < nth; i++) pthread_create(&pt[i], NULL, cgt_thread_main, &th[i]);
+    cgt_thread_main(&th[0]);
+    for (int i = 1; i < nth; i++) pthread_join(pt[i], NULL);
+    pthread_barrier_destroy(&bar);
+    free(scratch);
+  }
+}
+
+/* Compares got with want: |got - want| <= tol * max(|want|, mean |want|) + 1e-6. */
+static int cgt_compare(const char *label, const float *got, const float *want, int64_t n, double tol) {
+  double mean = 0, worst = 0;
+  int64_t at = -1;
+  for (int64_t i = 0; i < n; i++) mean += fabs(want[i]);
+  mean = n ? mean / (double)n : 0;
+  for (int64_t i = 0; i < n; i++) {
+    double scale = fabs(want[i]) > mean ? fabs(want[i]) : mean;
+    double e = fabs((double)got[i] - want[i]) / (scale + 1e-6 / tol);
+    if (isnan(got[i]) != isnan(want[i]) || e > worst || isnan(e)) {
+      worst = isnan(e) || isnan(got[i]) != isnan(want[i]) ? INFINITY : e;
+      at = i;
+    }
+    if (isinf(worst)) break;
+  }
+  if (worst <= tol) return 0;
+  fprintf(stderr, "  %s: mismatch at %lld: got %.8g want %.8g (rel err %.3g > %.1g)\n", label, (long long)at,
+          at >= 0 ? got[at] : 0.0, at >= 0 ? want[at] : 0.0, worst, tol);
+  return 1;
+}
+
+/* Compiles g (shards already assigned) for t, runs it with 1 and 2 threads on a random input
+ * and compares every output with the interpreter.  If out_copy is non-NULL, a malloc'd copy
+ * of output 0 (1-thread run) is returned there.  Returns the number of mismatches. */
+static int cgt_check_graph(ir_graph *g, const cg_target *t, const char *label, double tol, float **out_copy) {
+  static int counter;
+  char so[512];
+  snprintf(so, sizeof so, "%s/g%d.so", cgt_dir, counter++);
+  cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
+  ir_diag d = {0};
+  if (cg_compile(g, t, &o, &d)) {
+    fprintf(stderr, "  %s: compile failed: ", label);
+    ir_diag_print(&d, stderr);
+    return 1;
+  }
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    fprintf(stderr, "  %s: dlopen: %s\n", label, dlerror());
+    unlink(so);
+    return 1;
+  }
+  const cnnc_abi_model *m = dlsym(h, CNNC_ABI_SYMBOL);
+  int bad = 0;
+  if (!m || m->magic != CNNC_ABI_MAGIC || m->abi_version != CNNC_ABI_VERSION || m->struct_size != sizeof *m) {
+    fprintf(stderr, "  %s: bad descriptor\n", label);
+    bad = 1;
+    goto done;
+  }
+  const ir_value *xv = &g->values[g->input];
+  int64_t nx = ir_shape_numel(&xv->shape);
+  float *x = malloc((size_t)nx * sizeof *x);
+  for (int64_t i = 0; i < nx; i++) x[i] = xv->dtype == IR_U8 ? (float)cgt_int(0, 255) : cgt_uniform(-1.0f, 1.0f);
+  float **ref = ir_interp(g, x, NULL);
+  void *bufs[64];
+  for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
+  if (xv->dtype == IR_U8)
+    for (int64_t i = 0; i < nx; i++) ((unsigned char *)bufs[m->input])[i] = (unsigned char)x[i];
+  else
+    memcpy(bufs[m->input], x, (size_t)nx * sizeof *x);
+  for (int nth = 1; nth <= 2; nth++) {
+    for (int o2 = 0; o2 < m->n_outputs; o2++) { /* poison outputs */
+      float *ob = bufs[m->outputs[o2]];
+      for (int64_t i = 0; i < m->tensors[m->outputs[o2]].bytes / 4; i++) ob[i] = NAN;
+    }
+    cgt_run_model(m, bufs, nth);
+    for (int o2 = 0; o2 < g->n_outputs; o2++) {
+      char l2[300];
+      snprintf(l2, sizeof l2, "%s [%d thread%s, output %d]", label, nth, nth > 1 ? "s" : "", o2);
+      bad += cgt_compare(l2, bufs[m->outputs[o2]], ref[g->outputs[o2]], ir_shape_numel(&g->values[g->outputs[o2]].shape),
+                         tol);
+    }
+    if (nth == 1 && out_copy) {
+      int64_t n0 = ir_shape_numel(&g->values[g->outputs[0]].shape);
+      *out_copy = malloc((size_t)n0 * sizeof(float));
+      memcpy(*out_copy, bufs[m->outputs[0]], (size_t)n0 * sizeof(float));
+    }
+  }
+  for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
+  ir_interp_free(g, ref);
+  free(x);
+done:
+  dlclose(h);
+  unlink(so);
+  return bad;
+}
+
+#endif

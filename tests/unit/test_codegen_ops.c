@@ -1,0 +1,353 @@
+/* test_codegen_ops.c — every op compiled with cg_compile vs the reference interpreter:
+ * random values, fixed and random shapes/attributes (every conv variant: 1x1, 3x3,
+ * strided, padded, asymmetric, dilated, grouped, depthwise, 7x7/2, channel counts that are
+ * not multiples of the vector width), fused conv epilogues (BN fold, relu, swish, sigmoid,
+ * residual add), each run with 1 and 2 threads; the conv cases again for an AVX2-only
+ * (x86-64-v3) and an SSE-only (x86-64) target.  Training-only ops must fail cleanly. */
+#include "test_codegen_harness.h"
+
+#define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
+
+static const double TOL = 1e-4;
+
+/* ---- graph building ---------------------------------------------------------------------- */
+static ir_graph *graph(ir_shape xs, ir_dtype dt, int *x) {
+  ir_graph *g = ir_graph_new("t", (int)xs.dim[0]);
+  *x = ir_add_input(g, "x", dt, xs);
+  return g;
+}
+
+static int node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
+  ir_diag d = {0};
+  int v = ir_add_node(g, op, name, (ir_loc){0}, in, n, a, &d);
+  if (v < 0) {
+    ir_diag_print(&d, stderr);
+    abort();
+  }
+  return v;
+}
+
+static int param(ir_graph *g, const char *name, ir_shape s) { return ir_add_param(g, name, s, 1); }
+
+static void output(ir_graph *g, int v) { g->outputs[g->n_outputs++] = v; }
+
+/* Runs g (one shard) for target t and frees it. */
+static void check(ir_graph *g, const cg_target *t, const char *label) {
+  g->n_shards = 1;
+  cgt_random_params(g, 0.5f);
+  int bad = cgt_check_graph(g, t, label, TOL, NULL);
+  CGT_CHECK(bad == 0, "%s: compiled result differs from the interpreter", label);
+  ir_graph_free(g);
+}
+
+static int add_bn(ir_graph *g, const char *name, int x, int64_t c) {
+  char b[5][64];
+  const char *sfx[5] = {"gamma", "beta", "running_mean", "running_var", NULL};
+  int in[5] = {x};
+  for (int i = 0; i < 4; i++) {
+    snprintf(b[i], sizeof b[i], "%s/%s", name, sfx[i]);
+    in[i + 1] = param(g, b[i], SHAPE(c));
+  }
+  ir_attr a = {.batchnorm = {1e-5f, 0.1f, 0}};
+  return node(g, IR_OP_batchnorm, name, in, 5, &a);
+}
+
+/* ---- conv ------------------------------------------------------------------------------- */
+typedef struct conv_case {
+  int n, cin, cout, h, w, kh, kw, sh, sw, pad[4], dh, dw, groups, bias;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {1, 16, 32, 14, 14, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 1},     /* 1x1 (GEMM path) */
+    {1, 13, 21, 9, 11, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 0},      /* 1x1, odd channels */
+    {2, 8, 16, 10, 10, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 1},      /* 1x1 stride 2 */
+    {1, 8, 16, 12, 12, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 1},      /* 3x3 pad 1 */
+    {1, 16, 24, 15, 15, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, 1, 0},     /* 3x3 stride 2 */
+    {1, 3, 10, 9, 9, 3, 3, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 1},        /* no padding */
+    {1, 6, 12, 13, 13, 3, 3, 1, 1, {2, 2, 2, 2}, 2, 2, 1, 1},      /* dilation 2 */
+    {1, 3, 64, 32, 32, 7, 7, 2, 2, {3, 3, 3, 3}, 1, 1, 1, 0},      /* 7x7/2 stem */
+    {1, 4, 7, 10, 9, 3, 2, 1, 2, {1, 0, 2, 1}, 1, 1, 1, 1},        /* asymmetric kernel/stride/pad */
+    {1, 16, 32, 10, 10, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 4, 1},     /* grouped */
+    {1, 128, 128, 8, 8, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, 32, 0},    /* ResNeXt-like 32x4d */
+    {1, 24, 24, 14, 14, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 24, 1},    /* depthwise */
+    {2, 16, 16, 15, 15, 5, 5, 2, 2, {2, 2, 2, 2}, 1, 1, 16, 0},    /* depthwise 5x5/2 */
+    {1, 8, 16, 9, 9, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 8, 1},        /* depthwise multiplier 2 */
+    {1, 4, 8, 5, 70, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 1},        /* long rows: interior tiles */
+    {1, 64, 96, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 0},       /* 7x7 maps, many channels */
+    {1, 5, 9, 16, 16, 3, 3, 3, 3, {1, 1, 1, 1}, 1, 1, 1, 1},       /* stride 3 */
+    {3, 8, 12, 6, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 1},        /* batch 3 */
+    {1, 6, 10, 9, 12, 1, 7, 1, 1, {0, 3, 0, 3}, 1, 1, 1, 0},       /* 1x7 */
+    {1, 6, 10, 12, 9, 7, 1, 1, 1, {3, 0, 3, 0}, 1, 1, 1, 1},       /* 7x1 */
+    {1, 3, 5, 40, 40, 3, 3, 2, 2, {0, 0, 1, 1}, 1, 1, 1, 1},       /* TF-style "same" pad (bottom/right) */
+    {1, 2, 3, 4, 4, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 1, 1, 1},         /* kernel larger than the map */
+};
+
+static ir_graph *conv_graph(const conv_case *k, int *y) {
+  int x;
+  ir_graph *g = graph(SHAPE(k->n, k->cin, k->h, k->w), IR_F32, &x);
+  int in[3] = {x, param(g, "conv/weight", SHAPE(k->cout, k->cin / k->groups, k->kh, k->kw)), 0};
+  if (k->bias) in[2] = param(g, "conv/bias", SHAPE(k->cout));
+  ir_attr a = {.conv2d = {{k->kh, k->kw}, {k->sh, k->sw}, {k->pad[0], k->pad[1], k->pad[2], k->pad[3]},
+                          {k->dh, k->dw}, k->groups}};
+  *y = node(g, IR_OP_conv2d, "conv", in, k->bias ? 3 : 2, &a);
+  return g;
+}
+
+static void conv_label(char *buf, size_t n, const char *pfx, const conv_case *k) {
+  snprintf(buf, n, "%s conv n%d %d->%d %dx%d k%dx%d s%d,%d p%d,%d,%d,%d d%d,%d g%d%s", pfx, k->n, k->cin, k->cout,
+           k->h, k->w, k->kh, k->kw, k->sh, k->sw, k->pad[0], k->pad[1], k->pad[2], k->pad[3], k->dh, k->dw,
+           k->groups, k->bias ? " bias" : "");
+}
+
+static void test_conv_cases(const cg_target *t, const char *pfx) {
+  for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++) {
+    int y;
+    char label[256];
+    ir_graph *g = conv_graph(&conv_cases[i], &y);
+    output(g, y);
+    conv_label(label, sizeof label, pfx, &conv_cases[i]);
+    check(g, t, label);
+  }
+}
+
+static conv_case random_conv(void) {
+  conv_case k;
+  memset(&k, 0, sizeof k);
+  int kind = cgt_int(0, 3); /* 0 dense, 1 grouped, 2 depthwise, 3 1x1 */
+  k.n = cgt_int(1, 2);
+  k.groups = kind == 1 ? cgt_int(2, 4) : 1;
+  int cg = cgt_int(1, 9);
+  k.cin = k.groups * cg;
+  k.cout = k.groups * cgt_int(1, 20);
+  if (kind == 2) k.groups = k.cin = cgt_int(1, 20), k.cout = k.cin * cgt_int(1, 2);
+  k.kh = kind == 3 ? 1 : cgt_int(1, 5), k.kw = kind == 3 ? 1 : cgt_int(1, 5);
+  k.sh = cgt_int(1, 2), k.sw = cgt_int(1, 3);
+  k.dh = cgt_int(1, 2), k.dw = cgt_int(1, 2);
+  for (int i = 0; i < 4; i++) k.pad[i] = cgt_int(0, 2);
+  k.h = (k.kh - 1) * k.dh + 1 + cgt_int(0, 12), k.w = (k.kw - 1) * k.dw + 1 + cgt_int(0, 30);
+  k.bias = cgt_int(0, 1);
+  return k;
+}
+
+static void test_conv_random(const cg_target *t, int count) {
+  for (int i = 0; i < count; i++) {
+    conv_case k = random_conv();
+    int y;
+    char label[256];
+    ir_graph *g = conv_graph(&k, &y);
+    output(g, y);
+    conv_label(label, sizeof label, "random", &k);
+    check(g, t, label);
+  }
+}
+
+/* conv -> bn -> [add residual] -> act, fused into one kernel. */
+static void test_conv_fused(const cg_target *t) {
+  static const ir_op acts[] = {IR_OP_relu, IR_OP_swish, IR_OP_sigmoid};
+  for (int resid = 0; resid < 2; resid++)
+    for (int ai = 0; ai < 3; ai++)
+      for (int use_bn = 0; use_bn < 2; use_bn++) {
+        conv_case k = {1, 12, 12, 11, 13, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, !use_bn};
+        int y;
+        ir_graph *g = conv_graph(&k, &y);
+        if (use_bn) y = add_bn(g, "bn", y, k.cout);
+        if (resid) {
+          int in[2] = {y, g->input};
+          y = node(g, IR_OP_add, "add", in, 2, NULL);
+        }
+        ir_attr none = {0};
+        y = node(g, acts[ai], "act", &y, 1, &none);
+        output(g, y);
+        char label[128];
+        snprintf(label, sizeof label, "fused conv%s%s_%s", use_bn ? "_bn" : "", resid ? "_add" : "", ir_ops[acts[ai]].name);
+        check(g, t, label);
+      }
+}
+
+/* ---- other ops ---------------------------------------------------------------------------- */
+static void test_unary(const cg_target *t) {
+  static const ir_op ops[] = {IR_OP_relu, IR_OP_sigmoid, IR_OP_swish, IR_OP_dropout};
+  static const ir_shape shapes[] = {{4, {2, 3, 5, 7}}, {2, {1, 8}}, {4, {1, 16, 4, 4}}, {2, {3, 1}}};
+  for (size_t i = 0; i < 4; i++)
+    for (size_t s = 0; s < 4; s++) {
+      int x;
+      ir_graph *g = graph(shapes[s], IR_F32, &x);
+      ir_attr a = {.dropout = {0.5f, 0, 1}};
+      output(g, node(g, ops[i], "op", &x, 1, &a));
+      char label[64];
+      snprintf(label, sizeof label, "%s shape %zu", ir_ops[ops[i]].name, s);
+      check(g, t, label);
+    }
+  /* sigmoid/swish far from 0: exp saturation */
+  int x;
+  ir_graph *g = graph(SHAPE(1, 64), IR_F32, &x);
+  int s = node(g, IR_OP_mul, "scale", (int[]){x, param(g, "k", SHAPE(1))}, 2, NULL);
+  output(g, node(g, IR_OP_sigmoid, "sig", &s, 1, NULL));
+  g->n_shards = 1;
+  cgt_random_params(g, 0.5f);
+  g->values[ir_find_value(g, "k")].data[0] = 60.0f; /* inputs in [-60, 60] */
+  CGT_CHECK(cgt_check_graph(g, t, "sigmoid large", TOL, NULL) == 0, "sigmoid of large inputs");
+  ir_graph_free(g);
+}
+
+static void test_binary(const cg_target *t) {
+  static const struct { ir_shape a, b; int b_param; } cases[] = {
+      {{4, {2, 3, 5, 7}}, {4, {2, 3, 5, 7}}, 0}, {{4, {2, 6, 5, 5}}, {4, {2, 6, 1, 1}}, 0},
+      {{4, {2, 6, 5, 5}}, {3, {6, 1, 1}}, 1},    {{4, {1, 4, 3, 9}}, {1, {9}}, 1},
+      {{4, {2, 4, 3, 9}}, {4, {1, 4, 3, 1}}, 1}, {{2, {3, 10}}, {2, {1, 10}}, 1},
+  };
+  for (int op = 0; op < 2; op++)
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+      int x;
+      ir_graph *g = graph(cases[i].a, IR_F32, &x);
+      int b;
+      if (cases[i].b_param) {
+        b = param(g, "b", cases[i].b);
+      } else if (ir_shape_eq(&cases[i].a, &cases[i].b)) {
+        b = node(g, IR_OP_relu, "r", &x, 1, NULL);
+      } else { /* SE-style [N,C,1,1] gate from the input */
+        int p = node(g, IR_OP_global_avgpool, "gap", &x, 1, NULL);
+        b = node(g, IR_OP_sigmoid, "gate", &p, 1, NULL);
+      }
+      output(g, node(g, op ? IR_OP_mul : IR_OP_add, "op", (int[]){x, b}, 2, NULL));
+      char label[64];
+      snprintf(label, sizeof label, "%s case %zu", op ? "mul" : "add", i);
+      check(g, t, label);
+    }
+}
+
+static void test_pool(const cg_target *t) {
+  static const struct { int h, w, k, s, p, ceil, incl; } cases[] = {
+      {12, 12, 3, 2, 1, 0, 1}, {13, 13, 3, 2, 1, 1, 1}, {8, 8, 2, 2, 0, 0, 1}, {9, 9, 3, 1, 1, 0, 0},
+      {9, 9, 3, 1, 1, 0, 1},   {7, 70, 3, 2, 1, 0, 0},  {6, 67, 2, 1, 0, 0, 1}, {10, 11, 3, 3, 1, 1, 0},
+      {5, 5, 5, 1, 2, 0, 1},   {14, 14, 3, 2, 0, 1, 0},
+  };
+  for (int mx = 0; mx < 2; mx++)
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+      int x;
+      ir_graph *g = graph(SHAPE(2, 3, cases[i].h, cases[i].w), IR_F32, &x);
+      int p = cases[i].p;
+      ir_attr a = {.maxpool = {{cases[i].k, cases[i].k}, {cases[i].s, cases[i].s}, {p, p, p, p}, cases[i].incl, cases[i].ceil}};
+      output(g, node(g, mx ? IR_OP_maxpool : IR_OP_avgpool, "pool", &x, 1, &a));
+      char label[64];
+      snprintf(label, sizeof label, "%s case %zu", mx ? "maxpool" : "avgpool", i);
+      check(g, t, label);
+    }
+  int x;
+  ir_graph *g = graph(SHAPE(2, 5, 7, 9), IR_F32, &x);
+  output(g, node(g, IR_OP_global_avgpool, "gap", &x, 1, NULL));
+  check(g, t, "global_avgpool");
+}
+
+static void test_dense_softmax(const cg_target *t) {
+  static const int cases[][3] = {{1, 64, 10}, {3, 37, 1000 / 7}, {5, 8, 3}, {2, 100, 17}, {9, 16, 24}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    for (int bias = 0; bias < 2; bias++) {
+      int x;
+      ir_graph *g = graph(SHAPE(cases[i][0], cases[i][1], 1, 1), IR_F32, &x);
+      ir_attr r = {.reshape = {{2, {cases[i][0], -1}}}};
+      int f = node(g, IR_OP_reshape, "flatten", &x, 1, &r);
+      int in[3] = {f, param(g, "fc/weight", SHAPE(cases[i][2], cases[i][1])), 0};
+      if (bias) in[2] = param(g, "fc/bias", SHAPE(cases[i][2]));
+      ir_attr a = {.dense = {cases[i][2]}};
+      int y = node(g, IR_OP_dense, "fc", in, bias ? 3 : 2, &a);
+      output(g, y);
+      output(g, node(g, IR_OP_softmax, "softmax", &y, 1, NULL));
+      char label[64];
+      snprintf(label, sizeof label, "flatten+dense+softmax %dx%d->%d%s", cases[i][0], cases[i][1], cases[i][2],
+               bias ? " bias" : "");
+      check(g, t, label);
+    }
+}
+
+static void test_norm(const cg_target *t) {
+  int x;
+  ir_graph *g = graph(SHAPE(2, 6, 5, 7), IR_F32, &x);
+  int r = node(g, IR_OP_relu, "relu", &x, 1, NULL);
+  output(g, add_bn(g, "bn", r, 6));
+  check(g, t, "batchnorm (standalone)");
+  static const int gn[][3] = {{12, 4, 25}, {6, 6, 9}, {8, 1, 3}};
+  for (size_t i = 0; i < 3; i++) {
+    g = graph(SHAPE(2, gn[i][0], 5, gn[i][2]), IR_F32, &x);
+    ir_attr a = {.groupnorm = {gn[i][1], 1e-5f}};
+    int in[3] = {x, param(g, "gn/gamma", SHAPE(gn[i][0])), param(g, "gn/beta", SHAPE(gn[i][0]))};
+    output(g, node(g, IR_OP_groupnorm, "gn", in, 3, &a));
+    check(g, t, "groupnorm");
+  }
+}
+
+static void test_normalize(const cg_target *t) {
+  for (int u8 = 0; u8 < 2; u8++) {
+    int x;
+    ir_graph *g = graph(SHAPE(2, 3, 9, 13), u8 ? IR_U8 : IR_F32, &x);
+    ir_attr a = {.normalize = {u8 ? 1.0f / 255 : 1.0f, 3, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
+    int y = node(g, IR_OP_normalize, "normalize", &x, 1, &a);
+    output(g, node(g, IR_OP_relu, "relu", &y, 1, NULL));
+    check(g, t, u8 ? "normalize u8" : "normalize f32");
+  }
+}
+
+/* Training-only ops: a located error, no crash. */
+static void test_unsupported(const cg_target *t) {
+  int x;
+  ir_graph *g = graph(SHAPE(2, 10), IR_F32, &x);
+  int lab = ir_add_label(g, "labels");
+  ir_attr a = {.softmax_xent = {0.0f}};
+  output(g, node(g, IR_OP_softmax_xent, "loss", (int[]){x, lab}, 2, &a));
+  g->n_shards = 1;
+  char so[300];
+  snprintf(so, sizeof so, "%s/bad.so", cgt_dir);
+  cg_options o = {so, NULL, "bad", "{}", 2, 0};
+  ir_diag d = {0};
+  CGT_CHECK(cg_compile(g, t, &o, &d) != 0 && strstr(d.msg, "training"), "softmax_xent must be rejected (got '%s')", d.msg);
+  ir_graph_free(g);
+  g = graph(SHAPE(2, 10), IR_F32, &x);
+  ir_attr dr = {.dropout = {0.5f, 1, 7}};
+  output(g, node(g, IR_OP_dropout, "drop", &x, 1, &dr));
+  g->n_shards = 1;
+  memset(&d, 0, sizeof d);
+  CGT_CHECK(cg_compile(g, t, &o, &d) != 0 && strstr(d.msg, "dropout") && strcmp(d.layer, "drop") == 0,
+            "training dropout must be rejected naming the layer (got '%s' '%s')", d.layer, d.msg);
+  ir_graph_free(g);
+  unlink(so);
+}
+
+static int target(cg_target *t, const char *cpu, const char *features) {
+  ir_diag d = {0};
+  if (cg_target_init(t, NULL, cpu, features, &d)) {
+    ir_diag_print(&d, stderr);
+    return -1;
+  }
+  fprintf(stderr, "target cpu %s: %d f32 lanes\n", t->cpu, t->vec_f32);
+  return 0;
+}
+
+int main(void) {
+  cgt_init_dir();
+  cg_target host, avx2, sse;
+  if (target(&host, NULL, NULL) || target(&avx2, "x86-64-v3", NULL) || target(&sse, "x86-64", NULL)) return 1;
+  CGT_CHECK(avx2.vec_f32 == 8, "x86-64-v3 must give 8 lanes (got %d)", avx2.vec_f32);
+  CGT_CHECK(sse.vec_f32 == 4, "x86-64 must give 4 lanes (got %d)", sse.vec_f32);
+  test_conv_cases(&host, "host");
+  test_conv_random(&host, 24);
+  test_conv_fused(&host);
+  test_unary(&host);
+  test_binary(&host);
+  test_pool(&host);
+  test_dense_softmax(&host);
+  test_norm(&host);
+  test_normalize(&host);
+  test_unsupported(&host);
+  test_conv_cases(&avx2, "avx2");
+  test_conv_fused(&avx2);
+  test_pool(&avx2);
+  test_conv_cases(&sse, "sse");
+  test_dense_softmax(&sse);
+  cg_target_dispose(&host);
+  cg_target_dispose(&avx2);
+  cg_target_dispose(&sse);
+  cgt_cleanup_dir();
+  if (cgt_failures) fprintf(stderr, "test_codegen_ops: %d failure(s)\n", cgt_failures);
+  else fprintf(stderr, "test_codegen_ops: ok\n");
+  return cgt_failures != 0;
+}
