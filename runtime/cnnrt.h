@@ -85,7 +85,9 @@ CNNRT_API cnnrt_status cnnrt_open(const char *path, const cnnrt_options *opts, c
  * strings the model returned become invalid. */
 CNNRT_API void cnnrt_close(cnnrt_model *m);
 
-/* ---- queries (the model owns every returned string) ------------------------------------ */
+/* ---- queries ---------------------------------------------------------------------------
+ * The model owns every returned string (valid until cnnrt_close).  On a NULL model the
+ * scalar queries return NULL / 0 and set the error message; they never fail otherwise. */
 CNNRT_API const char *cnnrt_model_name(const cnnrt_model *m);
 CNNRT_API int cnnrt_batch_size(const cnnrt_model *m); /* samples per micro-batch */
 CNNRT_API int cnnrt_num_shards(const cnnrt_model *m);
@@ -109,16 +111,17 @@ typedef struct cnnrt_shard_summary {
 } cnnrt_shard_summary;
 /* Fills *out (the caller's) with shard's description and profile counters. */
 CNNRT_API cnnrt_status cnnrt_shard_info(const cnnrt_model *m, int shard, cnnrt_shard_summary *out);
-/* The compile options as a JSON object. */
+/* The compile options as a JSON object (model-owned; "{}" if the model has none). */
 CNNRT_API const char *cnnrt_options_json(const cnnrt_model *m);
 /* The whole descriptor (tensors, shards with their ops, options) plus the current thread
- * settings, as one JSON object.  Regenerated on each call; valid until the next call on m
- * or cnnrt_close. */
+ * settings, as one JSON object, or NULL on error.  The model owns it: regenerated on each
+ * call, valid until the next call on m or cnnrt_close.  Waits for a running cnnrt_infer. */
 CNNRT_API const char *cnnrt_describe_json(cnnrt_model *m);
 
 /* ---- threads ---------------------------------------------------------------------------- */
 /* Sets the thread count of shard (or of every shard if shard is -1) to nthreads >= 1.  Takes
- * effect on the next cnnrt_infer (running thread groups are stopped and restarted). */
+ * effect on the next cnnrt_infer (running thread groups are stopped and restarted).  Owns
+ * nothing of the caller's. */
 CNNRT_API cnnrt_status cnnrt_set_threads(cnnrt_model *m, int shard, int nthreads);
 /* Pins the threads of shard (-1: every shard) to cpus: thread t runs on cpus[t % n_cpus].
  * cpus is copied; n_cpus = 0 removes the pinning.  Takes effect on the next cnnrt_infer. */
