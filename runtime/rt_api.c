@@ -1,6 +1,8 @@
 /* rt_api.c — the query, thread-setting and inference entry points of the public API:
  * argument checks with clear messages, then the executor (rt_exec.c) under the model lock. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,9 @@
  * the last shard back to the free list, so consecutive shards work on different micro-batches
  * at the same time.  Every thread of a group calls the shard entry with its tid; the group
  * barrier is both the generated code's op barrier and the end-of-micro-batch join. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>

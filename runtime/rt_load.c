@@ -1,7 +1,9 @@
 /* rt_load.c — opening and closing a model: ELF pre-check, dlopen, descriptor lookup, magic /
  * ABI version / struct size checks, table validation; the model handle, its allocator, and
  * the query and thread-setting functions of the public API. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <link.h>
 #include <stdio.h>

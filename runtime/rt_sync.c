@@ -1,7 +1,9 @@
 /* rt_sync.c — synchronisation for the shard thread groups: a spin-then-futex wait on a
  * 32-bit word, a sense-free generation barrier built on it (the barrier generated code
  * calls between ops), and a bounded blocking queue carrying micro-batches between shards. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -2,7 +2,9 @@
  * ABI version were accepted): strings and arrays point into the .so, indices are in range,
  * byte counts match shapes, and data flows forward from the input through the shards to the
  * outputs.  A bad descriptor yields CNNRT_BAD_MODEL naming the file and the field. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,9 @@
  * N device iterations equal the sequential computation, two micro-batches are really in
  * flight at once with 2 shards, thread counts / pinning / restarts, a 3-shard u8 model with a
  * skip tensor and two outputs, a user allocator, concurrent callers, open/close cycles. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>

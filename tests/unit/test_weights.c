@@ -3,7 +3,11 @@
  * range or overlapping, wrong size, wrong shape, missing/extra/duplicate tensor, unsupported
  * dtype), each checked for the right message; plus every truncation and random byte flips of
  * a valid file, which must fail (or load) cleanly, never crash. */
+#ifndef _GNU_SOURCE
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
+#endif
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
