@@ -384,7 +384,7 @@ static int check_tensors(st_file *f) {
   for (int i = 1; i < f->n; i++)
     if (!strcmp(f->t[i - 1].name, f->t[i].name))
       return st_err(f, "tensor '%s' appears twice in the header", f->t[i].name);
-  st_span *sp = malloc((size_t)(f->n ? f->n : 1) * sizeof *sp);
+  st_span *sp = malloc(((size_t)(unsigned)f->n + 1) * sizeof *sp);
   if (!sp) return st_err(f, "out of memory");
   for (int i = 0; i < f->n; i++) sp[i] = (st_span){f->t[i].begin, f->t[i].end, i};
   qsort(sp, (size_t)f->n, sizeof *sp, cmp_span);

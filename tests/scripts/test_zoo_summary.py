@@ -3,7 +3,8 @@
 
 For every zoo model (models/*.yml; each must have a PyTorch equivalent in
 tools/export_torchvision.py: torchvision's where it exists), the "Total params:" line must
-equal the PyTorch model's parameter count exactly, and "MACs/image:" must be within 0.5 % of
+equal the PyTorch model's parameter count exactly ("Non-trainable values:", when printed,
+its BatchNorm running_mean + running_var elements), and "MACs/image:" must be within 0.5 % of
 the conv + linear MACs counted with forward hooks on one image of the model's input size.
 Prints one line per model, then "N passed, M failed"; exit status 1 on any failure."""
 import glob
@@ -33,7 +34,10 @@ def cnnc_totals(yml):
     m = re.search(r"MACs/image:\s*([\d.]+)\s*([KkMGT]?)", r.stdout)
     if not p or not m:
         raise RuntimeError("summary lacks 'Total params:' or 'MACs/image:' lines")
-    return int(p.group(1).replace(",", "")), float(m.group(1)) * UNITS[m.group(2)], m.group(0)
+    exact = re.search(r"MACs/image:[^(\n]*\(([\d,]+)\)", r.stdout)  # "4.089 G (4,089,184,256)"
+    macs = int(exact.group(1).replace(",", "")) if exact else float(m.group(1)) * UNITS[m.group(2)]
+    nt = re.search(r"Non-trainable values:\s*([\d,]+)", r.stdout)
+    return int(p.group(1).replace(",", "")), macs, int(nt.group(1).replace(",", "")) if nt else None
 
 
 def main():
@@ -43,16 +47,17 @@ def main():
     for yml in ymls:
         name = os.path.splitext(os.path.basename(yml))[0]
         try:
-            params, macs, macs_txt = cnnc_totals(yml)
+            params, macs, stats = cnnc_totals(yml)
             torch.manual_seed(0)
             m = E.build(name)
             t_params = sum(p.numel() for p in m.parameters())
             t_macs = E.count_macs(m, E.INPUT_SHAPES[name])
             rel = abs(macs - t_macs) / t_macs
-            # The summary prints ~4 significant digits: allow that rounding on top of 0.5 %.
-            ok = params == t_params and rel <= MAC_TOL
+            t_stats = sum(b.numel() for k, b in m.named_buffers() if k.endswith(("running_mean", "running_var")))
+            ok = params == t_params and rel <= MAC_TOL and stats in (None, t_stats)
             why = "" if ok else (" params differ by %+d" % (params - t_params) if params != t_params
-                                 else " MACs off by %.2f %%" % (100 * rel))
+                                 else " MACs off by %.2f %%" % (100 * rel) if rel > MAC_TOL
+                                 else " BN running statistics %d, torch %d" % (stats, t_stats))
             print("%s %-20s %14s %14s %12s %12s %7.3f%%%s" % (
                 "PASS" if ok else "FAIL", name, "{:,}".format(params), "{:,}".format(t_params),
                 "%.4g G" % (macs / 1e9), "%.4g G" % (t_macs / 1e9), 100 * rel, why))
