@@ -1,0 +1,144 @@
+#!/usr/bin/python3
+"""test_compiled_zoo.py BUILD SRC — every zoo model compiled by cnnc vs the interpreter.
+
+For each models/*.yml, on one seeded random input (batch 2 for CIFAR/MNIST-sized models,
+1 for ImageNet ones) and the seeded default weights (--seed 0):
+  1. `BUILD/tests/run_interp` gives the reference logits;
+  2. `cnnc X.yml -o X.so` built four ways — 1 shard, --shards 2, --shards 4, and an
+     AVX2-only target (--target-cpu x86-64-v3) — each run with `cnnrun X.so infer`;
+  3. every build must match the interpreter (|got - want| <= TOL * max|want|) and the
+     sharded/AVX2 builds must match the 1-shard build (<= 1e-5 * max|want|).
+CNNC_ZOO_MODELS=a,b restricts the models (file names without .yml).
+Prints one line per model, then "N passed, M failed"; exit status 1 on any failure."""
+import array
+import glob
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
+if not BUILD or not SRC:
+    sys.exit(__doc__)
+CNNC = os.path.join(BUILD, "cnnc")
+CNNRUN = os.path.join(BUILD, "cnnrun")
+RUN_INTERP = os.path.join(BUILD, "tests", "run_interp")
+SMALL_INPUT = 32 * 32 * 3
+TOL = 1e-4          # vs the interpreter (double accumulation), relative to the largest logit
+SAME = 1e-5         # between builds of one model
+VARIANTS = [("1 shard", []), ("2 shards", ["--shards", "2"]), ("4 shards", ["--shards", "4"]),
+            ("avx2", ["--target-cpu", "x86-64-v3"])]
+
+
+def run(cmd, timeout=900):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def first_line(r):
+    return ((r.stderr or "") + (r.stdout or "")).strip().splitlines()[:1] or ["(no output)"]
+
+
+def model_info(yml):
+    text = open(yml).read()
+    inp = re.search(r"^input:\s*\{(.*)\}", text, re.M).group(1)
+    shape = [int(v) for v in re.search(r"shape:\s*\[([\d,\s]+)\]", inp).group(1).split(",")]
+    n = 1
+    for v in shape:
+        n *= v
+    return n, "u8" in re.findall(r"dtype:\s*(\w+)", inp)
+
+
+def read_f32(path):
+    a = array.array("f")
+    with open(path, "rb") as f:
+        a.frombytes(f.read())
+    return a
+
+
+def max_err(got, want):
+    scale = max(max(abs(v) for v in want), 1e-30)
+    return max(abs(g - w) for g, w in zip(got, want)) / scale
+
+
+def check(yml, tmp):
+    n_in, u8 = model_info(yml)
+    batch = 2 if n_in <= SMALL_INPUT else 1
+    rnd = random.Random(7)
+    if u8:
+        vals = [rnd.randrange(256) for _ in range(batch * n_in)]
+        raw = bytes(vals)
+    else:
+        vals = [rnd.uniform(-1.0, 1.0) for _ in range(batch * n_in)]
+        raw = array.array("f", vals).tobytes()
+    x_f32, x_raw = os.path.join(tmp, "x.f32"), os.path.join(tmp, "x.raw")
+    with open(x_f32, "wb") as f:
+        f.write(array.array("f", vals).tobytes())
+    with open(x_raw, "wb") as f:
+        f.write(raw)
+    ref = os.path.join(tmp, "ref.f32")
+    t0 = time.time()
+    r = run([RUN_INTERP, yml, "--batch", str(batch), "--seed", "0", "--input", x_f32, "--output", ref])
+    if r.returncode != 0:
+        return False, "run_interp exited %d: %s" % (r.returncode, first_line(r)[0])
+    want = read_f32(ref)
+    t_interp = time.time() - t0
+    first, notes = None, []
+    for label, extra in VARIANTS:
+        so, out = os.path.join(tmp, "m.so"), os.path.join(tmp, "got.f32")
+        t0 = time.time()
+        r = run([CNNC, yml, "--batch-size", str(batch), "--seed", "0", "-o", so] + extra)
+        if r.returncode != 0:
+            return False, "%s: cnnc exited %d: %s" % (label, r.returncode, first_line(r)[0])
+        t_cc = time.time() - t0
+        r = run([CNNRUN, so, "infer", "--input", x_raw, "--output", out, "--format", "raw"])
+        if r.returncode != 0:
+            return False, "%s: cnnrun infer exited %d: %s" % (label, r.returncode, first_line(r)[0])
+        got = read_f32(out)
+        if len(got) != len(want):
+            return False, "%s: %d outputs, interpreter %d" % (label, len(got), len(want))
+        e = max_err(got, want)
+        if not e <= TOL:
+            return False, "%s: max error %.3g vs interpreter (tolerance %g)" % (label, e, TOL)
+        if first is None:
+            first = got
+            notes.append("err %.2g, compile %.1f s" % (e, t_cc))
+        else:
+            d = max_err(got, first)
+            if not d <= SAME:
+                return False, "%s: differs from the 1-shard build by %.3g" % (label, d)
+    return True, "batch %d, %s, interpreter %.1f s, %d builds agree" % (batch, ", ".join(notes), t_interp, len(VARIANTS))
+
+
+def main():
+    for need in (CNNC, CNNRUN, RUN_INTERP):
+        if not os.path.exists(need):
+            print("FAIL %s not built" % need)
+            print("0 passed, 1 failed")
+            return 1
+    ymls = sorted(glob.glob(os.path.join(SRC, "models", "*.yml")))
+    only = os.environ.get("CNNC_ZOO_MODELS")
+    if only:
+        keep = set(only.split(","))
+        ymls = [y for y in ymls if os.path.basename(y)[:-4] in keep]
+    passed = failed = 0
+    for yml in ymls:
+        with tempfile.TemporaryDirectory(prefix="cnnc-zoo-") as tmp:
+            try:
+                ok, msg = check(yml, tmp)
+            except subprocess.TimeoutExpired as e:
+                ok, msg = False, "timed out: %s" % " ".join(e.cmd)
+        print("%s %-26s %s" % ("PASS" if ok else "FAIL", os.path.basename(yml), msg), flush=True)
+        passed += ok
+        failed += not ok
+    if not ymls:
+        print("FAIL no models under %s/models" % SRC)
+        failed += 1
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
