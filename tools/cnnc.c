@@ -4,6 +4,7 @@
  * graph to code generation (cg_build_model).  Exit status: 0 ok, 1 model/compile error,
  * 2 usage error. */
 #include <llvm-c/Core.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,26 @@ typedef struct driver {
 
 static const char *const emit_kinds[] = {"ir", "llvm", "asm", "obj"};
 #define N_EMIT 4
+
+/* The driver's own flags: a value flag stores into the string at str_off, a switch sets the
+ * int at int_off.  Also the source of their --help lines and of flag suggestions. */
+typedef struct dflag {
+  const char *short_name, *long_name, *meta, *help;
+  size_t str_off, int_off;
+} dflag;
+#define STR_FLAG(f) offsetof(driver, f), 0
+#define INT_FLAG(f) 0, offsetof(driver, f)
+static const dflag driver_flags[] = {
+    {"-o", "--output", "FILE", "write the .so (or the --emit dump) to FILE", STR_FLAG(output)},
+    {NULL, "--emit", "KIND", "ir, llvm, asm or obj: dump that stage instead of linking\n"
+                             "(ir and text dumps go to stdout without -o)", STR_FLAG(emit)},
+    {NULL, "--summary", NULL, "per-layer table (output shape per sample, params, MACs)\n"
+                              "and totals, for one image", INT_FLAG(summary)},
+    {"-v", "--verbose", NULL, "progress and timings on stderr", INT_FLAG(verbose)},
+    {"-h", "--help", NULL, "this help", INT_FLAG(help)},
+    {NULL, "--version", NULL, "version of cnnc and LLVM", INT_FLAG(version)},
+};
+#define N_DFLAGS (int)(sizeof driver_flags / sizeof driver_flags[0])
 
 /* ---- usage errors ------------------------------------------------------------------------ */
 static int usage_error(const char *fmt, const char *a, const char *b) {
@@ -51,19 +72,17 @@ static int dist(const char *a, const char *b) {
   return row[m];
 }
 
-static const char *const driver_flags[] = {"--emit", "--summary", "--help", "--version", "--verbose", "--output"};
-
 static int unknown_flag(const char *flag) {
   char name[96];
   snprintf(name, sizeof name, "%.*s", (int)strcspn(flag, "="), flag);
   const char *best = NULL;
   int best_d = 4;
-  for (int k = 0; k < FE_OPT_COUNT + 6; k++) {
+  for (int k = 0; k < FE_OPT_COUNT + N_DFLAGS; k++) {
     char cand[96];
     if (k < FE_OPT_COUNT) snprintf(cand, sizeof cand, "--%s", fe_opt_table[k].long_name);
-    else snprintf(cand, sizeof cand, "%s", driver_flags[k - FE_OPT_COUNT]);
+    else snprintf(cand, sizeof cand, "%s", driver_flags[k - FE_OPT_COUNT].long_name);
     int d = dist(name, cand);
-    if (d < best_d) best_d = d, best = k < FE_OPT_COUNT ? fe_opt_table[k].long_name : driver_flags[k - FE_OPT_COUNT];
+    if (d < best_d) best_d = d, best = k < FE_OPT_COUNT ? fe_opt_table[k].long_name : driver_flags[k - FE_OPT_COUNT].long_name;
   }
   if (!best) return usage_error("unknown option '%s'%s", name, "");
   char hint[128];
@@ -120,26 +139,37 @@ static int parse_option(driver *D, char *arg, int argc, char **argv, int *i) {
   }
 }
 
+/* The value of driver flag f in arg ("-o F", "-oF", "--emit K", "--emit=K"), or NULL if arg is
+ * not f.  *i advances past a separate value. */
+static const char *flag_value(const dflag *f, const char *arg, int argc, char **argv, int *i, int *err) {
+  size_t ln = strlen(f->long_name);
+  if (!strcmp(arg, f->long_name) || (f->short_name && !strcmp(arg, f->short_name))) {
+    if (*i + 1 < argc) return argv[++*i];
+    *err = usage_error("%s needs a value%s", arg, "");
+    return NULL;
+  }
+  if (!strncmp(arg, f->long_name, ln) && arg[ln] == '=') return arg + ln + 1;
+  if (f->short_name && !strncmp(arg, f->short_name, 2)) return arg + 2;
+  return NULL;
+}
+
 /* Driver flags; returns 1 if arg was one, 0 if not, -1 on error. */
 static int parse_driver_flag(driver *D, const char *arg, int argc, char **argv, int *i) {
-  const char *val = NULL;
-  if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) return D->help = 1;
-  if (!strcmp(arg, "--version")) return D->version = 1;
-  if (!strcmp(arg, "-v") || !strcmp(arg, "--verbose")) return D->verbose = 1;
-  if (!strcmp(arg, "--summary")) return D->summary = 1;
-  if (!strcmp(arg, "-o") || !strcmp(arg, "--output") || !strcmp(arg, "--emit")) {
-    if (*i + 1 >= argc) return usage_error("%s needs a value%s", arg, "");
-    val = argv[++*i];
-  } else if (!strncmp(arg, "--emit=", 7) || !strncmp(arg, "--output=", 9)) {
-    val = strchr(arg, '=') + 1;
-  } else if (!strncmp(arg, "-o", 2)) {
-    val = arg + 2;
-  } else {
-    return 0;
+  for (int k = 0; k < N_DFLAGS; k++) {
+    const dflag *f = &driver_flags[k];
+    if (!f->meta) {
+      if (strcmp(arg, f->long_name) && (!f->short_name || strcmp(arg, f->short_name))) continue;
+      *(int *)((char *)D + f->int_off) = 1;
+      return 1;
+    }
+    int err = 0;
+    const char *v = flag_value(f, arg, argc, argv, i, &err);
+    if (err) return -1;
+    if (!v) continue;
+    *(const char **)((char *)D + f->str_off) = v;
+    return 1;
   }
-  if (arg[1] == 'o' || arg[2] == 'o') D->output = val;
-  else D->emit = val;
-  return 1;
+  return 0;
 }
 
 static int parse_args(driver *D, int argc, char **argv) {
@@ -179,15 +209,18 @@ static void print_help(void) {
          "       cnnc MODEL.yml --emit ir|llvm|asm|obj [-o FILE]\n\n"
          "Compiles a CNN described in YAML (docs/model-format.md) ahead of time into a shared\n"
          "object that libcnnrt runs.\n\n"
-         "Driver:\n"
-         "  -o, --output FILE         write the .so (or the --emit dump) to FILE\n"
-         "  --emit KIND               ir, llvm, asm or obj: dump that stage instead of linking\n"
-         "                            (ir and text dumps go to stdout without -o)\n"
-         "  --summary                 per-layer table (output shape per sample, params, MACs)\n"
-         "                            and totals, for one image\n"
-         "  -v, --verbose             progress and timings on stderr\n"
-         "  -h, --help                this help\n"
-         "  --version                 version of cnnc and LLVM\n\n"
+         "Driver:\n");
+  for (int k = 0; k < N_DFLAGS; k++) {
+    const dflag *f = &driver_flags[k];
+    char head[64];
+    snprintf(head, sizeof head, "%s%s%s%s%s", f->short_name ? f->short_name : "", f->short_name ? ", " : "",
+             f->long_name, f->meta ? " " : "", f->meta ? f->meta : "");
+    printf("  %-26s", head);
+    for (const char *p = f->help; *p; p++) /* continuation lines line up with the first */
+      *p == '\n' ? printf("\n%28s", "") : putchar(*p);
+    printf("\n");
+  }
+  printf("\n"
          "Compile options (--name VALUE or --name=VALUE; a model's compile: section sets them\n"
          "as name_with_underscores, and the command line wins):\n");
   for (int k = 0; k < FE_OPT_COUNT; k++) {
