@@ -21,7 +21,7 @@ typedef struct cg_unit {
   const char *what; /* "obj", "asm", "llvm" */
   char path[4200];
   ir_diag d;
-  double seconds;
+  double seconds, t_gen, t_opt; /* total, IR generation, optimisation (rest: emission) */
 } cg_unit;
 
 static double now_s(void) {
@@ -99,8 +99,11 @@ static void *unit_run(void *arg) {
   int rc = 0;
   if (u->with_kernels) rc = gen_unit_kernels(&c, u);
   if (!rc && u->with_main) rc = cg_build_main(&c, u->L, u->o, &u->d);
+  double t1 = now_s();
   if (!rc) rc = cg_optimize(c.mod, tm, u->o->opt_level, &u->d);
+  double t2 = now_s();
   if (!rc) rc = cg_write_module(c.mod, tm, u->what, u->path, &u->d);
+  u->t_gen = t1 - t0, u->t_opt = t2 - t1;
   free(priv.param_global);
   cg_ctx_dispose(&c);
   LLVMDisposeTargetMachine(tm);
@@ -181,8 +184,12 @@ static int compile_so(cg_layout *L, const cg_target *t, const cg_options *o, ir_
   double t1 = now_s();
   int rc = bad >= 0 ? -1 : cg_link_shared(objs, n + 1, o->output, dir, d);
   if (bad >= 0) *d = u[bad].d;
-  if (o->verbose && bad < 0)
+  if (o->verbose && bad < 0) {
     fprintf(stderr, "cnnc: codegen %d kernels in %d units: %.2f s, link %.2f s\n", L->n_k, n, t1 - t0, now_s() - t1);
+    for (int i = 0; i <= n; i++)
+      fprintf(stderr, "cnnc:   unit %d%s: IR %.2f s, optimise %.2f s, emit %.2f s\n", i, i == n ? " (main)" : "",
+              u[i].t_gen, u[i].t_opt, u[i].seconds - u[i].t_gen - u[i].t_opt);
+  }
   cg_rmtree_flat(dir, objs, n + 1);
   free(u);
   free(objs);

@@ -23,6 +23,7 @@ import time
 BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
 if not BUILD or not SRC:
     sys.exit(__doc__)
+BUILD = os.path.abspath(BUILD)
 CNNC = os.path.join(BUILD, "cnnc")
 CNNRUN = os.path.join(BUILD, "cnnrun")
 RUN_INTERP = os.path.join(BUILD, "tests", "run_interp")
@@ -130,6 +131,8 @@ def main():
                 ok, msg = check(yml, tmp)
             except subprocess.TimeoutExpired as e:
                 ok, msg = False, "timed out: %s" % " ".join(e.cmd)
+            except OSError as e:
+                ok, msg = False, "cannot run: %s" % e
         print("%s %-26s %s" % ("PASS" if ok else "FAIL", os.path.basename(yml), msg), flush=True)
         passed += ok
         failed += not ok
