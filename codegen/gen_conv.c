@@ -28,6 +28,22 @@ typedef struct conv_row {      /* run-time values of one work item */
 
 typedef struct conv_epi { const ir_node *post[PASS_MAX_POST]; int n_post; } conv_epi;
 
+/* Register tile R x P (vectors): maximise used accumulators x channel utilisation x pixel
+ * utilisation, with a small penalty per load of a tap (R broadcasts + P pixel vectors). */
+static void conv_choose_tile(conv_geom *g, int budget) {
+  int64_t pv = (g->ow + g->V - 1) / g->V;
+  int pmax = (int)(pv < 4 ? pv : 4);
+  double best = -1;
+  for (int p = 1; p <= pmax; p++)
+    for (int r = 1; r <= budget / p && r <= g->cout_g; r++) {
+      double uc = (double)g->cout_g / (double)(((g->cout_g + r - 1) / r) * r);
+      double up = (double)g->ow / (double)(((g->ow + (int64_t)p * g->V - 1) / ((int64_t)p * g->V)) * p * g->V);
+      double score = (double)(r * p) * uc * up - 0.05 * (r + p);
+      if (score > best + 1e-9) best = score, g->R = r, g->P = p;
+    }
+  g->ntile = (int)((g->cout_g + g->R - 1) / g->R);
+}
+
 static conv_geom conv_geometry(cg_ctx *c, const ir_node *n) {
   const ir_conv2d_attr *a = &n->attr.conv2d;
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
@@ -44,12 +60,7 @@ static conv_geom conv_geometry(cg_ctx *c, const ir_node *n) {
   g.flat = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !a->pad[0] && !a->pad[1] && !a->pad[2] && !a->pad[3];
   if (g.flat) g.w = g.h * g.w, g.h = 1, g.ow = g.oh * g.ow, g.oh = 1;
   g.V = c->target->vec_f32;
-  int budget = cg_acc_budget(c->target);
-  int64_t pv = (g.ow + g.V - 1) / g.V;
-  int pmax = g.cout_g == 1 ? 4 : budget / 6;
-  g.P = (int)(pv < pmax ? pv : pmax);
-  g.R = (int)(g.cout_g < budget / g.P ? g.cout_g : budget / g.P);
-  g.ntile = (int)((g.cout_g + g.R - 1) / g.R);
+  conv_choose_tile(&g, cg_acc_budget(c->target));
   return g;
 }
 
@@ -122,6 +133,19 @@ static LLVMValueRef load_pixels(cg_ctx *c, const conv_geom *g, LLVMValueRef x, L
   unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
   if (m == full && (g->sw != 2 || pair_ok)) return cg_load_strided(c, x, idx, g->sw, V);
   if (g->sw == 1) return masked_load(c, x, idx, m, V);
+  if (g->sw == 2) { /* two masked loads of the even elements, then the even-lane shuffle */
+    unsigned lo = 0, hi = 0;
+    for (int l = 0; l < V; l++)
+      if (m >> l & 1) {
+        if (2 * l < V) lo |= 1u << (2 * l);
+        else hi |= 1u << (2 * l - V);
+      }
+    LLVMValueRef a = lo ? masked_load(c, x, idx, lo, V) : cg_fzero(c, V);
+    LLVMValueRef b = hi ? masked_load(c, x, LLVMBuildAdd(c->b, idx, cg_i64(c, V), ""), hi, V) : cg_fzero(c, V);
+    LLVMValueRef e[64];
+    for (int l = 0; l < V; l++) e[l] = cg_i32(c, 2 * l);
+    return LLVMBuildShuffleVector(c->b, a, b, LLVMConstVector(e, (unsigned)V), "even");
+  }
   LLVMValueRef v = cg_fzero(c, V);
   for (int l = 0; l < V; l++)
     if (m >> l & 1)
@@ -203,16 +227,19 @@ static void masked_tiles(cg_ctx *c, const conv_geom *g, const conv_row *r, const
   }
 }
 
-/* One output row of rr channels: left masked vectors, unmasked interior tiles (run-time
- * loop), right masked vectors. */
+/* One output row of rr channels: a masked first tile over the left border, unmasked interior
+ * tiles (run-time loop), masked tiles over the rest.  Tiles are P vectors wide where they
+ * can be (a narrow row is a single tile). */
 static void conv_row_emit(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
   int V = g->V, extra = g->sw == 2 ? 1 : 0;
+  int64_t tile_px = (int64_t)g->P * V;
   int64_t a = (g->pl + g->sw - 1) / g->sw;
   int64_t lim = g->w - 1 - extra + g->pl - (int64_t)(g->kw - 1) * g->dw, b = lim < 0 ? 0 : lim / g->sw + 1;
   if (b > g->ow) b = g->ow;
-  int64_t left = (a + V - 1) / V * V; /* interior starts at a vector boundary */
+  int64_t left = (a + tile_px - 1) / tile_px * tile_px; /* interior starts at a tile boundary */
   if (left > b) left = b;
-  int64_t tile_px = (int64_t)g->P * V, nfull = (b - left) / tile_px;
+  int64_t nfull = (b - left) / tile_px;
+  if (nfull == 0) left = 0; /* no interior: the whole row in masked tiles */
   masked_tiles(c, g, r, e, rr, 0, left);
   if (nfull > 0) {
     cg_loop L;
@@ -220,9 +247,38 @@ static void conv_row_emit(cg_ctx *c, const conv_geom *g, const conv_row *r, cons
     conv_tile(c, g, r, e, rr, g->P, LLVMBuildAdd(c->b, cg_i64(c, left), LLVMBuildMul(c->b, i, cg_i64(c, tile_px), ""), ""), -1, 0);
     cg_loop_end(c, &L);
   }
-  int64_t at = left + nfull * tile_px, nv = (b - at) / V;
-  if (nv > 0) conv_tile(c, g, r, e, rr, (int)nv, cg_i64(c, at), -1, 0);
-  masked_tiles(c, g, r, e, rr, at + nv * V, g->ow);
+  masked_tiles(c, g, r, e, rr, left + nfull * tile_px, g->ow);
+}
+
+/* 1x1/s1/p0 conv (one long row): pixel chunk [c0, c0 + chunk) of the plane, unmasked tiles
+ * when the chunk is whole, masked tiles for the last partial chunk. */
+static void conv_flat_chunk(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr,
+                            LLVMValueRef chunk, int64_t chunk_px) {
+  int64_t tile_px = (int64_t)g->P * g->V, nfull = g->ow / chunk_px;
+  LLVMValueRef c0 = LLVMBuildMul(c->b, chunk, cg_i64(c, chunk_px), "c0");
+  cg_if f;
+  if (nfull > 0 && nfull * chunk_px < g->ow) cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntSLT, chunk, cg_i64(c, nfull), ""));
+  if (nfull > 0) {
+    cg_loop L;
+    LLVMValueRef i = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, chunk_px / tile_px), cg_i64(c, 1), "ox");
+    conv_tile(c, g, r, e, rr, g->P, LLVMBuildAdd(c->b, c0, LLVMBuildMul(c->b, i, cg_i64(c, tile_px), ""), ""), -1, 0);
+    cg_loop_end(c, &L);
+  }
+  if (nfull * chunk_px < g->ow) {
+    if (nfull > 0) cg_if_else(c, &f);
+    masked_tiles(c, g, r, e, rr, nfull * chunk_px, g->ow);
+    if (nfull > 0) cg_if_end(c, &f);
+  }
+}
+
+/* Pixels per work item of a flat conv: whole tiles, x chunk of ~32 KB (stays in L1/L2 while
+ * the thread walks the channel tiles). */
+static int64_t flat_chunk_px(const conv_geom *g) {
+  int64_t tile_px = (int64_t)g->P * g->V, want = 32768 / (4 * g->cin_g);
+  int64_t k = want / tile_px;
+  if (k < 1) k = 1;
+  int64_t whole = (g->ow + tile_px - 1) / tile_px;
+  return (k < whole ? k : whole) * tile_px;
 }
 
 /* Kernel-row range [ky_lo, ky_hi) that reads real input rows for output row oy. */
@@ -248,13 +304,36 @@ static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, co
   return cg_kind(c, op, tile);
 }
 
-/* Work item (n, group, channel tile, output row) -> run-time row values; then the row. */
+/* The pixels of one work item for rr channels: an output row, or a chunk of a flat conv. */
+static void conv_item_body(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr,
+                           LLVMValueRef chunk) {
+  if (g->flat) conv_flat_chunk(c, g, r, e, rr, chunk, flat_chunk_px(g));
+  else conv_row_emit(c, g, r, e, rr);
+}
+
+/* Rows of work per (image, channel tile): output rows, or pixel chunks of a flat conv. */
+static int64_t conv_rows(const conv_geom *g) {
+  return g->flat ? (g->ow + flat_chunk_px(g) - 1) / flat_chunk_px(g) : g->oh;
+}
+
+/* Work item -> (image, group, channel tile, row) -> run-time row values; then its pixels.
+ * Order: rows fastest (consecutive items reuse the tile's weights), except for flat convs
+ * where channel tiles are fastest (consecutive items reuse the x chunk). */
 static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, LLVMValueRef it) {
-  int64_t tiles = (int64_t)g->groups * g->ntile;
-  LLVMValueRef oy = LLVMBuildSRem(c->b, it, cg_i64(c, g->oh), "oy");
-  LLVMValueRef rest = LLVMBuildSDiv(c->b, it, cg_i64(c, g->oh), "");
-  LLVMValueRef tile = LLVMBuildSRem(c->b, rest, cg_i64(c, tiles), "tile");
-  LLVMValueRef nb = LLVMBuildSDiv(c->b, rest, cg_i64(c, tiles), "nb");
+  int64_t tiles = (int64_t)g->groups * g->ntile, rows = conv_rows(g);
+  LLVMValueRef row, tile, nb;
+  if (g->flat) {
+    tile = LLVMBuildSRem(c->b, it, cg_i64(c, tiles), "tile");
+    LLVMValueRef rest = LLVMBuildSDiv(c->b, it, cg_i64(c, tiles), "");
+    row = LLVMBuildSRem(c->b, rest, cg_i64(c, rows), "chunk");
+    nb = LLVMBuildSDiv(c->b, rest, cg_i64(c, rows), "nb");
+  } else {
+    row = LLVMBuildSRem(c->b, it, cg_i64(c, rows), "oy");
+    LLVMValueRef rest = LLVMBuildSDiv(c->b, it, cg_i64(c, rows), "");
+    tile = LLVMBuildSRem(c->b, rest, cg_i64(c, tiles), "tile");
+    nb = LLVMBuildSDiv(c->b, rest, cg_i64(c, tiles), "nb");
+  }
+  LLVMValueRef oy = g->flat ? cg_i64(c, 0) : row;
   LLVMValueRef gi = LLVMBuildSDiv(c->b, tile, cg_i64(c, g->ntile), "g");
   LLVMValueRef t = LLVMBuildSRem(c->b, tile, cg_i64(c, g->ntile), "t");
   LLVMValueRef co0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, gi, cg_i64(c, g->cout_g), ""), LLVMBuildMul(c->b, t, cg_i64(c, g->R), ""), "co0");
@@ -267,14 +346,14 @@ static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi
   ky_range(c, g, oy, r);
   int rem = (int)(g->cout_g % g->R);
   if (!rem) {
-    conv_row_emit(c, g, r, e, g->R);
+    conv_item_body(c, g, r, e, g->R, row);
     return;
   }
   cg_if f;
   cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntNE, t, cg_i64(c, g->ntile - 1), ""));
-  conv_row_emit(c, g, r, e, g->R);
+  conv_item_body(c, g, r, e, g->R, row);
   cg_if_else(c, &f);
-  conv_row_emit(c, g, r, e, rem);
+  conv_item_body(c, g, r, e, rem, row);
   cg_if_end(c, &f);
 }
 
@@ -303,7 +382,7 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
   free(wp);
   free(bp);
   LLVMValueRef lo, hi;
-  cg_thread_range(c, cg_i64(c, g.n * g.groups * g.ntile * g.oh), a[n_act + 1], a[n_act + 2], &lo, &hi);
+  cg_thread_range(c, cg_i64(c, g.n * g.groups * g.ntile * conv_rows(&g)), a[n_act + 1], a[n_act + 2], &lo, &hi);
   cg_loop L;
   LLVMValueRef it = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
   conv_item(c, &g, &r, &e, it);
