@@ -2,8 +2,10 @@
  * triple override, the resulting vector width (probed by compiling a <16 x float> add) and
  * the ISA-dependent tile budget.  The only codegen file that names ISAs. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <llvm-c/Target.h>
 
@@ -19,14 +21,16 @@ static void init_llvm(void) {
 
 static int is_x86(const cg_target *t) { return strncmp(t->triple, "x86_64", 6) == 0 || t->triple[0] == 'i'; }
 
-/* LLVM 19: 512-bit registers need +evex512 next to +avx512f in a hand-written string. */
-static char *fix_features(const char *f) {
+/* LLVM 19: 512-bit registers need +evex512 next to +avx512f in a hand-written string; an
+ * x86_64 triple needs +64bit (a 32-bit --target-cpu would otherwise abort in codegen). */
+static char *fix_features(const char *f, const char *triple) {
   size_t n = strlen(f);
-  int need = strstr(f, "+avx512f") && !strstr(f, "evex512");
-  char *s = malloc(n + 16);
+  char *s = malloc(n + 32);
   if (!s) abort();
   strcpy(s, f);
-  if (need) strcat(s, ",+evex512");
+  if (strstr(f, "+avx512f") && !strstr(f, "evex512")) strcat(s, ",+evex512");
+  if (strncmp(triple, "x86_64", 6) == 0 && !strstr(f, "64bit")) strcat(s, ",+64bit");
+  if (s[0] == ',') memmove(s, s + 1, strlen(s));
   char *r = LLVMCreateMessage(s);
   free(s);
   return r;
@@ -75,6 +79,31 @@ static int probe_vec_width(const cg_target *t) {
   return w;
 }
 
+/* LLVM reports an unknown CPU or feature only as a warning on stderr (and may abort later),
+ * so target creation runs with stderr captured and the warning becomes our error. */
+typedef struct err_capture { int saved; FILE *tmp; } err_capture;
+
+static void capture_begin(err_capture *c) {
+  fflush(stderr);
+  c->tmp = tmpfile();
+  c->saved = c->tmp ? dup(2) : -1;
+  if (c->saved >= 0) dup2(fileno(c->tmp), 2);
+}
+
+/* Restores stderr; copies the first captured line into buf (empty if none). */
+static void capture_end(err_capture *c, char *buf, size_t n) {
+  buf[0] = 0;
+  fflush(stderr);
+  if (c->saved < 0) return;
+  dup2(c->saved, 2);
+  close(c->saved);
+  rewind(c->tmp);
+  if (!fgets(buf, (int)n, c->tmp)) buf[0] = 0;
+  char *nl = strchr(buf, '\n');
+  if (nl) *nl = 0;
+  fclose(c->tmp);
+}
+
 LLVMTargetMachineRef cg_target_clone_tm(const cg_target *t, int opt_level) {
   LLVMTargetRef T = NULL;
   char *err = NULL;
@@ -104,7 +133,7 @@ int cg_target_init(cg_target *t, const char *triple, const char *cpu, const char
   } else {
     /* a feature string alone starts from the generic CPU, so it is the whole ISA */
     t->cpu = LLVMCreateMessage(has_cpu ? cpu : "generic");
-    t->features = fix_features(has_feat ? features : "");
+    t->features = fix_features(has_feat ? features : "", t->triple);
   }
   LLVMTargetRef T = NULL;
   char *err = NULL;
@@ -114,9 +143,14 @@ int cg_target_init(cg_target *t, const char *triple, const char *cpu, const char
     cg_target_dispose(t);
     return -1;
   }
+  err_capture cap;
+  char warn[300];
+  capture_begin(&cap);
   t->tm = cg_target_clone_tm(t, 2);
-  if (!t->tm) {
-    ir_diag_set(d, loc, NULL, "cannot create a target machine for %s (cpu '%s')", t->triple, t->cpu);
+  capture_end(&cap, warn, sizeof warn);
+  if (!t->tm || strstr(warn, "not a recognized")) {
+    ir_diag_set(d, loc, NULL, "target %s, cpu '%s', features '%s': %s", t->triple, t->cpu, t->features,
+                warn[0] ? warn : "cannot create a target machine");
     cg_target_dispose(t);
     return -1;
   }
