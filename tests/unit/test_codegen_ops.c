@@ -359,6 +359,13 @@ int main(void) {
   cgt_init_dir();
   cg_target host, avx2, sse;
   if (target(&host, NULL, NULL) || target(&avx2, "x86-64-v3", NULL) || target(&sse, "x86-64", NULL)) return 1;
+  cg_target bad;
+  ir_diag d = {0};
+  CGT_CHECK(cg_target_init(&bad, NULL, "nosuchcpu", NULL, &d) != 0 && strstr(d.msg, "nosuchcpu"),
+            "an unknown cpu must be an error naming it (got '%s')", d.msg);
+  memset(&d, 0, sizeof d);
+  CGT_CHECK(cg_target_init(&bad, NULL, NULL, "+avx2,+nosuchfeature", &d) != 0 && strstr(d.msg, "nosuchfeature"),
+            "an unknown feature must be an error naming it (got '%s')", d.msg);
   CGT_CHECK(avx2.vec_f32 == 8, "x86-64-v3 must give 8 lanes (got %d)", avx2.vec_f32);
   CGT_CHECK(sse.vec_f32 == 4, "x86-64 must give 4 lanes (got %d)", sse.vec_f32);
   test_conv_cases(&host, "host");
