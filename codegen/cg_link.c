@@ -78,7 +78,7 @@ static int run_tool(char *const *argv, const char *errpath) {
 int cg_link_shared(const char *const *objs, int n, const char *out, const char *tmpdir, ir_diag *d) {
   ir_loc loc = {0};
   const char *fixed[] = {CNNC_LINKER, "-shared", "--hash-style=gnu", "-z", "noexecstack", "-z", "relro", "-z", "now",
-                         "--build-id", "-o", out};
+                         "--build-id", "--no-undefined", "-o", out};
   int nf = (int)(sizeof fixed / sizeof *fixed);
   char **argv = calloc((size_t)(nf + n + 1), sizeof *argv);
   if (!argv) abort();

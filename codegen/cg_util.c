@@ -42,6 +42,7 @@ void cg_set_fn_attrs(cg_ctx *c, LLVMValueRef f) {
   add_fn_attr(c, f, "target-features", c->target->features);
   add_fn_attr(c, f, "min-legal-vector-width", w);
   add_fn_attr(c, f, "prefer-vector-width", w);
+  add_fn_attr(c, f, "no-builtins", ""); /* no memcpy/memset calls: the .so imports nothing */
   add_enum_attr(c, f, LLVMAttributeFunctionIndex, "nounwind");
 }
 
