@@ -237,8 +237,13 @@ LLVMValueRef cg_exp(cg_ctx *c, LLVMValueRef x, int w) {
   x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, hi, ""), hi, x, "");
   x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, x, lo, ""), lo, x, "");
   LLVMValueRef fx = cg_fma(c, x, cg_fconst(c, 1.44269504088896341f, w), cg_fconst(c, 0.5f, w));
-  LLVMTypeRef vt = cg_vtype(c, w);
-  fx = cg_intrinsic(c, "llvm.floor", &vt, 1, &fx, 1);
+  /* NaN: exponent 0 (fptosi of NaN is poison); the polynomial keeps the NaN */
+  fx = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), cg_fzero(c, w), fx, "");
+  LLVMTypeRef vt = cg_vtype(c, w), it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
+  /* floor via truncation (|fx| <= 128): llvm.floor would be a floorf call without SSE4.1 */
+  LLVMValueRef tr = LLVMBuildSIToFP(b, LLVMBuildFPToSI(b, fx, it, ""), vt, "");
+  LLVMValueRef gt = LLVMBuildFCmp(b, LLVMRealOGT, tr, fx, "");
+  fx = LLVMBuildSelect(b, gt, LLVMBuildFSub(b, tr, cg_fconst(c, 1.0f, w), ""), tr, "floor");
   LLVMValueRef r = LLVMBuildFSub(b, x, LLVMBuildFMul(b, fx, cg_fconst(c, 0.693359375f, w), ""), "");
   r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, fx, cg_fconst(c, -2.12194440e-4f, w), ""), "");
   static const float p[6] = {1.9875691500E-4f, 1.3981999507E-3f, 8.3334519073E-3f,
@@ -247,7 +252,6 @@ LLVMValueRef cg_exp(cg_ctx *c, LLVMValueRef x, int w) {
   for (int i = 1; i < 6; i++) y = cg_fma(c, y, r, cg_fconst(c, p[i], w));
   LLVMValueRef r2 = LLVMBuildFMul(b, r, r, "");
   y = cg_fma(c, y, r2, LLVMBuildFAdd(b, r, cg_fconst(c, 1.0f, w), ""));
-  LLVMTypeRef it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
   LLVMValueRef n = LLVMBuildFPToSI(b, fx, it, "");
   LLVMValueRef c127 = w == 1 ? cg_i32(c, 127) : NULL, c23 = w == 1 ? cg_i32(c, 23) : NULL;
   if (w > 1) {
