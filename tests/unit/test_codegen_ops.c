@@ -287,6 +287,31 @@ static void test_normalize(const cg_target *t) {
   }
 }
 
+/* NaN inputs propagate as the reference defines it (relu, max pooling, sigmoid, swish,
+ * softmax rows, a conv with a fused relu). */
+static void test_nan(const cg_target *t) {
+  static const ir_op ops[] = {IR_OP_relu, IR_OP_sigmoid, IR_OP_swish, IR_OP_maxpool, IR_OP_softmax, IR_OP_conv2d};
+  cgt_nan_every = 37;
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+    int x, y;
+    ir_graph *g;
+    if (ops[i] == IR_OP_conv2d) {
+      conv_case k = {1, 4, 8, 9, 9, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 1};
+      g = conv_graph(&k, &y);
+      y = node(g, IR_OP_relu, "relu", &y, 1, NULL);
+    } else {
+      g = graph(SHAPE(2, 3, 9, 21), IR_F32, &x);
+      ir_attr a = {.maxpool = {{3, 3}, {2, 2}, {1, 1, 1, 1}, 0, 0}};
+      y = node(g, ops[i], "op", &x, 1, &a);
+    }
+    output(g, y);
+    char label[64];
+    snprintf(label, sizeof label, "NaN through %s", ir_ops[ops[i]].name);
+    check(g, t, label);
+  }
+  cgt_nan_every = 0;
+}
+
 /* Training-only ops: a located error, no crash. */
 static void test_unsupported(const cg_target *t) {
   int x;
@@ -378,6 +403,8 @@ int main(void) {
   test_norm(&host);
   test_normalize(&host);
   test_unsupported(&host);
+  test_nan(&host);
+  test_nan(&sse);
   test_conv_cases(&avx2, "avx2");
   test_conv_fused(&avx2);
   test_pool(&avx2);
