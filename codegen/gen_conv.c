@@ -11,22 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/cg_internal.h"
-
-typedef struct conv_geom {
-  int64_t n, cin, h, w, cout, oh, ow, cin_g, cout_g;
-  int kh, kw, sh, sw, pt, pl, dh, dw, groups;
-  int R, P, V, ntile;  /* tile: R channels x P vectors of V pixels; tiles per group */
-  int flat;            /* 1x1/s1/p0: plane as one row */
-} conv_geom;
-
-typedef struct conv_row {      /* run-time values of one work item */
-  LLVMValueRef x, out, wp, bp;  /* operands, packed weights/bias */
-  LLVMValueRef resid[PASS_MAX_POST];
-  LLVMValueRef in_base, out_row, wbase, bbase, ky_lo, ky_hi, iy0;
-} conv_row;
-
-typedef struct conv_epi { const ir_node *post[PASS_MAX_POST]; int n_post; } conv_epi;
+#include "codegen/gen_conv.h"
 
 /* Register tile R x P (vectors): maximise used accumulators x channel utilisation x pixel
  * utilisation, with a small penalty per load of a tap (R broadcasts + P pixel vectors). */
@@ -60,7 +45,7 @@ static conv_geom conv_geometry(cg_ctx *c, const ir_node *n) {
   g.flat = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !a->pad[0] && !a->pad[1] && !a->pad[2] && !a->pad[3];
   if (g.flat) g.w = g.h * g.w, g.h = 1, g.ow = g.oh * g.ow, g.oh = 1;
   g.V = c->target->vec_f32;
-  conv_choose_tile(&g, cg_acc_budget(c->target));
+  if (!cg_conv_vc_choose(&g, cg_acc_budget(c->target))) conv_choose_tile(&g, cg_acc_budget(c->target));
   return g;
 }
 
@@ -296,11 +281,12 @@ static void ky_range(cg_ctx *c, const conv_geom *g, LLVMValueRef oy, conv_row *r
 
 static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass_fusion *fu) {
   char op[128], tile[32];
-  int k = snprintf(op, sizeof op, "conv2d%s", g->cin_g == 1 && g->cout_g == 1 ? "_dw" : g->groups > 1 ? "_g" : g->flat ? "_1x1" : "");
+  int k = snprintf(op, sizeof op, "conv2d%s%s", g->cin_g == 1 && g->cout_g == 1 ? "_dw" : g->groups > 1 ? "_g" : g->flat ? "_1x1" : "",
+                   g->vc ? "_vc" : "");
   if (fu->bn >= 0) k += snprintf(op + k, sizeof op - (size_t)k, "_bn");
   for (int i = 0; i < fu->n_post && k < 100; i++)
     k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
-  snprintf(tile, sizeof tile, "%dx%d", g->R, g->P * g->V);
+  snprintf(tile, sizeof tile, "%dx%d", g->R, g->vc ? g->P : g->P * g->V); /* channels x pixels */
   return cg_kind(c, op, tile);
 }
 
@@ -308,6 +294,7 @@ static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, co
 static void conv_item_body(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr,
                            LLVMValueRef chunk) {
   if (g->flat) conv_flat_chunk(c, g, r, e, rr, chunk, flat_chunk_px(g));
+  else if (g->vc) cg_conv_vc_row(c, g, r, e, rr);
   else conv_row_emit(c, g, r, e, rr);
 }
 

@@ -1,0 +1,29 @@
+/* gen_conv.h — codegen-private: conv2d geometry and per-work-item values shared by the two
+ * microkernel shapes, pixel vectors (gen_conv.c) and channel vectors (gen_conv_vc.c). */
+#ifndef CNNC_GEN_CONV_H
+#define CNNC_GEN_CONV_H
+
+#include "codegen/cg_internal.h"
+
+typedef struct conv_geom {
+  int64_t n, cin, h, w, cout, oh, ow, cin_g, cout_g;
+  int kh, kw, sh, sw, pt, pl, dh, dw, groups;
+  int R, P, V, ntile;  /* tile: R channels x P vectors of V pixels (vc: P pixels); tiles per group */
+  int flat;            /* 1x1/s1/p0: plane as one row */
+  int vc;              /* vectors over output channels: R = Rv*V channels, P scalar pixels */
+} conv_geom;
+
+typedef struct conv_row {      /* run-time values of one work item */
+  LLVMValueRef x, out, wp, bp;  /* operands, packed weights/bias */
+  LLVMValueRef resid[PASS_MAX_POST];
+  LLVMValueRef in_base, out_row, wbase, bbase, ky_lo, ky_hi, iy0;
+} conv_row;
+
+typedef struct conv_epi { const ir_node *post[PASS_MAX_POST]; int n_post; } conv_epi;
+
+/* Channel-vector row: rr valid channels of the tile, every output pixel of the row. */
+void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr);
+/* Picks the channel-vector shape (sets vc, R, P) when it beats pixel vectors; returns vc. */
+int cg_conv_vc_choose(conv_geom *g, int budget);
+
+#endif

@@ -1,0 +1,123 @@
+/* gen_conv_vc.c — conv2d microkernel with output channels in the vector lanes (for strided
+ * convs and narrow maps, where pixel vectors would need shuffles or masks): a tile of Rv
+ * vectors of V channels x P output pixels; per tap it broadcasts P input pixels (any stride
+ * is a scalar load), loads Rv weight vectors from the same packed layout
+ * [group][Cout_g/R][Cin_g][KH][KW][R] and issues Rv*P llvm.fmuladd.  Border pixels are
+ * compile-time positions whose out-of-range taps are simply not emitted; the epilogue
+ * stores each vector's lanes to their channel planes. */
+#include "codegen/gen_conv.h"
+
+int cg_conv_vc_choose(conv_geom *g, int budget) {
+  int V = g->V;
+  if (g->flat || g->cout_g < V) return 0;
+  /* pixel vectors lose lanes on narrow rows and pay 2 shuffles per vector at stride 2 */
+  double px_util = (double)g->ow / (double)(((g->ow + V - 1) / V) * V);
+  if (g->sw == 1 && px_util > 0.9) return 0;
+  int64_t nv = (g->cout_g + V - 1) / V;
+  int rv = nv >= 3 && budget >= 18 ? 3 : nv >= 2 ? 2 : 1;
+  g->vc = 1;
+  g->R = rv * V;
+  g->P = budget / rv;
+  if (g->P > g->ow) g->P = (int)g->ow;
+  g->ntile = (int)((g->cout_g + g->R - 1) / g->R);
+  return 1;
+}
+
+/* Taps of output column ox that read real input columns (all when ox is not constant). */
+static int tap_ok(const conv_geom *g, int64_t ox, int kx) {
+  if (ox < 0) return 1;
+  int64_t ix = ox * g->sw - g->pl + (int64_t)kx * g->dw;
+  return ix >= 0 && ix < g->w;
+}
+
+/* Epilogue of one vector: bias, fused ops (residual gathered from the channel planes), then
+ * the lanes of the rr valid channels stored to out[(co0 + lane) * OH*OW + oy*OW + ox]. */
+static void vc_store(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, LLVMValueRef v,
+                     int rv, int lanes, LLVMValueRef ox) {
+  int V = g->V;
+  int64_t plane = g->oh * g->ow;
+  LLVMValueRef base = LLVMBuildAdd(c->b, r->out_row, LLVMBuildAdd(c->b, ox, cg_i64(c, (int64_t)rv * V * plane), ""), "");
+  v = LLVMBuildFAdd(c->b, v, cg_load_v(c, r->bp, LLVMBuildAdd(c->b, r->bbase, cg_i64(c, (int64_t)rv * V), ""), V), "");
+  for (int q = 0, ra = 0; q < e->n_post; q++) {
+    if (e->post[q]->op != IR_OP_add) {
+      v = cg_epilogue(c, e->post[q], v, NULL, NULL, V);
+      continue;
+    }
+    LLVMValueRef res = cg_fzero(c, V);
+    for (int l = 0; l < lanes; l++)
+      res = LLVMBuildInsertElement(c->b, res, cg_load_f32(c, r->resid[ra], LLVMBuildAdd(c->b, base, cg_i64(c, l * plane), "")),
+                                   cg_i32(c, l), "");
+    ra++;
+    v = LLVMBuildFAdd(c->b, v, res, "resid");
+  }
+  for (int l = 0; l < lanes; l++)
+    cg_store_f32(c, LLVMBuildExtractElement(c->b, v, cg_i32(c, l), ""), r->out, LLVMBuildAdd(c->b, base, cg_i64(c, l * plane), ""));
+}
+
+/* np pixels from column ox (run time; ox_const >= 0 when known: border taps dropped). */
+static void vc_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
+                    LLVMValueRef ox, int64_t ox_const) {
+  int V = g->V, nrv = (rr + V - 1) / V;
+  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMValueRef acc[32], cur[32];
+  for (int i = 0; i < nrv * np; i++) {
+    acc[i] = cg_entry_alloca(c, vt, "acc");
+    LLVMBuildStore(c->b, cg_fzero(c, V), acc[i]);
+  }
+  LLVMValueRef ix0 = LLVMBuildSub(c->b, LLVMBuildMul(c->b, ox, cg_i64(c, g->sw), ""), cg_i64(c, g->pl), "ix0");
+  cg_loop CI, KY;
+  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), cg_i64(c, g->cin_g), cg_i64(c, 1), "ci");
+  LLVMValueRef ky = cg_loop_begin(c, &KY, r->ky_lo, r->ky_hi, cg_i64(c, 1), "ky");
+  LLVMValueRef iy = LLVMBuildAdd(c->b, r->iy0, LLVMBuildMul(c->b, ky, cg_i64(c, g->dh), ""), "iy");
+  LLVMValueRef row = LLVMBuildAdd(c->b, r->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""),
+                                                                 LLVMBuildMul(c->b, iy, cg_i64(c, g->w), ""), ""), "row");
+  LLVMValueRef wrow = LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->kh), ""), ky, ""),
+                                                                cg_i64(c, (int64_t)g->kw * g->R), ""), "wrow");
+  for (int i = 0; i < nrv * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+  for (int kx = 0; kx < g->kw; kx++) {
+    LLVMValueRef wv[4];
+    for (int v = 0; v < nrv; v++)
+      wv[v] = cg_load_v(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)kx * g->R + (int64_t)v * V), ""), V);
+    for (int p = 0; p < np; p++) {
+      if (!tap_ok(g, ox_const < 0 ? -1 : ox_const + p, kx)) continue;
+      LLVMValueRef idx = LLVMBuildAdd(c->b, row, LLVMBuildAdd(c->b, ix0, cg_i64(c, (int64_t)p * g->sw + (int64_t)kx * g->dw), ""), "");
+      LLVMValueRef xb = cg_splat(c, cg_load_f32(c, r->x, idx), V);
+      for (int v = 0; v < nrv; v++) cur[v * np + p] = cg_fma(c, wv[v], xb, cur[v * np + p]);
+    }
+  }
+  for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
+  cg_loop_end(c, &KY);
+  cg_loop_end(c, &CI);
+  for (int v = 0; v < nrv; v++)
+    for (int p = 0; p < np; p++) {
+      int lanes = rr - v * V < V ? rr - v * V : V;
+      vc_store(c, g, r, e, LLVMBuildLoad2(c->b, vt, acc[v * np + p], ""), v, lanes,
+               LLVMBuildAdd(c->b, ox, cg_i64(c, p), ""));
+    }
+}
+
+/* Compile-time pixels [from, to) in tiles of up to P. */
+static void vc_const_tiles(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int64_t from,
+                           int64_t to) {
+  while (from < to) {
+    int np = (int)(to - from < g->P ? to - from : g->P);
+    vc_tile(c, g, r, e, rr, np, cg_i64(c, from), from);
+    from += np;
+  }
+}
+
+void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
+  int64_t a = (g->pl + g->sw - 1) / g->sw; /* first pixel whose taps are all inside */
+  int64_t lim = g->w - 1 + g->pl - (int64_t)(g->kw - 1) * g->dw, b = lim < 0 ? 0 : lim / g->sw + 1;
+  if (b > g->ow) b = g->ow;
+  if (a > b) a = b;
+  int64_t nfull = (b - a) / g->P;
+  vc_const_tiles(c, g, r, e, rr, 0, a);
+  if (nfull > 0) {
+    cg_loop L;
+    LLVMValueRef i = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, nfull), cg_i64(c, 1), "ox");
+    vc_tile(c, g, r, e, rr, g->P, LLVMBuildAdd(c->b, cg_i64(c, a), LLVMBuildMul(c->b, i, cg_i64(c, g->P), ""), ""), -1);
+    cg_loop_end(c, &L);
+  }
+  vc_const_tiles(c, g, r, e, rr, a + nfull * g->P, g->ow);
+}
