@@ -20,9 +20,33 @@ ir_graph *ir_graph_new(const char *name, int batch) {
 
 void ir_graph_free(ir_graph *g) {
   if (!g) return;
+  free(g->name_index);
   free(g->values);
   free(g->nodes);
   ir_arena_free(g->arena);
+}
+
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* Inserts value id under its name (the table keeps load <= 1/2). */
+static void index_value(ir_graph *g, int id) {
+  if (2 * (g->n_values + 1) > g->name_index_cap) {
+    int cap = g->name_index_cap ? 2 * g->name_index_cap : 256;
+    free(g->name_index);
+    g->name_index = calloc((size_t)cap, sizeof *g->name_index);
+    if (!g->name_index) abort();
+    g->name_index_cap = cap;
+    for (int i = 0; i < g->n_values; i++)
+      if (i != id) index_value(g, i);
+  }
+  unsigned mask = (unsigned)g->name_index_cap - 1;
+  unsigned k = (unsigned)name_hash(g->values[id].name) & mask;
+  while (g->name_index[k]) k = (k + 1) & mask;
+  g->name_index[k] = id + 1;
 }
 
 static ir_value *new_value(ir_graph *g, const char *name, ir_value_kind kind, ir_dtype dt, ir_shape s) {
@@ -39,6 +63,7 @@ static ir_value *new_value(ir_graph *g, const char *name, ir_value_kind kind, ir
   v->dtype = dt;
   v->shape = s;
   v->producer = -1;
+  index_value(g, v->id);
   return v;
 }
 
@@ -63,15 +88,17 @@ int ir_add_param(ir_graph *g, const char *name, ir_shape s, int trainable) {
 }
 
 int ir_find_value(const ir_graph *g, const char *name) {
-  for (int i = 0; i < g->n_values; i++)
-    if (strcmp(g->values[i].name, name) == 0) return i;
+  if (!g->name_index_cap) return -1;
+  unsigned mask = (unsigned)g->name_index_cap - 1;
+  for (unsigned k = (unsigned)name_hash(name) & mask; g->name_index[k]; k = (k + 1) & mask)
+    if (strcmp(g->values[g->name_index[k] - 1].name, name) == 0) return g->name_index[k] - 1;
   return -1;
 }
 
+/* A node's result value carries the node's name, so the value index finds nodes too. */
 int ir_find_node(const ir_graph *g, const char *name) {
-  for (int i = 0; i < g->n_nodes; i++)
-    if (strcmp(g->nodes[i].name, name) == 0) return i;
-  return -1;
+  int v = ir_find_value(g, name);
+  return v >= 0 && g->values[v].kind == IR_VAL_ACT ? g->values[v].producer : -1;
 }
 
 /* Operand count and operand existence; shape checks are the op's infer hook. */
@@ -91,7 +118,7 @@ int ir_add_node(ir_graph *g, ir_op op, const char *name, ir_loc loc, const int *
                 ir_diag *d) {
   if ((unsigned)op >= IR_OP_COUNT) return ir_diag_set(d, loc, name, "unknown op %d", (int)op);
   if (check_operands(g, op, name, loc, in, n_in, d)) return -1;
-  if (ir_find_node(g, name) >= 0 || ir_find_value(g, name) >= 0)
+  if (ir_find_value(g, name) >= 0)
     return ir_diag_set(d, loc, name, "duplicate layer name");
   if (g->n_nodes == g->cap_nodes) {
     g->cap_nodes = g->cap_nodes ? 2 * g->cap_nodes : 64;

@@ -135,6 +135,7 @@ typedef struct ir_graph {
   int batch;                   /* static micro-batch size */
   ir_value *values; int n_values, cap_values;
   ir_node *nodes;   int n_nodes, cap_nodes; /* topologically ordered: nodes[i].in come earlier */
+  int *name_index; int name_index_cap;       /* open-addressing hash: value name -> id + 1 (graph.c) */
   int input;                   /* value id of the image input */
   int label;                   /* value id of labels, -1 if none */
   int outputs[8]; int n_outputs;

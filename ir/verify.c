@@ -1,8 +1,6 @@
 /* verify.c — the IR verifier: runs after lowering and between passes; checks operand
  * counts, topological order, unique names, dtypes and that every node's recorded shape is
  * what its op's inference hook says. */
-#include <string.h>
-
 #include "ir.h"
 
 static int verify_node(const ir_graph *g, const ir_node *n, ir_diag *d) {
@@ -38,9 +36,8 @@ static int verify_values(const ir_graph *g, ir_diag *d) {
     if (v->kind == IR_VAL_PARAM && !v->data) return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: param without data");
     if (v->kind == IR_VAL_ACT && v->dtype != IR_F32)
       return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: activations are f32 in the IR");
-    for (int j = 0; j < i; j++)
-      if (strcmp(g->values[j].name, v->name) == 0)
-        return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: duplicate value name");
+    if (ir_find_value(g, v->name) != i)
+      return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: duplicate or unindexed value name");
   }
   return 0;
 }
