@@ -196,12 +196,20 @@ static void put_json_str(sbuf *b, const char *s) {
   puts_(b, "\"");
 }
 
+/* Shortest decimal that reads back as the same double (0.6, not 0.59999999999999998). */
+static void json_double(char *buf, size_t n, double v) {
+  for (int prec = 6; prec <= 17; prec++) {
+    snprintf(buf, n, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) return;
+  }
+}
+
 static void put_value(sbuf *b, const fe_options *o, int k) {
   char num[64];
   const void *p = cfield_ptr(o, k);
   switch (fe_opt_table[k].type) {
   case OPT_INT: snprintf(num, sizeof num, "%lld", (long long)*(const int64_t *)p); puts_(b, num); break;
-  case OPT_FLOAT: snprintf(num, sizeof num, "%.17g", *(const double *)p); puts_(b, num); break;
+  case OPT_FLOAT: json_double(num, sizeof num, *(const double *)p); puts_(b, num); break;
   case OPT_FLAG: puts_(b, *(const int *)p ? "true" : "false"); break;
   case OPT_STR: case OPT_ENUM: put_json_str(b, *(const char *const *)p); break;
   case OPT_LIST: {

@@ -378,7 +378,7 @@ static int build(driver *D, ir_graph *g) {
   if (rc) ir_diag_print(&d, stderr);
   else if (out == tmp) copy_to_stdout(tmp);
   if (out == tmp) unlink(tmp);
-  if (!rc && D->verbose) fprintf(stderr, "cnnc: wrote %s in %.1f ms\n", D->output ? D->output : "stdout", now_ms() - t0);
+  if (!rc && D->verbose && !D->output) fprintf(stderr, "cnnc: wrote stdout in %.1f ms\n", now_ms() - t0);
   return rc ? EXIT_MODEL : 0;
 }
 
