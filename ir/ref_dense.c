@@ -1,22 +1,44 @@
 /* ref_dense.c — reference fully connected layer (PyTorch's nn.Linear: w [Out,In]), the
  * numerically stable softmax over the last axis, and the mean softmax cross-entropy with
- * label smoothing as torch.nn.CrossEntropyLoss(label_smoothing=s).  Double accumulation. */
+ * label smoothing as torch.nn.CrossEntropyLoss(label_smoothing=s).  Double accumulation,
+ * every sum in index order. */
 #include <math.h>
 
 #include "ref_util.h"
+
+#define DENSE_UNITS 4 /* output units computed side by side */
+
+/* y[j] = bias[j] + sum_i x[i] * w[j, i] for the DENSE_UNITS rows of w (bias may be NULL).
+ * Each sum runs over i in order, as for a single unit; the units only share the loads of x
+ * and keep the floating-point adders busy with independent sums. */
+static void dense_units(const float *x, const float *w, const float *bias, int64_t k, float *y) {
+  double acc[DENSE_UNITS];
+  for (int j = 0; j < DENSE_UNITS; j++) acc[j] = bias ? bias[j] : 0.0;
+  for (int64_t i = 0; i < k; i++)
+    for (int j = 0; j < DENSE_UNITS; j++) acc[j] += (double)x[i] * (double)w[j * k + i];
+  for (int j = 0; j < DENSE_UNITS; j++) y[j] = (float)acc[j];
+}
+
+/* bias + sum_i x[i] * w[i] for one unit (w its row of weights). */
+static float dense_unit(const float *x, const float *w, double bias, int64_t k) {
+  double acc = bias;
+  for (int64_t i = 0; i < k; i++) acc += (double)x[i] * (double)w[i];
+  return (float)acc;
+}
 
 /* in: x [N,In] (any [N,...] is read as [N, numel/N]), w [Out,In], optional b [Out];
  * out [N,Out]. */
 void ir_ref_dense(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   const ir_shape *xs = ref_in_shape(g, n, 0), *ws = ref_in_shape(g, n, 1);
   int64_t nb = xs->dim[0], k = ir_shape_numel(xs) / nb, m = ws->dim[0];
-  const float *bias = n->n_in > 2 ? in[2] : NULL;
-  for (int64_t b = 0; b < nb; b++)
-    for (int64_t o = 0; o < m; o++) {
-      double acc = bias ? bias[o] : 0.0;
-      for (int64_t i = 0; i < k; i++) acc += (double)in[0][b * k + i] * (double)in[1][o * k + i];
-      out[b * m + o] = (float)acc;
-    }
+  const float *w = in[1], *bias = n->n_in > 2 ? in[2] : NULL;
+  for (int64_t b = 0; b < nb; b++) {
+    const float *x = in[0] + b * k;
+    float *y = out + b * m;
+    int64_t o = 0;
+    for (; o + DENSE_UNITS <= m; o += DENSE_UNITS) dense_units(x, w + o * k, bias ? bias + o : NULL, k, y + o);
+    for (; o < m; o++) y[o] = dense_unit(x, w + o * k, bias ? bias[o] : 0.0, k);
+  }
 }
 
 /* log(sum_j exp(row[j])) computed as max + log(sum exp(row - max)). */
