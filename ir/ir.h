@@ -93,6 +93,34 @@ typedef struct ir_normalize_attr {
   float mean[IR_MAX_CHANNELS_NORMALIZE], std[IR_MAX_CHANNELS_NORMALIZE];
 } ir_normalize_attr;
 
+/* Training (issue 5; docs/training.md): attributes of the backward and optimizer ops. */
+typedef struct ir_conv2d_grad_attr {
+  ir_conv2d_attr conv; /* the forward conv's attributes */
+  ir_shape x_shape;    /* the forward input's shape [N,Cin,H,W] (grad_input's result) */
+} ir_conv2d_grad_attr;
+typedef struct ir_pool_grad_attr {
+  ir_pool_attr pool;   /* the forward pool's attributes */
+  ir_shape x_shape;    /* the forward input's shape (the result) */
+} ir_pool_grad_attr;
+typedef struct ir_tshape_attr { ir_shape shape; /* result shape */ } ir_tshape_attr;
+typedef struct ir_xent_grad_attr {
+  float label_smoothing;
+  float scale;         /* seed of the backward pass: dloss (the loss scaling factor) */
+} ir_xent_grad_attr;
+/* Optimizer ops.  g' = g * grad_scale + l2 * w is the gradient an optimizer sees (l2: the
+ * coupled --l2-regularization); weight_decay is decoupled: delta_w = -lr*(O(g') + wd*w). */
+typedef struct ir_optim_attr {
+  float momentum;      /* momentum / Nesterov: mu */
+  float rho;           /* RMSprop: decay of the squared-gradient average */
+  float beta1, beta2;  /* Adam */
+  float eps;           /* RMSprop, Adam */
+  float weight_decay, l2;
+  float grad_scale;    /* 1 / loss scaling */
+  int nesterov;
+  int target;          /* value id of the param (weight or state) this result replaces after a
+                        * step (ir_train_apply), -1 if none */
+} ir_optim_attr;
+
 typedef union ir_attr {
 #define IR_OP(name, attr, min_in, max_in, n_out, kind) ir_##attr##_attr name;
 #include "ops.def"

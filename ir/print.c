@@ -48,6 +48,32 @@ static void print_normalize(FILE *f, const ir_attr *u) {
   fputc(']', f);
 }
 
+/* training ops (issue 5) */
+static void print_conv2d_grad(FILE *f, const ir_attr *u) {
+  char buf[96];
+  ir_attr c = {.conv2d = u->conv2d_grad_input.conv};
+  print_conv2d(f, &c);
+  fprintf(f, " x_shape=%s", ir_shape_str(&u->conv2d_grad_input.x_shape, buf, sizeof buf));
+}
+static void print_pool_grad(FILE *f, const ir_attr *u) {
+  char buf[96];
+  ir_attr p = {.maxpool = u->maxpool_grad.pool};
+  print_pool(f, &p);
+  fprintf(f, " x_shape=%s", ir_shape_str(&u->maxpool_grad.x_shape, buf, sizeof buf));
+}
+static void print_tshape(FILE *f, const ir_attr *u) {
+  char buf[96];
+  fprintf(f, " shape=%s", ir_shape_str(&u->reduce_sum.shape, buf, sizeof buf));
+}
+static void print_xent_grad(FILE *f, const ir_attr *u) {
+  fprintf(f, " label_smoothing=%g scale=%g", u->softmax_xent_grad.label_smoothing, u->softmax_xent_grad.scale);
+}
+static void print_optim(FILE *f, const ir_attr *u) {
+  const ir_optim_attr *a = &u->sgd_update;
+  fprintf(f, " momentum=%g nesterov=%d rho=%g beta1=%g beta2=%g eps=%g weight_decay=%g l2=%g grad_scale=%g",
+          a->momentum, a->nesterov, a->rho, a->beta1, a->beta2, a->eps, a->weight_decay, a->l2, a->grad_scale);
+}
+
 typedef void (*attr_printer)(FILE *, const ir_attr *);
 static const attr_printer printers[IR_OP_COUNT] = {
 #define IR_OP(name, attr, min_in, max_in, n_out, kind) [IR_OP_##name] = print_##attr,

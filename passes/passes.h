@@ -48,4 +48,60 @@ typedef struct pass_usage {
  * (greedy by size, first fit).  Returns the arena size (a multiple of 64). */
 int64_t pass_plan_memory(pass_usage *u, int n);
 
+/* ---- autodiff.c (training, issue 5; docs/training.md) --------------------------------- */
+/* Appends the backward graph of the loss: the last output produced by softmax_xent, seeded
+ * with d(loss) = loss_scale (the gradients come out scaled by it).  Every trainable param P
+ * the loss depends on gets one value "grad/P" (same shape as P).  Returns the number of such
+ * params, or -1 with d filled (no loss, an op whose rule fails). */
+int pass_autodiff(ir_graph *g, float loss_scale, ir_diag *d);
+/* Same from any value y with an explicit seed gradient dy (a value shaped like y), e.g. for
+ * finite-difference tests of single rules.  Returns the number of grads or -1. */
+int pass_autodiff_seed(ir_graph *g, int y, int dy, ir_diag *d);
+
+/* One gradient rule per row of ir/ops.def, pass_grad_<op>(ad, n, dy): given dy, the gradient
+ * of n's result (-1 for the loss itself: the seed), emits the gradients of n's operands with
+ * pass_grad_give / pass_grad_give_value.  Backward and optimizer ops have a rule that fails
+ * (no second-order gradients).  n is a copy that stays valid while nodes are appended. */
+typedef struct pass_ad pass_ad;
+typedef int (*pass_grad_fn)(pass_ad *ad, const ir_node *n, int dy);
+#define IR_OP(name, attr, min_in, max_in, n_out, kind) int pass_grad_##name(pass_ad *ad, const ir_node *n, int dy);
+#include "ir/ops.def"
+extern const pass_grad_fn pass_grad_rules[IR_OP_COUNT];
+/* Nonzero when op is a forward (differentiable primitive) op: its rule must produce gradients. */
+int pass_grad_is_forward(ir_op op);
+
+/* Helpers for rules.  Whether operand slot of n needs a gradient at all. */
+int pass_grad_needed(const pass_ad *ad, const ir_node *n, int slot);
+/* Appends an intermediate backward node "bwd/<n>/<what>"; returns its value id or -1. */
+int pass_grad_node(pass_ad *ad, const ir_node *n, const char *what, ir_op op, const int *in, int n_in,
+                   const ir_attr *a);
+/* Appends node op(in) as (a contribution to) the gradient of operand slot of n, summing with
+ * earlier contributions; no-op returning 0 when the slot needs no gradient.  0 or -1. */
+int pass_grad_give(pass_ad *ad, const ir_node *n, int slot, const char *what, ir_op op, const int *in, int n_in,
+                   const ir_attr *a);
+/* Same with an existing value r as the contribution. */
+int pass_grad_give_value(pass_ad *ad, const ir_node *n, int slot, int r);
+int pass_grad_fail(pass_ad *ad, const ir_node *n, const char *why); /* -1, error on n */
+float pass_grad_loss_scale(const pass_ad *ad);
+ir_graph *pass_grad_graph(pass_ad *ad);
+
+/* ---- optimizer.c (training) ------------------------------------------------------------- */
+typedef struct pass_optim_cfg {
+  const char *optimizer;  /* "sgd", "momentum", "nesterov", "rmsprop", "adam" */
+  float momentum;         /* momentum/nesterov (torch SGD momentum), default 0.9 when 0 */
+  float rho;              /* rmsprop (torch alpha), default 0.99 */
+  float beta1, beta2;     /* adam, defaults 0.9, 0.999 */
+  float eps;              /* rmsprop/adam, default 1e-8 */
+  float weight_decay;     /* decoupled: delta_w = -lr*(O(g) + wd*w) */
+  float l2;               /* coupled:   delta_w = -lr*O(g + l2*w) */
+  float loss_scale;       /* the gradients are divided by it (1 = none; 0 taken as 1) */
+  int exempt_norm;        /* no weight decay / L2 on batchnorm/groupnorm gamma and beta */
+} pass_optim_cfg;
+/* Appends, for every trainable P with a "grad/P" value, the update of P (node "update/P") and
+ * of its optimizer state, kept as non-trainable params "P/momentum", "P/rms", "P/m", "P/v"
+ * (zeros) and, for Adam, one "optimizer/step" counter.  Adds the runtime scalar input "lr"
+ * ([1] f32, kind INPUT).  Each update node's attr.target names the param it replaces
+ * (ir_train_apply, ir/grad_train.h).  Returns the number of updated weights or -1 with d. */
+int pass_optimizer(ir_graph *g, const pass_optim_cfg *cfg, ir_diag *d);
+
 #endif

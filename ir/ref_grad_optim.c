@@ -1,0 +1,142 @@
+/* ref_grad_optim.c — reference kernels of the optimizer ops, torch.optim semantics (see
+ * docs/training.md), and the interpreter-level training step (grad_train.h).  Every formula
+ * sees g' = g * grad_scale + l2 * w (coupled L2, loss scaling undone) and adds the decoupled
+ * weight decay outside the optimizer: w' = w - lr * (O(g') + weight_decay * w). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grad_train.h"
+#include "ref_util.h"
+
+static int64_t count(const ir_graph *g, const ir_node *n) { return ir_shape_numel(ref_out_shape(g, n)); }
+
+static double gprime(const ir_optim_attr *a, float grad, float w) {
+  return (double)grad * a->grad_scale + (double)a->l2 * w;
+}
+
+/* in: w, g, lr; out w - lr*(g' + wd*w). */
+void ir_ref_sgd_update(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_optim_attr *a = &n->attr.sgd_update;
+  double lr = in[2][0];
+  for (int64_t i = 0; i < count(g, n); i++)
+    out[i] = (float)(in[0][i] - lr * (gprime(a, in[1][i], in[0][i]) + (double)a->weight_decay * in[0][i]));
+}
+
+/* in: g, v, w; out v' = mu*v + g' (torch SGD momentum buffer, dampening 0). */
+void ir_ref_momentum_acc(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_optim_attr *a = &n->attr.momentum_acc;
+  for (int64_t i = 0; i < count(g, n); i++) out[i] = (float)((double)a->momentum * in[1][i] + gprime(a, in[0][i], in[2][i]));
+}
+
+/* in: w, v', lr[, g]; out w - lr*(d + wd*w), d = v' or (Nesterov) g' + mu*v'. */
+void ir_ref_momentum_update(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_optim_attr *a = &n->attr.momentum_update;
+  double lr = in[2][0];
+  for (int64_t i = 0; i < count(g, n); i++) {
+    double d = a->nesterov ? gprime(a, in[3][i], in[0][i]) + (double)a->momentum * in[1][i] : in[1][i];
+    out[i] = (float)(in[0][i] - lr * (d + (double)a->weight_decay * in[0][i]));
+  }
+}
+
+/* in: g, s, w; out s' = rho*s + (1-rho)*g'^2. */
+void ir_ref_rmsprop_acc(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_optim_attr *a = &n->attr.rmsprop_acc;
+  for (int64_t i = 0; i < count(g, n); i++) {
+    double gp = gprime(a, in[0][i], in[2][i]);
+    out[i] = (float)((double)a->rho * in[1][i] + (1.0 - a->rho) * gp * gp);
+  }
+}
+
+/* in: w, s', lr, g; out w - lr*(g'/(sqrt(s')+eps) + wd*w) (torch RMSprop, eps outside the root). */
+void ir_ref_rmsprop_update(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_optim_attr *a = &n->attr.rmsprop_update;
+  double lr = in[2][0];
+  for (int64_t i = 0; i < count(g, n); i++) {
+    double gp = gprime(a, in[3][i], in[0][i]);
+    out[i] = (float)(in[0][i] - lr * (gp / (sqrt((double)in[1][i]) + a->eps) + (double)a->weight_decay * in[0][i]));
+  }
+}
+
+/* in: g, m, w; out beta1*m + (1-beta1)*g'. */
+void ir_ref_adam_moment1(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_optim_attr *a = &n->attr.adam_moment1;
+  for (int64_t i = 0; i < count(g, n); i++)
+    out[i] = (float)((double)a->beta1 * in[1][i] + (1.0 - a->beta1) * gprime(a, in[0][i], in[2][i]));
+}
+
+/* in: g, v, w; out beta2*v + (1-beta2)*g'^2. */
+void ir_ref_adam_moment2(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_optim_attr *a = &n->attr.adam_moment2;
+  for (int64_t i = 0; i < count(g, n); i++) {
+    double gp = gprime(a, in[0][i], in[2][i]);
+    out[i] = (float)((double)a->beta2 * in[1][i] + (1.0 - a->beta2) * gp * gp);
+  }
+}
+
+/* in: w, m', v', lr, t' (the step number, 1 on the first step); out
+ * w - lr*(mhat/(sqrt(vhat)+eps) + wd*w), mhat = m'/(1-beta1^t), vhat = v'/(1-beta2^t). */
+void ir_ref_adam_update(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_optim_attr *a = &n->attr.adam_update;
+  double lr = in[3][0], t = in[4][0];
+  double c1 = 1.0 - pow(a->beta1, t), c2 = 1.0 - pow(a->beta2, t);
+  for (int64_t i = 0; i < count(g, n); i++) {
+    double mh = in[1][i] / c1, vh = in[2][i] / c2;
+    out[i] = (float)(in[0][i] - lr * (mh / (sqrt(vh) + a->eps) + (double)a->weight_decay * in[0][i]));
+  }
+}
+
+/* in: t [1]; out t + 1. */
+void ir_ref_step_count(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  out[0] = in[0][0] + 1.0f;
+}
+
+/* ---- training step ---------------------------------------------------------------------- */
+int ir_op_is_optimizer(ir_op op) {
+  return op >= IR_OP_sgd_update && op <= IR_OP_step_count;
+}
+
+int ir_train_apply(ir_graph *g, float **vals) {
+  int written = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (!ir_op_is_optimizer(n->op) || n->attr.sgd_update.target < 0) continue;
+    ir_value *t = &g->values[n->attr.sgd_update.target];
+    if (t->kind != IR_VAL_PARAM || !vals[n->out]) continue;
+    memcpy(t->data, vals[n->out], (size_t)ir_shape_numel(&t->shape) * sizeof(float));
+    written++;
+  }
+  return written;
+}
+
+static float *fresh(int64_t n, const float *src) {
+  float *b = calloc((size_t)(n > 0 ? n : 1), sizeof *b);
+  if (!b) abort();
+  if (src) memcpy(b, src, (size_t)n * sizeof *b);
+  return b;
+}
+
+float **ir_train_step(ir_graph *g, const float *x, const float *labels, float lr) {
+  float **vals = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *vals);
+  if (!vals) abort();
+  for (int i = 0; i < g->n_values; i++) {
+    const ir_value *v = &g->values[i];
+    int64_t k = ir_shape_numel(&v->shape);
+    if (v->kind == IR_VAL_INPUT) vals[i] = fresh(k, i == g->input ? x : NULL);
+    if (v->kind == IR_VAL_INPUT && !strcmp(v->name, IR_LR_INPUT_NAME))
+      for (int64_t j = 0; j < k; j++) vals[i][j] = lr;
+    if (v->kind == IR_VAL_LABEL) vals[i] = fresh(k, labels);
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    const float *in[IR_MAX_IN] = {0};
+    for (int j = 0; j < n->n_in; j++) {
+      const ir_value *v = &g->values[n->in[j]];
+      in[j] = v->kind == IR_VAL_PARAM ? v->data : vals[v->id];
+    }
+    vals[n->out] = fresh(ir_shape_numel(&g->values[n->out].shape), NULL);
+    ir_ops[n->op].ref(g, n, in, vals[n->out]);
+  }
+  ir_train_apply(g, vals);
+  return vals;
+}

@@ -1,0 +1,107 @@
+/* optimizer.c — appends the weight update after the backward graph (issue 5,
+ * docs/training.md): for each trainable P with "grad/P", the optimizer's state updates and
+ * "update/P", every result tagged with the param it replaces (attr.target).  Semantics are
+ * torch.optim's; the learning rate is the runtime scalar input "lr". */
+#include <string.h>
+
+#include "ir/grad_train.h"
+#include "passes/passes.h"
+
+typedef struct opt_ctx {
+  ir_graph *g;
+  ir_diag *d;
+  const pass_optim_cfg *cfg;
+  int lr, step; /* value ids; step = Adam's incremented counter t' or -1 */
+  unsigned char *norm_param;
+} opt_ctx;
+
+static int node(opt_ctx *o, const char *name, ir_op op, const int *in, int n_in, ir_optim_attr a, int target) {
+  ir_attr u = {0};
+  a.target = target;
+  u.sgd_update = a;
+  return ir_add_node(o->g, op, name, (ir_loc){0}, in, n_in, &u, o->d);
+}
+
+/* A zero-initialised, non-trainable state param "P/suffix" shaped like P. */
+static int state(opt_ctx *o, int p, const char *suffix) {
+  return ir_add_param(o->g, ir_fmt(o->g->arena, "%s/%s", o->g->values[p].name, suffix), o->g->values[p].shape, 0);
+}
+
+/* Emits the update of param p with gradient gr.  Returns 0 or -1. */
+static int update_one(opt_ctx *o, int p, int gr) {
+  const pass_optim_cfg *c = o->cfg;
+  const char *pn = o->g->values[p].name, *opt = c->optimizer;
+  ir_optim_attr a = {0};
+  a.momentum = c->momentum > 0 ? c->momentum : 0.9f;
+  a.rho = c->rho > 0 ? c->rho : 0.99f;
+  a.beta1 = c->beta1 > 0 ? c->beta1 : 0.9f;
+  a.beta2 = c->beta2 > 0 ? c->beta2 : 0.999f;
+  a.eps = c->eps > 0 ? c->eps : 1e-8f;
+  a.grad_scale = c->loss_scale > 0 ? 1.0f / c->loss_scale : 1.0f;
+  int exempt = c->exempt_norm && o->norm_param[p];
+  a.weight_decay = exempt ? 0.0f : c->weight_decay;
+  a.l2 = exempt ? 0.0f : c->l2;
+  const char *upd = ir_fmt(o->g->arena, "update/%s", pn);
+  if (!strcmp(opt, "sgd")) {
+    int in[3] = {p, gr, o->lr};
+    return node(o, upd, IR_OP_sgd_update, in, 3, a, p) < 0 ? -1 : 0;
+  }
+  if (!strcmp(opt, "momentum") || !strcmp(opt, "nesterov")) {
+    a.nesterov = !strcmp(opt, "nesterov");
+    int v = state(o, p, "momentum");
+    int in_v[3] = {gr, v, p};
+    int v1 = node(o, ir_fmt(o->g->arena, "update/%s/momentum", pn), IR_OP_momentum_acc, in_v, 3, a, v);
+    int in_w[4] = {p, v1, o->lr, gr};
+    return v1 < 0 || node(o, upd, IR_OP_momentum_update, in_w, a.nesterov ? 4 : 3, a, p) < 0 ? -1 : 0;
+  }
+  if (!strcmp(opt, "rmsprop")) {
+    int s = state(o, p, "rms");
+    int in_s[3] = {gr, s, p};
+    int s1 = node(o, ir_fmt(o->g->arena, "update/%s/rms", pn), IR_OP_rmsprop_acc, in_s, 3, a, s);
+    int in_w[4] = {p, s1, o->lr, gr};
+    return s1 < 0 || node(o, upd, IR_OP_rmsprop_update, in_w, 4, a, p) < 0 ? -1 : 0;
+  }
+  if (!strcmp(opt, "adam")) {
+    int m = state(o, p, "m"), v = state(o, p, "v");
+    int in_m[3] = {gr, m, p}, in_v[3] = {gr, v, p};
+    int m1 = node(o, ir_fmt(o->g->arena, "update/%s/m", pn), IR_OP_adam_moment1, in_m, 3, a, m);
+    int v1 = m1 < 0 ? -1 : node(o, ir_fmt(o->g->arena, "update/%s/v", pn), IR_OP_adam_moment2, in_v, 3, a, v);
+    int in_w[5] = {p, m1, v1, o->lr, o->step};
+    return v1 < 0 || node(o, upd, IR_OP_adam_update, in_w, 5, a, p) < 0 ? -1 : 0;
+  }
+  return ir_diag_set(o->d, (ir_loc){0}, NULL, "unknown optimizer '%s' (sgd|momentum|nesterov|rmsprop|adam)", opt);
+}
+
+/* Marks gamma/beta operands of batchnorm and groupnorm nodes. */
+static void mark_norm_params(const ir_graph *g, unsigned char *mark) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (n->op != IR_OP_batchnorm && n->op != IR_OP_groupnorm) continue;
+    for (int j = 1; j <= 2; j++) mark[n->in[j]] = 1;
+  }
+}
+
+int pass_optimizer(ir_graph *g, const pass_optim_cfg *cfg, ir_diag *d) {
+  int n_vals = g->n_values, n_updated = 0;
+  unsigned char mark[1];
+  unsigned char *norm = n_vals > 0 ? ir_alloc(g->arena, (size_t)n_vals) : mark;
+  opt_ctx o = {g, d, cfg, -1, -1, norm};
+  mark_norm_params(g, norm);
+  if (ir_find_value(g, IR_LR_INPUT_NAME) >= 0)
+    return ir_diag_set(d, (ir_loc){0}, NULL, "optimizer: the graph already has a value named '%s'", IR_LR_INPUT_NAME);
+  o.lr = ir_add_input(g, IR_LR_INPUT_NAME, IR_F32, (ir_shape){1, {1}});
+  if (cfg->optimizer && !strcmp(cfg->optimizer, "adam")) {
+    int t = ir_add_param(g, "optimizer/step", (ir_shape){1, {1}}, 0);
+    ir_optim_attr a = {0};
+    if ((o.step = node(&o, "update/optimizer/step", IR_OP_step_count, &t, 1, a, t)) < 0) return -1;
+  }
+  if (!cfg->optimizer) return ir_diag_set(d, (ir_loc){0}, NULL, "optimizer: no optimizer given");
+  for (int p = 0; p < n_vals; p++) {
+    if (g->values[p].kind != IR_VAL_PARAM || !g->values[p].trainable) continue;
+    int gr = ir_find_value(g, ir_fmt(g->arena, "grad/%s", g->values[p].name));
+    if (gr < 0) continue; /* the loss does not depend on it */
+    if (update_one(&o, p, gr)) return -1;
+    n_updated++;
+  }
+  return n_updated;
+}
