@@ -11,8 +11,8 @@
  *
  * Input: raw f32 NCHW (u8 models: values 0..255), default seeded random; labels f32 class
  * ids, default i mod classes.  Prints "step K loss V" per step.  --dump-dir D writes, for
- * every trainable param P, D/grad/P.f32 (the gradient of the FIRST step) and D/param/P.f32
- * (its value after the last step), with '/' in P replaced by '.', plus D/loss.f32 (one loss
+ * every trainable param P, D/grad/P.f32 (the gradient of the first step; D/gradK/P.f32 for
+ * step K >= 2) and D/param/P.f32 (every param's value after the last step), with '/' in P replaced by '.', plus D/loss.f32 (one loss
  * per step).  Exit status 0 ok, 1 error (diagnostic printed), 3 non-finite loss. */
 #include <math.h>
 #include <stdint.h>
@@ -166,10 +166,12 @@ int main(int argc, char **argv) {
     losses[s] = vals[loss][0];
     printf("step %d loss %.7g\n", s + 1, losses[s]);
     if (!isfinite(losses[s])) status = 3;
-    for (int v = 0; s == 0 && a.dump && v < g->n_values && !bad; v++) {
+    char sub[32];
+    snprintf(sub, sizeof sub, s == 0 ? "grad" : "grad%d", s + 1);
+    for (int v = 0; a.dump && v < g->n_values && !bad; v++) {
       const ir_value *p = &g->values[v];
       int gv = p->kind == IR_VAL_PARAM && p->trainable ? ir_find_value(g, ir_fmt(g->arena, "grad/%s", p->name)) : -1;
-      if (gv >= 0) bad |= write_f32(a.dump, "grad", p->name, vals[gv], (size_t)ir_shape_numel(&p->shape)) < 0;
+      if (gv >= 0) bad |= write_f32(a.dump, sub, p->name, vals[gv], (size_t)ir_shape_numel(&p->shape)) < 0;
     }
     ir_interp_free(g, vals);
   }

@@ -1,0 +1,207 @@
+#!/usr/bin/python3
+"""test_train_torch.py BUILD SRC — cnnc training (reference interpreter) against PyTorch.
+
+For fmnist_cnn and cifar_resnet8 (models/*.yml; PyTorch twins from tools/export_torchvision.py):
+  * build the PyTorch model with torch.manual_seed(0), randomise its BatchNorms, export the
+    weights with cnnc names, put it in train mode (batch statistics);
+  * a seeded batch of BATCH images and labels (u8 models: integers 0..255, divided by 255 for
+    PyTorch as the anchor does);
+  * for each optimizer configuration, run BUILD/tests/train_interp (fe_load in training mode
+    -> passes/autodiff.c -> passes/optimizer.c -> STEPS steps of ir_train_step on the same
+    batch) and PyTorch (CrossEntropyLoss + torch.optim) from the same weights;
+  * compare the first step's loss and gradient of every trainable param, and every param
+    (weights and BN running statistics) after the last step:
+    max |cnnc - torch| / max |torch| <= TOL (fp32) per tensor.
+Optimizer mapping (docs/training.md): sgd/momentum/nesterov = torch.optim.SGD (dampening 0;
+--l2-regularization = SGD's weight_decay), rmsprop = torch.optim.RMSprop (alpha = rho, eps
+outside the root), adam = torch.optim.Adam, adam + --weight-decay = torch.optim.AdamW;
+--loss-scaling S: the gradients come out scaled by S (compared against S x torch's) and the
+update divides them back, so the weights match an unscaled torch run.  RMSprop and Adam are
+checked on cnnc's gradients (see ADAPTIVE below).
+Prints one line per comparison group and ends with "N passed, M failed"; exit 1 on failure."""
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
+if not BUILD or not SRC:
+    sys.exit(__doc__)
+sys.path.insert(0, os.path.join(SRC, "tools"))
+import export_torchvision as E  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+torch.set_num_threads(2)
+BATCH = 4
+STEPS = 2
+TOL = 1e-4
+U8_MODELS = {"fmnist_cnn"}
+MODELS = ["fmnist_cnn", "cifar_resnet8"]
+
+# (label, train_interp flags, torch optimizer factory(params), label smoothing).  Adaptive
+# optimizers (RMSprop, Adam) take cnnc's gradients (see ADAPTIVE).
+CONFIGS = [
+    ("sgd", ["--optimizer", "sgd", "--lr", "0.05"], lambda p: torch.optim.SGD(p, lr=0.05), 0.0),
+    ("momentum", ["--optimizer", "momentum", "--momentum", "0.9", "--lr", "0.05"],
+     lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), 0.0),
+    ("nesterov", ["--optimizer", "nesterov", "--momentum", "0.9", "--lr", "0.05"],
+     lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True), 0.0),
+    ("momentum + l2 1e-3", ["--optimizer", "momentum", "--momentum", "0.9", "--lr", "0.05",
+                            "--l2-regularization", "1e-3"],
+     lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=1e-3), 0.0),
+    ("rmsprop", ["--optimizer", "rmsprop", "--rho", "0.99", "--eps", "1e-8", "--lr", "1e-3"],
+     lambda p: torch.optim.RMSprop(p, lr=1e-3, alpha=0.99, eps=1e-8), 0.0),
+    ("adam", ["--optimizer", "adam", "--lr", "1e-3"], lambda p: torch.optim.Adam(p, lr=1e-3), 0.0),
+    ("adam + weight decay 1e-2 (AdamW)", ["--optimizer", "adam", "--lr", "1e-3", "--weight-decay", "1e-2"],
+     lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=1e-2), 0.0),
+    ("sgd, loss scaling 128, label smoothing 0.1",
+     ["--optimizer", "sgd", "--lr", "0.05", "--loss-scaling", "128", "--label-smoothing", "0.1"],
+     lambda p: torch.optim.SGD(p, lr=0.05), 0.1),
+]
+
+
+# RMSprop and Adam divide each element by the root of its own squared gradient, so an element
+# whose gradient is ~1e-6 of the tensor's largest still moves by ~lr: the fp32-vs-double
+# summation noise of such tiny gradients becomes a 1e-3 relative weight difference.  For them
+# the update is checked on cnnc's own gradients (torch.optim gets cnnc's gradient of each step
+# in place of its own): that checks the optimizer's semantics exactly, while the gradients
+# themselves are compared above it for every configuration.
+ADAPTIVE = ("rmsprop", "adam")
+
+
+def rel_err(got, want):
+    scale = max(float(np.abs(want).max(initial=0)), 1e-30)
+    return float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max(initial=0)) / scale
+
+
+def named_tensors(model):
+    """{cnnc name: (tensor, trainable)} — parameters and BN running statistics, as
+    export_torchvision.cnnc_state names them."""
+    out = {}
+    bn_leaf = {"weight": "gamma", "bias": "beta", "running_mean": "running_mean", "running_var": "running_var"}
+    for mname, m in model.named_modules():
+        own = [(k, t, True) for k, t in m.named_parameters(recurse=False)]
+        own += [(k, t, False) for k, t in m.named_buffers(recurse=False) if k != "num_batches_tracked"]
+        for leaf, t, trainable in own:
+            if isinstance(m, nn.BatchNorm2d):
+                name = mname.replace(".", "/") + "/" + bn_leaf[leaf]
+            else:
+                name = E.cnnc_name(model.zoo_name, (mname + "." if mname else "") + leaf)
+            out[name] = (t, trainable)
+    return out
+
+
+def torch_run(model, x, y, make_opt, smoothing, inject=None):
+    """STEPS steps on (x, y); returns (first loss, {name: first grad}, {name: final value}).
+    inject(step, name) -> array: the gradient to use in the update instead of torch's."""
+    tens = named_tensors(model)
+    opt = make_opt([t for t, tr in tens.values() if tr])
+    crit = nn.CrossEntropyLoss(label_smoothing=smoothing)
+    first_loss, grads = None, {}
+    for s in range(STEPS):
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        loss.backward()
+        if s == 0:
+            first_loss = float(loss)
+            grads = {n: t.grad.detach().numpy().copy() for n, (t, tr) in tens.items() if tr}
+        if inject:
+            with torch.no_grad():
+                for n, (t, tr) in tens.items():
+                    if tr:
+                        t.grad.copy_(torch.from_numpy(inject(s, n).reshape(t.shape)))
+        opt.step()
+    return first_loss, grads, {n: t.detach().numpy().copy() for n, (t, _) in tens.items()}
+
+
+def read(path, shape):
+    return np.fromfile(path, dtype="<f4").reshape(shape)
+
+
+def fname(name):
+    return name.replace("/", ".") + ".f32"
+
+
+def main():
+    exe = os.path.join(BUILD, "tests", "train_interp")
+    passed = failed = 0
+
+    def report(ok, what):
+        nonlocal passed, failed
+        passed += ok
+        failed += not ok
+        print("%s  %s" % ("PASS" if ok else "FAIL", what), flush=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in MODELS:
+            torch.manual_seed(0)
+            base = E.build(name)
+            E.randomize_bn(base, torch.Generator().manual_seed(1))
+            base.zoo_name = name
+            w = os.path.join(tmp, name + ".safetensors")
+            E.write_safetensors(w, E.cnnc_state(base, name), {"format": "cnnc"})
+            g = torch.Generator().manual_seed(2)
+            shape = (BATCH,) + E.INPUT_SHAPES[name]
+            if name in U8_MODELS:
+                xr = torch.randint(0, 256, shape, generator=g).float()
+                tx = xr / 255.0
+            else:
+                xr = torch.randn(shape, generator=g)
+                tx = xr
+            labels = torch.randint(0, 10, (BATCH,), generator=g)
+            xp, lp = os.path.join(tmp, name + ".x.f32"), os.path.join(tmp, name + ".y.f32")
+            xr.numpy().astype("<f4").tofile(xp)
+            labels.numpy().astype("<f4").tofile(lp)
+            for label, flags, make_opt, smoothing in CONFIGS:
+                what = "%s %s" % (name, label)
+                dump = os.path.join(tmp, "%s_%d" % (name, CONFIGS.index((label, flags, make_opt, smoothing))))
+                os.makedirs(dump, exist_ok=True)
+                cmd = [exe, os.path.join(SRC, "models", name + ".yml"), "--batch", str(BATCH), "--weights", w,
+                       "--input", xp, "--labels", lp, "--steps", str(STEPS), "--dump-dir", dump] + flags
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+                if r.returncode != 0:
+                    report(False, "%s: train_interp failed: %s" % (what, (r.stderr + r.stdout).strip()[:300]))
+                    continue
+                model = copy.deepcopy(base).train()
+                model.zoo_name = name
+                adaptive = label.startswith(ADAPTIVE)
+                inject = (lambda s, n, d=dump: np.fromfile(os.path.join(d, "grad" if s == 0 else "grad%d" % (s + 1), fname(n)),
+                                                            dtype="<f4")) if adaptive else None
+                t_loss, t_grads, t_vals = torch_run(model, tx, labels, make_opt, smoothing, inject)
+                scale = float(flags[flags.index("--loss-scaling") + 1]) if "--loss-scaling" in flags else 1.0
+                c_loss = float(np.fromfile(os.path.join(dump, "loss.f32"), dtype="<f4")[0])
+                report(abs(c_loss - t_loss) <= TOL * max(1.0, abs(t_loss)),
+                       "%s: loss cnnc %.7g torch %.7g" % (what, c_loss, t_loss))
+                worst_g = worst_p = (0.0, "")
+                missing = []
+                for n, tg in t_grads.items():
+                    p = os.path.join(dump, "grad", fname(n))
+                    if not os.path.exists(p):
+                        missing.append("grad/" + n)
+                        continue
+                    worst_g = max(worst_g, (rel_err(read(p, tg.shape), tg * scale), n))
+                for n, tv in t_vals.items():
+                    p = os.path.join(dump, "param", fname(n))
+                    if not os.path.exists(p):
+                        missing.append(n)
+                        continue
+                    worst_p = max(worst_p, (rel_err(read(p, tv.shape), tv), n))
+                report(not missing and worst_g[0] <= TOL,
+                       "%s: %d gradients%s, worst rel err %.2e (%s)%s" % (
+                           what, len(t_grads), " (x loss scale %g)" % scale if scale != 1 else "",
+                           worst_g[0], worst_g[1],
+                           "; missing " + ", ".join(missing[:4]) if missing else ""))
+                report(not missing and worst_p[0] <= TOL,
+                       "%s: %d params after %d steps%s, worst rel err %.2e (%s)" % (
+                           what, len(t_vals), STEPS, " (cnnc's gradients)" if adaptive else "",
+                           worst_p[0], worst_p[1]))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
