@@ -86,6 +86,12 @@ int pass_optimizer(ir_graph *g, const pass_optim_cfg *cfg, ir_diag *d) {
   unsigned char mark[1];
   unsigned char *norm = n_vals > 0 ? ir_alloc(g->arena, (size_t)n_vals) : mark;
   opt_ctx o = {g, d, cfg, -1, -1, norm};
+  static const char *const known[] = {"sgd", "momentum", "nesterov", "rmsprop", "adam"};
+  int ok = 0;
+  for (int i = 0; i < 5 && cfg->optimizer; i++) ok |= !strcmp(cfg->optimizer, known[i]);
+  if (!ok)
+    return ir_diag_set(d, (ir_loc){0}, NULL, "unknown optimizer '%s' (sgd|momentum|nesterov|rmsprop|adam)",
+                       cfg->optimizer ? cfg->optimizer : "(none)");
   mark_norm_params(g, norm);
   if (ir_find_value(g, IR_LR_INPUT_NAME) >= 0)
     return ir_diag_set(d, (ir_loc){0}, NULL, "optimizer: the graph already has a value named '%s'", IR_LR_INPUT_NAME);
@@ -95,7 +101,6 @@ int pass_optimizer(ir_graph *g, const pass_optim_cfg *cfg, ir_diag *d) {
     ir_optim_attr a = {0};
     if ((o.step = node(&o, "update/optimizer/step", IR_OP_step_count, &t, 1, a, t)) < 0) return -1;
   }
-  if (!cfg->optimizer) return ir_diag_set(d, (ir_loc){0}, NULL, "optimizer: no optimizer given");
   for (int p = 0; p < n_vals; p++) {
     if (g->values[p].kind != IR_VAL_PARAM || !g->values[p].trainable) continue;
     int gr = ir_find_value(g, ir_fmt(g->arena, "grad/%s", g->values[p].name));
