@@ -88,6 +88,32 @@ typedef LLVMValueRef (*cg_gen_fn)(cg_ctx *c, const ir_node *n, const char *fn_na
 extern const cg_gen_fn cg_generators[IR_OP_COUNT];
 
 /* ---- whole-model compile (codegen/cg_module.c, cg_link.c) ------------------------------ */
+/* ---- compile report hook (optional; passes/report.c fills a report from it) ---------- */
+/* One generated kernel (a fused group) as codegen planned and named it. */
+typedef struct cg_report_kernel {
+  int anchor, last, shard, step; /* node ids of the group's generator and last member; shard; op index */
+  int out;                       /* value id written */
+  int n_act;
+  const int *act;                /* activation operand value ids */
+  double flops;
+  const char *name, *kind;       /* symbol ("cnnk_s0_...") and descriptive kind */
+} cg_report_kernel;
+/* One scratch buffer: the usage record the memory planner placed (steps are op indices). */
+typedef struct cg_report_buffer {
+  int shard, vid, first_step, last_step;
+  int64_t bytes, offset;
+} cg_report_buffer;
+/* Everything is valid only during the call; the sink copies what it keeps. */
+typedef struct cg_report_sink {
+  void *ctx;
+  /* After a successful compile: kernels in execution order, scratch buffers, per-shard arena
+   * sizes, and the boundary tensors (value ids; input, outputs, cross-shard activations). */
+  void (*layout)(void *ctx, const cg_report_kernel *k, int n_k, const cg_report_buffer *b, int n_b,
+                 const int64_t *scratch_bytes, int n_shards, const int *tensor_vid, int n_tensors);
+  void (*phase)(void *ctx, const char *name, double seconds); /* wall time of one phase */
+  void (*target)(void *ctx, const cg_target *t);              /* the target compiled for */
+} cg_report_sink;
+
 typedef struct cg_options {
   const char *output;        /* .so path */
   const char *emit;          /* NULL, "llvm", "asm", "obj": dump instead of linking */
@@ -95,6 +121,7 @@ typedef struct cg_options {
   const char *options_json;
   int opt_level;             /* 0..3, default 2 */
   int verbose;
+  const cg_report_sink *report; /* NULL: none */
 } cg_options;
 
 /* Compiles graph g (nodes already assigned to shards 0..g->n_shards-1) to opts->output.
@@ -108,5 +135,8 @@ int cg_compile(const ir_graph *g, const cg_target *t, const cg_options *opts, ir
 struct fe_options;
 int cg_build_model(ir_graph *g, const struct fe_options *o, const char *output, const char *emit,
                    int verbose, ir_diag *d);
+/* Same, reporting the layout and phase times ("split", "codegen", "link") to report (may be NULL). */
+int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *output, const char *emit,
+                          int verbose, const cg_report_sink *report, ir_diag *d);
 
 #endif

@@ -33,16 +33,23 @@ static int check_options(const struct fe_options *o, ir_diag *d) {
 
 int cg_build_model(ir_graph *g, const struct fe_options *o, const char *output, const char *emit, int verbose,
                    ir_diag *d) {
+  return cg_build_model_report(g, o, output, emit, verbose, NULL, d);
+}
+
+int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *output, const char *emit, int verbose,
+                          const cg_report_sink *report, ir_diag *d) {
   double t0 = seconds();
   if (check_options(o, d)) return -1;
   if (pass_split(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) return -1;
+  if (report && report->phase) report->phase(report->ctx, "split", seconds() - t0);
   cg_target t;
   if (cg_target_init(&t, o->mtriple, o->target_cpu, o->target_features, d)) return -1;
+  if (report && report->target) report->target(report->ctx, &t);
   if (verbose)
     fprintf(stderr, "cnnc: target %s cpu %s, %d f32 lanes; %d shard%s\n", t.triple, t.cpu, t.vec_f32, g->n_shards,
             g->n_shards == 1 ? "" : "s");
   char *json = fe_options_json(o);
-  cg_options co = {output, emit, g->name, json, 2, verbose};
+  cg_options co = {output, emit, g->name, json, 2, verbose, report};
   int rc = cg_compile(g, &t, &co, d);
   free(json);
   cg_target_dispose(&t);

@@ -141,8 +141,7 @@ static void build_scratch(cg_layout *L, int s) {
   }
   sp->scratch_bytes = pass_plan_memory(u, n);
   for (int i = 0; i < n; i++) L->scratch_off[vid[i]] = u[i].offset;
-  free(u);
-  free(vid);
+  sp->usage = u, sp->usage_vid = vid, sp->n_usage = n;
 }
 
 int cg_layout_build(cg_layout *L, const ir_graph *g, int fuse, ir_diag *d) {
@@ -163,7 +162,7 @@ int cg_layout_build(cg_layout *L, const ir_graph *g, int fuse, ir_diag *d) {
 
 void cg_layout_free(cg_layout *L) {
   if (L->sh)
-    for (int s = 0; s < L->n_shards; s++) free(L->sh[s].io);
+    for (int s = 0; s < L->n_shards; s++) free(L->sh[s].io), free(L->sh[s].usage), free(L->sh[s].usage_vid);
   free(L->sh);
   free(L->plan);
   free(L->k);

@@ -22,6 +22,8 @@ typedef struct cg_shard_plan {
   int first_k, n_k;            /* kernels [first_k, first_k + n_k) */
   int n_io, n_inputs, *io;     /* tensor indices: inputs first */
   int64_t scratch_bytes;
+  pass_usage *usage;           /* the planner's records (kept for compile reports) */
+  int *usage_vid, n_usage;     /* value id of each record */
 } cg_shard_plan;
 
 typedef struct cg_layout {

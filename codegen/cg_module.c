@@ -183,6 +183,10 @@ static int compile_so(cg_layout *L, const cg_target *t, const cg_options *o, ir_
   }
   double t1 = now_s();
   int rc = bad >= 0 ? -1 : cg_link_shared(objs, n + 1, o->output, dir, d);
+  if (o->report && o->report->phase && rc == 0) {
+    o->report->phase(o->report->ctx, "codegen", t1 - t0);
+    o->report->phase(o->report->ctx, "link", now_s() - t1);
+  }
   if (bad >= 0) *d = u[bad].d;
   if (o->verbose && bad < 0) {
     fprintf(stderr, "cnnc: codegen %d kernels in %d units: %.2f s, link %.2f s\n", L->n_k, n, t1 - t0, now_s() - t1);
@@ -196,6 +200,33 @@ static int compile_so(cg_layout *L, const cg_target *t, const cg_options *o, ir_
   return rc;
 }
 
+/* Hands the compiled plan (kernel names filled) to a report sink as plain records. */
+static void report_layout(const cg_layout *L, const cg_report_sink *r) {
+  int n_b = 0;
+  for (int s = 0; s < L->n_shards; s++) n_b += L->sh[s].n_usage;
+  cg_report_kernel *k = calloc((size_t)L->n_k + 1, sizeof *k);
+  cg_report_buffer *b = calloc((size_t)n_b + 1, sizeof *b);
+  int64_t *arena = calloc((size_t)L->n_shards, sizeof *arena);
+  if (!k || !b || !arena) abort();
+  for (int i = 0; i < L->n_k; i++) {
+    const cg_kernel *x = &L->k[i];
+    k[i] = (cg_report_kernel){x->anchor, x->last, x->shard, x->step, x->out, x->n_act, x->act, x->flops, x->name, x->kind};
+  }
+  n_b = 0;
+  for (int s = 0; s < L->n_shards; s++) {
+    const cg_shard_plan *sp = &L->sh[s];
+    arena[s] = sp->scratch_bytes;
+    for (int i = 0; i < sp->n_usage; i++) {
+      const pass_usage *u = &sp->usage[i];
+      b[n_b++] = (cg_report_buffer){s, sp->usage_vid[i], u->first_step, u->last_step, u->bytes, u->offset};
+    }
+  }
+  r->layout(r->ctx, k, L->n_k, b, n_b, arena, L->n_shards, L->tensor_vid, L->n_tensors);
+  free(k);
+  free(b);
+  free(arena);
+}
+
 int cg_compile(const ir_graph *g, const cg_target *t, const cg_options *o, ir_diag *d) {
   if (!o->output || !*o->output) return ir_diag_set(d, (ir_loc){0}, NULL, "no output file given");
   if (o->emit && strcmp(o->emit, "llvm") && strcmp(o->emit, "asm") && strcmp(o->emit, "obj"))
@@ -206,6 +237,7 @@ int cg_compile(const ir_graph *g, const cg_target *t, const cg_options *o, ir_di
     return -1;
   }
   int rc = o->emit ? compile_single(&L, t, o, d) : compile_so(&L, t, o, d);
+  if (rc == 0 && o->report && o->report->layout) report_layout(&L, o->report);
   cg_layout_free(&L);
   return rc;
 }

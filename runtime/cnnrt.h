@@ -139,6 +139,19 @@ CNNRT_API int cnnrt_threads(const cnnrt_model *m, int shard);
 CNNRT_API cnnrt_status cnnrt_infer(cnnrt_model *m, const void *input, size_t input_bytes, void *output,
                                    size_t output_bytes, int n_batches);
 
+/* ---- tracing (docs/reports.md) ---------------------------------------------------------- */
+/* Starts recording the following cnnrt_infer calls for a Chrome/Perfetto trace: one event
+ * per micro-batch per shard and, for shards running on more than one thread, one per op
+ * (timed at the generated code's barriers between ops).  At most max_events events per
+ * shard are kept (0: 1 << 20); later ones are counted as dropped.  Restarts (clears) a trace
+ * already recording.  Owns nothing of the caller's. */
+CNNRT_API cnnrt_status cnnrt_trace_begin(cnnrt_model *m, size_t max_events);
+/* Writes the recorded events to path as Chrome trace JSON ({"traceEvents": [...]}, "X"
+ * complete events, times in microseconds, pid = this process, tid = shard) and stops
+ * recording.  CNNRT_INVALID_ARGUMENT if no trace was begun, CNNRT_IO if path cannot be
+ * written (the trace is dropped either way).  path is the caller's. */
+CNNRT_API cnnrt_status cnnrt_trace_write(cnnrt_model *m, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

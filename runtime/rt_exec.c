@@ -41,6 +41,7 @@ struct rt_group {
   void *scratch;
   rt_queue in;
   void *in_store[RT_QUEUE_DEPTH];
+  rt_trace_ctx tctx;      /* the leader's op barrier while tracing (rt_trace.c) */
 };
 
 struct rt_exec {
@@ -73,12 +74,17 @@ static uint64_t rt_now_ns(void) {
 }
 
 static void rt_run_share(rt_group *g, int tid) {
-  int32_t rc = g->sh->run(g->io, g->scratch, tid, g->nthreads, rt_barrier_cb, &g->barrier);
+  /* Tracing: the leader's barriers also timestamp ops (with one thread there are none). */
+  rt_trace *tr = tid == 0 && g->nthreads > 1 ? g->x->m->trace : NULL;
+  if (tr) g->tctx = (rt_trace_ctx){&g->barrier, tr, g->shard};
+  int32_t rc = g->sh->run(g->io, g->scratch, tid, g->nthreads, tr ? rt_trace_barrier_cb : rt_barrier_cb,
+                          tr ? (void *)&g->tctx : (void *)&g->barrier);
   if (rc != 0) {
     int32_t zero = 0;
     atomic_compare_exchange_strong(&g->rc, &zero, rc);
   }
-  rt_barrier_wait(&g->barrier);
+  if (tr) rt_trace_barrier_cb(&g->tctx);
+  else rt_barrier_wait(&g->barrier);
 }
 
 static void rt_leader_loop(rt_group *g) {
@@ -93,8 +99,12 @@ static void rt_leader_loop(rt_group *g) {
       rt_wake_all(&g->job_gen);
     }
     uint64_t t0 = rt_now_ns();
+    rt_trace *tr = x->m->trace; /* set only between cnnrt_infer calls */
+    if (tr) rt_trace_mb_begin(tr, g->shard, t0);
     rt_run_share(g, 0);
-    atomic_fetch_add_explicit(&x->m->busy_ns[g->shard], rt_now_ns() - t0, memory_order_relaxed);
+    uint64_t t1 = rt_now_ns();
+    if (tr) rt_trace_mb_end(tr, g->shard, t0, t1);
+    atomic_fetch_add_explicit(&x->m->busy_ns[g->shard], t1 - t0, memory_order_relaxed);
     atomic_fetch_add_explicit(&x->m->runs[g->shard], 1, memory_order_relaxed);
     rt_queue_push(next, f);
   }

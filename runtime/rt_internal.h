@@ -81,6 +81,22 @@ void rt_exec_stop(cnnrt_model *m); /* joins every thread and frees the pipeline;
 /* The cores this process may run on, ascending, into cpus (up to max); returns the count. */
 int rt_usable_cpus(int *cpus, int max);
 
+/* ---- tracing (rt_trace.c) --------------------------------------------------------------- */
+typedef struct rt_trace rt_trace;
+/* What a shard's leader thread passes as the op barrier while tracing: waits on b, then
+ * records the op that just ended. */
+typedef struct rt_trace_ctx {
+  rt_barrier *b;
+  rt_trace *t;
+  int shard;
+} rt_trace_ctx;
+uint64_t rt_trace_now_ns(void);
+void rt_trace_barrier_cb(void *ctx);
+/* The leader of shard starts / ended a micro-batch (times from rt_trace_now_ns). */
+void rt_trace_mb_begin(rt_trace *t, int shard, uint64_t t0);
+void rt_trace_mb_end(rt_trace *t, int shard, uint64_t t0, uint64_t t1);
+void rt_trace_free(rt_trace *t);
+
 /* ---- the model -------------------------------------------------------------------------- */
 struct cnnrt_model {
   char *path;
@@ -99,6 +115,7 @@ struct cnnrt_model {
   rt_exec *exec;                 /* NULL until the first infer, or after a setter */
   _Atomic uint64_t *busy_ns;     /* [n_shards] profile: time in the shard (its leader thread) */
   _Atomic uint64_t *runs;        /* [n_shards] profile: micro-batches run */
+  rt_trace *trace;               /* NULL unless cnnrt_trace_begin; set and cleared under lock */
 };
 
 #endif

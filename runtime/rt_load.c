@@ -169,6 +169,7 @@ CNNRT_API void cnnrt_close(cnnrt_model *m) {
   free(m->runs);
   free(m->producer);
   free(m->describe);
+  rt_trace_free(m->trace);
   free(m->path);
   if (m->dl) dlclose(m->dl); /* last: m->d points into the .so */
   free(m);

@@ -14,12 +14,14 @@
 #include "cnnc_config.h"
 #include "codegen/cg.h"
 #include "frontend/fe.h"
+#include "passes/passes.h"
 
 enum { EXIT_MODEL = 1, EXIT_USAGE = 2 };
 
 typedef struct driver {
-  const char *model, *output, *emit;
+  const char *model, *output, *emit, *report;
   int summary, verbose, help, version;
+  double load_seconds;
   fe_options o;
 } driver;
 
@@ -38,6 +40,8 @@ static const dflag driver_flags[] = {
     {"-o", "--output", "FILE", "write the .so (or the --emit dump) to FILE", STR_FLAG(output)},
     {NULL, "--emit", "KIND", "ir, llvm, asm or obj: dump that stage instead of linking\n"
                              "(ir and text dumps go to stdout without -o)", STR_FLAG(emit)},
+    {NULL, "--report", "FILE", "compile report: FILE.json and FILE.html (FILE may end in\n"
+                               ".json or .html; both are written); docs/reports.md", STR_FLAG(report)},
     {NULL, "--summary", NULL, "per-layer table (output shape per sample, params, MACs)\n"
                               "and totals, for one image", INT_FLAG(summary)},
     {"-v", "--verbose", NULL, "progress and timings on stderr", INT_FLAG(verbose)},
@@ -206,7 +210,9 @@ static int check_emit(const driver *D) {
 static void print_help(void) {
   printf("usage: cnnc MODEL.yml [options] -o OUT.so\n"
          "       cnnc MODEL.yml --summary\n"
-         "       cnnc MODEL.yml --emit ir|llvm|asm|obj [-o FILE]\n\n"
+         "       cnnc MODEL.yml --emit ir|llvm|asm|obj [-o FILE]\n"
+         "       cnnc MODEL.yml -o OUT.so --report FILE\n"
+         "       cnnc report-diff A.json B.json\n\n"
          "Compiles a CNN described in YAML (docs/model-format.md) ahead of time into a shared\n"
          "object that libcnnrt runs.\n\n"
          "Driver:\n");
@@ -329,6 +335,7 @@ static ir_graph *load(driver *D, fe_options *o) {
     ir_diag_print(&d, stderr);
     return NULL;
   }
+  D->load_seconds = (now_ms() - t0) / 1e3;
   if (D->verbose)
     fprintf(stderr, "cnnc: %s: %d layers, %d values, batch %d, loaded in %.1f ms\n", D->model, g->n_nodes,
             g->n_values, g->batch, now_ms() - t0);
@@ -361,6 +368,43 @@ static int copy_to_stdout(const char *path) {
   return 0;
 }
 
+/* ---- reports (docs/reports.md) ------------------------------------------------------------ */
+/* "out" -> out.json + out.html; "r.json" or "r.html" -> r.json + r.html. */
+static void report_paths(const char *arg, char *json, char *html, size_t n) {
+  size_t len = strlen(arg);
+  int ext = (len > 5 && !strcmp(arg + len - 5, ".json")) || (len > 5 && !strcmp(arg + len - 5, ".html")) ? 5 : 0;
+  snprintf(json, n, "%.*s.json", (int)(len - (size_t)ext), arg);
+  snprintf(html, n, "%.*s.html", (int)(len - (size_t)ext), arg);
+}
+
+static int write_one(const char *path, const pass_report *r, int (*fn)(const pass_report *, FILE *)) {
+  FILE *f = fopen(path, "w");
+  int rc = f ? fn(r, f) : -1;
+  if (f && fclose(f)) rc = -1;
+  if (rc) fprintf(stderr, "cnnc: error: cannot write the report '%s'\n", path);
+  return rc;
+}
+
+static int write_report(driver *D, pass_report *r, double compile_seconds) {
+  char json[4096], html[4096];
+  report_paths(D->report, json, html, sizeof json);
+  pass_report_phase(r, "total", compile_seconds + D->load_seconds);
+  if (write_one(json, r, pass_report_write_json) || write_one(html, r, pass_report_write_html)) return -1;
+  if (D->verbose) fprintf(stderr, "cnnc: wrote %s and %s\n", json, html);
+  return 0;
+}
+
+/* cnnc report-diff A.json B.json */
+static int report_diff(int argc, char **argv) {
+  if (argc != 4) return usage_error("usage: cnnc report-diff A.json B.json%s%s", "", ""), EXIT_USAGE;
+  char err[512];
+  if (pass_report_diff(argv[2], argv[3], stdout, err, sizeof err)) {
+    fprintf(stderr, "cnnc: error: %s\n", err);
+    return EXIT_MODEL;
+  }
+  return 0;
+}
+
 /* llvm/asm/obj dumps and .so output via codegen; text dumps without -o go to stdout. */
 static int build(driver *D, ir_graph *g) {
   ir_diag d = {0};
@@ -374,7 +418,12 @@ static int build(driver *D, ir_graph *g) {
     out = tmp;
   }
   double t0 = now_ms();
-  int rc = cg_build_model(g, &D->o, out, D->emit, D->verbose, &d);
+  pass_report *rep = D->report ? pass_report_new(g, D->o.memory_limit) : NULL;
+  cg_report_sink sink;
+  if (rep) pass_report_sink(rep, &sink), pass_report_phase(rep, "load", D->load_seconds);
+  int rc = cg_build_model_report(g, &D->o, out, D->emit, D->verbose, rep ? &sink : NULL, &d);
+  if (rep && !rc) rc = write_report(D, rep, (now_ms() - t0) / 1e3);
+  pass_report_free(rep);
   if (rc) ir_diag_print(&d, stderr);
   else if (out == tmp) copy_to_stdout(tmp);
   if (out == tmp) unlink(tmp);
@@ -403,6 +452,7 @@ static int run(driver *D) {
 
 int main(int argc, char **argv) {
   driver D = {0};
+  if (argc >= 2 && !strcmp(argv[1], "report-diff")) return report_diff(argc, argv);
   fe_options_init(&D.o);
   if (parse_args(&D, argc, argv) || check_emit(&D)) return EXIT_USAGE;
   if (D.help) return print_help(), 0;
@@ -410,5 +460,7 @@ int main(int argc, char **argv) {
   if (!D.model) return usage_error("no model file given%s%s", "", ""), EXIT_USAGE;
   if (!D.summary && !D.emit && !D.output)
     return usage_error("nothing to do: give -o OUT.so, --emit KIND or --summary%s%s", "", ""), EXIT_USAGE;
+  if (D.report && ((!D.output && !D.emit) || (D.emit && !strcmp(D.emit, "ir"))))
+    return usage_error("--report needs a compile: -o OUT.so (or --emit llvm|asm|obj)%s%s", "", ""), EXIT_USAGE;
   return run(&D);
 }

@@ -26,7 +26,7 @@ typedef struct opts {
   const char *model, *cmd;
   int json, pin, top, warmup, runs, batches, batches_set, n_threads;
   int threads[64];
-  const char *input, *output, *labels, *format;
+  const char *input, *output, *labels, *format, *trace;
 } opts;
 
 typedef struct optdef {
@@ -41,6 +41,7 @@ static const optdef bench_opts[] = {
     {"--threads", "T[,T...]", "threads per shard (one value for all, or one per shard)"},
     {"--pin", NULL, "pin each shard's threads to its own cores"},
     {"--json", NULL, "print the results as JSON"},
+    {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"},
     {NULL, NULL, NULL}};
 static const optdef infer_opts[] = {
     {"--input", "FILE", "samples: raw (the input dtype, u8 or f32) or idx (MNIST format, .gz too)"},
@@ -51,11 +52,13 @@ static const optdef infer_opts[] = {
     {"--batches", "N", "micro-batches per call (default 64)"},
     {"--threads", "T[,T...]", "threads per shard"},
     {"--pin", NULL, "pin each shard's threads to its own cores"},
+    {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"},
     {NULL, NULL, NULL}};
 
 static void usage(FILE *f) {
   fprintf(f, "usage: cnnrun MODEL.so info [--json]\n"
              "       cnnrun MODEL.so benchmark [--batches N] [--runs R] [--warmup W] [--threads T] [--pin] [--json]\n"
+             "                                 [--trace FILE.json]\n"
              "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
              "       cnnrun --help | --version\n"
              "'cnnrun MODEL.so COMMAND --help' describes a command's options.\n");
@@ -121,6 +124,7 @@ static void set_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--input")) o->input = v;
   else if (!strcmp(name, "--output")) o->output = v;
   else if (!strcmp(name, "--labels")) o->labels = v;
+  else if (!strcmp(name, "--trace")) o->trace = v;
   else if (!strcmp(name, "--format")) {
     if (strcmp(v, "auto") && strcmp(v, "raw") && strcmp(v, "idx")) die_usage("--format: '%s' is not auto, raw or idx", v);
     o->format = v;
@@ -193,7 +197,17 @@ static cnnrt_model *open_model(const opts *o) {
     die("--threads has %d values, the model has %d shards", o->n_threads, ns);
   for (int s = 0; s < ns && o->n_threads; s++)
     if (cnnrt_set_threads(m, s, o->threads[o->n_threads == 1 ? 0 : s]) != CNNRT_OK) die("%s", cnnrt_last_error());
+  if (o->trace && cnnrt_trace_begin(m, 0) != CNNRT_OK) die("%s", cnnrt_last_error());
   return m;
+}
+
+/* Writes the --trace file, if any, and closes m. */
+static void close_model(const opts *o, cnnrt_model *m) {
+  if (o->trace) {
+    if (cnnrt_trace_write(m, o->trace) != CNNRT_OK) die("%s", cnnrt_last_error());
+    fprintf(stderr, "cnnrun: trace written to %s\n", o->trace);
+  }
+  cnnrt_close(m);
 }
 
 static const char *dtype_name(cnnrt_dtype t) {
@@ -355,7 +369,7 @@ static int cmd_benchmark(const opts *o) {
   free(in);
   free(out);
   free(ms);
-  cnnrt_close(m);
+  close_model(o, m);
   return 0;
 }
 
@@ -600,7 +614,7 @@ static int cmd_infer(const opts *o) {
   free(labels);
   free(out);
   free(s.data);
-  cnnrt_close(m);
+  close_model(o, m);
   return 0;
 }
 

@@ -1,0 +1,342 @@
+/* report.c — the compile report (`cnnc --report`, docs/reports.md): collects what codegen
+ * planned (kernels, their names, the memory planner's usage records, phase times) through a
+ * cg_report_sink, derives per-shard memory by category, liveness per program step, a
+ * roofline time estimate per op and kernel and the pipeline balance, and writes it as JSON.
+ * The HTML page is report_html.c, `cnnc report-diff` is report_diff.c. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "passes/report_internal.h"
+
+static void *xcalloc(size_t n, size_t s) {
+  void *p = calloc(n ? n : 1, s);
+  if (!p) abort();
+  return p;
+}
+
+static char *xstrdup(const char *s) {
+  char *p = strdup(s ? s : "");
+  if (!p) abort();
+  return p;
+}
+
+static int64_t value_bytes(const ir_graph *g, int v) {
+  return ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
+}
+
+pass_report *pass_report_new(const ir_graph *g, int64_t memory_limit) {
+  pass_report *r = xcalloc(1, sizeof *r);
+  r->g = g;
+  r->limit = memory_limit;
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  r->cores = n < 1 ? 1 : (int)n;
+  r->vec_f32 = 4;
+  snprintf(r->triple, sizeof r->triple, "?");
+  snprintf(r->cpu, sizeof r->cpu, "?");
+  return r;
+}
+
+void pass_report_free(pass_report *r) {
+  if (!r) return;
+  for (int i = 0; i < r->n_k; i++) free(r->k[i].name), free(r->k[i].kind);
+  for (int s = 0; s < r->n_shards; s++) free(r->sh[s].live);
+  free(r->k);
+  free(r->b);
+  free(r->sh);
+  free(r->node_kernel);
+  free(r->is_tensor);
+  free(r);
+}
+
+void pass_report_phase(pass_report *r, const char *name, double seconds) {
+  for (int i = 0; i < r->n_phases; i++)
+    if (!strcmp(r->phase_name[i], name)) {
+      r->phase_s[i] += seconds;
+      return;
+    }
+  if (r->n_phases == RP_MAX_PHASES) return;
+  snprintf(r->phase_name[r->n_phases], sizeof r->phase_name[0], "%s", name);
+  r->phase_s[r->n_phases++] = seconds;
+}
+
+/* ---- the roofline ------------------------------------------------------------------------ */
+int rp_cores_per_shard(const pass_report *r) {
+  int c = r->cores / (r->n_shards > 0 ? r->n_shards : 1);
+  return c < 1 ? 1 : c;
+}
+
+double rp_roofline(const pass_report *r, double flops, double bytes, int cores) {
+  double tc = flops / (r->peak_flops_core * cores), tm = bytes / (r->peak_bw_core * cores);
+  return tc > tm ? tc : tm;
+}
+
+void rp_node_cost(const pass_report *r, int node, double *flops, double *bytes, double *est_s) {
+  ir_cost c;
+  ir_node_cost(r->g, &r->g->nodes[node], &c);
+  *flops = c.flops, *bytes = c.bytes;
+  *est_s = rp_roofline(r, c.flops, c.bytes, rp_cores_per_shard(r));
+}
+
+/* ---- sink callbacks ---------------------------------------------------------------------- */
+static void on_phase(void *ctx, const char *name, double seconds) { pass_report_phase(ctx, name, seconds); }
+
+static void on_target(void *ctx, const cg_target *t) {
+  pass_report *r = ctx;
+  snprintf(r->triple, sizeof r->triple, "%s", t->triple ? t->triple : "?");
+  snprintf(r->cpu, sizeof r->cpu, "%s", t->cpu ? t->cpu : "?");
+  r->vec_f32 = t->vec_f32 > 0 ? t->vec_f32 : 4;
+}
+
+/* Bytes of the constants a fused group embeds: its params, where a folded batchnorm becomes
+ * one bias vector (none if the conv already has a bias). */
+static int64_t group_weights(const pass_report *r, const pass_fusion *plan, int a) {
+  const ir_graph *g = r->g;
+  int64_t w = 0;
+  int n_param = 0;
+  for (int j = 0; j < g->nodes[a].n_in; j++)
+    if (g->values[g->nodes[a].in[j]].kind == IR_VAL_PARAM) w += value_bytes(g, g->nodes[a].in[j]), n_param++;
+  const pass_fusion *p = &plan[a];
+  if (p->bn >= 0 && n_param < 2) w += value_bytes(g, g->nodes[p->bn].in[1]);
+  for (int i = 0; i < p->n_post; i++) {
+    const ir_node *m = &g->nodes[p->post[i]];
+    for (int j = 0; j < m->n_in; j++)
+      if (g->values[m->in[j]].kind == IR_VAL_PARAM) w += value_bytes(g, m->in[j]);
+  }
+  return w;
+}
+
+static void derive_kernels(pass_report *r, const cg_report_kernel *k, const pass_fusion *plan) {
+  const ir_graph *g = r->g;
+  int cores = rp_cores_per_shard(r);
+  for (int i = 0; i < r->n_k; i++) {
+    rp_kernel *x = &r->k[i];
+    *x = (rp_kernel){k[i].anchor, k[i].last, k[i].shard, k[i].step, k[i].out, k[i].flops, 0, 0,
+                     xstrdup(k[i].name), xstrdup(k[i].kind)};
+    int64_t w = group_weights(r, plan, x->anchor);
+    double bytes = (double)w + (double)value_bytes(g, x->out);
+    for (int j = 0; j < k[i].n_act; j++) bytes += (double)value_bytes(g, k[i].act[j]);
+    x->bytes = bytes;
+    x->est_s = rp_roofline(r, x->flops, bytes, cores);
+    rp_shard *s = &r->sh[x->shard];
+    if (s->n_k++ == 0) s->first_node = x->anchor;
+    s->last_node = x->last;
+    s->weights += w;
+    s->flops += x->flops;
+    s->est_s += x->est_s;
+    for (int n = 0; n < g->n_nodes; n++)
+      if (plan[n].anchor == x->anchor) r->node_kernel[n] = i;
+  }
+}
+
+/* io: the boundary tensors (one micro-batch) a shard reads from elsewhere or writes. */
+static void derive_io(pass_report *r, const cg_report_kernel *k, const int *tensor_vid, int n_tensors) {
+  const ir_graph *g = r->g;
+  for (int s = 0; s < r->n_shards; s++)
+    for (int t = 0; t < n_tensors; t++) {
+      int v = tensor_vid[t], p = g->values[v].producer, used = 0;
+      for (int i = 0; i < r->n_k && !used; i++) {
+        if (k[i].shard != s) continue;
+        used = k[i].out == v;
+        for (int j = 0; j < k[i].n_act && !used; j++) used = k[i].act[j] == v && (p < 0 || g->nodes[p].shard != s);
+      }
+      if (used) r->sh[s].io += value_bytes(g, v);
+    }
+}
+
+static void derive_liveness(pass_report *r) {
+  for (int s = 0; s < r->n_shards; s++) r->sh[s].live = xcalloc((size_t)r->sh[s].n_k, sizeof(int64_t));
+  for (int i = 0; i < r->n_b; i++) {
+    const cg_report_buffer *b = &r->b[i];
+    rp_shard *s = &r->sh[b->shard];
+    for (int t = b->first_step; t <= b->last_step && t < s->n_k; t++) s->live[t] += b->bytes;
+  }
+  for (int s = 0; s < r->n_shards; s++) {
+    rp_shard *sh = &r->sh[s];
+    for (int t = 0; t < sh->n_k; t++)
+      if (sh->live[t] > sh->peak_live) sh->peak_live = sh->live[t], sh->peak_step = t;
+  }
+}
+
+static void on_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_report_buffer *b, int n_b,
+                      const int64_t *scratch_bytes, int n_shards, const int *tensor_vid, int n_tensors) {
+  pass_report *r = ctx;
+  const ir_graph *g = r->g;
+  if (r->have_layout) return;
+  r->have_layout = 1;
+  r->n_k = n_k, r->n_b = n_b, r->n_shards = n_shards;
+  r->k = xcalloc((size_t)n_k, sizeof *r->k);
+  r->b = xcalloc((size_t)n_b, sizeof *r->b);
+  memcpy(r->b, b, (size_t)n_b * sizeof *b);
+  r->sh = xcalloc((size_t)n_shards, sizeof *r->sh);
+  for (int s = 0; s < n_shards; s++) r->sh[s].arena = scratch_bytes[s];
+  r->node_kernel = xcalloc((size_t)g->n_nodes, sizeof(int));
+  r->is_tensor = xcalloc((size_t)g->n_values, 1);
+  r->peak_flops_core = 4.0 * r->vec_f32 * RP_CLOCK_HZ;
+  r->peak_bw_core = RP_BW_PER_CORE;
+  pass_fusion *plan = xcalloc((size_t)g->n_nodes, sizeof *plan);
+  pass_fuse(g, 1, plan); /* the plan codegen used: groups are read from it */
+  for (int t = 0; t < n_tensors; t++) r->is_tensor[tensor_vid[t]] = 1;
+  derive_kernels(r, k, plan);
+  derive_io(r, k, tensor_vid, n_tensors);
+  free(plan);
+  derive_liveness(r);
+}
+
+void pass_report_sink(pass_report *r, cg_report_sink *sink) {
+  memset(sink, 0, sizeof *sink);
+  sink->ctx = r;
+  sink->layout = on_layout;
+  sink->phase = on_phase;
+  sink->target = on_target;
+}
+
+/* ---- JSON -------------------------------------------------------------------------------- */
+void rp_json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static void json_shape(FILE *f, const ir_shape *s) {
+  fputc('[', f);
+  for (int d = 0; d < s->rank; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)s->dim[d]);
+  fputc(']', f);
+}
+
+static int64_t shard_total(const pass_report *r, const rp_shard *s) {
+  return s->weights + s->arena + s->io + s->temporaries;
+}
+
+static void json_shard(const pass_report *r, int i, FILE *f) {
+  const rp_shard *s = &r->sh[i];
+  const ir_graph *g = r->g;
+  fprintf(f, "    {\"index\": %d, \"first_layer\": ", i);
+  rp_json_str(f, s->n_k ? g->nodes[s->first_node].name : "");
+  fprintf(f, ", \"last_layer\": ");
+  rp_json_str(f, s->n_k ? g->nodes[s->last_node].name : "");
+  fprintf(f, ", \"n_kernels\": %d, \"flops\": %.17g, \"est_ms\": %.6g,\n", s->n_k, s->flops, s->est_s * 1e3);
+  int64_t total = shard_total(r, s);
+  fprintf(f, "     \"memory\": {\"weights\": %lld, \"activations\": %lld, \"io\": %lld, \"temporaries\": %lld, "
+             "\"gaps\": %lld, \"total\": %lld, \"arena\": %lld, \"peak_live\": %lld, \"peak_step\": %d, \"peak_op\": ",
+          (long long)s->weights, (long long)s->peak_live, (long long)s->io, (long long)s->temporaries,
+          (long long)(s->arena - s->peak_live), (long long)total, (long long)s->arena, (long long)s->peak_live,
+          s->peak_step);
+  int pk = -1;
+  for (int k = 0; k < r->n_k; k++)
+    if (r->k[k].shard == i && r->k[k].step == s->peak_step) pk = k;
+  rp_json_str(f, pk >= 0 ? g->nodes[r->k[pk].last].name : "");
+  if (r->limit > 0) fprintf(f, ", \"limit\": %lld, \"fits\": %s}", (long long)r->limit, total <= r->limit ? "true" : "false");
+  else fprintf(f, ", \"limit\": null, \"fits\": true}");
+  fprintf(f, ",\n     \"liveness\": [");
+  for (int t = 0; t < s->n_k; t++) fprintf(f, "%s%lld", t ? ", " : "", (long long)s->live[t]);
+  fprintf(f, "]}");
+}
+
+static void json_kernels(const pass_report *r, FILE *f) {
+  fprintf(f, "  \"kernels\": [\n");
+  for (int i = 0; i < r->n_k; i++) {
+    const rp_kernel *k = &r->k[i];
+    fprintf(f, "    {\"name\": ");
+    rp_json_str(f, k->name);
+    fprintf(f, ", \"kind\": ");
+    rp_json_str(f, k->kind);
+    fprintf(f, ", \"shard\": %d, \"step\": %d, \"first_op\": ", k->shard, k->step);
+    rp_json_str(f, r->g->nodes[k->anchor].name);
+    fprintf(f, ", \"last_op\": ");
+    rp_json_str(f, r->g->nodes[k->last].name);
+    fprintf(f, ", \"flops\": %.17g, \"bytes\": %.17g, \"est_ms\": %.6g}%s\n", k->flops, k->bytes, k->est_s * 1e3,
+            i + 1 < r->n_k ? "," : "");
+  }
+  fprintf(f, "  ],\n");
+}
+
+static const char *fusion_role(const pass_report *r, int n, const rp_kernel *k) {
+  if (k->anchor == n) return "anchor";
+  return r->g->nodes[n].op == IR_OP_batchnorm ? "folded" : "epilogue";
+}
+
+static void json_ops(const pass_report *r, FILE *f) {
+  const ir_graph *g = r->g;
+  fprintf(f, "  \"ops\": [\n");
+  for (int n = 0; n < g->n_nodes; n++) {
+    const ir_node *nd = &g->nodes[n];
+    const rp_kernel *k = &r->k[r->node_kernel[n]];
+    double fl, by, est;
+    rp_node_cost(r, n, &fl, &by, &est);
+    fprintf(f, "    {\"name\": ");
+    rp_json_str(f, nd->name);
+    fprintf(f, ", \"op\": \"%s\", \"shard\": %d, \"output_shape\": ", ir_ops[nd->op].name, nd->shard);
+    json_shape(f, &g->values[nd->out].shape);
+    fprintf(f, ", \"flops\": %.17g, \"bytes\": %.17g, \"est_ms\": %.6g, \"bound\": \"%s\", \"kernel\": ", fl, by,
+            est * 1e3, fl / r->peak_flops_core >= by / r->peak_bw_core ? "compute" : "memory");
+    rp_json_str(f, k->name);
+    fprintf(f, ", \"step\": %d, \"fusion\": \"%s\", \"fused_into\": ", k->step, fusion_role(r, n, k));
+    if (k->anchor == n) fprintf(f, "null");
+    else rp_json_str(f, g->nodes[k->anchor].name);
+    fprintf(f, "}%s\n", n + 1 < g->n_nodes ? "," : "");
+  }
+  fprintf(f, "  ]\n");
+}
+
+static void json_totals(const pass_report *r, FILE *f) {
+  double flops = 0, bytes = 0, est = 0, fmax = 0, emax = 0;
+  int64_t mem[4] = {0};
+  for (int s = 0; s < r->n_shards; s++) {
+    const rp_shard *sh = &r->sh[s];
+    flops += sh->flops, est += sh->est_s;
+    if (sh->flops > fmax) fmax = sh->flops;
+    if (sh->est_s > emax) emax = sh->est_s;
+    mem[0] += sh->weights, mem[1] += sh->arena, mem[2] += sh->io;
+  }
+  for (int i = 0; i < r->n_k; i++) bytes += r->k[i].bytes;
+  double mean = flops / (r->n_shards ? r->n_shards : 1);
+  fprintf(f, "  \"totals\": {\"flops\": %.17g, \"kernel_bytes\": %.17g, \"est_ms\": %.6g, \"n_ops\": %d, "
+             "\"n_kernels\": %d, \"weights\": %lld, \"arena\": %lld, \"io\": %lld},\n",
+          flops, bytes, est * 1e3, r->g->n_nodes, r->n_k, (long long)mem[0], (long long)mem[1], (long long)mem[2]);
+  fprintf(f, "  \"balance\": {\"flops\": [");
+  for (int s = 0; s < r->n_shards; s++) fprintf(f, "%s%.17g", s ? ", " : "", r->sh[s].flops);
+  fprintf(f, "], \"est_ms\": [");
+  for (int s = 0; s < r->n_shards; s++) fprintf(f, "%s%.6g", s ? ", " : "", r->sh[s].est_s * 1e3);
+  fprintf(f, "], \"max_flops\": %.17g, \"mean_flops\": %.17g, \"max_over_mean\": %.4f, "
+             "\"pipeline_est_ms\": %.6g},\n",
+          fmax, mean, mean > 0 ? fmax / mean : 0, emax * 1e3);
+}
+
+int pass_report_write_json(const pass_report *r, FILE *f) {
+  if (!r->have_layout) return -1;
+  const ir_graph *g = r->g;
+  fprintf(f, "{\n  \"cnnc_report\": 1,\n  \"model\": ");
+  rp_json_str(f, g->name);
+  fprintf(f, ",\n  \"batch_size\": %d,\n  \"n_shards\": %d,\n", g->batch, r->n_shards);
+  fprintf(f, "  \"target\": {\"triple\": ");
+  rp_json_str(f, r->triple);
+  fprintf(f, ", \"cpu\": ");
+  rp_json_str(f, r->cpu);
+  fprintf(f, ", \"vec_f32\": %d, \"cores\": %d, \"cores_per_shard\": %d, \"peak_gflops_per_core\": %.4g, "
+             "\"peak_gbytes_per_core\": %.4g},\n",
+          r->vec_f32, r->cores, rp_cores_per_shard(r), r->peak_flops_core / 1e9, r->peak_bw_core / 1e9);
+  fprintf(f, "  \"compile_seconds\": {");
+  for (int i = 0; i < r->n_phases; i++) {
+    fprintf(f, "%s", i ? ", " : "");
+    rp_json_str(f, r->phase_name[i]);
+    fprintf(f, ": %.4f", r->phase_s[i]);
+  }
+  fprintf(f, "},\n");
+  json_totals(r, f);
+  fprintf(f, "  \"shards\": [\n");
+  for (int s = 0; s < r->n_shards; s++) {
+    json_shard(r, s, f);
+    fprintf(f, "%s\n", s + 1 < r->n_shards ? "," : "");
+  }
+  fprintf(f, "  ],\n");
+  json_kernels(r, f);
+  json_ops(r, f);
+  fprintf(f, "}\n");
+  return ferror(f) ? -1 : 0;
+}

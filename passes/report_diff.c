@@ -1,0 +1,314 @@
+/* report_diff.c — `cnnc report-diff A.json B.json`: reads two compile reports (a small JSON
+ * reader, enough for what report.c writes and any valid JSON) and prints what changed:
+ * totals, per-shard memory, pipeline balance, added/removed ops, and per op its shard,
+ * kernel and estimated time. */
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+/* ---- a small JSON reader ------------------------------------------------------------------ */
+typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jtype;
+typedef struct jv {
+  jtype t;
+  double num;
+  char *str;         /* J_STR */
+  int n;             /* J_ARR / J_OBJ members */
+  char **keys;       /* J_OBJ */
+  struct jv **items;
+} jv;
+
+typedef struct jp { const char *p; int depth; const char *err; } jp;
+
+static void jv_free(jv *v) {
+  if (!v) return;
+  for (int i = 0; i < v->n; i++) {
+    if (v->keys) free(v->keys[i]);
+    jv_free(v->items[i]);
+  }
+  free(v->keys);
+  free(v->items);
+  free(v->str);
+  free(v);
+}
+
+static void ws(jp *j) {
+  while (isspace((unsigned char)*j->p)) j->p++;
+}
+
+static jv *jnew(jtype t) {
+  jv *v = calloc(1, sizeof *v);
+  if (!v) abort();
+  v->t = t;
+  return v;
+}
+
+static char *parse_str(jp *j) {
+  if (*j->p != '"') return j->err = "expected a string", NULL;
+  j->p++;
+  size_t cap = 32, n = 0;
+  char *s = malloc(cap);
+  if (!s) abort();
+  while (*j->p != '"') {
+    char c = *j->p++;
+    if (!c || (unsigned char)c < 0x20) return free(s), j->err = "unterminated string", NULL;
+    if (c == '\\') {
+      char e = *j->p++;
+      const char *map = strchr("\"\"\\\\//b\bf\fn\nr\rt\t", e);
+      if (e == 'u') {
+        unsigned u = 0;
+        for (int k = 0; k < 4; k++) {
+          if (!isxdigit((unsigned char)j->p[k])) return free(s), j->err = "bad \\u escape", NULL;
+          u = u * 16 + (unsigned)(isdigit((unsigned char)j->p[k]) ? j->p[k] - '0' : (tolower(j->p[k]) - 'a' + 10));
+        }
+        j->p += 4;
+        c = u < 0x80 ? (char)u : '?';
+      } else if (map && ((map - "\"\"\\\\//b\bf\fn\nr\rt\t") % 2 == 0)) {
+        c = map[1];
+      } else {
+        return free(s), j->err = "bad escape", NULL;
+      }
+    }
+    if (n + 2 > cap) {
+      char *t = realloc(s, cap *= 2);
+      if (!t) abort();
+      s = t;
+    }
+    s[n++] = c;
+  }
+  j->p++;
+  s[n] = 0;
+  return s;
+}
+
+static jv *parse_value(jp *j);
+
+static jv *parse_list(jp *j, int is_obj) {
+  jv *v = jnew(is_obj ? J_OBJ : J_ARR);
+  int cap = 0;
+  char close = is_obj ? '}' : ']';
+  j->p++;
+  ws(j);
+  if (*j->p == close) return j->p++, v;
+  for (;;) {
+    char *key = NULL;
+    ws(j);
+    if (is_obj) {
+      if (!(key = parse_str(j))) return jv_free(v), NULL;
+      ws(j);
+      if (*j->p++ != ':') return free(key), jv_free(v), j->err = "expected ':'", NULL;
+    }
+    jv *item = parse_value(j);
+    if (!item) return free(key), jv_free(v), NULL;
+    if (v->n == cap) {
+      cap = cap ? cap * 2 : 8;
+      v->items = realloc(v->items, (size_t)cap * sizeof *v->items);
+      if (is_obj) v->keys = realloc(v->keys, (size_t)cap * sizeof *v->keys);
+      if (!v->items || (is_obj && !v->keys)) abort();
+    }
+    if (is_obj) v->keys[v->n] = key;
+    v->items[v->n++] = item;
+    ws(j);
+    if (*j->p == ',') {
+      j->p++;
+      continue;
+    }
+    if (*j->p == close) return j->p++, v;
+    jv_free(v);
+    return j->err = is_obj ? "expected ',' or '}'" : "expected ',' or ']'", NULL;
+  }
+}
+
+static jv *parse_value(jp *j) {
+  ws(j);
+  if (++j->depth > 64) return j->err = "nested too deeply", NULL;
+  jv *v = NULL;
+  char c = *j->p;
+  if (c == '{' || c == '[') v = parse_list(j, c == '{');
+  else if (c == '"') {
+    char *s = parse_str(j);
+    if (s) v = jnew(J_STR), v->str = s;
+  } else if (!strncmp(j->p, "true", 4) || !strncmp(j->p, "false", 5)) {
+    v = jnew(J_BOOL), v->num = c == 't';
+    j->p += c == 't' ? 4 : 5;
+  } else if (!strncmp(j->p, "null", 4)) {
+    v = jnew(J_NULL), j->p += 4;
+  } else if (c == '-' || isdigit((unsigned char)c)) {
+    char *end;
+    double d = strtod(j->p, &end);
+    if (end == j->p) j->err = "bad number";
+    else v = jnew(J_NUM), v->num = d, j->p = end;
+  } else {
+    j->err = "unexpected character";
+  }
+  j->depth--;
+  return v;
+}
+
+static jv *load(const char *path, char *err, size_t n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return snprintf(err, n, "%s: cannot open", path), NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *text = malloc(len > 0 ? (size_t)len + 1 : 1);
+  if (!text) abort();
+  size_t got = len > 0 ? fread(text, 1, (size_t)len, f) : 0;
+  fclose(f);
+  text[got] = 0;
+  jp j = {text, 0, NULL};
+  jv *v = parse_value(&j);
+  if (v) {
+    ws(&j);
+    if (*j.p) jv_free(v), v = NULL, j.err = "trailing characters";
+  }
+  if (!v) snprintf(err, n, "%s: not valid JSON at byte %ld: %s", path, (long)(j.p - text), j.err ? j.err : "?");
+  else if (v->t != J_OBJ) jv_free(v), v = NULL, snprintf(err, n, "%s: not a cnnc report (not an object)", path);
+  free(text);
+  return v;
+}
+
+static const jv *get(const jv *o, const char *key) {
+  if (!o || o->t != J_OBJ) return NULL;
+  for (int i = 0; i < o->n; i++)
+    if (!strcmp(o->keys[i], key)) return o->items[i];
+  return NULL;
+}
+static double num(const jv *o, const char *key) {
+  const jv *v = get(o, key);
+  return v && v->t == J_NUM ? v->num : NAN;
+}
+static const char *str(const jv *o, const char *key) {
+  const jv *v = get(o, key);
+  return v && v->t == J_STR ? v->str : "";
+}
+static const jv *at(const jv *a, int i) { return a && a->t == J_ARR && i < a->n ? a->items[i] : NULL; }
+static int len(const jv *a) { return a && a->t == J_ARR ? a->n : 0; }
+
+/* ---- the diff ----------------------------------------------------------------------------- */
+/* Prints "  label: a -> b (+x%)" when they differ (or always with all). */
+static int num_line(FILE *out, const char *label, double a, double b, int all) {
+  if (a == b || (isnan(a) && isnan(b))) {
+    if (all) fprintf(out, "  %-28s %.6g (same)\n", label, a);
+    return 0;
+  }
+  fprintf(out, "  %-28s %.6g -> %.6g", label, a, b);
+  if (a != 0 && !isnan(a) && !isnan(b)) fprintf(out, " (%+.1f%%)", (b - a) / fabs(a) * 100);
+  fprintf(out, "\n");
+  return 1;
+}
+
+static void diff_totals(const jv *a, const jv *b, FILE *out) {
+  fprintf(out, "totals:\n");
+  num_line(out, "shards", num(a, "n_shards"), num(b, "n_shards"), 1);
+  num_line(out, "batch_size", num(a, "batch_size"), num(b, "batch_size"), 0);
+  const jv *ta = get(a, "totals"), *tb = get(b, "totals");
+  static const char *const keys[] = {"flops", "est_ms", "n_ops", "n_kernels", "weights", "arena", "io"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) num_line(out, keys[i], num(ta, keys[i]), num(tb, keys[i]), 1);
+  const jv *ba = get(a, "balance"), *bb = get(b, "balance");
+  num_line(out, "balance max/mean flops", num(ba, "max_over_mean"), num(bb, "max_over_mean"), 1);
+  num_line(out, "slowest stage est_ms", num(ba, "pipeline_est_ms"), num(bb, "pipeline_est_ms"), 1);
+  num_line(out, "compile seconds", num(get(a, "compile_seconds"), "total"), num(get(b, "compile_seconds"), "total"), 1);
+}
+
+static void diff_shards(const jv *a, const jv *b, FILE *out) {
+  const jv *sa = get(a, "shards"), *sb = get(b, "shards");
+  int n = len(sa) > len(sb) ? len(sa) : len(sb);
+  static const char *const keys[] = {"total", "weights", "activations", "io", "temporaries", "gaps", "arena", "peak_live"};
+  fprintf(out, "shards: %d -> %d%s\n", len(sa), len(sb), len(sa) != len(sb) ? " (shard count changed)" : "");
+  for (int s = 0; s < n; s++) {
+    const jv *x = at(sa, s), *y = at(sb, s);
+    if (!x || !y) {
+      const jv *z = x ? x : y;
+      fprintf(out, " shard %d %s: %s .. %s, memory %.6g bytes, %.6g GFLOP\n", s, x ? "removed" : "added",
+              str(z, "first_layer"), str(z, "last_layer"), num(get(z, "memory"), "total"), num(z, "flops") / 1e9);
+      continue;
+    }
+    fprintf(out, " shard %d: %s .. %s -> %s .. %s\n", s, str(x, "first_layer"), str(x, "last_layer"),
+            str(y, "first_layer"), str(y, "last_layer"));
+    int changed = num_line(out, "flops", num(x, "flops"), num(y, "flops"), 0);
+    changed += num_line(out, "est_ms", num(x, "est_ms"), num(y, "est_ms"), 0);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+      char label[48];
+      snprintf(label, sizeof label, "memory.%s", keys[k]);
+      changed += num_line(out, label, num(get(x, "memory"), keys[k]), num(get(y, "memory"), keys[k]), 0);
+    }
+    if (!changed) fprintf(out, "  (no change)\n");
+  }
+}
+
+static const jv *find_op(const jv *ops, const char *name, int hint) {
+  const jv *h = at(ops, hint);
+  if (h && !strcmp(str(h, "name"), name)) return h;
+  for (int i = 0; i < len(ops); i++)
+    if (!strcmp(str(at(ops, i), "name"), name)) return at(ops, i);
+  return NULL;
+}
+
+/* The kind of kernel `name` in report r (names carry shard and node ids; kinds compare). */
+static const char *kernel_kind(const jv *r, const char *name) {
+  const jv *k = get(r, "kernels");
+  for (int i = 0; i < len(k); i++)
+    if (!strcmp(str(at(k, i), "name"), name)) return str(at(k, i), "kind");
+  return "";
+}
+
+#define MAX_LINES 40
+static void limited(FILE *out, int *count, const char *fmt, ...) {
+  if ((*count)++ >= MAX_LINES) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(out, fmt, ap);
+  va_end(ap);
+}
+
+static void diff_ops(const jv *a, const jv *b, FILE *out) {
+  const jv *oa = get(a, "ops"), *ob = get(b, "ops");
+  int added = 0, removed = 0, moved = 0, kern = 0, slower = 0;
+  fprintf(out, "ops: %d -> %d\n", len(oa), len(ob));
+  for (int i = 0; i < len(ob); i++)
+    if (!find_op(oa, str(at(ob, i), "name"), i)) limited(out, &added, "  added %s (%s)\n", str(at(ob, i), "name"), str(at(ob, i), "op"));
+  for (int i = 0; i < len(oa); i++)
+    if (!find_op(ob, str(at(oa, i), "name"), i)) limited(out, &removed, "  removed %s (%s)\n", str(at(oa, i), "name"), str(at(oa, i), "op"));
+  for (int i = 0; i < len(oa); i++) {
+    const jv *x = at(oa, i), *y = find_op(ob, str(x, "name"), i);
+    if (!y) continue;
+    if (num(x, "shard") != num(y, "shard"))
+      limited(out, &moved, "  %s: shard %.0f -> %.0f\n", str(x, "name"), num(x, "shard"), num(y, "shard"));
+    const char *ka = kernel_kind(a, str(x, "kernel")), *kb = kernel_kind(b, str(y, "kernel"));
+    if (strcmp(ka, kb) || strcmp(str(x, "fusion"), str(y, "fusion")))
+      limited(out, &kern, "  %s: kernel %s (%s) -> %s (%s)\n", str(x, "name"), ka[0] ? ka : "-", str(x, "fusion"),
+              kb[0] ? kb : "-", str(y, "fusion"));
+    double ea = num(x, "est_ms"), eb = num(y, "est_ms");
+    if (fabs(eb - ea) > 0.05 * fabs(ea) && fabs(eb - ea) > 1e-4)
+      limited(out, &slower, "  %s: est %.4g ms -> %.4g ms\n", str(x, "name"), ea, eb);
+  }
+  int more = 0;
+  int counts[5] = {added, removed, moved, kern, slower};
+  for (int i = 0; i < 5; i++) more += counts[i] > MAX_LINES ? counts[i] - MAX_LINES : 0;
+  if (more) fprintf(out, "  ... and %d more lines\n", more);
+  fprintf(out, "  %d added, %d removed, %d moved to another shard, %d kernel changes, %d estimate changes\n", added,
+          removed, moved, kern, slower);
+}
+
+int pass_report_diff(const char *a_path, const char *b_path, FILE *out, char *err, size_t err_size) {
+  jv *a = load(a_path, err, err_size);
+  if (!a) return -1;
+  jv *b = load(b_path, err, err_size);
+  if (!b) return jv_free(a), -1;
+  if (!get(a, "cnnc_report") || !get(b, "cnnc_report")) {
+    snprintf(err, err_size, "%s: not a cnnc report (no \"cnnc_report\" key)", get(a, "cnnc_report") ? b_path : a_path);
+    jv_free(a), jv_free(b);
+    return -1;
+  }
+  fprintf(out, "report-diff %s -> %s\nmodel: %s -> %s\n", a_path, b_path, str(a, "model"), str(b, "model"));
+  diff_totals(a, b, out);
+  diff_shards(a, b, out);
+  diff_ops(a, b, out);
+  jv_free(a);
+  jv_free(b);
+  return 0;
+}

@@ -1,0 +1,59 @@
+/* report_internal.h — private to the compile report (passes/report*.c): the collected and
+ * derived figures that the JSON (report.c) and HTML (report_html.c) writers print. */
+#ifndef CNNC_REPORT_INTERNAL_H
+#define CNNC_REPORT_INTERNAL_H
+
+#include <stdio.h>
+
+#include "codegen/cg.h"
+#include "passes/passes.h"
+
+/* Roofline constants (docs/reports.md): flops per cycle per core = 4 * f32 lanes (two FMA
+ * pipes), a nominal clock, and a nominal DRAM bandwidth per core. */
+#define RP_CLOCK_HZ 3.0e9
+#define RP_BW_PER_CORE 20e9
+#define RP_MAX_PHASES 16
+
+typedef struct rp_kernel {
+  int anchor, last, shard, step, out;
+  double flops, bytes, est_s; /* bytes: operands + weights + output, no reuse */
+  char *name, *kind;
+} rp_kernel;
+
+typedef struct rp_shard {
+  int n_k, first_node, last_node, peak_step;
+  int64_t weights, io, arena, peak_live, temporaries;
+  double flops, est_s;
+  int64_t *live; /* [n_k] scratch bytes live at each step */
+} rp_shard;
+
+struct pass_report {
+  const ir_graph *g;
+  int64_t limit;
+  char triple[96], cpu[64];
+  int vec_f32, cores;
+  double peak_flops_core, peak_bw_core;
+  int have_layout;
+  rp_kernel *k;
+  int n_k;
+  cg_report_buffer *b;
+  int n_b;
+  int n_shards;
+  rp_shard *sh;
+  int *node_kernel;  /* [n_nodes] kernel computing the node */
+  char *is_tensor;   /* [n_values] boundary tensor */
+  int n_phases;
+  char phase_name[RP_MAX_PHASES][16];
+  double phase_s[RP_MAX_PHASES];
+};
+
+/* Roofline estimate in seconds on `cores` cores. */
+double rp_roofline(const pass_report *r, double flops, double bytes, int cores);
+int rp_cores_per_shard(const pass_report *r);
+/* The node's own cost and estimate (one core group of its shard). */
+void rp_node_cost(const pass_report *r, int node, double *flops, double *bytes, double *est_s);
+/* Writes s JSON-escaped (with quotes) / HTML-escaped. */
+void rp_json_str(FILE *f, const char *s);
+void rp_html_str(FILE *f, const char *s);
+
+#endif
