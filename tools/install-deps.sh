@@ -5,7 +5,7 @@ set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config git
       llvm-19-dev clang-19 lld-19 libyaml-dev zlib1g-dev
       python3 python3-numpy python3-torch python3-torchvision
-      dataset-fashion-mnist)
+      dataset-fashion-mnist chromium)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
