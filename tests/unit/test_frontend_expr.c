@@ -6,17 +6,7 @@
 
 #include "frontend/fe_int.h"
 
-static int g_failures;
-
-#define CHECK(cond, ...)                              \
-  do {                                                \
-    if (!(cond)) {                                    \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                   \
-      fputc('\n', stderr);                            \
-      g_failures++;                                   \
-    }                                                 \
-  } while (0)
+#include "check.h"
 
 static const fe_var g_vars[] = {
     {"width", {FE_V_INT, 64, 0}}, {"i", {FE_V_INT, 0, 0}}, {"in_ch", {FE_V_INT, 24, 0}},

@@ -10,17 +10,7 @@
 #include "frontend/fe.h"
 #include "frontend/weights.h"
 
-static int g_failures;
-
-#define CHECK(cond, ...)                              \
-  do {                                                \
-    if (!(cond)) {                                    \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                   \
-      fputc('\n', stderr);                            \
-      g_failures++;                                   \
-    }                                                 \
-  } while (0)
+#include "check.h"
 
 static char g_dir[256];
 

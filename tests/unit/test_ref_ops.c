@@ -8,17 +8,7 @@
 
 #include "ir.h"
 
-static int g_failures;
-
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);      \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fputc('\n', stderr);                                 \
-      g_failures++;                                        \
-    }                                                      \
-  } while (0)
+#include "check.h"
 
 /* One operand of a test node: shape and (f32) contents. */
 typedef struct operand {
