@@ -7,19 +7,7 @@
 #include <string.h>
 
 #include "runtime/cnnrt.h"
-
-static int g_failures, g_checks;
-
-#define CHECK(cond, ...)                              \
-  do {                                                \
-    g_checks++;                                       \
-    if (!(cond)) {                                    \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                   \
-      fputc('\n', stderr);                            \
-      g_failures++;                                   \
-    }                                                 \
-  } while (0)
+#include "tests/unit/check.h"
 
 #define FAKE CNNC_TEST_BIN "/tests/libfake_model.so"
 
@@ -89,6 +77,6 @@ int main(void) {
   CHECK(cnnrt_trace_begin(m, 0) == CNNRT_OK && run(m, 2) == CNNRT_OK, "trace left running");
   cnnrt_close(m); /* frees it (ASan would report a leak) */
   remove(path);
-  printf("%d checks, %d failed\n", g_checks, g_failures);
+  printf("test_trace_api: %d failed\n", g_failures);
   return g_failures != 0;
 }
