@@ -1,6 +1,7 @@
 /* cnnc_abi.h — the contract between a compiled model .so (written by codegen/) and the
- * runtime (runtime/).  Every .so exports exactly one symbol, CNNC_ABI_SYMBOL, of type
- * cnnc_abi_model.  Bump CNNC_ABI_VERSION on any change to these structs; the runtime refuses
+ * runtime (runtime/).  Every .so exports the symbol CNNC_ABI_SYMBOL, of type cnnc_abi_model;
+ * a model compiled for training (mode 1) also exports CNNC_ABI_TRAIN_SYMBOL (see the training
+ * extension at the end, versioned on its own).  Bump CNNC_ABI_VERSION on any change to these structs; the runtime refuses
  * other versions.  Not a user header: users include cnnrt.h only. */
 #ifndef CNNC_ABI_H
 #define CNNC_ABI_H
@@ -68,5 +69,103 @@ typedef struct cnnc_abi_model {
   const cnnc_abi_shard *shards;
   double total_flops;        /* per micro-batch */
 } cnnc_abi_model;
+
+/* ==== training extension ==================================================================
+ * A .so compiled with --mode training exports, besides cnnc_model_v1 (mode = 1), the symbol
+ * CNNC_ABI_TRAIN_SYMBOL of type cnnc_abi_train.  Inference-only .so files do not have it and
+ * load as before.  In a training .so, cnnc_model_v1's `input` is the image tensor (same dtype
+ * and dims as the train tensor `images`), its outputs/shards describe the forward pass for
+ * `cnnrun info` (their `run` must be non-NULL but is never called for a training model).
+ *
+ * State.  Everything that persists across steps — trainable params, optimizer state
+ * (`P/momentum`, `P/rms`, `P/m`, `P/v`, `optimizer/step`), BN running statistics — lives in
+ * ONE buffer of state_bytes bytes, allocated (64-byte aligned), initialised and owned by the
+ * runtime.  Each state tensor is a named slice at a fixed, 64-byte aligned offset; generated
+ * code addresses it as (char *)state + offset, with offsets known at compile time.
+ * Checkpoints save/restore every slice except kind GRAD_ACCUM by name.  At open the runtime
+ * copies `init` (bytes bytes) into each slice, or zero-fills it when init is NULL.
+ *
+ * Programs.  A program is a list of stages run in order on one micro-batch; stage k runs on
+ * the thread group of model shard `shard` (every thread of the group calls run with its tid,
+ * exactly like cnnc_abi_shard_fn, plus the state pointer).  Stages exchange data through the
+ * train tensors named in their io lists (indices into cnnc_abi_train.tensors; inputs first,
+ * then outputs); the runtime allocates one buffer per non-input tensor (runtime-owned, 64-byte
+ * aligned, contents kept between stages of the same micro-batch, undefined across
+ * micro-batches).  A stage may read and write the state buffer; it must not keep pointers.
+ *   micro_batch  forward + loss + backward for one micro-batch; with grad_accum == 1 it also
+ *                applies the optimizer update (then `update` has no stages).  With
+ *                grad_accum > 1 it adds the gradients into GRAD_ACCUM state slices.
+ *   update       run once after every grad_accum micro-batches: optimizer update from the
+ *                accumulated gradients, then zeroes them.  n_stages 0 when micro_batch updates.
+ *   eval         inference-mode forward (BN running stats, no dropout) + loss + top-1 count,
+ *                no state writes.  n_stages 0: the model cannot evaluate (cnnrt_evaluate
+ *                returns CNNRT_UNSUPPORTED).
+ * Special train tensors (indices into tensors; the runtime fills inputs, reads outputs):
+ *   images   model input, [B, C, H, W] u8 (normalisation compiled in) or f32 (the runtime
+ *            feeds x/255 for u8 data), B = cnnc_abi_model.batch_size
+ *   labels   f32 [B]: class ids 0..classes-1 as floats
+ *   lr       f32 [1]: the learning rate of this step (no batch dimension)
+ *   loss     f32 [1]: mean loss over the micro-batch (written by micro_batch and eval)
+ *   correct  f32 [1]: number of samples whose top-1 class equals the label (ditto)
+ * Each stage returns 0, or nonzero on failure (the runtime reports the stage by name). */
+#define CNNC_ABI_TRAIN_MAGIC 0x4e524e54u /* "TNRN" */
+#define CNNC_ABI_TRAIN_VERSION 1u
+#define CNNC_ABI_TRAIN_SYMBOL "cnnc_train_v1"
+
+enum cnnc_abi_state_kind {
+  CNNC_ABI_STATE_PARAM = 0,     /* trainable parameter, e.g. "conv1/weight" */
+  CNNC_ABI_STATE_OPTIMIZER = 1, /* optimizer state, e.g. "conv1/weight/momentum", "optimizer/step" */
+  CNNC_ABI_STATE_BUFFER = 2,    /* other persistent non-trainable tensors: "bn1/running_mean" */
+  CNNC_ABI_STATE_GRAD_ACCUM = 3 /* gradient accumulators: zero at open, not checkpointed */
+};
+
+typedef struct cnnc_abi_state_tensor {
+  const char *name;     /* unique; the checkpoint key */
+  int32_t dtype;        /* CNNC_ABI_F32 or CNNC_ABI_I32 */
+  int32_t kind;         /* enum cnnc_abi_state_kind */
+  int32_t rank;         /* 0..4; rank 0 = scalar */
+  int32_t reserved;
+  int64_t dims[4];
+  int64_t offset;       /* bytes from the state buffer start; multiple of 64 */
+  int64_t bytes;        /* = dtype size * product of dims */
+  const void *init;     /* bytes bytes of initial value inside the .so, or NULL = zeros */
+} cnnc_abi_state_tensor;
+
+/* One stage of a program on thread tid of nthreads; io[k] -> train tensor stage->io[k];
+ * state = the state buffer; scratch = stage->scratch_bytes, 64-byte aligned, runtime-owned.
+ * Returns 0. */
+typedef int32_t (*cnnc_abi_stage_fn)(void *const *io, void *state, void *scratch, int32_t tid, int32_t nthreads,
+                                     cnnc_abi_barrier_fn barrier, void *barrier_ctx);
+
+typedef struct cnnc_abi_stage {
+  const char *name;     /* e.g. "fwd/s0", "bwd/s1", "update/s0": for errors and traces */
+  int32_t shard;        /* thread group: index into cnnc_abi_model.shards */
+  int32_t n_io, n_inputs; /* inputs first, then outputs */
+  const int32_t *io;    /* indices into cnnc_abi_train.tensors */
+  int64_t scratch_bytes;
+  double flops;         /* per micro-batch (per update for update stages) */
+  cnnc_abi_stage_fn run;
+} cnnc_abi_stage;
+
+typedef struct cnnc_abi_program {
+  int32_t n_stages;
+  const cnnc_abi_stage *stages;
+} cnnc_abi_program;
+
+typedef struct cnnc_abi_train {
+  uint32_t magic;            /* CNNC_ABI_TRAIN_MAGIC */
+  uint32_t version;          /* CNNC_ABI_TRAIN_VERSION */
+  uint32_t struct_size;      /* sizeof(cnnc_abi_train) when compiled */
+  uint32_t reserved;
+  int32_t n_tensors;
+  const cnnc_abi_tensor *tensors; /* per-micro-batch tensors the stages exchange */
+  int32_t images, labels, lr, loss, correct; /* indices into tensors, see above */
+  int32_t grad_accum;        /* micro-batches per weight update, >= 1 */
+  int64_t state_bytes;       /* the whole state buffer */
+  int32_t n_state;
+  const cnnc_abi_state_tensor *state;
+  cnnc_abi_program micro_batch, update, eval;
+  const char *optimizer_json; /* the optimizer settings as a JSON object, or NULL */
+} cnnc_abi_train;
 
 #endif

@@ -6,7 +6,7 @@
  * message for cnnrt_last_error() (thread-local) and the library never exits or aborts on
  * caller input.  Strings returned by the library are owned by it (model-owned strings live
  * until cnnrt_close).  A cnnrt_model may be queried from any thread; calls that run or
- * reconfigure it (cnnrt_infer, cnnrt_set_*) are serialised internally. */
+ * reconfigure it (cnnrt_infer, cnnrt_train_step, cnnrt_set_*) are serialised internally. */
 #ifndef CNNRT_H
 #define CNNRT_H
 
@@ -151,6 +151,140 @@ CNNRT_API cnnrt_status cnnrt_trace_begin(cnnrt_model *m, size_t max_events);
  * recording.  CNNRT_INVALID_ARGUMENT if no trace was begun, CNNRT_IO if path cannot be
  * written (the trace is dropped either way).  path is the caller's. */
 CNNRT_API cnnrt_status cnnrt_trace_write(cnnrt_model *m, const char *path);
+
+/* ==== training (docs/runtime.md "Training") ===============================================
+ * Only for models compiled with --mode training (cnnrt_is_training).  The model owns its
+ * state (params, optimizer state, BN statistics) from cnnrt_open to cnnrt_close; training
+ * calls are serialised with each other and with the setters.  Stages run one after another
+ * on their shard's thread group (the sequential schedule). */
+
+/* Nonzero if m was compiled for training (has the training descriptor). */
+CNNRT_API int cnnrt_is_training(const cnnrt_model *m);
+/* Micro-batches per weight update (gradient accumulation; 1 without), 0 for inference. */
+CNNRT_API int cnnrt_grad_accum(const cnnrt_model *m);
+/* Weight updates done so far (restored by cnnrt_load_checkpoint). */
+CNNRT_API int64_t cnnrt_train_steps_done(const cnnrt_model *m);
+
+/* Sets the learning rate the following steps feed to the model (default 0.01 until set).
+ * lr must be finite and >= 0.  Owns nothing of the caller's. */
+CNNRT_API cnnrt_status cnnrt_set_learning_rate(cnnrt_model *m, double lr);
+CNNRT_API double cnnrt_learning_rate(const cnnrt_model *m);
+
+/* Runs n weight updates (device iterations) before returning: n * cnnrt_grad_accum(m)
+ * micro-batches.  images holds n * grad_accum * batch samples in the input dtype
+ * (images_bytes = that many times cnnrt_input_bytes(m) / batch); labels holds as many f32
+ * class ids.  *loss (may be NULL) receives the mean loss over the micro-batches, *accuracy
+ * (may be NULL) the fraction of samples whose top-1 class was the label, both measured in
+ * the forward passes of this call.  Buffers are the caller's, read only during the call. */
+CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
+                                        int n, float *loss, float *accuracy);
+/* Runs the inference-mode forward (running BN statistics, no dropout, no update) over
+ * n_batches micro-batches: same buffers as cnnrt_train_step with grad_accum 1.  *loss and
+ * *accuracy as there; the state is not changed.  CNNRT_UNSUPPORTED if the model has no eval
+ * program.  Buffers are the caller's. */
+CNNRT_API cnnrt_status cnnrt_evaluate(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
+                                      int n_batches, float *loss, float *accuracy);
+
+/* One tensor of the model's persistent state. */
+typedef enum cnnrt_state_kind {
+  CNNRT_STATE_PARAM = 0, CNNRT_STATE_OPTIMIZER = 1, CNNRT_STATE_BUFFER = 2, CNNRT_STATE_GRAD_ACCUM = 3
+} cnnrt_state_kind;
+typedef struct cnnrt_state_info {
+  const char *name;         /* owned by the model */
+  cnnrt_dtype dtype;        /* f32 or i32 */
+  cnnrt_state_kind kind;
+  int rank;                 /* 0 = scalar */
+  int64_t dims[4];
+  size_t bytes;
+} cnnrt_state_info;
+CNNRT_API int cnnrt_num_state(const cnnrt_model *m);
+/* Fills *out (the caller's) with state tensor index's description. */
+CNNRT_API cnnrt_status cnnrt_state_info_at(const cnnrt_model *m, int index, cnnrt_state_info *out);
+/* Copies state tensor name to / from the caller's buffer of exactly its byte size. */
+CNNRT_API cnnrt_status cnnrt_get_state(cnnrt_model *m, const char *name, void *out, size_t bytes);
+CNNRT_API cnnrt_status cnnrt_set_state(cnnrt_model *m, const char *name, const void *in, size_t bytes);
+
+/* Writes every state tensor except gradient accumulators, by name, plus "step" (I64 scalar,
+ * weight updates done) to path as safetensors (F32/I32 little-endian; __metadata__ names the
+ * model).  Written to a temporary file in the same directory, then renamed: path is either
+ * the old file or the complete new one.  path is the caller's. */
+CNNRT_API cnnrt_status cnnrt_save_checkpoint(cnnrt_model *m, const char *path);
+/* Restores the state and step from a checkpoint written by cnnrt_save_checkpoint.  Every
+ * checkpointed state tensor must be in the file with its dtype and shape, and the file may
+ * hold nothing else: otherwise CNNRT_SHAPE_MISMATCH naming the tensor (or CNNRT_IO /
+ * CNNRT_BAD_MODEL for an unreadable or malformed file), and the state is left unchanged. */
+CNNRT_API cnnrt_status cnnrt_load_checkpoint(cnnrt_model *m, const char *path);
+/* The "step" of the checkpoint at path without loading it, into *step.  path is the caller's. */
+CNNRT_API cnnrt_status cnnrt_checkpoint_step(const char *path, int64_t *step);
+
+/* ---- learning-rate schedules (pure functions) --------------------------------------------
+ * lr(e) for a fractional epoch e >= 0 (e = steps done / steps per epoch):
+ *   warmup     e < warmup_epochs: the schedule's lr at warmup_epochs * e / warmup_epochs,
+ *              i.e. lr(warmup_epochs) * e / warmup_epochs (linear from 0)
+ *   constant   base_lr
+ *   step       base_lr * factor^k, k = number of decay_epochs <= e
+ *   cosine     p = (e - W) / (total_epochs - W) clamped to [0,1] (W = warmup_epochs):
+ *              base_lr * (1 + cos(pi p)) / 2
+ *   exponential base_lr * factor^(e - W) for e >= W (factor per epoch) */
+typedef enum cnnrt_lr_kind { CNNRT_LR_CONSTANT = 0, CNNRT_LR_STEP = 1, CNNRT_LR_COSINE = 2, CNNRT_LR_EXPONENTIAL = 3 } cnnrt_lr_kind;
+typedef struct cnnrt_lr_schedule {
+  cnnrt_lr_kind kind;
+  double base_lr;
+  double warmup_epochs;     /* 0: none */
+  double total_epochs;      /* cosine */
+  double factor;            /* step, exponential */
+  int n_decay;              /* step: decay_epochs[n_decay], ascending */
+  const double *decay_epochs;
+} cnnrt_lr_schedule;
+/* The learning rate at epoch e; base_lr for a NULL or invalid schedule. */
+CNNRT_API double cnnrt_lr_at(const cnnrt_lr_schedule *s, double epoch);
+/* Parses "constant", "step", "cosine", "exponential" into *kind. */
+CNNRT_API cnnrt_status cnnrt_lr_kind_parse(const char *name, cnnrt_lr_kind *kind);
+
+/* ---- logging period (as --logs-per-epoch in Graphcore's TF2 CNNs) -------------------------
+ * logs_per_epoch >= 1 (or fractional > 1): a log every steps_per_epoch / X steps, rounded to
+ * the nearest X that divides the epoch into whole steps (out->rounded = 1, the caller warns).
+ * logs_per_epoch < 1 ("1/2" = every 2 epochs): 1/X must be a whole number of epochs that
+ * divides epochs, else CNNRT_INVALID_ARGUMENT "It is not possible to log 2.0 epochs a time
+ * for 5 epochs".  out is the caller's. */
+typedef struct cnnrt_log_plan {
+  int64_t steps_per_log;    /* weight updates between logs (the device iterations per call) */
+  double logs_per_epoch;    /* as used (after rounding) */
+  int rounded;              /* nonzero if it differs from the requested value */
+} cnnrt_log_plan;
+CNNRT_API cnnrt_status cnnrt_log_period(double logs_per_epoch, int64_t steps_per_epoch, int epochs, cnnrt_log_plan *out);
+/* Parses "4", "0.5", "1/2" into *out (> 0). */
+CNNRT_API cnnrt_status cnnrt_parse_fraction(const char *text, double *out);
+
+/* ---- datasets ------------------------------------------------------------------------------
+ * Image classification data held in memory as u8 [N, C, H, W] + labels.  Kinds:
+ *   "mnist", "fashion-mnist"  idx files in dir: train-images-idx3-ubyte, train-labels-idx1-ubyte,
+ *                             t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each also .gz)
+ *   "cifar10"                 dir or dir/cifar-10-batches-bin: data_batch_1..5.bin (train),
+ *                             test_batch.bin (test); 3073-byte records (label, 3x32x32)
+ *   "synthetic"               dir ignored: a separable problem, 1x28x28, 10 classes,
+ *                             1024 train / 256 test samples (cnnrt_dataset_synthetic for others) */
+typedef struct cnnrt_dataset cnnrt_dataset; /* opaque */
+/* Reads the train (test = 0) or test split.  On success *out is a new dataset the caller
+ * frees with cnnrt_dataset_close; messages name the file and the fault. */
+CNNRT_API cnnrt_status cnnrt_dataset_open(const char *kind, const char *dir, int test, cnnrt_dataset **out);
+/* n samples of c x h x w, `classes` classes: class k brightens its own band of pixels over
+ * uniform noise, labels uniform, deterministic in seed. */
+CNNRT_API cnnrt_status cnnrt_dataset_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed,
+                                               cnnrt_dataset **out);
+CNNRT_API void cnnrt_dataset_close(cnnrt_dataset *ds);
+CNNRT_API int64_t cnnrt_dataset_size(const cnnrt_dataset *ds);
+/* Sample shape and class count (max label + 1 over the data, or the declared count). */
+CNNRT_API void cnnrt_dataset_shape(const cnnrt_dataset *ds, int *c, int *h, int *w, int *classes);
+/* Keeps only the first n samples (n >= 1, <= size). */
+CNNRT_API cnnrt_status cnnrt_dataset_limit(cnnrt_dataset *ds, int64_t n);
+/* Sets the sample order to a permutation determined by seed (seed 0: file order). */
+CNNRT_API void cnnrt_dataset_shuffle(cnnrt_dataset *ds, uint64_t seed);
+/* Writes samples first .. first+count-1 (in the current order) into images as dtype (u8
+ * as stored, or f32 = x/255) and their labels as f32 into labels.  Buffers are the
+ * caller's: count*c*h*w elements and count floats. */
+CNNRT_API cnnrt_status cnnrt_dataset_read(const cnnrt_dataset *ds, int64_t first, int64_t count, cnnrt_dtype dtype,
+                                          void *images, float *labels);
 
 #ifdef __cplusplus
 }

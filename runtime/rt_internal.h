@@ -97,6 +97,25 @@ void rt_trace_mb_begin(rt_trace *t, int shard, uint64_t t0);
 void rt_trace_mb_end(rt_trace *t, int shard, uint64_t t0, uint64_t t1);
 void rt_trace_free(rt_trace *t);
 
+/* ---- training (rt_train.c, rt_ckpt.c) --------------------------------------------------- */
+typedef struct rt_pool rt_pool;
+typedef struct rt_trainer {
+  const cnnc_abi_train *t;       /* the training descriptor, inside the .so */
+  void *state;                   /* state_bytes, initialised at open */
+  void **tbuf;                   /* [n_tensors] runtime buffers (images/labels: NULL, fed per call) */
+  void **io;                     /* [max n_io] of the running stage */
+  void *scratch;                 /* max scratch_bytes over all stages (stages run one at a time) */
+  rt_pool *pools;                /* [n_shards] thread groups, NULL until the first step */
+  double lr;
+  int64_t step;                  /* weight updates done */
+} rt_trainer;
+/* Looks up the training descriptor of a mode-1 model, validates it, allocates and initialises
+ * the state (m->tr).  A model without one keeps m->tr NULL.  Names m->path in messages. */
+cnnrt_status rt_train_attach(cnnrt_model *m);
+void rt_train_free(cnnrt_model *m);
+/* The index of state tensor name, or -1. */
+int rt_state_find(const cnnc_abi_train *t, const char *name);
+
 /* ---- the model -------------------------------------------------------------------------- */
 struct cnnrt_model {
   char *path;
@@ -116,6 +135,7 @@ struct cnnrt_model {
   _Atomic uint64_t *busy_ns;     /* [n_shards] profile: time in the shard (its leader thread) */
   _Atomic uint64_t *runs;        /* [n_shards] profile: micro-batches run */
   rt_trace *trace;               /* NULL unless cnnrt_trace_begin; set and cleared under lock */
+  rt_trainer *tr;                /* training models only (rt_train.c) */
 };
 
 #endif

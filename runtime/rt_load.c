@@ -134,7 +134,8 @@ static cnnrt_status rt_open(cnnrt_model *m, const char *path) {
   if ((s = rt_check_abi(sym, path)) != CNNRT_OK) return s;
   m->d = sym;
   if ((s = rt_validate(m->d, path, &m->producer)) != CNNRT_OK) return s;
-  return rt_model_init(m);
+  if ((s = rt_model_init(m)) != CNNRT_OK) return s;
+  return rt_train_attach(m);
 }
 
 CNNRT_API cnnrt_status cnnrt_open(const char *path, const cnnrt_options *opts, cnnrt_model **out) {
@@ -160,6 +161,7 @@ CNNRT_API cnnrt_status cnnrt_open(const char *path, const cnnrt_options *opts, c
 CNNRT_API void cnnrt_close(cnnrt_model *m) {
   if (!m) return;
   rt_exec_stop(m);
+  rt_train_free(m);
   if (m->lock_ok) pthread_mutex_destroy(&m->lock);
   for (int s = 0; m->cpus && s < m->d->n_shards; s++) free(m->cpus[s]);
   free(m->cpus);

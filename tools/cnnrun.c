@@ -2,6 +2,8 @@
  *   cnnrun MODEL.so info [--json]                  the descriptor
  *   cnnrun MODEL.so benchmark [--batches N] ...    img/s and latency on synthetic input
  *   cnnrun MODEL.so infer --input FILE ...         raw or idx(.gz) tensors in, logits out
+ *   cnnrun MODEL.so train --dataset D ...          train a --mode training model on a dataset
+ *   cnnrun MODEL.so validate --checkpoint F|DIR    accuracy of checkpoints on the test split
  * Exit status: 0 success, 1 error (model, file, runtime), 2 usage. */
 #include <errno.h>
 #include <math.h>
@@ -27,6 +29,11 @@ typedef struct opts {
   int json, pin, top, warmup, runs, batches, batches_set, n_threads;
   int threads[64];
   const char *input, *output, *labels, *format, *trace;
+  /* train / validate */
+  const char *dataset, *data_dir, *logs_per_epoch, *lr_schedule, *decay_epochs, *checkpoint_dir, *restore, *checkpoint;
+  int epochs, limit;
+  double lr, lr_factor, warmup_epochs;
+  unsigned long long seed;
 } opts;
 
 typedef struct optdef {
@@ -55,11 +62,41 @@ static const optdef infer_opts[] = {
     {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"},
     {NULL, NULL, NULL}};
 
+static const optdef train_opts[] = {
+    {"--dataset", "NAME", "fashion-mnist, mnist, cifar10 or synthetic (default fashion-mnist)"},
+    {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>)"},
+    {"--epochs", "E", "passes over the training split (default 1)"},
+    {"--logs-per-epoch", "X", "logs (and checkpoints) per epoch: 4, 0.5 or 1/2 (default 1)"},
+    {"--lr", "LR", "base learning rate (default 0.05)"},
+    {"--lr-schedule", "KIND", "constant, step, cosine or exponential (default constant)"},
+    {"--lr-decay-epochs", "E1,E2", "step schedule: epochs where the lr is multiplied by the factor"},
+    {"--lr-factor", "F", "step: factor per decay (default 0.1); exponential: per epoch (default 0.9)"},
+    {"--warmup-epochs", "W", "linear warmup from 0 over W epochs (default 0)"},
+    {"--checkpoint-dir", "DIR", "save a checkpoint at every log (DIR/ckpt-step-NNNNNNNN.safetensors)"},
+    {"--restore", "CKPT", "start from this checkpoint (weights, optimizer state, step)"},
+    {"--limit", "N", "use only the first N training samples"},
+    {"--seed", "S", "shuffling seed (default 1; 0 = file order)"},
+    {"--threads", "T[,T...]", "threads per shard"},
+    {"--json", NULL, "print logs and results as JSON lines"},
+    {NULL, NULL, NULL}};
+static const optdef validate_opts[] = {
+    {"--checkpoint", "FILE|DIR", "one checkpoint, or every *.safetensors in DIR (sorted by step)"},
+    {"--dataset", "NAME", "fashion-mnist, mnist, cifar10 or synthetic (default fashion-mnist)"},
+    {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>)"},
+    {"--limit", "N", "use only the first N test samples"},
+    {"--threads", "T[,T...]", "threads per shard"},
+    {"--json", NULL, "print the results as JSON lines"},
+    {NULL, NULL, NULL}};
+
 static void usage(FILE *f) {
   fprintf(f, "usage: cnnrun MODEL.so info [--json]\n"
              "       cnnrun MODEL.so benchmark [--batches N] [--runs R] [--warmup W] [--threads T] [--pin] [--json]\n"
              "                                 [--trace FILE.json]\n"
              "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
+             "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR]\n"
+             "                             [--lr-schedule KIND] [--warmup-epochs W] [--checkpoint-dir DIR] [--restore CKPT]\n"
+             "                             [--limit N] [--json]\n"
+             "       cnnrun MODEL.so validate --checkpoint FILE|DIR [--dataset D] [--data-dir DIR]\n"
              "       cnnrun --help | --version\n"
              "'cnnrun MODEL.so COMMAND --help' describes a command's options.\n");
 }
@@ -113,7 +150,35 @@ static void parse_threads(opts *o, const char *s) {
   if (o->n_threads == 0) die_usage("--threads: no value");
 }
 
+static double parse_double(const char *opt, const char *s, double lo) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || !(v >= lo) || !isfinite(v)) die_usage("%s: '%s' is not a number >= %g", opt, s, lo);
+  return v;
+}
+
+static int set_train_option(opts *o, const char *name, const char *v) {
+  if (!strcmp(name, "--dataset")) o->dataset = v;
+  else if (!strcmp(name, "--data-dir")) o->data_dir = v;
+  else if (!strcmp(name, "--epochs")) o->epochs = parse_int(name, v, 1, 1 << 20);
+  else if (!strcmp(name, "--logs-per-epoch")) o->logs_per_epoch = v;
+  else if (!strcmp(name, "--lr")) o->lr = parse_double(name, v, 0);
+  else if (!strcmp(name, "--lr-schedule")) o->lr_schedule = v;
+  else if (!strcmp(name, "--lr-decay-epochs")) o->decay_epochs = v;
+  else if (!strcmp(name, "--lr-factor")) o->lr_factor = parse_double(name, v, 0);
+  else if (!strcmp(name, "--warmup-epochs")) o->warmup_epochs = parse_double(name, v, 0);
+  else if (!strcmp(name, "--checkpoint-dir")) o->checkpoint_dir = v;
+  else if (!strcmp(name, "--restore")) o->restore = v;
+  else if (!strcmp(name, "--checkpoint")) o->checkpoint = v;
+  else if (!strcmp(name, "--limit")) o->limit = parse_int(name, v, 1, INT32_MAX);
+  else if (!strcmp(name, "--seed")) o->seed = (unsigned long long)parse_double(name, v, 0);
+  else return 0;
+  return 1;
+}
+
 static void set_option(opts *o, const char *name, const char *v) {
+  if (set_train_option(o, name, v)) return;
   if (!strcmp(name, "--json")) o->json = 1;
   else if (!strcmp(name, "--pin")) o->pin = 1;
   else if (!strcmp(name, "--batches")) o->batches = parse_int(name, v, 1, 1 << 20), o->batches_set = 1;
@@ -172,17 +237,27 @@ static void parse_args(opts *o, int argc, char **argv) {
   const optdef *defs = !strcmp(o->cmd, "info")        ? info_opts
                        : !strcmp(o->cmd, "benchmark") ? bench_opts
                        : !strcmp(o->cmd, "infer")     ? infer_opts
+                       : !strcmp(o->cmd, "train")     ? train_opts
+                       : !strcmp(o->cmd, "validate")  ? validate_opts
                                                       : NULL;
   if (!strcmp(o->cmd, "--help")) {
     usage(stdout);
     exit(0);
   }
-  if (!defs) die_usage("unknown command '%s' (info, benchmark, infer)", o->cmd);
+  if (!defs) die_usage("unknown command '%s' (info, benchmark, infer, train, validate)", o->cmd);
+  o->dataset = "fashion-mnist";
+  o->epochs = 1;
+  o->logs_per_epoch = "1";
+  o->lr = 0.05;
+  o->lr_factor = -1;
+  o->lr_schedule = "constant";
+  o->seed = 1;
   parse_command(o, argc - 3, argv + 3, defs);
   if (!strcmp(o->cmd, "infer") && !o->input) die_usage("infer: --input FILE is required");
   if (!strcmp(o->cmd, "infer") && !o->output && !o->top && !o->labels)
     die_usage("infer: give --output FILE, --top K or --labels FILE");
   if (!strcmp(o->cmd, "infer") && !o->batches_set) o->batches = 64;
+  if (!strcmp(o->cmd, "validate") && !o->checkpoint) die_usage("validate: --checkpoint FILE|DIR is required");
 }
 
 /* ---- model ------------------------------------------------------------------------------ */
@@ -618,10 +693,14 @@ static int cmd_infer(const opts *o) {
   return 0;
 }
 
+#include "cnnrun_train.inc"
+
 int main(int argc, char **argv) {
   opts o;
   parse_args(&o, argc, argv);
   if (!strcmp(o.cmd, "info")) return cmd_info(&o);
   if (!strcmp(o.cmd, "benchmark")) return cmd_benchmark(&o);
+  if (!strcmp(o.cmd, "train")) return cmd_train(&o);
+  if (!strcmp(o.cmd, "validate")) return cmd_validate(&o);
   return cmd_infer(&o);
 }

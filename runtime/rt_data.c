@@ -1,0 +1,324 @@
+/* rt_data.c — image classification datasets in memory (u8 [N, C, H, W] + u8 labels): idx
+ * files (MNIST, Fashion-MNIST; gzip through zlib when built with it), CIFAR-10 binary
+ * batches, and a synthetic separable problem; seeded shuffling and u8 -> f32 (x/255)
+ * conversion.  Every malformed file gives CNNRT_IO / CNNRT_BAD_MODEL naming the file. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+#ifdef CNNRT_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+#define RT_CIFAR_RECORD 3073
+#define RT_MAX_FILE ((size_t)1 << 34)
+
+struct cnnrt_dataset {
+  uint8_t *images;  /* [n][c*h*w] in file order */
+  uint8_t *labels;  /* [n] */
+  int64_t n, *order;
+  int c, h, w, classes;
+};
+
+typedef struct rt_blob {
+  uint8_t *p;
+  size_t n;
+} rt_blob;
+
+/* The whole file, gunzipped if it is gzip.  CNNRT_IO naming path on failure. */
+static cnnrt_status rt_read_file(const char *path, rt_blob *b) {
+  b->p = NULL;
+  b->n = 0;
+  size_t cap = 1 << 16;
+#ifdef CNNRT_HAVE_ZLIB
+  gzFile f = gzopen(path, "rb");
+#else
+  FILE *f = fopen(path, "rb");
+#endif
+  if (!f) return rt_fail(CNNRT_IO, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+  cnnrt_status s = CNNRT_OK;
+  for (;;) {
+    if (!b->p || b->n == cap) {
+      uint8_t *q = b->n == cap && cap < RT_MAX_FILE ? realloc(b->p, cap *= 2) : b->p ? NULL : malloc(cap);
+      if (!q) {
+        s = rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory (or larger than %zu bytes)", path, RT_MAX_FILE);
+        break;
+      }
+      b->p = q;
+    }
+    size_t want = cap - b->n > (1u << 30) ? (1u << 30) : cap - b->n;
+#ifdef CNNRT_HAVE_ZLIB
+    int got = gzread(f, b->p + b->n, (unsigned)want);
+    if (got < 0) {
+      int e;
+      s = rt_fail(CNNRT_IO, "%s: read error: %s (corrupt gzip?)", path, gzerror(f, &e));
+      break;
+    }
+#else
+    size_t got = fread(b->p + b->n, 1, want, f);
+    if (ferror(f)) {
+      s = rt_fail(CNNRT_IO, "%s: read error", path);
+      break;
+    }
+#endif
+    if (got == 0) break;
+    b->n += (size_t)got;
+  }
+#ifdef CNNRT_HAVE_ZLIB
+  gzclose(f);
+#else
+  fclose(f);
+  if (s == CNNRT_OK && b->n >= 2 && b->p[0] == 0x1f && b->p[1] == 0x8b)
+    s = rt_fail(CNNRT_UNSUPPORTED, "%s: gzip file, but libcnnrt was built without zlib", path);
+#endif
+  if (s != CNNRT_OK) free(b->p), b->p = NULL;
+  return s;
+}
+
+static uint32_t rt_be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+
+/* An idx file of u8 with ndim dims: checks magic and exact size; dims into dims[]. */
+static cnnrt_status rt_idx_check(const char *path, const rt_blob *b, int ndim, int64_t *dims) {
+  if (b->n < 4 || b->p[0] || b->p[1] || b->p[2] != 0x08 || b->p[3] != ndim)
+    return rt_fail(CNNRT_BAD_MODEL, "%s: not an idx%d u8 file (magic %02x %02x %02x %02x, expected 00 00 08 %02x)", path, ndim,
+                   b->n > 0 ? b->p[0] : 0, b->n > 1 ? b->p[1] : 0, b->n > 2 ? b->p[2] : 0, b->n > 3 ? b->p[3] : 0, ndim);
+  size_t hdr = 4 + 4 * (size_t)ndim;
+  if (b->n < hdr) return rt_fail(CNNRT_BAD_MODEL, "%s: truncated idx header (%zu bytes)", path, b->n);
+  uint64_t count = 1;
+  for (int k = 0; k < ndim; k++) {
+    dims[k] = rt_be32(b->p + 4 + 4 * k);
+    if (dims[k] < 1 || dims[k] > (1 << 28)) return rt_fail(CNNRT_BAD_MODEL, "%s: idx dimension %d is %lld", path, k, (long long)dims[k]);
+    count *= (uint64_t)dims[k];
+  }
+  if (b->n - hdr != count)
+    return rt_fail(CNNRT_BAD_MODEL, "%s: %s: the header promises %llu bytes of data, the file has %zu", path,
+                   b->n - hdr < count ? "truncated" : "trailing bytes", (unsigned long long)count, b->n - hdr);
+  return CNNRT_OK;
+}
+
+/* dir/name or dir/name.gz, whichever exists (into buf). */
+static const char *rt_find(const char *dir, const char *name, char *buf, size_t size) {
+  snprintf(buf, size, "%s/%s", dir, name);
+  FILE *f = fopen(buf, "rb");
+  if (f) {
+    fclose(f);
+    return buf;
+  }
+  snprintf(buf, size, "%s/%s.gz", dir, name);
+  if ((f = fopen(buf, "rb"))) {
+    fclose(f);
+    return buf;
+  }
+  snprintf(buf, size, "%s/%s", dir, name); /* for the error message */
+  return buf;
+}
+
+static cnnrt_status rt_finish(cnnrt_dataset *ds, const char *what) {
+  int maxl = 0;
+  for (int64_t i = 0; i < ds->n; i++)
+    if (ds->labels[i] > maxl) maxl = ds->labels[i];
+  if (ds->classes == 0) ds->classes = maxl + 1;
+  if (maxl >= ds->classes)
+    return rt_fail(CNNRT_BAD_MODEL, "%s: label %d, the dataset has %d classes", what, maxl, ds->classes);
+  if (!(ds->order = malloc((size_t)ds->n * sizeof *ds->order))) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", what);
+  for (int64_t i = 0; i < ds->n; i++) ds->order[i] = i;
+  return CNNRT_OK;
+}
+
+static cnnrt_status rt_open_idx(cnnrt_dataset *ds, const char *dir, int test) {
+  char ip[4200], lp[4200];
+  rt_find(dir, test ? "t10k-images-idx3-ubyte" : "train-images-idx3-ubyte", ip, sizeof ip);
+  rt_find(dir, test ? "t10k-labels-idx1-ubyte" : "train-labels-idx1-ubyte", lp, sizeof lp);
+  rt_blob bi, bl = {NULL, 0};
+  int64_t di[3], dl[1];
+  cnnrt_status s = rt_read_file(ip, &bi);
+  if (s == CNNRT_OK) s = rt_idx_check(ip, &bi, 3, di);
+  if (s == CNNRT_OK) s = rt_read_file(lp, &bl);
+  if (s == CNNRT_OK) s = rt_idx_check(lp, &bl, 1, dl);
+  if (s == CNNRT_OK && dl[0] != di[0])
+    s = rt_fail(CNNRT_BAD_MODEL, "%s: %lld labels, but %s has %lld images", lp, (long long)dl[0], ip, (long long)di[0]);
+  if (s == CNNRT_OK) {
+    ds->n = di[0];
+    ds->c = 1, ds->h = (int)di[1], ds->w = (int)di[2];
+    ds->images = malloc((size_t)(bi.n - 16));
+    ds->labels = malloc((size_t)ds->n);
+    if (!ds->images || !ds->labels) s = rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", ip);
+  }
+  if (s == CNNRT_OK) {
+    memcpy(ds->images, bi.p + 16, bi.n - 16);
+    memcpy(ds->labels, bl.p + 8, (size_t)ds->n);
+    s = rt_finish(ds, lp);
+  }
+  free(bi.p);
+  free(bl.p);
+  return s;
+}
+
+/* Appends the records of one CIFAR-10 batch file. */
+static cnnrt_status rt_cifar_file(cnnrt_dataset *ds, const char *path) {
+  rt_blob b;
+  cnnrt_status s = rt_read_file(path, &b);
+  if (s != CNNRT_OK) return s;
+  if (b.n == 0 || b.n % RT_CIFAR_RECORD) {
+    free(b.p);
+    return rt_fail(CNNRT_BAD_MODEL, "%s: %zu bytes is not a whole number of %d-byte CIFAR-10 records%s", path, b.n,
+                   RT_CIFAR_RECORD, b.n ? " (truncated?)" : "");
+  }
+  int64_t k = (int64_t)(b.n / RT_CIFAR_RECORD);
+  uint8_t *im = realloc(ds->images, (size_t)(ds->n + k) * (RT_CIFAR_RECORD - 1));
+  if (im) ds->images = im;
+  uint8_t *lb = im ? realloc(ds->labels, (size_t)(ds->n + k)) : NULL;
+  if (lb) ds->labels = lb;
+  if (!im || !lb) {
+    free(b.p);
+    return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", path);
+  }
+  for (int64_t i = 0; i < k; i++) {
+    const uint8_t *r = b.p + (size_t)i * RT_CIFAR_RECORD;
+    if (r[0] > 9) {
+      free(b.p);
+      return rt_fail(CNNRT_BAD_MODEL, "%s: record %lld has label %d, CIFAR-10 labels are 0..9", path, (long long)i, r[0]);
+    }
+    ds->labels[ds->n + i] = r[0];
+    memcpy(ds->images + (size_t)(ds->n + i) * (RT_CIFAR_RECORD - 1), r + 1, RT_CIFAR_RECORD - 1);
+  }
+  ds->n += k;
+  free(b.p);
+  return CNNRT_OK;
+}
+
+static cnnrt_status rt_open_cifar(cnnrt_dataset *ds, const char *dir, int test) {
+  char sub[4096], path[4200];
+  snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin/%s", dir, test ? "test_batch.bin" : "data_batch_1.bin");
+  FILE *f = fopen(sub, "rb");
+  if (f) fclose(f), snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", dir);
+  else snprintf(sub, sizeof sub, "%s", dir);
+  ds->c = 3, ds->h = 32, ds->w = 32, ds->classes = 10;
+  for (int k = test ? 0 : 1; k <= (test ? 0 : 5); k++) {
+    if (test) snprintf(path, sizeof path, "%s/test_batch.bin", sub);
+    else snprintf(path, sizeof path, "%s/data_batch_%d.bin", sub, k);
+    cnnrt_status s = rt_cifar_file(ds, path);
+    if (s != CNNRT_OK) return s;
+  }
+  return rt_finish(ds, path);
+}
+
+static uint64_t rt_splitmix(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+CNNRT_API cnnrt_status cnnrt_dataset_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed,
+                                               cnnrt_dataset **out) {
+  rt_clear_error();
+  if (!out) return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_dataset_synthetic: out is NULL");
+  *out = NULL;
+  if (n < 1 || c < 1 || h < 1 || w < 1 || classes < 2 || classes > 256 || classes > h || n > (1ll << 32) / ((int64_t)c * h * w))
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_dataset_synthetic: %lld samples of %dx%dx%d, %d classes (need 2..min(256,h))",
+                   (long long)n, c, h, w, classes);
+  cnnrt_dataset *ds = calloc(1, sizeof *ds);
+  size_t per = (size_t)c * (size_t)h * (size_t)w;
+  if (ds) ds->images = malloc((size_t)n * per), ds->labels = malloc((size_t)n);
+  if (!ds || !ds->images || !ds->labels) {
+    cnnrt_dataset_close(ds);
+    return rt_fail(CNNRT_OUT_OF_MEMORY, "cnnrt_dataset_synthetic: out of memory");
+  }
+  ds->n = n, ds->c = c, ds->h = h, ds->w = w, ds->classes = classes;
+  uint64_t x = seed;
+  for (int64_t i = 0; i < n; i++) {
+    int label = (int)(rt_splitmix(&x) % (uint64_t)classes);
+    ds->labels[i] = (uint8_t)label;
+    for (size_t p = 0; p < per; p++) {
+      int row = (int)(p / (size_t)w % (size_t)h);
+      int band = row * classes / h; /* class k owns rows [k h / classes, (k+1) h / classes) */
+      ds->images[(size_t)i * per + p] = (uint8_t)(rt_splitmix(&x) % 100 + (band == label ? 150 : 0));
+    }
+  }
+  cnnrt_status s = rt_finish(ds, "synthetic");
+  if (s != CNNRT_OK) cnnrt_dataset_close(ds);
+  else *out = ds;
+  return s;
+}
+
+CNNRT_API cnnrt_status cnnrt_dataset_open(const char *kind, const char *dir, int test, cnnrt_dataset **out) {
+  rt_clear_error();
+  if (!out || !kind) return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_dataset_open: NULL argument");
+  *out = NULL;
+  if (!strcmp(kind, "synthetic")) return cnnrt_dataset_synthetic(test ? 256 : 1024, 1, 28, 28, 10, test ? 2 : 1, out);
+  int idx = !strcmp(kind, "mnist") || !strcmp(kind, "fashion-mnist");
+  if (!idx && strcmp(kind, "cifar10"))
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "unknown dataset '%s' (mnist, fashion-mnist, cifar10, synthetic)", kind);
+  if (!dir || !*dir) return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset %s: no data directory", kind);
+  cnnrt_dataset *ds = calloc(1, sizeof *ds);
+  if (!ds) return rt_fail(CNNRT_OUT_OF_MEMORY, "out of memory");
+  if (idx) ds->classes = 10;
+  cnnrt_status s = idx ? rt_open_idx(ds, dir, test) : rt_open_cifar(ds, dir, test);
+  if (s != CNNRT_OK) cnnrt_dataset_close(ds);
+  else *out = ds;
+  return s;
+}
+
+CNNRT_API void cnnrt_dataset_close(cnnrt_dataset *ds) {
+  if (!ds) return;
+  free(ds->images);
+  free(ds->labels);
+  free(ds->order);
+  free(ds);
+}
+
+CNNRT_API int64_t cnnrt_dataset_size(const cnnrt_dataset *ds) { return ds ? ds->n : 0; }
+
+CNNRT_API void cnnrt_dataset_shape(const cnnrt_dataset *ds, int *c, int *h, int *w, int *classes) {
+  if (c) *c = ds ? ds->c : 0;
+  if (h) *h = ds ? ds->h : 0;
+  if (w) *w = ds ? ds->w : 0;
+  if (classes) *classes = ds ? ds->classes : 0;
+}
+
+CNNRT_API cnnrt_status cnnrt_dataset_limit(cnnrt_dataset *ds, int64_t n) {
+  rt_clear_error();
+  if (!ds || n < 1 || n > ds->n)
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_dataset_limit: %lld samples, the dataset has %lld", (long long)n,
+                   (long long)(ds ? ds->n : 0));
+  ds->n = n;
+  for (int64_t i = 0; i < n; i++) ds->order[i] = i;
+  return CNNRT_OK;
+}
+
+CNNRT_API void cnnrt_dataset_shuffle(cnnrt_dataset *ds, uint64_t seed) {
+  if (!ds) return;
+  for (int64_t i = 0; i < ds->n; i++) ds->order[i] = i;
+  if (seed == 0) return;
+  uint64_t x = seed;
+  for (int64_t i = ds->n - 1; i > 0; i--) {
+    int64_t j = (int64_t)(rt_splitmix(&x) % (uint64_t)(i + 1));
+    int64_t t = ds->order[i];
+    ds->order[i] = ds->order[j];
+    ds->order[j] = t;
+  }
+}
+
+CNNRT_API cnnrt_status cnnrt_dataset_read(const cnnrt_dataset *ds, int64_t first, int64_t count, cnnrt_dtype dtype,
+                                          void *images, float *labels) {
+  rt_clear_error();
+  if (!ds || !images || !labels || first < 0 || count < 0 || first > ds->n - count)
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_dataset_read: samples %lld..+%lld of %lld (or NULL buffers)",
+                   (long long)first, (long long)count, (long long)(ds ? ds->n : 0));
+  if (dtype != CNNRT_U8 && dtype != CNNRT_F32)
+    return rt_fail(CNNRT_UNSUPPORTED, "cnnrt_dataset_read: images as dtype %d; u8 or f32 only", (int)dtype);
+  size_t per = (size_t)ds->c * (size_t)ds->h * (size_t)ds->w;
+  for (int64_t i = 0; i < count; i++) {
+    int64_t s = ds->order[first + i];
+    const uint8_t *src = ds->images + (size_t)s * per;
+    labels[i] = (float)ds->labels[s];
+    if (dtype == CNNRT_U8) memcpy((uint8_t *)images + (size_t)i * per, src, per);
+    else
+      for (size_t p = 0; p < per; p++) ((float *)images)[(size_t)i * per + p] = src[p] / 255.0f;
+  }
+  return CNNRT_OK;
+}
