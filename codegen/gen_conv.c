@@ -256,10 +256,11 @@ static void conv_flat_chunk(cg_ctx *c, const conv_geom *g, const conv_row *r, co
   }
 }
 
-/* Pixels per work item of a flat conv: whole tiles, x chunk of ~32 KB (stays in L1/L2 while
- * the thread walks the channel tiles). */
+/* Pixels per work item of a flat conv: whole tiles, x chunk of ~128 KB (stays in L2 while
+ * the thread walks the channel tiles; measured on ResNet-50 AVX2: ~6 % faster 1x1 convs than
+ * 32 KB chunks, mostly the 7x7 layer4 GEMMs whose chunk was a single tile). */
 static int64_t flat_chunk_px(const conv_geom *g) {
-  int64_t tile_px = (int64_t)g->P * g->V, want = 32768 / (4 * g->cin_g);
+  int64_t tile_px = (int64_t)g->P * g->V, want = 131072 / (4 * g->cin_g);
   int64_t k = want / tile_px;
   if (k < 1) k = 1;
   int64_t whole = (g->ow + tile_px - 1) / tile_px;

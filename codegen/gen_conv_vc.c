@@ -109,7 +109,22 @@ static void vc_const_tiles(cg_ctx *c, const conv_geom *g, const conv_row *r, con
   }
 }
 
+/* Short rows (at most 4 tiles, e.g. 7 or 14 wide) are all compile-time tiles of balanced
+ * width: 7 = 4+3 instead of border 1 + interior 4 + border 2, since a 1- or 2-pixel tile
+ * loads as many weight vectors per FMA as it issues. */
+static int vc_short_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
+  int64_t nt = (g->ow + g->P - 1) / g->P;
+  if (nt > 4 || nt < 2) return 0;
+  for (int64_t t = 0, from = 0; t < nt; t++) {
+    int64_t to = g->ow * (t + 1) / nt;
+    vc_tile(c, g, r, e, rr, (int)(to - from), cg_i64(c, from), from);
+    from = to;
+  }
+  return 1;
+}
+
 void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
+  if (vc_short_row(c, g, r, e, rr)) return;
   int64_t a = (g->pl + g->sw - 1) / g->sw; /* first pixel whose taps are all inside */
   int64_t lim = g->w - 1 + g->pl - (int64_t)(g->kw - 1) * g->dw, b = lim < 0 ? 0 : lim / g->sw + 1;
   if (b > g->ow) b = g->ow;

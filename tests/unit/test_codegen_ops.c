@@ -80,6 +80,8 @@ static const conv_case conv_cases[] = {
     {1, 6, 10, 12, 9, 7, 1, 1, 1, {3, 0, 3, 0}, 1, 1, 1, 1},       /* 7x1 */
     {1, 3, 5, 40, 40, 3, 3, 2, 2, {0, 0, 1, 1}, 1, 1, 1, 1},       /* TF-style "same" pad (bottom/right) */
     {1, 2, 3, 4, 4, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 1, 1, 1},         /* kernel larger than the map */
+    {1, 256, 24, 15, 15, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 1},   /* 1x1: two ~128 KB pixel chunks, the last partial */
+    {2, 16, 24, 14, 14, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 1},     /* 14-wide rows: balanced channel-vector tiles */
 };
 
 static ir_graph *conv_graph(const conv_case *k, int *y) {
