@@ -165,10 +165,17 @@ CNNRT_API int cnnrt_grad_accum(const cnnrt_model *m);
 /* Weight updates done so far (restored by cnnrt_load_checkpoint). */
 CNNRT_API int64_t cnnrt_train_steps_done(const cnnrt_model *m);
 
-/* Sets the learning rate the following steps feed to the model (default 0.01 until set).
- * lr must be finite and >= 0.  Owns nothing of the caller's. */
+/* Sets the learning rate the following steps feed to the model (default 0.01 until set) and
+ * removes any schedule.  lr must be finite and >= 0.  Owns nothing of the caller's. */
 CNNRT_API cnnrt_status cnnrt_set_learning_rate(cnnrt_model *m, double lr);
+/* The learning rate fed to the last weight update (or the one set, before any). */
 CNNRT_API double cnnrt_learning_rate(const cnnrt_model *m);
+typedef struct cnnrt_lr_schedule cnnrt_lr_schedule;
+/* Drives the learning rate from schedule s (below): before each weight update the runtime
+ * feeds cnnrt_lr_at(s, steps done / steps_per_epoch), so a call of many device iterations
+ * still changes the lr at every step.  s and its decay_epochs are copied; NULL removes the
+ * schedule (the last lr stays). */
+CNNRT_API cnnrt_status cnnrt_set_lr_schedule(cnnrt_model *m, const cnnrt_lr_schedule *s, int64_t steps_per_epoch);
 
 /* Runs n weight updates (device iterations) before returning: n * cnnrt_grad_accum(m)
  * micro-batches.  images holds n * grad_accum * batch samples in the input dtype
@@ -227,7 +234,7 @@ CNNRT_API cnnrt_status cnnrt_checkpoint_step(const char *path, int64_t *step);
  *              base_lr * (1 + cos(pi p)) / 2
  *   exponential base_lr * factor^(e - W) for e >= W (factor per epoch) */
 typedef enum cnnrt_lr_kind { CNNRT_LR_CONSTANT = 0, CNNRT_LR_STEP = 1, CNNRT_LR_COSINE = 2, CNNRT_LR_EXPONENTIAL = 3 } cnnrt_lr_kind;
-typedef struct cnnrt_lr_schedule {
+struct cnnrt_lr_schedule {
   cnnrt_lr_kind kind;
   double base_lr;
   double warmup_epochs;     /* 0: none */
@@ -235,7 +242,7 @@ typedef struct cnnrt_lr_schedule {
   double factor;            /* step, exponential */
   int n_decay;              /* step: decay_epochs[n_decay], ascending */
   const double *decay_epochs;
-} cnnrt_lr_schedule;
+};
 /* The learning rate at epoch e; base_lr for a NULL or invalid schedule. */
 CNNRT_API double cnnrt_lr_at(const cnnrt_lr_schedule *s, double epoch);
 /* Parses "constant", "step", "cosine", "exponential" into *kind. */

@@ -108,6 +108,10 @@ typedef struct rt_trainer {
   rt_pool *pools;                /* [n_shards] thread groups, NULL until the first step */
   double lr;
   int64_t step;                  /* weight updates done */
+  int have_sched;                /* cnnrt_set_lr_schedule: sched drives lr */
+  cnnrt_lr_schedule sched;       /* decay_epochs -> decay (owned) */
+  double *decay;
+  int64_t steps_per_epoch;
 } rt_trainer;
 /* Looks up the training descriptor of a mode-1 model, validates it, allocates and initialises
  * the state (m->tr).  A model without one keeps m->tr NULL.  Names m->path in messages. */

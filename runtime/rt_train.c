@@ -304,6 +304,7 @@ void rt_train_free(cnnrt_model *m) {
     if (k != tr->t->images && k != tr->t->labels) rt_free(m, tr->tbuf[k]); /* those two are the caller's */
   free(tr->tbuf);
   free(tr->io);
+  free(tr->decay);
   rt_free(m, tr->scratch);
   rt_free(m, tr->state);
   free(tr);
@@ -332,6 +333,28 @@ CNNRT_API cnnrt_status cnnrt_set_learning_rate(cnnrt_model *m, double lr) {
   if (!isfinite(lr) || lr < 0) return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_set_learning_rate: %g is not a finite lr >= 0", lr);
   pthread_mutex_lock(&m->lock);
   m->tr->lr = lr;
+  m->tr->have_sched = 0;
+  pthread_mutex_unlock(&m->lock);
+  return CNNRT_OK;
+}
+
+CNNRT_API cnnrt_status cnnrt_set_lr_schedule(cnnrt_model *m, const cnnrt_lr_schedule *s, int64_t steps_per_epoch) {
+  rt_clear_error();
+  cnnrt_status st = rt_need_train(m, "cnnrt_set_lr_schedule");
+  if (st != CNNRT_OK) return st;
+  if (s && (steps_per_epoch < 1 || !isfinite(s->base_lr) || s->base_lr < 0 || s->n_decay < 0 || s->n_decay > 4096 ||
+            (s->n_decay > 0 && !s->decay_epochs)))
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_set_lr_schedule: bad schedule (base_lr %g, %d decay epochs) or %lld steps per epoch",
+                   s->base_lr, s->n_decay, (long long)steps_per_epoch);
+  double *decay = s && s->n_decay ? malloc((size_t)s->n_decay * sizeof *decay) : NULL;
+  if (s && s->n_decay && !decay) return rt_fail(CNNRT_OUT_OF_MEMORY, "cnnrt_set_lr_schedule: out of memory");
+  if (decay) memcpy(decay, s->decay_epochs, (size_t)s->n_decay * sizeof *decay);
+  pthread_mutex_lock(&m->lock);
+  rt_trainer *tr = m->tr;
+  free(tr->decay);
+  tr->decay = decay;
+  tr->have_sched = s != NULL;
+  if (s) tr->sched = *s, tr->sched.decay_epochs = decay, tr->steps_per_epoch = steps_per_epoch;
   pthread_mutex_unlock(&m->lock);
   return CNNRT_OK;
 }
@@ -383,6 +406,8 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
   pthread_mutex_lock(&m->lock);
   s = rt_pools_ready(m);
   for (int u = 0; u < n && s == CNNRT_OK; u++) {
+    rt_trainer *tr = m->tr;
+    if (tr->have_sched) tr->lr = cnnrt_lr_at(&tr->sched, (double)tr->step / (double)tr->steps_per_epoch);
     for (int a = 0; a < ga && s == CNNRT_OK; a++)
       s = rt_feed_and_run(m, &t->micro_batch, images, labels, u * ga + a, &loss_sum, &correct_sum);
     if (s == CNNRT_OK) s = rt_run_program(m, &t->update);

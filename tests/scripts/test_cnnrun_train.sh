@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# test_cnnrun_train.sh BUILD SRC — cnnrun train / validate on the hand-written training models
+# (tests/tools/libfake_train*.c, softmax regression): Fashion-MNIST from Debian's
+# dataset-fashion-mnist (a --limit subset) reaches well above chance, checkpoints are written
+# at every log and `validate --checkpoint DIR` lists them by step; --restore continues from a
+# checkpoint; --logs-per-epoch rounding and its errors; usage and model errors with their exit
+# statuses (1 error, 2 usage).  Ends with "N passed, M failed".
+set -u
+BUILD=${1:?usage: test_cnnrun_train.sh BUILD SRC}
+CNNRUN="$BUILD/cnnrun"
+FT="$BUILD/tests/libfake_train.so"
+FT2="$BUILD/tests/libfake_train2.so"
+FMNIST=/usr/share/datasets/fashion-mnist
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect STATUS PATTERN -- ARGS...: cnnrun exits with STATUS and its stdout+stderr match PATTERN.
+expect() {
+  local want=$1 pat=$2
+  shift 3
+  "$CNNRUN" "$@" >"$T/out" 2>&1
+  local got=$?
+  if [ "$got" != "$want" ]; then
+    bad "cnnrun $* -> exit $got, want $want: $(head -c 600 "$T/out")"
+  elif ! grep -qE -- "$pat" "$T/out"; then
+    bad "cnnrun $* -> output lacks /$pat/: $(head -c 600 "$T/out")"
+  else
+    ok
+  fi
+}
+
+# accuracy_above MIN FILE: the validation accuracy printed in FILE is > MIN.
+accuracy_above() {
+  local acc
+  acc=$(sed -n 's/^validation: .*accuracy \([0-9.]*\).*/\1/p' "$2" | tail -1)
+  if [ -n "$acc" ] && python3 -c "import sys; sys.exit(0 if float('$acc') > $1 else 1)"; then ok; else bad "validation accuracy '$acc' not > $1: $(tail -3 "$2")"; fi
+}
+
+[ -x "$CNNRUN" ] || { echo "FAIL: no $CNNRUN"; echo "0 passed, 1 failed"; exit 1; }
+
+# ---- usage and errors ------------------------------------------------------------------------
+expect 0 "--logs-per-epoch X" -- "$FT" train --help
+expect 0 "--checkpoint FILE\|DIR" -- "$FT" validate --help
+expect 2 "--checkpoint FILE\|DIR is required" -- "$FT" validate
+expect 2 "--epochs: '0' is not an integer" -- "$FT" train --epochs 0
+expect 2 "unknown learning-rate schedule 'linear'" -- "$FT" train --dataset synthetic --lr-schedule linear
+expect 2 "--logs-per-epoch: '1/0' is not" -- "$FT" train --dataset synthetic --logs-per-epoch 1/0
+expect 2 "step needs --lr-decay-epochs" -- "$FT" train --dataset synthetic --lr-schedule step
+expect 1 "It is not possible to log 2.0 epochs a time for 5 epochs" -- "$FT" train --dataset synthetic --epochs 5 --logs-per-epoch 1/2
+expect 1 "an inference model; compile with --mode training" -- "$BUILD/tests/libfake_model.so" train --dataset synthetic
+expect 1 "unknown dataset 'imagenet'" -- "$FT" train --dataset imagenet --data-dir "$T"
+expect 1 "$T/train-images-idx3-ubyte: cannot open" -- "$FT" train --dataset mnist --data-dir "$T"
+printf '\0\0\x08\x03\0\0\0\x05\0\0\0\x1c\0\0\0\x1c' >"$T/train-images-idx3-ubyte"
+expect 1 "train-images-idx3-ubyte: truncated: the header promises 3920 bytes" -- "$FT" train --dataset mnist --data-dir "$T"
+mkdir -p "$T/c" && head -c 3073 /dev/zero >"$T/c/test_batch.bin"
+for b in 1 2 3 4 5; do head -c 3073 /dev/zero >"$T/c/data_batch_$b.bin"; done
+expect 1 "cifar10 samples are 3x32x32, the model input 'images' takes 784 values" -- "$FT" train --dataset cifar10 --data-dir "$T/c"
+
+# ---- synthetic: log rounding, schedules, 2 shards with accumulation -------------------------
+expect 0 "rounded to 4 \(a log every 16 steps\)" -- "$FT" train --dataset synthetic --logs-per-epoch 3
+expect 0 "validation: loss [0-9.]+  accuracy (0\.9|1\.0)" -- "$FT2" train --dataset synthetic --epochs 2 --lr-schedule cosine --warmup-epochs 0.5
+expect 0 "\"event\": \"log\", \"epoch\": 2.0000, \"step\": 128" -- "$FT" train --dataset synthetic --epochs 4 --logs-per-epoch 1/2 --json
+expect 0 "lr 0.005" -- "$FT" train --dataset synthetic --epochs 3 --lr 0.5 --lr-schedule step --lr-decay-epochs 1,2 --lr-factor 0.1
+
+# ---- Fashion-MNIST (Debian dataset-fashion-mnist) ------------------------------------------
+if [ -f "$FMNIST/train-images-idx3-ubyte.gz" ]; then
+  "$CNNRUN" "$FT" train --dataset fashion-mnist --epochs 1 --limit 8000 --lr 0.01 --logs-per-epoch 4 \
+    --checkpoint-dir "$T/ck" >"$T/fm" 2>&1
+  rc=$?
+  if [ $rc = 0 ]; then ok; else bad "fashion-mnist train exit $rc: $(tail -5 "$T/fm")"; fi
+  grep -qE '^epoch 1.00 \(step 500/500\): loss [0-9.]+  accuracy 0\.[6-9]' "$T/fm" && ok || bad "per-log line: $(grep ^epoch "$T/fm")"
+  accuracy_above 0.70 "$T/fm"
+  n=$(ls "$T/ck"/ckpt-step-*.safetensors 2>/dev/null | wc -l)
+  [ "$n" = 4 ] && ok || bad "$n checkpoints in $T/ck, want 4"
+  ls "$T/ck" | grep -q tmp && bad "temporary checkpoint files left" || ok
+  expect 0 "ckpt-step-00000125.safetensors: step 125 .*accuracy 0\.[6-9]" -- "$FT" validate --checkpoint "$T/ck"
+  # sorted by step: 125, 250, 375, 500
+  steps=$(grep -oE 'step [0-9]+ ' "$T/out" | tr -d 'step ' | tr '\n' ,)
+  [ "$steps" = "125,250,375,500," ] && ok || bad "validate order: $steps"
+  expect 0 "ckpt-step-00000500.safetensors: step 500" -- "$FT" validate --checkpoint "$T/ck/ckpt-step-00000500.safetensors"
+  expect 0 "\(restored\)" -- "$FT" train --dataset fashion-mnist --epochs 1 --limit 8000 --restore "$T/ck/ckpt-step-00000250.safetensors"
+  grep -q "step 250/500" "$T/out" && bad "restored run logged step 250 again" || ok
+  expect 1 "is not in the state of model fake_train2" -- "$FT2" validate --checkpoint "$T/ck"
+else
+  echo "SKIP: no $FMNIST (Debian package dataset-fashion-mnist)"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
