@@ -179,8 +179,9 @@ static cnnrt_status rt_cifar_file(cnnrt_dataset *ds, const char *path) {
   for (int64_t i = 0; i < k; i++) {
     const uint8_t *r = b.p + (size_t)i * RT_CIFAR_RECORD;
     if (r[0] > 9) {
+      int label = r[0];
       free(b.p);
-      return rt_fail(CNNRT_BAD_MODEL, "%s: record %lld has label %d, CIFAR-10 labels are 0..9", path, (long long)i, r[0]);
+      return rt_fail(CNNRT_BAD_MODEL, "%s: record %lld has label %d, CIFAR-10 labels are 0..9", path, (long long)i, label);
     }
     ds->labels[ds->n + i] = r[0];
     memcpy(ds->images + (size_t)(ds->n + i) * (RT_CIFAR_RECORD - 1), r + 1, RT_CIFAR_RECORD - 1);

@@ -196,6 +196,7 @@ static void test_synthetic(void) {
       band_ok &= in_band ? v >= 150 : v < 100;
     }
   CHECK(band_ok, "class bands");
+  cnnrt_dataset_close(b);
   CHECK(cnnrt_dataset_synthetic(10, 1, 4, 4, 10, 1, &b) == CNNRT_INVALID_ARGUMENT, "more classes than rows");
   cnnrt_dataset_close(a);
 }
