@@ -133,7 +133,7 @@ static cnnrt_status rt_open_idx(cnnrt_dataset *ds, const char *dir, int test) {
   rt_find(dir, test ? "t10k-images-idx3-ubyte" : "train-images-idx3-ubyte", ip, sizeof ip);
   rt_find(dir, test ? "t10k-labels-idx1-ubyte" : "train-labels-idx1-ubyte", lp, sizeof lp);
   rt_blob bi, bl = {NULL, 0};
-  int64_t di[3], dl[1];
+  int64_t di[3] = {0}, dl[1] = {0};
   cnnrt_status s = rt_read_file(ip, &bi);
   if (s == CNNRT_OK) s = rt_idx_check(ip, &bi, 3, di);
   if (s == CNNRT_OK) s = rt_read_file(lp, &bl);
