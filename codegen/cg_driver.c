@@ -24,8 +24,15 @@ static double seconds(void) {
 /* Options this back end cannot honour yet. */
 static int check_options(const struct fe_options *o, ir_diag *d) {
   ir_loc loc = {0};
-  if (o->mode && strcmp(o->mode, "inference") != 0)
-    return ir_diag_set(d, loc, NULL, "--mode %s: code generation supports inference only for now", o->mode);
+  int train = o->mode && !strcmp(o->mode, "training");
+  if (o->mode && strcmp(o->mode, "inference") != 0 && !train)
+    return ir_diag_set(d, loc, NULL, "--mode %s: code generation supports inference and training only", o->mode);
+  if (train && o->optimizer && strcmp(o->optimizer, "sgd") && strcmp(o->optimizer, "momentum") &&
+      strcmp(o->optimizer, "nesterov"))
+    return ir_diag_set(d, loc, NULL, "--optimizer %s: compiled training supports sgd, momentum and nesterov for now",
+                       o->optimizer);
+  if (train && (o->shards > 1 || o->pipeline_splits.n > 0))
+    return ir_diag_set(d, loc, NULL, "compiled training supports one shard for now (no --shards / --pipeline-splits)");
   if (o->precision && strcmp(o->precision, "32.32") != 0)
     return ir_diag_set(d, loc, NULL, "--precision %s: code generation supports 32.32 (fp32) only for now", o->precision);
   return 0;
@@ -40,6 +47,13 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
                           const cg_report_sink *report, ir_diag *d) {
   double t0 = seconds();
   if (check_options(o, d)) return -1;
+  if (o->mode && !strcmp(o->mode, "training")) { /* backward graph + optimizer update (docs/training.md) */
+    pass_optim_cfg cfg = {0};
+    cfg.optimizer = o->optimizer && *o->optimizer ? o->optimizer : "sgd";
+    cfg.momentum = (float)o->momentum;
+    cfg.loss_scale = 1.0f;
+    if (pass_autodiff(g, 1.0f, d) < 0 || pass_optimizer(g, &cfg, d) < 0 || ir_verify(g, d) < 0) return -1;
+  }
   if (pass_split(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) return -1;
   if (report && report->phase) report->phase(report->ctx, "split", seconds() - t0);
   cg_target t;

@@ -13,6 +13,7 @@ typedef struct cg_priv {
   const pass_fusion *plan;    /* fusion plan, one row per node */
   LLVMValueRef *param_global; /* cache: one global per param value id (cg_param_const) */
   int shard;
+  int train;                  /* training layout: params are kernel operands (state buffer) */
 } cg_priv;
 
 /* Records an error for node n (first one wins) and returns NULL, for generators. */
@@ -77,5 +78,13 @@ LLVMValueRef cg_gen_unary(cg_ctx *c, const ir_node *n, const char *fn_name, cons
 void cg_inner_loop(cg_ctx *c, int64_t n, cg_elem_body body, void *user);
 /* Sum over base[off .. off+cnt) of x, or of (x - mean)^2 when mean != NULL (f32 scalar). */
 LLVMValueRef cg_reduce_sum(cg_ctx *c, LLVMValueRef base, LLVMValueRef off, int64_t cnt, LLVMValueRef mean);
+
+/* ---- training (gen_train.c) ------------------------------------------------------------- */
+/* Training-mode generator of op (params are pointer operands, every operand of the node is a
+ * kernel argument in operand order), or NULL when the inference generator serves as is. */
+cg_gen_fn cg_train_generator(ir_op op);
+/* Emits into c's module the kernel name(logits [N,K], labels [N], correct [1], tid, nth):
+ * thread 0 writes the number of rows whose first maximum is at the label. */
+LLVMValueRef cg_gen_top1(cg_ctx *c, const char *name, int64_t n, int64_t k);
 
 #endif

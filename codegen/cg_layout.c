@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "codegen/cg_layout.h"
+#include "ir/grad_train.h"
 
 static void *xcalloc(size_t n, size_t s) {
   void *p = calloc(n ? n : 1, s);
@@ -36,6 +37,10 @@ static int make_kernel(cg_layout *L, int a, ir_diag *d) {
   k->anchor = a, k->last = p->last, k->shard = n->shard, k->out = g->nodes[p->last].out;
   for (int j = 0; j < n->n_in; j++) {
     const ir_value *v = &g->values[n->in[j]];
+    if (L->train) { /* every operand is a pointer: params in the state buffer, labels/lr io */
+      k->act[k->n_act++] = v->id;
+      continue;
+    }
     if (v->kind == IR_VAL_PARAM) continue;
     if (v->kind == IR_VAL_LABEL)
       return ir_diag_set(d, n->loc, n->name, "labels are only used in training; inference codegen cannot compile %s",
@@ -93,6 +98,7 @@ static void build_tensors(cg_layout *L) {
   for (int i = 0; i < L->n_k; i++)
     for (int j = 0; j < L->k[i].n_act; j++) {
       int v = L->k[i].act[j];
+      if (g->values[v].kind == IR_VAL_PARAM) continue; /* training: state buffer */
       if (producer_shard(L, v) < L->k[i].shard) add_tensor(L, v);
     }
 }
@@ -112,7 +118,8 @@ static void build_io(cg_layout *L) {
       const cg_kernel *k = &L->k[i];
       for (int j = 0; j < k->n_act; j++)
         if (L->vid_tensor[k->act[j]] >= 0 && producer_shard(L, k->act[j]) != s) push_unique(in, &ni, L->vid_tensor[k->act[j]]);
-      if (L->vid_tensor[k->out] >= 0) push_unique(out, &no, L->vid_tensor[k->out]);
+      if (L->vid_tensor[k->out] >= 0 && (!L->train || L->state_alias[k->out] < 0))
+        push_unique(out, &no, L->vid_tensor[k->out]);
     }
     sp->io = xcalloc((size_t)(ni + no), sizeof(int));
     memcpy(sp->io, in, (size_t)ni * sizeof(int));
@@ -130,7 +137,7 @@ static void build_scratch(cg_layout *L, int s) {
   int *vid = xcalloc((size_t)sp->n_k, sizeof(int)), n = 0;
   for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
     const cg_kernel *k = &L->k[i];
-    if (L->vid_tensor[k->out] >= 0) continue;
+    if (L->vid_tensor[k->out] >= 0 || (L->train && L->state_alias[k->out] >= 0)) continue;
     const ir_value *v = &L->g->values[k->out];
     pass_usage r = {k->step, k->step, ir_shape_numel(&v->shape) * (int64_t)ir_dtype_size(v->dtype), 64, 0};
     for (int j = i + 1; j < sp->first_k + sp->n_k; j++)
@@ -144,6 +151,28 @@ static void build_scratch(cg_layout *L, int s) {
   sp->usage = u, sp->usage_vid = vid, sp->n_usage = n;
 }
 
+/* Training: a 64-aligned slice of the state buffer per param; optimizer results alias their
+ * target's slice. */
+static void build_state(cg_layout *L) {
+  const ir_graph *g = L->g;
+  L->state_off = xcalloc((size_t)g->n_values, sizeof(int64_t));
+  L->state_alias = xcalloc((size_t)g->n_values, sizeof(int));
+  for (int v = 0; v < g->n_values; v++) L->state_off[v] = -1, L->state_alias[v] = -1;
+  if (!L->train) return;
+  int64_t off = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    const ir_value *x = &g->values[v];
+    if (x->kind != IR_VAL_PARAM) continue;
+    L->state_off[v] = off, L->state_alias[v] = v;
+    off += (ir_shape_numel(&x->shape) * (int64_t)ir_dtype_size(x->dtype) + 63) / 64 * 64;
+  }
+  L->state_bytes = off > 0 ? off : 64;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (ir_op_is_optimizer(n->op) && n->attr.sgd_update.target >= 0) L->state_alias[n->out] = n->attr.sgd_update.target;
+  }
+}
+
 int cg_layout_build(cg_layout *L, const ir_graph *g, int fuse, ir_diag *d) {
   memset(L, 0, sizeof *L);
   L->g = g;
@@ -152,6 +181,14 @@ int cg_layout_build(cg_layout *L, const ir_graph *g, int fuse, ir_diag *d) {
   L->sh = xcalloc((size_t)L->n_shards, sizeof *L->sh);
   L->scratch_off = xcalloc((size_t)g->n_values, sizeof(int64_t));
   for (int v = 0; v < g->n_values; v++) L->scratch_off[v] = -1;
+  L->loss_vid = L->logits_vid = L->label_vid = -1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (ir_op_is_optimizer(g->nodes[i].op)) L->train = 1;
+    if (g->nodes[i].op == IR_OP_softmax_xent)
+      L->loss_vid = g->nodes[i].out, L->logits_vid = g->nodes[i].in[0], L->label_vid = g->nodes[i].in[1];
+  }
+  if (L->train) fuse = 0; /* training: one kernel per node, no BN folding */
+  build_state(L);
   pass_fuse(g, fuse, L->plan);
   if (build_kernels(L, d)) return -1;
   build_tensors(L);
@@ -169,6 +206,8 @@ void cg_layout_free(cg_layout *L) {
   free(L->tensor_vid);
   free(L->vid_tensor);
   free(L->scratch_off);
+  free(L->state_off);
+  free(L->state_alias);
   memset(L, 0, sizeof *L);
 }
 

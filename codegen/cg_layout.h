@@ -36,6 +36,13 @@ typedef struct cg_layout {
   int64_t *scratch_off;        /* per value: offset in its shard's scratch or -1 */
   cg_shard_plan *sh;
   int n_shards;
+  /* training (graph with optimizer nodes): params are kernel operands living in the state
+   * buffer; an optimizer node's result is written into its target param's slice. */
+  int train;
+  int64_t *state_off;          /* per value: offset in the state buffer or -1 (params) */
+  int *state_alias;            /* per value: the param whose slice holds it (itself for params), or -1 */
+  int64_t state_bytes;
+  int loss_vid, logits_vid, label_vid; /* the softmax_xent node's result and operands (-1: none) */
 } cg_layout;
 
 /* Builds the layout of g (shards assigned).  fuse enables epilogue fusion.  Returns 0 or -1

@@ -3,10 +3,12 @@
  * order with a barrier between them) and the exported cnnc_abi_model descriptor (tensors,
  * shards, op and kernel names, FLOPs, options), laid out with the target's data layout. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cnnc_config.h"
 #include "codegen/cg_main.h"
+#include "ir/grad_train.h"
 #include "runtime/cnnc_abi.h"
 
 static LLVMValueRef kernel_decl(cg_ctx *c, const cg_kernel *k) {
@@ -21,7 +23,12 @@ static LLVMValueRef kernel_decl(cg_ctx *c, const cg_kernel *k) {
 }
 
 /* Pointer to value v inside shard s's entry: io[slot] or scratch + offset. */
-static LLVMValueRef value_ptr(cg_ctx *c, const cg_layout *L, int s, int v, LLVMValueRef io, LLVMValueRef scratch) {
+static LLVMValueRef value_ptr(cg_ctx *c, const cg_layout *L, int s, int v, LLVMValueRef io, LLVMValueRef scratch,
+                              LLVMValueRef state) {
+  if (state && L->state_alias[v] >= 0) { /* training: a param's (or its update's) state slice */
+    LLVMValueRef off = cg_i64(c, L->state_off[L->state_alias[v]]);
+    return LLVMBuildInBoundsGEP2(c->b, c->t_i8, state, &off, 1, c->g->values[v].name);
+  }
   int t = L->vid_tensor[v];
   if (t >= 0) {
     int slot = cg_layout_io_slot(L, s, t);
@@ -32,16 +39,21 @@ static LLVMValueRef value_ptr(cg_ctx *c, const cg_layout *L, int s, int v, LLVMV
   return LLVMBuildInBoundsGEP2(c->b, c->t_i8, scratch, &off, 1, c->g->values[v].name);
 }
 
-static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s) {
-  LLVMTypeRef p[6] = {c->t_ptr, c->t_ptr, c->t_i32, c->t_i32, c->t_ptr, c->t_ptr};
+/* Shard entry (cnnc_abi_shard_fn), or with train a training stage (cnnc_abi_stage_fn: the
+ * state pointer second; after the loss kernel, thread 0 counts top-1 hits into the io slot
+ * after the shard's own io list). */
+static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train) {
+  LLVMTypeRef p[7] = {c->t_ptr, c->t_ptr, c->t_ptr, c->t_i32, c->t_i32, c->t_ptr, c->t_ptr};
   char name[64];
-  snprintf(name, sizeof name, "cnnc_shard%d_run", s);
-  LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_i32, p, 6, 0));
+  snprintf(name, sizeof name, train ? "cnnc_train%d_run" : "cnnc_shard%d_run", s);
+  LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_i32, train ? p : p + 1, train ? 7 : 6, 0));
   LLVMSetLinkage(f, LLVMInternalLinkage);
   cg_set_fn_attrs(c, f);
   LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
-  LLVMValueRef io = LLVMGetParam(f, 0), scratch = LLVMGetParam(f, 1), tid = LLVMGetParam(f, 2), nth = LLVMGetParam(f, 3);
-  LLVMValueRef barrier = LLVMGetParam(f, 4), bctx = LLVMGetParam(f, 5);
+  int a0 = train ? 1 : 0;
+  LLVMValueRef io = LLVMGetParam(f, 0), state = train ? LLVMGetParam(f, 1) : NULL, scratch = LLVMGetParam(f, (unsigned)a0 + 1);
+  LLVMValueRef tid = LLVMGetParam(f, (unsigned)a0 + 2), nth = LLVMGetParam(f, (unsigned)a0 + 3);
+  LLVMValueRef barrier = LLVMGetParam(f, (unsigned)a0 + 4), bctx = LLVMGetParam(f, (unsigned)a0 + 5);
   LLVMTypeRef bar_t = LLVMFunctionType(c->t_void, &c->t_ptr, 1, 0);
   const cg_shard_plan *sp = &L->sh[s];
   for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
@@ -53,12 +65,23 @@ static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s) {
       cg_if_end(c, &fi);
     }
     LLVMValueRef args[CG_MAX_ACT + 3];
-    for (int j = 0; j < k->n_act; j++) args[j] = value_ptr(c, L, s, k->act[j], io, scratch);
-    args[k->n_act] = value_ptr(c, L, s, k->out, io, scratch);
+    for (int j = 0; j < k->n_act; j++) args[j] = value_ptr(c, L, s, k->act[j], io, scratch, state);
+    args[k->n_act] = value_ptr(c, L, s, k->out, io, scratch, state);
     args[k->n_act + 1] = tid;
     args[k->n_act + 2] = nth;
     LLVMValueRef fn = kernel_decl(c, k);
     LLVMBuildCall2(c->b, LLVMGlobalGetValueType(fn), fn, args, (unsigned)k->n_act + 3, "");
+    if (train && k->out == L->loss_vid) { /* top-1 count, same step (logits still live) */
+      const ir_shape *ls = &c->g->values[L->logits_vid].shape;
+      LLVMValueRef top = cg_gen_top1(c, "cnnc_top1", ls->dim[0], ir_shape_numel(ls) / ls->dim[0]);
+      LLVMPositionBuilderAtEnd(c->b, LLVMGetLastBasicBlock(f));
+      LLVMValueRef slot = cg_i64(c, sp->n_io);
+      LLVMValueRef targs[5] = {value_ptr(c, L, s, L->logits_vid, io, scratch, state),
+                               value_ptr(c, L, s, L->label_vid, io, scratch, state),
+                               LLVMBuildLoad2(c->b, c->t_ptr, LLVMBuildInBoundsGEP2(c->b, c->t_ptr, io, &slot, 1, ""), "correct"),
+                               tid, nth};
+      LLVMBuildCall2(c->b, LLVMGlobalGetValueType(top), top, targs, 5, "");
+    }
   }
   LLVMBuildRet(c->b, cg_i32(c, 0));
   return f;
@@ -97,7 +120,8 @@ static LLVMValueRef tensor_const(cg_ctx *c, LLVMTypeRef tt, const ir_value *v) {
   return LLVMConstNamedStruct(tt, f, 5);
 }
 
-static LLVMValueRef shard_const(cg_ctx *c, LLVMTypeRef st, const cg_layout *L, int s, LLVMValueRef run) {
+static LLVMValueRef shard_const(cg_ctx *c, LLVMTypeRef st, const cg_layout *L, int s, LLVMValueRef run, const int *io,
+                                int n_io, int n_inputs) {
   const cg_shard_plan *sp = &L->sh[s];
   LLVMValueRef names[sp->n_k], kernels[sp->n_k], flops[sp->n_k];
   LLVMTypeRef dt = LLVMDoubleTypeInContext(c->llc);
@@ -108,8 +132,8 @@ static LLVMValueRef shard_const(cg_ctx *c, LLVMTypeRef st, const cg_layout *L, i
     flops[i] = LLVMConstReal(dt, k->flops);
   }
   const ir_node *first = &c->g->nodes[L->k[sp->first_k].anchor], *last = &c->g->nodes[L->k[sp->first_k + sp->n_k - 1].last];
-  LLVMValueRef f[11] = {cstr(c, first->name), cstr(c, last->name), cg_i32(c, sp->n_io), cg_i32(c, sp->n_inputs),
-                        i32_array(c, sp->io, sp->n_io, "io"), cg_i64(c, sp->scratch_bytes), cg_i32(c, sp->n_k),
+  LLVMValueRef f[11] = {cstr(c, first->name), cstr(c, last->name), cg_i32(c, n_io), cg_i32(c, n_inputs),
+                        i32_array(c, io, n_io, "io"), cg_i64(c, sp->scratch_bytes), cg_i32(c, sp->n_k),
                         array_of(c, c->t_ptr, names, sp->n_k, "op_names"),
                         array_of(c, c->t_ptr, kernels, sp->n_k, "kernel_names"),
                         array_of(c, dt, flops, sp->n_k, "op_flops"), run};
@@ -122,6 +146,95 @@ static LLVMTypeRef named_struct(cg_ctx *c, const char *name, LLVMTypeRef *f, int
   return t;
 }
 
+/* Stub shard entry of a training model's cnnc_model_v1 (never called: returns 1). */
+static LLVMValueRef stub_entry(cg_ctx *c) {
+  LLVMTypeRef p[6] = {c->t_ptr, c->t_ptr, c->t_i32, c->t_i32, c->t_ptr, c->t_ptr};
+  LLVMValueRef f = LLVMAddFunction(c->mod, "cnnc_shard_stub", LLVMFunctionType(c->t_i32, p, 6, 0));
+  LLVMSetLinkage(f, LLVMInternalLinkage);
+  cg_set_fn_attrs(c, f);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
+  LLVMBuildRet(c->b, cg_i32(c, 1));
+  return f;
+}
+
+/* The exported cnnc_abi_train descriptor (training extension of cnnc_abi.h): train tensors =
+ * the layout's boundary tensors + "correct"; one micro_batch stage per shard (one shard in this
+ * version); state = every param at its 64-aligned offset with its initial bytes. */
+static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, const cg_options *o) {
+  LLVMTypeRef i32 = c->t_i32, i64 = c->t_i64, ptr = c->t_ptr, dbl = LLVMDoubleTypeInContext(c->llc);
+  const ir_graph *g = c->g;
+  int nt = L->n_tensors + 1;
+  LLVMValueRef tensors[nt];
+  for (int i = 0; i < L->n_tensors; i++) tensors[i] = tensor_const(c, tensor_t, &g->values[L->tensor_vid[i]]);
+  LLVMValueRef one[4] = {cg_i64(c, 1), cg_i64(c, 0), cg_i64(c, 0), cg_i64(c, 0)};
+  LLVMValueRef cf[5] = {cstr(c, "correct"), cg_i32(c, CNNC_ABI_F32), cg_i32(c, 1), LLVMConstArray2(i64, one, 4), cg_i64(c, 4)};
+  tensors[L->n_tensors] = LLVMConstNamedStruct(tensor_t, cf, 5);
+  /* state */
+  LLVMTypeRef stf[9] = {ptr, i32, i32, i32, i32, LLVMArrayType2(i64, 4), i64, i64, ptr};
+  LLVMTypeRef state_t = named_struct(c, "cnnc_abi_state_tensor", stf, 9);
+  int n_state = 0;
+  for (int v = 0; v < g->n_values; v++) n_state += L->state_off[v] >= 0;
+  LLVMValueRef st[n_state > 0 ? n_state : 1];
+  char *is_opt = calloc((size_t)g->n_values + 1, 1);
+  for (int i = 0; i < g->n_nodes; i++)
+    if (L->state_alias[g->nodes[i].out] >= 0) is_opt[L->state_alias[g->nodes[i].out]] = 1;
+  n_state = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    if (L->state_off[v] < 0) continue;
+    const ir_value *x = &g->values[v];
+    int64_t bytes = ir_shape_numel(&x->shape) * (int64_t)ir_dtype_size(x->dtype);
+    LLVMValueRef dims[4];
+    for (int d = 0; d < 4; d++) dims[d] = cg_i64(c, d < x->shape.rank ? x->shape.dim[d] : 0);
+    int kind = x->trainable ? CNNC_ABI_STATE_PARAM : is_opt[v] ? CNNC_ABI_STATE_OPTIMIZER : CNNC_ABI_STATE_BUFFER;
+    int dt = x->dtype == IR_F32 ? CNNC_ABI_F32 : CNNC_ABI_I32;
+    LLVMValueRef f[9] = {cstr(c, x->name), cg_i32(c, dt), cg_i32(c, kind), cg_i32(c, x->shape.rank), cg_i32(c, 0),
+                         LLVMConstArray2(i64, dims, 4), cg_i64(c, L->state_off[v]), cg_i64(c, bytes),
+                         x->data ? cg_blob_const(c, "init", x->data, (size_t)bytes) : LLVMConstNull(ptr)};
+    st[n_state++] = LLVMConstNamedStruct(state_t, f, 9);
+  }
+  free(is_opt);
+  /* stages: micro_batch = one per shard */
+  LLVMTypeRef sgf[8] = {ptr, i32, i32, i32, ptr, i64, dbl, ptr};
+  LLVMTypeRef stage_t = named_struct(c, "cnnc_abi_stage", sgf, 8);
+  LLVMValueRef stages[L->n_shards];
+  for (int s = 0; s < L->n_shards; s++) {
+    const cg_shard_plan *sp = &L->sh[s];
+    int io[sp->n_io + 1];
+    memcpy(io, sp->io, (size_t)sp->n_io * sizeof(int));
+    io[sp->n_io] = L->n_tensors; /* correct */
+    double fl = 0;
+    for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) fl += L->k[i].flops;
+    char nm[32];
+    snprintf(nm, sizeof nm, "train/s%d", s);
+    LLVMValueRef f[8] = {cstr(c, nm), cg_i32(c, s), cg_i32(c, sp->n_io + 1), cg_i32(c, sp->n_inputs),
+                         i32_array(c, io, sp->n_io + 1, "stage_io"), cg_i64(c, sp->scratch_bytes), LLVMConstReal(dbl, fl),
+                         build_entry(c, L, s, 1)};
+    stages[s] = LLVMConstNamedStruct(stage_t, f, 8);
+  }
+  LLVMTypeRef pf[2] = {i32, ptr};
+  LLVMTypeRef prog_t = named_struct(c, "cnnc_abi_program", pf, 2);
+  LLVMValueRef mb[2] = {cg_i32(c, L->n_shards), array_of(c, stage_t, stages, L->n_shards, "mb_stages")};
+  LLVMValueRef none[2] = {cg_i32(c, 0), LLVMConstNull(ptr)};
+  LLVMTypeRef trf[19] = {i32, i32, i32, i32, i32, ptr, i32, i32, i32, i32, i32, i32, i64, i32, ptr, prog_t, prog_t, prog_t, ptr};
+  LLVMTypeRef train_t = named_struct(c, "cnnc_abi_train", trf, 19);
+  int lr = ir_find_value(g, IR_LR_INPUT_NAME);
+  LLVMTargetDataRef td = LLVMGetModuleDataLayout(c->mod);
+  LLVMValueRef tv[19] = {cg_i32(c, (int32_t)CNNC_ABI_TRAIN_MAGIC), cg_i32(c, CNNC_ABI_TRAIN_VERSION),
+                         cg_i32(c, (int32_t)LLVMABISizeOfType(td, train_t)), cg_i32(c, 0), cg_i32(c, nt),
+                         array_of(c, tensor_t, tensors, nt, "train_tensors"), cg_i32(c, L->vid_tensor[g->input]),
+                         cg_i32(c, L->label_vid >= 0 ? L->vid_tensor[L->label_vid] : -1),
+                         cg_i32(c, lr >= 0 ? L->vid_tensor[lr] : -1),
+                         cg_i32(c, L->loss_vid >= 0 ? L->vid_tensor[L->loss_vid] : -1), cg_i32(c, L->n_tensors), cg_i32(c, 1),
+                         cg_i64(c, L->state_bytes), cg_i32(c, n_state), array_of(c, state_t, st, n_state, "state"),
+                         LLVMConstNamedStruct(prog_t, mb, 2), LLVMConstNamedStruct(prog_t, none, 2),
+                         LLVMConstNamedStruct(prog_t, none, 2), cstr(c, o->options_json ? o->options_json : "{}")};
+  LLVMValueRef desc = LLVMAddGlobal(c->mod, train_t, CNNC_ABI_TRAIN_SYMBOL);
+  LLVMSetInitializer(desc, LLVMConstNamedStruct(train_t, tv, 19));
+  LLVMSetGlobalConstant(desc, 1);
+  LLVMSetLinkage(desc, LLVMExternalLinkage);
+  LLVMSetVisibility(desc, LLVMDefaultVisibility);
+}
+
 int cg_build_main(cg_ctx *c, const cg_layout *L, const cg_options *o, ir_diag *d) {
   LLVMTypeRef i32 = c->t_i32, i64 = c->t_i64, ptr = c->t_ptr, dbl = LLVMDoubleTypeInContext(c->llc);
   LLVMTypeRef tf[5] = {ptr, i32, i32, LLVMArrayType2(i64, 4), i64};
@@ -131,27 +244,39 @@ int cg_build_main(cg_ctx *c, const cg_layout *L, const cg_options *o, ir_diag *d
   LLVMTypeRef mf[17] = {i32, i32, i32, i32, ptr, ptr, ptr, i32, i32, i32, ptr, i32, i32, ptr, i32, ptr, dbl};
   LLVMTypeRef model_t = named_struct(c, "cnnc_abi_model", mf, 17);
   const ir_graph *g = c->g;
-  LLVMValueRef tensors[L->n_tensors > 0 ? L->n_tensors : 1], shards[L->n_shards];
-  for (int i = 0; i < L->n_tensors; i++) tensors[i] = tensor_const(c, tensor_t, &g->values[L->tensor_vid[i]]);
   double total = 0;
   for (int i = 0; i < L->n_k; i++) total += L->k[i].flops;
-  for (int s = 0; s < L->n_shards; s++) shards[s] = shard_const(c, shard_t, L, s, build_entry(c, L, s));
-  int outs[8];
-  for (int i = 0; i < g->n_outputs; i++) outs[i] = L->vid_tensor[g->outputs[i]];
+  int n_tensors, outs[8], n_outs = g->n_outputs, input;
+  LLVMValueRef tensors[L->n_tensors > 0 ? L->n_tensors : 1], shards[L->n_shards];
+  if (L->train) { /* cnnc_model_v1 describes the forward: images -> logits (stub entry) */
+    if (g->input < 0 || L->logits_vid < 0 || L->loss_vid < 0 || L->n_shards != 1)
+      return ir_diag_set(d, (ir_loc){0}, NULL, "training codegen needs one shard, an image input and a softmax_xent loss");
+    tensors[0] = tensor_const(c, tensor_t, &g->values[g->input]);
+    tensors[1] = tensor_const(c, tensor_t, &g->values[L->logits_vid]);
+    n_tensors = 2, input = 0, outs[0] = 1, n_outs = 1;
+    int io[2] = {0, 1};
+    shards[0] = shard_const(c, shard_t, L, 0, stub_entry(c), io, 2, 1);
+    build_train(c, L, tensor_t, o);
+  } else {
+    for (int i = 0; i < L->n_tensors; i++) tensors[i] = tensor_const(c, tensor_t, &g->values[L->tensor_vid[i]]);
+    n_tensors = L->n_tensors, input = g->input >= 0 ? L->vid_tensor[g->input] : -1;
+    for (int s = 0; s < L->n_shards; s++)
+      shards[s] = shard_const(c, shard_t, L, s, build_entry(c, L, s, 0), L->sh[s].io, L->sh[s].n_io, L->sh[s].n_inputs);
+    for (int i = 0; i < g->n_outputs; i++) outs[i] = L->vid_tensor[g->outputs[i]];
+  }
   LLVMTargetDataRef td = LLVMGetModuleDataLayout(c->mod);
   LLVMValueRef mv[17] = {
       cg_i32(c, (int32_t)CNNC_ABI_MAGIC), cg_i32(c, CNNC_ABI_VERSION),
       cg_i32(c, (int32_t)LLVMABISizeOfType(td, model_t)), cg_i32(c, 0),
       cstr(c, o->model_name ? o->model_name : g->name), cstr(c, "cnnc " CNNC_VERSION), cstr(c, o->options_json ? o->options_json : "{}"),
-      cg_i32(c, g->batch), cg_i32(c, 0), cg_i32(c, L->n_tensors),
-      array_of(c, tensor_t, tensors, L->n_tensors, "tensors"), cg_i32(c, g->input >= 0 ? L->vid_tensor[g->input] : -1),
-      cg_i32(c, g->n_outputs), i32_array(c, outs, g->n_outputs, "outputs"), cg_i32(c, L->n_shards),
+      cg_i32(c, g->batch), cg_i32(c, L->train), cg_i32(c, n_tensors),
+      array_of(c, tensor_t, tensors, n_tensors, "tensors"), cg_i32(c, input),
+      cg_i32(c, n_outs), i32_array(c, outs, n_outs, "outputs"), cg_i32(c, L->n_shards),
       array_of(c, shard_t, shards, L->n_shards, "shards"), LLVMConstReal(dbl, total)};
   LLVMValueRef desc = LLVMAddGlobal(c->mod, model_t, CNNC_ABI_SYMBOL);
   LLVMSetInitializer(desc, LLVMConstNamedStruct(model_t, mv, 17));
   LLVMSetGlobalConstant(desc, 1);
   LLVMSetLinkage(desc, LLVMExternalLinkage);
   LLVMSetVisibility(desc, LLVMDefaultVisibility);
-  (void)d;
   return 0;
 }

@@ -70,7 +70,8 @@ static int gen_unit_kernels(cg_ctx *c, cg_unit *u) {
     char tmp[64];
     snprintf(tmp, sizeof tmp, "cnnk.tmp.%d", i);
     const char *kind = NULL;
-    LLVMValueRef f = cg_generators[n->op](c, n, tmp, &kind);
+    cg_gen_fn gen = L->train ? cg_train_generator(n->op) : NULL;
+    LLVMValueRef f = (gen ? gen : cg_generators[n->op])(c, n, tmp, &kind);
     if (!f) {
       if (!u->d.failed) ir_diag_set(&u->d, n->loc, n->name, "no code generator for %s", ir_ops[n->op].name);
       return -1;
@@ -95,6 +96,7 @@ static void *unit_run(void *arg) {
   cg_ctx c;
   cg_ctx_init(&c, u->t, u->L->g, tm, name);
   cg_priv priv = {&u->d, u->L->plan, calloc((size_t)u->L->g->n_values + 1, sizeof(LLVMValueRef)), 0};
+  priv.train = u->L->train;
   c.priv = &priv;
   int rc = 0;
   if (u->with_kernels) rc = gen_unit_kernels(&c, u);

@@ -132,6 +132,10 @@ LLVMValueRef cg_param_const(cg_ctx *c, int vid) {
   cg_priv *p = c->priv;
   if (p->param_global[vid]) return p->param_global[vid];
   const ir_value *v = &c->g->values[vid];
+  if (p->train) {
+    cg_fail(c, NULL, "internal error: param '%s' read as a constant in a training kernel", v->name);
+    return LLVMConstNull(c->t_ptr);
+  }
   char name[300];
   snprintf(name, sizeof name, "p.%s", v->name);
   p->param_global[vid] = cg_blob_const(c, name, v->data, (size_t)ir_shape_numel(&v->shape) * sizeof(float));

@@ -1,8 +1,599 @@
-/* gen_train.c — code generators of the training ops (backward and optimizer rows of
- * ir/ops.def).  Compiled training is the next step of issue 5: until then each generator
- * reports, through the usual diagnostic, that the op runs in the reference interpreter only
- * (tests/tools/train_interp.c; docs/training.md lists what the kernels need). */
+/* gen_train.c — code generators of compiled training (issue 5, docs/training.md): the
+ * training-mode forward kernels that read params through pointers (conv2d, dense), the loss,
+ * the backward ops and the optimizer updates.  In a training layout (cg_layout.train) every
+ * operand of a node is a kernel argument in operand order: params point into the runtime's
+ * state buffer, an optimizer node's output is its target param's slice (updated in place:
+ * each element is read before it is written, by the same thread).
+ *
+ * Simple, correct loops over the logical NCHW layout: the innermost contiguous run is
+ * vectorised (cg_inner_loop), work is split over tid/nthreads on an outer dimension where
+ * each output element has one writer (planes, output channels, rows).  Ops without a
+ * generator here (batchnorm/groupnorm training, rmsprop, adam, ...) report "not supported". */
+#include <math.h>
+
 #include "codegen/cg_internal.h"
+
+/* cg_kernel_begin without the out-noalias promise (optimizer kernels update in place). */
+static LLVMValueRef kbegin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args) {
+  LLVMValueRef f = cg_kernel_begin(c, name, n_act, args);
+  unsigned kind = LLVMGetEnumAttributeKindForName("noalias", 7);
+  LLVMRemoveEnumAttributeAtIndex(f, (unsigned)n_act + 1, kind);
+  return f;
+}
+
+static LLVMValueRef add64(cg_ctx *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(c->b, a, b, ""); }
+static LLVMValueRef mul64(cg_ctx *c, LLVMValueRef a, int64_t k) { return LLVMBuildMul(c->b, a, cg_i64(c, k), ""); }
+static LLVMValueRef addk(cg_ctx *c, LLVMValueRef a, int64_t k) { return LLVMBuildAdd(c->b, a, cg_i64(c, k), ""); }
+static LLVMValueRef vload(cg_ctx *c, LLVMValueRef p, LLVMValueRef i, int w) { return cg_load_v(c, p, i, w); }
+
+/* ---- vector building blocks --------------------------------------------------------------- */
+typedef struct vec_args {
+  LLVMValueRef y, yoff, x, xoff, s; /* y[yoff + j] op= s * x[xoff + j*xst] */
+  int64_t xst;
+  LLVMValueRef accv, accs;          /* dot accumulators */
+} vec_args;
+
+static void axpy_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
+  vec_args *a = user;
+  LLVMValueRef yi = add64(c, a->yoff, j);
+  LLVMValueRef xv = cg_load_strided(c, a->x, add64(c, a->xoff, a->xst == 1 ? j : mul64(c, j, a->xst)), (int)a->xst, w);
+  cg_store_v(c, cg_fma(c, cg_splat(c, a->s, w), xv, vload(c, a->y, yi, w)), a->y, yi, w);
+}
+/* y[yoff .. +n) += s * x[xoff + j*xst] */
+static void axpy(cg_ctx *c, LLVMValueRef y, LLVMValueRef yoff, LLVMValueRef s, LLVMValueRef x, LLVMValueRef xoff,
+                 int64_t xst, int64_t n) {
+  vec_args a = {y, yoff, x, xoff, s, xst, NULL, NULL};
+  if (n > 0) cg_inner_loop(c, n, axpy_body, &a);
+}
+
+static void fill_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
+  vec_args *a = user;
+  cg_store_v(c, cg_splat(c, a->s, w), a->y, add64(c, a->yoff, j), w);
+}
+static void fill(cg_ctx *c, LLVMValueRef y, LLVMValueRef yoff, LLVMValueRef s, int64_t n) {
+  vec_args a = {y, yoff, NULL, NULL, s, 1, NULL, NULL};
+  if (n > 0) cg_inner_loop(c, n, fill_body, &a);
+}
+
+static void dot_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
+  vec_args *a = user;
+  LLVMValueRef yv = vload(c, a->y, add64(c, a->yoff, j), w);
+  LLVMValueRef xv = cg_load_strided(c, a->x, add64(c, a->xoff, a->xst == 1 ? j : mul64(c, j, a->xst)), (int)a->xst, w);
+  LLVMValueRef acc = w == 1 ? a->accs : a->accv;
+  LLVMBuildStore(c->b, cg_fma(c, yv, xv, LLVMBuildLoad2(c->b, cg_vtype(c, w), acc, "")), acc);
+}
+/* sum_j y[yoff + j] * x[xoff + j*xst], j < n (f32 scalar). */
+static LLVMValueRef dot(cg_ctx *c, LLVMValueRef y, LLVMValueRef yoff, LLVMValueRef x, LLVMValueRef xoff, int64_t xst, int64_t n) {
+  int v = c->target->vec_f32;
+  vec_args a = {y, yoff, x, xoff, NULL, xst, cg_entry_alloca(c, cg_vtype(c, v), "dv"), cg_entry_alloca(c, c->t_f32, "ds")};
+  LLVMBuildStore(c->b, cg_fzero(c, v), a.accv);
+  LLVMBuildStore(c->b, cg_f32(c, 0.0f), a.accs);
+  if (n > 0) cg_inner_loop(c, n, dot_body, &a);
+  LLVMValueRef sv = cg_hsum(c, LLVMBuildLoad2(c->b, cg_vtype(c, v), a.accv, ""), v);
+  return LLVMBuildFAdd(c->b, sv, LLVMBuildLoad2(c->b, c->t_f32, a.accs, ""), "dot");
+}
+
+/* Loop over this thread's share of [0, n): returns the index; close with cg_loop_end. */
+static LLVMValueRef par_loop(cg_ctx *c, cg_loop *L, int64_t n, LLVMValueRef tid, LLVMValueRef nth, const char *name) {
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, n), tid, nth, &lo, &hi);
+  return cg_loop_begin(c, L, lo, hi, cg_i64(c, 1), name);
+}
+static LLVMValueRef seq_loop(cg_ctx *c, cg_loop *L, int64_t lo, int64_t hi, const char *name) {
+  return cg_loop_begin(c, L, cg_i64(c, lo), cg_i64(c, hi), cg_i64(c, 1), name);
+}
+
+/* ---- convolution geometry -------------------------------------------------------------------- */
+typedef struct conv_geom {
+  int64_t n, ci, h, w, co, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw;
+} conv_geom;
+
+static conv_geom conv_geometry(const ir_conv2d_attr *a, const ir_shape *x, const ir_shape *y) {
+  conv_geom g = {x->dim[0], x->dim[1], x->dim[2], x->dim[3], y->dim[1], y->dim[2], y->dim[3], a->kernel[0], a->kernel[1],
+                 a->stride[0], a->stride[1], a->pad[0], a->pad[1], a->dilation[0], a->dilation[1]};
+  return g;
+}
+/* Output positions o in [lo, hi) whose input index o*s - p + k*d lies in [0, size). */
+static void tap_range(int64_t size, int64_t osize, int64_t s, int64_t p, int64_t kd, int64_t *lo, int64_t *hi) {
+  int64_t off = kd - p; /* i = o*s + off */
+  int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+  int64_t h = size - 1 - off < 0 ? 0 : (size - 1 - off) / s + 1;
+  if (h > osize) h = osize;
+  *lo = l, *hi = h > l ? h : l;
+}
+
+/* Forward conv (training: weights by pointer).  in: x, w[, b]; out y.  Work: (n, co) planes. */
+static LLVMValueRef gen_conv_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_conv2d_attr *at = &n->attr.conv2d;
+  if (at->groups != 1) return cg_fail(c, n, "grouped convolution is not supported by training codegen yet");
+  conv_geom g = conv_geometry(at, &c->g->values[n->in[0]].shape, &c->g->values[n->out].shape);
+  int nin = n->n_in;
+  LLVMValueRef a[6];
+  LLVMValueRef f = kbegin(c, fn_name, nin, a);
+  LLVMValueRef x = a[0], w = a[1], bias = nin > 2 ? a[2] : NULL, y = a[nin];
+  cg_loop P, C;
+  LLVMValueRef pl = par_loop(c, &P, g.n * g.co, a[nin + 1], a[nin + 2], "plane");
+  LLVMValueRef co = LLVMBuildSRem(c->b, pl, cg_i64(c, g.co), "co"), nb = LLVMBuildSDiv(c->b, pl, cg_i64(c, g.co), "nb");
+  LLVMValueRef ybase = mul64(c, pl, g.oh * g.ow);
+  fill(c, y, ybase, bias ? cg_load_f32(c, bias, co) : cg_f32(c, 0.0f), g.oh * g.ow);
+  LLVMValueRef ci = seq_loop(c, &C, 0, g.ci, "ci");
+  LLVMValueRef xbase = mul64(c, add64(c, mul64(c, nb, g.ci), ci), g.h * g.w);
+  LLVMValueRef wbase = mul64(c, add64(c, mul64(c, co, g.ci), ci), g.kh * g.kw);
+  for (int64_t ky = 0; ky < g.kh; ky++)
+    for (int64_t kx = 0; kx < g.kw; kx++) {
+      int64_t ylo, yhi, xlo, xhi;
+      tap_range(g.h, g.oh, g.sh, g.pt, ky * g.dh, &ylo, &yhi);
+      tap_range(g.w, g.ow, g.sw, g.pl, kx * g.dw, &xlo, &xhi);
+      if (ylo >= yhi || xlo >= xhi) continue;
+      LLVMValueRef wv = cg_load_f32(c, w, addk(c, wbase, ky * g.kw + kx));
+      cg_loop Y;
+      LLVMValueRef oy = seq_loop(c, &Y, ylo, yhi, "oy");
+      LLVMValueRef iy = addk(c, mul64(c, oy, g.sh), ky * g.dh - g.pt);
+      LLVMValueRef yo = add64(c, ybase, addk(c, mul64(c, oy, g.ow), xlo));
+      LLVMValueRef xo = add64(c, xbase, addk(c, mul64(c, iy, g.w), xlo * g.sw + kx * g.dw - g.pl));
+      axpy(c, y, yo, wv, x, xo, g.sw, xhi - xlo);
+      cg_loop_end(c, &Y);
+    }
+  cg_loop_end(c, &C);
+  cg_loop_end(c, &P);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "conv2d_train", "plane");
+  return f;
+}
+
+/* in: dy [N,Co,OH,OW], w [Co,Ci,KH,KW]; out dx [N,Ci,H,W].  Work: (n, ci) planes. */
+LLVMValueRef cg_gen_conv2d_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
+  if (at->groups != 1) return cg_fail(c, n, "conv2d_grad_input: groups > 1 is not supported by codegen yet");
+  conv_geom g = conv_geometry(at, &c->g->values[n->out].shape, &c->g->values[n->in[0]].shape);
+  LLVMValueRef a[5];
+  LLVMValueRef f = kbegin(c, fn_name, 2, a);
+  LLVMValueRef dy = a[0], w = a[1], dx = a[2];
+  cg_loop P, C;
+  LLVMValueRef pl = par_loop(c, &P, g.n * g.ci, a[3], a[4], "plane");
+  LLVMValueRef ci = LLVMBuildSRem(c->b, pl, cg_i64(c, g.ci), "ci"), nb = LLVMBuildSDiv(c->b, pl, cg_i64(c, g.ci), "nb");
+  LLVMValueRef xbase = mul64(c, pl, g.h * g.w);
+  fill(c, dx, xbase, cg_f32(c, 0.0f), g.h * g.w);
+  LLVMValueRef co = seq_loop(c, &C, 0, g.co, "co");
+  LLVMValueRef ybase = mul64(c, add64(c, mul64(c, nb, g.co), co), g.oh * g.ow);
+  LLVMValueRef wbase = mul64(c, add64(c, mul64(c, co, g.ci), ci), g.kh * g.kw);
+  for (int64_t ky = 0; ky < g.kh; ky++)
+    for (int64_t kx = 0; kx < g.kw; kx++) {
+      int64_t ylo, yhi, xlo, xhi;
+      tap_range(g.h, g.oh, g.sh, g.pt, ky * g.dh, &ylo, &yhi);
+      tap_range(g.w, g.ow, g.sw, g.pl, kx * g.dw, &xlo, &xhi);
+      if (ylo >= yhi || xlo >= xhi) continue;
+      LLVMValueRef wv = cg_load_f32(c, w, addk(c, wbase, ky * g.kw + kx));
+      cg_loop Y;
+      LLVMValueRef oy = seq_loop(c, &Y, ylo, yhi, "oy");
+      LLVMValueRef iy = addk(c, mul64(c, oy, g.sh), ky * g.dh - g.pt);
+      LLVMValueRef yo = add64(c, ybase, addk(c, mul64(c, oy, g.ow), xlo));
+      LLVMValueRef xo = add64(c, xbase, addk(c, mul64(c, iy, g.w), xlo * g.sw + kx * g.dw - g.pl));
+      if (g.sw == 1) {
+        axpy(c, dx, xo, wv, dy, yo, 1, xhi - xlo);
+      } else { /* strided scatter: scalar */
+        cg_loop X;
+        LLVMValueRef j = seq_loop(c, &X, 0, xhi - xlo, "j");
+        LLVMValueRef xi = add64(c, xo, mul64(c, j, g.sw));
+        LLVMValueRef v = cg_fma(c, wv, cg_load_f32(c, dy, add64(c, yo, j)), cg_load_f32(c, dx, xi));
+        cg_store_f32(c, v, dx, xi);
+        cg_loop_end(c, &X);
+      }
+      cg_loop_end(c, &Y);
+    }
+  cg_loop_end(c, &C);
+  cg_loop_end(c, &P);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "conv2d_grad_input", "plane");
+  return f;
+}
+
+/* in: dy [N,Co,OH,OW], x [N,Ci,H,W]; out dw [Co,Ci,KH,KW].  Work: output channels. */
+LLVMValueRef cg_gen_conv2d_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_conv2d_attr *at = &n->attr.conv2d_grad_weight.conv;
+  if (at->groups != 1) return cg_fail(c, n, "conv2d_grad_weight: groups > 1 is not supported by codegen yet");
+  conv_geom g = conv_geometry(at, &c->g->values[n->in[1]].shape, &c->g->values[n->in[0]].shape);
+  LLVMValueRef a[5];
+  LLVMValueRef f = kbegin(c, fn_name, 2, a);
+  LLVMValueRef dy = a[0], x = a[1], dw = a[2];
+  LLVMValueRef acc = cg_entry_alloca(c, c->t_f32, "acc");
+  cg_loop P, C;
+  LLVMValueRef co = par_loop(c, &P, g.co, a[3], a[4], "co");
+  LLVMValueRef ci = seq_loop(c, &C, 0, g.ci, "ci");
+  LLVMValueRef wbase = mul64(c, add64(c, mul64(c, co, g.ci), ci), g.kh * g.kw);
+  for (int64_t ky = 0; ky < g.kh; ky++)
+    for (int64_t kx = 0; kx < g.kw; kx++) {
+      int64_t ylo, yhi, xlo, xhi;
+      tap_range(g.h, g.oh, g.sh, g.pt, ky * g.dh, &ylo, &yhi);
+      tap_range(g.w, g.ow, g.sw, g.pl, kx * g.dw, &xlo, &xhi);
+      LLVMBuildStore(c->b, cg_f32(c, 0.0f), acc);
+      if (ylo < yhi && xlo < xhi) {
+        cg_loop B, Y;
+        LLVMValueRef nb = seq_loop(c, &B, 0, g.n, "n");
+        LLVMValueRef ybase = mul64(c, add64(c, mul64(c, nb, g.co), co), g.oh * g.ow);
+        LLVMValueRef xbase = mul64(c, add64(c, mul64(c, nb, g.ci), ci), g.h * g.w);
+        LLVMValueRef oy = seq_loop(c, &Y, ylo, yhi, "oy");
+        LLVMValueRef iy = addk(c, mul64(c, oy, g.sh), ky * g.dh - g.pt);
+        LLVMValueRef yo = add64(c, ybase, addk(c, mul64(c, oy, g.ow), xlo));
+        LLVMValueRef xo = add64(c, xbase, addk(c, mul64(c, iy, g.w), xlo * g.sw + kx * g.dw - g.pl));
+        LLVMValueRef d = dot(c, dy, yo, x, xo, g.sw, xhi - xlo);
+        LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->t_f32, acc, ""), d, ""), acc);
+        cg_loop_end(c, &Y);
+        cg_loop_end(c, &B);
+      }
+      cg_store_f32(c, LLVMBuildLoad2(c->b, c->t_f32, acc, ""), dw, addk(c, wbase, ky * g.kw + kx));
+    }
+  cg_loop_end(c, &C);
+  cg_loop_end(c, &P);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "conv2d_grad_weight", "cout");
+  return f;
+}
+
+/* ---- dense --------------------------------------------------------------------------------- */
+/* Forward (training): x [N,K], w [M,K][, b [M]] -> y [N,M].  Work: output elements. */
+static LLVMValueRef gen_dense_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_shape *xs = &c->g->values[n->in[0]].shape;
+  int64_t nb = xs->dim[0], k = ir_shape_numel(xs) / nb, m = c->g->values[n->in[1]].shape.dim[0];
+  int nin = n->n_in;
+  LLVMValueRef a[6];
+  LLVMValueRef f = kbegin(c, fn_name, nin, a);
+  cg_loop L;
+  LLVMValueRef it = par_loop(c, &L, nb * m, a[nin + 1], a[nin + 2], "item");
+  LLVMValueRef row = LLVMBuildSDiv(c->b, it, cg_i64(c, m), "row"), col = LLVMBuildSRem(c->b, it, cg_i64(c, m), "col");
+  LLVMValueRef v = dot(c, a[0], mul64(c, row, k), a[1], mul64(c, col, k), 1, k);
+  if (nin > 2) v = LLVMBuildFAdd(c->b, v, cg_load_f32(c, a[2], col), "");
+  cg_store_f32(c, v, a[nin], it);
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "dense_train", "dot");
+  return f;
+}
+
+/* dy [N,O], w [O,I] -> dx [N,I].  Work: rows. */
+LLVMValueRef cg_gen_dense_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_shape *ws = &c->g->values[n->in[1]].shape;
+  int64_t nb = c->g->values[n->in[0]].shape.dim[0], o = ws->dim[0], in = ws->dim[1];
+  LLVMValueRef a[5];
+  LLVMValueRef f = kbegin(c, fn_name, 2, a);
+  cg_loop L, O;
+  LLVMValueRef r = par_loop(c, &L, nb, a[3], a[4], "row");
+  LLVMValueRef xo = mul64(c, r, in);
+  fill(c, a[2], xo, cg_f32(c, 0.0f), in);
+  LLVMValueRef j = seq_loop(c, &O, 0, o, "o");
+  axpy(c, a[2], xo, cg_load_f32(c, a[0], add64(c, mul64(c, r, o), j)), a[1], mul64(c, j, in), 1, in);
+  cg_loop_end(c, &O);
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "dense_grad_input", "row");
+  return f;
+}
+
+/* dy [N,O], x [N,I] -> dw [O,I].  Work: output rows. */
+LLVMValueRef cg_gen_dense_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_shape *os = &c->g->values[n->out].shape;
+  int64_t nb = c->g->values[n->in[0]].shape.dim[0], o = os->dim[0], in = os->dim[1];
+  LLVMValueRef a[5];
+  LLVMValueRef f = kbegin(c, fn_name, 2, a);
+  cg_loop L, B;
+  LLVMValueRef r = par_loop(c, &L, o, a[3], a[4], "o");
+  LLVMValueRef wo = mul64(c, r, in);
+  fill(c, a[2], wo, cg_f32(c, 0.0f), in);
+  LLVMValueRef b = seq_loop(c, &B, 0, nb, "n");
+  axpy(c, a[2], wo, cg_load_f32(c, a[0], add64(c, mul64(c, b, o), r)), a[1], mul64(c, b, in), 1, in);
+  cg_loop_end(c, &B);
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "dense_grad_weight", "row");
+  return f;
+}
+
+/* ---- reductions, element-wise grads, pooling ------------------------------------------------- */
+/* x -> sum to attr shape; supports shapes reduced-kept-reduced (A, K, I): bias gradients. */
+LLVMValueRef cg_gen_reduce_sum(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_shape *xs = &c->g->values[n->in[0]].shape, *ts = &n->attr.reduce_sum.shape;
+  int first = -1, last = -1;
+  for (int d = 0; d < xs->rank; d++)
+    if (ts->dim[d] == xs->dim[d] && xs->dim[d] != 1) {
+      if (first < 0) first = d;
+      last = d;
+    }
+  int64_t A = 1, K = 1, I = 1;
+  for (int d = 0; d < xs->rank; d++) {
+    int kept = ts->dim[d] == xs->dim[d];
+    if (first >= 0 && d >= first && d <= last) {
+      if (!kept) return cg_fail(c, n, "reduce_sum to a non-contiguous kept block is not supported by codegen yet");
+      K *= xs->dim[d];
+    } else if (first < 0 || d < first) A *= kept ? 1 : xs->dim[d];
+    else I *= kept ? 1 : xs->dim[d];
+  }
+  LLVMValueRef a[4];
+  LLVMValueRef f = kbegin(c, fn_name, 1, a);
+  LLVMValueRef acc = cg_entry_alloca(c, c->t_f32, "acc");
+  cg_loop L, B;
+  LLVMValueRef k = par_loop(c, &L, K, a[2], a[3], "k");
+  LLVMBuildStore(c->b, cg_f32(c, 0.0f), acc);
+  LLVMValueRef i = seq_loop(c, &B, 0, A, "a");
+  LLVMValueRef s = cg_reduce_sum(c, a[0], mul64(c, add64(c, mul64(c, i, K), k), I), I, NULL);
+  LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->t_f32, acc, ""), s, ""), acc);
+  cg_loop_end(c, &B);
+  cg_store_f32(c, LLVMBuildLoad2(c->b, c->t_f32, acc, ""), a[1], k);
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "reduce_sum", NULL);
+  return f;
+}
+
+typedef struct ew_ctx { const ir_node *n; LLVMValueRef in[5], out, lr; } ew_ctx;
+
+static void relu_grad_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
+  ew_ctx *u = user;
+  LLVMValueRef dy = vload(c, u->in[0], i, w), x = vload(c, u->in[1], i, w);
+  LLVMValueRef r = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOGT, x, cg_fzero(c, w), ""), dy, cg_fzero(c, w), "");
+  cg_store_v(c, r, u->out, i, w);
+}
+
+LLVMValueRef cg_gen_relu_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  LLVMValueRef a[5];
+  LLVMValueRef f = kbegin(c, fn_name, 2, a);
+  ew_ctx u = {n, {a[0], a[1]}, a[2], NULL};
+  cg_foreach_elem(c, cg_numel(c, n->out), a[3], a[4], relu_grad_body, &u);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "relu_grad", NULL);
+  return f;
+}
+
+/* dy [N,C,OH,OW], x [N,C,H,W] -> dx: dy to the first maximum of each window.  Work: planes. */
+LLVMValueRef cg_gen_maxpool_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_pool_attr *pa = &n->attr.maxpool_grad.pool;
+  const ir_shape *xs = &c->g->values[n->out].shape, *ys = &c->g->values[n->in[0]].shape;
+  int64_t planes = xs->dim[0] * xs->dim[1], h = xs->dim[2], w = xs->dim[3], oh = ys->dim[2], ow = ys->dim[3];
+  LLVMValueRef a[5];
+  LLVMValueRef f = kbegin(c, fn_name, 2, a);
+  LLVMValueRef dy = a[0], x = a[1], dx = a[2];
+  LLVMValueRef m = cg_entry_alloca(c, c->t_f32, "m"), at = cg_entry_alloca(c, c->t_i64, "at");
+  cg_loop P, OY, OX, Y, X;
+  LLVMValueRef p = par_loop(c, &P, planes, a[3], a[4], "plane");
+  LLVMValueRef xb = mul64(c, p, h * w);
+  fill(c, dx, xb, cg_f32(c, 0.0f), h * w);
+  LLVMValueRef oy = seq_loop(c, &OY, 0, oh, "oy");
+  LLVMValueRef ox = seq_loop(c, &OX, 0, ow, "ox");
+  LLVMValueRef ys0 = addk(c, mul64(c, oy, pa->stride[0]), -pa->pad[0]), xs0 = addk(c, mul64(c, ox, pa->stride[1]), -pa->pad[1]);
+  LLVMValueRef ye = cg_min64(c, addk(c, ys0, pa->kernel[0]), cg_i64(c, h + pa->pad[2]));
+  LLVMValueRef xe = cg_min64(c, addk(c, xs0, pa->kernel[1]), cg_i64(c, w + pa->pad[3]));
+  LLVMValueRef y0 = cg_max64(c, ys0, cg_i64(c, 0)), y1 = cg_min64(c, ye, cg_i64(c, h));
+  LLVMValueRef x0 = cg_max64(c, xs0, cg_i64(c, 0)), x1 = cg_min64(c, xe, cg_i64(c, w));
+  LLVMBuildStore(c->b, cg_f32(c, -INFINITY), m);
+  LLVMBuildStore(c->b, cg_i64(c, -1), at);
+  LLVMValueRef yy = cg_loop_begin(c, &Y, y0, y1, cg_i64(c, 1), "y");
+  LLVMValueRef xx = cg_loop_begin(c, &X, x0, x1, cg_i64(c, 1), "x");
+  LLVMValueRef idx = add64(c, mul64(c, yy, w), xx);
+  LLVMValueRef v = cg_load_f32(c, x, add64(c, xb, idx));
+  LLVMValueRef take = LLVMBuildOr(c->b, LLVMBuildFCmp(c->b, LLVMRealOGT, v, LLVMBuildLoad2(c->b, c->t_f32, m, ""), ""),
+                                  LLVMBuildFCmp(c->b, LLVMRealUNO, v, v, ""), "");
+  LLVMBuildStore(c->b, LLVMBuildSelect(c->b, take, v, LLVMBuildLoad2(c->b, c->t_f32, m, ""), ""), m);
+  LLVMBuildStore(c->b, LLVMBuildSelect(c->b, take, idx, LLVMBuildLoad2(c->b, c->t_i64, at, ""), ""), at);
+  cg_loop_end(c, &X);
+  cg_loop_end(c, &Y);
+  LLVMValueRef atv = LLVMBuildLoad2(c->b, c->t_i64, at, "");
+  cg_if fi;
+  cg_if_begin(c, &fi, LLVMBuildICmp(c->b, LLVMIntSGE, atv, cg_i64(c, 0), ""));
+  LLVMValueRef di = add64(c, xb, atv);
+  LLVMValueRef g = cg_load_f32(c, dy, add64(c, mul64(c, p, oh * ow), add64(c, mul64(c, oy, ow), ox)));
+  cg_store_f32(c, LLVMBuildFAdd(c->b, cg_load_f32(c, dx, di), g, ""), dx, di);
+  cg_if_end(c, &fi);
+  cg_loop_end(c, &OX);
+  cg_loop_end(c, &OY);
+  cg_loop_end(c, &P);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "maxpool_grad", NULL);
+  return f;
+}
+
+/* ---- loss ------------------------------------------------------------------------------------ */
+/* Natural log of a positive finite double: x = 2^e m, m in [sqrt(1/2), sqrt(2)),
+ * log m = 2 atanh((m-1)/(m+1)) by its series (|t| < 0.172: 10 terms, ~1e-16). */
+static LLVMValueRef log_d(cg_ctx *c, LLVMValueRef x) {
+  LLVMTypeRef dt = LLVMDoubleTypeInContext(c->llc);
+  LLVMValueRef bits = LLVMBuildBitCast(c->b, x, c->t_i64, "");
+  LLVMValueRef e = addk(c, LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, bits, cg_i64(c, 52), ""), cg_i64(c, 0x7ff), ""), -1023);
+  LLVMValueRef mb = LLVMBuildOr(c->b, LLVMBuildAnd(c->b, bits, cg_i64(c, 0x000fffffffffffffLL), ""),
+                                cg_i64(c, 0x3ff0000000000000LL), "");
+  LLVMValueRef m = LLVMBuildBitCast(c->b, mb, dt, "");
+  LLVMValueRef big = LLVMBuildFCmp(c->b, LLVMRealOGT, m, LLVMConstReal(dt, 1.4142135623730951), "");
+  m = LLVMBuildSelect(c->b, big, LLVMBuildFMul(c->b, m, LLVMConstReal(dt, 0.5), ""), m, "");
+  e = LLVMBuildSelect(c->b, big, addk(c, e, 1), e, "");
+  LLVMValueRef one = LLVMConstReal(dt, 1.0);
+  LLVMValueRef t = LLVMBuildFDiv(c->b, LLVMBuildFSub(c->b, m, one, ""), LLVMBuildFAdd(c->b, m, one, ""), "");
+  LLVMValueRef t2 = LLVMBuildFMul(c->b, t, t, "");
+  LLVMValueRef s = LLVMConstReal(dt, 1.0 / 21.0);
+  for (int k = 19; k >= 1; k -= 2) s = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, s, t2, ""), LLVMConstReal(dt, 1.0 / k), "");
+  LLVMValueRef lm = LLVMBuildFMul(c->b, LLVMBuildFMul(c->b, s, t, ""), LLVMConstReal(dt, 2.0), "");
+  return LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, LLVMBuildSIToFP(c->b, e, dt, ""), LLVMConstReal(dt, 0.6931471805599453), ""),
+                       lm, "log");
+}
+
+/* Row b of logits [N,K]: max into *mx, sum of exp(x - max) (double) into *sum. */
+static void row_softmax_stats(cg_ctx *c, LLVMValueRef x, LLVMValueRef rb, int64_t k, LLVMValueRef *mx, LLVMValueRef *sum) {
+  LLVMTypeRef dt = LLVMDoubleTypeInContext(c->llc);
+  LLVMValueRef ma = cg_entry_alloca(c, c->t_f32, "mx"), sa = cg_entry_alloca(c, dt, "se");
+  LLVMBuildStore(c->b, cg_f32(c, -INFINITY), ma);
+  LLVMBuildStore(c->b, LLVMConstReal(dt, 0.0), sa);
+  cg_loop J;
+  LLVMValueRef j = seq_loop(c, &J, 0, k, "j");
+  LLVMBuildStore(c->b, cg_max_nan(c, cg_load_f32(c, x, add64(c, rb, j)), LLVMBuildLoad2(c->b, c->t_f32, ma, "")), ma);
+  cg_loop_end(c, &J);
+  *mx = LLVMBuildLoad2(c->b, c->t_f32, ma, "max");
+  j = seq_loop(c, &J, 0, k, "j");
+  LLVMValueRef e = cg_exp(c, LLVMBuildFSub(c->b, cg_load_f32(c, x, add64(c, rb, j)), *mx, ""), 1);
+  LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, dt, sa, ""), LLVMBuildFPExt(c->b, e, dt, ""), ""), sa);
+  cg_loop_end(c, &J);
+  *sum = LLVMBuildLoad2(c->b, dt, sa, "sum");
+}
+
+/* Forward loss: logits [N,K], labels [N] -> [1] mean (label smoothing s); thread 0 only. */
+static LLVMValueRef gen_xent_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_shape *xs = &c->g->values[n->in[0]].shape;
+  int64_t nb = xs->dim[0], k = ir_shape_numel(xs) / nb;
+  double s = n->attr.softmax_xent.label_smoothing;
+  LLVMTypeRef dt = LLVMDoubleTypeInContext(c->llc);
+  LLVMValueRef a[5];
+  LLVMValueRef f = kbegin(c, fn_name, 2, a);
+  LLVMValueRef tot = cg_entry_alloca(c, dt, "tot");
+  cg_if fi;
+  cg_if_begin(c, &fi, LLVMBuildICmp(c->b, LLVMIntEQ, a[3], cg_i32(c, 0), ""));
+  LLVMBuildStore(c->b, LLVMConstReal(dt, 0.0), tot);
+  cg_loop B;
+  LLVMValueRef b = seq_loop(c, &B, 0, nb, "b");
+  LLVMValueRef rb = mul64(c, b, k), mx, sum;
+  row_softmax_stats(c, a[0], rb, k, &mx, &sum);
+  LLVMValueRef lse = LLVMBuildFAdd(c->b, LLVMBuildFPExt(c->b, mx, dt, ""), log_d(c, sum), "lse");
+  LLVMValueRef y = LLVMBuildFPToSI(c->b, cg_load_f32(c, a[1], b), c->t_i64, "y");
+  LLVMValueRef xy = LLVMBuildFPExt(c->b, cg_load_f32(c, a[0], add64(c, rb, y)), dt, "");
+  LLVMValueRef row = LLVMBuildFMul(c->b, LLVMConstReal(dt, 1.0 - s), LLVMBuildFSub(c->b, lse, xy, ""), "");
+  if (s != 0.0) {
+    LLVMValueRef mean = LLVMBuildFDiv(c->b, LLVMBuildFPExt(c->b, cg_reduce_sum(c, a[0], rb, k, NULL), dt, ""),
+                                      LLVMConstReal(dt, (double)k), "");
+    row = LLVMBuildFAdd(c->b, row, LLVMBuildFMul(c->b, LLVMConstReal(dt, s), LLVMBuildFSub(c->b, lse, mean, ""), ""), "");
+  }
+  LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, dt, tot, ""), row, ""), tot);
+  cg_loop_end(c, &B);
+  LLVMValueRef mean = LLVMBuildFDiv(c->b, LLVMBuildLoad2(c->b, dt, tot, ""), LLVMConstReal(dt, (double)nb), "");
+  cg_store_f32(c, LLVMBuildFPTrunc(c->b, mean, c->t_f32, ""), a[2], cg_i64(c, 0));
+  cg_if_end(c, &fi);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "softmax_xent", NULL);
+  return f;
+}
+
+/* logits, labels -> dlogits = (softmax - target) * scale / N.  Work: rows. */
+LLVMValueRef cg_gen_softmax_xent_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_shape *xs = &c->g->values[n->in[0]].shape;
+  int64_t nb = xs->dim[0], k = ir_shape_numel(xs) / nb;
+  float s = n->attr.softmax_xent_grad.label_smoothing, scale = n->attr.softmax_xent_grad.scale / (float)nb;
+  LLVMTypeRef dt = LLVMDoubleTypeInContext(c->llc);
+  LLVMValueRef a[5];
+  LLVMValueRef f = kbegin(c, fn_name, 2, a);
+  cg_loop B, J;
+  LLVMValueRef b = par_loop(c, &B, nb, a[3], a[4], "b");
+  LLVMValueRef rb = mul64(c, b, k), mx, sum;
+  row_softmax_stats(c, a[0], rb, k, &mx, &sum);
+  LLVMValueRef inv = LLVMBuildFDiv(c->b, LLVMConstReal(dt, 1.0), sum, "");
+  LLVMValueRef y = LLVMBuildFPToSI(c->b, cg_load_f32(c, a[1], b), c->t_i64, "y");
+  LLVMValueRef j = seq_loop(c, &J, 0, k, "j");
+  LLVMValueRef e = LLVMBuildFPExt(c->b, cg_exp(c, LLVMBuildFSub(c->b, cg_load_f32(c, a[0], add64(c, rb, j)), mx, ""), 1), dt, "");
+  LLVMValueRef t = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, j, y, ""), LLVMConstReal(dt, 1.0 - s + s / (double)k),
+                                   LLVMConstReal(dt, s / (double)k), "");
+  LLVMValueRef v = LLVMBuildFMul(c->b, LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, e, inv, ""), t, ""), LLVMConstReal(dt, scale), "");
+  cg_store_f32(c, LLVMBuildFPTrunc(c->b, v, c->t_f32, ""), a[2], add64(c, rb, j));
+  cg_loop_end(c, &J);
+  cg_loop_end(c, &B);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "softmax_xent_grad", NULL);
+  return f;
+}
+
+LLVMValueRef cg_gen_top1(cg_ctx *c, const char *name, int64_t nb, int64_t k) {
+  LLVMValueRef a[5];
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(c->b);
+  LLVMValueRef f = kbegin(c, name, 2, a);
+  LLVMValueRef cnt = cg_entry_alloca(c, c->t_f32, "cnt"), best = cg_entry_alloca(c, c->t_i64, "best");
+  LLVMValueRef bv = cg_entry_alloca(c, c->t_f32, "bv");
+  cg_if fi;
+  cg_if_begin(c, &fi, LLVMBuildICmp(c->b, LLVMIntEQ, a[3], cg_i32(c, 0), ""));
+  LLVMBuildStore(c->b, cg_f32(c, 0.0f), cnt);
+  cg_loop B, J;
+  LLVMValueRef b = seq_loop(c, &B, 0, nb, "b");
+  LLVMValueRef rb = mul64(c, b, k);
+  LLVMBuildStore(c->b, cg_i64(c, 0), best);
+  LLVMBuildStore(c->b, cg_load_f32(c, a[0], rb), bv);
+  LLVMValueRef j = seq_loop(c, &J, 1, k, "j");
+  LLVMValueRef v = cg_load_f32(c, a[0], add64(c, rb, j));
+  LLVMValueRef gt = LLVMBuildFCmp(c->b, LLVMRealOGT, v, LLVMBuildLoad2(c->b, c->t_f32, bv, ""), "");
+  LLVMBuildStore(c->b, LLVMBuildSelect(c->b, gt, v, LLVMBuildLoad2(c->b, c->t_f32, bv, ""), ""), bv);
+  LLVMBuildStore(c->b, LLVMBuildSelect(c->b, gt, j, LLVMBuildLoad2(c->b, c->t_i64, best, ""), ""), best);
+  cg_loop_end(c, &J);
+  LLVMValueRef y = LLVMBuildFPToSI(c->b, cg_load_f32(c, a[1], b), c->t_i64, "y");
+  LLVMValueRef hit = LLVMBuildICmp(c->b, LLVMIntEQ, y, LLVMBuildLoad2(c->b, c->t_i64, best, ""), "");
+  LLVMValueRef add = LLVMBuildSelect(c->b, hit, cg_f32(c, 1.0f), cg_f32(c, 0.0f), "");
+  LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->t_f32, cnt, ""), add, ""), cnt);
+  cg_loop_end(c, &B);
+  cg_store_f32(c, LLVMBuildLoad2(c->b, c->t_f32, cnt, ""), a[2], cg_i64(c, 0));
+  cg_if_end(c, &fi);
+  cg_kernel_end(c);
+  LLVMSetLinkage(f, LLVMInternalLinkage);
+  if (saved) LLVMPositionBuilderAtEnd(c->b, saved);
+  return f;
+}
+
+/* ---- optimizer updates (torch.optim semantics, docs/training.md) ----------------------------- */
+static LLVMValueRef gprime(cg_ctx *c, const ir_optim_attr *o, LLVMValueRef g, LLVMValueRef w, int wd) {
+  LLVMValueRef r = LLVMBuildFMul(c->b, g, cg_fconst(c, o->grad_scale, wd), "");
+  if (o->l2 != 0.0f) r = cg_fma(c, cg_fconst(c, o->l2, wd), w, r);
+  return r;
+}
+/* w - lr * (d + wd * w) */
+static LLVMValueRef apply(cg_ctx *c, const ir_optim_attr *o, LLVMValueRef w, LLVMValueRef d, LLVMValueRef lr, int wd) {
+  if (o->weight_decay != 0.0f) d = cg_fma(c, cg_fconst(c, o->weight_decay, wd), w, d);
+  return LLVMBuildFSub(c->b, w, LLVMBuildFMul(c->b, cg_splat(c, lr, wd), d, ""), "");
+}
+
+static void optim_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
+  ew_ctx *u = user;
+  const ir_optim_attr *o = &u->n->attr.sgd_update;
+  LLVMValueRef r;
+  switch (u->n->op) {
+  case IR_OP_sgd_update: { /* w, g, lr */
+    LLVMValueRef wv = vload(c, u->in[0], i, w);
+    r = apply(c, o, wv, gprime(c, o, vload(c, u->in[1], i, w), wv, w), u->lr, w);
+    break;
+  }
+  case IR_OP_momentum_acc: { /* g, v, w -> mu v + g' */
+    LLVMValueRef g = gprime(c, o, vload(c, u->in[0], i, w), vload(c, u->in[2], i, w), w);
+    r = cg_fma(c, cg_fconst(c, o->momentum, w), vload(c, u->in[1], i, w), g);
+    break;
+  }
+  default: { /* momentum_update: w, v', lr[, g] */
+    LLVMValueRef wv = vload(c, u->in[0], i, w), v = vload(c, u->in[1], i, w), d = v;
+    if (o->nesterov) d = cg_fma(c, cg_fconst(c, o->momentum, w), v, gprime(c, o, vload(c, u->in[3], i, w), wv, w));
+    r = apply(c, o, wv, d, u->lr, w);
+    break;
+  }
+  }
+  cg_store_v(c, r, u->out, i, w);
+}
+
+static LLVMValueRef gen_optim(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind, int lr_slot) {
+  LLVMValueRef a[8];
+  int nin = n->n_in;
+  LLVMValueRef f = kbegin(c, fn_name, nin, a);
+  ew_ctx u = {n, {0}, a[nin], NULL};
+  for (int j = 0; j < nin; j++) u.in[j] = a[j];
+  if (lr_slot >= 0) u.lr = cg_load_f32(c, a[lr_slot], cg_i64(c, 0));
+  cg_foreach_elem(c, cg_numel(c, n->out), a[nin + 1], a[nin + 2], optim_body, &u);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, ir_ops[n->op].name, NULL);
+  return f;
+}
+
+LLVMValueRef cg_gen_sgd_update(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return gen_optim(c, n, fn_name, kind, 2);
+}
+LLVMValueRef cg_gen_momentum_acc(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return gen_optim(c, n, fn_name, kind, -1);
+}
+LLVMValueRef cg_gen_momentum_update(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return gen_optim(c, n, fn_name, kind, 2);
+}
+
+cg_gen_fn cg_train_generator(ir_op op) {
+  switch (op) {
+  case IR_OP_conv2d: return gen_conv_train;
+  case IR_OP_dense: return gen_dense_train;
+  case IR_OP_softmax_xent: return gen_xent_train;
+  default: return NULL;
+  }
+}
 
 static LLVMValueRef unsupported(cg_ctx *c, const ir_node *n, const char **kind) {
   *kind = ir_ops[n->op].name;
@@ -16,26 +607,15 @@ static LLVMValueRef unsupported(cg_ctx *c, const ir_node *n, const char **kind) 
     return unsupported(c, n, kind);                                                                \
   }
 
-TRAIN_GEN(conv2d_grad_input)
-TRAIN_GEN(conv2d_grad_weight)
-TRAIN_GEN(reduce_sum)
-TRAIN_GEN(relu_grad)
 TRAIN_GEN(sigmoid_grad)
 TRAIN_GEN(swish_grad)
-TRAIN_GEN(maxpool_grad)
 TRAIN_GEN(avgpool_grad)
 TRAIN_GEN(global_avgpool_grad)
 TRAIN_GEN(batchnorm_grad_input)
 TRAIN_GEN(batchnorm_grad_gamma)
 TRAIN_GEN(groupnorm_grad_input)
 TRAIN_GEN(groupnorm_grad_gamma)
-TRAIN_GEN(dense_grad_input)
-TRAIN_GEN(dense_grad_weight)
 TRAIN_GEN(softmax_grad)
-TRAIN_GEN(softmax_xent_grad)
-TRAIN_GEN(sgd_update)
-TRAIN_GEN(momentum_acc)
-TRAIN_GEN(momentum_update)
 TRAIN_GEN(rmsprop_acc)
 TRAIN_GEN(rmsprop_update)
 TRAIN_GEN(adam_moment1)
