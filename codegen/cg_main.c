@@ -41,11 +41,12 @@ static LLVMValueRef value_ptr(cg_ctx *c, const cg_layout *L, int s, int v, LLVMV
 
 /* Shard entry (cnnc_abi_shard_fn), or with train a training stage (cnnc_abi_stage_fn: the
  * state pointer second; after the loss kernel, thread 0 counts top-1 hits into the io slot
- * after the shard's own io list). */
+ * after the shard's own io list).  train 2: the eval stage, the kernels up to the loss only
+ * (the forward of the supported models is the same in training and inference: no BN/dropout). */
 static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train) {
   LLVMTypeRef p[7] = {c->t_ptr, c->t_ptr, c->t_ptr, c->t_i32, c->t_i32, c->t_ptr, c->t_ptr};
   char name[64];
-  snprintf(name, sizeof name, train ? "cnnc_train%d_run" : "cnnc_shard%d_run", s);
+  snprintf(name, sizeof name, train == 2 ? "cnnc_eval%d_run" : train ? "cnnc_train%d_run" : "cnnc_shard%d_run", s);
   LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_i32, train ? p : p + 1, train ? 7 : 6, 0));
   LLVMSetLinkage(f, LLVMInternalLinkage);
   cg_set_fn_attrs(c, f);
@@ -81,6 +82,7 @@ static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train)
                                LLVMBuildLoad2(c->b, c->t_ptr, LLVMBuildInBoundsGEP2(c->b, c->t_ptr, io, &slot, 1, ""), "correct"),
                                tid, nth};
       LLVMBuildCall2(c->b, LLVMGlobalGetValueType(top), top, targs, 5, "");
+      if (train == 2) break;
     }
   }
   LLVMBuildRet(c->b, cg_i32(c, 0));
@@ -196,7 +198,7 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   /* stages: micro_batch = one per shard */
   LLVMTypeRef sgf[8] = {ptr, i32, i32, i32, ptr, i64, dbl, ptr};
   LLVMTypeRef stage_t = named_struct(c, "cnnc_abi_stage", sgf, 8);
-  LLVMValueRef stages[L->n_shards];
+  LLVMValueRef stages[L->n_shards], evals[L->n_shards];
   for (int s = 0; s < L->n_shards; s++) {
     const cg_shard_plan *sp = &L->sh[s];
     int io[sp->n_io + 1];
@@ -210,11 +212,22 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
                          i32_array(c, io, sp->n_io + 1, "stage_io"), cg_i64(c, sp->scratch_bytes), LLVMConstReal(dbl, fl),
                          build_entry(c, L, s, 1)};
     stages[s] = LLVMConstNamedStruct(stage_t, f, 8);
+    double efl = 0;
+    for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
+      efl += L->k[i].flops;
+      if (L->k[i].out == L->loss_vid) break;
+    }
+    snprintf(nm, sizeof nm, "eval/s%d", s);
+    LLVMValueRef e[8] = {cstr(c, nm), cg_i32(c, s), cg_i32(c, sp->n_io + 1), cg_i32(c, sp->n_inputs),
+                         i32_array(c, io, sp->n_io + 1, "stage_io"), cg_i64(c, sp->scratch_bytes), LLVMConstReal(dbl, efl),
+                         build_entry(c, L, s, 2)};
+    evals[s] = LLVMConstNamedStruct(stage_t, e, 8);
   }
   LLVMTypeRef pf[2] = {i32, ptr};
   LLVMTypeRef prog_t = named_struct(c, "cnnc_abi_program", pf, 2);
   LLVMValueRef mb[2] = {cg_i32(c, L->n_shards), array_of(c, stage_t, stages, L->n_shards, "mb_stages")};
   LLVMValueRef none[2] = {cg_i32(c, 0), LLVMConstNull(ptr)};
+  LLVMValueRef ev[2] = {cg_i32(c, L->n_shards), array_of(c, stage_t, evals, L->n_shards, "eval_stages")};
   LLVMTypeRef trf[19] = {i32, i32, i32, i32, i32, ptr, i32, i32, i32, i32, i32, i32, i64, i32, ptr, prog_t, prog_t, prog_t, ptr};
   LLVMTypeRef train_t = named_struct(c, "cnnc_abi_train", trf, 19);
   int lr = ir_find_value(g, IR_LR_INPUT_NAME);
@@ -227,7 +240,7 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
                          cg_i32(c, L->loss_vid >= 0 ? L->vid_tensor[L->loss_vid] : -1), cg_i32(c, L->n_tensors), cg_i32(c, 1),
                          cg_i64(c, L->state_bytes), cg_i32(c, n_state), array_of(c, state_t, st, n_state, "state"),
                          LLVMConstNamedStruct(prog_t, mb, 2), LLVMConstNamedStruct(prog_t, none, 2),
-                         LLVMConstNamedStruct(prog_t, none, 2), cstr(c, o->options_json ? o->options_json : "{}")};
+                         LLVMConstNamedStruct(prog_t, ev, 2), cstr(c, o->options_json ? o->options_json : "{}")};
   LLVMValueRef desc = LLVMAddGlobal(c->mod, train_t, CNNC_ABI_TRAIN_SYMBOL);
   LLVMSetInitializer(desc, LLVMConstNamedStruct(train_t, tv, 19));
   LLVMSetGlobalConstant(desc, 1);

@@ -1,0 +1,36 @@
+#!/bin/bash
+# test_train_fmnist.sh BUILD SRC — compiled training end to end (issue 5): fmnist_cnn compiled
+# with --mode training (momentum SGD, batch 64) trains on the first 3200 Fashion-MNIST samples
+# for 1 epoch with cnnrun train: the loss must fall (last log < first log - 0.2) and the
+# validation accuracy on the test split must be well above chance (> 0.25; chance 0.1; measured 0.33).
+# Skipped (exit 0) when the dataset is not installed.  CNNC_TRAIN_FULL=1: the whole training
+# split instead (ctest label "long", test_train_fmnist_full), validation accuracy > 0.8; it
+# runs only with CNNC_RUN_LONG=1 in the environment (CNNC_RUN_LONG=1 ctest -L long), else skips.
+set -euo pipefail
+B=$1 S=$2
+if [ "${CNNC_TRAIN_FULL:-0}" = 1 ] && [ "${CNNC_RUN_LONG:-0}" != 1 ]; then
+  echo "skip: full-dataset training runs only with CNNC_RUN_LONG=1"
+  exit 0
+fi
+DATA=${CNNC_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
+if [ ! -e "$DATA/train-images-idx3-ubyte" ] && [ ! -e "$DATA/train-images-idx3-ubyte.gz" ]; then
+  echo "skip: no Fashion-MNIST in $DATA"
+  exit 0
+fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+"$B/cnnc" "$S/models/fmnist_cnn.yml" --mode training --optimizer momentum --batch-size 64 -o "$T/f.so"
+LIMIT=(--limit 3200 --logs-per-epoch 5)
+MINACC=0.25
+if [ "${CNNC_TRAIN_FULL:-0}" = 1 ]; then LIMIT=(--logs-per-epoch 4); MINACC=0.8; fi
+"$B/cnnrun" "$T/f.so" train --dataset fashion-mnist --data-dir "$DATA" --epochs 1 --lr 0.05 "${LIMIT[@]}" 2>&1 | tee "$T/log"
+awk -v minacc="$MINACC" '
+  /^epoch .*loss/ { for (i = 1; i <= NF; i++) if ($i == "loss") l = $(i + 1); if (first == "") first = l; last = l }
+  /^validation:/ { for (i = 1; i <= NF; i++) if ($i == "accuracy") acc = $(i + 1) }
+  END {
+    if (first == "" || acc == "") { print "FAIL: no loss/validation lines"; exit 1 }
+    printf "first loss %s, last loss %s, validation accuracy %s\n", first, last, acc
+    if (last + 0 >= first - 0.2) { print "FAIL: the loss did not fall"; exit 1 }
+    if (acc + 0 <= minacc) { print "FAIL: validation accuracy not above " minacc; exit 1 }
+    print "ok"
+  }' "$T/log"
