@@ -63,14 +63,26 @@ static void dot_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
   LLVMBuildStore(c->b, cg_fma(c, yv, xv, LLVMBuildLoad2(c->b, cg_vtype(c, w), acc, "")), acc);
 }
 /* sum_j y[yoff + j] * x[xoff + j*xst], j < n (f32 scalar). */
-static LLVMValueRef dot(cg_ctx *c, LLVMValueRef y, LLVMValueRef yoff, LLVMValueRef x, LLVMValueRef xoff, int64_t xst, int64_t n) {
-  int v = c->target->vec_f32;
-  vec_args a = {y, yoff, x, xoff, NULL, xst, cg_entry_alloca(c, cg_vtype(c, v), "dv"), cg_entry_alloca(c, c->t_f32, "ds")};
-  LLVMBuildStore(c->b, cg_fzero(c, v), a.accv);
-  LLVMBuildStore(c->b, cg_f32(c, 0.0f), a.accs);
+/* Adds the products into the accumulators accv (vector) / accs (scalar) (entry allocas). */
+static void dot_acc(cg_ctx *c, LLVMValueRef accv, LLVMValueRef accs, LLVMValueRef y, LLVMValueRef yoff, LLVMValueRef x,
+                    LLVMValueRef xoff, int64_t xst, int64_t n) {
+  vec_args a = {y, yoff, x, xoff, NULL, xst, accv, accs};
   if (n > 0) cg_inner_loop(c, n, dot_body, &a);
-  LLVMValueRef sv = cg_hsum(c, LLVMBuildLoad2(c->b, cg_vtype(c, v), a.accv, ""), v);
-  return LLVMBuildFAdd(c->b, sv, LLVMBuildLoad2(c->b, c->t_f32, a.accs, ""), "dot");
+}
+static void acc_zero(cg_ctx *c, LLVMValueRef accv, LLVMValueRef accs) {
+  LLVMBuildStore(c->b, cg_fzero(c, c->target->vec_f32), accv);
+  LLVMBuildStore(c->b, cg_f32(c, 0.0f), accs);
+}
+static LLVMValueRef acc_sum(cg_ctx *c, LLVMValueRef accv, LLVMValueRef accs) {
+  int v = c->target->vec_f32;
+  LLVMValueRef sv = cg_hsum(c, LLVMBuildLoad2(c->b, cg_vtype(c, v), accv, ""), v);
+  return LLVMBuildFAdd(c->b, sv, LLVMBuildLoad2(c->b, c->t_f32, accs, ""), "dot");
+}
+static LLVMValueRef dot(cg_ctx *c, LLVMValueRef y, LLVMValueRef yoff, LLVMValueRef x, LLVMValueRef xoff, int64_t xst, int64_t n) {
+  LLVMValueRef accv = cg_entry_alloca(c, cg_vtype(c, c->target->vec_f32), "dv"), accs = cg_entry_alloca(c, c->t_f32, "ds");
+  acc_zero(c, accv, accs);
+  dot_acc(c, accv, accs, y, yoff, x, xoff, xst, n);
+  return acc_sum(c, accv, accs);
 }
 
 /* Loop over this thread's share of [0, n): returns the index; close with cg_loop_end. */
@@ -102,11 +114,83 @@ static void tap_range(int64_t size, int64_t osize, int64_t s, int64_t p, int64_t
   *lo = l, *hi = h > l ? h : l;
 }
 
+/* One output plane of a correlation: out[o_y, o_x] += sum over taps t of wt[t] *
+ * in[o_y*s + ty[t], o_x*s + tx[t]] (only where the input index is inside the plane).  Where
+ * every tap is inside (the interior) all taps are applied in one pass per output vector;
+ * the border rows/columns fall back to one pass per tap. */
+typedef struct corr {
+  int nt;
+  int64_t ty[64], tx[64];
+  LLVMValueRef wt[64];
+  int64_t s, ih, iw, oh, ow;
+  LLVMValueRef in, ibase, out, obase, orow, irow;
+} corr;
+
+static void tap_range2(int64_t insize, int64_t osize, int64_t s, int64_t t, int64_t *lo, int64_t *hi) {
+  int64_t l = t >= 0 ? 0 : (-t + s - 1) / s;
+  int64_t h = insize - 1 - t < 0 ? 0 : (insize - 1 - t) / s + 1;
+  if (h > osize) h = osize;
+  *lo = l, *hi = h > l ? h : l;
+}
+
+static void corr_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
+  corr *k = user;
+  LLVMValueRef oi = add64(c, k->orow, j);
+  LLVMValueRef acc = vload(c, k->out, oi, w);
+  LLVMValueRef jx = k->s == 1 ? j : mul64(c, j, k->s);
+  for (int t = 0; t < k->nt; t++) {
+    LLVMValueRef ii = add64(c, k->irow, addk(c, jx, k->ty[t] * k->iw + k->tx[t]));
+    acc = cg_fma(c, cg_splat(c, k->wt[t], w), cg_load_strided(c, k->in, ii, (int)k->s, w), acc);
+  }
+  cg_store_v(c, acc, k->out, oi, w);
+}
+
+static void corr_plane(cg_ctx *c, corr *k) {
+  int64_t Y0 = 0, Y1 = k->oh, X0 = 0, X1 = k->ow, ylo[64], yhi[64], xlo[64], xhi[64];
+  for (int t = 0; t < k->nt; t++) {
+    tap_range2(k->ih, k->oh, k->s, k->ty[t], &ylo[t], &yhi[t]);
+    tap_range2(k->iw, k->ow, k->s, k->tx[t], &xlo[t], &xhi[t]);
+    if (ylo[t] > Y0) Y0 = ylo[t];
+    if (yhi[t] < Y1) Y1 = yhi[t];
+    if (xlo[t] > X0) X0 = xlo[t];
+    if (xhi[t] < X1) X1 = xhi[t];
+  }
+  if (Y1 <= Y0 || X1 <= X0) Y0 = Y1 = X0 = X1 = 0; /* no interior: taps one by one */
+  if (Y1 > Y0) {
+    cg_loop Y;
+    LLVMValueRef oy = seq_loop(c, &Y, Y0, Y1, "oyi");
+    k->orow = add64(c, k->obase, addk(c, mul64(c, oy, k->ow), X0));
+    k->irow = add64(c, k->ibase, mul64(c, mul64(c, oy, k->s), k->iw));
+    k->irow = addk(c, k->irow, X0 * k->s);
+    cg_inner_loop(c, X1 - X0, corr_body, k);
+    cg_loop_end(c, &Y);
+  }
+  for (int t = 0; t < k->nt; t++) {
+    if (ylo[t] >= yhi[t] || xlo[t] >= xhi[t]) continue;
+    cg_loop Y;
+    LLVMValueRef oy = seq_loop(c, &Y, ylo[t], yhi[t], "oyt");
+    LLVMValueRef orow = add64(c, k->obase, mul64(c, oy, k->ow));
+    LLVMValueRef irow = add64(c, k->ibase, addk(c, mul64(c, oy, k->s * k->iw), k->ty[t] * k->iw + k->tx[t]));
+    LLVMValueRef inner = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, oy, cg_i64(c, Y0), ""),
+                                      LLVMBuildICmp(c->b, LLVMIntSLT, oy, cg_i64(c, Y1), ""), "");
+    cg_if fi;
+    cg_if_begin(c, &fi, inner); /* interior row: only the columns outside [X0, X1) */
+    int64_t a0 = xlo[t], a1 = X0 < xhi[t] ? X0 : xhi[t], b0 = X1 > xlo[t] ? X1 : xlo[t], b1 = xhi[t];
+    if (a1 > a0) axpy(c, k->out, addk(c, orow, a0), k->wt[t], k->in, addk(c, irow, a0 * k->s), k->s, a1 - a0);
+    if (b1 > b0) axpy(c, k->out, addk(c, orow, b0), k->wt[t], k->in, addk(c, irow, b0 * k->s), k->s, b1 - b0);
+    cg_if_else(c, &fi);
+    axpy(c, k->out, addk(c, orow, xlo[t]), k->wt[t], k->in, addk(c, irow, xlo[t] * k->s), k->s, xhi[t] - xlo[t]);
+    cg_if_end(c, &fi);
+    cg_loop_end(c, &Y);
+  }
+}
+
 /* Forward conv (training: weights by pointer).  in: x, w[, b]; out y.  Work: (n, co) planes. */
 static LLVMValueRef gen_conv_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d;
   if (at->groups != 1) return cg_fail(c, n, "grouped convolution is not supported by training codegen yet");
   conv_geom g = conv_geometry(at, &c->g->values[n->in[0]].shape, &c->g->values[n->out].shape);
+  if (g.sh != g.sw || g.kh * g.kw > 64) return cg_fail(c, n, "training codegen: conv needs equal strides and <= 64 taps");
   int nin = n->n_in;
   LLVMValueRef a[6];
   LLVMValueRef f = kbegin(c, fn_name, nin, a);
@@ -119,21 +203,15 @@ static LLVMValueRef gen_conv_train(cg_ctx *c, const ir_node *n, const char *fn_n
   LLVMValueRef ci = seq_loop(c, &C, 0, g.ci, "ci");
   LLVMValueRef xbase = mul64(c, add64(c, mul64(c, nb, g.ci), ci), g.h * g.w);
   LLVMValueRef wbase = mul64(c, add64(c, mul64(c, co, g.ci), ci), g.kh * g.kw);
+  corr k = {0};
+  k.s = g.sh == g.sw ? g.sw : 0, k.ih = g.h, k.iw = g.w, k.oh = g.oh, k.ow = g.ow;
+  k.in = x, k.ibase = xbase, k.out = y, k.obase = ybase;
   for (int64_t ky = 0; ky < g.kh; ky++)
     for (int64_t kx = 0; kx < g.kw; kx++) {
-      int64_t ylo, yhi, xlo, xhi;
-      tap_range(g.h, g.oh, g.sh, g.pt, ky * g.dh, &ylo, &yhi);
-      tap_range(g.w, g.ow, g.sw, g.pl, kx * g.dw, &xlo, &xhi);
-      if (ylo >= yhi || xlo >= xhi) continue;
-      LLVMValueRef wv = cg_load_f32(c, w, addk(c, wbase, ky * g.kw + kx));
-      cg_loop Y;
-      LLVMValueRef oy = seq_loop(c, &Y, ylo, yhi, "oy");
-      LLVMValueRef iy = addk(c, mul64(c, oy, g.sh), ky * g.dh - g.pt);
-      LLVMValueRef yo = add64(c, ybase, addk(c, mul64(c, oy, g.ow), xlo));
-      LLVMValueRef xo = add64(c, xbase, addk(c, mul64(c, iy, g.w), xlo * g.sw + kx * g.dw - g.pl));
-      axpy(c, y, yo, wv, x, xo, g.sw, xhi - xlo);
-      cg_loop_end(c, &Y);
+      k.ty[k.nt] = ky * g.dh - g.pt, k.tx[k.nt] = kx * g.dw - g.pl;
+      k.wt[k.nt++] = cg_load_f32(c, w, addk(c, wbase, ky * g.kw + kx));
     }
+  corr_plane(c, &k);
   cg_loop_end(c, &C);
   cg_loop_end(c, &P);
   cg_kernel_end(c);
@@ -157,7 +235,18 @@ LLVMValueRef cg_gen_conv2d_grad_input(cg_ctx *c, const ir_node *n, const char *f
   LLVMValueRef co = seq_loop(c, &C, 0, g.co, "co");
   LLVMValueRef ybase = mul64(c, add64(c, mul64(c, nb, g.co), co), g.oh * g.ow);
   LLVMValueRef wbase = mul64(c, add64(c, mul64(c, co, g.ci), ci), g.kh * g.kw);
-  for (int64_t ky = 0; ky < g.kh; ky++)
+  if (g.sh == 1 && g.sw == 1 && g.kh * g.kw <= 64) { /* a correlation of dy: all taps per pass */
+    corr k = {0};
+    k.s = 1, k.ih = g.oh, k.iw = g.ow, k.oh = g.h, k.ow = g.w;
+    k.in = dy, k.ibase = ybase, k.out = dx, k.obase = xbase;
+    for (int64_t ky = 0; ky < g.kh; ky++)
+      for (int64_t kx = 0; kx < g.kw; kx++) {
+        k.ty[k.nt] = g.pt - ky * g.dh, k.tx[k.nt] = g.pl - kx * g.dw;
+        k.wt[k.nt++] = cg_load_f32(c, w, addk(c, wbase, ky * g.kw + kx));
+      }
+    corr_plane(c, &k);
+  }
+  for (int64_t ky = 0; ky < g.kh && !(g.sh == 1 && g.sw == 1 && g.kh * g.kw <= 64); ky++)
     for (int64_t kx = 0; kx < g.kw; kx++) {
       int64_t ylo, yhi, xlo, xhi;
       tap_range(g.h, g.oh, g.sh, g.pt, ky * g.dh, &ylo, &yhi);
@@ -196,33 +285,43 @@ LLVMValueRef cg_gen_conv2d_grad_weight(cg_ctx *c, const ir_node *n, const char *
   LLVMValueRef a[5];
   LLVMValueRef f = kbegin(c, fn_name, 2, a);
   LLVMValueRef dy = a[0], x = a[1], dw = a[2];
-  LLVMValueRef acc = cg_entry_alloca(c, c->t_f32, "acc");
-  cg_loop P, C;
+  int ntap = (int)(g.kh * g.kw);
+  if (ntap > 64) return cg_fail(c, n, "conv2d_grad_weight: more than 64 taps");
+  LLVMValueRef accv[64], accs[64];
+  for (int t = 0; t < ntap; t++)
+    accv[t] = cg_entry_alloca(c, cg_vtype(c, c->target->vec_f32), "av"), accs[t] = cg_entry_alloca(c, c->t_f32, "as");
+  cg_loop P, C, B, Y;
   LLVMValueRef co = par_loop(c, &P, g.co, a[3], a[4], "co");
   LLVMValueRef ci = seq_loop(c, &C, 0, g.ci, "ci");
   LLVMValueRef wbase = mul64(c, add64(c, mul64(c, co, g.ci), ci), g.kh * g.kw);
-  for (int64_t ky = 0; ky < g.kh; ky++)
+  for (int t = 0; t < ntap; t++) acc_zero(c, accv[t], accs[t]);
+  /* every tap accumulates over (n, oy) in its own registers; one horizontal sum at the end */
+  LLVMValueRef nb = seq_loop(c, &B, 0, g.n, "n");
+  LLVMValueRef ybase = mul64(c, add64(c, mul64(c, nb, g.co), co), g.oh * g.ow);
+  LLVMValueRef xbase = mul64(c, add64(c, mul64(c, nb, g.ci), ci), g.h * g.w);
+  LLVMValueRef oy = seq_loop(c, &Y, 0, g.oh, "oy");
+  for (int64_t ky = 0; ky < g.kh; ky++) {
+    int64_t ylo, yhi;
+    tap_range(g.h, g.oh, g.sh, g.pt, ky * g.dh, &ylo, &yhi);
+    if (ylo >= yhi) continue;
+    cg_if fi;
+    cg_if_begin(c, &fi, LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, oy, cg_i64(c, ylo), ""),
+                                     LLVMBuildICmp(c->b, LLVMIntSLT, oy, cg_i64(c, yhi), ""), ""));
+    LLVMValueRef iy = addk(c, mul64(c, oy, g.sh), ky * g.dh - g.pt);
     for (int64_t kx = 0; kx < g.kw; kx++) {
-      int64_t ylo, yhi, xlo, xhi;
-      tap_range(g.h, g.oh, g.sh, g.pt, ky * g.dh, &ylo, &yhi);
+      int64_t xlo, xhi;
       tap_range(g.w, g.ow, g.sw, g.pl, kx * g.dw, &xlo, &xhi);
-      LLVMBuildStore(c->b, cg_f32(c, 0.0f), acc);
-      if (ylo < yhi && xlo < xhi) {
-        cg_loop B, Y;
-        LLVMValueRef nb = seq_loop(c, &B, 0, g.n, "n");
-        LLVMValueRef ybase = mul64(c, add64(c, mul64(c, nb, g.co), co), g.oh * g.ow);
-        LLVMValueRef xbase = mul64(c, add64(c, mul64(c, nb, g.ci), ci), g.h * g.w);
-        LLVMValueRef oy = seq_loop(c, &Y, ylo, yhi, "oy");
-        LLVMValueRef iy = addk(c, mul64(c, oy, g.sh), ky * g.dh - g.pt);
-        LLVMValueRef yo = add64(c, ybase, addk(c, mul64(c, oy, g.ow), xlo));
-        LLVMValueRef xo = add64(c, xbase, addk(c, mul64(c, iy, g.w), xlo * g.sw + kx * g.dw - g.pl));
-        LLVMValueRef d = dot(c, dy, yo, x, xo, g.sw, xhi - xlo);
-        LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->t_f32, acc, ""), d, ""), acc);
-        cg_loop_end(c, &Y);
-        cg_loop_end(c, &B);
-      }
-      cg_store_f32(c, LLVMBuildLoad2(c->b, c->t_f32, acc, ""), dw, addk(c, wbase, ky * g.kw + kx));
+      if (xlo >= xhi) continue;
+      LLVMValueRef yo = add64(c, ybase, addk(c, mul64(c, oy, g.ow), xlo));
+      LLVMValueRef xo = add64(c, xbase, addk(c, mul64(c, iy, g.w), xlo * g.sw + kx * g.dw - g.pl));
+      int t = (int)(ky * g.kw + kx);
+      dot_acc(c, accv[t], accs[t], dy, yo, x, xo, g.sw, xhi - xlo);
     }
+    cg_if_end(c, &fi);
+  }
+  cg_loop_end(c, &Y);
+  cg_loop_end(c, &B);
+  for (int t = 0; t < ntap; t++) cg_store_f32(c, acc_sum(c, accv[t], accs[t]), dw, addk(c, wbase, t));
   cg_loop_end(c, &C);
   cg_loop_end(c, &P);
   cg_kernel_end(c);
