@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies if missing, builds cnnc in build/ (warnings are
-# errors), runs the whole CTest suite.  Extra arguments go to ctest (e.g. -R ref, -L unit).
+# errors), runs the CTest suite except tests labelled "long" (run those with
+# CNNC_RUN_LONG=1 ctest --test-dir build -L long).  Extra arguments go to ctest (e.g. -R ref).
 # CNNC_BUILD_DIR and CNNC_CMAKE_ARGS override the build directory and add CMake options.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,4 +9,4 @@ bash tools/install-deps.sh
 B=${CNNC_BUILD_DIR:-build}
 cmake -S . -B "$B" -G Ninja -DCNNC_WERROR=ON ${CNNC_CMAKE_ARGS:-} >/dev/null
 cmake --build "$B" -j "$(nproc)"
-ctest --test-dir "$B" -j "$(nproc)" --output-on-failure "$@"
+ctest --test-dir "$B" -j "$(nproc)" --output-on-failure -LE long "$@"
