@@ -4,7 +4,9 @@
  * trained for 2 steps on random u8 images; the loss of each step and, after the steps, every
  * state tensor (weights and momentum buffers, i.e. the accumulated gradients) must match
  * ir_train_step on the same initial weights (rel. tol 1e-4).  Runs for SGD, momentum and
- * Nesterov; also checks the state table (offsets 64-aligned, kinds). */
+ * Nesterov; also checks the state table (sizes, kinds).  A second, small model covers the
+ * other kernel paths: stride-2 and dilated convs, an unpadded 5x5 conv, a padded 3x3 stride-2
+ * maxpool, bias-free layers, a non-square f32 input, odd sizes (vector tails). */
 #include "frontend/fe.h"
 #include "ir/grad_train.h"
 #include "runtime/cnnrt.h"
@@ -12,9 +14,28 @@
 
 enum { BATCH = 4, STEPS = 2 };
 
+static const char *small_yml =
+    "name: small_train\n"
+    "input: {shape: [2, 13, 11], dtype: f32, classes: 7}\n"
+    "layers:\n"
+    "  - {name: c1, op: conv, filters: 5, kernel: 3, stride: 2, padding: 1}\n"
+    "  - {name: r1, op: relu}\n"
+    "  - {name: c2, op: conv, filters: 6, kernel: 3, dilation: 2, padding: [2, 1], bias: false}\n"
+    "  - {name: r2, op: relu}\n"
+    "  - {name: p1, op: maxpool, kernel: 3, stride: 2, padding: 1}\n"
+    "  - {name: c3, op: conv, filters: 4, kernel: 2}\n"
+    "  - {name: r3, op: relu}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d1, op: dense, units: 9, bias: false}\n"
+    "  - {name: r4, op: relu}\n"
+    "  - {name: d2, op: dense, units: 7}\n";
+static const char *model_path = "fmnist";
+static int n_params;
+
 static ir_graph *load(const char *opt, fe_options *o) {
   char path[1024];
-  snprintf(path, sizeof path, "%s/models/fmnist_cnn.yml", CNNC_TEST_SRC);
+  if (!strcmp(model_path, "fmnist")) snprintf(path, sizeof path, "%s/models/fmnist_cnn.yml", CNNC_TEST_SRC);
+  else snprintf(path, sizeof path, "%s", model_path);
   ir_diag d = {0};
   fe_options_init(o);
   char b[16];
@@ -58,14 +79,19 @@ static int run(const char *opt) {
   CGT_CHECK(cnnrt_is_training(m), "%s: not a training model", opt);
   const float lr = 0.05f;
   cnnrt_set_learning_rate(m, lr);
-  int64_t nx = (int64_t)BATCH * 28 * 28;
-  unsigned char *img = malloc((size_t)nx);
+  const ir_value *iv = &gr->values[gr->input];
+  int64_t nx = ir_shape_numel(&iv->shape), esz = iv->dtype == IR_U8 ? 1 : 4;
+  int classes = (int)gr->values[gr->outputs[0]].shape.dim[1];
+  unsigned char *img = malloc((size_t)(nx * esz));
   float *x = malloc((size_t)nx * sizeof *x), labels[BATCH];
   for (int s = 0; s < STEPS; s++) {
-    for (int64_t i = 0; i < nx; i++) img[i] = (unsigned char)cgt_int(0, 255), x[i] = img[i];
-    for (int b = 0; b < BATCH; b++) labels[b] = (float)cgt_int(0, 9);
+    for (int64_t i = 0; i < nx; i++) {
+      if (esz == 1) img[i] = (unsigned char)cgt_int(0, 255), x[i] = img[i];
+      else x[i] = cgt_uniform(-1.0f, 1.0f), memcpy(img + 4 * i, &x[i], 4);
+    }
+    for (int b = 0; b < BATCH; b++) labels[b] = (float)cgt_int(0, classes - 1);
     float loss = NAN, acc = NAN;
-    if (cnnrt_train_step(m, img, (size_t)nx, labels, 1, &loss, &acc) != CNNRT_OK) {
+    if (cnnrt_train_step(m, img, (size_t)(nx * esz), labels, 1, &loss, &acc) != CNNRT_OK) {
       fprintf(stderr, "  %s: cnnrt_train_step: %s\n", opt, cnnrt_last_error());
       bad++;
       break;
@@ -107,7 +133,7 @@ static int run(const char *opt) {
     }
     free(got);
   }
-  int want_state = !strcmp(opt, "sgd") ? 12 : 24; /* 6 layers x (weight, bias) [+ momentum] */
+  int want_state = !strcmp(opt, "sgd") ? n_params : 2 * n_params; /* [+ momentum] */
   CGT_CHECK(seen == want_state, "%s: %d state tensors checked, want %d", opt, seen, want_state);
   free(img);
   free(x);
@@ -123,7 +149,18 @@ int main(void) {
   (void)cgt_check_graph, (void)cgt_random_params;
   cgt_init_dir();
   const char *opts[] = {"sgd", "momentum", "nesterov"};
+  n_params = 12; /* 6 layers x (weight, bias) */
   for (int i = 0; i < 3; i++) cgt_failures += run(opts[i]);
+  char small[512];
+  snprintf(small, sizeof small, "%s/small_train.yml", cgt_dir);
+  FILE *f = fopen(small, "w");
+  if (!f || fputs(small_yml, f) < 0 || fclose(f)) {
+    fprintf(stderr, "cannot write %s\n", small);
+    return 1;
+  }
+  model_path = small, n_params = 8; /* c1 w+b, c2 w, c3 w+b, d1 w, d2 w+b */
+  for (int i = 0; i < 3; i++) cgt_failures += run(opts[i]);
+  unlink(small);
   cgt_cleanup_dir();
   if (cgt_failures) {
     fprintf(stderr, "%d failure(s)\n", cgt_failures);
