@@ -5,7 +5,7 @@
  * state tensor (weights and momentum buffers, i.e. the accumulated gradients) must match
  * ir_train_step on the same initial weights (rel. tol 1e-4).  Runs for SGD, momentum and
  * Nesterov; also checks the state table (sizes, kinds).  A second, small model covers the
- * other kernel paths: stride-2 and dilated convs, an unpadded 5x5 conv, a padded 3x3 stride-2
+ * other kernel paths (and --label-smoothing 0.1): stride-2 and dilated convs, an unpadded 5x5 conv, a padded 3x3 stride-2
  * maxpool, bias-free layers, a non-square f32 input, odd sizes (vector tails). */
 #include "frontend/fe.h"
 #include "ir/grad_train.h"
@@ -30,6 +30,7 @@ static const char *small_yml =
     "  - {name: r4, op: relu}\n"
     "  - {name: d2, op: dense, units: 7}\n";
 static const char *model_path = "fmnist";
+static const char *label_smoothing = "0";
 static int n_params;
 
 static ir_graph *load(const char *opt, fe_options *o) {
@@ -40,8 +41,9 @@ static ir_graph *load(const char *opt, fe_options *o) {
   fe_options_init(o);
   char b[16];
   snprintf(b, sizeof b, "%d", BATCH);
-  const char *kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", opt}, {"seed", "7"}};
-  for (int i = 0; i < 4; i++)
+  const char *kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", opt}, {"seed", "7"},
+                         {"label-smoothing", label_smoothing}};
+  for (int i = 0; i < 5; i++)
     if (fe_option_set(o, fe_option_find(kv[i][0]), kv[i][1], &d)) {
       ir_diag_print(&d, stderr);
       return NULL;
@@ -160,6 +162,8 @@ int main(void) {
   }
   model_path = small, n_params = 8; /* c1 w+b, c2 w, c3 w+b, d1 w, d2 w+b */
   for (int i = 0; i < 3; i++) cgt_failures += run(opts[i]);
+  label_smoothing = "0.1"; /* --label-smoothing: loss and its gradient */
+  cgt_failures += run("momentum");
   unlink(small);
   cgt_cleanup_dir();
   if (cgt_failures) {
