@@ -51,8 +51,10 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
     pass_optim_cfg cfg = {0};
     cfg.optimizer = o->optimizer && *o->optimizer ? o->optimizer : "sgd";
     cfg.momentum = (float)o->momentum;
-    cfg.loss_scale = 1.0f;
-    if (pass_autodiff(g, 1.0f, d) < 0 || pass_optimizer(g, &cfg, d) < 0 || ir_verify(g, d) < 0) return -1;
+    cfg.weight_decay = (float)o->weight_decay;
+    cfg.l2 = (float)o->l2_regularization;
+    cfg.loss_scale = o->loss_scaling > 0 ? (float)o->loss_scaling : 1.0f;
+    if (pass_autodiff(g, cfg.loss_scale, d) < 0 || pass_optimizer(g, &cfg, d) < 0 || ir_verify(g, d) < 0) return -1;
   }
   if (pass_split(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) return -1;
   if (report && report->phase) report->phase(report->ctx, "split", seconds() - t0);

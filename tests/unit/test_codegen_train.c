@@ -5,7 +5,7 @@
  * state tensor (weights and momentum buffers, i.e. the accumulated gradients) must match
  * ir_train_step on the same initial weights (rel. tol 1e-4).  Runs for SGD, momentum and
  * Nesterov; also checks the state table (sizes, kinds).  A second, small model covers the
- * other kernel paths (and --label-smoothing 0.1): stride-2 and dilated convs, an unpadded 5x5 conv, a padded 3x3 stride-2
+ * other kernel paths (and --label-smoothing 0.1; --weight-decay, --l2-regularization, --loss-scaling): stride-2 and dilated convs, an unpadded 5x5 conv, a padded 3x3 stride-2
  * maxpool, bias-free layers, a non-square f32 input, odd sizes (vector tails). */
 #include "frontend/fe.h"
 #include "ir/grad_train.h"
@@ -30,7 +30,7 @@ static const char *small_yml =
     "  - {name: r4, op: relu}\n"
     "  - {name: d2, op: dense, units: 7}\n";
 static const char *model_path = "fmnist";
-static const char *label_smoothing = "0";
+static const char *label_smoothing = "0", *weight_decay = "0", *l2 = "0", *loss_scaling = "1";
 static int n_params;
 
 static ir_graph *load(const char *opt, fe_options *o) {
@@ -42,8 +42,9 @@ static ir_graph *load(const char *opt, fe_options *o) {
   char b[16];
   snprintf(b, sizeof b, "%d", BATCH);
   const char *kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", opt}, {"seed", "7"},
-                         {"label-smoothing", label_smoothing}};
-  for (int i = 0; i < 5; i++)
+                         {"label-smoothing", label_smoothing}, {"weight-decay", weight_decay},
+                         {"l2-regularization", l2}, {"loss-scaling", loss_scaling}};
+  for (int i = 0; i < 8; i++)
     if (fe_option_set(o, fe_option_find(kv[i][0]), kv[i][1], &d)) {
       ir_diag_print(&d, stderr);
       return NULL;
@@ -59,8 +60,9 @@ static int run(const char *opt) {
   if (!gc || !gr) return 1;
   ir_diag d = {0};
   pass_optim_cfg cfg = {0};
-  cfg.optimizer = opt, cfg.momentum = (float)o.momentum, cfg.loss_scale = 1.0f;
-  if (pass_autodiff(gr, 1.0f, &d) < 0 || pass_optimizer(gr, &cfg, &d) < 0) {
+  cfg.optimizer = opt, cfg.momentum = (float)o.momentum, cfg.loss_scale = (float)o.loss_scaling;
+  cfg.weight_decay = (float)o.weight_decay, cfg.l2 = (float)o.l2_regularization;
+  if (pass_autodiff(gr, cfg.loss_scale, &d) < 0 || pass_optimizer(gr, &cfg, &d) < 0) {
     ir_diag_print(&d, stderr);
     return 1;
   }
@@ -164,6 +166,9 @@ int main(void) {
   for (int i = 0; i < 3; i++) cgt_failures += run(opts[i]);
   label_smoothing = "0.1"; /* --label-smoothing: loss and its gradient */
   cgt_failures += run("momentum");
+  weight_decay = "0.01", l2 = "0.02", loss_scaling = "64"; /* decoupled + coupled decay, loss scaling */
+  cgt_failures += run("nesterov");
+  cgt_failures += run("sgd");
   unlink(small);
   cgt_cleanup_dir();
   if (cgt_failures) {
