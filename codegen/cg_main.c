@@ -227,7 +227,12 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   LLVMTypeRef prog_t = named_struct(c, "cnnc_abi_program", pf, 2);
   LLVMValueRef mb[2] = {cg_i32(c, L->n_shards), array_of(c, stage_t, stages, L->n_shards, "mb_stages")};
   LLVMValueRef none[2] = {cg_i32(c, 0), LLVMConstNull(ptr)};
-  LLVMValueRef ev[2] = {cg_i32(c, L->n_shards), array_of(c, stage_t, evals, L->n_shards, "eval_stages")};
+  int train_fwd = 0; /* a training-only forward op (dropout): no eval program (the runtime reports it) */
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == IR_OP_dropout && g->nodes[i].attr.dropout.training && g->nodes[i].attr.dropout.rate > 0.0f)
+      train_fwd = 1;
+  LLVMValueRef ev[2] = {cg_i32(c, train_fwd ? 0 : L->n_shards),
+                        train_fwd ? LLVMConstNull(ptr) : array_of(c, stage_t, evals, L->n_shards, "eval_stages")};
   LLVMTypeRef trf[19] = {i32, i32, i32, i32, i32, ptr, i32, i32, i32, i32, i32, i32, i64, i32, ptr, prog_t, prog_t, prog_t, ptr};
   LLVMTypeRef train_t = named_struct(c, "cnnc_abi_train", trf, 19);
   int lr = ir_find_value(g, IR_LR_INPUT_NAME);

@@ -685,8 +685,60 @@ LLVMValueRef cg_gen_momentum_update(cg_ctx *c, const ir_node *n, const char *fn_
   return gen_optim(c, n, fn_name, kind, 2);
 }
 
+/* ---- dropout (training) ---------------------------------------------------------------- */
+/* The interpreter's mask (ir/ref_eltwise.c): element i is kept iff
+ * (mix64(seed ^ mix64(i)) >> 40) * 2^-24 >= rate, mix64 = splitmix64 step; kept * 1/(1-rate).
+ * The backward is the same node applied to dy (same seed, same indices). */
+static LLVMValueRef ic(cg_ctx *c, uint64_t v, int w) {
+  LLVMValueRef s = LLVMConstInt(c->t_i64, v, 0);
+  if (w == 1) return s;
+  LLVMValueRef e[64];
+  for (int i = 0; i < w; i++) e[i] = s;
+  return LLVMConstVector(e, (unsigned)w);
+}
+static LLVMValueRef mix64(cg_ctx *c, LLVMValueRef z, int w) {
+  LLVMBuilderRef b = c->b;
+  z = LLVMBuildAdd(b, z, ic(c, 0x9e3779b97f4a7c15ull, w), "");
+  z = LLVMBuildMul(b, LLVMBuildXor(b, z, LLVMBuildLShr(b, z, ic(c, 30, w), ""), ""), ic(c, 0xbf58476d1ce4e5b9ull, w), "");
+  z = LLVMBuildMul(b, LLVMBuildXor(b, z, LLVMBuildLShr(b, z, ic(c, 27, w), ""), ""), ic(c, 0x94d049bb133111ebull, w), "");
+  return LLVMBuildXor(b, z, LLVMBuildLShr(b, z, ic(c, 31, w), ""), "");
+}
+
+static void dropout_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
+  ew_ctx *u = user;
+  const ir_dropout_attr *at = &u->n->attr.dropout;
+  LLVMValueRef iv = i;
+  if (w > 1) {
+    LLVMValueRef e[64];
+    for (int l = 0; l < w; l++) e[l] = cg_i64(c, l);
+    LLVMTypeRef vt = LLVMVectorType(c->t_i64, (unsigned)w);
+    LLVMValueRef sp = LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), i, cg_i32(c, 0), "");
+    sp = LLVMBuildShuffleVector(c->b, sp, LLVMGetPoison(vt), LLVMConstNull(LLVMVectorType(c->t_i32, (unsigned)w)), "");
+    iv = LLVMBuildAdd(c->b, sp, LLVMConstVector(e, (unsigned)w), "");
+  }
+  LLVMValueRef h = mix64(c, LLVMBuildXor(c->b, ic(c, at->seed, w), mix64(c, iv, w), ""), w);
+  LLVMValueRef uf = LLVMBuildFMul(c->b, LLVMBuildUIToFP(c->b, LLVMBuildLShr(c->b, h, ic(c, 40, w), ""), cg_vtype(c, w), ""),
+                                  cg_fconst(c, 1.0f / 16777216.0f, w), "");
+  LLVMValueRef keep = LLVMBuildFCmp(c->b, LLVMRealOGE, uf, cg_fconst(c, at->rate, w), "keep");
+  float scale = at->rate < 1.0f ? 1.0f / (1.0f - at->rate) : 0.0f;
+  LLVMValueRef x = LLVMBuildFMul(c->b, vload(c, u->in[0], i, w), cg_fconst(c, scale, w), "");
+  cg_store_v(c, LLVMBuildSelect(c->b, keep, x, cg_fzero(c, w), ""), u->out, i, w);
+}
+
+static LLVMValueRef gen_dropout_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  if (!n->attr.dropout.training || n->attr.dropout.rate <= 0.0f) return cg_gen_dropout(c, n, fn_name, kind);
+  LLVMValueRef a[4];
+  LLVMValueRef f = kbegin(c, fn_name, 1, a);
+  ew_ctx u = {n, {a[0]}, a[1], NULL};
+  cg_foreach_elem(c, cg_numel(c, n->out), a[2], a[3], dropout_body, &u);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "dropout_train", NULL);
+  return f;
+}
+
 cg_gen_fn cg_train_generator(ir_op op) {
   switch (op) {
+  case IR_OP_dropout: return gen_dropout_train;
   case IR_OP_conv2d: return gen_conv_train;
   case IR_OP_dense: return gen_dense_train;
   case IR_OP_softmax_xent: return gen_xent_train;

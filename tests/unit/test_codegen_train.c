@@ -28,6 +28,7 @@ static const char *small_yml =
     "  - {name: f, op: flatten}\n"
     "  - {name: d1, op: dense, units: 9, bias: false}\n"
     "  - {name: r4, op: relu}\n"
+    "  - {name: dr, op: dropout, rate: 0.3}\n"
     "  - {name: d2, op: dense, units: 7}\n";
 static const char *model_path = "fmnist";
 static const char *label_smoothing = "0", *weight_decay = "0", *l2 = "0", *loss_scaling = "1";
