@@ -47,7 +47,7 @@ static void affine_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
 /* in: x [N,C,...], gamma, beta, running_mean, running_var [C]. */
 LLVMValueRef cg_gen_batchnorm(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_batchnorm_attr *at = &n->attr.batchnorm;
-  if (at->training) return cg_fail(c, n, "training-mode batchnorm is not supported in inference codegen");
+  if (at->training) return cg_fail(c, n, "training-mode batchnorm (batch statistics) is not supported by codegen yet (compiled training: conv/relu/pool/dense/dropout models; docs/training.md)");
   const ir_shape *xs = &c->g->values[n->in[0]].shape;
   int64_t nb = xs->dim[0], nc = xs->rank > 1 ? xs->dim[1] : 1, s = ir_shape_numel(xs) / (nb * nc);
   const float *gam = c->g->values[n->in[1]].data, *bet = c->g->values[n->in[2]].data;
