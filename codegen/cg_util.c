@@ -183,10 +183,12 @@ LLVMValueRef cg_load_strided(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, int
   if (w == 1) return cg_load_f32(c, base, idx);
   if (stride == 1) return cg_load_v(c, base, idx, w);
   if (stride == 2) {
+    /* Two vector loads covering [idx, idx + 2w - 1): the second starts at idx + w - 1 so
+     * nothing past the last needed element (idx + 2w - 2) is read. */
     LLVMValueRef lo = cg_load_v(c, base, idx, w);
-    LLVMValueRef hi = cg_load_v(c, base, LLVMBuildAdd(c->b, idx, cg_i64(c, w), ""), w);
+    LLVMValueRef hi = cg_load_v(c, base, LLVMBuildAdd(c->b, idx, cg_i64(c, w - 1), ""), w);
     int m[64];
-    for (int i = 0; i < w; i++) m[i] = 2 * i;
+    for (int i = 0; i < w; i++) m[i] = 2 * i < w ? 2 * i : 2 * i + 1;
     return LLVMBuildShuffleVector(c->b, lo, hi, shuffle_const(c, m, w), "even");
   }
   LLVMValueRef v = LLVMGetPoison(cg_vtype(c, w));
