@@ -142,25 +142,32 @@ static LLVMValueRef load_pixels(cg_ctx *c, const conv_geom *g, LLVMValueRef x, L
 /* One tile: rr channels x np vectors from output column ox (run time); ox_const >= 0 when
  * the column is known at compile time (border/tail: lane masks up to ox_end), -1 for
  * interior tiles (every lane and tap in range). */
+LLVMValueRef cg_conv_tile_begin(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef ox, int n_acc,
+                                LLVMValueRef *acc, cg_loop *CI, cg_loop *KY, LLVMValueRef *row, LLVMValueRef *wrow) {
+  LLVMTypeRef vt = cg_vtype(c, g->V);
+  for (int i = 0; i < n_acc; i++) {
+    acc[i] = cg_entry_alloca(c, vt, "acc");
+    LLVMBuildStore(c->b, cg_fzero(c, g->V), acc[i]);
+  }
+  LLVMValueRef ix0 = LLVMBuildSub(c->b, LLVMBuildMul(c->b, ox, cg_i64(c, g->sw), ""), cg_i64(c, g->pl), "ix0");
+  LLVMValueRef ci = cg_loop_begin(c, CI, cg_i64(c, 0), cg_i64(c, g->cin_g), cg_i64(c, 1), "ci");
+  LLVMValueRef ky = cg_loop_begin(c, KY, r->ky_lo, r->ky_hi, cg_i64(c, 1), "ky");
+  LLVMValueRef iy = LLVMBuildAdd(c->b, r->iy0, LLVMBuildMul(c->b, ky, cg_i64(c, g->dh), ""), "iy");
+  *row = LLVMBuildAdd(c->b, r->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""),
+                                                     LLVMBuildMul(c->b, iy, cg_i64(c, g->w), ""), ""), "row");
+  LLVMValueRef tap_row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->kh), ""), ky, "");
+  *wrow = LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, tap_row, cg_i64(c, (int64_t)g->kw * g->R), ""), "wrow");
+  return ix0;
+}
+
 static void conv_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
                       LLVMValueRef ox, int64_t ox_const, int64_t ox_end) {
   int V = g->V;
   unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
   LLVMTypeRef vt = cg_vtype(c, V);
-  LLVMValueRef acc[64];
-  for (int i = 0; i < rr * np; i++) {
-    acc[i] = cg_entry_alloca(c, vt, "acc");
-    LLVMBuildStore(c->b, cg_fzero(c, V), acc[i]);
-  }
-  LLVMValueRef ix0 = LLVMBuildSub(c->b, LLVMBuildMul(c->b, ox, cg_i64(c, g->sw), ""), cg_i64(c, g->pl), "ix0");
+  LLVMValueRef acc[64], row, wrow;
   cg_loop CI, KY;
-  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), cg_i64(c, g->cin_g), cg_i64(c, 1), "ci");
-  LLVMValueRef ky = cg_loop_begin(c, &KY, r->ky_lo, r->ky_hi, cg_i64(c, 1), "ky");
-  LLVMValueRef iy = LLVMBuildAdd(c->b, r->iy0, LLVMBuildMul(c->b, ky, cg_i64(c, g->dh), ""), "iy");
-  LLVMValueRef row = LLVMBuildAdd(c->b, r->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""),
-                                                                 LLVMBuildMul(c->b, iy, cg_i64(c, g->w), ""), ""), "row");
-  LLVMValueRef wrow = LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->kh), ""), ky, ""),
-                                                                cg_i64(c, (int64_t)g->kw * g->R), ""), "wrow");
+  LLVMValueRef ix0 = cg_conv_tile_begin(c, g, r, ox, rr * np, acc, &CI, &KY, &row, &wrow);
   LLVMValueRef cur[64];
   for (int i = 0; i < rr * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
   for (int kx = 0; kx < g->kw; kx++) {

@@ -21,6 +21,13 @@ typedef struct conv_row {      /* run-time values of one work item */
 
 typedef struct conv_epi { const ir_node *post[PASS_MAX_POST]; int n_post; } conv_epi;
 
+/* Opening of every conv tile (both shapes): zeroes n_acc accumulators (allocas in acc),
+ * opens the ci and ky loops (close them with cg_loop_end(KY) then CI) and returns, for the
+ * current (ci, ky), the first input column ix0 of pixel ox, the input row start *row and the
+ * packed-weight row start *wrow. */
+LLVMValueRef cg_conv_tile_begin(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef ox, int n_acc,
+                                LLVMValueRef *acc, cg_loop *CI, cg_loop *KY, LLVMValueRef *row, LLVMValueRef *wrow);
+
 /* Channel-vector row: rr valid channels of the tile, every output pixel of the row. */
 void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr);
 /* Picks the channel-vector shape (sets vc, R, P) when it beats pixel vectors; returns vc. */

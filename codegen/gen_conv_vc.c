@@ -62,20 +62,9 @@ static void vc_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv
                     LLVMValueRef ox, int64_t ox_const) {
   int V = g->V, nrv = (rr + V - 1) / V;
   LLVMTypeRef vt = cg_vtype(c, V);
-  LLVMValueRef acc[32], cur[32];
-  for (int i = 0; i < nrv * np; i++) {
-    acc[i] = cg_entry_alloca(c, vt, "acc");
-    LLVMBuildStore(c->b, cg_fzero(c, V), acc[i]);
-  }
-  LLVMValueRef ix0 = LLVMBuildSub(c->b, LLVMBuildMul(c->b, ox, cg_i64(c, g->sw), ""), cg_i64(c, g->pl), "ix0");
+  LLVMValueRef acc[32], cur[32], row, wrow;
   cg_loop CI, KY;
-  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), cg_i64(c, g->cin_g), cg_i64(c, 1), "ci");
-  LLVMValueRef ky = cg_loop_begin(c, &KY, r->ky_lo, r->ky_hi, cg_i64(c, 1), "ky");
-  LLVMValueRef iy = LLVMBuildAdd(c->b, r->iy0, LLVMBuildMul(c->b, ky, cg_i64(c, g->dh), ""), "iy");
-  LLVMValueRef row = LLVMBuildAdd(c->b, r->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""),
-                                                                 LLVMBuildMul(c->b, iy, cg_i64(c, g->w), ""), ""), "row");
-  LLVMValueRef wrow = LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->kh), ""), ky, ""),
-                                                                cg_i64(c, (int64_t)g->kw * g->R), ""), "wrow");
+  LLVMValueRef ix0 = cg_conv_tile_begin(c, g, r, ox, nrv * np, acc, &CI, &KY, &row, &wrow);
   for (int i = 0; i < nrv * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
   for (int kx = 0; kx < g->kw; kx++) {
     LLVMValueRef wv[4];
