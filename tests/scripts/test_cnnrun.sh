@@ -6,28 +6,7 @@ set -u
 BUILD=${1:?usage: test_cnnrun.sh BUILD SRC}
 CNNRUN="$BUILD/cnnrun"
 FAKE="$BUILD/tests/libfake_model.so"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-# expect STATUS PATTERN -- ARGS...: cnnrun exits with STATUS and its stdout+stderr match PATTERN.
-expect() {
-  local want=$1 pat=$2
-  shift 3
-  "$CNNRUN" "$@" >"$T/out" 2>&1
-  local got=$?
-  if [ "$got" != "$want" ]; then
-    bad "cnnrun $* -> exit $got, want $want: $(head -c 400 "$T/out")"
-  elif ! grep -qE -- "$pat" "$T/out"; then
-    bad "cnnrun $* -> output lacks /$pat/: $(head -c 400 "$T/out")"
-  else
-    ok
-  fi
-}
+. "$(dirname "$0")/lib.sh"
 
 # check NAME PYTHON-EXPR: a Python assertion over the files in $T.
 check() {
@@ -163,5 +142,4 @@ for i in range(36):
 for s in range(3):
     assert abs(y[36 + s] - sum(x[s * 12:(s + 1) * 12]) / 255) < 1e-4, (s, y[36 + s])"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

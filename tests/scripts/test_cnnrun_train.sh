@@ -11,27 +11,7 @@ CNNRUN="$BUILD/cnnrun"
 FT="$BUILD/tests/libfake_train.so"
 FT2="$BUILD/tests/libfake_train2.so"
 FMNIST=/usr/share/datasets/fashion-mnist
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-# expect STATUS PATTERN -- ARGS...: cnnrun exits with STATUS and its stdout+stderr match PATTERN.
-expect() {
-  local want=$1 pat=$2
-  shift 3
-  "$CNNRUN" "$@" >"$T/out" 2>&1
-  local got=$?
-  if [ "$got" != "$want" ]; then
-    bad "cnnrun $* -> exit $got, want $want: $(head -c 600 "$T/out")"
-  elif ! grep -qE -- "$pat" "$T/out"; then
-    bad "cnnrun $* -> output lacks /$pat/: $(head -c 600 "$T/out")"
-  else
-    ok
-  fi
-}
+. "$(dirname "$0")/lib.sh"
 
 # accuracy_above MIN FILE: the validation accuracy printed in FILE is > MIN.
 accuracy_above() {
@@ -89,5 +69,4 @@ else
   echo "SKIP: no $FMNIST (Debian package dataset-fashion-mnist)"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -11,12 +11,7 @@ SRC=${2:?usage: test_report.sh BUILD SRC}
 CNNC="$BUILD/cnnc"
 CNNRUN="$BUILD/cnnrun"
 MODEL="$SRC/models/cifar_resnet8.yml"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 check() { # check NAME CMD...: CMD must succeed
   local name=$1
   shift
@@ -105,5 +100,4 @@ else
   if grep -q "CONSOLE" "$T/chromium.err"; then bad "console messages: $(grep CONSOLE "$T/chromium.err" | head -3)"; else ok; fi
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

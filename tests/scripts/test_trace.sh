@@ -10,12 +10,7 @@ SRC=${2:?usage: test_trace.sh BUILD SRC}
 CNNC="$BUILD/cnnc"
 CNNRUN="$BUILD/cnnrun"
 MODEL="$SRC/models/cifar_resnet8.yml"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 
 cat >"$T/trace.py" <<'EOF'
 import json, subprocess, sys
@@ -72,5 +67,4 @@ run "trace of infer" python3 "$T/trace.py" "$T/i.json" "$T/m2.so" "$CNNRUN" 10 o
 "$CNNRUN" "$T/m1.so" benchmark --trace >/dev/null 2>&1
 [ $? = 2 ] && ok || bad "--trace without a value must exit 2"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish
