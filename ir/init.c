@@ -27,13 +27,6 @@ static double rng_uniform(uint64_t *state) {
   return (double)(rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* Standard normal by Box–Muller (the cosine branch only, one normal per two uniforms). */
-static double rng_normal(uint64_t *state) {
-  double u1 = 1.0 - rng_uniform(state); /* (0,1]: log is finite */
-  double u2 = rng_uniform(state);
-  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
 static int ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), m = strlen(suffix);
   return n >= m && strcmp(s + n - m, suffix) == 0;
@@ -73,23 +66,31 @@ static void fill(float *p, int64_t k, float v) {
   for (int64_t i = 0; i < k; i++) p[i] = v;
 }
 
-/* Conv weight [Cout,Cin/g,KH,KW]: Kaiming normal, mode fan_out, ReLU gain (torchvision
- * ResNet): std = sqrt(2 / (Cout*KH*KW)).  Dense weight [Out,In]: uniform(±1/sqrt(In)),
- * which is PyTorch's nn.Linear default. */
-static void init_weight(ir_value *v, ir_op consumer, uint64_t *st) {
-  const ir_shape *s = &v->shape;
-  int64_t k = ir_shape_numel(s);
-  if (consumer == IR_OP_dense) {
-    double bound = 1.0 / sqrt((double)ref_dim(s, 1));
-    for (int64_t i = 0; i < k; i++) v->data[i] = (float)((2.0 * rng_uniform(st) - 1.0) * bound);
-    return;
-  }
-  double sd = sqrt(2.0 / (double)(s->dim[0] * ref_inner(s, 2)));
-  for (int64_t i = 0; i < k; i++) v->data[i] = (float)(rng_normal(st) * sd);
+/* Fan-in of a conv weight [Cout,Cin/g,KH,KW] (Cin/g*KH*KW) or a dense weight [Out,In] (In). */
+static int64_t fan_in(const ir_shape *w) { return w->rank >= 2 ? ref_inner(w, 1) : 1; }
+
+/* Uniform(+-bound) from the param's own stream. */
+static void fill_uniform(float *p, int64_t k, double bound, uint64_t *st) {
+  for (int64_t i = 0; i < k; i++) p[i] = (float)((2.0 * rng_uniform(st) - 1.0) * bound);
 }
 
-/* Biases are 0 (PyTorch draws them uniform(±1/sqrt(fan_in)); zero keeps goldens simple and
- * matches the common BN-after-conv setting where conv bias is off anyway). */
+/* PyTorch's defaults (nn.Conv2d / nn.Linear reset_parameters): weights kaiming_uniform with
+ * a = sqrt(5), i.e. uniform(+-1/sqrt(fan_in)); biases uniform(+-1/sqrt(fan_in)) with the fan-in
+ * of the weight of the same conv/dense.  Other biases (consumers that are not conv/dense) are
+ * 0.  Models that want another scheme load --weights. */
+static void init_weight(ir_value *v, uint64_t *st) {
+  fill_uniform(v->data, ir_shape_numel(&v->shape), 1.0 / sqrt((double)fan_in(&v->shape)), st);
+}
+
+static void init_bias(const ir_graph *g, ir_value *v, const ir_node *use, int pos, uint64_t *st) {
+  int64_t k = ir_shape_numel(&v->shape);
+  if (!use || (use->op != IR_OP_conv2d && use->op != IR_OP_dense) || pos != 2) {
+    fill(v->data, k, 0.0f);
+    return;
+  }
+  fill_uniform(v->data, k, 1.0 / sqrt((double)fan_in(&g->values[use->in[1]].shape)), st);
+}
+
 void ir_init_params(ir_graph *g, uint64_t seed) {
   for (int i = 0; i < g->n_values; i++) {
     ir_value *v = &g->values[i];
@@ -101,8 +102,8 @@ void ir_init_params(ir_graph *g, uint64_t seed) {
     uint64_t st = ref_mix64(seed) ^ fnv1a64(v->name);
     int64_t k = ir_shape_numel(&v->shape);
     switch (role) {
-    case ROLE_WEIGHT: init_weight(v, use ? use->op : IR_OP_conv2d, &st); break;
-    case ROLE_BIAS:
+    case ROLE_WEIGHT: init_weight(v, &st); break;
+    case ROLE_BIAS: init_bias(g, v, use, pos, &st); break;
     case ROLE_ZERO: fill(v->data, k, 0.0f); break;
     case ROLE_ONE: fill(v->data, k, 1.0f); break;
     case ROLE_UNKNOWN: break; /* left as is (zeros or loaded data) */
