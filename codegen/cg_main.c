@@ -42,11 +42,16 @@ static LLVMValueRef value_ptr(cg_ctx *c, const cg_layout *L, int s, int v, LLVMV
 /* Shard entry (cnnc_abi_shard_fn), or with train a training stage (cnnc_abi_stage_fn: the
  * state pointer second; after the loss kernel, thread 0 counts top-1 hits into the io slot
  * after the shard's own io list).  train 2: the eval stage, the kernels up to the loss only
- * (the forward of the supported models is the same in training and inference: no BN/dropout). */
+ * (the forward of the supported models is the same in training and inference: no BN/dropout).
+ * train -1: the profiled entry of the profiling extension (cnnc_abi.h): barrier after every
+ * op, the last one included, whatever nthreads is. */
 static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train) {
+  int prof = train < 0;
+  if (prof) train = 0;
   LLVMTypeRef p[7] = {c->t_ptr, c->t_ptr, c->t_ptr, c->t_i32, c->t_i32, c->t_ptr, c->t_ptr};
   char name[64];
-  snprintf(name, sizeof name, train == 2 ? "cnnc_eval%d_run" : train ? "cnnc_train%d_run" : "cnnc_shard%d_run", s);
+  snprintf(name, sizeof name,
+           train == 2 ? "cnnc_eval%d_run" : train ? "cnnc_train%d_run" : prof ? "cnnc_shard%d_prof" : "cnnc_shard%d_run", s);
   LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_i32, train ? p : p + 1, train ? 7 : 6, 0));
   LLVMSetLinkage(f, LLVMInternalLinkage);
   cg_set_fn_attrs(c, f);
@@ -59,7 +64,7 @@ static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train)
   const cg_shard_plan *sp = &L->sh[s];
   for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
     const cg_kernel *k = &L->k[i];
-    if (i > sp->first_k) { /* every thread finished the previous op */
+    if (i > sp->first_k && !prof) { /* every thread finished the previous op */
       cg_if fi;
       cg_if_begin(c, &fi, LLVMBuildICmp(c->b, LLVMIntSGT, nth, cg_i32(c, 1), ""));
       LLVMBuildCall2(c->b, bar_t, barrier, &bctx, 1, "");
@@ -72,6 +77,7 @@ static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train)
     args[k->n_act + 2] = nth;
     LLVMValueRef fn = kernel_decl(c, k);
     LLVMBuildCall2(c->b, LLVMGlobalGetValueType(fn), fn, args, (unsigned)k->n_act + 3, "");
+    if (prof) LLVMBuildCall2(c->b, bar_t, barrier, &bctx, 1, ""); /* the runtime timestamps op i's end */
     if (train && k->out == L->loss_vid) { /* top-1 count, same step (logits still live) */
       const ir_shape *ls = &c->g->values[L->logits_vid].shape;
       LLVMValueRef top = cg_gen_top1(c, "cnnc_top1", ls->dim[0], ir_shape_numel(ls) / ls->dim[0]);
@@ -253,6 +259,23 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   LLVMSetVisibility(desc, LLVMDefaultVisibility);
 }
 
+/* The exported cnnc_abi_profile (profiling extension of cnnc_abi.h): one profiled entry per
+ * shard. */
+static void build_profile(cg_ctx *c, const cg_layout *L) {
+  LLVMTypeRef i32 = c->t_i32, ptr = c->t_ptr;
+  LLVMValueRef runs[L->n_shards];
+  for (int s = 0; s < L->n_shards; s++) runs[s] = build_entry(c, L, s, -1);
+  LLVMTypeRef pf[5] = {i32, i32, i32, i32, ptr};
+  LLVMTypeRef prof_t = named_struct(c, "cnnc_abi_profile", pf, 5);
+  LLVMValueRef pv[5] = {cg_i32(c, (int32_t)CNNC_ABI_PROFILE_MAGIC), cg_i32(c, CNNC_ABI_PROFILE_VERSION),
+                        cg_i32(c, L->n_shards), cg_i32(c, 0), array_of(c, ptr, runs, L->n_shards, "prof_runs")};
+  LLVMValueRef desc = LLVMAddGlobal(c->mod, prof_t, CNNC_ABI_PROFILE_SYMBOL);
+  LLVMSetInitializer(desc, LLVMConstNamedStruct(prof_t, pv, 5));
+  LLVMSetGlobalConstant(desc, 1);
+  LLVMSetLinkage(desc, LLVMExternalLinkage);
+  LLVMSetVisibility(desc, LLVMDefaultVisibility);
+}
+
 int cg_build_main(cg_ctx *c, const cg_layout *L, const cg_options *o, ir_diag *d) {
   LLVMTypeRef i32 = c->t_i32, i64 = c->t_i64, ptr = c->t_ptr, dbl = LLVMDoubleTypeInContext(c->llc);
   LLVMTypeRef tf[5] = {ptr, i32, i32, LLVMArrayType2(i64, 4), i64};
@@ -281,6 +304,7 @@ int cg_build_main(cg_ctx *c, const cg_layout *L, const cg_options *o, ir_diag *d
     for (int s = 0; s < L->n_shards; s++)
       shards[s] = shard_const(c, shard_t, L, s, build_entry(c, L, s, 0), L->sh[s].io, L->sh[s].n_io, L->sh[s].n_inputs);
     for (int i = 0; i < g->n_outputs; i++) outs[i] = L->vid_tensor[g->outputs[i]];
+    build_profile(c, L);
   }
   LLVMTargetDataRef td = LLVMGetModuleDataLayout(c->mod);
   LLVMValueRef mv[17] = {

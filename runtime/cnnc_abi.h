@@ -70,6 +70,26 @@ typedef struct cnnc_abi_model {
   double total_flops;        /* per micro-batch */
 } cnnc_abi_model;
 
+/* ==== profiling extension =================================================================
+ * An inference .so also exports CNNC_ABI_PROFILE_SYMBOL, of type cnnc_abi_profile (versioned
+ * on its own; the runtime looks it up only when profiling is asked for, so a .so without it
+ * loads and runs as before).  run[s] is a second entry of shard s with the signature and
+ * contract of cnnc_abi_shard_fn, except that it calls barrier(barrier_ctx) after EVERY op,
+ * the last one included, whatever nthreads is (the normal entry calls it only between ops and
+ * only when nthreads > 1).  The runtime passes a barrier that timestamps each op's end on
+ * every thread; the normal entry keeps no timing code at all. */
+#define CNNC_ABI_PROFILE_MAGIC 0x464f5250u /* "PROF" */
+#define CNNC_ABI_PROFILE_VERSION 1u
+#define CNNC_ABI_PROFILE_SYMBOL "cnnc_profile_v1"
+
+typedef struct cnnc_abi_profile {
+  uint32_t magic;            /* CNNC_ABI_PROFILE_MAGIC */
+  uint32_t version;          /* CNNC_ABI_PROFILE_VERSION */
+  int32_t n_shards;          /* = cnnc_abi_model.n_shards */
+  int32_t reserved;
+  const cnnc_abi_shard_fn *run; /* [n_shards] profiled entries (one barrier call per op) */
+} cnnc_abi_profile;
+
 /* ==== training extension ==================================================================
  * A .so compiled with --mode training exports, besides cnnc_model_v1 (mode = 1), the symbol
  * CNNC_ABI_TRAIN_SYMBOL of type cnnc_abi_train.  Inference-only .so files do not have it and

@@ -152,6 +152,29 @@ CNNRT_API cnnrt_status cnnrt_trace_begin(cnnrt_model *m, size_t max_events);
  * written (the trace is dropped either way).  path is the caller's. */
 CNNRT_API cnnrt_status cnnrt_trace_write(cnnrt_model *m, const char *path);
 
+/* ---- per-op profile (docs/runtime.md "Profiling") -------------------------------------- */
+/* Starts timing every op of the following cnnrt_infer calls: the runtime switches to the
+ * model's profiled shard entries (a barrier after every op, on every thread, timestamped
+ * with CLOCK_MONOTONIC and the thread's CPU clock).  Clears counters of an earlier profile.
+ * CNNRT_UNSUPPORTED for a training model or a .so compiled without profiled entries (older
+ * cnnc: recompile).  Runs without a profile use the normal entries (no timing code). */
+CNNRT_API cnnrt_status cnnrt_profile_begin(cnnrt_model *m);
+/* Stops profiling; the counters stay readable until the next cnnrt_profile_begin. */
+CNNRT_API cnnrt_status cnnrt_profile_end(cnnrt_model *m);
+typedef struct cnnrt_op_profile {
+  const char *name, *kernel; /* layer name and generated kernel (model-owned), as cnnrt_describe_json */
+  double flops;              /* per micro-batch */
+  uint64_t calls;            /* micro-batches timed */
+  double seconds;            /* wall time from the op's start to the barrier after it releasing, on
+                              * thread 0, summed over calls: a shard's ops add up to its run time */
+  double max_busy_seconds;   /* the slowest thread's time inside the kernel, summed over calls */
+  double busy_seconds;       /* time inside the kernel summed over threads and calls */
+  double cpu_seconds;        /* thread CPU time inside the kernel, summed over threads and calls */
+} cnnrt_op_profile;
+/* Fills *out with op (0 .. n_ops-1 of cnnrt_shard_info) of shard.  CNNRT_INVALID_ARGUMENT if
+ * no profile was begun or the indices are out of range. */
+CNNRT_API cnnrt_status cnnrt_op_profile_at(const cnnrt_model *m, int shard, int op, cnnrt_op_profile *out);
+
 /* ==== training (docs/runtime.md "Training") ===============================================
  * Only for models compiled with --mode training (cnnrt_is_training).  The model owns its
  * state (params, optimizer state, BN statistics) from cnnrt_open to cnnrt_close; training

@@ -42,6 +42,7 @@ struct rt_group {
   rt_queue in;
   void *in_store[RT_QUEUE_DEPTH];
   rt_trace_ctx tctx;      /* the leader's op barrier while tracing (rt_trace.c) */
+  rt_prof_ctx *pctx;      /* [nthreads] barrier contexts while profiling (rt_profile.c) */
 };
 
 struct rt_exec {
@@ -74,6 +75,17 @@ static uint64_t rt_now_ns(void) {
 }
 
 static void rt_run_share(rt_group *g, int tid) {
+  cnnrt_model *m = g->x->m;
+  if (m->prof_on) { /* profiled entry: a timestamping barrier after every op (rt_profile.c) */
+    cnnc_abi_shard_fn run = rt_prof_start(m->prof, g->shard, &g->pctx[tid], &g->barrier, tid);
+    int32_t rc = run(g->io, g->scratch, tid, g->nthreads, rt_prof_barrier_cb, &g->pctx[tid]);
+    if (rc != 0) {
+      int32_t zero = 0;
+      atomic_compare_exchange_strong(&g->rc, &zero, rc);
+    }
+    rt_barrier_wait(&g->barrier);
+    return;
+  }
   /* Tracing: the leader's barriers also timestamp ops (with one thread there are none). */
   rt_trace *tr = tid == 0 && g->nthreads > 1 ? g->x->m->trace : NULL;
   if (tr) g->tctx = (rt_trace_ctx){&g->barrier, tr, g->shard};
@@ -202,9 +214,10 @@ static cnnrt_status rt_group_init(cnnrt_model *m, rt_exec *x, int s) {
   g->tids = calloc((size_t)g->nthreads, sizeof *g->tids);
   g->args = calloc((size_t)g->nthreads, sizeof *g->args);
   g->io = calloc((size_t)g->sh->n_io, sizeof *g->io);
+  g->pctx = calloc((size_t)g->nthreads, sizeof *g->pctx);
   size_t sb = (size_t)g->sh->scratch_bytes;
   g->scratch = rt_alloc(m, sb > RT_ALIGN ? sb : RT_ALIGN);
-  if (!g->tids || !g->args || !g->io || !g->scratch)
+  if (!g->tids || !g->args || !g->io || !g->pctx || !g->scratch)
     return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for shard %d (scratch %zu bytes)", m->path, s, sb);
   if (rt_queue_init(&g->in, g->in_store, RT_QUEUE_DEPTH) != 0)
     return rt_fail(CNNRT_INTERNAL, "%s: cannot create the queue of shard %d", m->path, s);
@@ -279,6 +292,7 @@ static void rt_group_free(cnnrt_model *m, rt_group *g) {
   if (g->queue_ok) rt_queue_destroy(&g->in);
   rt_free(m, g->scratch);
   free(g->io);
+  free(g->pctx);
   free(g->args);
   free(g->tids);
 }

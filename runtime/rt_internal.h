@@ -97,6 +97,20 @@ void rt_trace_mb_begin(rt_trace *t, int shard, uint64_t t0);
 void rt_trace_mb_end(rt_trace *t, int shard, uint64_t t0, uint64_t t1);
 void rt_trace_free(rt_trace *t);
 
+/* ---- per-op profile (rt_profile.c) ------------------------------------------------------ */
+typedef struct rt_profile rt_profile;
+typedef struct rt_op_acc rt_op_acc;
+/* What each thread passes as the barrier context of a profiled entry (one per thread). */
+typedef struct rt_prof_ctx {
+  rt_barrier *b;
+  rt_op_acc *ops;       /* the shard's counters */
+  int tid, op, n_ops;   /* op: index of the running op */
+  uint64_t t0, c0;      /* wall / thread CPU ns at the running op's start on this thread */
+} rt_prof_ctx;
+/* Prepares c for one micro-batch of shard on thread tid; returns the profiled entry. */
+cnnc_abi_shard_fn rt_prof_start(rt_profile *p, int shard, rt_prof_ctx *c, rt_barrier *b, int tid);
+void rt_prof_barrier_cb(void *ctx); /* the cnnc_abi_barrier_fn of profiled runs */
+void rt_profile_free(rt_profile *p);
 /* ---- training (rt_train.c, rt_ckpt.c) --------------------------------------------------- */
 typedef struct rt_pool rt_pool;
 typedef struct rt_trainer {
@@ -139,6 +153,8 @@ struct cnnrt_model {
   _Atomic uint64_t *busy_ns;     /* [n_shards] profile: time in the shard (its leader thread) */
   _Atomic uint64_t *runs;        /* [n_shards] profile: micro-batches run */
   rt_trace *trace;               /* NULL unless cnnrt_trace_begin; set and cleared under lock */
+  rt_profile *prof;              /* NULL unless cnnrt_profile_begin (rt_profile.c) */
+  int prof_on;                   /* profiled entries in use; set and cleared under lock */
   rt_trainer *tr;                /* training models only (rt_train.c) */
 };
 

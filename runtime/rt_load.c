@@ -172,6 +172,7 @@ CNNRT_API void cnnrt_close(cnnrt_model *m) {
   free(m->producer);
   free(m->describe);
   rt_trace_free(m->trace);
+  rt_profile_free(m->prof);
   free(m->path);
   if (m->dl) dlclose(m->dl); /* last: m->d points into the .so */
   free(m);

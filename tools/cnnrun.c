@@ -26,7 +26,8 @@
 /* ---- command line ----------------------------------------------------------------------- */
 typedef struct opts {
   const char *model, *cmd;
-  int json, pin, top, warmup, runs, batches, batches_set, n_threads;
+  int json, pin, top, warmup, runs, batches, batches_set, n_threads, profile;
+  double peak; /* --peak: per-core GFLOP/s for the profile's % of peak (0: measure) */
   int threads[64];
   const char *input, *output, *labels, *format, *trace;
   /* train / validate */
@@ -49,6 +50,8 @@ static const optdef bench_opts[] = {
     {"--pin", NULL, "pin each shard's threads to its own cores"},
     {"--json", NULL, "print the results as JSON"},
     {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"},
+    {"--profile", NULL, "time every op of the timed runs: per layer ms, GFLOP/s, % of peak, kernel"},
+    {"--peak", "GFLOPS", "per-core fp32 peak for --profile's % columns (default: measured, AVX2 FMA)"},
     {NULL, NULL, NULL}};
 static const optdef infer_opts[] = {
     {"--input", "FILE", "samples: raw (the input dtype, u8 or f32) or idx (MNIST format, .gz too)"},
@@ -91,7 +94,7 @@ static const optdef validate_opts[] = {
 static void usage(FILE *f) {
   fprintf(f, "usage: cnnrun MODEL.so info [--json]\n"
              "       cnnrun MODEL.so benchmark [--batches N] [--runs R] [--warmup W] [--threads T] [--pin] [--json]\n"
-             "                                 [--trace FILE.json]\n"
+             "                                 [--trace FILE.json] [--profile [--peak GFLOPS]]\n"
              "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
              "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR]\n"
              "                             [--lr-schedule KIND] [--warmup-epochs W] [--checkpoint-dir DIR] [--restore CKPT]\n"
@@ -190,6 +193,8 @@ static void set_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--output")) o->output = v;
   else if (!strcmp(name, "--labels")) o->labels = v;
   else if (!strcmp(name, "--trace")) o->trace = v;
+  else if (!strcmp(name, "--profile")) o->profile = 1;
+  else if (!strcmp(name, "--peak")) o->peak = parse_double(name, v, 1e-3);
   else if (!strcmp(name, "--format")) {
     if (strcmp(v, "auto") && strcmp(v, "raw") && strcmp(v, "idx")) die_usage("--format: '%s' is not auto, raw or idx", v);
     o->format = v;
@@ -382,6 +387,106 @@ static void add_busy(cnnrt_model *m, bench_result *r, double sign) {
   }
 }
 
+/* ---- benchmark --profile ---------------------------------------------------------------- */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+/* iters x 10 independent 8-lane FMA chains: 160 flops per iteration. */
+__attribute__((target("avx2,fma"), noinline)) static float fma_chains(long iters, float seed) {
+  __m256 b = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-4f);
+  __m256 a0 = _mm256_set1_ps(seed), a1 = _mm256_set1_ps(seed + 1), a2 = _mm256_set1_ps(seed + 2);
+  __m256 a3 = _mm256_set1_ps(seed + 3), a4 = _mm256_set1_ps(seed + 4), a5 = _mm256_set1_ps(seed + 5);
+  __m256 a6 = _mm256_set1_ps(seed + 6), a7 = _mm256_set1_ps(seed + 7), a8 = _mm256_set1_ps(seed + 8);
+  __m256 a9 = _mm256_set1_ps(seed + 9);
+  for (long i = 0; i < iters; i++) {
+    a0 = _mm256_fmadd_ps(a0, b, c), a1 = _mm256_fmadd_ps(a1, b, c), a2 = _mm256_fmadd_ps(a2, b, c);
+    a3 = _mm256_fmadd_ps(a3, b, c), a4 = _mm256_fmadd_ps(a4, b, c), a5 = _mm256_fmadd_ps(a5, b, c);
+    a6 = _mm256_fmadd_ps(a6, b, c), a7 = _mm256_fmadd_ps(a7, b, c), a8 = _mm256_fmadd_ps(a8, b, c);
+    a9 = _mm256_fmadd_ps(a9, b, c);
+  }
+  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(_mm256_add_ps(a6, a7), _mm256_add_ps(a8, a9))));
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0];
+}
+#endif
+
+/* fp32 AVX2 FMA peak of one core per CPU-second (GFLOP/s; best of 3 x ~30 ms), 0 without AVX2. */
+static double measure_peak(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+  double best = 0;
+  volatile float sink = 0;
+  for (int rep = 0; rep < 3; rep++) {
+    struct timespec a, b;
+    long iters = 1000000;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    sink = sink + fma_chains(iters, (float)rep);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    double dt = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    if (dt > 0 && 160.0 * (double)iters / dt / 1e9 > best) best = 160.0 * (double)iters / dt / 1e9;
+  }
+  return best;
+#else
+  return 0;
+#endif
+}
+
+/* Per-op table of the profiled runs (cnnrt_op_profile_at); shard_busy = each shard's busy
+ * seconds over the same runs. */
+static void profile_print(const opts *o, cnnrt_model *m, const double *shard_busy, uint64_t mbs) {
+  double peak = o->peak > 0 ? o->peak : measure_peak();
+  int ns = cnnrt_num_shards(m);
+  if (o->json) {
+    printf(", \"profile\": {\"peak_gflops_per_core\": %.3f, \"peak_measured\": %s, \"micro_batches\": %llu, \"ops\": [", peak,
+           o->peak > 0 ? "false" : "true", (unsigned long long)mbs);
+  } else {
+    printf("\nprofile: %llu micro-batch%s; peak %.1f GFLOP/s per core (%s)\n", (unsigned long long)mbs, mbs == 1 ? "" : "es",
+           peak, o->peak > 0 ? "--peak" : peak > 0 ? "measured now, AVX2 FMA, per CPU-second" : "unknown: no AVX2");
+    printf("ms = wall per micro-batch (op start to the barrier after it), GFLOP/s and %%peak by wall time against\n"
+           "threads x peak; GF/cpu and %%pk/cpu per CPU-second of the threads inside the kernel; bal = mean/max thread time\n");
+    printf("%5s %4s  %-22s %9s %6s %8s %6s %8s %7s %5s  %s\n", "shard", "op", "layer", "ms", "time%", "GFLOP/s", "%peak",
+           "GF/cpu", "%pk/cpu", "bal", "kernel");
+  }
+  int first = 1;
+  for (int s = 0; s < ns; s++) {
+    cnnrt_shard_summary sh;
+    if (cnnrt_shard_info(m, s, &sh) != CNNRT_OK) die("%s", cnnrt_last_error());
+    double sum = 0;
+    for (int k = 0; k < sh.n_ops; k++) {
+      cnnrt_op_profile p;
+      if (cnnrt_op_profile_at(m, s, k, &p) != CNNRT_OK) die("%s", cnnrt_last_error());
+      sum += p.seconds;
+    }
+    for (int k = 0; k < sh.n_ops; k++) {
+      cnnrt_op_profile p;
+      if (cnnrt_op_profile_at(m, s, k, &p) != CNNRT_OK) die("%s", cnnrt_last_error());
+      double calls = p.calls ? (double)p.calls : 1.0, fl = p.flops * (double)p.calls;
+      double gf = p.seconds > 0 ? fl / p.seconds / 1e9 : 0, gfc = p.cpu_seconds > 0 ? fl / p.cpu_seconds / 1e9 : 0;
+      double pk = peak > 0 ? 100 * gf / (peak * sh.threads) : 0, pkc = peak > 0 ? 100 * gfc / peak : 0;
+      double bal = p.max_busy_seconds > 0 ? p.busy_seconds / (sh.threads * p.max_busy_seconds) : 0;
+      if (o->json) {
+        printf("%s{\"shard\": %d, \"op\": %d, \"name\": ", first ? "" : ", ", s, k);
+        print_json_string(p.name);
+        printf(", \"kernel\": ");
+        print_json_string(p.kernel);
+        printf(", \"flops\": %.17g, \"calls\": %llu, \"seconds\": %.9f, \"max_busy_seconds\": %.9f, "
+               "\"busy_seconds\": %.9f, \"cpu_seconds\": %.9f, \"gflops_per_second\": %.3f, "
+               "\"gflops_per_cpu_second\": %.3f}",
+               p.flops, (unsigned long long)p.calls, p.seconds, p.max_busy_seconds, p.busy_seconds, p.cpu_seconds, gf, gfc);
+        first = 0;
+        continue;
+      }
+      printf("%5d %4d  %-22s %9.3f %5.1f%% %8.2f %5.0f%% %8.2f %6.0f%% %5.2f  %s\n", s, k, p.name, 1e3 * p.seconds / calls,
+             sum > 0 ? 100 * p.seconds / sum : 0, gf, pk, gfc, pkc, bal, p.kernel);
+    }
+    if (!o->json)
+      printf("shard %d: ops sum to %.3f ms per micro-batch; the shard entry took %.3f ms per micro-batch\n", s,
+             mbs ? 1e3 * sum / (double)mbs : 0, mbs && s < MAX_SHARDS ? 1e3 * shard_busy[s] / (double)mbs : 0);
+  }
+  if (o->json) printf("]}");
+}
+
 static void bench_print(const opts *o, cnnrt_model *m, const bench_result *r) {
   int ns = cnnrt_num_shards(m), b = cnnrt_batch_size(m);
   if (o->json) {
@@ -393,7 +498,7 @@ static void bench_print(const opts *o, cnnrt_model *m, const bench_result *r) {
     printf("], \"shard_busy\": [");
     for (int s = 0; s < ns && s < MAX_SHARDS; s++) printf("%s%.4f", s ? ", " : "", r->busy[s]);
     printf("], \"pinned\": %s, \"images_per_second\": %.3f, \"gflops_per_second\": %.3f, "
-           "\"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"min\": %.4f}}\n",
+           "\"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"min\": %.4f}",
            o->pin ? "true" : "false", r->img_s, r->gflop_s, r->mean, r->p50, r->p90, r->min);
     return;
   }
@@ -421,6 +526,7 @@ static int cmd_benchmark(const opts *o) {
   synth_input(in, in_bytes, t.dtype);
   bench_result r = {0};
   for (int i = 0; i < o->warmup + o->runs; i++) {
+    if (o->profile && i == o->warmup && cnnrt_profile_begin(m) != CNNRT_OK) die("%s", cnnrt_last_error());
     double t0 = now_seconds();
     if (cnnrt_infer(m, in, in_bytes, out, out_bytes, o->batches) != CNNRT_OK) die("%s", cnnrt_last_error());
     double dt = now_seconds() - t0;
@@ -431,6 +537,9 @@ static int cmd_benchmark(const opts *o) {
   }
   if (o->warmup == 0) add_busy(m, &r, 0); /* nothing ran before the timed runs */
   add_busy(m, &r, 1);
+  double busy_s[MAX_SHARDS];
+  memcpy(busy_s, r.busy, sizeof busy_s);
+  if (o->profile && cnnrt_profile_end(m) != CNNRT_OK) die("%s", cnnrt_last_error());
   for (int s = 0; s < cnnrt_num_shards(m) && s < MAX_SHARDS; s++) r.busy[s] /= r.total;
   qsort(ms, (size_t)o->runs, sizeof *ms, cmp_double);
   for (int i = 0; i < o->runs; i++) r.mean += ms[i] / o->runs;
@@ -441,6 +550,8 @@ static int cmd_benchmark(const opts *o) {
   r.img_s = batches * cnnrt_batch_size(m) / r.total;
   r.gflop_s = batches * cnnrt_model_flops(m) / r.total / 1e9;
   bench_print(o, m, &r);
+  if (o->profile) profile_print(o, m, busy_s, (uint64_t)o->runs * (uint64_t)o->batches);
+  if (o->json) printf("}\n");
   free(in);
   free(out);
   free(ms);
