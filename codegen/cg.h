@@ -122,6 +122,9 @@ typedef struct cg_options {
   int opt_level;             /* 0..3, default 2 */
   int verbose;
   const cg_report_sink *report; /* NULL: none */
+  /* --available-memory-proportion as given (NULL = 0.6): P of shard s is
+   * cg_budget_proportion(text, s), its working-set budget cg_working_set_budget (cg_budget.h) */
+  const char *available_memory_proportion;
 } cg_options;
 
 /* Compiles graph g (nodes already assigned to shards 0..g->n_shards-1) to opts->output.

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "codegen/cg.h"
+#include "codegen/cg_budget.h"
 #include "frontend/fe.h"
 #include "passes/passes.h"
 
@@ -57,6 +58,7 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
     if (pass_autodiff(g, cfg.loss_scale, d) < 0 || pass_optimizer(g, &cfg, d) < 0 || ir_verify(g, d) < 0) return -1;
   }
   if (pass_split(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) return -1;
+  if (cg_check_memory_budget(g, o, d)) return -1; /* --memory-limit, proportions per shard (cg_budget.c) */
   if (report && report->phase) report->phase(report->ctx, "split", seconds() - t0);
   cg_target t;
   if (cg_target_init(&t, o->mtriple, o->target_cpu, o->target_features, d)) return -1;
@@ -66,6 +68,7 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
             g->n_shards == 1 ? "" : "s");
   char *json = fe_options_json(o);
   cg_options co = {output, emit, g->name, json, 2, verbose, report};
+  co.available_memory_proportion = o->available_memory_proportion;
   int rc = cg_compile(g, &t, &co, d);
   free(json);
   cg_target_dispose(&t);

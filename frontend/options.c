@@ -30,7 +30,6 @@ static const struct { int k; double lo, hi; } opt_range[] = {
     {FE_OPTK_gradient_accumulation, 1, 1 << 20},
     {FE_OPTK_replicas, 1, 4096},
     {FE_OPTK_memory_limit, 0, 9.2e18},
-    {FE_OPTK_available_memory_proportion, 1e-6, 1},
 };
 
 static void *field_ptr(fe_options *o, int k) { return (char *)o + opt_offset[k]; }
@@ -120,7 +119,60 @@ static int set_list(fe_options *o, int k, const char *text, const char *label, i
   return 0;
 }
 
+/* --memory-limit: a whole number of bytes, or a number with a binary suffix K, M, G or T
+ * (optionally followed by "iB" or "B"): "65536", "64M", "1.5G", "512KiB". */
+static int set_bytes(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  static const char units[] = "KMGT";
+  char *end;
+  errno = 0;
+  double v = text && *text && !strchr(" \t+-", *text) ? strtod(text, &end) : NAN;
+  const char *u = isnan(v) || errno || !isfinite(v) ? NULL : strchr(units, end[0] & ~0x20);
+  double scale = 1;
+  if (u && end[0]) {
+    for (const char *p = units; p <= u; p++) scale *= 1024;
+    end++;
+    if (*end == 'i' && end[1] == 'B') end += 2;
+    else if (*end == 'B') end++;
+  } else if (!isnan(v) && end[0] == 'B' && !end[1]) {
+    end++;
+  }
+  if (isnan(v) || errno || !isfinite(v) || *end || (scale == 1 && v != floor(v)))
+    return ir_diag_set(d, (ir_loc){0}, NULL,
+                       "%s takes a size in bytes: a whole number or a number with K, M, G or T (x1024), e.g. 64M or 1.5G"
+                       " (got '%s')", label, text ? text : "");
+  v = floor(v * scale);
+  if (check_range(k, v, text, label, d)) return -1;
+  *(int64_t *)field_ptr(o, k) = (int64_t)v;
+  return 0;
+}
+
+/* --available-memory-proportion: one proportion 0 < P <= 1, or a comma-separated list of them
+ * (one per shard; the count is checked against the shards in codegen/cg_budget.c). */
+static int set_proportions(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  const char *p = text ? text : "";
+  int n = 0;
+  for (;;) {
+    char *end;
+    errno = 0;
+    double v = strtod(p, &end);
+    if (end == p || errno || !isfinite(v) || (*end && *end != ','))
+      return ir_diag_set(d, (ir_loc){0}, NULL, "%s takes a proportion 0 < P <= 1, or one per shard separated by "
+                         "commas such as 0.6,0.3 (got '%s')", label, text ? text : "");
+    if (!(v > 0 && v <= 1))
+      return ir_diag_set(d, (ir_loc){0}, NULL, "%s: every proportion must be > 0 and <= 1 (got %g in '%s')", label, v,
+                         text);
+    n++;
+    if (!*end) break;
+    p = end + 1;
+  }
+  if (n > FE_MAX_LIST) return ir_diag_set(d, (ir_loc){0}, NULL, "%s takes at most %d values", label, FE_MAX_LIST);
+  *(const char **)field_ptr(o, k) = text;
+  return 0;
+}
+
 static int set_raw(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  if (k == FE_OPTK_memory_limit) return set_bytes(o, k, text, label, d);
+  if (k == FE_OPTK_available_memory_proportion) return set_proportions(o, k, text, label, d);
   switch (fe_opt_table[k].type) {
   case OPT_INT: return set_int(o, k, text, label, d);
   case OPT_FLOAT: return set_float(o, k, text, label, d);

@@ -50,6 +50,40 @@ typedef struct pass_usage {
  * (greedy by size, first fit).  Returns the arena size (a multiple of 64). */
 int64_t pass_plan_memory(pass_usage *u, int n);
 
+/* ---- memory_limit.c (--memory-limit; docs/cli.md) ------------------------------------ */
+/* One shard's planned memory as plain records.  Steps are the shard's program steps. */
+typedef struct pass_mem_shard {
+  int n_steps;
+  int *step_node;          /* [n_steps]: the node whose result step t writes (names the step) */
+  pass_usage *usage;       /* [n_usage] scratch usage records, planned (offsets filled) */
+  int *usage_vid, n_usage; /* value of each record */
+  int64_t arena;           /* the scratch arena: pass_plan_memory's result */
+  int64_t io;              /* boundary tensors the shard reads or writes (one micro-batch) */
+  int64_t state;           /* training: params, optimizer state, buffers (the state buffer) */
+  int owned;               /* arrays owned (pass_mem_train_estimate): pass_mem_shards_free */
+} pass_mem_shard;
+
+/* Bytes counted against --memory-limit: everything the runtime allocates for the shard,
+ * arena + io + state (weights embedded in the .so are not). */
+int64_t pass_mem_counted(const pass_mem_shard *s);
+/* 0 if every shard's counted bytes are <= limit (or limit <= 0); else -1 with d located at the
+ * first such shard's peak step, naming the shard, the step, the largest live tensors, the
+ * amount over and what would make it fit (shards, batch size, recomputation). */
+int pass_memory_limit_check(const ir_graph *g, const pass_mem_shard *sh, int n_shards, int64_t limit, ir_diag *d);
+/* Training graphs (after autodiff + optimizer + split): per model shard, from the graph alone:
+ * state = 64-aligned params read in the shard; one buffer per activation, live from its
+ * producer to its last reader in the shard's node order, planned with pass_plan_memory; io =
+ * graph inputs read.  An estimate with one micro-batch in flight.  Fills sh[0..g->n_shards)
+ * and returns that count; free with pass_mem_shards_free. */
+int pass_mem_train_estimate(const ir_graph *g, pass_mem_shard *sh);
+void pass_mem_shards_free(pass_mem_shard *sh, int n);
+/* Training graph queries: v is a forward result read by the backward pass (a stash); v is a
+ * non-trainable param an optimizer node updates (optimizer state). */
+int pass_mem_is_stash(const ir_graph *g, int v);
+int pass_mem_is_optimizer_state(const ir_graph *g, int v);
+/* bytes as "12.3 MiB" into buf; returns buf. */
+const char *pass_mem_human(int64_t bytes, char *buf, size_t n);
+
 /* ---- autodiff.c (training, issue 5; docs/training.md) --------------------------------- */
 /* Appends the backward graph of the loss: the last output produced by softmax_xent, seeded
  * with d(loss) = loss_scale (the gradients come out scaled by it).  Every trainable param P
@@ -113,6 +147,9 @@ struct cg_report_sink;
  * caller owns it (pass_report_free). */
 pass_report *pass_report_new(const ir_graph *g, int64_t memory_limit);
 void pass_report_free(pass_report *r);
+/* --available-memory-proportion text (one value, or one per shard; must outlive r): the
+ * per-op working-set budgets in the report.  NULL = the default. */
+void pass_report_set_proportion(pass_report *r, const char *amp);
 /* Fills *sink (the caller's) so that cg_build_model_report fills r. */
 void pass_report_sink(pass_report *r, struct cg_report_sink *sink);
 /* Adds seconds to phase name ("load", "split", "codegen", "link", ...). */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ir/grad_train.h"
 #include "passes/report_internal.h"
 
 static void *xcalloc(size_t n, size_t s) {
@@ -34,8 +35,11 @@ pass_report *pass_report_new(const ir_graph *g, int64_t memory_limit) {
   r->vec_f32 = 4;
   snprintf(r->triple, sizeof r->triple, "?");
   snprintf(r->cpu, sizeof r->cpu, "?");
+  cg_cache_sizes_for(NULL, &r->cache);
   return r;
 }
+
+void pass_report_set_proportion(pass_report *r, const char *amp) { r->amp_text = amp; }
 
 void pass_report_free(pass_report *r) {
   if (!r) return;
@@ -86,6 +90,22 @@ static void on_target(void *ctx, const cg_target *t) {
   snprintf(r->triple, sizeof r->triple, "%s", t->triple ? t->triple : "?");
   snprintf(r->cpu, sizeof r->cpu, "%s", t->cpu ? t->cpu : "?");
   r->vec_f32 = t->vec_f32 > 0 ? t->vec_f32 : 4;
+  cg_cache_sizes_for(t, &r->cache);
+}
+
+static int is_budget_op(ir_op op) {
+  return op == IR_OP_conv2d || op == IR_OP_dense || op == IR_OP_conv2d_grad_input || op == IR_OP_conv2d_grad_weight ||
+         op == IR_OP_dense_grad_input || op == IR_OP_dense_grad_weight;
+}
+
+int64_t rp_node_budget(const pass_report *r, int n) {
+  const ir_node *nd = &r->g->nodes[n];
+  if (!is_budget_op(nd->op)) return -1;
+  return cg_working_set_budget(&r->cache, cg_budget_proportion(r->amp_text, nd->shard));
+}
+
+int64_t rp_limited(const pass_report *r, const rp_shard *s) {
+  return s->arena + s->io + s->temporaries + (r->training ? s->weights + s->optimizer_state : 0);
 }
 
 /* Bytes of the constants a fused group embeds: its params, where a folded batchnorm becomes
@@ -104,6 +124,26 @@ static int64_t group_weights(const pass_report *r, const pass_fusion *plan, int 
       if (g->values[m->in[j]].kind == IR_VAL_PARAM) w += value_bytes(g, m->in[j]);
   }
   return w;
+}
+
+/* Training: every param is one 64-aligned slice of the state buffer, counted once, in the
+ * shard of the first kernel reading it: weights (trainable and buffers) or optimizer state. */
+static void derive_train_state(pass_report *r, const cg_report_kernel *k) {
+  const ir_graph *g = r->g;
+  char *seen = xcalloc((size_t)g->n_values, 1);
+  for (int s = 0; s < r->n_shards; s++) r->sh[s].weights = 0;
+  for (int i = 0; i < r->n_k; i++) {
+    const ir_node *n = &g->nodes[k[i].anchor];
+    for (int j = 0; j < n->n_in; j++) {
+      int v = n->in[j];
+      if (g->values[v].kind != IR_VAL_PARAM || seen[v]) continue;
+      seen[v] = 1;
+      int64_t b = (value_bytes(g, v) + 63) / 64 * 64;
+      if (pass_mem_is_optimizer_state(g, v)) r->sh[k[i].shard].optimizer_state += b;
+      else r->sh[k[i].shard].weights += b;
+    }
+  }
+  free(seen);
 }
 
 static void derive_kernels(pass_report *r, const cg_report_kernel *k, const pass_fusion *plan) {
@@ -156,6 +196,13 @@ static void derive_liveness(pass_report *r) {
     for (int t = 0; t < sh->n_k; t++)
       if (sh->live[t] > sh->peak_live) sh->peak_live = sh->live[t], sh->peak_step = t;
   }
+  if (!r->training) return;
+  for (int i = 0; i < r->n_b; i++) { /* stash: forward results live at the peak for the backward */
+    const cg_report_buffer *b = &r->b[i];
+    rp_shard *s = &r->sh[b->shard];
+    if (b->first_step <= s->peak_step && s->peak_step <= b->last_step && pass_mem_is_stash(r->g, b->vid))
+      s->stash += b->bytes;
+  }
 }
 
 static void on_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_report_buffer *b, int n_b,
@@ -170,6 +217,7 @@ static void on_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_re
   memcpy(r->b, b, (size_t)n_b * sizeof *b);
   r->sh = xcalloc((size_t)n_shards, sizeof *r->sh);
   for (int s = 0; s < n_shards; s++) r->sh[s].arena = scratch_bytes[s];
+  for (int i = 0; i < g->n_nodes; i++) r->training |= ir_op_is_optimizer(g->nodes[i].op);
   r->node_kernel = xcalloc((size_t)g->n_nodes, sizeof(int));
   r->is_tensor = xcalloc((size_t)g->n_values, 1);
   r->peak_flops_core = 4.0 * r->vec_f32 * RP_CLOCK_HZ;
@@ -179,6 +227,8 @@ static void on_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_re
   for (int t = 0; t < n_tensors; t++) r->is_tensor[tensor_vid[t]] = 1;
   derive_kernels(r, k, plan);
   derive_io(r, k, tensor_vid, n_tensors);
+  if (r->training) derive_train_state(r, k);
+  for (int s = 0; s < n_shards; s++) r->sh[s].amp = cg_budget_proportion(r->amp_text, s);
   free(plan);
   derive_liveness(r);
 }
@@ -210,7 +260,7 @@ static void json_shape(FILE *f, const ir_shape *s) {
 }
 
 static int64_t shard_total(const pass_report *r, const rp_shard *s) {
-  return s->weights + s->arena + s->io + s->temporaries;
+  return s->weights + s->optimizer_state + s->arena + s->io + s->temporaries;
 }
 
 static void json_shard(const pass_report *r, int i, FILE *f) {
@@ -221,18 +271,23 @@ static void json_shard(const pass_report *r, int i, FILE *f) {
   fprintf(f, ", \"last_layer\": ");
   rp_json_str(f, s->n_k ? g->nodes[s->last_node].name : "");
   fprintf(f, ", \"n_kernels\": %d, \"flops\": %.17g, \"est_ms\": %.6g,\n", s->n_k, s->flops, s->est_s * 1e3);
-  int64_t total = shard_total(r, s);
-  fprintf(f, "     \"memory\": {\"weights\": %lld, \"activations\": %lld, \"io\": %lld, \"temporaries\": %lld, "
-             "\"gaps\": %lld, \"total\": %lld, \"arena\": %lld, \"peak_live\": %lld, \"peak_step\": %d, \"peak_op\": ",
-          (long long)s->weights, (long long)s->peak_live, (long long)s->io, (long long)s->temporaries,
-          (long long)(s->arena - s->peak_live), (long long)total, (long long)s->arena, (long long)s->peak_live,
-          s->peak_step);
+  int64_t total = shard_total(r, s), limited = rp_limited(r, s);
+  fprintf(f, "     \"memory\": {\"weights\": %lld, \"activations\": %lld, \"stash\": %lld, \"optimizer_state\": %lld, "
+             "\"io\": %lld, \"temporaries\": %lld, \"gaps\": %lld, \"total\": %lld, \"limited\": %lld, "
+             "\"weights_limited\": %s, \"arena\": %lld, \"peak_live\": %lld, \"peak_step\": %d, \"peak_op\": ",
+          (long long)s->weights, (long long)(s->peak_live - s->stash), (long long)s->stash, (long long)s->optimizer_state,
+          (long long)s->io, (long long)s->temporaries, (long long)(s->arena - s->peak_live), (long long)total,
+          (long long)limited, r->training ? "true" : "false", (long long)s->arena, (long long)s->peak_live, s->peak_step);
   int pk = -1;
   for (int k = 0; k < r->n_k; k++)
     if (r->k[k].shard == i && r->k[k].step == s->peak_step) pk = k;
   rp_json_str(f, pk >= 0 ? g->nodes[r->k[pk].last].name : "");
-  if (r->limit > 0) fprintf(f, ", \"limit\": %lld, \"fits\": %s}", (long long)r->limit, total <= r->limit ? "true" : "false");
-  else fprintf(f, ", \"limit\": null, \"fits\": true}");
+  if (r->limit > 0)
+    fprintf(f, ", \"limit\": %lld, \"fits\": %s, \"headroom\": %lld}", (long long)r->limit,
+            limited <= r->limit ? "true" : "false", (long long)(r->limit - limited));
+  else fprintf(f, ", \"limit\": null, \"fits\": true, \"headroom\": null}");
+  fprintf(f, ",\n     \"available_memory_proportion\": %.6g, \"working_set_budget\": %lld", s->amp,
+          (long long)cg_working_set_budget(&r->cache, s->amp));
   fprintf(f, ",\n     \"liveness\": [");
   for (int t = 0; t < s->n_k; t++) fprintf(f, "%s%lld", t ? ", " : "", (long long)s->live[t]);
   fprintf(f, "]}");
@@ -279,6 +334,9 @@ static void json_ops(const pass_report *r, FILE *f) {
     fprintf(f, ", \"step\": %d, \"fusion\": \"%s\", \"fused_into\": ", k->step, fusion_role(r, n, k));
     if (k->anchor == n) fprintf(f, "null");
     else rp_json_str(f, g->nodes[k->anchor].name);
+    int64_t budget = rp_node_budget(r, n);
+    if (budget >= 0) fprintf(f, ", \"working_set_budget\": %lld, \"working_set\": %.17g", (long long)budget, by);
+    else fprintf(f, ", \"working_set_budget\": null, \"working_set\": null");
     fprintf(f, "}%s\n", n + 1 < g->n_nodes ? "," : "");
   }
   fprintf(f, "  ]\n");
@@ -321,6 +379,12 @@ int pass_report_write_json(const pass_report *r, FILE *f) {
   fprintf(f, ", \"vec_f32\": %d, \"cores\": %d, \"cores_per_shard\": %d, \"peak_gflops_per_core\": %.4g, "
              "\"peak_gbytes_per_core\": %.4g},\n",
           r->vec_f32, r->cores, rp_cores_per_shard(r), r->peak_flops_core / 1e9, r->peak_bw_core / 1e9);
+  fprintf(f, "  \"cache\": {\"l2\": %lld, \"l2_sharing\": %d, \"l3\": %lld, \"l3_sharing\": %d, \"source\": \"%s\"},\n",
+          (long long)r->cache.l2, r->cache.l2_sharing, (long long)r->cache.l3, r->cache.l3_sharing,
+          r->cache.from_sysfs ? "sysfs" : "fallback");
+  fprintf(f, "  \"memory_limit\": ");
+  if (r->limit > 0) fprintf(f, "%lld,\n", (long long)r->limit);
+  else fprintf(f, "null,\n");
   fprintf(f, "  \"compile_seconds\": {");
   for (int i = 0; i < r->n_phases; i++) {
     fprintf(f, "%s", i ? ", " : "");

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "codegen/cg.h"
+#include "codegen/cg_budget.h"
 #include "passes/passes.h"
 
 /* Roofline constants (docs/reports.md): flops per cycle per core = 4 * f32 lanes (two FMA
@@ -23,6 +24,8 @@ typedef struct rp_kernel {
 typedef struct rp_shard {
   int n_k, first_node, last_node, peak_step;
   int64_t weights, io, arena, peak_live, temporaries;
+  int64_t stash, optimizer_state; /* training: stash live at the peak step; optimizer state */
+  double amp;                     /* --available-memory-proportion of the shard */
   double flops, est_s;
   int64_t *live; /* [n_k] scratch bytes live at each step */
 } rp_shard;
@@ -30,6 +33,9 @@ typedef struct rp_shard {
 struct pass_report {
   const ir_graph *g;
   int64_t limit;
+  const char *amp_text;  /* --available-memory-proportion as given (NULL: the default) */
+  cg_cache_sizes cache;  /* the target's, for working-set budgets */
+  int training;          /* the graph has optimizer updates: weights live in the state buffer */
   char triple[96], cpu[64];
   int vec_f32, cores;
   double peak_flops_core, peak_bw_core;
@@ -52,6 +58,12 @@ double rp_roofline(const pass_report *r, double flops, double bytes, int cores);
 int rp_cores_per_shard(const pass_report *r);
 /* The node's own cost and estimate (one core group of its shard). */
 void rp_node_cost(const pass_report *r, int node, double *flops, double *bytes, double *est_s);
+/* Bytes of shard s counted against --memory-limit: the arena, io and (training) the state
+ * buffer's weights and optimizer state; inference weights are constants in the .so. */
+int64_t rp_limited(const pass_report *r, const rp_shard *s);
+/* The working-set budget of node n (cg_working_set_budget with its shard's proportion), or -1
+ * for ops that have none (only conv/dense and their gradients block for the cache). */
+int64_t rp_node_budget(const pass_report *r, int n);
 /* Writes s JSON-escaped (with quotes) / HTML-escaped. */
 void rp_json_str(FILE *f, const char *s);
 void rp_html_str(FILE *f, const char *s);

@@ -421,6 +421,7 @@ static int build(driver *D, ir_graph *g) {
   pass_report *rep = D->report ? pass_report_new(g, D->o.memory_limit) : NULL;
   cg_report_sink sink;
   if (rep) pass_report_sink(rep, &sink), pass_report_phase(rep, "load", D->load_seconds);
+  if (rep) pass_report_set_proportion(rep, D->o.available_memory_proportion);
   int rc = cg_build_model_report(g, &D->o, out, D->emit, D->verbose, rep ? &sink : NULL, &d);
   if (rep && !rc) rc = write_report(D, rep, (now_ms() - t0) / 1e3);
   pass_report_free(rep);

@@ -31,7 +31,7 @@ static void test_options(void) {
   ir_diag d = {0};
   fe_options_init(&o);
   CHECK(o.batch_size == 1 && !strcmp(o.mode, "inference") && !strcmp(o.precision, "32.32") && !o.weights[0] &&
-            o.pipeline_splits.n == 0 && o.available_memory_proportion == 0.6,
+            o.pipeline_splits.n == 0 && !strcmp(o.available_memory_proportion, "0.6"),
         "defaults");
   int bs = fe_option_find("batch-size");
   CHECK(bs >= 0 && bs == fe_option_find("batch_size") && fe_option_find("batchsize") < 0, "lookup");

@@ -1,0 +1,184 @@
+/* cg_budget.c — memory budgets: cache sizes (host sysfs or documented fallbacks), the
+ * working-set budget of one conv/matmul from --available-memory-proportion, the proportion of
+ * each shard, and the --memory-limit check on the planned layout before code generation. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/cg_budget.h"
+#include "codegen/cg_layout.h"
+#include "frontend/fe.h"
+#include "ir/grad_train.h"
+
+/* ---- cache sizes ----------------------------------------------------------------------------- */
+static int read_line(const char *path, char *buf, size_t n) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char *ok = fgets(buf, (int)n, f);
+  fclose(f);
+  if (!ok) return -1;
+  buf[strcspn(buf, "\n")] = 0;
+  return 0;
+}
+
+/* "512K", "32768K", "1M", "4096" -> bytes (0 if unreadable). */
+static int64_t parse_size(const char *s) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (end == s || v < 0) return 0;
+  if (*end == 'K' || *end == 'k') return v * 1024;
+  if (*end == 'M' || *end == 'm') return v * 1024 * 1024;
+  if (*end == 'G' || *end == 'g') return v * 1024 * 1024 * 1024;
+  return v;
+}
+
+/* Number of cpus in a list such as "0-1", "0,2,4-7". */
+static int count_cpus(const char *s) {
+  int n = 0;
+  while (*s) {
+    char *end;
+    long a = strtol(s, &end, 10), b = a;
+    if (end == s) break;
+    if (*end == '-') b = strtol(end + 1, &end, 10);
+    n += b >= a ? (int)(b - a + 1) : 1;
+    s = *end == ',' ? end + 1 : end;
+    if (*end != ',') break;
+  }
+  return n > 0 ? n : 1;
+}
+
+static void fallback(cg_cache_sizes *c) {
+  *c = (cg_cache_sizes){CG_FALLBACK_L2, CG_FALLBACK_L3_PER_CORE, 1, 1, 0};
+}
+
+int cg_cache_sizes_sysfs(const char *root, cg_cache_sizes *c) {
+  cg_cache_sizes r = {0, 0, 1, 1, 1};
+  for (int i = 0; i < 16; i++) {
+    char path[512], level[16], type[32], size[32], shared[256];
+    snprintf(path, sizeof path, "%s/cpu0/cache/index%d/level", root, i);
+    if (read_line(path, level, sizeof level)) continue;
+    snprintf(path, sizeof path, "%s/cpu0/cache/index%d/type", root, i);
+    if (read_line(path, type, sizeof type) || !strcmp(type, "Instruction")) continue;
+    snprintf(path, sizeof path, "%s/cpu0/cache/index%d/size", root, i);
+    if (read_line(path, size, sizeof size)) continue;
+    snprintf(path, sizeof path, "%s/cpu0/cache/index%d/shared_cpu_list", root, i);
+    int sharing = read_line(path, shared, sizeof shared) ? 1 : count_cpus(shared);
+    if (!strcmp(level, "2")) r.l2 = parse_size(size), r.l2_sharing = sharing;
+    if (!strcmp(level, "3")) r.l3 = parse_size(size), r.l3_sharing = sharing;
+  }
+  if (r.l2 <= 0) {
+    fallback(c);
+    return -1;
+  }
+  *c = r;
+  return 0;
+}
+
+void cg_cache_sizes_for(const cg_target *t, cg_cache_sizes *c) {
+  int host = 1;
+  if (t && t->triple && t->cpu) {
+    char *def = LLVMGetDefaultTargetTriple(), *norm = LLVMNormalizeTargetTriple(def), *cpu = LLVMGetHostCPUName();
+    host = !strcmp(t->triple, norm) && !strcmp(t->cpu, cpu);
+    LLVMDisposeMessage(def), LLVMDisposeMessage(norm), LLVMDisposeMessage(cpu);
+  }
+  if (!host || cg_cache_sizes_sysfs("/sys/devices/system/cpu", c)) fallback(c);
+}
+
+int64_t cg_tile_budget(const cg_cache_sizes *c, double p) {
+  return (int64_t)(p * (double)c->l2 / (c->l2_sharing > 0 ? c->l2_sharing : 1));
+}
+
+int64_t cg_working_set_budget(const cg_cache_sizes *c, double p) {
+  double l3 = (double)c->l3 / (c->l3_sharing > 0 ? c->l3_sharing : 1);
+  return cg_tile_budget(c, p) + (int64_t)(p * l3);
+}
+
+/* ---- --available-memory-proportion per shard -------------------------------------------------- */
+double cg_budget_proportion(const char *text, int shard) {
+  if (!text || !*text) return CG_DEFAULT_PROPORTION;
+  const char *p = text;
+  double first = strtod(p, NULL);
+  for (int i = 0; i < shard; i++) {
+    p = strchr(p, ',');
+    if (!p) return first; /* one value for every shard */
+    p++;
+  }
+  double v = strtod(p, NULL);
+  return v > 0 && v <= 1 ? v : CG_DEFAULT_PROPORTION;
+}
+
+int cg_budget_check_proportions(const char *text, int n_shards, ir_diag *d) {
+  if (!text || !*text) return 0;
+  int n = 1;
+  for (const char *p = text; *p; p++) n += *p == ',';
+  if (n != 1 && n != n_shards)
+    return ir_diag_set(d, (ir_loc){0}, NULL,
+                       "--available-memory-proportion '%s' gives %d values but the model has %d shard%s: give one value "
+                       "for every shard, or exactly one per shard",
+                       text, n, n_shards, n_shards == 1 ? "" : "s");
+  const char *p = text;
+  for (int s = 0; s < n; s++) {
+    char *end;
+    errno = 0;
+    double x = strtod(p, &end);
+    if (end == p || errno || !(x > 0 && x <= 1) || (*end && *end != ','))
+      return ir_diag_set(d, (ir_loc){0}, NULL, "--available-memory-proportion: value %d of '%s' is not in (0, 1]", s + 1,
+                         text);
+    p = *end ? end + 1 : end;
+  }
+  return 0;
+}
+
+/* ---- --memory-limit ------------------------------------------------------------------------------- */
+static int64_t value_bytes(const ir_graph *g, int v) {
+  return ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
+}
+
+/* Inference: the records of codegen's own layout (the same cg_layout_build call). */
+static void inference_records(const cg_layout *L, pass_mem_shard *sh) {
+  for (int s = 0; s < L->n_shards; s++) {
+    const cg_shard_plan *sp = &L->sh[s];
+    pass_mem_shard *x = &sh[s];
+    memset(x, 0, sizeof *x);
+    x->n_steps = sp->n_k;
+    x->step_node = calloc((size_t)sp->n_k + 1, sizeof(int));
+    if (!x->step_node) abort();
+    for (int i = 0; i < sp->n_k; i++) x->step_node[i] = L->k[sp->first_k + i].last;
+    x->usage = sp->usage, x->usage_vid = sp->usage_vid, x->n_usage = sp->n_usage;
+    x->arena = sp->scratch_bytes;
+    for (int i = 0; i < sp->n_io; i++) x->io += value_bytes(L->g, L->tensor_vid[sp->io[i]]);
+  }
+}
+
+static int is_training(const ir_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (ir_op_is_optimizer(g->nodes[i].op)) return 1;
+  return 0;
+}
+
+int cg_check_memory_budget(const ir_graph *g, const struct fe_options *o, ir_diag *d) {
+  int n_shards = g->n_shards > 0 ? g->n_shards : 1;
+  if (cg_budget_check_proportions(o->available_memory_proportion, n_shards, d)) return -1;
+  if (o->memory_limit <= 0) return 0;
+  pass_mem_shard *sh = calloc((size_t)n_shards, sizeof *sh);
+  if (!sh) abort();
+  int rc;
+  if (is_training(g)) {
+    pass_mem_train_estimate(g, sh);
+    rc = pass_memory_limit_check(g, sh, n_shards, o->memory_limit, d);
+    pass_mem_shards_free(sh, n_shards);
+  } else {
+    cg_layout L;
+    rc = cg_layout_build(&L, g, 1, d);
+    if (rc == 0) {
+      inference_records(&L, sh);
+      rc = pass_memory_limit_check(g, sh, L.n_shards < n_shards ? L.n_shards : n_shards, o->memory_limit, d);
+      for (int s = 0; s < L.n_shards && s < n_shards; s++) free(sh[s].step_node);
+    }
+    cg_layout_free(&L);
+  }
+  free(sh);
+  return rc;
+}
