@@ -116,7 +116,7 @@ int cg_budget_check_proportions(const char *text, int n_shards, ir_diag *d) {
   if (n != 1 && n != n_shards)
     return ir_diag_set(d, (ir_loc){0}, NULL,
                        "--available-memory-proportion '%s' gives %d values but the model has %d shard%s: give one value "
-                       "for every shard, or exactly one per shard",
+                       "(used by every shard) or one per shard",
                        text, n, n_shards, n_shards == 1 ? "" : "s");
   const char *p = text;
   for (int s = 0; s < n; s++) {

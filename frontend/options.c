@@ -126,6 +126,7 @@ static int set_bytes(fe_options *o, int k, const char *text, const char *label, 
   char *end;
   errno = 0;
   double v = text && *text && !strchr(" \t+-", *text) ? strtod(text, &end) : NAN;
+  if (!isnan(v) && end == text) v = NAN; /* no digits ("K") */
   const char *u = isnan(v) || errno || !isfinite(v) ? NULL : strchr(units, end[0] & ~0x20);
   double scale = 1;
   if (u && end[0]) {

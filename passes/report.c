@@ -105,7 +105,7 @@ int64_t rp_node_budget(const pass_report *r, int n) {
 }
 
 int64_t rp_limited(const pass_report *r, const rp_shard *s) {
-  return s->arena + s->io + s->temporaries + (r->training ? s->weights + s->optimizer_state : 0);
+  return s->arena + s->io + s->stash_io + s->temporaries + (r->training ? s->weights + s->optimizer_state : 0);
 }
 
 /* Bytes of the constants a fused group embeds: its params, where a folded batchnorm becomes
@@ -174,13 +174,17 @@ static void derive_io(pass_report *r, const cg_report_kernel *k, const int *tens
   const ir_graph *g = r->g;
   for (int s = 0; s < r->n_shards; s++)
     for (int t = 0; t < n_tensors; t++) {
-      int v = tensor_vid[t], p = g->values[v].producer, used = 0;
+      int v = tensor_vid[t], p = g->values[v].producer, used = 0, written = 0;
       for (int i = 0; i < r->n_k && !used; i++) {
         if (k[i].shard != s) continue;
-        used = k[i].out == v;
+        used = written = k[i].out == v;
         for (int j = 0; j < k[i].n_act && !used; j++) used = k[i].act[j] == v && (p < 0 || g->nodes[p].shard != s);
       }
-      if (used) r->sh[s].io += value_bytes(g, v);
+      if (!used) continue;
+      /* training: a forward result kept for the backward in a boundary buffer is stash, in
+       * the shard (stage) writing it */
+      if (written && r->training && pass_mem_is_stash(g, v)) r->sh[s].stash_io += value_bytes(g, v);
+      else r->sh[s].io += value_bytes(g, v);
     }
 }
 
@@ -201,7 +205,7 @@ static void derive_liveness(pass_report *r) {
     const cg_report_buffer *b = &r->b[i];
     rp_shard *s = &r->sh[b->shard];
     if (b->first_step <= s->peak_step && s->peak_step <= b->last_step && pass_mem_is_stash(r->g, b->vid))
-      s->stash += b->bytes;
+      s->stash_scratch += b->bytes;
   }
 }
 
@@ -260,7 +264,7 @@ static void json_shape(FILE *f, const ir_shape *s) {
 }
 
 static int64_t shard_total(const pass_report *r, const rp_shard *s) {
-  return s->weights + s->optimizer_state + s->arena + s->io + s->temporaries;
+  return s->weights + s->optimizer_state + s->arena + s->io + s->stash_io + s->temporaries;
 }
 
 static void json_shard(const pass_report *r, int i, FILE *f) {
@@ -274,8 +278,9 @@ static void json_shard(const pass_report *r, int i, FILE *f) {
   int64_t total = shard_total(r, s), limited = rp_limited(r, s);
   fprintf(f, "     \"memory\": {\"weights\": %lld, \"activations\": %lld, \"stash\": %lld, \"optimizer_state\": %lld, "
              "\"io\": %lld, \"temporaries\": %lld, \"gaps\": %lld, \"total\": %lld, \"limited\": %lld, "
-             "\"weights_limited\": %s, \"arena\": %lld, \"peak_live\": %lld, \"peak_step\": %d, \"peak_op\": ",
-          (long long)s->weights, (long long)(s->peak_live - s->stash), (long long)s->stash, (long long)s->optimizer_state,
+             "\"weights_counted\": %s, \"arena\": %lld, \"peak_live\": %lld, \"peak_step\": %d, \"peak_op\": ",
+          (long long)s->weights, (long long)(s->peak_live - s->stash_scratch), (long long)(s->stash_scratch + s->stash_io),
+          (long long)s->optimizer_state,
           (long long)s->io, (long long)s->temporaries, (long long)(s->arena - s->peak_live), (long long)total,
           (long long)limited, r->training ? "true" : "false", (long long)s->arena, (long long)s->peak_live, s->peak_step);
   int pk = -1;

@@ -195,7 +195,10 @@ static int num_line(FILE *out, const char *label, double a, double b, int all) {
     if (all) fprintf(out, "  %-28s %.6g (same)\n", label, a);
     return 0;
   }
-  fprintf(out, "  %-28s %.6g -> %.6g", label, a, b);
+  char sa[32] = "none", sb[32] = "none"; /* absent or null: none */
+  if (!isnan(a)) snprintf(sa, sizeof sa, "%.6g", a);
+  if (!isnan(b)) snprintf(sb, sizeof sb, "%.6g", b);
+  fprintf(out, "  %-28s %s -> %s", label, sa, sb);
   if (a != 0 && !isnan(a) && !isnan(b)) fprintf(out, " (%+.1f%%)", (b - a) / fabs(a) * 100);
   fprintf(out, "\n");
   return 1;
@@ -211,13 +214,16 @@ static void diff_totals(const jv *a, const jv *b, FILE *out) {
   const jv *ba = get(a, "balance"), *bb = get(b, "balance");
   num_line(out, "balance max/mean flops", num(ba, "max_over_mean"), num(bb, "max_over_mean"), 1);
   num_line(out, "slowest stage est_ms", num(ba, "pipeline_est_ms"), num(bb, "pipeline_est_ms"), 1);
+  num_line(out, "memory_limit", num(a, "memory_limit"), num(b, "memory_limit"), 0);
   num_line(out, "compile seconds", num(get(a, "compile_seconds"), "total"), num(get(b, "compile_seconds"), "total"), 1);
 }
 
 static void diff_shards(const jv *a, const jv *b, FILE *out) {
   const jv *sa = get(a, "shards"), *sb = get(b, "shards");
   int n = len(sa) > len(sb) ? len(sa) : len(sb);
-  static const char *const keys[] = {"total", "weights", "activations", "io", "temporaries", "gaps", "arena", "peak_live"};
+  static const char *const keys[] = {"total",     "limited",     "weights",     "activations", "stash",
+                                     "optimizer_state", "io", "temporaries", "gaps",        "arena",
+                                     "peak_live", "limit",       "headroom"};
   fprintf(out, "shards: %d -> %d%s\n", len(sa), len(sb), len(sa) != len(sb) ? " (shard count changed)" : "");
   for (int s = 0; s < n; s++) {
     const jv *x = at(sa, s), *y = at(sb, s);
@@ -236,6 +242,12 @@ static void diff_shards(const jv *a, const jv *b, FILE *out) {
       snprintf(label, sizeof label, "memory.%s", keys[k]);
       changed += num_line(out, label, num(get(x, "memory"), keys[k]), num(get(y, "memory"), keys[k]), 0);
     }
+    changed += num_line(out, "available_memory_proportion", num(x, "available_memory_proportion"),
+                        num(y, "available_memory_proportion"), 0);
+    changed += num_line(out, "working_set_budget", num(x, "working_set_budget"), num(y, "working_set_budget"), 0);
+    const jv *fa = get(get(x, "memory"), "fits"), *fb = get(get(y, "memory"), "fits");
+    if (fa && fb && fa->t == J_BOOL && fb->t == J_BOOL && fa->num != fb->num)
+      changed++, fprintf(out, "  %-28s %s -> %s\n", "fits the memory limit", fa->num ? "yes" : "no", fb->num ? "yes" : "no");
     if (!changed) fprintf(out, "  (no change)\n");
   }
 }
@@ -267,7 +279,7 @@ static void limited(FILE *out, int *count, const char *fmt, ...) {
 
 static void diff_ops(const jv *a, const jv *b, FILE *out) {
   const jv *oa = get(a, "ops"), *ob = get(b, "ops");
-  int added = 0, removed = 0, moved = 0, kern = 0, slower = 0;
+  int added = 0, removed = 0, moved = 0, kern = 0, slower = 0, budget = 0;
   fprintf(out, "ops: %d -> %d\n", len(oa), len(ob));
   for (int i = 0; i < len(ob); i++)
     if (!find_op(oa, str(at(ob, i), "name"), i)) limited(out, &added, "  added %s (%s)\n", str(at(ob, i), "name"), str(at(ob, i), "op"));
@@ -282,16 +294,19 @@ static void diff_ops(const jv *a, const jv *b, FILE *out) {
     if (strcmp(ka, kb) || strcmp(str(x, "fusion"), str(y, "fusion")))
       limited(out, &kern, "  %s: kernel %s (%s) -> %s (%s)\n", str(x, "name"), ka[0] ? ka : "-", str(x, "fusion"),
               kb[0] ? kb : "-", str(y, "fusion"));
+    double wa = num(x, "working_set_budget"), wb = num(y, "working_set_budget");
+    if (!isnan(wa) && !isnan(wb) && wa != wb)
+      limited(out, &budget, "  %s: working-set budget %.6g -> %.6g bytes\n", str(x, "name"), wa, wb);
     double ea = num(x, "est_ms"), eb = num(y, "est_ms");
     if (fabs(eb - ea) > 0.05 * fabs(ea) && fabs(eb - ea) > 1e-4)
       limited(out, &slower, "  %s: est %.4g ms -> %.4g ms\n", str(x, "name"), ea, eb);
   }
   int more = 0;
-  int counts[5] = {added, removed, moved, kern, slower};
-  for (int i = 0; i < 5; i++) more += counts[i] > MAX_LINES ? counts[i] - MAX_LINES : 0;
+  int counts[6] = {added, removed, moved, kern, slower, budget};
+  for (int i = 0; i < 6; i++) more += counts[i] > MAX_LINES ? counts[i] - MAX_LINES : 0;
   if (more) fprintf(out, "  ... and %d more lines\n", more);
-  fprintf(out, "  %d added, %d removed, %d moved to another shard, %d kernel changes, %d estimate changes\n", added,
-          removed, moved, kern, slower);
+  fprintf(out, "  %d added, %d removed, %d moved to another shard, %d kernel changes, %d estimate changes, %d budget "
+               "changes\n", added, removed, moved, kern, slower, budget);
 }
 
 int pass_report_diff(const char *a_path, const char *b_path, FILE *out, char *err, size_t err_size) {

@@ -8,9 +8,11 @@
 
 #define W 760 /* chart width in px */
 
-static const char *const cat_name[] = {"weights", "activations", "io", "temporaries", "gaps"};
-static const char *const cat_color[] = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#d3d3d3"};
-#define N_CAT 5
+/* Counted against --memory-limit first, weights last (inference: constants in the .so, not
+ * counted, drawn faded). */
+static const char *const cat_name[] = {"activations", "stash", "gaps", "io", "temporaries", "optimizer state", "weights"};
+static const char *const cat_color[] = {"#f28e2b", "#e15759", "#d3d3d3", "#59a14f", "#b07aa1", "#76b7b2", "#4e79a7"};
+#define N_CAT 7
 
 void rp_html_str(FILE *f, const char *s) {
   for (; s && *s; s++) {
@@ -24,9 +26,9 @@ void rp_html_str(FILE *f, const char *s) {
   }
 }
 
-/* "12.3 MB" style. */
+/* "12.3 MiB" style (binary units, as --memory-limit reads them). */
 static const char *human(double b, char *buf, size_t n) {
-  const char *u[] = {"B", "KB", "MB", "GB", "TB"};
+  const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int i = 0;
   while (b >= 1024 && i < 4) b /= 1024, i++;
   snprintf(buf, n, i ? "%.1f %s" : "%.0f %s", b, u[i]);
@@ -35,7 +37,8 @@ static const char *human(double b, char *buf, size_t n) {
 
 static void cats(const pass_report *r, int s, int64_t v[N_CAT]) {
   const rp_shard *sh = &r->sh[s];
-  v[0] = sh->weights, v[1] = sh->peak_live, v[2] = sh->io, v[3] = sh->temporaries, v[4] = sh->arena - sh->peak_live;
+  v[0] = sh->peak_live - sh->stash_scratch, v[1] = sh->stash_scratch + sh->stash_io, v[2] = sh->arena - sh->peak_live;
+  v[3] = sh->io, v[4] = sh->temporaries, v[5] = sh->optimizer_state, v[6] = sh->weights;
 }
 
 static void chart_memory(const pass_report *r, FILE *f) {
@@ -59,8 +62,10 @@ static void chart_memory(const pass_report *r, FILE *f) {
     fprintf(f, "<text x=\"4\" y=\"%d\">shard %d</text>\n", y + 18, s);
     for (int c = 0; c < N_CAT; c++) {
       double bw = (double)v[c] / max * w;
-      fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>shard %d %s: %s</title></rect>\n",
-              x, y, bw, bar, cat_color[c], s, cat_name[c], human((double)v[c], b1, sizeof b1));
+      int faded = c == N_CAT - 1 && !r->training;
+      fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"%s><title>shard %d %s: %s%s</title></rect>\n",
+              x, y, bw, bar, cat_color[c], faded ? " fill-opacity=\"0.4\"" : "", s, cat_name[c],
+              human((double)v[c], b1, sizeof b1), faded ? " (in the .so, not counted against the limit)" : "");
       x += bw;
     }
     fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\">%s</text>\n", x + 4 < W - 60 ? x + 4 : W - 60.0, y + 18,
@@ -69,14 +74,26 @@ static void chart_memory(const pass_report *r, FILE *f) {
   if (r->limit > 0) {
     double lx = x0 + (double)r->limit / max * w;
     fprintf(f, "<line x1=\"%.1f\" y1=\"4\" x2=\"%.1f\" y2=\"%d\" stroke=\"red\" stroke-dasharray=\"4\"/>"
-               "<text x=\"%.1f\" y=\"%d\" fill=\"red\" font-size=\"11\">limit %s</text>\n",
-            lx, lx, h, lx - 40, h + 12, human((double)r->limit, b1, sizeof b1));
+               "<text x=\"%.1f\" y=\"%d\" fill=\"red\" font-size=\"11\" text-anchor=\"end\">limit %s</text>\n",
+            lx, lx, h - 12, lx - 3, h - 4, human((double)r->limit, b1, sizeof b1));
   }
-  int lx = x0;
-  for (int c = 0; c < N_CAT; c++, lx += 120)
+  int lx = 4;
+  for (int c = 0; c < N_CAT; c++, lx += 104)
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\" font-size=\"11\">%s</text>\n",
             lx, h + 2, cat_color[c], lx + 14, h + 11, cat_name[c]);
-  fprintf(f, "</svg>\n");
+  fprintf(f, "</svg>\n<p>Counted against <code>--memory-limit</code>: everything the runtime allocates for a shard "
+             "(arena = activations + stash + gaps, io%s).", r->training ? ", the state buffer's weights and optimizer state"
+                                                                         : "; the weights are constants in the .so and are not counted");
+  char b2[32];
+  for (int s = 0; s < r->n_shards; s++) {
+    int64_t lim = rp_limited(r, &r->sh[s]);
+    fprintf(f, " Shard %d: %s", s, human((double)lim, b1, sizeof b1));
+    if (r->limit > 0)
+      fprintf(f, " (%s %s)", human((double)(lim > r->limit ? lim - r->limit : r->limit - lim), b2, sizeof b2),
+              lim > r->limit ? "over the limit" : "headroom");
+    fprintf(f, ".");
+  }
+  fprintf(f, "</p>\n");
 }
 
 static void chart_liveness(const pass_report *r, FILE *f) {
@@ -186,7 +203,7 @@ static void op_table(const pass_report *r, FILE *f) {
   const ir_graph *g = r->g;
   char b1[64];
   fprintf(f, "<h2>Ops</h2>\n<table id=\"ops\">\n<tr><th>#</th><th>name</th><th>op</th><th>shard</th><th>output shape</th>"
-             "<th>MFLOP</th><th>MB</th><th>est. ms</th><th>kernel</th><th>fused into</th></tr>\n");
+             "<th>MFLOP</th><th>MB</th><th>est. ms</th><th>working-set budget</th><th>kernel</th><th>fused into</th></tr>\n");
   for (int n = 0; n < g->n_nodes; n++) {
     const ir_node *nd = &g->nodes[n];
     const rp_kernel *k = &r->k[r->node_kernel[n]];
@@ -196,6 +213,9 @@ static void op_table(const pass_report *r, FILE *f) {
     rp_html_str(f, nd->name);
     fprintf(f, "</td><td>%s</td><td>%d</td><td>%s</td><td>%.3f</td><td>%.3f</td><td>%.4f</td><td>", ir_ops[nd->op].name,
             nd->shard, ir_shape_str(&g->values[nd->out].shape, b1, sizeof b1), fl / 1e6, by / 1e6, est * 1e3);
+    int64_t budget = rp_node_budget(r, n);
+    if (budget >= 0) fprintf(f, "%s%s", human((double)budget, b1, sizeof b1), by > (double)budget ? " (op bytes exceed it)" : "");
+    fprintf(f, "</td><td>");
     if (k->anchor == n) rp_html_str(f, k->name);
     fprintf(f, "</td><td>");
     if (k->anchor != n) rp_html_str(f, g->nodes[k->anchor].name);
@@ -231,6 +251,13 @@ static void header(const pass_report *r, FILE *f) {
           r->peak_bw_core / 1e9, rp_cores_per_shard(r));
   for (int i = 0; i < r->n_phases; i++)
     if (!strcmp(r->phase_name[i], "total")) fprintf(f, "<dt>compile time</dt><dd>%.2f s</dd>", r->phase_s[i]);
+  char b1[32], b2[32];
+  fprintf(f, "<dt>memory limit</dt><dd>%s</dd>", r->limit > 0 ? human((double)r->limit, b1, sizeof b1) : "none");
+  fprintf(f, "<dt>available memory proportion</dt><dd>");
+  for (int s = 0; s < r->n_shards; s++) fprintf(f, "%s%.3g", s ? ", " : "", r->sh[s].amp);
+  fprintf(f, " (working-set budget = P &times; (L2 %s + L3 %s per core), caches from %s)</dd>",
+          human((double)r->cache.l2 / r->cache.l2_sharing, b1, sizeof b1),
+          human((double)r->cache.l3 / r->cache.l3_sharing, b2, sizeof b2), r->cache.from_sysfs ? "sysfs" : "the fallbacks");
   fprintf(f, "</dl>\n");
 }
 

@@ -24,7 +24,10 @@ typedef struct rp_kernel {
 typedef struct rp_shard {
   int n_k, first_node, last_node, peak_step;
   int64_t weights, io, arena, peak_live, temporaries;
-  int64_t stash, optimizer_state; /* training: stash live at the peak step; optimizer state */
+  /* training: stash = forward results kept for the backward, in the arena at the peak step
+   * (part of peak_live) and in boundary buffers the shard writes (not in io); the optimizer
+   * state in the state buffer (weights then hold the params and buffers there) */
+  int64_t stash_scratch, stash_io, optimizer_state;
   double amp;                     /* --available-memory-proportion of the shard */
   double flops, est_s;
   int64_t *live; /* [n_k] scratch bytes live at each step */

@@ -4,7 +4,8 @@
 # arena per shard), memory categories add up, liveness peaks fit the arena, a 2-shard compile
 # reports 2 shards, the HTML is self-contained with its SVG charts (and renders them in
 # headless chromium when installed), report-diff of 1 vs 2 shards names the shard change,
-# and usage errors exit 2.
+# --memory-limit and --available-memory-proportion (per shard) show up in the JSON, the HTML
+# (limit line, working-set budget column) and report-diff, and usage errors exit 2.
 set -u
 BUILD=${1:?usage: test_report.sh BUILD SRC}
 SRC=${2:?usage: test_report.sh BUILD SRC}
@@ -35,8 +36,23 @@ expect(close(r["totals"]["flops"], d["total_flops"]), "totals.flops != total_flo
 expect(close(sum(r["balance"]["flops"]), d["total_flops"]), "balance flops do not sum to total_flops")
 for s, (rs, ds) in enumerate(zip(r["shards"], d["shards"])):
     m = rs["memory"]
-    expect(m["weights"] + m["activations"] + m["io"] + m["temporaries"] + m["gaps"] == m["total"], f"shard {s}: categories do not sum to total")
+    cats = ("weights", "activations", "stash", "optimizer_state", "io", "temporaries", "gaps")
+    expect(sum(m[c] for c in cats) == m["total"], f"shard {s}: categories do not sum to total")
+    expect(m["stash"] == 0 and m["optimizer_state"] == 0, f"shard {s}: inference has no stash or optimizer state")
     expect(m["activations"] + m["gaps"] == m["arena"], f"shard {s}: activations + gaps != arena")
+    expect(m["limited"] == m["arena"] + m["io"] + m["temporaries"] and not m["weights_counted"],
+           f"shard {s}: inference limit covers arena + io + temporaries, not the .so's weights")
+    if m["limit"] is None:
+        expect(m["fits"] and m["headroom"] is None, f"shard {s}: no limit")
+    else:
+        expect(m["fits"] == (m["limited"] <= m["limit"]) and m["headroom"] == m["limit"] - m["limited"], f"shard {s}: fits/headroom")
+    for o in r["ops"]:
+        if o["shard"] != s: continue
+        if o["op"] in ("conv2d", "dense"):
+            expect(o["working_set_budget"] == rs["working_set_budget"] > 0 and o["working_set"] > 0,
+                   f"op {o['name']}: working-set budget {o['working_set_budget']} != its shard's {rs['working_set_budget']}")
+        else:
+            expect(o["working_set_budget"] is None, f"op {o['name']}: a budget on a non-conv/dense op")
     expect(m["arena"] == ds["scratch_bytes"], f"shard {s}: arena {m['arena']} != descriptor scratch {ds['scratch_bytes']}")
     expect(max(rs["liveness"]) == m["peak_live"] <= m["arena"], f"shard {s}: liveness peak exceeds the arena")
     expect(len(rs["liveness"]) == len(ds["ops"]) == rs["n_kernels"], f"shard {s}: one liveness point per op")
@@ -47,6 +63,20 @@ for o in r["ops"]:
     expect(o["est_ms"] >= 0 and o["kernel"].startswith("cnnk_s"), f"op {o['name']}: estimate/kernel")
     expect((o["fused_into"] is None) == (o["fusion"] == "anchor"), f"op {o['name']}: fusion info")
 expect(set(r["compile_seconds"]) >= {"load", "split", "codegen", "link", "total"}, f"phases: {list(r['compile_seconds'])}")
+c = r["cache"]
+expect(c["l2"] > 0 and c["l2_sharing"] >= 1 and c["l3_sharing"] >= 1 and c["source"] in ("sysfs", "fallback"), f"cache: {c}")
+if len(sys.argv) > 5:  # the proportions given, one per shard, and the limit
+    props, limit = [float(x) for x in sys.argv[5].split(",")], int(sys.argv[6])
+    expect(r["memory_limit"] == limit, f"memory_limit {r['memory_limit']} != {limit}")
+    l3 = c["l3"] // c["l3_sharing"]
+    for s, rs in enumerate(r["shards"]):
+        p = props[s if len(props) > 1 else 0]
+        want = int(p * c["l2"] / c["l2_sharing"]) + int(p * l3)
+        expect(rs["available_memory_proportion"] == p, f"shard {s}: proportion {rs['available_memory_proportion']} != {p}")
+        expect(abs(rs["working_set_budget"] - want) <= 2, f"shard {s}: budget {rs['working_set_budget']}, want {want}")
+        expect(rs["memory"]["limit"] == limit, f"shard {s}: limit")
+else:
+    expect(r["memory_limit"] is None and all(rs["available_memory_proportion"] == 0.6 for rs in r["shards"]), "defaults")
 if errs:
     print("\n".join(errs)); sys.exit(1)
 EOF
@@ -73,6 +103,18 @@ check "html has the svg charts, no scripts or links" python3 "$T/html.py" "$T/r2
 "$CNNC" "$MODEL" -o "$T/m3.so" --report "$T/r3.html" >/dev/null 2>&1 && [ -s "$T/r3.json" ] && [ -s "$T/r3.html" ] && ok ||
   bad "--report r3.html writes r3.json and r3.html"
 
+# ---- memory limit and available memory proportion (per shard) ------------------------------
+if "$CNNC" "$MODEL" -o "$T/m4.so" --shards 2 --memory-limit 2M --available-memory-proportion 0.3,0.6 --report "$T/r4" \
+  >"$T/c4.out" 2>&1; then ok; else bad "cnnc --memory-limit 2M --available-memory-proportion 0.3,0.6: $(head -c 400 "$T/c4.out")"; fi
+check "report with a limit and proportions per shard" python3 "$T/consistent.py" "$T/r4.json" "$T/m4.so" "$CNNRUN" 2 0.3,0.6 2097152
+grep -q 'stroke="red"' "$T/r4.html" && grep -q '>limit 2.0 MiB<' "$T/r4.html" && ok || bad "r4.html lacks the limit line"
+grep -q '<th>working-set budget</th>' "$T/r4.html" && grep -q 'headroom' "$T/r4.html" && ok ||
+  bad "r4.html lacks the working-set budget column or the headroom"
+"$CNNC" report-diff "$T/r2.json" "$T/r4.json" >"$T/diff4.out" 2>&1 &&
+  grep -qE "available_memory_proportion +0.6 -> 0.3" "$T/diff4.out" && grep -qE "memory_limit +none -> 2.09715e\+06" "$T/diff4.out" &&
+  grep -qE "conv1: working-set budget [0-9.e+]+ -> [0-9.e+]+ bytes" "$T/diff4.out" && grep -qE "[1-9][0-9]* budget changes" "$T/diff4.out" &&
+  ok || bad "report-diff r2 r4 lacks the proportion/limit/budget changes: $(head -c 900 "$T/diff4.out")"
+
 # ---- report-diff ---------------------------------------------------------------------------
 if "$CNNC" report-diff "$T/r1.json" "$T/r2.json" >"$T/diff.out" 2>&1; then ok; else bad "report-diff exit status $?"; fi
 grep -q "shards: 1 -> 2 (shard count changed)" "$T/diff.out" && ok || bad "report-diff lacks the shard change: $(head -c 600 "$T/diff.out")"
@@ -98,6 +140,10 @@ else
   if grep -q 'id="liveness-1"' "$T/dom.html" && grep -q 'id="memory"' "$T/dom.html" && grep -q '<polyline' "$T/dom.html"; then ok
   else bad "chromium --dump-dom lacks the charts: $(head -c 300 "$T/chromium.err")"; fi
   if grep -q "CONSOLE" "$T/chromium.err"; then bad "console messages: $(grep CONSOLE "$T/chromium.err" | head -3)"; else ok; fi
+  timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking \
+    --enable-logging=stderr --v=0 --dump-dom "file://$T/r4.html" >"$T/dom4.html" 2>"$T/chromium4.err"
+  if grep -q 'stroke="red"' "$T/dom4.html" && grep -q 'working-set budget' "$T/dom4.html" && ! grep -q "CONSOLE" "$T/chromium4.err"; then ok
+  else bad "chromium: the report with a limit lacks the limit line or logs console messages"; fi
 fi
 
 finish
