@@ -234,6 +234,8 @@ static void print_help(void) {
     char head[96];
     const char *meta = t->type == OPT_INT ? " N" : t->type == OPT_FLOAT ? " X" : t->type == OPT_STR ? " S"
                        : t->type == OPT_LIST ? " NAME..." : "";
+    if (k == FE_OPTK_memory_limit) meta = " BYTES"; /* sizes with K/M/G/T (docs/cli.md) */
+    if (k == FE_OPTK_available_memory_proportion) meta = " P[,P...]";
     if (t->type == OPT_ENUM) snprintf(head, sizeof head, "--%s %s", t->long_name, t->values);
     else snprintf(head, sizeof head, "--%s%s", t->long_name, meta);
     printf("  %-26s%s%s", head, strlen(head) > 25 ? "\n                            " : "", t->help);
