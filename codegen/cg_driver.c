@@ -28,10 +28,6 @@ static int check_options(const struct fe_options *o, ir_diag *d) {
   int train = o->mode && !strcmp(o->mode, "training");
   if (o->mode && strcmp(o->mode, "inference") != 0 && !train)
     return ir_diag_set(d, loc, NULL, "--mode %s: code generation supports inference and training only", o->mode);
-  if (train && o->optimizer && strcmp(o->optimizer, "sgd") && strcmp(o->optimizer, "momentum") &&
-      strcmp(o->optimizer, "nesterov"))
-    return ir_diag_set(d, loc, NULL, "--optimizer %s: compiled training supports sgd, momentum and nesterov for now",
-                       o->optimizer);
   if (train && (o->shards > 1 || o->pipeline_splits.n > 0))
     return ir_diag_set(d, loc, NULL, "compiled training supports one shard for now (no --shards / --pipeline-splits)");
   if (o->precision && strcmp(o->precision, "32.32") != 0)

@@ -235,7 +235,8 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   LLVMValueRef none[2] = {cg_i32(c, 0), LLVMConstNull(ptr)};
   int train_fwd = 0; /* a training-only forward op (dropout): no eval program (the runtime reports it) */
   for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i].op == IR_OP_dropout && g->nodes[i].attr.dropout.training && g->nodes[i].attr.dropout.rate > 0.0f)
+    if ((g->nodes[i].op == IR_OP_dropout && g->nodes[i].attr.dropout.training && g->nodes[i].attr.dropout.rate > 0.0f) ||
+        (g->nodes[i].op == IR_OP_batchnorm && g->nodes[i].attr.batchnorm.training)) /* batch statistics */
       train_fwd = 1;
   LLVMValueRef ev[2] = {cg_i32(c, train_fwd ? 0 : L->n_shards),
                         train_fwd ? LLVMConstNull(ptr) : array_of(c, stage_t, evals, L->n_shards, "eval_stages")};

@@ -7,8 +7,9 @@
  *
  * Simple, correct loops over the logical NCHW layout: the innermost contiguous run is
  * vectorised (cg_inner_loop), work is split over tid/nthreads on an outer dimension where
- * each output element has one writer (planes, output channels, rows).  Ops without a
- * generator here (batchnorm/groupnorm training, rmsprop, adam, ...) report "not supported". */
+ * each output element has one writer (planes, output channels, rows).  Normalisation layers
+ * and their gradients are in gen_train_norm.c, the optimizer updates in gen_train_optim.c,
+ * the activation / average-pool / softmax gradients in gen_train_act.c. */
 #include <math.h>
 
 #include "codegen/cg_internal.h"
@@ -625,66 +626,6 @@ LLVMValueRef cg_gen_top1(cg_ctx *c, const char *name, int64_t nb, int64_t k) {
   return f;
 }
 
-/* ---- optimizer updates (torch.optim semantics, docs/training.md) ----------------------------- */
-static LLVMValueRef gprime(cg_ctx *c, const ir_optim_attr *o, LLVMValueRef g, LLVMValueRef w, int wd) {
-  LLVMValueRef r = LLVMBuildFMul(c->b, g, cg_fconst(c, o->grad_scale, wd), "");
-  if (o->l2 != 0.0f) r = cg_fma(c, cg_fconst(c, o->l2, wd), w, r);
-  return r;
-}
-/* w - lr * (d + wd * w) */
-static LLVMValueRef apply(cg_ctx *c, const ir_optim_attr *o, LLVMValueRef w, LLVMValueRef d, LLVMValueRef lr, int wd) {
-  if (o->weight_decay != 0.0f) d = cg_fma(c, cg_fconst(c, o->weight_decay, wd), w, d);
-  return LLVMBuildFSub(c->b, w, LLVMBuildFMul(c->b, cg_splat(c, lr, wd), d, ""), "");
-}
-
-static void optim_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
-  ew_ctx *u = user;
-  const ir_optim_attr *o = &u->n->attr.sgd_update;
-  LLVMValueRef r;
-  switch (u->n->op) {
-  case IR_OP_sgd_update: { /* w, g, lr */
-    LLVMValueRef wv = vload(c, u->in[0], i, w);
-    r = apply(c, o, wv, gprime(c, o, vload(c, u->in[1], i, w), wv, w), u->lr, w);
-    break;
-  }
-  case IR_OP_momentum_acc: { /* g, v, w -> mu v + g' */
-    LLVMValueRef g = gprime(c, o, vload(c, u->in[0], i, w), vload(c, u->in[2], i, w), w);
-    r = cg_fma(c, cg_fconst(c, o->momentum, w), vload(c, u->in[1], i, w), g);
-    break;
-  }
-  default: { /* momentum_update: w, v', lr[, g] */
-    LLVMValueRef wv = vload(c, u->in[0], i, w), v = vload(c, u->in[1], i, w), d = v;
-    if (o->nesterov) d = cg_fma(c, cg_fconst(c, o->momentum, w), v, gprime(c, o, vload(c, u->in[3], i, w), wv, w));
-    r = apply(c, o, wv, d, u->lr, w);
-    break;
-  }
-  }
-  cg_store_v(c, r, u->out, i, w);
-}
-
-static LLVMValueRef gen_optim(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind, int lr_slot) {
-  LLVMValueRef a[8];
-  int nin = n->n_in;
-  LLVMValueRef f = kbegin(c, fn_name, nin, a);
-  ew_ctx u = {n, {0}, a[nin], NULL};
-  for (int j = 0; j < nin; j++) u.in[j] = a[j];
-  if (lr_slot >= 0) u.lr = cg_load_f32(c, a[lr_slot], cg_i64(c, 0));
-  cg_foreach_elem(c, cg_numel(c, n->out), a[nin + 1], a[nin + 2], optim_body, &u);
-  cg_kernel_end(c);
-  *kind = cg_kind(c, ir_ops[n->op].name, NULL);
-  return f;
-}
-
-LLVMValueRef cg_gen_sgd_update(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  return gen_optim(c, n, fn_name, kind, 2);
-}
-LLVMValueRef cg_gen_momentum_acc(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  return gen_optim(c, n, fn_name, kind, -1);
-}
-LLVMValueRef cg_gen_momentum_update(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  return gen_optim(c, n, fn_name, kind, 2);
-}
-
 /* ---- dropout (training) ---------------------------------------------------------------- */
 /* The interpreter's mask (ir/ref_eltwise.c): element i is kept iff
  * (mix64(seed ^ mix64(i)) >> 40) * 2^-24 >= rate, mix64 = splitmix64 step; kept * 1/(1-rate).
@@ -736,40 +677,20 @@ static LLVMValueRef gen_dropout_train(cg_ctx *c, const ir_node *n, const char *f
   return f;
 }
 
+/* Training-mode forward generators of the normalisation layers (gen_train_norm.c); the
+ * backward ops, optimizer updates (gen_train_optim.c) and activation/pool/softmax gradients
+ * (gen_train_act.c) are the cg_gen_<op> of their ops.def rows. */
+LLVMValueRef cg_gen_batchnorm_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+LLVMValueRef cg_gen_groupnorm_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+
 cg_gen_fn cg_train_generator(ir_op op) {
   switch (op) {
   case IR_OP_dropout: return gen_dropout_train;
   case IR_OP_conv2d: return gen_conv_train;
   case IR_OP_dense: return gen_dense_train;
   case IR_OP_softmax_xent: return gen_xent_train;
+  case IR_OP_batchnorm: return cg_gen_batchnorm_train; /* gen_train_norm.c */
+  case IR_OP_groupnorm: return cg_gen_groupnorm_train;
   default: return NULL;
   }
 }
-
-static LLVMValueRef unsupported(cg_ctx *c, const ir_node *n, const char **kind) {
-  *kind = ir_ops[n->op].name;
-  return cg_fail(c, n, "%s (training) is not supported by codegen yet; it runs in the reference interpreter only",
-                 ir_ops[n->op].name);
-}
-
-#define TRAIN_GEN(op)                                                                              \
-  LLVMValueRef cg_gen_##op(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) { \
-    (void)fn_name;                                                                                 \
-    return unsupported(c, n, kind);                                                                \
-  }
-
-TRAIN_GEN(sigmoid_grad)
-TRAIN_GEN(swish_grad)
-TRAIN_GEN(avgpool_grad)
-TRAIN_GEN(global_avgpool_grad)
-TRAIN_GEN(batchnorm_grad_input)
-TRAIN_GEN(batchnorm_grad_gamma)
-TRAIN_GEN(groupnorm_grad_input)
-TRAIN_GEN(groupnorm_grad_gamma)
-TRAIN_GEN(softmax_grad)
-TRAIN_GEN(rmsprop_acc)
-TRAIN_GEN(rmsprop_update)
-TRAIN_GEN(adam_moment1)
-TRAIN_GEN(adam_moment2)
-TRAIN_GEN(adam_update)
-TRAIN_GEN(step_count)
