@@ -95,6 +95,18 @@ int64_t cg_working_set_budget(const cg_cache_sizes *c, double p) {
   return cg_tile_budget(c, p) + (int64_t)(p * l3);
 }
 
+int64_t cg_shard_working_set_budget(const cg_target *t, const char *amp, int shard) {
+  cg_cache_sizes c;
+  cg_cache_sizes_for(t, &c);
+  return cg_working_set_budget(&c, cg_budget_proportion(amp, shard));
+}
+
+int64_t cg_shard_tile_budget(const cg_target *t, const char *amp, int shard) {
+  cg_cache_sizes c;
+  cg_cache_sizes_for(t, &c);
+  return cg_tile_budget(&c, cg_budget_proportion(amp, shard));
+}
+
 /* ---- --available-memory-proportion per shard -------------------------------------------------- */
 double cg_budget_proportion(const char *text, int shard) {
   if (!text || !*text) return CG_DEFAULT_PROPORTION;

@@ -38,6 +38,12 @@ int64_t cg_working_set_budget(const cg_cache_sizes *c, double p);
 /* The L2 part alone, p * L2 per core: the budget for an inner (register/L2) tile. */
 int64_t cg_tile_budget(const cg_cache_sizes *c, double p);
 
+/* For generators: the working-set / tile budget of an op in shard `shard` compiled for t, with
+ * amp the option text (cg_options.available_memory_proportion; NULL = 0.6).  Reads the cache
+ * sizes each call (cg_cache_sizes_for). */
+int64_t cg_shard_working_set_budget(const cg_target *t, const char *amp, int shard);
+int64_t cg_shard_tile_budget(const cg_target *t, const char *amp, int shard);
+
 /* P of shard s from the option text ("0.6" for every shard, or "0.6,0.3,..." one per shard;
  * NULL or "" = CG_DEFAULT_PROPORTION).  Assumes the text passed cg_budget_check_proportions. */
 double cg_budget_proportion(const char *text, int shard);

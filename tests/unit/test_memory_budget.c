@@ -56,6 +56,9 @@ static void test_cache_sizes(void) {
   CHECK(system(cmd) == 0, "cleanup");
   cg_cache_sizes_for(NULL, &c); /* the host: sysfs or the fallbacks, never zero */
   CHECK(c.l2 > 0 && c.l2_sharing >= 1 && c.l3_sharing >= 1, "host cache sizes");
+  CHECK(cg_shard_tile_budget(NULL, "0.6,0.3", 1) == cg_tile_budget(&c, 0.3) &&
+            cg_shard_working_set_budget(NULL, NULL, 0) == cg_working_set_budget(&c, 0.6),
+        "per-shard helpers");
 }
 
 static void test_proportions(void) {
