@@ -278,6 +278,12 @@ static int64_t flat_chunk_px(const conv_geom *g) {
 static void ky_range(cg_ctx *c, const conv_geom *g, LLVMValueRef oy, conv_row *r) {
   LLVMValueRef base = LLVMBuildMul(c->b, oy, cg_i64(c, g->sh), "");
   r->iy0 = LLVMBuildSub(c->b, base, cg_i64(c, g->pt), "iy0");
+  if (g->pt == 0 && (g->oh - 1) * g->sh + (int64_t)(g->kh - 1) * g->dh <= g->h - 1) {
+    /* every output row reads kh real rows (1x1 convs, unpadded kxk): a constant trip count
+     * the optimiser can unroll (a 1x1 conv's ky loop disappears) */
+    r->ky_lo = cg_i64(c, 0), r->ky_hi = cg_i64(c, g->kh);
+    return;
+  }
   LLVMValueRef need = LLVMBuildSub(c->b, cg_i64(c, g->pt), base, ""); /* ky*dh >= pt - oy*sh */
   LLVMValueRef lo = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, need, cg_i64(c, g->dh - 1), ""), cg_i64(c, g->dh), "");
   r->ky_lo = cg_max64(c, cg_i64(c, 0), LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, need, cg_i64(c, 0), ""), lo, cg_i64(c, 0), ""));
@@ -311,22 +317,47 @@ static int64_t conv_rows(const conv_geom *g) {
   return g->flat ? (g->ow + flat_chunk_px(g) - 1) / flat_chunk_px(g) : g->oh;
 }
 
+/* Channel tiles per block of a non-flat conv: consecutive tiles whose packed weights fit
+ * CONV_WBLOCK_BYTES (half of a 512 KB Zen 3 L2; local until codegen/cg_budget.h lands), so a
+ * thread walks the output rows of one image for a block of tiles with the block's weights in
+ * L2 and each input row reused by every tile of the block.  Rows-fastest with one tile per
+ * block streamed the whole input image from L3 once per tile: ResNet-50's 1x1 stride-2
+ * downsample convs (64 tiles of 32 KB) re-read a 0.8 MB image 64 times. */
+#define CONV_WBLOCK_BYTES (256 * 1024)
+static int64_t conv_tile_block(const conv_geom *g) {
+  int64_t tiles = (int64_t)g->groups * g->ntile, wt = (int64_t)g->cin_g * g->kh * g->kw * g->R * 4;
+  int64_t b = CONV_WBLOCK_BYTES / (wt > 0 ? wt : 1);
+  if (g->flat || b < 1) b = 1;
+  return b < tiles ? b : tiles;
+}
+
 /* Work item -> (image, group, channel tile, row) -> run-time row values; then its pixels.
- * Order: rows fastest (consecutive items reuse the tile's weights), except for flat convs
- * where channel tiles are fastest (consecutive items reuse the x chunk). */
+ * Order: flat convs run channel tiles fastest (consecutive items reuse the x chunk); other
+ * convs run blocks of conv_tile_block tiles: tile within the block fastest, then the row,
+ * then the block (the last block may be shorter), then the image. */
 static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, LLVMValueRef it) {
-  int64_t tiles = (int64_t)g->groups * g->ntile, rows = conv_rows(g);
+  int64_t tiles = (int64_t)g->groups * g->ntile, rows = conv_rows(g), B = conv_tile_block(g);
   LLVMValueRef row, tile, nb;
   if (g->flat) {
     tile = LLVMBuildSRem(c->b, it, cg_i64(c, tiles), "tile");
     LLVMValueRef rest = LLVMBuildSDiv(c->b, it, cg_i64(c, tiles), "");
     row = LLVMBuildSRem(c->b, rest, cg_i64(c, rows), "chunk");
     nb = LLVMBuildSDiv(c->b, rest, cg_i64(c, rows), "nb");
-  } else {
+  } else if (B <= 1) {
     row = LLVMBuildSRem(c->b, it, cg_i64(c, rows), "oy");
     LLVMValueRef rest = LLVMBuildSDiv(c->b, it, cg_i64(c, rows), "");
     tile = LLVMBuildSRem(c->b, rest, cg_i64(c, tiles), "tile");
     nb = LLVMBuildSDiv(c->b, rest, cg_i64(c, tiles), "nb");
+  } else {
+    LLVMValueRef per = cg_i64(c, rows * tiles);
+    nb = LLVMBuildSDiv(c->b, it, per, "nb");
+    LLVMValueRef j = LLVMBuildSRem(c->b, it, per, "j");
+    LLVMValueRef blk = LLVMBuildSDiv(c->b, j, cg_i64(c, rows * B), "blk");
+    LLVMValueRef k = LLVMBuildSRem(c->b, j, cg_i64(c, rows * B), "");
+    LLVMValueRef t0 = LLVMBuildMul(c->b, blk, cg_i64(c, B), "t0");
+    LLVMValueRef bs = cg_min64(c, cg_i64(c, B), LLVMBuildSub(c->b, cg_i64(c, tiles), t0, "")); /* tiles in this block */
+    row = LLVMBuildSDiv(c->b, k, bs, "oy");
+    tile = LLVMBuildAdd(c->b, t0, LLVMBuildSRem(c->b, k, bs, ""), "tile");
   }
   LLVMValueRef oy = g->flat ? cg_i64(c, 0) : row;
   LLVMValueRef gi = LLVMBuildSDiv(c->b, tile, cg_i64(c, g->ntile), "g");

@@ -15,12 +15,13 @@ int cg_conv_vc_choose(conv_geom *g, int budget) {
   if (g->sw == 1 && px_util > 0.9) return 0;
   /* Broadcast pixels are shared between taps (pixel p+1 at tap kx-s is pixel p at tap kx),
    * so LLVM keeps several live: two thirds of the accumulator budget avoids spills (AVX2
-   * ResNet-50, measured: 2x4 tiles beat 2x6 by ~20%). */
+   * ResNet-50, measured: 2x4 tiles beat 2x6 by ~20%).  A 1x1 conv (the stride-2 downsample
+   * convs) has one tap: nothing stays live between taps, so it gets the whole budget. */
   int64_t nv = (g->cout_g + V - 1) / V;
   int rv = nv >= 2 ? 2 : 1;
   g->vc = 1;
   g->R = rv * V;
-  g->P = budget * 2 / 3 / rv;
+  g->P = (g->kw > 1 ? budget * 2 / 3 : budget) / rv; /* 1x1: no pixel is shared between taps */
   if (g->P > g->ow) g->P = (int)g->ow;
   g->ntile = (int)((g->cout_g + g->R - 1) / g->R);
   return 1;
