@@ -80,8 +80,9 @@ static void largest_live(const ir_graph *g, const pass_mem_shard *s, int t, char
   if (!out[0]) snprintf(out, n, "none (the shard's memory is io%s)", s->state ? " and training state" : "");
 }
 
-/* What would make shard s fit: more shards, a smaller batch (arena and io scale with it; the
- * state does not), recomputation for training. */
+/* What would make shard s fit: more shards, a smaller batch with which every shard fits (arena
+ * and io scale with it; the state does not; "about" = shard s at that batch), recomputation for
+ * training. */
 static void fit_hints(const ir_graph *g, const pass_mem_shard *all, int n_shards, int si, int64_t limit, int64_t stash,
                       char *out, size_t n) {
   const pass_mem_shard *s = &all[si];
@@ -100,7 +101,13 @@ static void fit_hints(const ir_graph *g, const pass_mem_shard *all, int n_shards
     len += (size_t)snprintf(out + len, n - len, "; the training state alone is %s",
                             pass_mem_human(s->state, b1, sizeof b1));
   } else if (g->batch > 1 && scaled > 0) {
-    int64_t b = (int64_t)((double)g->batch * (double)(limit - s->state) / (double)scaled);
+    int64_t b = g->batch; /* the largest batch with which every shard fits */
+    for (int i = 0; i < n_shards; i++) {
+      int64_t si_scaled = all[i].arena + all[i].io;
+      if (si_scaled <= 0) continue;
+      int64_t bi = all[i].state >= limit ? 0 : (int64_t)((double)g->batch * (double)(limit - all[i].state) / (double)si_scaled);
+      if (bi < b) b = bi;
+    }
     if (b >= 1)
       len += (size_t)snprintf(out + len, n - len, ", or --batch-size %lld (about %s)", (long long)b,
                               pass_mem_human(s->state + scaled * b / g->batch, b2, sizeof b2));
