@@ -1,31 +1,76 @@
-/* gen_train.c — code generators of compiled training (issue 5, docs/training.md): the
- * training-mode forward kernels that read params through pointers (conv2d, dense), the loss,
- * the backward ops and the optimizer updates.  In a training layout (cg_layout.train) every
+/* gen_train.c — code generators of compiled training (issue 5, docs/training.md): the loss,
+ * reductions, element-wise backward ops, pooling backward, the optimizer updates, training
+ * dropout, and the helpers the training generators share (gen_train.h).  The register-tiled
+ * conv2d and dense kernels (forward with weights by pointer, grad_input, grad_weight) are in
+ * gen_train_conv.c and gen_train_dense.c.  In a training layout (cg_layout.train) every
  * operand of a node is a kernel argument in operand order: params point into the runtime's
  * state buffer, an optimizer node's output is its target param's slice (updated in place:
- * each element is read before it is written, by the same thread).
- *
- * Simple, correct loops over the logical NCHW layout: the innermost contiguous run is
- * vectorised (cg_inner_loop), work is split over tid/nthreads on an outer dimension where
- * each output element has one writer (planes, output channels, rows).  Normalisation layers
- * and their gradients are in gen_train_norm.c, the optimizer updates in gen_train_optim.c,
- * the activation / average-pool / softmax gradients in gen_train_act.c. */
+ * each element is read before it is written, by the same thread).  Work is split over
+ * tid/nthreads on a dimension where each output element has one writer.  Ops without a
+ * generator here (batchnorm/groupnorm training, rmsprop, adam, ...) report "not supported". */
 #include <math.h>
 
-#include "codegen/cg_internal.h"
+#include "codegen/gen_train.h"
 
-/* cg_kernel_begin without the out-noalias promise (optimizer kernels update in place). */
-static LLVMValueRef kbegin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args) {
+LLVMValueRef cg_train_kbegin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args) {
   LLVMValueRef f = cg_kernel_begin(c, name, n_act, args);
   unsigned kind = LLVMGetEnumAttributeKindForName("noalias", 7);
   LLVMRemoveEnumAttributeAtIndex(f, (unsigned)n_act + 1, kind);
   return f;
 }
+static LLVMValueRef kbegin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args) {
+  return cg_train_kbegin(c, name, n_act, args);
+}
 
-static LLVMValueRef add64(cg_ctx *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(c->b, a, b, ""); }
+LLVMValueRef cg_tadd(cg_ctx *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(c->b, a, b, ""); }
+LLVMValueRef cg_tmul(cg_ctx *c, LLVMValueRef a, int64_t k) { return k == 1 ? a : LLVMBuildMul(c->b, a, cg_i64(c, k), ""); }
+LLVMValueRef cg_taddk(cg_ctx *c, LLVMValueRef a, int64_t k) { return k == 0 ? a : LLVMBuildAdd(c->b, a, cg_i64(c, k), ""); }
+static LLVMValueRef add64(cg_ctx *c, LLVMValueRef a, LLVMValueRef b) { return cg_tadd(c, a, b); }
 static LLVMValueRef mul64(cg_ctx *c, LLVMValueRef a, int64_t k) { return LLVMBuildMul(c->b, a, cg_i64(c, k), ""); }
 static LLVMValueRef addk(cg_ctx *c, LLVMValueRef a, int64_t k) { return LLVMBuildAdd(c->b, a, cg_i64(c, k), ""); }
 static LLVMValueRef vload(cg_ctx *c, LLVMValueRef p, LLVMValueRef i, int w) { return cg_load_v(c, p, i, w); }
+
+unsigned cg_lanes(int n, int w) {
+  if (n <= 0) return 0;
+  if (n > w) n = w;
+  return n >= 32 ? ~0u : (1u << n) - 1;
+}
+
+static LLVMValueRef mask_vec(cg_ctx *c, unsigned m, int w) {
+  LLVMValueRef e[64];
+  for (int l = 0; l < w; l++) e[l] = LLVMConstInt(c->t_i1, (m >> l) & 1, 0);
+  return LLVMConstVector(e, (unsigned)w);
+}
+
+LLVMValueRef cg_tload(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, int stride, unsigned m, int w) {
+  if (w == 1) return m ? cg_load_f32(c, base, idx) : cg_f32(c, 0.0f);
+  if (m == cg_lanes(w, w)) return cg_load_strided(c, base, idx, stride, w);
+  if (stride == 1) {
+    LLVMTypeRef ov[2] = {cg_vtype(c, w), c->t_ptr};
+    LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, base, &idx, 1, ""); /* lane 0 may be outside */
+    LLVMValueRef args[4] = {ptr, cg_i32(c, 4), mask_vec(c, m, w), cg_fzero(c, w)};
+    return cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
+  }
+  LLVMValueRef v = cg_fzero(c, w);
+  for (int l = 0; l < w; l++)
+    if (m >> l & 1) v = LLVMBuildInsertElement(c->b, v, cg_load_f32(c, base, addk(c, idx, (int64_t)l * stride)), cg_i32(c, l), "");
+  return v;
+}
+
+void cg_tstore(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w) {
+  if (w == 1 || m == cg_lanes(w, w)) {
+    if (w == 1 && !m) return;
+    cg_store_v(c, v, base, idx, w);
+    return;
+  }
+  LLVMTypeRef ov[2] = {cg_vtype(c, w), c->t_ptr};
+  LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, base, &idx, 1, "");
+  LLVMValueRef args[4] = {v, ptr, cg_i32(c, 4), mask_vec(c, m, w)};
+  cg_intrinsic(c, "llvm.masked.store", ov, 2, args, 4);
+}
+
+int cg_tgroups(int64_t n, int maxp) { return (int)((n + maxp - 1) / maxp); }
+int cg_tgroup_size(int64_t n, int groups, int i) { return (int)(n * (i + 1) / groups - n * i / groups); }
 
 /* ---- vector building blocks --------------------------------------------------------------- */
 typedef struct vec_args {
@@ -33,19 +78,6 @@ typedef struct vec_args {
   int64_t xst;
   LLVMValueRef accv, accs;          /* dot accumulators */
 } vec_args;
-
-static void axpy_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
-  vec_args *a = user;
-  LLVMValueRef yi = add64(c, a->yoff, j);
-  LLVMValueRef xv = cg_load_strided(c, a->x, add64(c, a->xoff, a->xst == 1 ? j : mul64(c, j, a->xst)), (int)a->xst, w);
-  cg_store_v(c, cg_fma(c, cg_splat(c, a->s, w), xv, vload(c, a->y, yi, w)), a->y, yi, w);
-}
-/* y[yoff .. +n) += s * x[xoff + j*xst] */
-static void axpy(cg_ctx *c, LLVMValueRef y, LLVMValueRef yoff, LLVMValueRef s, LLVMValueRef x, LLVMValueRef xoff,
-                 int64_t xst, int64_t n) {
-  vec_args a = {y, yoff, x, xoff, s, xst, NULL, NULL};
-  if (n > 0) cg_inner_loop(c, n, axpy_body, &a);
-}
 
 static void fill_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
   vec_args *a = user;
@@ -56,36 +88,6 @@ static void fill(cg_ctx *c, LLVMValueRef y, LLVMValueRef yoff, LLVMValueRef s, i
   if (n > 0) cg_inner_loop(c, n, fill_body, &a);
 }
 
-static void dot_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
-  vec_args *a = user;
-  LLVMValueRef yv = vload(c, a->y, add64(c, a->yoff, j), w);
-  LLVMValueRef xv = cg_load_strided(c, a->x, add64(c, a->xoff, a->xst == 1 ? j : mul64(c, j, a->xst)), (int)a->xst, w);
-  LLVMValueRef acc = w == 1 ? a->accs : a->accv;
-  LLVMBuildStore(c->b, cg_fma(c, yv, xv, LLVMBuildLoad2(c->b, cg_vtype(c, w), acc, "")), acc);
-}
-/* sum_j y[yoff + j] * x[xoff + j*xst], j < n (f32 scalar). */
-/* Adds the products into the accumulators accv (vector) / accs (scalar) (entry allocas). */
-static void dot_acc(cg_ctx *c, LLVMValueRef accv, LLVMValueRef accs, LLVMValueRef y, LLVMValueRef yoff, LLVMValueRef x,
-                    LLVMValueRef xoff, int64_t xst, int64_t n) {
-  vec_args a = {y, yoff, x, xoff, NULL, xst, accv, accs};
-  if (n > 0) cg_inner_loop(c, n, dot_body, &a);
-}
-static void acc_zero(cg_ctx *c, LLVMValueRef accv, LLVMValueRef accs) {
-  LLVMBuildStore(c->b, cg_fzero(c, c->target->vec_f32), accv);
-  LLVMBuildStore(c->b, cg_f32(c, 0.0f), accs);
-}
-static LLVMValueRef acc_sum(cg_ctx *c, LLVMValueRef accv, LLVMValueRef accs) {
-  int v = c->target->vec_f32;
-  LLVMValueRef sv = cg_hsum(c, LLVMBuildLoad2(c->b, cg_vtype(c, v), accv, ""), v);
-  return LLVMBuildFAdd(c->b, sv, LLVMBuildLoad2(c->b, c->t_f32, accs, ""), "dot");
-}
-static LLVMValueRef dot(cg_ctx *c, LLVMValueRef y, LLVMValueRef yoff, LLVMValueRef x, LLVMValueRef xoff, int64_t xst, int64_t n) {
-  LLVMValueRef accv = cg_entry_alloca(c, cg_vtype(c, c->target->vec_f32), "dv"), accs = cg_entry_alloca(c, c->t_f32, "ds");
-  acc_zero(c, accv, accs);
-  dot_acc(c, accv, accs, y, yoff, x, xoff, xst, n);
-  return acc_sum(c, accv, accs);
-}
-
 /* Loop over this thread's share of [0, n): returns the index; close with cg_loop_end. */
 static LLVMValueRef par_loop(cg_ctx *c, cg_loop *L, int64_t n, LLVMValueRef tid, LLVMValueRef nth, const char *name) {
   LLVMValueRef lo, hi;
@@ -94,298 +96,6 @@ static LLVMValueRef par_loop(cg_ctx *c, cg_loop *L, int64_t n, LLVMValueRef tid,
 }
 static LLVMValueRef seq_loop(cg_ctx *c, cg_loop *L, int64_t lo, int64_t hi, const char *name) {
   return cg_loop_begin(c, L, cg_i64(c, lo), cg_i64(c, hi), cg_i64(c, 1), name);
-}
-
-/* ---- convolution geometry -------------------------------------------------------------------- */
-typedef struct conv_geom {
-  int64_t n, ci, h, w, co, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw;
-} conv_geom;
-
-static conv_geom conv_geometry(const ir_conv2d_attr *a, const ir_shape *x, const ir_shape *y) {
-  conv_geom g = {x->dim[0], x->dim[1], x->dim[2], x->dim[3], y->dim[1], y->dim[2], y->dim[3], a->kernel[0], a->kernel[1],
-                 a->stride[0], a->stride[1], a->pad[0], a->pad[1], a->dilation[0], a->dilation[1]};
-  return g;
-}
-/* Output positions o in [lo, hi) whose input index o*s - p + k*d lies in [0, size). */
-static void tap_range(int64_t size, int64_t osize, int64_t s, int64_t p, int64_t kd, int64_t *lo, int64_t *hi) {
-  int64_t off = kd - p; /* i = o*s + off */
-  int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
-  int64_t h = size - 1 - off < 0 ? 0 : (size - 1 - off) / s + 1;
-  if (h > osize) h = osize;
-  *lo = l, *hi = h > l ? h : l;
-}
-
-/* One output plane of a correlation: out[o_y, o_x] += sum over taps t of wt[t] *
- * in[o_y*s + ty[t], o_x*s + tx[t]] (only where the input index is inside the plane).  Where
- * every tap is inside (the interior) all taps are applied in one pass per output vector;
- * the border rows/columns fall back to one pass per tap. */
-typedef struct corr {
-  int nt;
-  int64_t ty[64], tx[64];
-  LLVMValueRef wt[64];
-  int64_t s, ih, iw, oh, ow;
-  LLVMValueRef in, ibase, out, obase, orow, irow;
-} corr;
-
-static void tap_range2(int64_t insize, int64_t osize, int64_t s, int64_t t, int64_t *lo, int64_t *hi) {
-  int64_t l = t >= 0 ? 0 : (-t + s - 1) / s;
-  int64_t h = insize - 1 - t < 0 ? 0 : (insize - 1 - t) / s + 1;
-  if (h > osize) h = osize;
-  *lo = l, *hi = h > l ? h : l;
-}
-
-static void corr_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
-  corr *k = user;
-  LLVMValueRef oi = add64(c, k->orow, j);
-  LLVMValueRef acc = vload(c, k->out, oi, w);
-  LLVMValueRef jx = k->s == 1 ? j : mul64(c, j, k->s);
-  for (int t = 0; t < k->nt; t++) {
-    LLVMValueRef ii = add64(c, k->irow, addk(c, jx, k->ty[t] * k->iw + k->tx[t]));
-    acc = cg_fma(c, cg_splat(c, k->wt[t], w), cg_load_strided(c, k->in, ii, (int)k->s, w), acc);
-  }
-  cg_store_v(c, acc, k->out, oi, w);
-}
-
-static void corr_plane(cg_ctx *c, corr *k) {
-  int64_t Y0 = 0, Y1 = k->oh, X0 = 0, X1 = k->ow, ylo[64], yhi[64], xlo[64], xhi[64];
-  for (int t = 0; t < k->nt; t++) {
-    tap_range2(k->ih, k->oh, k->s, k->ty[t], &ylo[t], &yhi[t]);
-    tap_range2(k->iw, k->ow, k->s, k->tx[t], &xlo[t], &xhi[t]);
-    if (ylo[t] > Y0) Y0 = ylo[t];
-    if (yhi[t] < Y1) Y1 = yhi[t];
-    if (xlo[t] > X0) X0 = xlo[t];
-    if (xhi[t] < X1) X1 = xhi[t];
-  }
-  if (Y1 <= Y0 || X1 <= X0) Y0 = Y1 = X0 = X1 = 0; /* no interior: taps one by one */
-  if (Y1 > Y0) {
-    cg_loop Y;
-    LLVMValueRef oy = seq_loop(c, &Y, Y0, Y1, "oyi");
-    k->orow = add64(c, k->obase, addk(c, mul64(c, oy, k->ow), X0));
-    k->irow = add64(c, k->ibase, mul64(c, mul64(c, oy, k->s), k->iw));
-    k->irow = addk(c, k->irow, X0 * k->s);
-    cg_inner_loop(c, X1 - X0, corr_body, k);
-    cg_loop_end(c, &Y);
-  }
-  for (int t = 0; t < k->nt; t++) {
-    if (ylo[t] >= yhi[t] || xlo[t] >= xhi[t]) continue;
-    cg_loop Y;
-    LLVMValueRef oy = seq_loop(c, &Y, ylo[t], yhi[t], "oyt");
-    LLVMValueRef orow = add64(c, k->obase, mul64(c, oy, k->ow));
-    LLVMValueRef irow = add64(c, k->ibase, addk(c, mul64(c, oy, k->s * k->iw), k->ty[t] * k->iw + k->tx[t]));
-    LLVMValueRef inner = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, oy, cg_i64(c, Y0), ""),
-                                      LLVMBuildICmp(c->b, LLVMIntSLT, oy, cg_i64(c, Y1), ""), "");
-    cg_if fi;
-    cg_if_begin(c, &fi, inner); /* interior row: only the columns outside [X0, X1) */
-    int64_t a0 = xlo[t], a1 = X0 < xhi[t] ? X0 : xhi[t], b0 = X1 > xlo[t] ? X1 : xlo[t], b1 = xhi[t];
-    if (a1 > a0) axpy(c, k->out, addk(c, orow, a0), k->wt[t], k->in, addk(c, irow, a0 * k->s), k->s, a1 - a0);
-    if (b1 > b0) axpy(c, k->out, addk(c, orow, b0), k->wt[t], k->in, addk(c, irow, b0 * k->s), k->s, b1 - b0);
-    cg_if_else(c, &fi);
-    axpy(c, k->out, addk(c, orow, xlo[t]), k->wt[t], k->in, addk(c, irow, xlo[t] * k->s), k->s, xhi[t] - xlo[t]);
-    cg_if_end(c, &fi);
-    cg_loop_end(c, &Y);
-  }
-}
-
-/* Forward conv (training: weights by pointer).  in: x, w[, b]; out y.  Work: (n, co) planes. */
-static LLVMValueRef gen_conv_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  const ir_conv2d_attr *at = &n->attr.conv2d;
-  if (at->groups != 1) return cg_fail(c, n, "grouped convolution is not supported by training codegen yet");
-  conv_geom g = conv_geometry(at, &c->g->values[n->in[0]].shape, &c->g->values[n->out].shape);
-  if (g.sh != g.sw || g.kh * g.kw > 64) return cg_fail(c, n, "training codegen: conv needs equal strides and <= 64 taps");
-  int nin = n->n_in;
-  LLVMValueRef a[6];
-  LLVMValueRef f = kbegin(c, fn_name, nin, a);
-  LLVMValueRef x = a[0], w = a[1], bias = nin > 2 ? a[2] : NULL, y = a[nin];
-  cg_loop P, C;
-  LLVMValueRef pl = par_loop(c, &P, g.n * g.co, a[nin + 1], a[nin + 2], "plane");
-  LLVMValueRef co = LLVMBuildSRem(c->b, pl, cg_i64(c, g.co), "co"), nb = LLVMBuildSDiv(c->b, pl, cg_i64(c, g.co), "nb");
-  LLVMValueRef ybase = mul64(c, pl, g.oh * g.ow);
-  fill(c, y, ybase, bias ? cg_load_f32(c, bias, co) : cg_f32(c, 0.0f), g.oh * g.ow);
-  LLVMValueRef ci = seq_loop(c, &C, 0, g.ci, "ci");
-  LLVMValueRef xbase = mul64(c, add64(c, mul64(c, nb, g.ci), ci), g.h * g.w);
-  LLVMValueRef wbase = mul64(c, add64(c, mul64(c, co, g.ci), ci), g.kh * g.kw);
-  corr k = {0};
-  k.s = g.sh == g.sw ? g.sw : 0, k.ih = g.h, k.iw = g.w, k.oh = g.oh, k.ow = g.ow;
-  k.in = x, k.ibase = xbase, k.out = y, k.obase = ybase;
-  for (int64_t ky = 0; ky < g.kh; ky++)
-    for (int64_t kx = 0; kx < g.kw; kx++) {
-      k.ty[k.nt] = ky * g.dh - g.pt, k.tx[k.nt] = kx * g.dw - g.pl;
-      k.wt[k.nt++] = cg_load_f32(c, w, addk(c, wbase, ky * g.kw + kx));
-    }
-  corr_plane(c, &k);
-  cg_loop_end(c, &C);
-  cg_loop_end(c, &P);
-  cg_kernel_end(c);
-  *kind = cg_kind(c, "conv2d_train", "plane");
-  return f;
-}
-
-/* in: dy [N,Co,OH,OW], w [Co,Ci,KH,KW]; out dx [N,Ci,H,W].  Work: (n, ci) planes. */
-LLVMValueRef cg_gen_conv2d_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
-  if (at->groups != 1) return cg_fail(c, n, "conv2d_grad_input: groups > 1 is not supported by codegen yet");
-  conv_geom g = conv_geometry(at, &c->g->values[n->out].shape, &c->g->values[n->in[0]].shape);
-  LLVMValueRef a[5];
-  LLVMValueRef f = kbegin(c, fn_name, 2, a);
-  LLVMValueRef dy = a[0], w = a[1], dx = a[2];
-  cg_loop P, C;
-  LLVMValueRef pl = par_loop(c, &P, g.n * g.ci, a[3], a[4], "plane");
-  LLVMValueRef ci = LLVMBuildSRem(c->b, pl, cg_i64(c, g.ci), "ci"), nb = LLVMBuildSDiv(c->b, pl, cg_i64(c, g.ci), "nb");
-  LLVMValueRef xbase = mul64(c, pl, g.h * g.w);
-  fill(c, dx, xbase, cg_f32(c, 0.0f), g.h * g.w);
-  LLVMValueRef co = seq_loop(c, &C, 0, g.co, "co");
-  LLVMValueRef ybase = mul64(c, add64(c, mul64(c, nb, g.co), co), g.oh * g.ow);
-  LLVMValueRef wbase = mul64(c, add64(c, mul64(c, co, g.ci), ci), g.kh * g.kw);
-  if (g.sh == 1 && g.sw == 1 && g.kh * g.kw <= 64) { /* a correlation of dy: all taps per pass */
-    corr k = {0};
-    k.s = 1, k.ih = g.oh, k.iw = g.ow, k.oh = g.h, k.ow = g.w;
-    k.in = dy, k.ibase = ybase, k.out = dx, k.obase = xbase;
-    for (int64_t ky = 0; ky < g.kh; ky++)
-      for (int64_t kx = 0; kx < g.kw; kx++) {
-        k.ty[k.nt] = g.pt - ky * g.dh, k.tx[k.nt] = g.pl - kx * g.dw;
-        k.wt[k.nt++] = cg_load_f32(c, w, addk(c, wbase, ky * g.kw + kx));
-      }
-    corr_plane(c, &k);
-  }
-  for (int64_t ky = 0; ky < g.kh && !(g.sh == 1 && g.sw == 1 && g.kh * g.kw <= 64); ky++)
-    for (int64_t kx = 0; kx < g.kw; kx++) {
-      int64_t ylo, yhi, xlo, xhi;
-      tap_range(g.h, g.oh, g.sh, g.pt, ky * g.dh, &ylo, &yhi);
-      tap_range(g.w, g.ow, g.sw, g.pl, kx * g.dw, &xlo, &xhi);
-      if (ylo >= yhi || xlo >= xhi) continue;
-      LLVMValueRef wv = cg_load_f32(c, w, addk(c, wbase, ky * g.kw + kx));
-      cg_loop Y;
-      LLVMValueRef oy = seq_loop(c, &Y, ylo, yhi, "oy");
-      LLVMValueRef iy = addk(c, mul64(c, oy, g.sh), ky * g.dh - g.pt);
-      LLVMValueRef yo = add64(c, ybase, addk(c, mul64(c, oy, g.ow), xlo));
-      LLVMValueRef xo = add64(c, xbase, addk(c, mul64(c, iy, g.w), xlo * g.sw + kx * g.dw - g.pl));
-      if (g.sw == 1) {
-        axpy(c, dx, xo, wv, dy, yo, 1, xhi - xlo);
-      } else { /* strided scatter: scalar */
-        cg_loop X;
-        LLVMValueRef j = seq_loop(c, &X, 0, xhi - xlo, "j");
-        LLVMValueRef xi = add64(c, xo, mul64(c, j, g.sw));
-        LLVMValueRef v = cg_fma(c, wv, cg_load_f32(c, dy, add64(c, yo, j)), cg_load_f32(c, dx, xi));
-        cg_store_f32(c, v, dx, xi);
-        cg_loop_end(c, &X);
-      }
-      cg_loop_end(c, &Y);
-    }
-  cg_loop_end(c, &C);
-  cg_loop_end(c, &P);
-  cg_kernel_end(c);
-  *kind = cg_kind(c, "conv2d_grad_input", "plane");
-  return f;
-}
-
-/* in: dy [N,Co,OH,OW], x [N,Ci,H,W]; out dw [Co,Ci,KH,KW].  Work: output channels. */
-LLVMValueRef cg_gen_conv2d_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  const ir_conv2d_attr *at = &n->attr.conv2d_grad_weight.conv;
-  if (at->groups != 1) return cg_fail(c, n, "conv2d_grad_weight: groups > 1 is not supported by codegen yet");
-  conv_geom g = conv_geometry(at, &c->g->values[n->in[1]].shape, &c->g->values[n->in[0]].shape);
-  LLVMValueRef a[5];
-  LLVMValueRef f = kbegin(c, fn_name, 2, a);
-  LLVMValueRef dy = a[0], x = a[1], dw = a[2];
-  int ntap = (int)(g.kh * g.kw);
-  if (ntap > 64) return cg_fail(c, n, "conv2d_grad_weight: more than 64 taps");
-  LLVMValueRef accv[64], accs[64];
-  for (int t = 0; t < ntap; t++)
-    accv[t] = cg_entry_alloca(c, cg_vtype(c, c->target->vec_f32), "av"), accs[t] = cg_entry_alloca(c, c->t_f32, "as");
-  cg_loop P, C, B, Y;
-  LLVMValueRef co = par_loop(c, &P, g.co, a[3], a[4], "co");
-  LLVMValueRef ci = seq_loop(c, &C, 0, g.ci, "ci");
-  LLVMValueRef wbase = mul64(c, add64(c, mul64(c, co, g.ci), ci), g.kh * g.kw);
-  for (int t = 0; t < ntap; t++) acc_zero(c, accv[t], accs[t]);
-  /* every tap accumulates over (n, oy) in its own registers; one horizontal sum at the end */
-  LLVMValueRef nb = seq_loop(c, &B, 0, g.n, "n");
-  LLVMValueRef ybase = mul64(c, add64(c, mul64(c, nb, g.co), co), g.oh * g.ow);
-  LLVMValueRef xbase = mul64(c, add64(c, mul64(c, nb, g.ci), ci), g.h * g.w);
-  LLVMValueRef oy = seq_loop(c, &Y, 0, g.oh, "oy");
-  for (int64_t ky = 0; ky < g.kh; ky++) {
-    int64_t ylo, yhi;
-    tap_range(g.h, g.oh, g.sh, g.pt, ky * g.dh, &ylo, &yhi);
-    if (ylo >= yhi) continue;
-    cg_if fi;
-    cg_if_begin(c, &fi, LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, oy, cg_i64(c, ylo), ""),
-                                     LLVMBuildICmp(c->b, LLVMIntSLT, oy, cg_i64(c, yhi), ""), ""));
-    LLVMValueRef iy = addk(c, mul64(c, oy, g.sh), ky * g.dh - g.pt);
-    for (int64_t kx = 0; kx < g.kw; kx++) {
-      int64_t xlo, xhi;
-      tap_range(g.w, g.ow, g.sw, g.pl, kx * g.dw, &xlo, &xhi);
-      if (xlo >= xhi) continue;
-      LLVMValueRef yo = add64(c, ybase, addk(c, mul64(c, oy, g.ow), xlo));
-      LLVMValueRef xo = add64(c, xbase, addk(c, mul64(c, iy, g.w), xlo * g.sw + kx * g.dw - g.pl));
-      int t = (int)(ky * g.kw + kx);
-      dot_acc(c, accv[t], accs[t], dy, yo, x, xo, g.sw, xhi - xlo);
-    }
-    cg_if_end(c, &fi);
-  }
-  cg_loop_end(c, &Y);
-  cg_loop_end(c, &B);
-  for (int t = 0; t < ntap; t++) cg_store_f32(c, acc_sum(c, accv[t], accs[t]), dw, addk(c, wbase, t));
-  cg_loop_end(c, &C);
-  cg_loop_end(c, &P);
-  cg_kernel_end(c);
-  *kind = cg_kind(c, "conv2d_grad_weight", "cout");
-  return f;
-}
-
-/* ---- dense --------------------------------------------------------------------------------- */
-/* Forward (training): x [N,K], w [M,K][, b [M]] -> y [N,M].  Work: output elements. */
-static LLVMValueRef gen_dense_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  const ir_shape *xs = &c->g->values[n->in[0]].shape;
-  int64_t nb = xs->dim[0], k = ir_shape_numel(xs) / nb, m = c->g->values[n->in[1]].shape.dim[0];
-  int nin = n->n_in;
-  LLVMValueRef a[6];
-  LLVMValueRef f = kbegin(c, fn_name, nin, a);
-  cg_loop L;
-  LLVMValueRef it = par_loop(c, &L, nb * m, a[nin + 1], a[nin + 2], "item");
-  LLVMValueRef row = LLVMBuildSDiv(c->b, it, cg_i64(c, m), "row"), col = LLVMBuildSRem(c->b, it, cg_i64(c, m), "col");
-  LLVMValueRef v = dot(c, a[0], mul64(c, row, k), a[1], mul64(c, col, k), 1, k);
-  if (nin > 2) v = LLVMBuildFAdd(c->b, v, cg_load_f32(c, a[2], col), "");
-  cg_store_f32(c, v, a[nin], it);
-  cg_loop_end(c, &L);
-  cg_kernel_end(c);
-  *kind = cg_kind(c, "dense_train", "dot");
-  return f;
-}
-
-/* dy [N,O], w [O,I] -> dx [N,I].  Work: rows. */
-LLVMValueRef cg_gen_dense_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  const ir_shape *ws = &c->g->values[n->in[1]].shape;
-  int64_t nb = c->g->values[n->in[0]].shape.dim[0], o = ws->dim[0], in = ws->dim[1];
-  LLVMValueRef a[5];
-  LLVMValueRef f = kbegin(c, fn_name, 2, a);
-  cg_loop L, O;
-  LLVMValueRef r = par_loop(c, &L, nb, a[3], a[4], "row");
-  LLVMValueRef xo = mul64(c, r, in);
-  fill(c, a[2], xo, cg_f32(c, 0.0f), in);
-  LLVMValueRef j = seq_loop(c, &O, 0, o, "o");
-  axpy(c, a[2], xo, cg_load_f32(c, a[0], add64(c, mul64(c, r, o), j)), a[1], mul64(c, j, in), 1, in);
-  cg_loop_end(c, &O);
-  cg_loop_end(c, &L);
-  cg_kernel_end(c);
-  *kind = cg_kind(c, "dense_grad_input", "row");
-  return f;
-}
-
-/* dy [N,O], x [N,I] -> dw [O,I].  Work: output rows. */
-LLVMValueRef cg_gen_dense_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  const ir_shape *os = &c->g->values[n->out].shape;
-  int64_t nb = c->g->values[n->in[0]].shape.dim[0], o = os->dim[0], in = os->dim[1];
-  LLVMValueRef a[5];
-  LLVMValueRef f = kbegin(c, fn_name, 2, a);
-  cg_loop L, B;
-  LLVMValueRef r = par_loop(c, &L, o, a[3], a[4], "o");
-  LLVMValueRef wo = mul64(c, r, in);
-  fill(c, a[2], wo, cg_f32(c, 0.0f), in);
-  LLVMValueRef b = seq_loop(c, &B, 0, nb, "n");
-  axpy(c, a[2], wo, cg_load_f32(c, a[0], add64(c, mul64(c, b, o), r)), a[1], mul64(c, b, in), 1, in);
-  cg_loop_end(c, &B);
-  cg_loop_end(c, &L);
-  cg_kernel_end(c);
-  *kind = cg_kind(c, "dense_grad_weight", "row");
-  return f;
 }
 
 /* ---- reductions, element-wise grads, pooling ------------------------------------------------- */
@@ -686,8 +396,8 @@ LLVMValueRef cg_gen_groupnorm_train(cg_ctx *c, const ir_node *n, const char *fn_
 cg_gen_fn cg_train_generator(ir_op op) {
   switch (op) {
   case IR_OP_dropout: return gen_dropout_train;
-  case IR_OP_conv2d: return gen_conv_train;
-  case IR_OP_dense: return gen_dense_train;
+  case IR_OP_conv2d: return cg_train_conv_fwd;
+  case IR_OP_dense: return cg_train_dense_fwd;
   case IR_OP_softmax_xent: return gen_xent_train;
   case IR_OP_batchnorm: return cg_gen_batchnorm_train; /* gen_train_norm.c */
   case IR_OP_groupnorm: return cg_gen_groupnorm_train;

@@ -1,0 +1,397 @@
+/* gen_train_conv.c — register-tiled conv2d kernels of compiled training (groups 1, NCHW,
+ * weights [Co,Ci,KH,KW] read through the state-buffer pointer, no packing):
+ *  - forward and stride-1 grad_input share one direct-convolution microkernel: a tile of R
+ *    output channels x P vectors of V output pixels of one output row; per (ky, input channel,
+ *    kx) it loads P pixel vectors (compile-time lane masks at the row borders, the last vector
+ *    overlaps the previous one instead of being partial), broadcasts R weights (any weight
+ *    strides: grad_input reads w transposed, taps mirrored) and issues R*P fmuladds.
+ *  - grad_weight: a reduction over (n, oy, ox) per tile of RW output channels x KW taps of one
+ *    (ci, ky) in vector accumulators (dy vectors reused over the taps, x vectors over the
+ *    channels), kept in a stack array between images, one horizontal sum per weight at the end;
+ *    work items are (output-channel tile, input-channel block) so dy stays in L1 per image.
+ *  - grad_input with stride > 1: the per-tap scatter loop (simple, rarely hot).
+ * Every output element is written by one work item (static contiguous ranges over tid), so
+ * results do not depend on the thread count. */
+#include "codegen/gen_train.h"
+
+/* ---- direct convolution: out[n, o, oy, ox] = bias[o] + sum_{i, ky, kx} w(o, i, ky, kx) *
+ * in[n, i, oy*sh + ty0 + ky*tdy, ox*sw + tx0 + kx*tdx] (taps outside the input read 0). ---- */
+#define TC_MAXV 256
+typedef struct tconv {
+  int64_t n, ci, ih, iw, co, oh, ow;
+  int64_t kh, kw, sh, sw, ty0, tdy, tx0, tdx;
+  int64_t ws_o, ws_i, ws_y, ws_x; /* weight (o, i, ky, kx) at o*ws_o + i*ws_i + ky*ws_y + kx*ws_x */
+  int V, R, P, nv, ntile;
+  int64_t pos[TC_MAXV];             /* first column of each output vector of a row */
+} tconv;
+
+typedef struct tc_item { LLVMValueRef in, w, bias, out, nb, o0, oy; } tc_item;
+
+static unsigned tc_in_mask(const tconv *k, int64_t pos, int kx);
+
+/* Distinct partial lane masks the vectors [j0, j0 + np) load with (each keeps a register). */
+static int tc_masks(const tconv *k, int j0, int np) {
+  unsigned seen[64];
+  int n = 0;
+  for (int p = 0; p < np; p++)
+    for (int kx = 0; kx < k->kw; kx++) {
+      unsigned m = tc_in_mask(k, k->pos[j0 + p], kx);
+      if (!m || m == cg_lanes(k->V, k->V)) continue;
+      int dup = 0;
+      for (int i = 0; i < n; i++) dup |= seen[i] == m;
+      if (!dup && n < 64) seen[n++] = m;
+    }
+  return n;
+}
+
+/* Vector positions of a row: 0, V, 2V, ..., the last one ending at ow (overlapping its
+ * neighbour) so that only rows narrower than V need masked stores.  Tile: groups of P
+ * vectors x R channels, R*P accumulators plus the group's mask registers within the budget
+ * (a spilled accumulator costs a store-forwarding round trip per FMA); the best of P = 1..4
+ * by FMA-vs-load balance x channel utilisation, larger tiles on ties. */
+static int tc_layout(tconv *k, int budget) {
+  int V = k->V;
+  k->nv = (int)((k->ow + V - 1) / V);
+  if (k->nv > TC_MAXV) return -1;
+  for (int j = 0; j < k->nv; j++) k->pos[j] = (int64_t)j * V;
+  if (k->ow >= V) k->pos[k->nv - 1] = k->ow - V;
+  double best = -1;
+  for (int maxp = 1; maxp <= 4 && maxp <= k->nv; maxp++) {
+    int groups = cg_tgroups(k->nv, maxp), p = cg_tgroup_size(k->nv, groups, groups - 1), masks = 0;
+    for (int g = 0, j = 0; g < groups; j += cg_tgroup_size(k->nv, groups, g), g++) {
+      int mg = tc_masks(k, j, cg_tgroup_size(k->nv, groups, g));
+      if (mg > masks) masks = mg;
+      if (cg_tgroup_size(k->nv, groups, g) > p) p = cg_tgroup_size(k->nv, groups, g);
+    }
+    int r = (budget - (masks < 4 ? masks : 4)) / p;
+    if (r < 1) r = 1;
+    if (r > k->co) r = (int)k->co;
+    double util = (double)k->co / (double)(((k->co + r - 1) / r) * r);
+    /* FMAs per tap r*p vs loads r + p (about two per cycle, FMAs two per cycle) */
+    double score = util * (double)(r * p) / (double)(r * p > r + p ? r * p : r + p) + 0.01 * r * p;
+    if (score > best) best = score, k->P = maxp, k->R = r;
+  }
+  k->ntile = (int)((k->co + k->R - 1) / k->R);
+  return 0;
+}
+
+/* Lanes of the vector at column pos whose output pixel exists and whose tap kx reads a real
+ * input column. */
+static unsigned tc_in_mask(const tconv *k, int64_t pos, int kx) {
+  unsigned m = 0;
+  for (int l = 0; l < k->V; l++) {
+    int64_t ix = (pos + l) * k->sw + k->tx0 + (int64_t)kx * k->tdx;
+    if (pos + l < k->ow && ix >= 0 && ix < k->iw) m |= 1u << l;
+  }
+  return m;
+}
+
+/* One tile: rr channels from it->o0 x the np vectors of row it->oy starting at vector j0. */
+static void tc_tile(cg_ctx *c, const tconv *k, const tc_item *it, int rr, int j0, int np) {
+  int V = k->V;
+  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMValueRef acc[64], cur[64];
+  for (int i = 0; i < rr * np; i++) {
+    acc[i] = cg_entry_alloca(c, vt, "acc");
+    LLVMBuildStore(c->b, cg_fzero(c, V), acc[i]);
+  }
+  cg_loop KY, CI;
+  LLVMValueRef ky = cg_loop_begin(c, &KY, cg_i64(c, 0), cg_i64(c, k->kh), cg_i64(c, 1), "ky");
+  LLVMValueRef iy = cg_tadd(c, cg_taddk(c, cg_tmul(c, it->oy, k->sh), k->ty0), cg_tmul(c, ky, k->tdy));
+  cg_if fi;
+  cg_if_begin(c, &fi, LLVMBuildICmp(c->b, LLVMIntULT, iy, cg_i64(c, k->ih), "")); /* 0 <= iy < ih */
+  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), cg_i64(c, k->ci), cg_i64(c, 1), "ci");
+  LLVMValueRef row = cg_tadd(c, cg_tmul(c, cg_tadd(c, cg_tmul(c, it->nb, k->ci), ci), k->ih * k->iw), cg_tmul(c, iy, k->iw));
+  LLVMValueRef wrow = cg_tadd(c, cg_tadd(c, cg_tmul(c, it->o0, k->ws_o), cg_tmul(c, ci, k->ws_i)), cg_tmul(c, ky, k->ws_y));
+  for (int i = 0; i < rr * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+  for (int kx = 0; kx < k->kw; kx++) {
+    LLVMValueRef xv[4];
+    unsigned ms[4];
+    for (int p = 0; p < np; p++) {
+      int64_t pos = k->pos[j0 + p];
+      ms[p] = tc_in_mask(k, pos, kx);
+      if (ms[p]) xv[p] = cg_tload(c, it->in, cg_taddk(c, row, pos * k->sw + k->tx0 + (int64_t)kx * k->tdx), (int)k->sw, ms[p], V);
+    }
+    for (int r = 0; r < rr; r++) {
+      LLVMValueRef wb = cg_splat(c, cg_load_f32(c, it->w, cg_taddk(c, wrow, (int64_t)r * k->ws_o + (int64_t)kx * k->ws_x)), V);
+      for (int p = 0; p < np; p++)
+        if (ms[p]) cur[r * np + p] = cg_fma(c, wb, xv[p], cur[r * np + p]);
+    }
+  }
+  for (int i = 0; i < rr * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
+  cg_loop_end(c, &CI);
+  cg_if_end(c, &fi);
+  cg_loop_end(c, &KY);
+  LLVMValueRef orow = cg_tadd(c, cg_tmul(c, cg_tadd(c, cg_tmul(c, it->nb, k->co), it->o0), k->oh * k->ow), cg_tmul(c, it->oy, k->ow));
+  unsigned omask = cg_lanes((int)(k->ow < V ? k->ow : V), V);
+  for (int r = 0; r < rr; r++) {
+    LLVMValueRef b = it->bias ? cg_splat(c, cg_load_f32(c, it->bias, cg_taddk(c, it->o0, r)), V) : NULL;
+    for (int p = 0; p < np; p++) {
+      LLVMValueRef v = LLVMBuildLoad2(c->b, vt, acc[r * np + p], "");
+      if (b) v = LLVMBuildFAdd(c->b, v, b, "");
+      cg_tstore(c, v, it->out, cg_taddk(c, orow, (int64_t)r * k->oh * k->ow + k->pos[j0 + p]), omask, V);
+    }
+  }
+}
+
+/* Every vector group of the row for rr channels. */
+static void tc_row(cg_ctx *c, const tconv *k, const tc_item *it, int rr) {
+  int groups = cg_tgroups(k->nv, k->P);
+  for (int g = 0, j = 0; g < groups; g++) {
+    int np = cg_tgroup_size(k->nv, groups, g);
+    tc_tile(c, k, it, rr, j, np);
+    j += np;
+  }
+}
+
+/* Emits the kernel body: items (n, channel tile, oy), oy fastest (consecutive items reuse the
+ * tile's weights), split in contiguous ranges over the threads. */
+static void tc_emit(cg_ctx *c, const tconv *k, LLVMValueRef in, LLVMValueRef w, LLVMValueRef bias, LLVMValueRef out,
+                    LLVMValueRef tid, LLVMValueRef nth) {
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, k->n * k->ntile * k->oh), tid, nth, &lo, &hi);
+  cg_loop L;
+  LLVMValueRef i = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
+  tc_item it = {in, w, bias, out, NULL, NULL, NULL};
+  it.oy = LLVMBuildSRem(c->b, i, cg_i64(c, k->oh), "oy");
+  LLVMValueRef rest = LLVMBuildSDiv(c->b, i, cg_i64(c, k->oh), "");
+  LLVMValueRef t = LLVMBuildSRem(c->b, rest, cg_i64(c, k->ntile), "t");
+  it.nb = LLVMBuildSDiv(c->b, rest, cg_i64(c, k->ntile), "nb");
+  it.o0 = cg_tmul(c, t, k->R);
+  int rem = (int)(k->co % k->R);
+  if (!rem) {
+    tc_row(c, k, &it, k->R);
+  } else {
+    cg_if f;
+    cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntNE, t, cg_i64(c, k->ntile - 1), ""));
+    tc_row(c, k, &it, k->R);
+    cg_if_else(c, &f);
+    tc_row(c, k, &it, rem);
+    cg_if_end(c, &f);
+  }
+  cg_loop_end(c, &L);
+}
+
+static const char *tc_kind(cg_ctx *c, const char *op, const tconv *k) {
+  return cg_kind(c, op, ir_fmt(c->arena, "%dx%d", k->R, k->P * k->V));
+}
+
+/* Forward conv (training: weights by pointer).  in: x, w[, b]; out y. */
+LLVMValueRef cg_train_conv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_conv2d_attr *at = &n->attr.conv2d;
+  if (at->groups != 1) return cg_fail(c, n, "grouped convolution is not supported by training codegen yet");
+  const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
+  tconv k = {xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], ys->dim[1], ys->dim[2], ys->dim[3],
+             at->kernel[0], at->kernel[1], at->stride[0], at->stride[1], -at->pad[0], at->dilation[0], -at->pad[1], at->dilation[1],
+             xs->dim[1] * at->kernel[0] * at->kernel[1], at->kernel[0] * at->kernel[1], at->kernel[1], 1,
+             c->target->vec_f32, 0, 0, 0, 0, {0}};
+  if (tc_layout(&k, cg_acc_budget(c->target)) < 0) return cg_fail(c, n, "training codegen: conv output rows wider than %d vectors", TC_MAXV);
+  int nin = n->n_in;
+  LLVMValueRef a[6];
+  LLVMValueRef f = cg_train_kbegin(c, fn_name, nin, a);
+  tc_emit(c, &k, a[0], a[1], nin > 2 ? a[2] : NULL, a[nin], a[nin + 1], a[nin + 2]);
+  cg_kernel_end(c);
+  *kind = tc_kind(c, "conv2d_train", &k);
+  return f;
+}
+
+/* ---- grad_input ------------------------------------------------------------------------- */
+/* Stride > 1: dx = 0, then per (co, tap) dx[iy, ix] += w * dy[oy, ox] (scalar scatter). */
+static void scatter_grad_input(cg_ctx *c, const ir_conv2d_attr *at, const ir_shape *ds, const ir_shape *xs, LLVMValueRef dy,
+                               LLVMValueRef w, LLVMValueRef dx, LLVMValueRef tid, LLVMValueRef nth) {
+  int64_t N = xs->dim[0], CI = xs->dim[1], H = xs->dim[2], W = xs->dim[3], CO = ds->dim[1], OH = ds->dim[2], OW = ds->dim[3];
+  int64_t KH = at->kernel[0], KW = at->kernel[1];
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, N * CI), tid, nth, &lo, &hi);
+  cg_loop P, C, X;
+  LLVMValueRef pl = cg_loop_begin(c, &P, lo, hi, cg_i64(c, 1), "plane");
+  LLVMValueRef ci = LLVMBuildSRem(c->b, pl, cg_i64(c, CI), "ci"), nb = LLVMBuildSDiv(c->b, pl, cg_i64(c, CI), "nb");
+  LLVMValueRef xbase = cg_tmul(c, pl, H * W);
+  cg_loop Z;
+  LLVMValueRef z = cg_loop_begin(c, &Z, cg_i64(c, 0), cg_i64(c, H * W), cg_i64(c, 1), "z");
+  cg_store_f32(c, cg_f32(c, 0.0f), dx, cg_tadd(c, xbase, z));
+  cg_loop_end(c, &Z);
+  LLVMValueRef co = cg_loop_begin(c, &C, cg_i64(c, 0), cg_i64(c, CO), cg_i64(c, 1), "co");
+  LLVMValueRef ybase = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, CO), co), OH * OW);
+  LLVMValueRef wbase = cg_tmul(c, cg_tadd(c, cg_tmul(c, co, CI), ci), KH * KW);
+  for (int64_t ky = 0; ky < KH; ky++)
+    for (int64_t kx = 0; kx < KW; kx++) {
+      LLVMValueRef wv = cg_load_f32(c, w, cg_taddk(c, wbase, ky * KW + kx));
+      cg_loop Y;
+      LLVMValueRef oy = cg_loop_begin(c, &Y, cg_i64(c, 0), cg_i64(c, OH), cg_i64(c, 1), "oy");
+      LLVMValueRef iy = cg_taddk(c, cg_tmul(c, oy, at->stride[0]), ky * at->dilation[0] - at->pad[0]);
+      cg_if fy;
+      cg_if_begin(c, &fy, LLVMBuildICmp(c->b, LLVMIntULT, iy, cg_i64(c, H), ""));
+      LLVMValueRef ox = cg_loop_begin(c, &X, cg_i64(c, 0), cg_i64(c, OW), cg_i64(c, 1), "ox");
+      LLVMValueRef ix = cg_taddk(c, cg_tmul(c, ox, at->stride[1]), kx * at->dilation[1] - at->pad[1]);
+      cg_if fx;
+      cg_if_begin(c, &fx, LLVMBuildICmp(c->b, LLVMIntULT, ix, cg_i64(c, W), ""));
+      LLVMValueRef xi = cg_tadd(c, xbase, cg_tadd(c, cg_tmul(c, iy, W), ix));
+      LLVMValueRef d = cg_load_f32(c, dy, cg_tadd(c, ybase, cg_tadd(c, cg_tmul(c, oy, OW), ox)));
+      cg_store_f32(c, cg_fma(c, wv, d, cg_load_f32(c, dx, xi)), dx, xi);
+      cg_if_end(c, &fx);
+      cg_loop_end(c, &X);
+      cg_if_end(c, &fy);
+      cg_loop_end(c, &Y);
+    }
+  cg_loop_end(c, &C);
+  cg_loop_end(c, &P);
+}
+
+/* in: dy [N,Co,OH,OW], w [Co,Ci,KH,KW]; out dx [N,Ci,H,W].  Stride 1: the direct conv of dy
+ * with w transposed and the taps mirrored: dx[y, x] = sum dy[y + pt - ky*dh, x + pl - kx*dw] *
+ * w[co, ci, ky, kx]. */
+LLVMValueRef cg_gen_conv2d_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
+  if (at->groups != 1) return cg_fail(c, n, "conv2d_grad_input: groups > 1 is not supported by codegen yet");
+  const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->out].shape;
+  LLVMValueRef a[5];
+  LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
+  if (at->stride[0] != 1 || at->stride[1] != 1) {
+    scatter_grad_input(c, at, ds, xs, a[0], a[1], a[2], a[3], a[4]);
+    cg_kernel_end(c);
+    *kind = cg_kind(c, "conv2d_grad_input", "scatter");
+    return f;
+  }
+  int64_t khw = (int64_t)at->kernel[0] * at->kernel[1];
+  tconv k = {ds->dim[0], ds->dim[1], ds->dim[2], ds->dim[3], xs->dim[1], xs->dim[2], xs->dim[3],
+             at->kernel[0], at->kernel[1], 1, 1, at->pad[0], -at->dilation[0], at->pad[1], -at->dilation[1],
+             khw, xs->dim[1] * khw, at->kernel[1], 1, c->target->vec_f32, 0, 0, 0, 0, {0}};
+  if (tc_layout(&k, cg_acc_budget(c->target)) < 0) return cg_fail(c, n, "training codegen: conv input rows wider than %d vectors", TC_MAXV);
+  tc_emit(c, &k, a[0], a[1], NULL, a[2], a[3], a[4]);
+  cg_kernel_end(c);
+  *kind = tc_kind(c, "conv2d_grad_input", &k);
+  return f;
+}
+
+/* ---- grad_weight ------------------------------------------------------------------------ */
+typedef struct twg {
+  int64_t n, ci, ih, iw, co, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw;
+  int V, RW, KC, nkc, CB, ntile, nblk, nacc; /* RW channels x KC taps per accumulator set */
+} twg;
+
+/* dw[co, ci, ky, kx] for the tile rows co0.. (rr of them) and the input channels of block cb:
+ * stack accumulators acc[ci_l][ky][kx chunk][r][k] (vectors), summed over (n, oy, ox). */
+static void twg_tile(cg_ctx *c, const twg *k, LLVMValueRef dy, LLVMValueRef x, LLVMValueRef dw, LLVMValueRef co0,
+                     LLVMValueRef ci0, LLVMValueRef cbn, LLVMValueRef stack, int rr) {
+  int V = k->V, per = rr * k->KC;
+  int64_t slots_ci = k->kh * k->nkc * per;
+  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMValueRef reg[64]; /* the current (ky, chunk) accumulators, promoted to registers */
+  for (int i = 0; i < per; i++) reg[i] = cg_entry_alloca(c, vt, "wa");
+  cg_loop Z, NB, CL, Y, F;
+  LLVMValueRef z = cg_loop_begin(c, &Z, cg_i64(c, 0), cg_tmul(c, cbn, slots_ci), cg_i64(c, 1), "z");
+  LLVMBuildStore(c->b, cg_fzero(c, V), LLVMBuildInBoundsGEP2(c->b, vt, stack, &z, 1, ""));
+  cg_loop_end(c, &Z);
+  LLVMValueRef nb = cg_loop_begin(c, &NB, cg_i64(c, 0), cg_i64(c, k->n), cg_i64(c, 1), "n");
+  LLVMValueRef cl = cg_loop_begin(c, &CL, cg_i64(c, 0), cbn, cg_i64(c, 1), "cl");
+  LLVMValueRef xplane = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->ci), cg_tadd(c, ci0, cl)), k->ih * k->iw);
+  LLVMValueRef dplane = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->co), co0), k->oh * k->ow);
+  for (int64_t ky = 0; ky < k->kh; ky++) {
+    int64_t ylo = 0, yhi = k->oh;
+    int64_t off = ky * k->dh - k->pt; /* iy = oy*sh + off */
+    while (ylo < yhi && ylo * k->sh + off < 0) ylo++;
+    while (yhi > ylo && (yhi - 1) * k->sh + off >= k->ih) yhi--;
+    if (ylo >= yhi) continue;
+    for (int kc = 0; kc < k->nkc; kc++) {
+      int kx0 = kc * k->KC, nk = (int)(k->kw - kx0 < k->KC ? k->kw - kx0 : k->KC);
+      LLVMValueRef sbase = cg_taddk(c, cg_tmul(c, cl, slots_ci), (ky * k->nkc + kc) * per);
+      LLVMValueRef sp[64], cur[64];
+      for (int i = 0; i < rr * nk; i++) {
+        LLVMValueRef si = cg_taddk(c, sbase, i);
+        sp[i] = LLVMBuildInBoundsGEP2(c->b, vt, stack, &si, 1, "");
+        LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, vt, sp[i], ""), reg[i]);
+      }
+      LLVMValueRef oy = cg_loop_begin(c, &Y, cg_i64(c, ylo), cg_i64(c, yhi), cg_i64(c, 1), "oy");
+      for (int i = 0; i < rr * nk; i++) cur[i] = LLVMBuildLoad2(c->b, vt, reg[i], "");
+      LLVMValueRef drow = cg_tadd(c, dplane, cg_tmul(c, oy, k->ow));
+      LLVMValueRef xrow = cg_tadd(c, xplane, cg_tmul(c, cg_taddk(c, cg_tmul(c, oy, k->sh), off), k->iw));
+      for (int64_t pos = 0; pos < k->ow; pos += V) {
+        unsigned dm = cg_lanes((int)(k->ow - pos), V);
+        LLVMValueRef dv[16];
+        for (int r = 0; r < rr; r++) dv[r] = cg_tload(c, dy, cg_taddk(c, drow, (int64_t)r * k->oh * k->ow + pos), 1, dm, V);
+        for (int j = 0; j < nk; j++) {
+          unsigned m = 0;
+          int64_t kx = kx0 + j;
+          for (int l = 0; l < V; l++) {
+            int64_t ix = (pos + l) * k->sw - k->pl + kx * k->dw;
+            if (pos + l < k->ow && ix >= 0 && ix < k->iw) m |= 1u << l;
+          }
+          if (!m) continue;
+          LLVMValueRef xv = cg_tload(c, x, cg_taddk(c, xrow, pos * k->sw - k->pl + kx * k->dw), (int)k->sw, m, V);
+          for (int r = 0; r < rr; r++) cur[r * nk + j] = cg_fma(c, dv[r], xv, cur[r * nk + j]);
+        }
+      }
+      for (int i = 0; i < rr * nk; i++) LLVMBuildStore(c->b, cur[i], reg[i]);
+      cg_loop_end(c, &Y);
+      for (int i = 0; i < rr * nk; i++) LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, vt, reg[i], ""), sp[i]);
+    }
+  }
+  cg_loop_end(c, &CL);
+  cg_loop_end(c, &NB);
+  /* one horizontal sum per weight */
+  LLVMValueRef cl2 = cg_loop_begin(c, &F, cg_i64(c, 0), cbn, cg_i64(c, 1), "cf");
+  for (int64_t ky = 0; ky < k->kh; ky++)
+    for (int kc = 0; kc < k->nkc; kc++) {
+      int kx0 = kc * k->KC, nk = (int)(k->kw - kx0 < k->KC ? k->kw - kx0 : k->KC);
+      LLVMValueRef sbase = cg_taddk(c, cg_tmul(c, cl2, slots_ci), (ky * k->nkc + kc) * per);
+      for (int r = 0; r < rr; r++)
+        for (int j = 0; j < nk; j++) {
+          LLVMValueRef si = cg_taddk(c, sbase, r * nk + j);
+          LLVMValueRef v = LLVMBuildLoad2(c->b, vt, LLVMBuildInBoundsGEP2(c->b, vt, stack, &si, 1, ""), "");
+          LLVMValueRef wi = cg_tmul(c, cg_tadd(c, cg_tmul(c, cg_taddk(c, co0, r), k->ci), cg_tadd(c, ci0, cl2)), k->kh * k->kw);
+          cg_store_f32(c, cg_hsum(c, v, V), dw, cg_taddk(c, wi, ky * k->kw + kx0 + j));
+        }
+    }
+  cg_loop_end(c, &F);
+}
+
+/* in: dy [N,Co,OH,OW], x [N,Ci,H,W]; out dw [Co,Ci,KH,KW].  Items (channel tile, ci block),
+ * blocks fastest; contiguous ranges over the threads. */
+LLVMValueRef cg_gen_conv2d_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_conv2d_attr *at = &n->attr.conv2d_grad_weight.conv;
+  if (at->groups != 1) return cg_fail(c, n, "conv2d_grad_weight: groups > 1 is not supported by codegen yet");
+  const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->in[1]].shape;
+  int budget = cg_acc_budget(c->target);
+  twg k = {xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], ds->dim[1], ds->dim[2], ds->dim[3], at->kernel[0], at->kernel[1],
+           at->stride[0], at->stride[1], at->pad[0], at->pad[1], at->dilation[0], at->dilation[1],
+           c->target->vec_f32, 0, 0, 0, 0, 0, 0, 0};
+  int kcmax = (budget * 4 / 3 - 4) / 2;
+  k.KC = (int)(k.kw < kcmax ? k.kw : kcmax);
+  k.nkc = (int)((k.kw + k.KC - 1) / k.KC);
+  /* live registers: RW*KC accumulators, the KC x vectors of a pixel vector, one dy vector and
+   * up to two masks, out of budget*4/3 (16 ymm / 32 zmm) */
+  k.RW = (budget * 4 / 3 - 3 - k.KC) / k.KC;
+  if (k.RW < 1) k.RW = 1;
+  if (k.RW > 16) k.RW = 16;
+  if (k.RW > k.co) k.RW = (int)k.co;
+  k.CB = (int)(k.ci < 8 ? k.ci : 8);
+  k.ntile = (int)((k.co + k.RW - 1) / k.RW);
+  k.nblk = (int)((k.ci + k.CB - 1) / k.CB);
+  LLVMValueRef a[5];
+  LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
+  int64_t slots = (int64_t)k.CB * k.kh * k.nkc * k.RW * k.KC;
+  LLVMValueRef stack = cg_entry_alloca(c, LLVMArrayType(cg_vtype(c, k.V), (unsigned)slots), "wacc");
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, (int64_t)k.ntile * k.nblk), a[3], a[4], &lo, &hi);
+  cg_loop L;
+  LLVMValueRef it = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
+  LLVMValueRef cb = LLVMBuildSRem(c->b, it, cg_i64(c, k.nblk), "cb"), t = LLVMBuildSDiv(c->b, it, cg_i64(c, k.nblk), "t");
+  LLVMValueRef ci0 = cg_tmul(c, cb, k.CB), co0 = cg_tmul(c, t, k.RW);
+  LLVMValueRef cbn = cg_min64(c, cg_i64(c, k.CB), LLVMBuildSub(c->b, cg_i64(c, k.ci), ci0, ""));
+  int rem = (int)(k.co % k.RW);
+  if (!rem) {
+    twg_tile(c, &k, a[0], a[1], a[2], co0, ci0, cbn, stack, k.RW);
+  } else {
+    cg_if fi;
+    cg_if_begin(c, &fi, LLVMBuildICmp(c->b, LLVMIntNE, t, cg_i64(c, k.ntile - 1), ""));
+    twg_tile(c, &k, a[0], a[1], a[2], co0, ci0, cbn, stack, k.RW);
+    cg_if_else(c, &fi);
+    twg_tile(c, &k, a[0], a[1], a[2], co0, ci0, cbn, stack, rem);
+    cg_if_end(c, &fi);
+  }
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "conv2d_grad_weight", ir_fmt(c->arena, "%dx%d", k.RW, k.KC));
+  return f;
+}
