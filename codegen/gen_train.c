@@ -1,13 +1,14 @@
 /* gen_train.c — code generators of compiled training (issue 5, docs/training.md): the loss,
- * reductions, element-wise backward ops, pooling backward, the optimizer updates, training
- * dropout, and the helpers the training generators share (gen_train.h).  The register-tiled
- * conv2d and dense kernels (forward with weights by pointer, grad_input, grad_weight) are in
- * gen_train_conv.c and gen_train_dense.c.  In a training layout (cg_layout.train) every
+ * reduce_sum, relu/maxpool gradients, training dropout, and the helpers
+ * the training generators share (gen_train.h).  In a training layout (cg_layout.train) every
  * operand of a node is a kernel argument in operand order: params point into the runtime's
  * state buffer, an optimizer node's output is its target param's slice (updated in place:
  * each element is read before it is written, by the same thread).  Work is split over
- * tid/nthreads on a dimension where each output element has one writer.  Ops without a
- * generator here (batchnorm/groupnorm training, rmsprop, adam, ...) report "not supported". */
+ * tid/nthreads on an outer dimension where each output element has one writer.  The
+ * register-tiled conv2d and dense kernels (training forward with weights by pointer,
+ * grad_input, grad_weight) are in gen_train_conv.c and gen_train_dense.c; normalisation
+ * layers and their gradients in gen_train_norm.c, the optimizer updates in gen_train_optim.c,
+ * the activation / average-pool / softmax gradients in gen_train_act.c. */
 #include <math.h>
 
 #include "codegen/gen_train.h"
