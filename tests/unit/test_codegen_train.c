@@ -150,6 +150,158 @@ static int run(const char *opt) {
   return bad;
 }
 
+/* ---- training kernel variants (gen_train_conv.c, gen_train_dense.c) -------------------------
+ * Models whose shapes reach every tile variant and remainder path of the register-tiled
+ * conv/dense kernels: channel counts that are no multiple of the tiles (10, 7, 9, 6, 3, 11,
+ * 5), rows of 4, 9, 11, 21, 37 pixels (masked stores below one vector, overlapping last
+ * vectors, several vector groups), 1x1, 1x5/3x5/5x5 kernels, stride 2 (strided loads,
+ * scatter grad_input), input-channel blocks with a remainder (10 = 8 + 2), batches 1 and 3
+ * (row tails of the dense tiles).  Each case runs momentum for KSTEPS steps with 1 and with 2
+ * threads: losses and every state tensor vs ir_train_step (1e-4), and the 2-thread state
+ * bitwise equal to the 1-thread state (static partitions, one writer per element). */
+static const char *kern_a_yml =
+    "name: kern_a\n"
+    "input: {shape: [3, 7, 21], dtype: f32, classes: 5}\n"
+    "layers:\n"
+    "  - {name: c1, op: conv, filters: 10, kernel: 3, padding: 1}\n"
+    "  - {name: r1, op: relu}\n"
+    "  - {name: c2, op: conv, filters: 7, kernel: 3, padding: 1}\n"
+    "  - {name: r2, op: relu}\n"
+    "  - {name: c3, op: conv, filters: 9, kernel: 1}\n"
+    "  - {name: c4, op: conv, filters: 6, kernel: 3, stride: 2, padding: 1}\n"
+    "  - {name: r4, op: relu}\n"
+    "  - {name: c5, op: conv, filters: 4, kernel: [1, 3]}\n"
+    "  - {name: r5, op: relu}\n"
+    "  - {name: p, op: maxpool, kernel: 2}\n"
+    "  - {name: c6, op: conv, filters: 3, kernel: 3, padding: 1}\n"
+    "  - {name: r6, op: relu}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d1, op: dense, units: 11}\n"
+    "  - {name: r7, op: relu}\n"
+    "  - {name: d2, op: dense, units: 5}\n";
+static const char *kern_b_yml =
+    "name: kern_b\n"
+    "input: {shape: [1, 4, 37], dtype: u8, classes: 3}\n"
+    "layers:\n"
+    "  - {name: c1, op: conv, filters: 8, kernel: 3, padding: 1}\n"
+    "  - {name: r1, op: relu}\n"
+    "  - {name: c2, op: conv, filters: 12, kernel: [3, 5], padding: [1, 2]}\n"
+    "  - {name: r2, op: relu}\n"
+    "  - {name: c3, op: conv, filters: 5, kernel: 5, padding: 2, bias: false}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 3}\n";
+
+enum { KSTEPS = 2 };
+
+static ir_graph *load_kernel_case(const char *path, int batch, fe_options *o) {
+  ir_diag d = {0};
+  fe_options_init(o);
+  char b[16];
+  snprintf(b, sizeof b, "%d", batch);
+  const char *kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", "momentum"}, {"seed", "11"}};
+  for (int i = 0; i < 4; i++)
+    if (fe_option_set(o, fe_option_find(kv[i][0]), kv[i][1], &d)) {
+      ir_diag_print(&d, stderr);
+      return NULL;
+    }
+  ir_graph *g = fe_load(path, o, &d);
+  if (!g) ir_diag_print(&d, stderr);
+  return g;
+}
+
+static int run_kernel_case(const char *name, const char *yml, int batch) {
+  char path[512], so[512];
+  snprintf(path, sizeof path, "%s/%s.yml", cgt_dir, name);
+  snprintf(so, sizeof so, "%s/%s_b%d.so", cgt_dir, name, batch);
+  FILE *f = fopen(path, "w");
+  if (!f || fputs(yml, f) < 0 || fclose(f)) {
+    fprintf(stderr, "cannot write %s\n", path);
+    return 1;
+  }
+  fe_options o;
+  ir_graph *gc = load_kernel_case(path, batch, &o), *gr = load_kernel_case(path, batch, &o);
+  ir_diag d = {0};
+  pass_optim_cfg cfg = {0};
+  cfg.optimizer = "momentum", cfg.momentum = (float)o.momentum, cfg.loss_scale = 1.0f;
+  if (!gc || !gr || pass_autodiff(gr, 1.0f, &d) < 0 || pass_optimizer(gr, &cfg, &d) < 0 || cg_build_model(gc, &o, so, NULL, 0, &d)) {
+    fprintf(stderr, "  %s batch %d: setup failed: ", name, batch);
+    ir_diag_print(&d, stderr);
+    unlink(path);
+    return 1;
+  }
+  cnnrt_model *m[2] = {NULL, NULL};
+  int bad = 0;
+  for (int t = 0; t < 2; t++) {
+    if (cnnrt_open(so, NULL, &m[t]) != CNNRT_OK || cnnrt_set_threads(m[t], -1, t + 1) != CNNRT_OK) {
+      fprintf(stderr, "  %s: open / %d threads: %s\n", name, t + 1, cnnrt_last_error());
+      bad++;
+    }
+  }
+  const ir_value *iv = &gr->values[gr->input];
+  int64_t nx = ir_shape_numel(&iv->shape), esz = iv->dtype == IR_U8 ? 1 : 4;
+  int classes = (int)gr->values[gr->outputs[0]].shape.dim[1];
+  unsigned char *img = malloc((size_t)(nx * esz));
+  float *x = malloc((size_t)nx * sizeof *x), *labels = malloc((size_t)batch * sizeof *labels);
+  for (int s = 0; s < KSTEPS && !bad; s++) {
+    for (int64_t i = 0; i < nx; i++) {
+      if (esz == 1) img[i] = (unsigned char)cgt_int(0, 255), x[i] = img[i];
+      else x[i] = cgt_uniform(-1.0f, 1.0f), memcpy(img + 4 * i, &x[i], 4);
+    }
+    for (int b = 0; b < batch; b++) labels[b] = (float)cgt_int(0, classes - 1);
+    float **vals = ir_train_step(gr, x, labels, 0.05f);
+    float want = vals[ir_find_value(gr, "loss")][0];
+    for (int t = 0; t < 2; t++) {
+      float loss = NAN;
+      cnnrt_set_learning_rate(m[t], 0.05);
+      if (cnnrt_train_step(m[t], img, (size_t)(nx * esz), labels, 1, &loss, NULL) != CNNRT_OK) {
+        fprintf(stderr, "  %s: cnnrt_train_step: %s\n", name, cnnrt_last_error());
+        bad++;
+        continue;
+      }
+      char l[160];
+      snprintf(l, sizeof l, "%s batch %d, %d thread(s), step %d loss", name, batch, t + 1, s + 1);
+      bad += cgt_compare(l, &loss, &want, 1, 1e-4);
+    }
+    ir_interp_free(gr, vals);
+  }
+  int n_state = bad ? 0 : cnnrt_num_state(m[0]), seen = 0;
+  for (int i = 0; i < n_state; i++) {
+    cnnrt_state_info si;
+    if (cnnrt_state_info_at(m[0], i, &si) != CNNRT_OK) {
+      bad++;
+      continue;
+    }
+    int v = ir_find_value(gr, si.name);
+    float *got1 = malloc(si.bytes), *got2 = malloc(si.bytes);
+    if (v >= 0 && cnnrt_get_state(m[0], si.name, got1, si.bytes) == CNNRT_OK &&
+        cnnrt_get_state(m[1], si.name, got2, si.bytes) == CNNRT_OK) {
+      char l[300];
+      snprintf(l, sizeof l, "%s batch %d after %d steps: %s", name, batch, KSTEPS, si.name);
+      bad += cgt_compare(l, got1, gr->values[v].data, (int64_t)(si.bytes / 4), 1e-4);
+      CGT_CHECK(memcmp(got1, got2, si.bytes) == 0, "%s batch %d: %s differs between 1 and 2 threads", name, batch, si.name);
+      bad += memcmp(got1, got2, si.bytes) != 0;
+      seen++;
+    } else {
+      bad++;
+    }
+    free(got1);
+    free(got2);
+  }
+  CGT_CHECK(seen > 0 && seen == n_state, "%s batch %d: %d of %d state tensors checked", name, batch, seen, n_state);
+  bad += !(seen > 0 && seen == n_state);
+  free(img), free(x), free(labels);
+  cnnrt_close(m[0]), cnnrt_close(m[1]);
+  unlink(so), unlink(path);
+  ir_graph_free(gc), ir_graph_free(gr);
+  fprintf(stderr, "%s %s batch %d\n", bad ? "FAIL" : "ok", name, batch);
+  return bad;
+}
+
+static int run_kernel_cases(void) {
+  return run_kernel_case("kern_a", kern_a_yml, 1) + run_kernel_case("kern_a", kern_a_yml, 3) +
+         run_kernel_case("kern_b", kern_b_yml, 3);
+}
+
 int main(void) {
   (void)cgt_check_graph, (void)cgt_random_params;
   cgt_init_dir();
@@ -171,6 +323,7 @@ int main(void) {
   cgt_failures += run("nesterov");
   cgt_failures += run("sgd");
   unlink(small);
+  cgt_failures += run_kernel_cases();
   cgt_cleanup_dir();
   if (cgt_failures) {
     fprintf(stderr, "%d failure(s)\n", cgt_failures);
