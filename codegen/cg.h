@@ -125,6 +125,10 @@ typedef struct cg_options {
   /* --available-memory-proportion as given (NULL = 0.6): P of shard s is
    * cg_budget_proportion(text, s), its working-set budget cg_working_set_budget (cg_budget.h) */
   const char *available_memory_proportion;
+  /* training (docs/training.md): 0 fields mean 1 / sequential / none */
+  int grad_accum, replicas;  /* --gradient-accumulation, --replicas */
+  int schedule;              /* --pipeline-schedule: enum cnnc_abi_schedule */
+  int recompute;             /* --recompute: 0 none, 1 auto, 2 pipeline, 3 all */
 } cg_options;
 
 /* Compiles graph g (nodes already assigned to shards 0..g->n_shards-1) to opts->output.

@@ -28,8 +28,14 @@ static int check_options(const struct fe_options *o, ir_diag *d) {
   int train = o->mode && !strcmp(o->mode, "training");
   if (o->mode && strcmp(o->mode, "inference") != 0 && !train)
     return ir_diag_set(d, loc, NULL, "--mode %s: code generation supports inference and training only", o->mode);
-  if (train && (o->shards > 1 || o->pipeline_splits.n > 0))
-    return ir_diag_set(d, loc, NULL, "compiled training supports one shard for now (no --shards / --pipeline-splits)");
+  if (train && (o->gradient_accumulation < 1 || o->gradient_accumulation > 4096))
+    return ir_diag_set(d, loc, NULL, "--gradient-accumulation %lld: must be in 1..4096", (long long)o->gradient_accumulation);
+  if (train && (o->replicas < 1 || o->replicas > 64))
+    return ir_diag_set(d, loc, NULL, "--replicas %lld: must be in 1..64", (long long)o->replicas);
+  if (!train && (o->gradient_accumulation != 1 || o->replicas != 1 || strcmp(o->recompute, "none") ||
+                 strcmp(o->pipeline_schedule, "sequential")))
+    return ir_diag_set(d, loc, NULL,
+                       "--gradient-accumulation, --replicas, --recompute and --pipeline-schedule need --mode training");
   if (o->precision && strcmp(o->precision, "32.32") != 0)
     return ir_diag_set(d, loc, NULL, "--precision %s: code generation supports 32.32 (fp32) only for now", o->precision);
   return 0;
@@ -53,7 +59,12 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
     cfg.loss_scale = o->loss_scaling > 0 ? (float)o->loss_scaling : 1.0f;
     if (pass_autodiff(g, cfg.loss_scale, d) < 0 || pass_optimizer(g, &cfg, d) < 0 || ir_verify(g, d) < 0) return -1;
   }
-  if (pass_split(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) return -1;
+  if (o->mode && !strcmp(o->mode, "training")) { /* training split, then recomputation (docs/training.md) */
+    if (pass_split_train(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) return -1;
+    if (pass_recompute(g, o->recompute, d) < 0) return -1;
+  } else if (pass_split(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) {
+    return -1;
+  }
   if (cg_check_memory_budget(g, o, d)) return -1; /* --memory-limit, proportions per shard (cg_budget.c) */
   if (report && report->phase) report->phase(report->ctx, "split", seconds() - t0);
   cg_target t;
@@ -65,6 +76,9 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
   char *json = fe_options_json(o);
   cg_options co = {output, emit, g->name, json, 2, verbose, report};
   co.available_memory_proportion = o->available_memory_proportion;
+  co.grad_accum = (int)o->gradient_accumulation, co.replicas = (int)o->replicas;
+  co.schedule = !strcmp(o->pipeline_schedule, "grouped") ? 1 : !strcmp(o->pipeline_schedule, "interleaved") ? 2 : 0;
+  co.recompute = !strcmp(o->recompute, "auto") ? 1 : !strcmp(o->recompute, "pipeline") ? 2 : !strcmp(o->recompute, "all") ? 3 : 0;
   int rc = cg_compile(g, &t, &co, d);
   free(json);
   cg_target_dispose(&t);

@@ -173,7 +173,203 @@ static void build_state(cg_layout *L) {
   }
 }
 
+/* ---- training programs ------------------------------------------------------------------ */
+/* Stage key of node i before empty stages are dropped: fwd s -> s, bwd s -> 2S-1-s, update 2S. */
+static int stage_key(const cg_layout *L, int i) {
+  const ir_graph *g = L->g;
+  int S = L->n_groups, s = g->nodes[i].shard, ph = pass_train_phase(g, i);
+  return ph == PASS_PHASE_FWD ? s : ph == PASS_PHASE_BWD ? 2 * S - 1 - s : 2 * S;
+}
+
+static int build_train_stages(cg_layout *L, ir_diag *d) {
+  const ir_graph *g = L->g;
+  int S = L->n_groups, nkeys = 2 * S + 1;
+  L->k = xcalloc((size_t)g->n_nodes, sizeof *L->k);
+  cg_kernel *tmp = xcalloc((size_t)g->n_nodes, sizeof *tmp);
+  int *key = xcalloc((size_t)g->n_nodes, sizeof(int)), *count = xcalloc((size_t)nkeys, sizeof(int));
+  for (int i = 0; i < g->n_nodes; i++) {
+    int sh = g->nodes[i].shard;
+    if (sh < 0 || sh >= S) {
+      free(tmp), free(key), free(count);
+      return ir_diag_set(d, g->nodes[i].loc, g->nodes[i].name, "internal error: shard %d of %d", sh, S);
+    }
+    if (make_kernel(L, i, d)) {
+      free(tmp), free(key), free(count);
+      return -1;
+    }
+    key[L->n_k - 1] = stage_key(L, i);
+    count[key[L->n_k - 1]]++;
+  }
+  int *map = xcalloc((size_t)nkeys, sizeof(int)), n_st = 0;
+  for (int k = 0; k < nkeys; k++) map[k] = count[k] ? n_st++ : -1;
+  L->n_shards = n_st;
+  L->sh = xcalloc((size_t)n_st, sizeof *L->sh);
+  L->stage_shard = xcalloc((size_t)n_st, sizeof(int));
+  L->stage_phase = xcalloc((size_t)n_st, sizeof(int));
+  L->update_stage = -1;
+  int pos = 0;
+  for (int k = 0; k < nkeys; k++) {
+    if (!count[k]) continue;
+    int st = map[k];
+    L->stage_phase[st] = k < S ? PASS_PHASE_FWD : k < 2 * S ? PASS_PHASE_BWD : PASS_PHASE_UPDATE;
+    L->stage_shard[st] = k < S ? k : k < 2 * S ? 2 * S - 1 - k : 0;
+    if (k < S) L->n_fwd_stages++;
+    if (k == 2 * S) L->update_stage = st;
+    L->sh[st].first_k = pos;
+    for (int i = 0; i < L->n_k; i++)
+      if (key[i] == k) {
+        tmp[pos] = L->k[i];
+        tmp[pos].shard = st;
+        tmp[pos].step = L->sh[st].n_k++;
+        pos++;
+      }
+  }
+  memcpy(L->k, tmp, (size_t)L->n_k * sizeof *tmp);
+  free(tmp), free(key), free(count), free(map);
+  L->val_stage = xcalloc((size_t)g->n_values, sizeof(int));
+  for (int v = 0; v < g->n_values; v++) L->val_stage[v] = -1;
+  for (int i = 0; i < L->n_k; i++) L->val_stage[L->k[i].out] = L->k[i].shard;
+  /* every operand is produced by an earlier stage or earlier in the same stage */
+  for (int i = 0; i < L->n_k; i++)
+    for (int j = 0; j < L->k[i].n_act; j++) {
+      int ps = L->val_stage[L->k[i].act[j]];
+      if (ps > L->k[i].shard)
+        return ir_diag_set(d, g->nodes[L->k[i].anchor].loc, g->nodes[L->k[i].anchor].name,
+                           "internal error: training stage order: reads '%s' from a later stage", g->values[L->k[i].act[j]].name);
+    }
+  return 0;
+}
+
+/* Gradient accumulators: values written by a backward stage and read by the update stage.
+ * Without accumulation they stay train tensors; with it each gets one GRAD_ACCUM slice per
+ * replica after the params. */
+static void build_accumulators(cg_layout *L) {
+  const ir_graph *g = L->g;
+  L->acc_index = xcalloc((size_t)g->n_values, sizeof(int));
+  L->acc_vid = xcalloc((size_t)g->n_values, sizeof(int));
+  for (int v = 0; v < g->n_values; v++) L->acc_index[v] = -1;
+  if (L->update_stage < 0) return;
+  for (int i = 0; i < L->n_k; i++) {
+    if (L->k[i].shard != L->update_stage) continue;
+    for (int j = 0; j < L->k[i].n_act; j++) {
+      int v = L->k[i].act[j], ps = L->val_stage[v];
+      if (ps < 0 || L->stage_phase[ps] != PASS_PHASE_BWD || L->acc_index[v] >= 0) continue;
+      L->acc_index[v] = L->n_acc;
+      L->acc_vid[L->n_acc++] = v;
+    }
+  }
+  if (!L->accum) return;
+  L->acc_off = xcalloc((size_t)L->n_acc * (size_t)L->replicas, sizeof(int64_t));
+  int64_t off = L->state_bytes;
+  for (int r = 0; r < L->replicas; r++)
+    for (int a = 0; a < L->n_acc; a++) {
+      const ir_value *x = &g->values[L->acc_vid[a]];
+      L->acc_off[a * L->replicas + r] = off;
+      off += (ir_shape_numel(&x->shape) * (int64_t)ir_dtype_size(x->dtype) + 63) / 64 * 64;
+    }
+  L->state_bytes = off;
+}
+
+/* Nonzero when v (read or written in stage st) lives in the state buffer there. */
+static int in_state(const cg_layout *L, int v, int st) {
+  if (L->state_alias[v] >= 0) return 1;
+  return L->accum && L->acc_index[v] >= 0 && (st == L->update_stage || L->val_stage[v] == st);
+}
+
+static void build_train_tensors(cg_layout *L) {
+  const ir_graph *g = L->g;
+  L->tensor_vid = xcalloc((size_t)g->n_values, sizeof(int));
+  L->vid_tensor = xcalloc((size_t)g->n_values, sizeof(int));
+  for (int v = 0; v < g->n_values; v++) L->vid_tensor[v] = -1;
+  if (g->input >= 0) add_tensor(L, g->input);
+  for (int i = 0; i < g->n_outputs; i++) add_tensor(L, g->outputs[i]);
+  if (L->label_vid >= 0) add_tensor(L, L->label_vid);
+  int lr = ir_find_value(g, IR_LR_INPUT_NAME);
+  if (lr >= 0) add_tensor(L, lr);
+  for (int i = 0; i < L->n_k; i++)
+    for (int j = 0; j < L->k[i].n_act; j++) {
+      int v = L->k[i].act[j];
+      if (g->values[v].kind == IR_VAL_PARAM || L->state_alias[v] >= 0) continue;
+      if (L->accum && L->acc_index[v] >= 0) continue; /* accumulated into the state buffer */
+      if (L->val_stage[v] != L->k[i].shard) add_tensor(L, v);
+    }
+}
+
+static void build_train_io(cg_layout *L) {
+  const ir_graph *g = L->g;
+  L->stage_io_bytes = xcalloc((size_t)L->n_shards, sizeof(int64_t));
+  for (int s = 0; s < L->n_shards; s++) {
+    cg_shard_plan *sp = &L->sh[s];
+    int *in = xcalloc((size_t)L->n_tensors, sizeof(int)), *out = xcalloc((size_t)L->n_tensors, sizeof(int));
+    int ni = 0, no = 0;
+    for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
+      const cg_kernel *k = &L->k[i];
+      for (int j = 0; j < k->n_act; j++) {
+        int v = k->act[j];
+        if (L->vid_tensor[v] >= 0 && L->val_stage[v] != s && !in_state(L, v, s)) push_unique(in, &ni, L->vid_tensor[v]);
+      }
+      if (L->vid_tensor[k->out] >= 0 && !in_state(L, k->out, s)) push_unique(out, &no, L->vid_tensor[k->out]);
+    }
+    sp->io = xcalloc((size_t)(ni + no), sizeof(int));
+    memcpy(sp->io, in, (size_t)ni * sizeof(int));
+    memcpy(sp->io + ni, out, (size_t)no * sizeof(int));
+    sp->n_inputs = ni, sp->n_io = ni + no;
+    for (int k = 0; k < sp->n_io; k++) {
+      const ir_value *x = &g->values[L->tensor_vid[sp->io[k]]];
+      L->stage_io_bytes[s] += ir_shape_numel(&x->shape) * (int64_t)ir_dtype_size(x->dtype);
+    }
+    free(in);
+    free(out);
+  }
+}
+
+/* Scratch of one training stage: kernel outputs that are neither train tensors nor state. */
+static void build_train_scratch(cg_layout *L, int s) {
+  cg_shard_plan *sp = &L->sh[s];
+  pass_usage *u = xcalloc((size_t)sp->n_k, sizeof *u);
+  int *vid = xcalloc((size_t)sp->n_k, sizeof(int)), n = 0;
+  for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
+    const cg_kernel *k = &L->k[i];
+    if (L->vid_tensor[k->out] >= 0 || L->state_alias[k->out] >= 0) continue;
+    if (L->accum && L->acc_index[k->out] >= 0 && s == L->update_stage) continue;
+    const ir_value *v = &L->g->values[k->out];
+    pass_usage r = {k->step, k->step, ir_shape_numel(&v->shape) * (int64_t)ir_dtype_size(v->dtype), 64, 0};
+    for (int j = i + 1; j < sp->first_k + sp->n_k; j++)
+      for (int a = 0; a < L->k[j].n_act; a++)
+        if (L->k[j].act[a] == k->out) r.last_step = L->k[j].step;
+    vid[n] = k->out;
+    u[n++] = r;
+  }
+  sp->scratch_bytes = pass_plan_memory(u, n);
+  for (int i = 0; i < n; i++) L->scratch_off[vid[i]] = u[i].offset;
+  sp->usage = u, sp->usage_vid = vid, sp->n_usage = n;
+}
+
+static int build_train_layout(cg_layout *L, const cg_options *o, ir_diag *d) {
+  const ir_graph *g = L->g;
+  L->grad_accum = o && o->grad_accum > 1 ? o->grad_accum : 1;
+  L->replicas = o && o->replicas > 1 ? o->replicas : 1;
+  L->schedule = o ? o->schedule : 0;
+  L->recompute = o ? o->recompute : 0;
+  L->accum = L->grad_accum * L->replicas > 1;
+  L->n_groups = g->n_shards > 0 ? g->n_shards : 1;
+  free(L->sh);
+  L->sh = NULL;
+  build_state(L);
+  pass_fuse(g, 0, L->plan);
+  if (build_train_stages(L, d)) return -1;
+  build_accumulators(L);
+  build_train_tensors(L);
+  build_train_io(L);
+  for (int s = 0; s < L->n_shards; s++) build_train_scratch(L, s);
+  return 0;
+}
+
 int cg_layout_build(cg_layout *L, const ir_graph *g, int fuse, ir_diag *d) {
+  return cg_layout_build_opts(L, g, fuse, NULL, d);
+}
+
+int cg_layout_build_opts(cg_layout *L, const ir_graph *g, int fuse, const cg_options *o, ir_diag *d) {
   memset(L, 0, sizeof *L);
   L->g = g;
   L->n_shards = g->n_shards > 0 ? g->n_shards : 1;
@@ -187,7 +383,8 @@ int cg_layout_build(cg_layout *L, const ir_graph *g, int fuse, ir_diag *d) {
     if (g->nodes[i].op == IR_OP_softmax_xent)
       L->loss_vid = g->nodes[i].out, L->logits_vid = g->nodes[i].in[0], L->label_vid = g->nodes[i].in[1];
   }
-  if (L->train) fuse = 0; /* training: one kernel per node, no BN folding */
+  if (L->train) return build_train_layout(L, o, d); /* one kernel per node, no BN folding */
+  L->n_groups = L->n_shards;
   build_state(L);
   pass_fuse(g, fuse, L->plan);
   if (build_kernels(L, d)) return -1;
@@ -208,6 +405,13 @@ void cg_layout_free(cg_layout *L) {
   free(L->scratch_off);
   free(L->state_off);
   free(L->state_alias);
+  free(L->stage_shard);
+  free(L->stage_phase);
+  free(L->val_stage);
+  free(L->acc_vid);
+  free(L->acc_index);
+  free(L->acc_off);
+  free(L->stage_io_bytes);
   memset(L, 0, sizeof *L);
 }
 

@@ -43,11 +43,27 @@ typedef struct cg_layout {
   int *state_alias;            /* per value: the param whose slice holds it (itself for params), or -1 */
   int64_t state_bytes;
   int loss_vid, logits_vid, label_vid; /* the softmax_xent node's result and operands (-1: none) */
+  /* training programs (cg_layout_build_opts with a training graph): sh[0..n_shards) are then
+   * the STAGES (kernels sorted by stage; k->shard is the stage index): forward stages of
+   * shards 0..S-1, backward stages of shards S-1..0 (empty ones dropped), then one update
+   * stage.  Values crossing stages are train tensors (one buffer per in-flight micro-batch). */
+  int n_groups;                /* model shards S (thread groups) */
+  int *stage_shard, *stage_phase; /* per stage: thread group; PASS_PHASE_FWD/BWD/UPDATE */
+  int n_fwd_stages, update_stage; /* update_stage: index or -1 */
+  int *val_stage;              /* per value: stage of the kernel writing it, -1 none */
+  int grad_accum, replicas, schedule, recompute;
+  int accum;                   /* grad_accum * replicas > 1: gradients go to GRAD_ACCUM slices */
+  int n_acc, *acc_vid;         /* accumulated values (produced by backward, read by update) */
+  int *acc_index;              /* per value: index into acc_vid or -1 */
+  int64_t *acc_off;            /* [n_acc * replicas]: state offset of value i's replica r slice */
+  int64_t *stage_io_bytes;     /* per stage: bytes of its io tensors (planning figures) */
 } cg_layout;
 
 /* Builds the layout of g (shards assigned).  fuse enables epilogue fusion.  Returns 0 or -1
  * with d filled (unsupported dtype use, labels in inference).  Free with cg_layout_free. */
 int cg_layout_build(cg_layout *L, const ir_graph *g, int fuse, ir_diag *d);
+/* Same, with the training options of o (grad_accum, replicas, ...; ignored for inference). */
+int cg_layout_build_opts(cg_layout *L, const ir_graph *g, int fuse, const cg_options *o, ir_diag *d);
 void cg_layout_free(cg_layout *L);
 /* Index of tensor t in shard s's io list, or -1. */
 int cg_layout_io_slot(const cg_layout *L, int s, int tensor);

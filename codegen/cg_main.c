@@ -165,11 +165,163 @@ static LLVMValueRef stub_entry(cg_ctx *c) {
   return f;
 }
 
+/* ---- training programs (docs/training.md "Pipelined training") ---------------------------- */
+/* Elementwise helpers of the accumulators, split over tid like every kernel:
+ * op 0: dst += src; 1: dst *= scale; 2: dst = 0.  void f(ptr dst, ptr src, i64 n, float scale, i32 tid, i32 nth). */
+static LLVMValueRef acc_helper(cg_ctx *c, int op) {
+  static const char *const names[3] = {"cnnc_acc_add", "cnnc_acc_scale", "cnnc_acc_zero"};
+  LLVMValueRef f = LLVMGetNamedFunction(c->mod, names[op]);
+  if (f) return f;
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(c->b);
+  LLVMTypeRef p[6] = {c->t_ptr, c->t_ptr, c->t_i64, c->t_f32, c->t_i32, c->t_i32};
+  f = LLVMAddFunction(c->mod, names[op], LLVMFunctionType(c->t_void, p, 6, 0));
+  LLVMSetLinkage(f, LLVMInternalLinkage);
+  cg_set_fn_attrs(c, f);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
+  LLVMValueRef dst = LLVMGetParam(f, 0), src = LLVMGetParam(f, 1), lo, hi;
+  cg_thread_range(c, LLVMGetParam(f, 2), LLVMGetParam(f, 4), LLVMGetParam(f, 5), &lo, &hi);
+  cg_loop L;
+  LLVMValueRef i = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "i");
+  LLVMValueRef v = op == 2 ? cg_f32(c, 0.0f) : cg_load_f32(c, dst, i);
+  if (op == 0) v = LLVMBuildFAdd(c->b, v, cg_load_f32(c, src, i), "");
+  if (op == 1) v = LLVMBuildFMul(c->b, v, LLVMGetParam(f, 3), "");
+  cg_store_f32(c, v, dst, i);
+  cg_loop_end(c, &L);
+  LLVMBuildRetVoid(c->b);
+  if (saved) LLVMPositionBuilderAtEnd(c->b, saved);
+  return f;
+}
+
+static void call_acc(cg_ctx *c, int op, LLVMValueRef dst, LLVMValueRef src, int64_t n, float scale, LLVMValueRef tid,
+                     LLVMValueRef nth) {
+  LLVMValueRef f = acc_helper(c, op);
+  LLVMValueRef a[6] = {dst, src ? src : LLVMConstNull(c->t_ptr), cg_i64(c, n), cg_f32(c, scale), tid, nth};
+  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(f), f, a, 6, "");
+}
+
+static LLVMValueRef state_ptr(cg_ctx *c, LLVMValueRef state, int64_t off) {
+  LLVMValueRef o = cg_i64(c, off);
+  return LLVMBuildInBoundsGEP2(c->b, c->t_i8, state, &o, 1, "");
+}
+
+/* Pointer to v inside training stage st: state slice, accumulator (update stage: replica 0's,
+ * which holds the replicas' averaged sum), io slot or scratch. */
+static LLVMValueRef stage_value_ptr(cg_ctx *c, const cg_layout *L, int st, int v, LLVMValueRef io, LLVMValueRef scratch,
+                                    LLVMValueRef state) {
+  if (L->accum && L->acc_index[v] >= 0 && st == L->update_stage)
+    return state_ptr(c, state, L->acc_off[L->acc_index[v] * L->replicas]);
+  return value_ptr(c, L, st, v, io, scratch, state);
+}
+
+static int64_t value_numel(const cg_layout *L, int v) { return ir_shape_numel(&L->g->values[v].shape); }
+
+/* Entry (cnnc_abi_stage_fn) of training stage st for replica r: its kernels in order with a
+ * barrier between them; after the loss kernel the top-1 count (io slot n_io = "correct");
+ * with accumulation, each gradient the update reads is added into replica r's slice right
+ * after it is computed, and the update stage first sums the replicas' slices into replica 0's
+ * in replica order and scales by 1/(grad_accum*replicas), and zeroes every slice at the end. */
+static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r) {
+  LLVMTypeRef p[7] = {c->t_ptr, c->t_ptr, c->t_ptr, c->t_i32, c->t_i32, c->t_ptr, c->t_ptr};
+  char name[64];
+  snprintf(name, sizeof name, "cnnc_stage%d_r%d", st, r);
+  LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_i32, p, 7, 0));
+  LLVMSetLinkage(f, LLVMInternalLinkage);
+  cg_set_fn_attrs(c, f);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
+  LLVMValueRef io = LLVMGetParam(f, 0), state = LLVMGetParam(f, 1), scratch = LLVMGetParam(f, 2);
+  LLVMValueRef tid = LLVMGetParam(f, 3), nth = LLVMGetParam(f, 4), barrier = LLVMGetParam(f, 5), bctx = LLVMGetParam(f, 6);
+  LLVMTypeRef bar_t = LLVMFunctionType(c->t_void, &c->t_ptr, 1, 0);
+  int need_barrier = 0;
+#define STAGE_BARRIER()                                                                                                \
+  do {                                                                                                                 \
+    if (need_barrier) {                                                                                                \
+      cg_if fi;                                                                                                        \
+      cg_if_begin(c, &fi, LLVMBuildICmp(c->b, LLVMIntSGT, nth, cg_i32(c, 1), ""));                                     \
+      LLVMBuildCall2(c->b, bar_t, barrier, &bctx, 1, "");                                                              \
+      cg_if_end(c, &fi);                                                                                               \
+    }                                                                                                                  \
+    need_barrier = 1;                                                                                                  \
+  } while (0)
+  int upd = st == L->update_stage && L->accum;
+  if (upd) { /* acc_0 = (acc_0 + acc_1 + ... + acc_{R-1}) / (grad_accum * R): same partition, no barrier */
+    float inv = 1.0f / (float)(L->grad_accum * L->replicas);
+    STAGE_BARRIER();
+    for (int a = 0; a < L->n_acc; a++) {
+      int64_t n = value_numel(L, L->acc_vid[a]);
+      LLVMValueRef a0 = state_ptr(c, state, L->acc_off[a * L->replicas]);
+      for (int q = 1; q < L->replicas; q++) call_acc(c, 0, a0, state_ptr(c, state, L->acc_off[a * L->replicas + q]), n, 1, tid, nth);
+      call_acc(c, 1, a0, NULL, n, inv, tid, nth);
+    }
+  }
+  const cg_shard_plan *sp = &L->sh[st];
+  for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
+    const cg_kernel *k = &L->k[i];
+    STAGE_BARRIER();
+    LLVMValueRef args[CG_MAX_ACT + 3];
+    for (int j = 0; j < k->n_act; j++) args[j] = stage_value_ptr(c, L, st, k->act[j], io, scratch, state);
+    args[k->n_act] = stage_value_ptr(c, L, st, k->out, io, scratch, state);
+    args[k->n_act + 1] = tid;
+    args[k->n_act + 2] = nth;
+    LLVMValueRef fn = kernel_decl(c, k);
+    LLVMBuildCall2(c->b, LLVMGlobalGetValueType(fn), fn, args, (unsigned)k->n_act + 3, "");
+    if (k->out == L->loss_vid) { /* top-1 count, same step (logits still live) */
+      const ir_shape *ls = &c->g->values[L->logits_vid].shape;
+      LLVMValueRef top = cg_gen_top1(c, "cnnc_top1", ls->dim[0], ir_shape_numel(ls) / ls->dim[0]);
+      LLVMPositionBuilderAtEnd(c->b, LLVMGetLastBasicBlock(f));
+      LLVMValueRef slot = cg_i64(c, sp->n_io);
+      LLVMValueRef targs[5] = {stage_value_ptr(c, L, st, L->logits_vid, io, scratch, state),
+                               stage_value_ptr(c, L, st, L->label_vid, io, scratch, state),
+                               LLVMBuildLoad2(c->b, c->t_ptr, LLVMBuildInBoundsGEP2(c->b, c->t_ptr, io, &slot, 1, ""), "correct"),
+                               tid, nth};
+      LLVMBuildCall2(c->b, LLVMGlobalGetValueType(top), top, targs, 5, "");
+    }
+    if (L->accum && !upd && L->acc_index[k->out] >= 0) { /* replica r's accumulator += gradient */
+      STAGE_BARRIER();
+      call_acc(c, 0, state_ptr(c, state, L->acc_off[L->acc_index[k->out] * L->replicas + r]), args[k->n_act],
+               value_numel(L, k->out), 1, tid, nth);
+    }
+  }
+  if (upd) {
+    STAGE_BARRIER();
+    for (int a = 0; a < L->n_acc; a++)
+      for (int q = 0; q < L->replicas; q++)
+        call_acc(c, 2, state_ptr(c, state, L->acc_off[a * L->replicas + q]), NULL, value_numel(L, L->acc_vid[a]), 0, tid, nth);
+  }
+#undef STAGE_BARRIER
+  LLVMBuildRet(c->b, cg_i32(c, 0));
+  return f;
+}
+
+static double stage_flops(const cg_layout *L, int st) {
+  double fl = 0;
+  for (int i = L->sh[st].first_k; i < L->sh[st].first_k + L->sh[st].n_k; i++) fl += L->k[i].flops;
+  return fl;
+}
+
+static LLVMValueRef stage_const(cg_ctx *c, LLVMTypeRef stage_t, const cg_layout *L, int st, int r, LLVMValueRef fn) {
+  static const char *const ph[3] = {"fwd", "bwd", "update"};
+  const cg_shard_plan *sp = &L->sh[st];
+  int io[sp->n_io + 1];
+  memcpy(io, sp->io, (size_t)sp->n_io * sizeof(int));
+  io[sp->n_io] = L->n_tensors; /* correct */
+  char nm[48];
+  if (L->replicas > 1 && L->stage_phase[st] != PASS_PHASE_UPDATE)
+    snprintf(nm, sizeof nm, "%s/s%d/r%d", ph[L->stage_phase[st]], L->stage_shard[st], r);
+  else snprintf(nm, sizeof nm, "%s/s%d", ph[L->stage_phase[st]], L->stage_shard[st]);
+  LLVMValueRef f[8] = {cstr(c, nm), cg_i32(c, L->stage_shard[st]), cg_i32(c, sp->n_io + 1), cg_i32(c, sp->n_inputs),
+                       i32_array(c, io, sp->n_io + 1, "stage_io"), cg_i64(c, sp->scratch_bytes), LLVMConstReal(LLVMDoubleTypeInContext(c->llc), stage_flops(L, st)),
+                       fn};
+  return LLVMConstNamedStruct(stage_t, f, 8);
+}
+
 /* The exported cnnc_abi_train descriptor (training extension of cnnc_abi.h): train tensors =
- * the layout's boundary tensors + "correct"; one micro_batch stage per shard (one shard in this
- * version); state = every param at its 64-aligned offset with its initial bytes. */
+ * the layout's tensors + "correct"; micro_batch = per replica the forward stages (shard order)
+ * then the backward stages (reverse shard order); update = the update stage; eval = the
+ * forward stages of replica 0; state = every param at its 64-aligned offset with its initial
+ * bytes, then the gradient accumulators (one per replica). */
 static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, const cg_options *o) {
   LLVMTypeRef i32 = c->t_i32, i64 = c->t_i64, ptr = c->t_ptr, dbl = LLVMDoubleTypeInContext(c->llc);
+  (void)dbl;
   const ir_graph *g = c->g;
   int nt = L->n_tensors + 1;
   LLVMValueRef tensors[nt];
@@ -182,7 +334,8 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   LLVMTypeRef state_t = named_struct(c, "cnnc_abi_state_tensor", stf, 9);
   int n_state = 0;
   for (int v = 0; v < g->n_values; v++) n_state += L->state_off[v] >= 0;
-  LLVMValueRef st[n_state > 0 ? n_state : 1];
+  int n_accs = L->accum ? L->n_acc * L->replicas : 0;
+  LLVMValueRef st[n_state + n_accs > 0 ? n_state + n_accs : 1];
   char *is_opt = calloc((size_t)g->n_values + 1, 1);
   for (int i = 0; i < g->n_nodes; i++)
     if (L->state_alias[g->nodes[i].out] >= 0) is_opt[L->state_alias[g->nodes[i].out]] = 1;
@@ -201,60 +354,64 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
     st[n_state++] = LLVMConstNamedStruct(state_t, f, 9);
   }
   free(is_opt);
-  /* stages: micro_batch = one per shard */
+  for (int a = 0; a < L->n_acc && L->accum; a++)
+    for (int r = 0; r < L->replicas; r++) {
+      const ir_value *x = &g->values[L->acc_vid[a]];
+      char nm[600];
+      if (r == 0) snprintf(nm, sizeof nm, "%s/accum", x->name);
+      else snprintf(nm, sizeof nm, "%s/accum/r%d", x->name, r);
+      LLVMValueRef dims[4];
+      for (int d = 0; d < 4; d++) dims[d] = cg_i64(c, d < x->shape.rank ? x->shape.dim[d] : 0);
+      LLVMValueRef f[9] = {cstr(c, nm), cg_i32(c, CNNC_ABI_F32), cg_i32(c, CNNC_ABI_STATE_GRAD_ACCUM), cg_i32(c, x->shape.rank),
+                           cg_i32(c, 0), LLVMConstArray2(i64, dims, 4), cg_i64(c, L->acc_off[a * L->replicas + r]),
+                           cg_i64(c, ir_shape_numel(&x->shape) * 4), LLVMConstNull(ptr)};
+      st[n_state++] = LLVMConstNamedStruct(state_t, f, 9);
+    }
+  /* programs */
   LLVMTypeRef sgf[8] = {ptr, i32, i32, i32, ptr, i64, dbl, ptr};
   LLVMTypeRef stage_t = named_struct(c, "cnnc_abi_stage", sgf, 8);
-  LLVMValueRef stages[L->n_shards], evals[L->n_shards];
-  for (int s = 0; s < L->n_shards; s++) {
-    const cg_shard_plan *sp = &L->sh[s];
-    int io[sp->n_io + 1];
-    memcpy(io, sp->io, (size_t)sp->n_io * sizeof(int));
-    io[sp->n_io] = L->n_tensors; /* correct */
-    double fl = 0;
-    for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) fl += L->k[i].flops;
-    char nm[32];
-    snprintf(nm, sizeof nm, "train/s%d", s);
-    LLVMValueRef f[8] = {cstr(c, nm), cg_i32(c, s), cg_i32(c, sp->n_io + 1), cg_i32(c, sp->n_inputs),
-                         i32_array(c, io, sp->n_io + 1, "stage_io"), cg_i64(c, sp->scratch_bytes), LLVMConstReal(dbl, fl),
-                         build_entry(c, L, s, 1)};
-    stages[s] = LLVMConstNamedStruct(stage_t, f, 8);
-    double efl = 0;
-    for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
-      efl += L->k[i].flops;
-      if (L->k[i].out == L->loss_vid) break;
+  int per = L->update_stage >= 0 ? L->update_stage : L->n_shards; /* forward + backward stages */
+  int R = L->replicas;
+  LLVMValueRef mb[per * R > 0 ? per * R : 1], evals[L->n_fwd_stages > 0 ? L->n_fwd_stages : 1], fwd_fn[per > 0 ? per : 1];
+  for (int r = 0; r < R; r++)
+    for (int k = 0; k < per; k++) {
+      LLVMValueRef fn;
+      if (L->stage_phase[k] == PASS_PHASE_FWD) fn = r == 0 ? (fwd_fn[k] = build_stage_fn(c, L, k, 0)) : fwd_fn[k];
+      else fn = build_stage_fn(c, L, k, r);
+      mb[r * per + k] = stage_const(c, stage_t, L, k, r, fn);
+      if (r == 0 && k < L->n_fwd_stages) evals[k] = mb[k];
     }
-    snprintf(nm, sizeof nm, "eval/s%d", s);
-    LLVMValueRef e[8] = {cstr(c, nm), cg_i32(c, s), cg_i32(c, sp->n_io + 1), cg_i32(c, sp->n_inputs),
-                         i32_array(c, io, sp->n_io + 1, "stage_io"), cg_i64(c, sp->scratch_bytes), LLVMConstReal(dbl, efl),
-                         build_entry(c, L, s, 2)};
-    evals[s] = LLVMConstNamedStruct(stage_t, e, 8);
-  }
+  LLVMValueRef upd_stage[1];
+  if (L->update_stage >= 0) upd_stage[0] = stage_const(c, stage_t, L, L->update_stage, 0, build_stage_fn(c, L, L->update_stage, 0));
   LLVMTypeRef pf[2] = {i32, ptr};
   LLVMTypeRef prog_t = named_struct(c, "cnnc_abi_program", pf, 2);
-  LLVMValueRef mb[2] = {cg_i32(c, L->n_shards), array_of(c, stage_t, stages, L->n_shards, "mb_stages")};
-  LLVMValueRef none[2] = {cg_i32(c, 0), LLVMConstNull(ptr)};
+  LLVMValueRef mbp[2] = {cg_i32(c, per * R), array_of(c, stage_t, mb, per * R, "mb_stages")};
+  LLVMValueRef up[2] = {cg_i32(c, L->update_stage >= 0), L->update_stage >= 0 ? array_of(c, stage_t, upd_stage, 1, "update_stages") : LLVMConstNull(ptr)};
   int train_fwd = 0; /* a training-only forward op (dropout): no eval program (the runtime reports it) */
   for (int i = 0; i < g->n_nodes; i++)
     if ((g->nodes[i].op == IR_OP_dropout && g->nodes[i].attr.dropout.training && g->nodes[i].attr.dropout.rate > 0.0f) ||
         (g->nodes[i].op == IR_OP_batchnorm && g->nodes[i].attr.batchnorm.training)) /* batch statistics */
       train_fwd = 1;
-  LLVMValueRef ev[2] = {cg_i32(c, train_fwd ? 0 : L->n_shards),
-                        train_fwd ? LLVMConstNull(ptr) : array_of(c, stage_t, evals, L->n_shards, "eval_stages")};
-  LLVMTypeRef trf[19] = {i32, i32, i32, i32, i32, ptr, i32, i32, i32, i32, i32, i32, i64, i32, ptr, prog_t, prog_t, prog_t, ptr};
-  LLVMTypeRef train_t = named_struct(c, "cnnc_abi_train", trf, 19);
+  LLVMValueRef ev[2] = {cg_i32(c, train_fwd ? 0 : L->n_fwd_stages),
+                        train_fwd ? LLVMConstNull(ptr) : array_of(c, stage_t, evals, L->n_fwd_stages, "eval_stages")};
+  LLVMTypeRef trf[23] = {i32, i32, i32, i32, i32, ptr, i32, i32, i32, i32, i32, i32, i64, i32, ptr, prog_t, prog_t, prog_t, ptr,
+                         i32, i32, i32, i32};
+  LLVMTypeRef train_t = named_struct(c, "cnnc_abi_train", trf, 23);
   int lr = ir_find_value(g, IR_LR_INPUT_NAME);
   LLVMTargetDataRef td = LLVMGetModuleDataLayout(c->mod);
-  LLVMValueRef tv[19] = {cg_i32(c, (int32_t)CNNC_ABI_TRAIN_MAGIC), cg_i32(c, CNNC_ABI_TRAIN_VERSION),
+  LLVMValueRef tv[23] = {cg_i32(c, (int32_t)CNNC_ABI_TRAIN_MAGIC), cg_i32(c, CNNC_ABI_TRAIN_VERSION),
                          cg_i32(c, (int32_t)LLVMABISizeOfType(td, train_t)), cg_i32(c, 0), cg_i32(c, nt),
                          array_of(c, tensor_t, tensors, nt, "train_tensors"), cg_i32(c, L->vid_tensor[g->input]),
                          cg_i32(c, L->label_vid >= 0 ? L->vid_tensor[L->label_vid] : -1),
                          cg_i32(c, lr >= 0 ? L->vid_tensor[lr] : -1),
-                         cg_i32(c, L->loss_vid >= 0 ? L->vid_tensor[L->loss_vid] : -1), cg_i32(c, L->n_tensors), cg_i32(c, 1),
-                         cg_i64(c, L->state_bytes), cg_i32(c, n_state), array_of(c, state_t, st, n_state, "state"),
-                         LLVMConstNamedStruct(prog_t, mb, 2), LLVMConstNamedStruct(prog_t, none, 2),
-                         LLVMConstNamedStruct(prog_t, ev, 2), cstr(c, o->options_json ? o->options_json : "{}")};
+                         cg_i32(c, L->loss_vid >= 0 ? L->vid_tensor[L->loss_vid] : -1), cg_i32(c, L->n_tensors),
+                         cg_i32(c, L->grad_accum), cg_i64(c, L->state_bytes), cg_i32(c, n_state),
+                         array_of(c, state_t, st, n_state, "state"), LLVMConstNamedStruct(prog_t, mbp, 2),
+                         LLVMConstNamedStruct(prog_t, up, 2), LLVMConstNamedStruct(prog_t, ev, 2),
+                         cstr(c, o->options_json ? o->options_json : "{}"), cg_i32(c, R), cg_i32(c, L->n_fwd_stages),
+                         cg_i32(c, L->schedule), cg_i32(c, L->recompute)};
   LLVMValueRef desc = LLVMAddGlobal(c->mod, train_t, CNNC_ABI_TRAIN_SYMBOL);
-  LLVMSetInitializer(desc, LLVMConstNamedStruct(train_t, tv, 19));
+  LLVMSetInitializer(desc, LLVMConstNamedStruct(train_t, tv, 23));
   LLVMSetGlobalConstant(desc, 1);
   LLVMSetLinkage(desc, LLVMExternalLinkage);
   LLVMSetVisibility(desc, LLVMDefaultVisibility);
@@ -291,13 +448,16 @@ int cg_build_main(cg_ctx *c, const cg_layout *L, const cg_options *o, ir_diag *d
   int n_tensors, outs[8], n_outs = g->n_outputs, input;
   LLVMValueRef tensors[L->n_tensors > 0 ? L->n_tensors : 1], shards[L->n_shards];
   if (L->train) { /* cnnc_model_v1 describes the forward: images -> logits (stub entry) */
-    if (g->input < 0 || L->logits_vid < 0 || L->loss_vid < 0 || L->n_shards != 1)
-      return ir_diag_set(d, (ir_loc){0}, NULL, "training codegen needs one shard, an image input and a softmax_xent loss");
+    if (g->input < 0 || L->logits_vid < 0 || L->loss_vid < 0 || L->n_fwd_stages != L->n_groups)
+      return ir_diag_set(d, (ir_loc){0}, NULL, "training codegen needs an image input, a softmax_xent loss and a forward layer per shard");
     tensors[0] = tensor_const(c, tensor_t, &g->values[g->input]);
     tensors[1] = tensor_const(c, tensor_t, &g->values[L->logits_vid]);
     n_tensors = 2, input = 0, outs[0] = 1, n_outs = 1;
-    int io[2] = {0, 1};
-    shards[0] = shard_const(c, shard_t, L, 0, stub_entry(c), io, 2, 1);
+    LLVMValueRef stub = stub_entry(c);
+    for (int s = 0; s < L->n_groups; s++) { /* shard s = its forward stage s (reads images; the last writes logits) */
+      int io[2] = {0, 1};
+      shards[s] = shard_const(c, shard_t, L, s, stub, io, s == L->n_groups - 1 ? 2 : 1, 1);
+    }
     build_train(c, L, tensor_t, o);
   } else {
     for (int i = 0; i < L->n_tensors; i++) tensors[i] = tensor_const(c, tensor_t, &g->values[L->tensor_vid[i]]);
@@ -314,8 +474,8 @@ int cg_build_main(cg_ctx *c, const cg_layout *L, const cg_options *o, ir_diag *d
       cstr(c, o->model_name ? o->model_name : g->name), cstr(c, "cnnc " CNNC_VERSION), cstr(c, o->options_json ? o->options_json : "{}"),
       cg_i32(c, g->batch), cg_i32(c, L->train), cg_i32(c, n_tensors),
       array_of(c, tensor_t, tensors, n_tensors, "tensors"), cg_i32(c, input),
-      cg_i32(c, n_outs), i32_array(c, outs, n_outs, "outputs"), cg_i32(c, L->n_shards),
-      array_of(c, shard_t, shards, L->n_shards, "shards"), LLVMConstReal(dbl, total)};
+      cg_i32(c, n_outs), i32_array(c, outs, n_outs, "outputs"), cg_i32(c, L->n_groups),
+      array_of(c, shard_t, shards, L->n_groups, "shards"), LLVMConstReal(dbl, total)};
   LLVMValueRef desc = LLVMAddGlobal(c->mod, model_t, CNNC_ABI_SYMBOL);
   LLVMSetInitializer(desc, LLVMConstNamedStruct(model_t, mv, 17));
   LLVMSetGlobalConstant(desc, 1);

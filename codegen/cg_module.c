@@ -234,7 +234,7 @@ int cg_compile(const ir_graph *g, const cg_target *t, const cg_options *o, ir_di
   if (o->emit && strcmp(o->emit, "llvm") && strcmp(o->emit, "asm") && strcmp(o->emit, "obj"))
     return ir_diag_set(d, (ir_loc){0}, NULL, "unknown --emit kind '%s' (llvm, asm, obj)", o->emit);
   cg_layout L;
-  if (cg_layout_build(&L, g, 1, d)) {
+  if (cg_layout_build_opts(&L, g, 1, o, d)) {
     cg_layout_free(&L);
     return -1;
   }

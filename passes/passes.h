@@ -17,6 +17,20 @@
  * unknown name gets the closest existing layer or block by edit distance). */
 int pass_split(ir_graph *g, const char *const *splits, int n_splits, int n_shards, ir_diag *d);
 
+/* Training graphs (after pass_autodiff and pass_optimizer): splits the forward nodes like
+ * pass_split, then gives every backward node the shard of the forward layer it belongs to
+ * ("bwd/<layer>/...", "grad/<param>"), lowered when needed so that backward data only flows
+ * from a shard to the same or an earlier one; optimizer nodes get their param's shard. */
+int pass_split_train(ir_graph *g, const char *const *splits, int n_splits, int n_shards, ir_diag *d);
+/* Phase of a training graph's node: forward (incl. loss), backward, optimizer update. */
+enum { PASS_PHASE_FWD = 0, PASS_PHASE_BWD = 1, PASS_PHASE_UPDATE = 2 };
+int pass_train_phase(const ir_graph *g, int node);
+
+/* ---- recompute.c (training) ----------------------------------------------------------- */
+/* --recompute MODE ("none", "auto", "pipeline", "all") on a split training graph: see
+ * passes/recompute.c.  Returns the number of forward nodes re-emitted, or -1 with d filled. */
+int pass_recompute(ir_graph *g, const char *mode, ir_diag *d);
+
 /* Levenshtein distance of a and b (exposed for tests). */
 int pass_edit_distance(const char *a, const char *b);
 

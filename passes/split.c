@@ -2,9 +2,11 @@
  * split points (layer names or block-instance prefixes, TF-IPU/PopTorch style) or from a
  * shard count (contiguous split minimising the most expensive stage by the op cost model). */
 #include <float.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/grad_train.h"
 #include "passes/passes.h"
 
 int pass_edit_distance(const char *a, const char *b) {
@@ -165,5 +167,83 @@ int pass_split(ir_graph *g, const char *const *splits, int n_splits, int n_shard
   if (n_shards > 1) return split_balanced(g, n_shards, d);
   for (int i = 0; i < g->n_nodes; i++) g->nodes[i].shard = 0;
   g->n_shards = 1;
+  return 0;
+}
+
+/* ---- training split ------------------------------------------------------------------- */
+int pass_train_phase(const ir_graph *g, int node) {
+  const ir_node *n = &g->nodes[node];
+  if (!strncmp(n->name, "update/", 7) || ir_op_is_optimizer(n->op)) return PASS_PHASE_UPDATE;
+  if (!strncmp(n->name, "bwd/", 4) || !strncmp(n->name, "grad/", 5) || !strncmp(n->name, "recompute/", 10))
+    return PASS_PHASE_BWD;
+  return PASS_PHASE_FWD;
+}
+
+/* Shard of the first forward node reading param value v, or -1. */
+static int param_shard(const ir_graph *g, int v, int n_fwd) {
+  for (int i = 0; i < n_fwd; i++)
+    for (int j = 0; j < g->nodes[i].n_in; j++)
+      if (g->nodes[i].in[j] == v) return g->nodes[i].shard;
+  return -1;
+}
+
+/* Shard of the forward layer or value a backward name "X/<what>" refers to (longest X), or -1. */
+static int origin_shard(const ir_graph *g, const char *rest, int n_fwd) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", rest);
+  for (size_t k = strlen(buf); k > 0; k--) {
+    if (buf[k] != 0 && buf[k] != '/') continue;
+    buf[k] = 0;
+    for (int i = 0; i < n_fwd; i++)
+      if (!strcmp(g->nodes[i].name, buf)) return g->nodes[i].shard;
+    int v = ir_find_value(g, buf);
+    if (v >= 0) {
+      int p = g->values[v].producer;
+      if (p >= 0 && p < n_fwd) return g->nodes[p].shard;
+      if (g->values[v].kind == IR_VAL_PARAM) {
+        int s = param_shard(g, v, n_fwd);
+        if (s >= 0) return s;
+      }
+    }
+  }
+  return -1;
+}
+
+int pass_split_train(ir_graph *g, const char *const *splits, int n_splits, int n_shards, ir_diag *d) {
+  int n_fwd = 0, total = g->n_nodes;
+  while (n_fwd < total && pass_train_phase(g, n_fwd) == PASS_PHASE_FWD) n_fwd++;
+  for (int i = n_fwd; i < total; i++)
+    if (pass_train_phase(g, i) == PASS_PHASE_FWD)
+      return ir_diag_set(d, g->nodes[i].loc, g->nodes[i].name, "internal error: forward node after the backward graph");
+  g->n_nodes = n_fwd; /* split the forward only; the backward follows it */
+  int rc = pass_split(g, splits, n_splits, n_shards, d);
+  g->n_nodes = total;
+  if (rc) return rc;
+  int last = g->n_shards - 1;
+  for (int i = n_fwd; i < total; i++) {
+    ir_node *n = &g->nodes[i];
+    int ph = pass_train_phase(g, i), s = -1;
+    if (ph == PASS_PHASE_UPDATE) {
+      int t = n->attr.sgd_update.target;
+      if (ir_op_is_optimizer(n->op) && t >= 0) {
+        const char *pn = g->values[t].name; /* "P" or "P/momentum": the trainable param's shard */
+        s = origin_shard(g, pn, n_fwd);
+      }
+      if (s < 0) s = 0;
+    } else {
+      if (!strncmp(n->name, "bwd/", 4)) s = origin_shard(g, n->name + 4, n_fwd);
+      else if (!strncmp(n->name, "grad/", 5)) s = origin_shard(g, n->name + 5, n_fwd);
+      for (int j = 0; s < 0 && j < n->n_in; j++) { /* fallback: the latest forward producer */
+        int p = g->values[n->in[j]].producer;
+        if (p >= 0 && p < n_fwd && g->nodes[p].shard > s) s = g->nodes[p].shard;
+      }
+      if (s < 0) s = last;
+      for (int j = 0; j < n->n_in; j++) { /* backward data flows from later shards to earlier ones */
+        int p = g->values[n->in[j]].producer;
+        if (p >= n_fwd && pass_train_phase(g, p) == PASS_PHASE_BWD && g->nodes[p].shard < s) s = g->nodes[p].shard;
+      }
+    }
+    n->shard = s;
+  }
   return 0;
 }

@@ -112,11 +112,16 @@ typedef struct cnnc_abi_profile {
  * then outputs); the runtime allocates one buffer per non-input tensor (runtime-owned, 64-byte
  * aligned, contents kept between stages of the same micro-batch, undefined across
  * micro-batches).  A stage may read and write the state buffer; it must not keep pointers.
- *   micro_batch  forward + loss + backward for one micro-batch; with grad_accum == 1 it also
- *                applies the optimizer update (then `update` has no stages).  With
- *                grad_accum > 1 it adds the gradients into GRAD_ACCUM state slices.
- *   update       run once after every grad_accum micro-batches: optimizer update from the
- *                accumulated gradients, then zeroes them.  n_stages 0 when micro_batch updates.
+ *   micro_batch  forward + loss + backward for one micro-batch; with grad_accum == 1 it may
+ *                also apply the optimizer update (then `update` has no stages).  With
+ *                grad_accum > 1 (or replicas > 1) it adds the gradients into GRAD_ACCUM state
+ *                slices (one set per replica).  With replicas R > 1 the program holds R copies
+ *                of the per-replica stage list (n_stages = R * per-replica count, replica r's
+ *                stages at [r * n_stages / R, (r + 1) * n_stages / R)); each replica runs on its
+ *                own micro-batch with its own train tensor buffers.
+ *   update       run once after every grad_accum micro-batches (of every replica): sums the
+ *                replicas' accumulators in replica order, averages, applies the optimizer,
+ *                zeroes them.  n_stages 0 when micro_batch updates.
  *   eval         inference-mode forward (BN running stats, no dropout) + loss + top-1 count,
  *                no state writes.  n_stages 0: the model cannot evaluate (cnnrt_evaluate
  *                returns CNNRT_UNSUPPORTED).
@@ -129,7 +134,7 @@ typedef struct cnnc_abi_profile {
  *   correct  f32 [1]: number of samples whose top-1 class equals the label (ditto)
  * Each stage returns 0, or nonzero on failure (the runtime reports the stage by name). */
 #define CNNC_ABI_TRAIN_MAGIC 0x4e524e54u /* "TNRN" */
-#define CNNC_ABI_TRAIN_VERSION 1u
+#define CNNC_ABI_TRAIN_VERSION 2u
 #define CNNC_ABI_TRAIN_SYMBOL "cnnc_train_v1"
 
 enum cnnc_abi_state_kind {
@@ -186,6 +191,21 @@ typedef struct cnnc_abi_train {
   const cnnc_abi_state_tensor *state;
   cnnc_abi_program micro_batch, update, eval;
   const char *optimizer_json; /* the optimizer settings as a JSON object, or NULL */
+  /* version 2: replicas and pipelining.  Zero fields mean: 1 replica, no forward/backward
+   * split known (the runtime runs every schedule as sequential), sequential. */
+  int32_t replicas;          /* data-parallel replicas in micro_batch (0 = 1) */
+  int32_t n_fwd_stages;      /* per replica: the first n_fwd_stages stages are forward stages (one
+                              * per shard, shard order), the rest backward; 0 = unknown */
+  int32_t schedule;          /* enum cnnc_abi_schedule: order of the micro-batches of one update */
+  int32_t recompute;         /* 0 none, 1 auto, 2 pipeline, 3 all (informational) */
 } cnnc_abi_train;
+
+/* How the runtime orders one update's grad_accum micro-batches on each shard's thread group
+ * (results are identical: every backward stage sees the micro-batches in index order). */
+enum cnnc_abi_schedule {
+  CNNC_ABI_SCHED_SEQUENTIAL = 0,  /* one micro-batch through all stages at a time */
+  CNNC_ABI_SCHED_GROUPED = 1,     /* every forward of the group, then every backward */
+  CNNC_ABI_SCHED_INTERLEAVED = 2  /* 1F1B: warm-up forwards, then one backward, one forward */
+};
 
 #endif

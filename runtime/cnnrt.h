@@ -178,13 +178,30 @@ CNNRT_API cnnrt_status cnnrt_op_profile_at(const cnnrt_model *m, int shard, int 
 /* ==== training (docs/runtime.md "Training") ===============================================
  * Only for models compiled with --mode training (cnnrt_is_training).  The model owns its
  * state (params, optimizer state, BN statistics) from cnnrt_open to cnnrt_close; training
- * calls are serialised with each other and with the setters.  Stages run one after another
- * on their shard's thread group (the sequential schedule). */
+ * calls are serialised with each other and with the setters.  Each shard's stages run on its
+ * own thread group; the micro-batches of one update are ordered per the compiled
+ * --pipeline-schedule (sequential, grouped, interleaved), replicas one after another or, with
+ * the environment variable CNNRT_REPLICA_MODE=parallel, each on its own thread groups. */
 
 /* Nonzero if m was compiled for training (has the training descriptor). */
 CNNRT_API int cnnrt_is_training(const cnnrt_model *m);
-/* Micro-batches per weight update (gradient accumulation; 1 without), 0 for inference. */
+/* Micro-batches per weight update: gradient accumulation times replicas (1 without either),
+ * 0 for inference. */
 CNNRT_API int cnnrt_grad_accum(const cnnrt_model *m);
+
+/* Planned memory of a training program (0 micro_batch, 1 update, 2 eval), from the
+ * descriptor: docs/training.md "Memory". */
+typedef struct cnnrt_train_plan {
+  int n_stages;            /* stages of the program (every replica's) */
+  int replicas, grad_accum, schedule; /* schedule: 0 sequential, 1 grouped, 2 interleaved */
+  int recompute;           /* 0 none, 1 auto, 2 pipeline, 3 all */
+  size_t tensor_bytes;     /* train tensors one micro-batch of one replica uses (stashed
+                              activations, stage boundaries, labels, images) */
+  size_t scratch_peak;     /* the largest stage scratch */
+  size_t frames;           /* micro-batches in flight: replicas * grad_accum (micro_batch), else 1 */
+  size_t planned_bytes;    /* state + frames * tensor_bytes + scratch of every thread group */
+} cnnrt_train_plan;
+CNNRT_API cnnrt_status cnnrt_train_plan_info(const cnnrt_model *m, int program, cnnrt_train_plan *out);
 /* Weight updates done so far (restored by cnnrt_load_checkpoint). */
 CNNRT_API int64_t cnnrt_train_steps_done(const cnnrt_model *m);
 

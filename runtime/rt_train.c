@@ -17,128 +17,310 @@
 #define RT_MAX_STATE (1 << 20)
 #define RT_MAX_STAGES 65536
 
-/* ---- thread groups ---------------------------------------------------------------------- */
-typedef struct rt_pool_arg {
-  rt_pool *p;
-  int tid;
-} rt_pool_arg;
+/* ---- the training executor --------------------------------------------------------------
+ * Thread groups: one per (replica group, shard); every thread is a dedicated pthread (tid 0
+ * leads).  Frames: one set of train tensor buffers per in-flight micro-batch (replica r,
+ * accumulation index a -> frame r * grad_accum + a).  A run hands each group an ordered job
+ * list (stage, frame, position of the stage in its replica's program); a job waits until its
+ * frame has completed every earlier stage (progress[frame] == position), so a list order is a
+ * pipeline schedule (docs/training.md "Pipelined training").  With CNNRT_REPLICA_MODE=parallel
+ * the replicas get their own groups (threads of a shard divided between them) and run at the
+ * same time; by default they share the shard's group and run one after another. */
+typedef struct rt_job {
+  const cnnc_abi_stage *st;
+  int frame, seq;
+} rt_job;
 
-struct rt_pool {
-  int nthreads, n_started;
-  pthread_t *tids;          /* [nthreads]; [0] unused: the caller is thread 0 */
-  rt_pool_arg *args;
+typedef struct rt_tgroup rt_tgroup;
+typedef struct rt_targ {
+  rt_tgroup *g;
+  int tid;
+} rt_targ;
+
+struct rt_tgroup {
+  rt_pool *x;
+  int shard, nthreads, n_started;
+  pthread_t *tids;
+  rt_targ *args;
   rt_barrier barrier;
-  _Atomic uint32_t job_gen;
-  _Atomic int stop;
-  _Atomic int32_t rc;
-  const cnnc_abi_stage *stage; /* the job: set by the caller before bumping job_gen */
-  void **io;
-  void *state, *scratch;
+  _Atomic uint32_t job_gen, list_gen;
+  const cnnc_abi_stage *stage; /* the running job, set by the leader before bumping job_gen */
+  void **io, *scratch;
+  rt_job *jobs;
+  int n_jobs, cap_jobs;
 };
 
-static void rt_pool_share(rt_pool *p, int tid) {
-  int32_t rc = p->stage->run(p->io, p->state, p->scratch, tid, p->nthreads, rt_barrier_cb, &p->barrier);
+struct rt_pool {
+  cnnrt_model *m;
+  int n_groups, par, n_frames, n_tensors;
+  rt_tgroup *groups;
+  void ***fptr;                /* [n_frames][n_tensors] */
+  _Atomic uint32_t *progress;  /* [n_frames]: stages completed in this run */
+  _Atomic uint32_t done;       /* groups that finished their list */
+  _Atomic int stop;
+  _Atomic int32_t rc;          /* first failing stage's return value */
+  const cnnc_abi_stage *_Atomic failed;
+};
+
+static void rt_tg_share(rt_tgroup *g, int tid) {
+  rt_pool *x = g->x;
+  int32_t rc = g->stage->run(g->io, x->m->tr->state, g->scratch, tid, g->nthreads, rt_barrier_cb, &g->barrier);
   if (rc != 0) {
     int32_t zero = 0;
-    atomic_compare_exchange_strong(&p->rc, &zero, rc);
+    if (atomic_compare_exchange_strong(&x->rc, &zero, rc)) atomic_store(&x->failed, g->stage);
   }
-  rt_barrier_wait(&p->barrier);
+  rt_barrier_wait(&g->barrier);
 }
 
-static void *rt_pool_main(void *arg) {
-  rt_pool_arg *a = arg;
+static void rt_tg_lead(rt_tgroup *g) {
+  rt_pool *x = g->x;
+  for (int j = 0; j < g->n_jobs; j++) {
+    const rt_job *jb = &g->jobs[j];
+    uint32_t p;
+    while ((p = atomic_load_explicit(&x->progress[jb->frame], memory_order_acquire)) != (uint32_t)jb->seq)
+      rt_wait_change(&x->progress[jb->frame], p);
+    if (atomic_load(&x->rc) == 0) { /* after a failure the rest only passes the frames on */
+      for (int k = 0; k < jb->st->n_io; k++) g->io[k] = x->fptr[jb->frame][jb->st->io[k]];
+      g->stage = jb->st;
+      if (g->nthreads > 1) {
+        atomic_fetch_add_explicit(&g->job_gen, 1, memory_order_release);
+        rt_wake_all(&g->job_gen);
+      }
+      rt_tg_share(g, 0);
+      atomic_fetch_add_explicit(&x->m->runs[g->shard], 1, memory_order_relaxed);
+    }
+    atomic_fetch_add_explicit(&x->progress[jb->frame], 1, memory_order_release);
+    rt_wake_all(&x->progress[jb->frame]);
+  }
+  atomic_fetch_add_explicit(&x->done, 1, memory_order_release);
+  rt_wake_all(&x->done);
+}
+
+static void *rt_tg_main(void *arg) {
+  rt_targ *a = arg;
+  rt_tgroup *g = a->g;
+  _Atomic uint32_t *gen = a->tid == 0 ? &g->list_gen : &g->job_gen;
   uint32_t seen = 0;
   for (;;) {
-    rt_wait_change(&a->p->job_gen, seen);
-    seen = atomic_load_explicit(&a->p->job_gen, memory_order_acquire);
-    if (atomic_load_explicit(&a->p->stop, memory_order_acquire)) return NULL;
-    rt_pool_share(a->p, a->tid);
+    rt_wait_change(gen, seen);
+    seen = atomic_load_explicit(gen, memory_order_acquire);
+    if (atomic_load_explicit(&g->x->stop, memory_order_acquire)) return NULL;
+    if (a->tid == 0) rt_tg_lead(g);
+    else rt_tg_share(g, a->tid);
   }
-}
-
-static void rt_pool_stop(rt_pool *p) {
-  atomic_store_explicit(&p->stop, 1, memory_order_release);
-  atomic_fetch_add_explicit(&p->job_gen, 1, memory_order_release);
-  rt_wake_all(&p->job_gen);
-  for (int t = 1; t < p->n_started; t++) pthread_join(p->tids[t], NULL);
-  free(p->tids);
-  free(p->args);
-  memset(p, 0, sizeof *p);
 }
 
 static void rt_pools_stop(cnnrt_model *m) {
-  if (!m->tr || !m->tr->pools) return;
-  for (int s = 0; s < m->d->n_shards; s++) rt_pool_stop(&m->tr->pools[s]);
-  free(m->tr->pools);
+  rt_pool *x = m->tr ? m->tr->pools : NULL;
+  if (!x) return;
+  atomic_store_explicit(&x->stop, 1, memory_order_release);
+  for (int i = 0; x->groups && i < x->n_groups; i++) {
+    rt_tgroup *g = &x->groups[i];
+    atomic_fetch_add_explicit(&g->list_gen, 1, memory_order_release);
+    atomic_fetch_add_explicit(&g->job_gen, 1, memory_order_release);
+    rt_wake_all(&g->list_gen);
+    rt_wake_all(&g->job_gen);
+  }
+  for (int i = 0; x->groups && i < x->n_groups; i++) {
+    rt_tgroup *g = &x->groups[i];
+    for (int t = 0; t < g->n_started; t++) pthread_join(g->tids[t], NULL);
+    free(g->tids);
+    free(g->args);
+    free(g->io);
+    free(g->jobs);
+    rt_free(m, g->scratch);
+  }
+  const cnnc_abi_train *t = m->tr->t;
+  for (int f = 0; x->fptr && f < x->n_frames; f++) {
+    for (int k = 0; x->fptr[f] && k < t->n_tensors; k++)
+      if (k != t->images && k != t->labels) rt_free(m, x->fptr[f][k]);
+    free(x->fptr[f]);
+  }
+  free(x->fptr);
+  free((void *)x->progress);
+  free(x->groups);
+  free(x);
   m->tr->pools = NULL;
 }
 
-static cnnrt_status rt_pool_start(cnnrt_model *m, rt_pool *p, int nthreads) {
-  p->nthreads = nthreads;
-  p->n_started = 1;
-  rt_barrier_init(&p->barrier, (uint32_t)nthreads);
-  atomic_init(&p->job_gen, 0);
-  atomic_init(&p->stop, 0);
-  atomic_init(&p->rc, 0);
-  p->tids = calloc((size_t)nthreads, sizeof *p->tids);
-  p->args = calloc((size_t)nthreads, sizeof *p->args);
-  if (!p->tids || !p->args) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
-  for (int t = 1; t < nthreads; t++) {
-    p->args[t] = (rt_pool_arg){p, t};
-    int e = pthread_create(&p->tids[t], NULL, rt_pool_main, &p->args[t]);
+static int rt_replicas(const cnnc_abi_train *t) { return t->replicas > 1 ? t->replicas : 1; }
+
+/* Replica-parallel mode: CNNRT_REPLICA_MODE=parallel (and more than one replica). */
+static int rt_replica_parallel(const cnnc_abi_train *t) {
+  const char *e = getenv("CNNRT_REPLICA_MODE");
+  return rt_replicas(t) > 1 && e && !strcmp(e, "parallel");
+}
+
+static rt_tgroup *rt_group_of(rt_pool *x, int replica, int shard) {
+  return &x->groups[(x->par ? replica : 0) * x->m->d->n_shards + shard];
+}
+
+static cnnrt_status rt_group_start(cnnrt_model *m, rt_pool *x, rt_tgroup *g, int shard, int nthreads) {
+  const cnnc_abi_train *t = m->tr->t;
+  g->x = x, g->shard = shard, g->nthreads = nthreads;
+  rt_barrier_init(&g->barrier, (uint32_t)nthreads);
+  atomic_init(&g->job_gen, 0);
+  atomic_init(&g->list_gen, 0);
+  size_t sb = RT_ALIGN, nio = 1;
+  const cnnc_abi_program *progs[3] = {&t->micro_batch, &t->update, &t->eval};
+  for (int p = 0; p < 3; p++)
+    for (int k = 0; k < progs[p]->n_stages; k++) {
+      const cnnc_abi_stage *st = &progs[p]->stages[k];
+      if (st->shard == shard && (size_t)st->scratch_bytes > sb) sb = (size_t)st->scratch_bytes;
+      if ((size_t)st->n_io > nio) nio = (size_t)st->n_io;
+    }
+  g->tids = calloc((size_t)nthreads, sizeof *g->tids);
+  g->args = calloc((size_t)nthreads, sizeof *g->args);
+  g->io = calloc(nio, sizeof *g->io);
+  g->scratch = rt_alloc(m, sb);
+  if (!g->tids || !g->args || !g->io || !g->scratch)
+    return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for a training thread group (scratch %zu bytes)", m->path, sb);
+  for (int i = 0; i < nthreads; i++) {
+    g->args[i] = (rt_targ){g, i};
+    int e = pthread_create(&g->tids[i], NULL, rt_tg_main, &g->args[i]);
     if (e != 0) return rt_fail(CNNRT_INTERNAL, "%s: cannot start a training thread: %s", m->path, strerror(e));
-    p->n_started++;
+    g->n_started++;
   }
   return CNNRT_OK;
 }
 
-/* (Re)starts the groups when absent or when cnnrt_set_threads changed a count. */
+static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
+  const cnnc_abi_train *t = m->tr->t;
+  int ns = m->d->n_shards, R = rt_replicas(t);
+  x->par = rt_replica_parallel(t);
+  x->n_groups = (x->par ? R : 1) * ns;
+  x->n_frames = R * t->grad_accum;
+  x->n_tensors = t->n_tensors;
+  x->groups = calloc((size_t)x->n_groups, sizeof *x->groups);
+  x->fptr = calloc((size_t)x->n_frames, sizeof *x->fptr);
+  x->progress = calloc((size_t)x->n_frames, sizeof *x->progress);
+  if (!x->groups || !x->fptr || !x->progress) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
+  for (int f = 0; f < x->n_frames; f++) {
+    if (!(x->fptr[f] = calloc((size_t)t->n_tensors, sizeof **x->fptr))) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
+    for (int k = 0; k < t->n_tensors; k++) {
+      if (k == t->images || k == t->labels) continue;
+      if (!(x->fptr[f][k] = rt_alloc(m, (size_t)t->tensors[k].bytes)))
+        return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for training tensor '%s'", m->path, t->tensors[k].name);
+    }
+  }
+  for (int i = 0; i < x->n_groups; i++) {
+    int s = i % ns, nt = m->threads[s];
+    if (x->par) nt = nt / R > 1 ? nt / R : 1;
+    cnnrt_status st = rt_group_start(m, x, &x->groups[i], s, nt);
+    if (st != CNNRT_OK) return st;
+  }
+  return CNNRT_OK;
+}
+
+/* (Re)starts the executor when absent or when cnnrt_set_threads changed a count. */
 static cnnrt_status rt_pools_ready(cnnrt_model *m) {
   rt_trainer *tr = m->tr;
-  int ns = m->d->n_shards;
-  for (int s = 0; tr->pools && s < ns; s++)
-    if (tr->pools[s].nthreads != m->threads[s]) {
+  rt_pool *x = tr->pools;
+  for (int i = 0; x && i < x->n_groups; i++) {
+    int s = x->groups[i].shard, nt = m->threads[s];
+    if (x->par) nt = nt / rt_replicas(tr->t) > 1 ? nt / rt_replicas(tr->t) : 1;
+    if (x->groups[i].nthreads != nt) {
       rt_pools_stop(m);
       break;
     }
+  }
   if (tr->pools) return CNNRT_OK;
-  if (!(tr->pools = calloc((size_t)ns, sizeof *tr->pools))) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
-  for (int s = 0; s < ns; s++) {
-    cnnrt_status st = rt_pool_start(m, &tr->pools[s], m->threads[s]);
-    if (st != CNNRT_OK) {
-      rt_pools_stop(m);
-      return st;
+  if (!(x = calloc(1, sizeof *x))) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
+  x->m = m;
+  tr->pools = x;
+  cnnrt_status st = rt_pools_alloc(m, x);
+  if (st != CNNRT_OK) rt_pools_stop(m);
+  return st;
+}
+
+static cnnrt_status rt_push_job(cnnrt_model *m, rt_tgroup *g, const cnnc_abi_stage *st, int frame, int seq) {
+  if (g->n_jobs == g->cap_jobs) {
+    int cap = g->cap_jobs ? 2 * g->cap_jobs : 16;
+    rt_job *j = realloc(g->jobs, (size_t)cap * sizeof *j);
+    if (!j) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
+    g->jobs = j, g->cap_jobs = cap;
+  }
+  g->jobs[g->n_jobs++] = (rt_job){st, frame, seq};
+  return CNNRT_OK;
+}
+
+/* Runs the job lists already pushed, waits for them, resets the lists. */
+static cnnrt_status rt_run_jobs(cnnrt_model *m) {
+  rt_pool *x = m->tr->pools;
+  for (int f = 0; f < x->n_frames; f++) atomic_store(&x->progress[f], 0);
+  atomic_store(&x->done, 0);
+  atomic_store(&x->rc, 0);
+  atomic_store(&x->failed, NULL);
+  uint32_t active = 0;
+  for (int i = 0; i < x->n_groups; i++)
+    if (x->groups[i].n_jobs > 0) {
+      active++;
+      atomic_fetch_add_explicit(&x->groups[i].list_gen, 1, memory_order_release);
+      rt_wake_all(&x->groups[i].list_gen);
     }
+  uint32_t d;
+  while ((d = atomic_load_explicit(&x->done, memory_order_acquire)) != active) rt_wait_change(&x->done, d);
+  for (int i = 0; i < x->n_groups; i++) x->groups[i].n_jobs = 0;
+  int32_t rc = atomic_load(&x->rc);
+  if (rc != 0) {
+    const cnnc_abi_stage *st = atomic_load(&x->failed);
+    return rt_fail(CNNRT_INTERNAL, "%s: training stage '%s' (shard %d) returned %d", m->path, st && st->name ? st->name : "?",
+                   st ? st->shard : -1, rc);
   }
   return CNNRT_OK;
 }
 
-static cnnrt_status rt_run_stage(cnnrt_model *m, const cnnc_abi_stage *st) {
-  rt_trainer *tr = m->tr;
-  rt_pool *p = &tr->pools[st->shard];
-  for (int k = 0; k < st->n_io; k++) tr->io[k] = tr->tbuf[st->io[k]];
-  p->stage = st;
-  p->io = tr->io;
-  p->state = tr->state;
-  p->scratch = tr->scratch;
-  atomic_store(&p->rc, 0);
-  if (p->nthreads > 1) {
-    atomic_fetch_add_explicit(&p->job_gen, 1, memory_order_release);
-    rt_wake_all(&p->job_gen);
-  }
-  rt_pool_share(p, 0);
-  int32_t rc = atomic_load(&p->rc);
-  atomic_fetch_add_explicit(&m->runs[st->shard], 1, memory_order_relaxed);
-  if (rc != 0) return rt_fail(CNNRT_INTERNAL, "%s: training stage '%s' (shard %d) returned %d", m->path, st->name, st->shard, rc);
-  return CNNRT_OK;
-}
-
+/* Every stage of prog in order on frame 0 (replica 0's groups). */
 static cnnrt_status rt_run_program(cnnrt_model *m, const cnnc_abi_program *prog) {
+  if (prog->n_stages == 0) return CNNRT_OK;
+  rt_pool *x = m->tr->pools;
   for (int k = 0; k < prog->n_stages; k++) {
-    cnnrt_status s = rt_run_stage(m, &prog->stages[k]);
+    cnnrt_status s = rt_push_job(m, rt_group_of(x, 0, prog->stages[k].shard), &prog->stages[k], 0, k);
     if (s != CNNRT_OK) return s;
   }
-  return CNNRT_OK;
+  return rt_run_jobs(m);
+}
+
+/* The micro_batch jobs of one update: replica r's stages on frames r*ga .. r*ga+ga-1 in the
+ * order of the descriptor's schedule (sequential when the forward/backward split is unknown). */
+static cnnrt_status rt_push_micro_batches(cnnrt_model *m) {
+  rt_pool *x = m->tr->pools;
+  const cnnc_abi_train *t = m->tr->t;
+  int R = rt_replicas(t), ga = t->grad_accum, P = t->micro_batch.n_stages / R, F = t->n_fwd_stages;
+  int sched = F > 0 && F <= P ? t->schedule : CNNC_ABI_SCHED_SEQUENTIAL;
+  cnnrt_status s = CNNRT_OK;
+  for (int r = 0; r < R && s == CNNRT_OK; r++) {
+    const cnnc_abi_stage *st = t->micro_batch.stages + (size_t)r * (size_t)P;
+    int f0 = r * ga;
+    if (sched == CNNC_ABI_SCHED_SEQUENTIAL) {
+      for (int a = 0; a < ga; a++)
+        for (int k = 0; k < P && s == CNNRT_OK; k++) s = rt_push_job(m, rt_group_of(x, r, st[k].shard), &st[k], f0 + a, k);
+      continue;
+    }
+    for (int sh = 0; sh < m->d->n_shards && s == CNNRT_OK; sh++) {
+      rt_tgroup *g = rt_group_of(x, r, sh);
+      int kf = -1, kb = -1, nf = 0, nb = 0;
+      for (int k = 0; k < P; k++)
+        if (st[k].shard == sh) {
+          if (k < F) kf = k, nf++;
+          else kb = k, nb++;
+        }
+      if (sched == CNNC_ABI_SCHED_INTERLEAVED && nf == 1 && nb <= 1) { /* 1F1B */
+        int warm = F - kf < ga ? F - kf : ga, next = 0;
+        for (; next < warm && s == CNNRT_OK; next++) s = rt_push_job(m, g, &st[kf], f0 + next, kf);
+        for (int a = 0; a < ga && s == CNNRT_OK; a++) {
+          if (kb >= 0) s = rt_push_job(m, g, &st[kb], f0 + a, kb);
+          if (next < ga && s == CNNRT_OK) s = rt_push_job(m, g, &st[kf], f0 + next, kf), next++;
+        }
+        continue;
+      }
+      for (int k = 0; k < P; k++) /* grouped: every forward of the group, then every backward */
+        for (int a = 0; a < ga && s == CNNRT_OK && st[k].shard == sh && k < F; a++) s = rt_push_job(m, g, &st[k], f0 + a, k);
+      for (int k = F; k < P; k++)
+        for (int a = 0; a < ga && s == CNNRT_OK && st[k].shard == sh; a++) s = rt_push_job(m, g, &st[k], f0 + a, k);
+    }
+  }
+  return s;
 }
 
 /* ---- descriptor validation -------------------------------------------------------------- */
@@ -244,45 +426,28 @@ static cnnrt_status rt_check_train(const cnnrt_model *m) {
       (s = rt_check_program(m, &t->update, "update")) || (s = rt_check_program(m, &t->eval, "eval")))
     return s;
   if (t->micro_batch.n_stages == 0) return rt_fail(CNNRT_BAD_MODEL, "%s: training program micro_batch has no stages", p);
+  if (t->replicas < 0 || t->replicas > 4096 || t->micro_batch.n_stages % rt_replicas(t) != 0 || t->n_fwd_stages < 0 ||
+      t->n_fwd_stages > t->micro_batch.n_stages / rt_replicas(t) || t->schedule < 0 || t->schedule > CNNC_ABI_SCHED_INTERLEAVED ||
+      t->grad_accum > 65536)
+    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: replicas %d, grad_accum %d, %d micro_batch stages, %d forward, schedule %d",
+                   p, t->replicas, t->grad_accum, t->micro_batch.n_stages, t->n_fwd_stages, t->schedule);
   if (t->grad_accum > 1 && t->update.n_stages == 0)
     return rt_fail(CNNRT_BAD_MODEL, "%s: grad_accum %d needs an update program", p, t->grad_accum);
   return CNNRT_OK;
 }
 
 /* ---- attach / free ---------------------------------------------------------------------- */
-static size_t rt_max_stage(const cnnc_abi_program *p, int io) {
-  size_t best = 0;
-  for (int k = 0; k < p->n_stages; k++) {
-    size_t v = io ? (size_t)p->stages[k].n_io : (size_t)p->stages[k].scratch_bytes;
-    if (v > best) best = v;
-  }
-  return best;
-}
-
 static cnnrt_status rt_train_alloc(cnnrt_model *m) {
   rt_trainer *tr = m->tr;
   const cnnc_abi_train *t = tr->t;
   tr->state = rt_alloc(m, (size_t)t->state_bytes);
-  tr->tbuf = calloc((size_t)t->n_tensors, sizeof *tr->tbuf);
-  size_t nio = 1, sb = RT_ALIGN;
-  const cnnc_abi_program *progs[3] = {&t->micro_batch, &t->update, &t->eval};
-  for (int k = 0; k < 3; k++) {
-    if (rt_max_stage(progs[k], 1) > nio) nio = rt_max_stage(progs[k], 1);
-    if (rt_max_stage(progs[k], 0) > sb) sb = rt_max_stage(progs[k], 0);
-  }
-  tr->io = calloc(nio, sizeof *tr->io);
-  tr->scratch = rt_alloc(m, sb);
-  if (!tr->state || !tr->tbuf || !tr->io || !tr->scratch)
+  if (!tr->state)
     return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for the training state (%lld bytes)", m->path,
                    (long long)t->state_bytes);
-  for (int k = 0; k < t->n_tensors; k++) {
-    if (k == t->images || k == t->labels) continue;
-    if (!(tr->tbuf[k] = rt_alloc(m, (size_t)t->tensors[k].bytes)))
-      return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for training tensor '%s'", m->path, t->tensors[k].name);
-  }
+  memset(tr->state, 0, (size_t)t->state_bytes);
   for (int i = 0; i < t->n_state; i++)
     if (t->state[i].init) memcpy((char *)tr->state + t->state[i].offset, t->state[i].init, (size_t)t->state[i].bytes);
-  return CNNRT_OK;
+  return CNNRT_OK; /* train tensor frames and thread groups: rt_pools_ready, at the first run */
 }
 
 cnnrt_status rt_train_attach(cnnrt_model *m) {
@@ -322,7 +487,38 @@ static cnnrt_status rt_need_train(const cnnrt_model *m, const char *fn) {
 }
 
 CNNRT_API int cnnrt_is_training(const cnnrt_model *m) { return m && m->tr; }
-CNNRT_API int cnnrt_grad_accum(const cnnrt_model *m) { return m && m->tr ? m->tr->t->grad_accum : 0; }
+/* Micro-batches per weight update: grad_accum of every replica (what cnnrt_train_step takes per update). */
+CNNRT_API int cnnrt_grad_accum(const cnnrt_model *m) { return m && m->tr ? m->tr->t->grad_accum * rt_replicas(m->tr->t) : 0; }
+CNNRT_API cnnrt_status cnnrt_train_plan_info(const cnnrt_model *m, int program, cnnrt_train_plan *out) {
+  rt_clear_error();
+  cnnrt_status s = rt_need_train(m, "cnnrt_train_plan_info");
+  if (s != CNNRT_OK) return s;
+  if (!out || program < 0 || program > 2)
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_train_plan_info: program %d (0 micro_batch, 1 update, 2 eval) or out NULL", program);
+  const cnnc_abi_train *t = m->tr->t;
+  const cnnc_abi_program *p = program == 0 ? &t->micro_batch : program == 1 ? &t->update : &t->eval;
+  int R = rt_replicas(t), per = program == 0 ? p->n_stages / R : p->n_stages;
+  memset(out, 0, sizeof *out);
+  out->n_stages = p->n_stages, out->replicas = R, out->grad_accum = t->grad_accum, out->schedule = t->schedule;
+  out->recompute = t->recompute;
+  out->frames = program == 0 ? (size_t)R * (size_t)t->grad_accum : 1;
+  char *used = calloc((size_t)t->n_tensors, 1);
+  if (!used) return rt_fail(CNNRT_OUT_OF_MEMORY, "cnnrt_train_plan_info: out of memory");
+  size_t *group_scratch = calloc((size_t)m->d->n_shards, sizeof *group_scratch);
+  for (int k = 0; k < per; k++) {
+    const cnnc_abi_stage *st = &p->stages[k];
+    for (int j = 0; j < st->n_io; j++)
+      if (!used[st->io[j]]) used[st->io[j]] = 1, out->tensor_bytes += (size_t)t->tensors[st->io[j]].bytes;
+    if ((size_t)st->scratch_bytes > out->scratch_peak) out->scratch_peak = (size_t)st->scratch_bytes;
+    if (group_scratch && (size_t)st->scratch_bytes > group_scratch[st->shard]) group_scratch[st->shard] = (size_t)st->scratch_bytes;
+  }
+  out->planned_bytes = (size_t)t->state_bytes + out->frames * out->tensor_bytes;
+  for (int sh = 0; group_scratch && sh < m->d->n_shards; sh++) out->planned_bytes += group_scratch[sh];
+  free(used);
+  free(group_scratch);
+  return CNNRT_OK;
+}
+
 CNNRT_API int64_t cnnrt_train_steps_done(const cnnrt_model *m) { return m && m->tr ? m->tr->step : 0; }
 CNNRT_API double cnnrt_learning_rate(const cnnrt_model *m) { return m && m->tr ? m->tr->lr : 0; }
 
@@ -372,19 +568,26 @@ static cnnrt_status rt_check_batch_args(cnnrt_model *m, const char *fn, const vo
   return CNNRT_OK;
 }
 
-/* Runs prog on micro-batches [0, n_mb), adding the loss and correct counts. */
-static cnnrt_status rt_feed_and_run(cnnrt_model *m, const cnnc_abi_program *prog, const void *images, const float *labels,
-                                    int i, double *loss_sum, double *correct_sum) {
+/* Points frame f at micro-batch i of the caller's data and writes the lr. */
+static void rt_feed(cnnrt_model *m, int f, const void *images, const float *labels, int i) {
   rt_trainer *tr = m->tr;
   const cnnc_abi_train *t = tr->t;
+  void **fp = tr->pools->fptr[f];
   size_t per = (size_t)t->tensors[t->images].bytes;
   int b = m->d->batch_size;
-  tr->tbuf[t->images] = (char *)(uintptr_t)images + (size_t)i * per; /* stages only read inputs */
-  tr->tbuf[t->labels] = (float *)(uintptr_t)(labels + (size_t)i * (size_t)b);
-  *(float *)tr->tbuf[t->lr] = (float)tr->lr;
+  fp[t->images] = (char *)(uintptr_t)images + (size_t)i * per; /* stages only read inputs */
+  fp[t->labels] = (float *)(uintptr_t)(labels + (size_t)i * (size_t)b);
+  *(float *)fp[t->lr] = (float)tr->lr;
+}
+
+/* Runs prog on micro-batch i (frame 0), adding the loss and correct counts. */
+static cnnrt_status rt_feed_and_run(cnnrt_model *m, const cnnc_abi_program *prog, const void *images, const float *labels,
+                                    int i, double *loss_sum, double *correct_sum) {
+  const cnnc_abi_train *t = m->tr->t;
+  rt_feed(m, 0, images, labels, i);
   cnnrt_status s = rt_run_program(m, prog);
-  *loss_sum += *(const float *)tr->tbuf[t->loss];
-  *correct_sum += *(const float *)tr->tbuf[t->correct];
+  *loss_sum += *(const float *)m->tr->pools->fptr[0][t->loss];
+  *correct_sum += *(const float *)m->tr->pools->fptr[0][t->correct];
   return s;
 }
 
@@ -396,25 +599,33 @@ static void rt_report(int n_mb, int b, double loss_sum, double correct_sum, floa
 CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
                                         int n, float *loss, float *accuracy) {
   rt_clear_error();
-  if (m && m->tr && (n < 1 || n > INT32_MAX / m->tr->t->grad_accum))
+  int ga = m && m->tr ? m->tr->t->grad_accum : 1, per_update = m && m->tr ? ga * rt_replicas(m->tr->t) : 1;
+  if (m && m->tr && (n < 1 || n > INT32_MAX / per_update))
     return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_train_step: n is %d, must be >= 1", n);
-  int ga = m && m->tr ? m->tr->t->grad_accum : 1;
-  cnnrt_status s = rt_check_batch_args(m, "cnnrt_train_step", images, images_bytes, labels, n * ga);
+  cnnrt_status s = rt_check_batch_args(m, "cnnrt_train_step", images, images_bytes, labels, n * per_update);
   if (s != CNNRT_OK) return s;
   const cnnc_abi_train *t = m->tr->t;
   double loss_sum = 0, correct_sum = 0;
   pthread_mutex_lock(&m->lock);
   s = rt_pools_ready(m);
+  int R = rt_replicas(t);
   for (int u = 0; u < n && s == CNNRT_OK; u++) {
     rt_trainer *tr = m->tr;
     if (tr->have_sched) tr->lr = cnnrt_lr_at(&tr->sched, (double)tr->step / (double)tr->steps_per_epoch);
-    for (int a = 0; a < ga && s == CNNRT_OK; a++)
-      s = rt_feed_and_run(m, &t->micro_batch, images, labels, u * ga + a, &loss_sum, &correct_sum);
+    /* micro-batch u*ga*R + a*R + r goes to replica r, accumulation slot a (frame r*ga + a) */
+    for (int r = 0; r < R; r++)
+      for (int a = 0; a < ga; a++) rt_feed(m, r * ga + a, images, labels, (u * ga + a) * R + r);
+    s = rt_push_micro_batches(m);
+    if (s == CNNRT_OK) s = rt_run_jobs(m);
+    for (int i = 0; i < ga * R && s == CNNRT_OK; i++) {
+      loss_sum += *(const float *)tr->pools->fptr[i][t->loss];
+      correct_sum += *(const float *)tr->pools->fptr[i][t->correct];
+    }
     if (s == CNNRT_OK) s = rt_run_program(m, &t->update);
     if (s == CNNRT_OK) m->tr->step++;
   }
   pthread_mutex_unlock(&m->lock);
-  if (s == CNNRT_OK) rt_report(n * ga, m->d->batch_size, loss_sum, correct_sum, loss, accuracy);
+  if (s == CNNRT_OK) rt_report(n * ga * R, m->d->batch_size, loss_sum, correct_sum, loss, accuracy);
   return s;
 }
 
