@@ -145,10 +145,15 @@ static void rt_pools_stop(cnnrt_model *m) {
 
 static int rt_replicas(const cnnc_abi_train *t) { return t->replicas > 1 ? t->replicas : 1; }
 
-/* Replica-parallel mode: CNNRT_REPLICA_MODE=parallel (and more than one replica). */
+/* Replica-parallel mode: CNNRT_REPLICA_MODE=parallel, more than one replica, and no BUFFER
+ * state (batchnorm running statistics: every replica's forward updates the same slice, which
+ * only one replica at a time may do; such models run their replicas one after another). */
 static int rt_replica_parallel(const cnnc_abi_train *t) {
   const char *e = getenv("CNNRT_REPLICA_MODE");
-  return rt_replicas(t) > 1 && e && !strcmp(e, "parallel");
+  if (rt_replicas(t) < 2 || !e || strcmp(e, "parallel")) return 0;
+  for (int i = 0; i < t->n_state; i++)
+    if (t->state[i].kind == CNNC_ABI_STATE_BUFFER) return 0;
+  return 1;
 }
 
 static rt_tgroup *rt_group_of(rt_pool *x, int replica, int shard) {

@@ -303,6 +303,8 @@ static void print_tensor(const char *what, const cnnrt_tensor_info *t) {
   printf("]  %zu bytes\n", t->bytes);
 }
 
+static void print_train_plan(cnnrt_model *m); /* cnnrun_train.inc */
+
 static int cmd_info(const opts *o) {
   cnnrt_model *m = open_model(o);
   if (o->json) {
@@ -327,6 +329,7 @@ static int cmd_info(const opts *o) {
     printf("  shard %-3d %s .. %s: %d ops, %.6g GFLOP, scratch %zu bytes, %d thread%s\n", s, sh.first_layer,
            sh.last_layer, sh.n_ops, sh.flops / 1e9, sh.scratch_bytes, sh.threads, sh.threads == 1 ? "" : "s");
   }
+  print_train_plan(m); /* cnnrun_train.inc */
   printf("%-12s %s\n", "options", cnnrt_options_json(m));
   cnnrt_close(m);
   return 0;

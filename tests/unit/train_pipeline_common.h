@@ -42,12 +42,28 @@ static const char *model_yml =
     "  - {name: r4, op: relu}\n"
     "  - {name: d2, op: dense, units: 5}\n";
 
+/* A batchnorm model with a residual add (batch statistics, running stats in the state). */
+static __attribute__((unused)) const char *bn_model_yml =
+    "name: pipe_train_bn\n"
+    "input: {shape: [2, 12, 12], dtype: f32, classes: 5}\n"
+    "layers:\n"
+    "  - {name: c1, op: conv, filters: 4, kernel: 3, padding: 1, bias: false}\n"
+    "  - {name: b1, op: batchnorm}\n"
+    "  - {name: r1, op: relu}\n"
+    "  - {name: c2, op: conv, filters: 4, kernel: 3, padding: 1, bias: false}\n"
+    "  - {name: b2, op: batchnorm}\n"
+    "  - {name: a2, op: add, inputs: [b2, r1]}\n"
+    "  - {name: r2, op: relu}\n"
+    "  - {name: p1, op: maxpool, kernel: 2, stride: 2}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d2, op: dense, units: 5}\n";
+
 static char model_path[512];
 static float *images, *labels; /* STEPS * TOTAL samples */
 static int64_t sample_elems;
 
 typedef struct result {
-  int n;                      /* params */
+  int n;                      /* trainable params and buffers (batchnorm running statistics) */
   char name[MAXP][64];
   float *w[MAXP];
   int64_t numel[MAXP];
@@ -129,7 +145,7 @@ static int train(const char *label, const char *const *kv, int n_kv, int batch, 
   }
   for (int i = 0; i < cnnrt_num_state(m) && !bad; i++) {
     cnnrt_state_info si;
-    if (cnnrt_state_info_at(m, i, &si) != CNNRT_OK || si.kind != CNNRT_STATE_PARAM) continue;
+    if (cnnrt_state_info_at(m, i, &si) != CNNRT_OK || (si.kind != CNNRT_STATE_PARAM && si.kind != CNNRT_STATE_BUFFER)) continue;
     if (r->n == MAXP) break;
     snprintf(r->name[r->n], sizeof r->name[0], "%s", si.name);
     r->numel[r->n] = (int64_t)si.bytes / 4;
