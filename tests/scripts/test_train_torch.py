@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""test_train_torch.py BUILD SRC — cnnc training (reference interpreter) against PyTorch.
+"""test_train_torch.py BUILD SRC — cnnc training (reference interpreter and compiled .so) against PyTorch.
 
-For fmnist_cnn and cifar_resnet8 (models/*.yml; PyTorch twins from tools/export_torchvision.py):
+For fmnist_cnn, cifar_resnet8 and (label long, CNNC_TRAIN_TORCH_MODELS=resnet18) resnet18 at a
+small input (models/*.yml, resnet18's input shape rewritten to RESNET18_INPUT; PyTorch twins
+from tools/export_torchvision.py):
   * build the PyTorch model with torch.manual_seed(0), randomise its BatchNorms, export the
     weights with cnnc names, put it in train mode (batch statistics);
   * a seeded batch of BATCH images and labels (u8 models: integers 0..255, divided by 255 for
@@ -18,6 +20,12 @@ outside the root), adam = torch.optim.Adam, adam + --weight-decay = torch.optim.
 --loss-scaling S: the gradients come out scaled by S (compared against S x torch's) and the
 update divides them back, so the weights match an unscaled torch run.  RMSprop and Adam are
 checked on cnnc's gradients (see ADAPTIVE below).
+resnet18 runs the configurations in RESNET18_CONFIGS only (the interpreter is slow at its size).
+Compiled path (COMPILED): the same weights compiled with `cnnc --mode training --weights W
+--optimizer O` and run through the runtime by BUILD/tests/train_so (cnnrt_train_step on the
+same batch): the first loss, the first step's gradients (read back from the momentum buffers
+P/momentum after step 1: v = g with no L2 and no loss scaling) and every param incl. BN
+running statistics after STEPS steps, vs PyTorch, same tolerance.
 Prints one line per comparison group and ends with "N passed, M failed"; exit 1 on failure."""
 import copy
 import os
@@ -40,7 +48,23 @@ BATCH = 4
 STEPS = 2
 TOL = 1e-4
 U8_MODELS = {"fmnist_cnn"}
-MODELS = ["fmnist_cnn", "cifar_resnet8"]
+# CNNC_TRAIN_TORCH_MODELS="..." selects models; resnet18 runs as the ctest `long` test
+# test_train_torch_resnet18 (~25 s of CPU in the interpreter per configuration).
+MODELS = os.environ.get("CNNC_TRAIN_TORCH_MODELS", "fmnist_cnn cifar_resnet8").split()
+# 64x64: layer4 at 2x2, 16 values per BN channel.  At 32x32 (1x1, 4 values) the BN gradient is
+# so ill-conditioned that PyTorch fp32 itself is 18% off its own float64 result.
+RESNET18_INPUT = (3, 64, 64)
+# resnet18's configurations: CONFIGS rows by label, plus its own rows.  Momentum at lr 0.05
+# moves ResNet-18 so far in one step that PyTorch fp32 differs from its own float64 run by
+# 8e-4 after the second step (cnnc's interpreter accumulates in double); at lr 0.005 by ~1e-5.
+RESNET18_CONFIGS = ("adam", "momentum lr 0.005")
+EXTRA_CONFIGS = [
+    ("momentum lr 0.005", ["--optimizer", "momentum", "--momentum", "0.9", "--lr", "0.005"],
+     lambda p: torch.optim.SGD(p, lr=0.005, momentum=0.9), 0.0),
+]
+# (model, cnnc --optimizer, torch optimizer factory) run compiled (cnnc --mode training + train_so)
+COMPILED = [("cifar_resnet8", "momentum", lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
+            ("cifar_resnet8", "nesterov", lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True))]
 
 # (label, train_interp flags, torch optimizer factory(params), label smoothing).  Adaptive
 # optimizers (RMSprop, Adam) take cnnc's gradients (see ADAPTIVE).
@@ -126,6 +150,68 @@ def fname(name):
     return name.replace("/", ".") + ".f32"
 
 
+def model_yml(name, tmp):
+    """The zoo model file; resnet18 with its input shape rewritten to RESNET18_INPUT."""
+    src = os.path.join(SRC, "models", name + ".yml")
+    if name != "resnet18":
+        return src
+    with open(src) as f:
+        text = f.read()
+    old = "shape: [3, 224, 224]"
+    if old not in text:
+        sys.exit("test_train_torch: %s has no '%s' to rewrite" % (src, old))
+    out = os.path.join(tmp, "resnet18_small.yml")
+    with open(out, "w") as f:
+        f.write(text.replace(old, "shape: [%d, %d, %d]" % RESNET18_INPUT, 1))
+    return out
+
+
+def compare(report, what, c_loss, t_loss, c_grads, t_grads, c_vals, t_vals, gnote="", pnote=""):
+    """Reports the loss, the gradients (c_grads(name, torch array) -> array, None when
+    missing) and the params after the steps (c_vals likewise)."""
+    report(abs(c_loss - t_loss) <= TOL * max(1.0, abs(t_loss)), "%s: loss cnnc %.7g torch %.7g" % (what, c_loss, t_loss))
+    for kind, cv, tv, note in (("gradients", c_grads, t_grads, gnote), ("params after %d steps" % STEPS, c_vals, t_vals, pnote)):
+        worst, missing = (0.0, ""), []
+        for n, t in tv.items():
+            got = cv(n, t)
+            if got is None:
+                missing.append(n)
+                continue
+            worst = max(worst, (rel_err(got, t), n))
+        report(not missing and worst[0] <= TOL, "%s: %d %s%s, worst rel err %.2e (%s)%s" % (
+            what, len(tv), kind, note, worst[0], worst[1],
+            "; missing " + ", ".join(missing[:4]) if missing else ""))
+
+
+def run_compiled(report, tmp, name, base, w, xp, lp, tx, labels, opt, make_opt):
+    """cnnc --mode training + train_so vs PyTorch on the same weights and batch."""
+    what = "%s %s (compiled .so)" % (name, opt)
+    so = os.path.join(tmp, "%s_%s.so" % (name, opt))
+    cmd = [os.path.join(BUILD, "cnnc"), model_yml(name, tmp), "--mode", "training", "--batch-size", str(BATCH),
+           "--weights", w, "--optimizer", opt, "--momentum", "0.9", "-o", so]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        report(False, "%s: cnnc failed: %s" % (what, (r.stderr + r.stdout).strip()[:300]))
+        return
+    dump = os.path.join(tmp, "%s_%s_so" % (name, opt))
+    r = subprocess.run([os.path.join(BUILD, "tests", "train_so"), so, "--input", xp, "--labels", lp, "--steps",
+                        str(STEPS), "--lr", "0.05", "--threads", "2", "--dump-dir", dump],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        report(False, "%s: train_so failed: %s" % (what, (r.stderr + r.stdout).strip()[:300]))
+        return
+    model = copy.deepcopy(base).train()
+    model.zoo_name = name
+    t_loss, t_grads, t_vals = torch_run(model, tx, labels, make_opt, 0.0)
+
+    def state(step, n, t):
+        p = os.path.join(dump, "step%d" % step, fname(n))
+        return read(p, t.shape) if os.path.exists(p) else None
+    c_loss = float(np.fromfile(os.path.join(dump, "loss.f32"), dtype="<f4")[0])
+    compare(report, what, c_loss, t_loss, lambda n, t: state(1, n + "/momentum", t), t_grads,
+            lambda n, t: state(STEPS, n, t), t_vals)
+
+
 def main():
     exe = os.path.join(BUILD, "tests", "train_interp")
     passed = failed = 0
@@ -145,7 +231,7 @@ def main():
             w = os.path.join(tmp, name + ".safetensors")
             E.write_safetensors(w, E.cnnc_state(base, name), {"format": "cnnc"})
             g = torch.Generator().manual_seed(2)
-            shape = (BATCH,) + E.INPUT_SHAPES[name]
+            shape = (BATCH,) + (RESNET18_INPUT if name == "resnet18" else E.INPUT_SHAPES[name])
             if name in U8_MODELS:
                 xr = torch.randint(0, 256, shape, generator=g).float()
                 tx = xr / 255.0
@@ -156,11 +242,12 @@ def main():
             xp, lp = os.path.join(tmp, name + ".x.f32"), os.path.join(tmp, name + ".y.f32")
             xr.numpy().astype("<f4").tofile(xp)
             labels.numpy().astype("<f4").tofile(lp)
-            for label, flags, make_opt, smoothing in CONFIGS:
+            configs = [c for c in CONFIGS + EXTRA_CONFIGS if c[0] in RESNET18_CONFIGS] if name == "resnet18" else CONFIGS
+            for ci, (label, flags, make_opt, smoothing) in enumerate(configs):
                 what = "%s %s" % (name, label)
-                dump = os.path.join(tmp, "%s_%d" % (name, CONFIGS.index((label, flags, make_opt, smoothing))))
+                dump = os.path.join(tmp, "%s_%d" % (name, ci))
                 os.makedirs(dump, exist_ok=True)
-                cmd = [exe, os.path.join(SRC, "models", name + ".yml"), "--batch", str(BATCH), "--weights", w,
+                cmd = [exe, model_yml(name, tmp), "--batch", str(BATCH), "--weights", w,
                        "--input", xp, "--labels", lp, "--steps", str(STEPS), "--dump-dir", dump] + flags
                 r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
                 if r.returncode != 0:
@@ -174,31 +261,19 @@ def main():
                 t_loss, t_grads, t_vals = torch_run(model, tx, labels, make_opt, smoothing, inject)
                 scale = float(flags[flags.index("--loss-scaling") + 1]) if "--loss-scaling" in flags else 1.0
                 c_loss = float(np.fromfile(os.path.join(dump, "loss.f32"), dtype="<f4")[0])
-                report(abs(c_loss - t_loss) <= TOL * max(1.0, abs(t_loss)),
-                       "%s: loss cnnc %.7g torch %.7g" % (what, c_loss, t_loss))
-                worst_g = worst_p = (0.0, "")
-                missing = []
-                for n, tg in t_grads.items():
-                    p = os.path.join(dump, "grad", fname(n))
-                    if not os.path.exists(p):
-                        missing.append("grad/" + n)
-                        continue
-                    worst_g = max(worst_g, (rel_err(read(p, tg.shape), tg * scale), n))
-                for n, tv in t_vals.items():
-                    p = os.path.join(dump, "param", fname(n))
-                    if not os.path.exists(p):
-                        missing.append(n)
-                        continue
-                    worst_p = max(worst_p, (rel_err(read(p, tv.shape), tv), n))
-                report(not missing and worst_g[0] <= TOL,
-                       "%s: %d gradients%s, worst rel err %.2e (%s)%s" % (
-                           what, len(t_grads), " (x loss scale %g)" % scale if scale != 1 else "",
-                           worst_g[0], worst_g[1],
-                           "; missing " + ", ".join(missing[:4]) if missing else ""))
-                report(not missing and worst_p[0] <= TOL,
-                       "%s: %d params after %d steps%s, worst rel err %.2e (%s)" % (
-                           what, len(t_vals), STEPS, " (cnnc's gradients)" if adaptive else "",
-                           worst_p[0], worst_p[1]))
+
+                def grad(n, t, d=dump, k=scale):
+                    p = os.path.join(d, "grad", fname(n))
+                    return read(p, t.shape) / k if os.path.exists(p) else None
+
+                def param(n, t, d=dump):
+                    p = os.path.join(d, "param", fname(n))
+                    return read(p, t.shape) if os.path.exists(p) else None
+                compare(report, what, c_loss, t_loss, grad, t_grads, param, t_vals,
+                        " (/ loss scale %g)" % scale if scale != 1 else "", " (cnnc's gradients)" if adaptive else "")
+            for cname, opt, make_opt in COMPILED:
+                if cname == name:
+                    run_compiled(report, tmp, name, base, w, xp, lp, tx, labels, opt, make_opt)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
