@@ -2,6 +2,7 @@
  * plain records (scratch usage records, io, training state), against the limit and explains a
  * shard that does not fit: the step at its peak, the largest tensors live there, the amount
  * over and what would make it fit.  Also the training estimate from the graph alone. */
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,16 @@ const char *pass_mem_human(int64_t bytes, char *buf, size_t n) {
 }
 
 static int loss_node(const ir_graph *g);
+
+/* Appends to out[0..n) at *len (clamped: a truncated text stays terminated). */
+__attribute__((format(printf, 4, 5))) static void append(char *out, size_t n, size_t *len, const char *fmt, ...) {
+  if (*len + 1 >= n) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(out + *len, n - *len, fmt, ap);
+  va_end(ap);
+  *len = k < 0 ? *len : *len + (size_t)k < n ? *len + (size_t)k : n - 1;
+}
 
 /* Step with the most scratch bytes live (ties: the first) and that amount. */
 static int peak_step(const pass_mem_shard *s, int64_t *live_out) {
@@ -71,11 +82,10 @@ static void largest_live(const ir_graph *g, const pass_mem_shard *s, int t, char
   }
   size_t len = 0;
   out[0] = 0;
-  for (int k = 0; k < 3 && pick[k] >= 0 && len < n; k++) {
+  for (int k = 0; k < 3 && pick[k] >= 0; k++) {
     char b[32];
     const ir_value *v = &g->values[s->usage_vid[pick[k]]];
-    len += (size_t)snprintf(out + len, n - len, "%s'%.48s' %s", k ? ", " : "", v->name,
-                            pass_mem_human(s->usage[pick[k]].bytes, b, sizeof b));
+    append(out, n, &len, "%s'%.48s' %s", k ? ", " : "", v->name, pass_mem_human(s->usage[pick[k]].bytes, b, sizeof b));
   }
   if (!out[0]) snprintf(out, n, "none (the shard's memory is io%s)", s->state ? " and training state" : "");
 }
@@ -91,15 +101,16 @@ static void fit_hints(const ir_graph *g, const pass_mem_shard *all, int n_shards
   int64_t k = (sum + limit - 1) / limit;
   if (k <= n_shards) k = n_shards + 1;
   char b1[32], b2[32];
-  size_t len = (size_t)snprintf(out, n, "to fit: more shards (--shards %lld or more", (long long)k);
+  size_t len = 0;
+  out[0] = 0;
+  append(out, n, &len, "to fit: more shards (--shards %lld or more", (long long)k);
   int loss = loss_node(g), n_fwd = 0; /* splits name forward layers: the shard's middle one */
   for (int t = 0; t < s->n_steps; t++) n_fwd += loss < 0 || s->step_node[t] <= loss;
   if (n_fwd > 1)
-    len += (size_t)snprintf(out + len, n - len, ", or a pipeline split at '%.48s'", g->nodes[s->step_node[n_fwd / 2]].name);
-  len += (size_t)snprintf(out + len, n - len, ")");
+    append(out, n, &len, ", or a pipeline split at '%.48s'", g->nodes[s->step_node[n_fwd / 2]].name);
+  append(out, n, &len, ")");
   if (s->state >= limit) {
-    len += (size_t)snprintf(out + len, n - len, "; the training state alone is %s",
-                            pass_mem_human(s->state, b1, sizeof b1));
+    append(out, n, &len, "; the training state alone is %s", pass_mem_human(s->state, b1, sizeof b1));
   } else if (g->batch > 1 && scaled > 0) {
     int64_t b = g->batch; /* the largest batch with which every shard fits */
     for (int i = 0; i < n_shards; i++) {
@@ -109,15 +120,15 @@ static void fit_hints(const ir_graph *g, const pass_mem_shard *all, int n_shards
       if (bi < b) b = bi;
     }
     if (b >= 1)
-      len += (size_t)snprintf(out + len, n - len, ", or --batch-size %lld (about %s)", (long long)b,
-                              pass_mem_human(s->state + scaled * b / g->batch, b2, sizeof b2));
+      append(out, n, &len, ", or --batch-size %lld (about %s)", (long long)b,
+             pass_mem_human(s->state + scaled * b / g->batch, b2, sizeof b2));
     else
-      len += (size_t)snprintf(out + len, n - len, "; --batch-size 1 would still need about %s",
-                              pass_mem_human(s->state + scaled / g->batch, b2, sizeof b2));
+      append(out, n, &len, "; --batch-size 1 would still need about %s",
+             pass_mem_human(s->state + scaled / g->batch, b2, sizeof b2));
   }
-  if (stash > 0 && len < n)
-    snprintf(out + len, n - len, ", or --recompute (training: recompute instead of stashing the %s of forward "
-                                 "activations live at the peak)", pass_mem_human(stash, b1, sizeof b1));
+  if (stash > 0)
+    append(out, n, &len, ", or --recompute (training: recompute instead of stashing the %s of forward activations "
+           "live at the peak)", pass_mem_human(stash, b1, sizeof b1));
 }
 
 int pass_memory_limit_check(const ir_graph *g, const pass_mem_shard *sh, int n_shards, int64_t limit, ir_diag *d) {
