@@ -14,6 +14,7 @@ typedef struct cg_priv {
   LLVMValueRef *param_global; /* cache: one global per param value id (cg_param_const) */
   int shard;
   int train;                  /* training layout: params are kernel operands (state buffer) */
+  const char *amp;            /* --available-memory-proportion text (NULL = default), for cg_budget.h */
 } cg_priv;
 
 /* Records an error for node n (first one wins) and returns NULL, for generators. */

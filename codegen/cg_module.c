@@ -97,6 +97,7 @@ static void *unit_run(void *arg) {
   cg_ctx_init(&c, u->t, u->L->g, tm, name);
   cg_priv priv = {&u->d, u->L->plan, calloc((size_t)u->L->g->n_values + 1, sizeof(LLVMValueRef)), 0};
   priv.train = u->L->train;
+  priv.amp = u->o->available_memory_proportion;
   c.priv = &priv;
   int rc = 0;
   if (u->with_kernels) rc = gen_unit_kernels(&c, u);

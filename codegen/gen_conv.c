@@ -11,10 +11,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/cg_budget.h"
 #include "codegen/gen_conv.h"
 
+/* Vectors of an output row that conv_row_emit puts in masked tiles (border and tail) when
+ * tiles are p vectors wide; 0 for flat convs (only the plane's last chunk is masked). */
+static double masked_fraction(const conv_geom *g, int p) {
+  if (g->flat) return 0;
+  int64_t tile_px = (int64_t)p * g->V, extra = g->sw == 2 ? 1 : 0;
+  int64_t a = (g->pl + g->sw - 1) / g->sw;
+  int64_t lim = g->w - 1 - extra + g->pl - (int64_t)(g->kw - 1) * g->dw, b = lim < 0 ? 0 : lim / g->sw + 1;
+  if (b > g->ow) b = g->ow;
+  int64_t left = (a + tile_px - 1) / tile_px * tile_px;
+  if (left > b) left = b;
+  int64_t nfull = (b - left) / tile_px;
+  return g->ow > 0 ? (double)(g->ow - nfull * tile_px) / (double)g->ow : 0;
+}
+
 /* Register tile R x P (vectors): maximise used accumulators x channel utilisation x pixel
- * utilisation, with a small penalty per load of a tap (R broadcasts + P pixel vectors). */
+ * utilisation (masked border/tail vectors count 3/4), minus a penalty per load of a tap (R
+ * broadcasts + P pixel vectors).  The penalty is what keeps R + P small: 12x8 / 11x8 tiles
+ * issue 13 / 12 loads per 12 / 11 FMAs and ran at ~65-70 % of peak on ResNet-50 (AVX2) where
+ * 6x16 and 4x24 tiles of similar layers ran at ~80 %. */
 static void conv_choose_tile(conv_geom *g, int budget) {
   int64_t pv = (g->ow + g->V - 1) / g->V;
   int pmax = (int)(pv < 4 ? pv : 4);
@@ -23,7 +41,7 @@ static void conv_choose_tile(conv_geom *g, int budget) {
     for (int r = 1; r <= budget / p && r <= g->cout_g; r++) {
       double uc = (double)g->cout_g / (double)(((g->cout_g + r - 1) / r) * r);
       double up = (double)g->ow / (double)(((g->ow + (int64_t)p * g->V - 1) / ((int64_t)p * g->V)) * p * g->V);
-      double score = (double)(r * p) * uc * up - 0.05 * (r + p);
+      double score = (double)(r * p) * uc * up * (1.0 - 0.25 * masked_fraction(g, p)) - 0.25 * (r + p);
       if (score > best + 1e-9) best = score, g->R = r, g->P = p;
     }
   g->ntile = (int)((g->cout_g + g->R - 1) / g->R);
@@ -44,8 +62,12 @@ static conv_geom conv_geometry(cg_ctx *c, const ir_node *n) {
   g.cin_g = g.cin / g.groups, g.cout_g = g.cout / g.groups;
   g.flat = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !a->pad[0] && !a->pad[1] && !a->pad[2] && !a->pad[3];
   if (g.flat) g.w = g.h * g.w, g.h = 1, g.ow = g.oh * g.ow, g.oh = 1;
+  g.gemm = g.flat;
   g.V = c->target->vec_f32;
+  const cg_priv *pv = c->priv;
+  g.l2 = cg_shard_tile_budget(c->target, pv ? pv->amp : NULL, pv ? pv->shard : 0);
   if (!cg_conv_vc_choose(&g, cg_acc_budget(c->target))) conv_choose_tile(&g, cg_acc_budget(c->target));
+  else g.flat = 0; /* a 1x1 GEMM on channel vectors: one output row of oh*ow pixels */
   return g;
 }
 
@@ -295,7 +317,7 @@ static void ky_range(cg_ctx *c, const conv_geom *g, LLVMValueRef oy, conv_row *r
 
 static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass_fusion *fu) {
   char op[128], tile[32];
-  int k = snprintf(op, sizeof op, "conv2d%s%s", g->cin_g == 1 && g->cout_g == 1 ? "_dw" : g->groups > 1 ? "_g" : g->flat ? "_1x1" : "",
+  int k = snprintf(op, sizeof op, "conv2d%s%s", g->cin_g == 1 && g->cout_g == 1 ? "_dw" : g->groups > 1 ? "_g" : g->gemm ? "_1x1" : "",
                    g->vc ? "_vc" : "");
   if (fu->bn >= 0) k += snprintf(op + k, sizeof op - (size_t)k, "_bn");
   for (int i = 0; i < fu->n_post && k < 100; i++)
@@ -317,16 +339,17 @@ static int64_t conv_rows(const conv_geom *g) {
   return g->flat ? (g->ow + flat_chunk_px(g) - 1) / flat_chunk_px(g) : g->oh;
 }
 
-/* Channel tiles per block of a non-flat conv: consecutive tiles whose packed weights fit
- * CONV_WBLOCK_BYTES (half of a 512 KB Zen 3 L2; local until codegen/cg_budget.h lands), so a
- * thread walks the output rows of one image for a block of tiles with the block's weights in
- * L2 and each input row reused by every tile of the block.  Rows-fastest with one tile per
- * block streamed the whole input image from L3 once per tile: ResNet-50's 1x1 stride-2
- * downsample convs (64 tiles of 32 KB) re-read a 0.8 MB image 64 times. */
-#define CONV_WBLOCK_BYTES (256 * 1024)
+/* Channel tiles per block of a non-flat conv: consecutive tiles whose packed weights fit the
+ * op's L2 budget (cg_shard_tile_budget: --available-memory-proportion x L2 per core) less the
+ * input rows of one output row, so a thread walks the output rows of one image for a block of
+ * tiles with the block's weights in L2 and each input row reused by every tile of the block.
+ * Rows-fastest with one tile per block streamed the whole input image from L3 once per tile:
+ * ResNet-50's 1x1 stride-2 downsample convs (64 tiles of 32 KB) re-read a 0.8 MB image 64
+ * times.  Measured with a 256 KB block (the default budget gives ~250 KB there). */
 static int64_t conv_tile_block(const conv_geom *g) {
   int64_t tiles = (int64_t)g->groups * g->ntile, wt = (int64_t)g->cin_g * g->kh * g->kw * g->R * 4;
-  int64_t b = CONV_WBLOCK_BYTES / (wt > 0 ? wt : 1);
+  int64_t rows_in = (int64_t)g->cin_g * g->kh * g->w * 4, room = g->l2 - rows_in;
+  int64_t b = room / (wt > 0 ? wt : 1);
   if (g->flat || b < 1) b = 1;
   return b < tiles ? b : tiles;
 }

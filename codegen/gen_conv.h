@@ -9,8 +9,10 @@ typedef struct conv_geom {
   int64_t n, cin, h, w, cout, oh, ow, cin_g, cout_g;
   int kh, kw, sh, sw, pt, pl, dh, dw, groups;
   int R, P, V, ntile;  /* tile: R channels x P vectors of V pixels (vc: P pixels); tiles per group */
-  int flat;            /* 1x1/s1/p0: plane as one row */
+  int flat;            /* 1x1/s1/p0 on pixel vectors: plane as one row cut into chunks */
+  int gemm;            /* 1x1/s1/p0 (flat, or a one-row channel-vector conv over the plane) */
   int vc;              /* vectors over output channels: R = Rv*V channels, P scalar pixels */
+  int64_t l2;          /* cache-blocking budget of this op: cg_shard_tile_budget (cg_budget.h) */
 } conv_geom;
 
 typedef struct conv_row {      /* run-time values of one work item */

@@ -9,10 +9,13 @@
 
 int cg_conv_vc_choose(conv_geom *g, int budget) {
   int V = g->V;
-  if (g->flat || g->cout_g < V) return 0;
-  /* pixel vectors lose lanes on narrow rows and pay 2 shuffles per vector at stride 2 */
+  if (g->cout_g < V) return 0;
+  /* pixel vectors lose lanes on narrow rows and pay 2 shuffles per vector at stride 2; a
+   * flat 1x1 GEMM is one row of oh*ow pixels (49 at 7x7: 7 vectors for 49 pixels, and 12x8
+   * tiles issuing 13 loads per 12 FMAs ran at ~45-60 % of peak on ResNet-50's layer4) */
   double px_util = (double)g->ow / (double)(((g->ow + V - 1) / V) * V);
   if (g->sw == 1 && px_util > 0.9) return 0;
+  if (g->flat && g->groups > 1) return 0;
   /* Broadcast pixels are shared between taps (pixel p+1 at tap kx-s is pixel p at tap kx),
    * so LLVM keeps several live: two thirds of the accumulator budget avoids spills (AVX2
    * ResNet-50, measured: 2x4 tiles beat 2x6 by ~20%).  A 1x1 conv (the stride-2 downsample
@@ -113,7 +116,79 @@ static int vc_short_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
   return 1;
 }
 
+/* K-blocking of unpadded 1x1 rows whose input (cin_g planes x the row) exceeds half the
+ * op's L2 budget (cg_shard_tile_budget): ResNet-50 layer4's 1x1 GEMMs on channel vectors are one 49-pixel row of
+ * 2048 x 196 B = 400 KB, and every pixel tile swept all of it, i.e. 2048 cache lines per tile
+ * from L3.  Here the input channels run in blocks of kc, and within a block every pixel tile
+ * of the row (compile-time tiles of balanced width) runs over the block's input (a quarter of the budget)
+ * while it is in L2; the tiles' accumulators wait in a stack buffer between blocks. */
+#define VC_KBLOCK_MAX_TILES 16
+
+/* The stack buffer's address through an empty asm, so SROA does not turn the buffer into
+ * nt*nacc loop-carried vector registers (they are meant to live in L1 between blocks). */
+static LLVMValueRef opaque_ptr(cg_ctx *c, LLVMValueRef p) {
+  LLVMTypeRef ft = LLVMFunctionType(c->t_ptr, &c->t_ptr, 1, 0);
+  LLVMValueRef asmv = LLVMGetInlineAsm(ft, "", 0, "=r,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+  return LLVMBuildCall2(c->b, ft, asmv, &p, 1, "kbuf");
+}
+
+static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
+  if (g->kh != 1 || g->kw != 1 || g->pl != 0 || g->pt != 0) return 0;
+  int V = g->V, nrv = (rr + V - 1) / V;
+  /* block: a quarter of the L2 budget (64-77 KB by default); rows under half of it stay in
+   * L2 anyway (layer4 conv3, 100 KB: K-blocking it measured no gain) */
+  int64_t blk = g->l2 / 4 > 4096 ? g->l2 / 4 : 4096;
+  int64_t row_bytes = g->ow * g->sw * 4, nkb = (g->cin_g * row_bytes + blk - 1) / blk;
+  int64_t nt = (g->ow + g->P - 1) / g->P;
+  if (g->cin_g * row_bytes < 2 * blk || nkb < 2 || nt > VC_KBLOCK_MAX_TILES || nt < 1) return 0;
+  int64_t kc = (g->cin_g + nkb - 1) / nkb;
+  nkb = (g->cin_g + kc - 1) / kc;
+  int nacc = nrv * g->P;
+  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMValueRef buf = opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)(nt * nacc)), "kbuf"));
+  LLVMValueRef acc[32];
+  for (int i = 0; i < nacc; i++) acc[i] = cg_entry_alloca(c, vt, "acc");
+  for (int64_t i = 0; i < nt * nacc; i++) cg_store_v(c, cg_fzero(c, V), buf, cg_i64(c, i * V), V);
+  LLVMValueRef in_row = LLVMBuildAdd(c->b, r->in_base, LLVMBuildMul(c->b, r->iy0, cg_i64(c, g->w), ""), "in_row");
+  cg_loop KB;
+  LLVMValueRef kb = cg_loop_begin(c, &KB, cg_i64(c, 0), cg_i64(c, nkb), cg_i64(c, 1), "kb");
+  LLVMValueRef lo = LLVMBuildMul(c->b, kb, cg_i64(c, kc), "ci_lo");
+  LLVMValueRef hi = cg_min64(c, LLVMBuildAdd(c->b, lo, cg_i64(c, kc), ""), cg_i64(c, g->cin_g));
+  for (int64_t t = 0; t < nt; t++) {
+    int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
+    for (int i = 0; i < nrv * np; i++)
+      LLVMBuildStore(c->b, cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V), acc[i]);
+    cg_loop CI;
+    LLVMValueRef ci = cg_loop_begin(c, &CI, lo, hi, cg_i64(c, 1), "ci");
+    LLVMValueRef cur[32];
+    for (int i = 0; i < nrv * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+    LLVMValueRef row = LLVMBuildAdd(c->b, in_row, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""), "row");
+    LLVMValueRef wrow = LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, ci, cg_i64(c, g->R), ""), "wrow");
+    LLVMValueRef wv[4];
+    for (int v = 0; v < nrv; v++) wv[v] = cg_load_v(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)v * V), ""), V);
+    for (int64_t p = 0; p < np; p++) {
+      LLVMValueRef xb = cg_splat(c, cg_load_f32(c, r->x, LLVMBuildAdd(c->b, row, cg_i64(c, (from + p) * g->sw), "")), V);
+      for (int v = 0; v < nrv; v++) cur[v * np + p] = cg_fma(c, wv[v], xb, cur[v * np + p]);
+    }
+    for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
+    cg_loop_end(c, &CI);
+    for (int i = 0; i < nrv * np; i++)
+      cg_store_v(c, LLVMBuildLoad2(c->b, vt, acc[i], ""), buf, cg_i64(c, (t * nacc + i) * V), V);
+  }
+  cg_loop_end(c, &KB);
+  for (int64_t t = 0; t < nt; t++) {
+    int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
+    for (int v = 0; v < nrv; v++)
+      for (int64_t p = 0; p < np; p++) {
+        int lanes = rr - v * V < V ? rr - v * V : V;
+        vc_store(c, g, r, e, cg_load_v(c, buf, cg_i64(c, (t * nacc + v * np + p) * V), V), v, lanes, cg_i64(c, from + p));
+      }
+  }
+  return 1;
+}
+
 void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
+  if (vc_kblocked_row(c, g, r, e, rr)) return;
   if (vc_short_row(c, g, r, e, rr)) return;
   int64_t a = (g->pl + g->sw - 1) / g->sw; /* first pixel whose taps are all inside */
   int64_t lim = g->w - 1 + g->pl - (int64_t)(g->kw - 1) * g->dw, b = lim < 0 ? 0 : lim / g->sw + 1;

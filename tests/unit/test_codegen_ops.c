@@ -86,6 +86,10 @@ static const conv_case conv_cases[] = {
     {2, 64, 124, 4, 16, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 0},    /* pixel vectors 6x16, tile blocks 18 + 3 */
     {1, 16, 40, 30, 30, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 1},    /* 1x1 stride 2, 15 wide: 16x6 tiles 5+5+5 */
     {1, 8, 24, 8, 58, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 0},      /* 1x1 stride 2, 29 wide: interior 6-pixel tiles + tail */
+    {2, 40, 48, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 1},      /* 1x1 on a 7x7 map: channel-vector GEMM, 49-pixel row */
+    {1, 24, 20, 5, 5, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 0},      /* 1x1 on 5x5: 6-pixel interior tiles + 1, partial tile */
+    {1, 1040, 24, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 1},    /* 1x1 channel vectors, 4 input blocks of 260 channels */
+    {2, 820, 20, 4, 60, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 0},    /* 1x1 stride 2, 2 rows, input blocks of 205, partial tile */
 };
 
 static ir_graph *conv_graph(const conv_case *k, int *y) {
