@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# test_train_pipeline_cli.sh BUILD SRC — the training options end to end through cnnc and
+# cnnrun (docs/training.md "Accumulation, replicas, pipelining, recomputation"): option
+# errors and their exit statuses; `cnnrun info` shows replicas, accumulation, schedule,
+# recomputation and the planned bytes; `cnnrun train --dataset synthetic` of a small model
+# compiled with 2 replicas x 2 accumulated micro-batches on 1 shard, and with the same on
+# 2 shards, interleaved, --recompute pipeline, replicas in parallel, writes byte-identical
+# checkpoints (weights + momentum); a different lr does not.  Ends with "N passed, M failed".
+set -u
+BUILD=${1:?usage: test_train_pipeline_cli.sh BUILD SRC}
+CNNC="$BUILD/cnnc"
+CNNRUN="$BUILD/cnnrun"
+. "$(dirname "$0")/lib.sh"
+
+cat > "$T/m.yml" <<'YML'
+name: tiny_train
+input: {shape: [1, 28, 28], dtype: u8, mean: [0.0], std: [1.0], classes: 10}
+layers:
+  - {name: c1, op: conv, filters: 4, kernel: 3, padding: 1}
+  - {name: r1, op: relu}
+  - {name: p1, op: maxpool, kernel: 2}
+  - {name: c2, op: conv, filters: 6, kernel: 3, padding: 1}
+  - {name: r2, op: relu}
+  - {name: f, op: flatten}
+  - {name: d, op: dense, units: 10}
+YML
+
+# cnnc_expect STATUS PATTERN ARGS...: cnnc exits with STATUS, its stderr matches PATTERN.
+cnnc_expect() {
+  local want=$1 pat=$2
+  shift 2
+  "$CNNC" "$T/m.yml" "$@" -o "$T/x.so" >"$T/out" 2>&1
+  local got=$?
+  if [ "$got" != "$want" ]; then bad "cnnc $* -> exit $got, want $want: $(head -c 400 "$T/out")"
+  elif ! grep -qE -- "$pat" "$T/out"; then bad "cnnc $* -> output lacks /$pat/: $(head -c 400 "$T/out")"
+  else ok; fi
+}
+cnnc_expect 2 "--replicas must be >= 1" --mode training --replicas 0
+cnnc_expect 2 "--gradient-accumulation must be >= 1" --mode training --gradient-accumulation 0
+cnnc_expect 2 "--pipeline-schedule must be one of sequential\|grouped\|interleaved" --mode training --pipeline-schedule 1f1b
+cnnc_expect 2 "--recompute must be one of" --mode training --recompute some
+cnnc_expect 1 "need --mode training" --gradient-accumulation 2
+cnnc_expect 1 "need --mode training" --recompute pipeline
+cnnc_expect 1 "pipeline split 'c3' is not a layer of the model \(did you mean 'c1'\?\)" --mode training --pipeline-splits c3
+cnnc_expect 1 "--shards 40: the model has only" --mode training --shards 40
+
+common=(--mode training --optimizer momentum --batch-size 8 --gradient-accumulation 2 --replicas 2)
+if "$CNNC" "$T/m.yml" "${common[@]}" -o "$T/a.so" &&
+   "$CNNC" "$T/m.yml" "${common[@]}" --shards 2 --pipeline-schedule interleaved --recompute pipeline -o "$T/b.so"; then
+  ok
+else
+  bad "cnnc could not compile the training variants"
+fi
+expect 0 "training +2 replicas x 2 micro-batches per update, schedule interleaved, recompute pipeline" -- "$T/b.so" info
+expect 0 "micro_batch 8 stages, train tensors [0-9]+ bytes per micro-batch x 4 in flight" -- "$T/b.so" info
+expect 0 "shards +2" -- "$T/b.so" info
+
+train() { # SO DIR LR [ENV...]
+  local so=$1 dir=$2 lr=$3
+  shift 3
+  env "$@" "$CNNRUN" "$so" train --dataset synthetic --epochs 1 --lr "$lr" --limit 512 --logs-per-epoch 1 \
+    --checkpoint-dir "$dir" >"$T/log" 2>&1 || bad "cnnrun $so train: $(tail -3 "$T/log")"
+  ls "$dir"/ckpt-step-00000016.safetensors >/dev/null 2>&1 && ok || bad "no checkpoint after 16 updates in $dir"
+}
+train "$T/a.so" "$T/ca" 0.01
+train "$T/b.so" "$T/cb" 0.01 CNNRT_REPLICA_MODE=parallel
+train "$T/a.so" "$T/cc" 0.02
+if cmp -s "$T/ca/ckpt-step-00000016.safetensors" "$T/cb/ckpt-step-00000016.safetensors"; then ok
+else bad "1 shard sequential and 2 shards interleaved + recompute + parallel replicas differ"; fi
+if cmp -s "$T/ca/ckpt-step-00000016.safetensors" "$T/cc/ckpt-step-00000016.safetensors"; then
+  bad "lr 0.01 and lr 0.02 gave identical checkpoints (the comparison cannot fail)"
+else ok; fi
+finish
