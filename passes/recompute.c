@@ -93,8 +93,11 @@ int pass_recompute(ir_graph *g, const char *mode, ir_diag *d) {
     }
     order[n++] = i;
   }
-  for (int s = 0; s < g->n_shards; s++) /* a shard without backward nodes recomputes nothing */
-    if (!placed[s] && end_clone[s] > first_clone[s]) abort();
+  for (int s = 0; s < g->n_shards; s++) /* copies exist only for a shard's backward nodes */
+    if (!placed[s] && end_clone[s] > first_clone[s]) {
+      free(order), free(placed), free(first_clone), free(end_clone);
+      return ir_diag_set(d, (ir_loc){0}, NULL, "internal error: --recompute %s: shard %d has copies but no backward", mode, s);
+    }
   ir_node *nodes = malloc((size_t)g->cap_nodes * sizeof *nodes);
   if (!nodes) abort();
   for (int i = 0; i < n; i++) {
