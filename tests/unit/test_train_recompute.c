@@ -1,7 +1,8 @@
 /* test_train_recompute.c — --recompute pipeline|auto|all (issue 5 acceptance, docs/training.md
  * "Recomputation"); see train_pipeline_common.h.  On 3 shards (interleaved, accumulation 4)
  * and on 1 shard: bitwise the weights without recomputation, and fewer planned train-tensor
- * bytes per micro-batch (cnnrt_train_plan_info: the stashed activations). */
+ * bytes per micro-batch (cnnrt_train_plan_info: the stashed activations); on 3 shards with 4
+ * micro-batches in flight also a lower planned total (state + stashes + scratch). */
 #include "train_pipeline_common.h"
 
 int main(void) {
@@ -16,9 +17,10 @@ int main(void) {
     snprintf(l, sizeof l, "3 shards, interleaved, ga 4, --recompute %s vs none (bitwise)", modes[k]);
     bad += train(l, KV("shards", "3", "pipeline-schedule", "interleaved", "gradient-accumulation", "4", "recompute", modes[k]), 4, &x);
     bad += compare(l, &x, &pipe, -1);
-    fprintf(stderr, "  planned train-tensor bytes per micro-batch: --recompute none %lld, %s %lld\n", pipe.tensor_bytes, modes[k],
-            x.tensor_bytes);
+    fprintf(stderr, "  planned train-tensor bytes per micro-batch: --recompute none %lld, %s %lld; planned total %lld, %lld\n",
+            pipe.tensor_bytes, modes[k], x.tensor_bytes, pipe.planned_bytes, x.planned_bytes);
     CGT_CHECK(x.tensor_bytes > 0 && x.tensor_bytes < pipe.tensor_bytes, "--recompute %s does not lower the planned bytes", modes[k]);
+    CGT_CHECK(x.planned_bytes > 0 && x.planned_bytes < pipe.planned_bytes, "--recompute %s does not lower the planned total", modes[k]);
     result_free(&x);
   }
   bad += train("1 shard, batch 16", NULL, 0, 16, &b16);

@@ -69,6 +69,7 @@ typedef struct result {
   int64_t numel[MAXP];
   double loss;
   long long tensor_bytes;     /* planned: train tensors of one micro-batch (descriptor) */
+  long long planned_bytes;    /* planned: state + frames x train tensors + group scratch */
 } result;
 
 static void result_free(result *r) {
@@ -133,6 +134,8 @@ static int train(const char *label, const char *const *kv, int n_kv, int batch, 
   CGT_CHECK(per_update * batch == TOTAL, "%s: %d micro-batches of %d per update", label, per_update, batch);
   cnnrt_set_learning_rate(m, 0.05);
   r->tensor_bytes = tensor_bytes_of(m);
+  cnnrt_train_plan plan;
+  r->planned_bytes = cnnrt_train_plan_info(m, 0, &plan) == CNNRT_OK ? (long long)plan.planned_bytes : -1;
   for (int s = 0; s < STEPS && !bad; s++) {
     float loss = NAN;
     size_t bytes = (size_t)TOTAL * (size_t)sample_elems * 4;
