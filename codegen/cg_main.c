@@ -219,11 +219,13 @@ static int64_t value_numel(const cg_layout *L, int v) { return ir_shape_numel(&L
  * barrier between them; after the loss kernel the top-1 count (io slot n_io = "correct");
  * with accumulation, each gradient the update reads is added into replica r's slice right
  * after it is computed, and the update stage first sums the replicas' slices into replica 0's
- * in replica order and scales by 1/(grad_accum*replicas), and zeroes every slice at the end. */
-static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r) {
+ * in replica order and scales by 1/(grad_accum*replicas), and zeroes every slice at the end.
+ * eval: the eval twin of a forward stage (training batchnorm kernels replaced by their
+ * running-statistics twins, see gen_train_norm.c). */
+static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r, int eval) {
   LLVMTypeRef p[7] = {c->t_ptr, c->t_ptr, c->t_ptr, c->t_i32, c->t_i32, c->t_ptr, c->t_ptr};
   char name[64];
-  snprintf(name, sizeof name, "cnnc_stage%d_r%d", st, r);
+  snprintf(name, sizeof name, eval ? "cnnc_stage%d_eval" : "cnnc_stage%d_r%d", st, r);
   LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_i32, p, 7, 0));
   LLVMSetLinkage(f, LLVMInternalLinkage);
   cg_set_fn_attrs(c, f);
@@ -263,6 +265,15 @@ static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r)
     args[k->n_act + 1] = tid;
     args[k->n_act + 2] = nth;
     LLVMValueRef fn = kernel_decl(c, k);
+    const ir_node *an = &c->g->nodes[k->anchor];
+    if (eval && an->op == IR_OP_batchnorm && an->attr.batchnorm.training) { /* running statistics (gen_train_norm.c) */
+      char ev[64];
+      snprintf(ev, sizeof ev, "cnnk_s%d_batchnorm_eval_n%d", k->shard, k->anchor);
+      if (!(fn = LLVMGetNamedFunction(c->mod, ev))) {
+        fn = LLVMAddFunction(c->mod, ev, LLVMGlobalGetValueType(kernel_decl(c, k)));
+        LLVMSetVisibility(fn, LLVMHiddenVisibility);
+      }
+    }
     LLVMBuildCall2(c->b, LLVMGlobalGetValueType(fn), fn, args, (unsigned)k->n_act + 3, "");
     if (k->out == L->loss_vid) { /* top-1 count, same step (logits still live) */
       const ir_shape *ls = &c->g->values[L->logits_vid].shape;
@@ -376,22 +387,25 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   for (int r = 0; r < R; r++)
     for (int k = 0; k < per; k++) {
       LLVMValueRef fn;
-      if (L->stage_phase[k] == PASS_PHASE_FWD) fn = r == 0 ? (fwd_fn[k] = build_stage_fn(c, L, k, 0)) : fwd_fn[k];
-      else fn = build_stage_fn(c, L, k, r);
+      if (L->stage_phase[k] == PASS_PHASE_FWD) fn = r == 0 ? (fwd_fn[k] = build_stage_fn(c, L, k, 0, 0)) : fwd_fn[k];
+      else fn = build_stage_fn(c, L, k, r, 0);
       mb[r * per + k] = stage_const(c, stage_t, L, k, r, fn);
       if (r == 0 && k < L->n_fwd_stages) evals[k] = mb[k];
     }
   LLVMValueRef upd_stage[1];
-  if (L->update_stage >= 0) upd_stage[0] = stage_const(c, stage_t, L, L->update_stage, 0, build_stage_fn(c, L, L->update_stage, 0));
+  if (L->update_stage >= 0) upd_stage[0] = stage_const(c, stage_t, L, L->update_stage, 0, build_stage_fn(c, L, L->update_stage, 0, 0));
   LLVMTypeRef pf[2] = {i32, ptr};
   LLVMTypeRef prog_t = named_struct(c, "cnnc_abi_program", pf, 2);
   LLVMValueRef mbp[2] = {cg_i32(c, per * R), array_of(c, stage_t, mb, per * R, "mb_stages")};
   LLVMValueRef up[2] = {cg_i32(c, L->update_stage >= 0), L->update_stage >= 0 ? array_of(c, stage_t, upd_stage, 1, "update_stages") : LLVMConstNull(ptr)};
-  int train_fwd = 0; /* a training-only forward op (dropout): no eval program (the runtime reports it) */
-  for (int i = 0; i < g->n_nodes; i++)
-    if ((g->nodes[i].op == IR_OP_dropout && g->nodes[i].attr.dropout.training && g->nodes[i].attr.dropout.rate > 0.0f) ||
-        (g->nodes[i].op == IR_OP_batchnorm && g->nodes[i].attr.batchnorm.training)) /* batch statistics */
+  int train_fwd = 0, train_bn = 0; /* a training-only forward op (dropout): no eval program (the runtime reports it) */
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op == IR_OP_dropout && g->nodes[i].attr.dropout.training && g->nodes[i].attr.dropout.rate > 0.0f)
       train_fwd = 1;
+    train_bn |= g->nodes[i].op == IR_OP_batchnorm && g->nodes[i].attr.batchnorm.training;
+  }
+  for (int k = 0; train_bn && !train_fwd && k < L->n_fwd_stages; k++) /* eval: batchnorm with running statistics */
+    evals[k] = stage_const(c, stage_t, L, k, 0, build_stage_fn(c, L, k, 0, 1));
   LLVMValueRef ev[2] = {cg_i32(c, train_fwd ? 0 : L->n_fwd_stages),
                         train_fwd ? LLVMConstNull(ptr) : array_of(c, stage_t, evals, L->n_fwd_stages, "eval_stages")};
   LLVMTypeRef trf[23] = {i32, i32, i32, i32, i32, ptr, i32, i32, i32, i32, i32, i32, i64, i32, ptr, prog_t, prog_t, prog_t, ptr,

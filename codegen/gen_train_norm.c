@@ -9,6 +9,7 @@
  * Work is split statically over tid/nthreads by channel (batchnorm), (sample, group)
  * (groupnorm forward / dx) or group (groupnorm dgamma): one writer per output element. */
 #include <math.h>
+#include <stdio.h>
 
 #include "codegen/cg_internal.h"
 
@@ -134,11 +135,9 @@ static nchw dims_of(cg_ctx *c, int vid) {
 }
 
 /* ---- batchnorm ----------------------------------------------------------------------------- */
-/* Training forward.  in: x [N,C,...], gamma, beta, running_mean, running_var [C] (the last
- * two in the state buffer, updated in place: running = (1-mom) running + mom batch, the
- * variance term unbiased).  Inference-mode batchnorm keeps the running statistics as
- * operands (they change between steps) and only normalises. */
-LLVMValueRef cg_gen_batchnorm_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+/* The batchnorm kernel fn_name: batch statistics when training (and the running statistics
+ * updated), else normalisation with the running statistics read at run time. */
+static LLVMValueRef bn_forward(cg_ctx *c, const ir_node *n, const char *fn_name, int training) {
   const ir_batchnorm_attr *at = &n->attr.batchnorm;
   nchw d = dims_of(c, n->in[0]);
   int64_t m = d.n * d.s;
@@ -150,7 +149,7 @@ LLVMValueRef cg_gen_batchnorm_train(cg_ctx *c, const ir_node *n, const char *fn_
   cg_loop L;
   LLVMValueRef ch = par_begin(c, &L, d.c, a[6], a[7], "c");
   LLVMValueRef inv, var_d = NULL;
-  if (at->training) {
+  if (training) {
     inv = stats(c, &u, i64mul(c, ch, d.s), d.n, d.c * d.s, d.s, at->eps, &var_d);
   } else {
     LLVMTypeRef dt = f64(c);
@@ -161,7 +160,7 @@ LLVMValueRef cg_gen_batchnorm_train(cg_ctx *c, const ir_node *n, const char *fn_
   u.k0 = trunc32(c, dmul(c, ext(c, cg_load_f32(c, a[1], ch)), inv));
   u.k1 = cg_load_f32(c, a[2], ch);
   run_sweep(c, &u, SW_AFFINE, i64mul(c, ch, d.s), d.n, d.c * d.s, d.s, NULL);
-  if (at->training) {
+  if (training) {
     double mom = at->momentum, corr = m > 1 ? (double)m / (double)(m - 1) : 1.0;
     LLVMValueRef keep = dconst(c, 1.0 - mom), mo = dconst(c, mom);
     LLVMValueRef rm = dmul(c, keep, ext(c, cg_load_f32(c, a[3], ch)));
@@ -173,7 +172,24 @@ LLVMValueRef cg_gen_batchnorm_train(cg_ctx *c, const ir_node *n, const char *fn_
   }
   cg_loop_end(c, &L);
   cg_kernel_end(c);
-  *kind = cg_kind(c, at->training ? "batchnorm_train" : "batchnorm_frozen", NULL);
+  return f;
+}
+
+/* Training forward.  in: x [N,C,...], gamma, beta, running_mean, running_var [C] (the last
+ * two in the state buffer, updated in place: running = (1-mom) running + mom batch, the
+ * variance term unbiased).  A training batchnorm also gets its eval-mode twin (running
+ * statistics, no update) named cnnk_s<shard>_batchnorm_eval_n<node>, which the eval stages
+ * (cg_main.c) call instead.  A frozen batchnorm (training=0) keeps the running statistics as
+ * operands (they change between steps) and only normalises. */
+LLVMValueRef cg_gen_batchnorm_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  int training = n->attr.batchnorm.training;
+  LLVMValueRef f = bn_forward(c, n, fn_name, training);
+  if (training) {
+    char ev[64];
+    snprintf(ev, sizeof ev, "cnnk_s%d_batchnorm_eval_n%d", ((cg_priv *)c->priv)->shard, (int)(n - c->g->nodes));
+    bn_forward(c, n, ev, 0);
+  }
+  *kind = cg_kind(c, training ? "batchnorm_train" : "batchnorm_frozen", NULL);
   return f;
 }
 

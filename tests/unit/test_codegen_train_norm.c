@@ -10,7 +10,9 @@
  * pool), a small model with group norm, swish, sigmoid, batchnorm, both average-pool padding
  * modes, global average pool and softmax (every backward kernel of gen_train_norm.c and
  * gen_train_act.c); optimizers SGD, momentum, RMSprop and Adam, with decoupled weight decay,
- * coupled L2 and loss scaling. */
+ * coupled L2 and loss scaling.  After the steps, cnnrt_evaluate (the eval program: batchnorm
+ * with the running statistics, through its eval-mode kernels) vs ir_interp of the forward
+ * graph with every batchnorm in inference mode and the trained params. */
 #include "frontend/fe.h"
 #include "ir/grad_train.h"
 #include "runtime/cnnrt.h"
@@ -69,6 +71,26 @@ static ir_graph *load(const tcase *t, fe_options *o) {
 static int want_kind(const ir_value *pv) {
   if (pv->trainable) return CNNRT_STATE_PARAM;
   return strstr(pv->name, "running_") ? CNNRT_STATE_BUFFER : CNNRT_STATE_OPTIMIZER;
+}
+
+/* Loss of the inference-mode forward of t's model on (x, labels), with the params of trained
+ * (by name): the reference of cnnrt_evaluate. */
+static float eval_ref(const tcase *t, const ir_graph *trained, const float *x, const float *labels) {
+  fe_options o;
+  ir_graph *g = load(t, &o);
+  if (!g) return NAN;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == IR_OP_batchnorm) g->nodes[i].attr.batchnorm.training = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    ir_value *pv = &g->values[v];
+    int tv = pv->kind == IR_VAL_PARAM ? ir_find_value(trained, pv->name) : -1;
+    if (tv >= 0) memcpy(pv->data, trained->values[tv].data, (size_t)ir_shape_numel(&pv->shape) * sizeof(float));
+  }
+  float **vals = ir_interp(g, x, labels);
+  float loss = vals[ir_find_value(g, "loss")][0];
+  ir_interp_free(g, vals);
+  ir_graph_free(g);
+  return loss;
 }
 
 static int run(const tcase *t) {
@@ -153,6 +175,18 @@ static int run(const tcase *t) {
       bad++;
     }
     free(got);
+  }
+  if (n_buffers > 0) { /* the eval program (running statistics) */
+    float loss = NAN, acc = NAN;
+    if (cnnrt_evaluate(m, x, (size_t)nx * 4, labels, 1, &loss, &acc) != CNNRT_OK) {
+      fprintf(stderr, "  %s: cnnrt_evaluate: %s\n", label, cnnrt_last_error());
+      bad++;
+    } else {
+      float want = eval_ref(t, gr, x, labels);
+      char l[200];
+      snprintf(l, sizeof l, "%s: eval loss (running statistics)", label);
+      bad += cgt_compare(l, &loss, &want, 1, 1e-4);
+    }
   }
   CGT_CHECK(seen == n_params, "%s: %d state tensors checked, the graph has %d params", label, seen, n_params);
   CGT_CHECK(n_buffers > 0 || !strstr(name, "resnet"), "%s: no running statistics in the state", label);
