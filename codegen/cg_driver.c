@@ -36,8 +36,6 @@ static int check_options(const struct fe_options *o, ir_diag *d) {
                  strcmp(o->pipeline_schedule, "sequential")))
     return ir_diag_set(d, loc, NULL,
                        "--gradient-accumulation, --replicas, --recompute and --pipeline-schedule need --mode training");
-  if (o->precision && strcmp(o->precision, "32.32") != 0)
-    return ir_diag_set(d, loc, NULL, "--precision %s: code generation supports 32.32 (fp32) only for now", o->precision);
   return 0;
 }
 
@@ -50,6 +48,8 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
                           const cg_report_sink *report, ir_diag *d) {
   double t0 = seconds();
   if (check_options(o, d)) return -1;
+  /* --precision 16.x: round16 nodes on the forward graph, before autodiff (docs/precision.md) */
+  if (pass_precision(g, o->precision, o->half_type, o->mode && !strcmp(o->mode, "training"), d) < 0) return -1;
   if (o->mode && !strcmp(o->mode, "training")) { /* backward graph + optimizer update (docs/training.md) */
     pass_optim_cfg cfg = {0};
     cfg.optimizer = o->optimizer && *o->optimizer ? o->optimizer : "sgd";

@@ -63,3 +63,4 @@ void ir_cost_softmax_xent(const ir_graph *g, const ir_node *n, ir_cost *c) {
   c->flops = numel(g, n->in[0]) * 5;
   c->bytes = io_bytes(g, n);
 }
+void ir_cost_round16(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 1); }

@@ -121,6 +121,14 @@ typedef struct ir_optim_attr {
                         * step (ir_train_apply), -1 if none */
 } ir_optim_attr;
 
+/* Precision (issue 6; docs/precision.md): round16 rounds to a 16-bit float format and widens
+ * back to f32 (round-to-nearest-even; bf16 keeps NaNs quiet, fp16 has subnormals and
+ * overflows to inf). */
+typedef enum ir_half_format { IR_HALF_BF16 = 0, IR_HALF_FP16 = 1 } ir_half_format;
+typedef struct ir_round16_attr { int format; /* ir_half_format */ } ir_round16_attr;
+/* One f32 rounded to the format and widened back (the scalar definition ref and codegen follow). */
+float ir_round16_f32(float x, int format);
+
 typedef union ir_attr {
 #define IR_OP(name, attr, min_in, max_in, n_out, kind) ir_##attr##_attr name;
 #include "ops.def"

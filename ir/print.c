@@ -74,6 +74,10 @@ static void print_optim(FILE *f, const ir_attr *u) {
           a->momentum, a->nesterov, a->rho, a->beta1, a->beta2, a->eps, a->weight_decay, a->l2, a->grad_scale);
 }
 
+static void print_round16(FILE *f, const ir_attr *u) {
+  fprintf(f, " format=%s", u->round16.format == IR_HALF_FP16 ? "fp16" : "bf16");
+}
+
 typedef void (*attr_printer)(FILE *, const ir_attr *);
 static const attr_printer printers[IR_OP_COUNT] = {
 #define IR_OP(name, attr, min_in, max_in, n_out, kind) [IR_OP_##name] = print_##attr,

@@ -202,3 +202,10 @@ int ir_infer_normalize(const ir_graph *g, const ir_node *n, ir_shape *out, ir_di
   *out = *X(0);
   return 0;
 }
+
+/* round16 (docs/precision.md): same shape; the format must be bf16 or fp16. */
+int ir_infer_round16(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  if (n->attr.round16.format != IR_HALF_BF16 && n->attr.round16.format != IR_HALF_FP16)
+    return FAIL(d, "round16 format must be bf16 or fp16");
+  return same_shape(g, n, out);
+}

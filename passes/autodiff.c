@@ -318,3 +318,10 @@ NO_RULE(groupnorm_grad_input) NO_RULE(groupnorm_grad_gamma) NO_RULE(dense_grad_i
 NO_RULE(dense_grad_weight) NO_RULE(softmax_grad) NO_RULE(softmax_xent_grad) NO_RULE(sgd_update)
 NO_RULE(momentum_acc) NO_RULE(momentum_update) NO_RULE(rmsprop_acc) NO_RULE(rmsprop_update)
 NO_RULE(adam_moment1) NO_RULE(adam_moment2) NO_RULE(adam_update) NO_RULE(step_count)
+
+/* round16 (docs/precision.md): straight-through, and the gradient is 16-bit too:
+ * dx = round16(dy) in the same format. */
+int pass_grad_round16(pass_ad *ad, const ir_node *n, int dy) {
+  ir_attr a = {.round16 = n->attr.round16};
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_round16, &dy, 1, &a);
+}

@@ -98,6 +98,16 @@ int pass_mem_is_optimizer_state(const ir_graph *g, int v);
 /* bytes as "12.3 MiB" into buf; returns buf. */
 const char *pass_mem_human(int64_t bytes, char *buf, size_t n);
 
+/* ---- precision.c (issue 6; docs/precision.md) ------------------------------------------- */
+/* --precision 16.32 / 16.16 as exact 16-bit numerics in f32 storage: inserts round16 nodes on
+ * the stored activations and (training) on the weights as they are read; inference rounds
+ * the weights' data in place.  Run on the forward graph, before autodiff.  half_type "bf16"
+ * (default, NULL) or "fp16".  Returns the number of round16 nodes added (0 for 32.32 or when
+ * already applied) or -1 with d filled (16.16 training: not implemented). */
+int pass_precision(ir_graph *g, const char *precision, const char *half_type, int training, ir_diag *d);
+/* IR_HALF_BF16 / IR_HALF_FP16 for a --half-type value, -1 if unknown. */
+int pass_precision_format(const char *half_type);
+
 /* ---- autodiff.c (training, issue 5; docs/training.md) --------------------------------- */
 /* Appends the backward graph of the loss: the last output produced by softmax_xent, seeded
  * with d(loss) = loss_scale (the gradients come out scaled by it).  Every trainable param P

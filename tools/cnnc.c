@@ -447,6 +447,9 @@ static int run(driver *D) {
   if (!g) return EXIT_MODEL;
   int rc = 0;
   if (D->summary && summary(D, g)) rc = EXIT_MODEL;
+  ir_diag pd = {0}; /* --precision 16.x: round16 nodes (docs/precision.md), so --emit ir shows them too */
+  if (!rc && pass_precision(g, D->o.precision, D->o.half_type, D->o.mode && !strcmp(D->o.mode, "training"), &pd) < 0)
+    ir_diag_print(&pd, stderr), rc = EXIT_MODEL;
   if (!rc && D->emit && !strcmp(D->emit, "ir")) rc = emit_ir(D, g);
   else if (!rc && (D->emit || D->output)) rc = build(D, g);
   ir_graph_free(g);
