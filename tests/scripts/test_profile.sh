@@ -32,14 +32,18 @@ for o in p["ops"]:
     tag = f"{o['name']} ({o['kernel']})"
     expect(o["calls"] == mbs, f"{tag}: calls {o['calls']}, want {mbs}")
     expect(o["seconds"] > 0 and o["max_busy_seconds"] > 0 and o["busy_seconds"] > 0, f"{tag}: zero time {o}")
-    expect(o["max_busy_seconds"] <= o["seconds"] * 1.0001 + 1e-6, f"{tag}: slowest thread {o['max_busy_seconds']} > op wall {o['seconds']}")
+    # each thread times an op from its own wake-up after the previous barrier, thread 0's wall
+    # from its own: a descheduled thread 0 can start late, so allow 10 ms per call
+    expect(o["max_busy_seconds"] <= o["seconds"] + 0.01 * o["calls"], f"{tag}: slowest thread {o['max_busy_seconds']} >> op wall {o['seconds']}")
     expect(o["max_busy_seconds"] <= o["busy_seconds"] * 1.0001 + 1e-9, f"{tag}: max busy > sum of busy")
     expect(o["cpu_seconds"] >= 0, f"{tag}: negative cpu time")
 for s, sh in enumerate(d["shards"]):
     tot = sum(o["seconds"] for o in p["ops"] if o["shard"] == s)
     busy = b["shard_busy"][s] * b["runs"] * b["batches_per_run"] / (b["images_per_second"] / b["batch_size"])
-    # shard_busy is a fraction of the timed runs' wall time; the ops cover the shard entry
-    expect(0.5 * busy <= tot <= 1.02 * busy + 1e-4, f"shard {s}: ops sum {tot:.6f} s, shard entry busy {busy:.6f} s")
+    # shard_busy is a fraction of the timed runs' wall time; the ops cover the shard entry but
+    # not the join after it, where a descheduled worker (busy machine) can keep the leader a
+    # few ms per micro-batch: ops never exceed the shard time, and cover it up to that jitter
+    expect(0.5 * busy - 0.005 * mbs <= tot <= 1.02 * busy + 1e-4, f"shard {s}: ops sum {tot:.6f} s, shard entry busy {busy:.6f} s")
 print("\n".join(errs) if errs else "ok")
 sys.exit(1 if errs else 0)
 EOF
