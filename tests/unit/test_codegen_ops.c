@@ -82,8 +82,9 @@ static const conv_case conv_cases[] = {
     {1, 2, 3, 4, 4, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 1, 1, 1},         /* kernel larger than the map */
     {1, 256, 24, 15, 15, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 1},   /* 1x1: two ~128 KB pixel chunks, the last partial */
     {2, 16, 24, 14, 14, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 1},     /* 14-wide rows: balanced channel-vector tiles */
-    {2, 32, 248, 5, 5, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 1},     /* channel vectors, tile blocks 14 + 2 (last partial tile) */
-    {2, 64, 124, 4, 16, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 0},    /* pixel vectors 6x16, tile blocks 18 + 3 */
+    /* tile blocks (conv_tile_block) with the default L2 budget of a 512 KB L2 (307 KB): */
+    {2, 32, 312, 5, 5, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 1},     /* channel vectors 16x4, blocks 16 + 4 tiles (last partial) */
+    {2, 64, 178, 4, 16, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 0},    /* pixel vectors 6x16, blocks 21 + 9 tiles (last partial) */
     {1, 16, 40, 30, 30, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 1},    /* 1x1 stride 2, 15 wide: 16x6 tiles 5+5+5 */
     {1, 8, 24, 8, 58, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 0},      /* 1x1 stride 2, 29 wide: interior 6-pixel tiles + tail */
     {2, 40, 48, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 1},      /* 1x1 on a 7x7 map: channel-vector GEMM, 49-pixel row */
