@@ -5,7 +5,7 @@
  *     threads; a few hand-checked values of the reference (the torch comparison is
  *     tests/scripts/test_round16_torch.py).
  *  2. pass_precision on cifar_resnet8 inference (16.16, bf16 and fp16): compiled vs the
- *     interpreter running the same pass (tol 2e-2: one bf16 ulp where an f32 sum order differs
+ *     interpreter running the same pass (tol 5e-3, measured 2.7e-6: a bf16 ulp where an f32 sum order differs
  *     across a rounding boundary), and vs fp32: top-1 agreement and max relative logit error
  *     printed, bounded.
  *  3. fmnist_cnn 16.32 training, compiled vs ir_train_step on the same passed graph: losses
@@ -153,7 +153,7 @@ static void test_inference(const cg_target *t, const char *half) {
   char label[64];
   snprintf(label, sizeof label, "cifar_resnet8 16.16 %s", half);
   /* compiled vs the interpreter on the same passed graph */
-  CGT_CHECK(cgt_check_graph(g16, t, label, 2e-2, &c16) == 0, "%s: compiled differs from the interpreter", label);
+  CGT_CHECK(cgt_check_graph(g16, t, label, 5e-3, &c16) == 0, "%s: compiled differs from the interpreter", label);
   CGT_CHECK(cgt_check_graph(g32, t, "cifar_resnet8 fp32", 1e-4, &c32) == 0, "fp32 compiled differs");
   if (c16 && c32) {
     int64_t n = ir_shape_numel(&g32->values[g32->outputs[0]].shape), k = g32->values[g32->outputs[0]].shape.dim[1];
