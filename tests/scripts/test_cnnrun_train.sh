@@ -45,6 +45,13 @@ expect 0 "rounded to 4 \(a log every 16 steps\)" -- "$FT" train --dataset synthe
 expect 0 "validation: loss [0-9.]+  accuracy (0\.9|1\.0)" -- "$FT2" train --dataset synthetic --epochs 2 --lr-schedule cosine --warmup-epochs 0.5
 expect 0 "\"event\": \"log\", \"epoch\": 2.0000, \"step\": 128" -- "$FT" train --dataset synthetic --epochs 4 --logs-per-epoch 1/2 --json
 expect 0 "lr 0.005" -- "$FT" train --dataset synthetic --epochs 3 --lr 0.5 --lr-schedule step --lr-decay-epochs 1,2 --lr-factor 0.1
+# synthetic data takes a compiled model's own input shape (3x32x32) and class count (10)
+SRC=${2:?usage: test_cnnrun_train.sh BUILD SRC}
+if "$BUILD/cnnc" "$SRC/models/cifar_resnet8.yml" --mode training --optimizer momentum --batch-size 8 -o "$T/r8.so" >"$T/cc" 2>&1; then
+  expect 0 "training cifar_resnet8 on synthetic: 128 samples" -- "$T/r8.so" train --dataset synthetic --limit 128 --epochs 1
+else
+  bad "cnnc cifar_resnet8 --mode training: $(head -c 600 "$T/cc")"
+fi
 
 # ---- Fashion-MNIST (Debian dataset-fashion-mnist) ------------------------------------------
 if [ -f "$FMNIST/train-images-idx3-ubyte.gz" ]; then
