@@ -68,6 +68,21 @@ static conv_geom conv_geometry(cg_ctx *c, const ir_node *n) {
   g.l2 = cg_shard_tile_budget(c->target, pv ? pv->amp : NULL, pv ? pv->shard : 0);
   if (!cg_conv_vc_choose(&g, cg_acc_budget(c->target))) conv_choose_tile(&g, cg_acc_budget(c->target));
   else g.flat = 0; /* a 1x1 GEMM on channel vectors: one output row of oh*ow pixels */
+  /* 1x1 strided unpadded convs on channel vectors (ResNet's downsample convs) with a small
+   * output plane: the plane as one row (a GEMM over the subsampled pixels), so the K-blocked
+   * row (gen_conv_vc.c) runs every pixel tile of the plane over a block of input channels
+   * while it is in L2, on 3 channel vectors x budget/3 pixels (a 1x1 conv shares no pixel
+   * between taps).  Measured on ResNet-50 AVX2 (bench/opcmp.py, CPU-time minima of 10):
+   * layer4's 7x7 downsample +12-14 % over 7-pixel rows of 16x4 + 16x3 tiles; with 2 vectors
+   * x 6 pixels, or on layer3's 14x14 plane (49 tiles), it measured no gain, hence the limit. */
+  int rv3 = g.cout_g >= 3 * g.V, pk = rv3 ? cg_acc_budget(c->target) / 3 : g.P;
+  int64_t px = g.oh * g.ow;
+  if (g.vc && !g.flat && g.kh == 1 && g.kw == 1 && (g.sh > 1 || g.sw > 1) && !a->pad[0] && !a->pad[1] && !a->pad[2] &&
+      !a->pad[3] && g.groups == 1 && g.oh > 1 && (px + pk - 1) / pk <= CG_CONV_SUB_MAX_TILES) {
+    g.sub = 1, g.sub_w = g.w, g.sub_ow = g.ow;
+    g.w = g.h * g.w, g.h = 1, g.ow = px, g.oh = 1;
+    if (rv3) g.R = 3 * g.V, g.P = pk > px ? (int)px : pk, g.ntile = (int)((g.cout_g + g.R - 1) / g.R);
+  }
   return g;
 }
 
@@ -317,7 +332,7 @@ static void ky_range(cg_ctx *c, const conv_geom *g, LLVMValueRef oy, conv_row *r
 
 static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass_fusion *fu) {
   char op[128], tile[32];
-  int k = snprintf(op, sizeof op, "conv2d%s%s", g->cin_g == 1 && g->cout_g == 1 ? "_dw" : g->groups > 1 ? "_g" : g->gemm ? "_1x1" : "",
+  int k = snprintf(op, sizeof op, "conv2d%s%s", g->cin_g == 1 && g->cout_g == 1 ? "_dw" : g->groups > 1 ? "_g" : g->gemm ? "_1x1" : g->sub ? "_sub" : "",
                    g->vc ? "_vc" : "");
   if (fu->bn >= 0) k += snprintf(op + k, sizeof op - (size_t)k, "_bn");
   for (int i = 0; i < fu->n_post && k < 100; i++)

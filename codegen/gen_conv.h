@@ -5,6 +5,9 @@
 
 #include "codegen/cg_internal.h"
 
+/* sub convs: at most this many pixel tiles in the plane (their K-blocked row's tile limit) */
+#define CG_CONV_SUB_MAX_TILES 40
+
 typedef struct conv_geom {
   int64_t n, cin, h, w, cout, oh, ow, cin_g, cout_g;
   int kh, kw, sh, sw, pt, pl, dh, dw, groups;
@@ -12,6 +15,10 @@ typedef struct conv_geom {
   int flat;            /* 1x1/s1/p0 on pixel vectors: plane as one row cut into chunks */
   int gemm;            /* 1x1/s1/p0 (flat, or a one-row channel-vector conv over the plane) */
   int vc;              /* vectors over output channels: R = Rv*V channels, P scalar pixels */
+  int sub;             /* 1x1/p0 strided on channel vectors: the output plane as one row of
+                        * oh*ow pixels (h, w, oh, ow flattened), pixel q reading input element
+                        * (q / sub_ow) * sh * sub_w + (q % sub_ow) * sw of each channel plane */
+  int64_t sub_w, sub_ow; /* sub: the unflattened input and output widths */
   int64_t l2;          /* cache-blocking budget of this op: cg_shard_tile_budget (cg_budget.h) */
 } conv_geom;
 
@@ -22,6 +29,11 @@ typedef struct conv_row {      /* run-time values of one work item */
 } conv_row;
 
 typedef struct conv_epi { const ir_node *post[PASS_MAX_POST]; int n_post; } conv_epi;
+
+/* sub: input element of output pixel q within a channel plane (compile time). */
+static inline int64_t cg_conv_sub_off(const conv_geom *g, int64_t q) {
+  return q / g->sub_ow * g->sh * g->sub_w + q % g->sub_ow * g->sw;
+}
 
 /* Opening of every conv tile (both shapes): zeroes n_acc accumulators (allocas in acc),
  * opens the ci and ky loops (close them with cg_loop_end(KY) then CI) and returns, for the

@@ -32,7 +32,7 @@ int cg_conv_vc_choose(conv_geom *g, int budget) {
 
 /* Taps of output column ox that read real input columns (all when ox is not constant). */
 static int tap_ok(const conv_geom *g, int64_t ox, int kx) {
-  if (ox < 0) return 1;
+  if (ox < 0 || g->sub) return 1; /* sub: 1x1 unpadded */
   int64_t ix = ox * g->sw - g->pl + (int64_t)kx * g->dw;
   return ix >= 0 && ix < g->w;
 }
@@ -76,7 +76,8 @@ static void vc_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv
       wv[v] = cg_load_v(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)kx * g->R + (int64_t)v * V), ""), V);
     for (int p = 0; p < np; p++) {
       if (!tap_ok(g, ox_const < 0 ? -1 : ox_const + p, kx)) continue;
-      LLVMValueRef idx = LLVMBuildAdd(c->b, row, LLVMBuildAdd(c->b, ix0, cg_i64(c, (int64_t)p * g->sw + (int64_t)kx * g->dw), ""), "");
+      LLVMValueRef idx = g->sub ? LLVMBuildAdd(c->b, row, cg_i64(c, cg_conv_sub_off(g, ox_const + p)), "") /* ox_const >= 0 */
+                                : LLVMBuildAdd(c->b, row, LLVMBuildAdd(c->b, ix0, cg_i64(c, (int64_t)p * g->sw + (int64_t)kx * g->dw), ""), "");
       LLVMValueRef xb = cg_splat(c, cg_load_f32(c, r->x, idx), V);
       for (int v = 0; v < nrv; v++) cur[v * np + p] = cg_fma(c, wv[v], xb, cur[v * np + p]);
     }
@@ -140,7 +141,8 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
   int64_t blk = g->l2 / 4 > 4096 ? g->l2 / 4 : 4096;
   int64_t row_bytes = g->ow * g->sw * 4, nkb = (g->cin_g * row_bytes + blk - 1) / blk;
   int64_t nt = (g->ow + g->P - 1) / g->P;
-  if (g->cin_g * row_bytes < 2 * blk || nkb < 2 || nt > VC_KBLOCK_MAX_TILES || nt < 1) return 0;
+  if (g->cin_g * row_bytes < 2 * blk || nkb < 2 || nt > (g->sub ? CG_CONV_SUB_MAX_TILES : VC_KBLOCK_MAX_TILES) || nt < 1)
+    return 0;
   int64_t kc = (g->cin_g + nkb - 1) / nkb;
   nkb = (g->cin_g + kc - 1) / kc;
   int nacc = nrv * g->P;
@@ -167,7 +169,8 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
     LLVMValueRef wv[4];
     for (int v = 0; v < nrv; v++) wv[v] = cg_load_v(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)v * V), ""), V);
     for (int64_t p = 0; p < np; p++) {
-      LLVMValueRef xb = cg_splat(c, cg_load_f32(c, r->x, LLVMBuildAdd(c->b, row, cg_i64(c, (from + p) * g->sw), "")), V);
+      int64_t off = g->sub ? cg_conv_sub_off(g, from + p) : (from + p) * g->sw;
+      LLVMValueRef xb = cg_splat(c, cg_load_f32(c, r->x, LLVMBuildAdd(c->b, row, cg_i64(c, off), "")), V);
       for (int v = 0; v < nrv; v++) cur[v * np + p] = cg_fma(c, wv[v], xb, cur[v * np + p]);
     }
     for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
@@ -189,6 +192,15 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
 
 void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
   if (vc_kblocked_row(c, g, r, e, rr)) return;
+  if (g->sub) { /* the plane as compile-time tiles of balanced width (at most P) */
+    int64_t nt = (g->ow + g->P - 1) / g->P;
+    for (int64_t t = 0, from = 0; t < nt; t++) {
+      int64_t to = g->ow * (t + 1) / nt;
+      vc_tile(c, g, r, e, rr, (int)(to - from), cg_i64(c, from), from);
+      from = to;
+    }
+    return;
+  }
   if (vc_short_row(c, g, r, e, rr)) return;
   int64_t a = (g->pl + g->sw - 1) / g->sw; /* first pixel whose taps are all inside */
   int64_t lim = g->w - 1 + g->pl - (int64_t)(g->kw - 1) * g->dw, b = lim < 0 ? 0 : lim / g->sw + 1;

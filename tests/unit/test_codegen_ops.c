@@ -91,6 +91,17 @@ static const conv_case conv_cases[] = {
     {1, 24, 20, 5, 5, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 0},      /* 1x1 on 5x5: 6-pixel interior tiles + 1, partial tile */
     {1, 1040, 24, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 1},    /* 1x1 channel vectors, 4 input blocks of 260 channels */
     {2, 820, 20, 4, 60, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 0},    /* 1x1 stride 2, 2 rows, input blocks of 205, partial tile */
+    /* 1x1 strided convs with a small output plane: channel vectors over the subsampled plane
+     * as one row (conv2d_sub_vc; 3 vectors x 4 pixels from 3 vectors of channels): */
+    {2, 600, 40, 14, 14, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 1},   /* 7x7 out (layer4-like): K-blocked, 24+16 channels */
+    {1, 64, 52, 10, 10, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 0},    /* 5x5 out: unblocked, 24+24+4 channels */
+    {1, 300, 20, 28, 28, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 0},   /* 14x14 out, 2 vectors x 6: 33 K-blocked tiles */
+    {1, 16, 16, 6, 12, 1, 1, 1, 2, {0, 0, 0, 0}, 1, 1, 1, 1},     /* stride 1,2 */
+    {2, 16, 20, 12, 7, 1, 1, 2, 1, {0, 0, 0, 0}, 1, 1, 1, 0},     /* stride 2,1 */
+    {1, 12, 16, 21, 21, 1, 1, 3, 3, {0, 0, 0, 0}, 1, 1, 1, 1},    /* stride 3 */
+    /* ... and planes of more than 40 tiles stay per-row channel vectors: */
+    {1, 8, 24, 20, 58, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 0},     /* 10x29 out: interior 6-pixel tiles + tail */
+    {1, 500, 16, 6, 180, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 1},   /* 3x90 out: K-blocked 90-pixel rows */
 };
 
 static ir_graph *conv_graph(const conv_case *k, int *y) {
@@ -173,6 +184,30 @@ static void test_conv_fused(const cg_target *t) {
         snprintf(label, sizeof label, "fused conv%s%s_%s", use_bn ? "_bn" : "", resid ? "_add" : "", ir_ops[acts[ai]].name);
         check(g, t, label);
       }
+}
+
+/* 1x1 stride-2 conv (+bn) whose output adds the output of a second 1x1 stride-2 conv
+ * (ResNet's downsample join), then relu: the fused residual epilogue of a conv2d_sub_vc
+ * kernel, K-blocked (cin 640, 7x7 out) and not (cin 24). */
+static void test_conv_sub_fused(const cg_target *t) {
+  static const int cins[] = {24, 640};
+  for (int ci = 0; ci < 2; ci++) {
+    conv_case k = {1, cins[ci], 40, 14, 14, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 0};
+    int y;
+    ir_graph *g = conv_graph(&k, &y);
+    int in[2] = {g->input, param(g, "conv2/weight", SHAPE(k.cout, k.cin, 1, 1))};
+    ir_attr a = {.conv2d = {{1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1}};
+    int y2 = node(g, IR_OP_conv2d, "conv2", in, 2, &a);
+    y2 = add_bn(g, "bn", y2, k.cout);
+    int sum[2] = {y2, y};
+    y = node(g, IR_OP_add, "add", sum, 2, NULL);
+    ir_attr none = {0};
+    y = node(g, IR_OP_relu, "act", &y, 1, &none);
+    output(g, y);
+    char label[128];
+    snprintf(label, sizeof label, "fused 1x1/2 conv_bn_add_relu cin %d", k.cin);
+    check(g, t, label);
+  }
 }
 
 /* ---- other ops ---------------------------------------------------------------------------- */
@@ -407,6 +442,7 @@ int main(void) {
   test_conv_cases(&host, "host");
   test_conv_random(&host, 24);
   test_conv_fused(&host);
+  test_conv_sub_fused(&host);
   test_unary(&host);
   test_binary(&host);
   test_pool(&host);
@@ -418,6 +454,7 @@ int main(void) {
   test_nan(&sse);
   test_conv_cases(&avx2, "avx2");
   test_conv_fused(&avx2);
+  test_conv_sub_fused(&avx2);
   test_pool(&avx2);
   test_conv_cases(&sse, "sse");
   test_avx512_emit();
