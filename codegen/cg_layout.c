@@ -130,7 +130,8 @@ static void build_io(cg_layout *L) {
   }
 }
 
-/* Scratch for every kernel output of shard s that is not a boundary tensor. */
+/* Scratch for every kernel output of shard (training: stage) s that is not a boundary / train
+ * tensor, nor a state slice, nor a gradient the update stage reads from its accumulator. */
 static void build_scratch(cg_layout *L, int s) {
   cg_shard_plan *sp = &L->sh[s];
   pass_usage *u = xcalloc((size_t)sp->n_k, sizeof *u);
@@ -138,6 +139,7 @@ static void build_scratch(cg_layout *L, int s) {
   for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
     const cg_kernel *k = &L->k[i];
     if (L->vid_tensor[k->out] >= 0 || (L->train && L->state_alias[k->out] >= 0)) continue;
+    if (L->accum && L->acc_index[k->out] >= 0 && s == L->update_stage) continue;
     const ir_value *v = &L->g->values[k->out];
     pass_usage r = {k->step, k->step, ir_shape_numel(&v->shape) * (int64_t)ir_dtype_size(v->dtype), 64, 0};
     for (int j = i + 1; j < sp->first_k + sp->n_k; j++)
@@ -323,28 +325,6 @@ static void build_train_io(cg_layout *L) {
   }
 }
 
-/* Scratch of one training stage: kernel outputs that are neither train tensors nor state. */
-static void build_train_scratch(cg_layout *L, int s) {
-  cg_shard_plan *sp = &L->sh[s];
-  pass_usage *u = xcalloc((size_t)sp->n_k, sizeof *u);
-  int *vid = xcalloc((size_t)sp->n_k, sizeof(int)), n = 0;
-  for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
-    const cg_kernel *k = &L->k[i];
-    if (L->vid_tensor[k->out] >= 0 || L->state_alias[k->out] >= 0) continue;
-    if (L->accum && L->acc_index[k->out] >= 0 && s == L->update_stage) continue;
-    const ir_value *v = &L->g->values[k->out];
-    pass_usage r = {k->step, k->step, ir_shape_numel(&v->shape) * (int64_t)ir_dtype_size(v->dtype), 64, 0};
-    for (int j = i + 1; j < sp->first_k + sp->n_k; j++)
-      for (int a = 0; a < L->k[j].n_act; a++)
-        if (L->k[j].act[a] == k->out) r.last_step = L->k[j].step;
-    vid[n] = k->out;
-    u[n++] = r;
-  }
-  sp->scratch_bytes = pass_plan_memory(u, n);
-  for (int i = 0; i < n; i++) L->scratch_off[vid[i]] = u[i].offset;
-  sp->usage = u, sp->usage_vid = vid, sp->n_usage = n;
-}
-
 static int build_train_layout(cg_layout *L, const cg_options *o, ir_diag *d) {
   const ir_graph *g = L->g;
   L->grad_accum = o && o->grad_accum > 1 ? o->grad_accum : 1;
@@ -361,7 +341,7 @@ static int build_train_layout(cg_layout *L, const cg_options *o, ir_diag *d) {
   build_accumulators(L);
   build_train_tensors(L);
   build_train_io(L);
-  for (int s = 0; s < L->n_shards; s++) build_train_scratch(L, s);
+  for (int s = 0; s < L->n_shards; s++) build_scratch(L, s);
   return 0;
 }
 
