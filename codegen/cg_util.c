@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "codegen/cg_internal.h"
+#include "codegen/gen_round16.h"
 
 LLVMValueRef cg_fail(cg_ctx *c, const ir_node *n, const char *fmt, ...) {
   cg_priv *p = c->priv;
@@ -282,6 +283,7 @@ LLVMValueRef cg_epilogue(cg_ctx *c, const ir_node *post, LLVMValueRef v, LLVMVal
   case IR_OP_sigmoid: return cg_sigmoid(c, v, w);
   case IR_OP_swish: return LLVMBuildFMul(c->b, v, cg_sigmoid(c, v, w), "swish");
   case IR_OP_add: return LLVMBuildFAdd(c->b, v, cg_load_v(c, resid, idx, w), "resid");
+  case IR_OP_round16: return cg_round16_v(c, post, v, post->attr.round16.format, w); /* last op (fuse.c) */
   default: return v;
   }
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "codegen/cg_internal.h"
+#include "codegen/gen_round16.h"
 #include "codegen/gen_train.h"
 
 typedef struct r16_ctx { const ir_node *n; LLVMValueRef x, out; } r16_ctx;
@@ -40,13 +41,6 @@ static LLVMValueRef round_fp16(cg_ctx *c, LLVMValueRef x, int w) {
   return LLVMBuildFPExt(c->b, LLVMBuildFPTrunc(c->b, x, ht, "half"), cg_vtype(c, w), "");
 }
 
-static void r16_body(cg_ctx *c, LLVMValueRef idx, int w, void *user) {
-  r16_ctx *u = user;
-  LLVMValueRef x = cg_load_v(c, u->x, idx, w);
-  LLVMValueRef y = u->n->attr.round16.format == IR_HALF_FP16 ? round_fp16(c, x, w) : round_bf16(c, x, w);
-  cg_store_v(c, y, u->out, idx, w);
-}
-
 /* Whether the target converts f32 <-> f16 natively (no libcall). */
 static int has_f16c(const cg_target *t) {
   if (t->triple && strncmp(t->triple, "x86_64", 6) && strncmp(t->triple, "i386", 4) && strncmp(t->triple, "i686", 4))
@@ -54,10 +48,28 @@ static int has_f16c(const cg_target *t) {
   return t->features && strstr(t->features, "+f16c") != NULL;
 }
 
+static const char *const no_f16c_msg =
+    "--half-type fp16 needs a target with F16C (native f32<->f16 conversions); use bf16 or add +f16c";
+
+LLVMValueRef cg_round16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int format, int w) {
+  if (format != IR_HALF_FP16) return round_bf16(c, x, w);
+  if (!has_f16c(c->target)) {
+    cg_fail(c, n, "%s", no_f16c_msg);
+    return x;
+  }
+  return round_fp16(c, x, w);
+}
+
+static void r16_body(cg_ctx *c, LLVMValueRef idx, int w, void *user) {
+  r16_ctx *u = user;
+  LLVMValueRef x = cg_load_v(c, u->x, idx, w);
+  cg_store_v(c, cg_round16_v(c, u->n, x, u->n->attr.round16.format, w), u->out, idx, w);
+}
+
 LLVMValueRef cg_gen_round16(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   int fp16 = n->attr.round16.format == IR_HALF_FP16;
   if (fp16 && !has_f16c(c->target))
-    return cg_fail(c, n, "--half-type fp16 needs a target with F16C (native f32<->f16 conversions); use bf16 or add +f16c");
+    return cg_fail(c, n, "%s", no_f16c_msg);
   const ir_value *xv = &c->g->values[n->in[0]];
   int param = xv->kind == IR_VAL_PARAM && !((cg_priv *)c->priv)->train; /* inference: embedded constant */
   LLVMValueRef a[4];

@@ -1,6 +1,8 @@
 /* fuse.c — epilogue fusion plan for the back end: conv2d [-> inference batchnorm (folded
- * into the conv's weights and bias)] [-> relu | sigmoid | swish | add(same-shape act)]*.
+ * into the conv's weights and bias)] [-> relu | sigmoid | swish | add(same-shape act)]*
+ * [-> round16 (--precision 16.x: the store rounds to the 16-bit grid; always the last op)].
  * The graph is not changed; codegen reads the plan (one kernel per group). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "passes/passes.h"
@@ -34,6 +36,10 @@ static int epilogue_ok(const ir_graph *g, const ir_node *m, int v) {
   switch (m->op) {
   case IR_OP_relu: case IR_OP_sigmoid: case IR_OP_swish:
     return 1;
+  case IR_OP_round16: { /* CNNC_NO_ROUND16_FUSION=1: separate round16 kernels (tests compare) */
+    const char *e = getenv("CNNC_NO_ROUND16_FUSION");
+    return !(e && *e && strcmp(e, "0"));
+  }
   case IR_OP_add: {
     int other = m->in[0] == v ? m->in[1] : m->in[0];
     const ir_value *o = &g->values[other];
@@ -62,6 +68,7 @@ static void grow_group(const ir_graph *g, int a, pass_fusion *plan) {
     plan[m].anchor = a;
     p->last = m;
     v = mn->out;
+    if (mn->op == IR_OP_round16) return; /* the rounding is the store: nothing fuses after it */
   }
 }
 
