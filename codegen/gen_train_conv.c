@@ -183,7 +183,7 @@ static const char *tc_kind(cg_ctx *c, const char *op, const tconv *k) {
 /* Forward conv (training: weights by pointer).  in: x, w[, b]; out y. */
 LLVMValueRef cg_train_conv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d;
-  if (at->groups != 1) return cg_fail(c, n, "grouped convolution is not supported by training codegen yet");
+  if (at->groups != 1) return cg_train_gconv_fwd(c, n, fn_name, kind); /* gen_train_gconv.c */
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   tconv k = {xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], ys->dim[1], ys->dim[2], ys->dim[3],
              at->kernel[0], at->kernel[1], at->stride[0], at->stride[1], -at->pad[0], at->dilation[0], -at->pad[1], at->dilation[1],
@@ -247,7 +247,7 @@ static void scatter_grad_input(cg_ctx *c, const ir_conv2d_attr *at, const ir_sha
  * w[co, ci, ky, kx]. */
 LLVMValueRef cg_gen_conv2d_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
-  if (at->groups != 1) return cg_fail(c, n, "conv2d_grad_input: groups > 1 is not supported by codegen yet");
+  if (at->groups != 1) return cg_train_gconv_grad_input(c, n, fn_name, kind);
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->out].shape;
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
@@ -354,7 +354,7 @@ static void twg_tile(cg_ctx *c, const twg *k, LLVMValueRef dy, LLVMValueRef x, L
  * blocks fastest; contiguous ranges over the threads. */
 LLVMValueRef cg_gen_conv2d_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_weight.conv;
-  if (at->groups != 1) return cg_fail(c, n, "conv2d_grad_weight: groups > 1 is not supported by codegen yet");
+  if (at->groups != 1) return cg_train_gconv_grad_weight(c, n, fn_name, kind);
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->in[1]].shape;
   int budget = cg_acc_budget(c->target);
   twg k = {xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], ds->dim[1], ds->dim[2], ds->dim[3], at->kernel[0], at->kernel[1],
