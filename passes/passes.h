@@ -156,6 +156,9 @@ typedef struct pass_optim_cfg {
   float l2;               /* coupled:   delta_w = -lr*O(g + l2*w) */
   float loss_scale;       /* the gradients are divided by it (1 = none; 0 taken as 1) */
   int exempt_norm;        /* no weight decay / L2 on batchnorm/groupnorm gamma and beta */
+  int round16;            /* --precision 16.16: 1 + ir_half_format, the updated weights rounded (0: f32) */
+  int stochastic;         /* --enable-stochastic-rounding (needs round16) */
+  uint64_t seed;          /* its seed (--seed) */
 } pass_optim_cfg;
 /* Appends, for every trainable P with a "grad/P" value, the update of P (node "update/P") and
  * of its optimizer state, kept as non-trainable params "P/momentum", "P/rms", "P/m", "P/v"
@@ -174,6 +177,10 @@ void pass_report_free(pass_report *r);
 /* --available-memory-proportion text (one value, or one per shard; must outlive r): the
  * per-op working-set budgets in the report.  NULL = the default. */
 void pass_report_set_proportion(pass_report *r, const char *amp);
+/* Training options of the compile (--gradient-accumulation, --replicas, --pipeline-schedule,
+ * --recompute; strings must outlive r): the report's schedule simulation.  Defaults 1, 1,
+ * "sequential", "none". */
+void pass_report_set_training(pass_report *r, int grad_accum, int replicas, const char *schedule, const char *recompute);
 /* Fills *sink (the caller's) so that cg_build_model_report fills r. */
 void pass_report_sink(pass_report *r, struct cg_report_sink *sink);
 /* Adds seconds to phase name ("load", "split", "codegen", "link", ...). */

@@ -41,6 +41,11 @@ pass_report *pass_report_new(const ir_graph *g, int64_t memory_limit) {
 
 void pass_report_set_proportion(pass_report *r, const char *amp) { r->amp_text = amp; }
 
+void pass_report_set_training(pass_report *r, int grad_accum, int replicas, const char *schedule, const char *recompute) {
+  r->opt_grad_accum = grad_accum, r->opt_replicas = replicas;
+  r->opt_schedule = schedule, r->opt_recompute = recompute;
+}
+
 void pass_report_free(pass_report *r) {
   if (!r) return;
   for (int i = 0; i < r->n_k; i++) free(r->k[i].name), free(r->k[i].kind);
@@ -50,6 +55,7 @@ void pass_report_free(pass_report *r) {
   free(r->sh);
   free(r->node_kernel);
   free(r->is_tensor);
+  rp_train_free(r->tr);
   free(r);
 }
 
@@ -66,7 +72,8 @@ void pass_report_phase(pass_report *r, const char *name, double seconds) {
 
 /* ---- the roofline ------------------------------------------------------------------------ */
 int rp_cores_per_shard(const pass_report *r) {
-  int c = r->cores / (r->n_shards > 0 ? r->n_shards : 1);
+  int n = r->tr ? r->tr->S : r->n_shards; /* training: the model shards, not the stages */
+  int c = r->cores / (n > 0 ? n : 1);
   return c < 1 ? 1 : c;
 }
 
@@ -228,6 +235,7 @@ static void on_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_re
   r->peak_bw_core = RP_BW_PER_CORE;
   pass_fusion *plan = xcalloc((size_t)g->n_nodes, sizeof *plan);
   pass_fuse(g, 1, plan); /* the plan codegen used: groups are read from it */
+  if (r->training) rp_train_init(r, k);
   for (int t = 0; t < n_tensors; t++) r->is_tensor[tensor_vid[t]] = 1;
   derive_kernels(r, k, plan);
   derive_io(r, k, tensor_vid, n_tensors);
@@ -235,6 +243,7 @@ static void on_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_re
   for (int s = 0; s < n_shards; s++) r->sh[s].amp = cg_budget_proportion(r->amp_text, s);
   free(plan);
   derive_liveness(r);
+  if (r->training) rp_train_derive(r, k, tensor_vid, n_tensors);
 }
 
 void pass_report_sink(pass_report *r, cg_report_sink *sink) {
@@ -306,7 +315,12 @@ static void json_kernels(const pass_report *r, FILE *f) {
     rp_json_str(f, k->name);
     fprintf(f, ", \"kind\": ");
     rp_json_str(f, k->kind);
-    fprintf(f, ", \"shard\": %d, \"step\": %d, \"first_op\": ", k->shard, k->step);
+    if (r->tr) {
+      char nm[32];
+      fprintf(f, ", \"shard\": %d, \"stage\": ", r->g->nodes[k->anchor].shard);
+      rp_json_str(f, rp_stage_name(r, k->shard, nm, sizeof nm));
+      fprintf(f, ", \"step\": %d, \"first_op\": ", k->step);
+    } else fprintf(f, ", \"shard\": %d, \"step\": %d, \"first_op\": ", k->shard, k->step);
     rp_json_str(f, r->g->nodes[k->anchor].name);
     fprintf(f, ", \"last_op\": ");
     rp_json_str(f, r->g->nodes[k->last].name);
@@ -336,6 +350,13 @@ static void json_ops(const pass_report *r, FILE *f) {
     fprintf(f, ", \"flops\": %.17g, \"bytes\": %.17g, \"est_ms\": %.6g, \"bound\": \"%s\", \"kernel\": ", fl, by,
             est * 1e3, fl / r->peak_flops_core >= by / r->peak_bw_core ? "compute" : "memory");
     rp_json_str(f, k->name);
+    if (r->tr) {
+      char nm[32];
+      static const char *const ph[3] = {"forward", "backward", "update"};
+      fprintf(f, ", \"stage\": ");
+      rp_json_str(f, rp_stage_name(r, k->shard, nm, sizeof nm));
+      fprintf(f, ", \"phase\": \"%s\"", ph[r->tr->st_phase[k->shard]]);
+    }
     fprintf(f, ", \"step\": %d, \"fusion\": \"%s\", \"fused_into\": ", k->step, fusion_role(r, n, k));
     if (k->anchor == n) fprintf(f, "null");
     else rp_json_str(f, g->nodes[k->anchor].name);
@@ -357,11 +378,17 @@ static void json_totals(const pass_report *r, FILE *f) {
     if (sh->est_s > emax) emax = sh->est_s;
     mem[0] += sh->weights, mem[1] += sh->arena, mem[2] += sh->io;
   }
+  for (int i = 0; r->tr && i < r->tr->S; i++) { /* training: the model shards' groups and frames */
+    const rp_tshard *x = &r->tr->ts[i];
+    if (!i) mem[0] = mem[1] = mem[2] = 0;
+    mem[0] += x->weights, mem[1] += x->arena, mem[2] += (x->stash_mb + x->io_mb) * r->tr->frames;
+  }
   for (int i = 0; i < r->n_k; i++) bytes += r->k[i].bytes;
   double mean = flops / (r->n_shards ? r->n_shards : 1);
   fprintf(f, "  \"totals\": {\"flops\": %.17g, \"kernel_bytes\": %.17g, \"est_ms\": %.6g, \"n_ops\": %d, "
              "\"n_kernels\": %d, \"weights\": %lld, \"arena\": %lld, \"io\": %lld},\n",
           flops, bytes, est * 1e3, r->g->n_nodes, r->n_k, (long long)mem[0], (long long)mem[1], (long long)mem[2]);
+  if (r->tr) return; /* the training section writes the balance between model shards */
   fprintf(f, "  \"balance\": {\"flops\": [");
   for (int s = 0; s < r->n_shards; s++) fprintf(f, "%s%.17g", s ? ", " : "", r->sh[s].flops);
   fprintf(f, "], \"est_ms\": [");
@@ -376,7 +403,8 @@ int pass_report_write_json(const pass_report *r, FILE *f) {
   const ir_graph *g = r->g;
   fprintf(f, "{\n  \"cnnc_report\": 1,\n  \"model\": ");
   rp_json_str(f, g->name);
-  fprintf(f, ",\n  \"batch_size\": %d,\n  \"n_shards\": %d,\n", g->batch, r->n_shards);
+  fprintf(f, ",\n  \"mode\": \"%s\",\n  \"batch_size\": %d,\n  \"n_shards\": %d,\n", r->tr ? "training" : "inference", g->batch,
+          r->tr ? r->tr->S : r->n_shards);
   fprintf(f, "  \"target\": {\"triple\": ");
   rp_json_str(f, r->triple);
   fprintf(f, ", \"cpu\": ");
@@ -398,12 +426,17 @@ int pass_report_write_json(const pass_report *r, FILE *f) {
   }
   fprintf(f, "},\n");
   json_totals(r, f);
-  fprintf(f, "  \"shards\": [\n");
-  for (int s = 0; s < r->n_shards; s++) {
-    json_shard(r, s, f);
-    fprintf(f, "%s\n", s + 1 < r->n_shards ? "," : "");
+  if (r->tr) {
+    rp_train_json_section(r, f);
+    rp_train_json_shards(r, f);
+  } else {
+    fprintf(f, "  \"shards\": [\n");
+    for (int s = 0; s < r->n_shards; s++) {
+      json_shard(r, s, f);
+      fprintf(f, "%s\n", s + 1 < r->n_shards ? "," : "");
+    }
+    fprintf(f, "  ],\n");
   }
-  fprintf(f, "  ],\n");
   json_kernels(r, f);
   json_ops(r, f);
   fprintf(f, "}\n");

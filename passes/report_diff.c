@@ -204,8 +204,16 @@ static int num_line(FILE *out, const char *label, double a, double b, int all) {
   return 1;
 }
 
+/* Prints "  label: a -> b" when two strings differ. */
+static int str_line(FILE *out, const char *label, const char *a, const char *b) {
+  if (!strcmp(a, b)) return 0;
+  fprintf(out, "  %-28s %s -> %s\n", label, a[0] ? a : "none", b[0] ? b : "none");
+  return 1;
+}
+
 static void diff_totals(const jv *a, const jv *b, FILE *out) {
   fprintf(out, "totals:\n");
+  str_line(out, "mode", str(a, "mode"), str(b, "mode"));
   num_line(out, "shards", num(a, "n_shards"), num(b, "n_shards"), 1);
   num_line(out, "batch_size", num(a, "batch_size"), num(b, "batch_size"), 0);
   const jv *ta = get(a, "totals"), *tb = get(b, "totals");
@@ -214,6 +222,18 @@ static void diff_totals(const jv *a, const jv *b, FILE *out) {
   const jv *ba = get(a, "balance"), *bb = get(b, "balance");
   num_line(out, "balance max/mean flops", num(ba, "max_over_mean"), num(bb, "max_over_mean"), 1);
   num_line(out, "slowest stage est_ms", num(ba, "pipeline_est_ms"), num(bb, "pipeline_est_ms"), 1);
+  if (get(a, "training") || get(b, "training")) { /* training: schedule and its simulation */
+    const jv *ra = get(a, "training"), *rb = get(b, "training");
+    str_line(out, "pipeline_schedule", str(ra, "pipeline_schedule"), str(rb, "pipeline_schedule"));
+    str_line(out, "recompute", str(ra, "recompute"), str(rb, "recompute"));
+    num_line(out, "gradient_accumulation", num(ra, "gradient_accumulation"), num(rb, "gradient_accumulation"), 0);
+    num_line(out, "replicas", num(ra, "replicas"), num(rb, "replicas"), 0);
+    num_line(out, "stages", len(get(ra, "stages")), len(get(rb, "stages")), 0);
+    num_line(out, "bottleneck shard", num(ba, "bottleneck_shard"), num(bb, "bottleneck_shard"), 0);
+    num_line(out, "update est_ms", num(ba, "update_est_ms"), num(bb, "update_est_ms"), 1);
+    num_line(out, "optimizer est_ms", num(ba, "optimizer_est_ms"), num(bb, "optimizer_est_ms"), 0);
+    num_line(out, "idle fraction", num(ba, "idle_fraction"), num(bb, "idle_fraction"), 1);
+  }
   num_line(out, "memory_limit", num(a, "memory_limit"), num(b, "memory_limit"), 0);
   num_line(out, "compile seconds", num(get(a, "compile_seconds"), "total"), num(get(b, "compile_seconds"), "total"), 1);
 }
@@ -223,7 +243,11 @@ static void diff_shards(const jv *a, const jv *b, FILE *out) {
   int n = len(sa) > len(sb) ? len(sa) : len(sb);
   static const char *const keys[] = {"total",     "limited",     "weights",     "activations", "stash",
                                      "optimizer_state", "io", "temporaries", "gaps",        "arena",
-                                     "peak_live", "limit",       "headroom"};
+                                     "peak_live", "limit",       "headroom",
+                                     /* training */
+                                     "accumulators", "stash_per_micro_batch", "io_per_micro_batch", "frames",
+                                     "micro_batches_in_flight", "stash_in_flight"};
+  static const char *const progs[] = {"forward", "backward", "optimizer"};
   fprintf(out, "shards: %d -> %d%s\n", len(sa), len(sb), len(sa) != len(sb) ? " (shard count changed)" : "");
   for (int s = 0; s < n; s++) {
     const jv *x = at(sa, s), *y = at(sb, s);
@@ -241,6 +265,18 @@ static void diff_shards(const jv *a, const jv *b, FILE *out) {
       char label[48];
       snprintf(label, sizeof label, "memory.%s", keys[k]);
       changed += num_line(out, label, num(get(x, "memory"), keys[k]), num(get(y, "memory"), keys[k]), 0);
+    }
+    for (int p = 0; p < 3; p++) {
+      const jv *px = get(get(x, "programs"), progs[p]), *py = get(get(y, "programs"), progs[p]);
+      if (!px && !py) continue;
+      char label[48];
+      changed += str_line(out, progs[p], str(px, "stage"), str(py, "stage"));
+      snprintf(label, sizeof label, "%s.flops", progs[p]);
+      changed += num_line(out, label, num(px, "flops"), num(py, "flops"), 0);
+      snprintf(label, sizeof label, "%s.est_ms", progs[p]);
+      changed += num_line(out, label, num(px, "est_ms"), num(py, "est_ms"), 0);
+      snprintf(label, sizeof label, "%s.scratch", progs[p]);
+      changed += num_line(out, label, num(px, "scratch"), num(py, "scratch"), 0);
     }
     changed += num_line(out, "available_memory_proportion", num(x, "available_memory_proportion"),
                         num(y, "available_memory_proportion"), 0);
@@ -288,8 +324,10 @@ static void diff_ops(const jv *a, const jv *b, FILE *out) {
   for (int i = 0; i < len(oa); i++) {
     const jv *x = at(oa, i), *y = find_op(ob, str(x, "name"), i);
     if (!y) continue;
-    if (num(x, "shard") != num(y, "shard"))
-      limited(out, &moved, "  %s: shard %.0f -> %.0f\n", str(x, "name"), num(x, "shard"), num(y, "shard"));
+    if (num(x, "shard") != num(y, "shard") || strcmp(str(x, "stage"), str(y, "stage")))
+      limited(out, &moved, "  %s: shard %.0f%s%s%s -> %.0f%s%s%s\n", str(x, "name"), num(x, "shard"), get(x, "stage") ? " (" : "",
+              str(x, "stage"), get(x, "stage") ? ")" : "", num(y, "shard"), get(y, "stage") ? " (" : "", str(y, "stage"),
+              get(y, "stage") ? ")" : "");
     const char *ka = kernel_kind(a, str(x, "kernel")), *kb = kernel_kind(b, str(y, "kernel"));
     if (strcmp(ka, kb) || strcmp(str(x, "fusion"), str(y, "fusion")))
       limited(out, &kern, "  %s: kernel %s (%s) -> %s (%s)\n", str(x, "name"), ka[0] ? ka : "-", str(x, "fusion"),

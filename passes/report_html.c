@@ -10,9 +10,15 @@
 
 /* Counted against --memory-limit first, weights last (inference: constants in the .so, not
  * counted, drawn faded). */
-static const char *const cat_name[] = {"activations", "stash", "gaps", "io", "temporaries", "optimizer state", "weights"};
-static const char *const cat_color[] = {"#f28e2b", "#e15759", "#d3d3d3", "#59a14f", "#b07aa1", "#76b7b2", "#4e79a7"};
-#define N_CAT 7
+static const char *const cat_name[] = {"activations", "stash", "gaps", "io", "temporaries", "optimizer state", "accumulators", "weights"};
+static const char *const cat_color[] = {"#f28e2b", "#e15759", "#d3d3d3", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#4e79a7"};
+#define N_CAT 8
+
+/* Shards drawn: the model shards (in training the layout's stages fold into them). */
+static int n_mem_shards(const pass_report *r) { return r->tr ? r->tr->S : r->n_shards; }
+static int64_t limited_of(const pass_report *r, int s) {
+  return r->tr ? rp_train_limited(r, &r->tr->ts[s]) : rp_limited(r, &r->sh[s]);
+}
 
 void rp_html_str(FILE *f, const char *s) {
   for (; s && *s; s++) {
@@ -36,25 +42,33 @@ static const char *human(double b, char *buf, size_t n) {
 }
 
 static void cats(const pass_report *r, int s, int64_t v[N_CAT]) {
+  if (r->tr) {
+    const rp_tshard *x = &r->tr->ts[s];
+    int64_t fr = r->tr->frames;
+    v[0] = x->peak_live, v[1] = x->stash_mb * fr, v[2] = x->arena - x->peak_live, v[3] = x->io_mb * fr, v[4] = 0;
+    v[5] = x->optimizer_state, v[6] = x->accumulators, v[7] = x->weights;
+    return;
+  }
   const rp_shard *sh = &r->sh[s];
   v[0] = sh->peak_live - sh->stash_scratch, v[1] = sh->stash_scratch + sh->stash_io, v[2] = sh->arena - sh->peak_live;
-  v[3] = sh->io, v[4] = sh->temporaries, v[5] = sh->optimizer_state, v[6] = sh->weights;
+  v[3] = sh->io, v[4] = sh->temporaries, v[5] = sh->optimizer_state, v[6] = 0, v[7] = sh->weights;
 }
 
 static void chart_memory(const pass_report *r, FILE *f) {
   double max = (double)r->limit;
-  for (int s = 0; s < r->n_shards; s++) {
+  int ns = n_mem_shards(r);
+  for (int s = 0; s < ns; s++) {
     int64_t v[N_CAT], t = 0;
     cats(r, s, v);
     for (int c = 0; c < N_CAT; c++) t += v[c];
     if (t > max) max = (double)t;
   }
   if (max <= 0) max = 1;
-  int bar = 26, h = 30 + r->n_shards * (bar + 10), x0 = 80, w = W - x0 - 20;
+  int bar = 26, h = 30 + ns * (bar + 10), x0 = 80, w = W - x0 - 20;
   char b1[32];
   fprintf(f, "<h2>Memory by category per shard</h2>\n<svg class=\"chart\" id=\"memory\" width=\"%d\" height=\"%d\" "
              "xmlns=\"http://www.w3.org/2000/svg\">\n", W, h + 20);
-  for (int s = 0; s < r->n_shards; s++) {
+  for (int s = 0; s < ns; s++) {
     int64_t v[N_CAT];
     cats(r, s, v);
     double x = x0;
@@ -78,15 +92,18 @@ static void chart_memory(const pass_report *r, FILE *f) {
             lx, lx, h - 12, lx - 3, h - 4, human((double)r->limit, b1, sizeof b1));
   }
   int lx = 4;
-  for (int c = 0; c < N_CAT; c++, lx += 104)
+  for (int c = 0; c < N_CAT; c++, lx += 92)
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\" font-size=\"11\">%s</text>\n",
             lx, h + 2, cat_color[c], lx + 14, h + 11, cat_name[c]);
   fprintf(f, "</svg>\n<p>Counted against <code>--memory-limit</code>: everything the runtime allocates for a shard "
-             "(arena = activations + stash + gaps, io%s).", r->training ? ", the state buffer's weights and optimizer state"
+             "(arena = activations + stash + gaps, io%s).", r->training ? ", the state buffer's weights, optimizer state and gradient "
+                                                                           "accumulators; in training the arena is the shard's scratch (the "
+                                                                           "largest of its stages), stash and io are the train tensors of "
+                                                                           "every in-flight frame"
                                                                          : "; the weights are constants in the .so and are not counted");
   char b2[32];
-  for (int s = 0; s < r->n_shards; s++) {
-    int64_t lim = rp_limited(r, &r->sh[s]);
+  for (int s = 0; s < ns; s++) {
+    int64_t lim = limited_of(r, s);
     fprintf(f, " Shard %d: %s", s, human((double)lim, b1, sizeof b1));
     if (r->limit > 0)
       fprintf(f, " (%s %s)", human((double)(lim > r->limit ? lim - r->limit : r->limit - lim), b2, sizeof b2),
@@ -96,7 +113,70 @@ static void chart_memory(const pass_report *r, FILE *f) {
   fprintf(f, "</p>\n");
 }
 
+/* One polyline chart of n points; a dashed line at ref (0: none), a vertical line before
+ * point split (0: none) with labels left/right of it. */
+static void curve(FILE *f, const char *id, const char *title, const int64_t *v, int n, double ref, int split,
+                  const char *left, const char *right, const char *foot) {
+  int h = 160, x0 = 70, w = W - x0 - 20, d = n > 1 ? n - 1 : 1;
+  char b1[32];
+  double max = ref;
+  for (int t = 0; t < n; t++) max = (double)v[t] > max ? (double)v[t] : max;
+  if (max <= 0) max = 1;
+  fprintf(f, "<svg class=\"chart liveness\" id=\"%s\" width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\">\n"
+             "<text x=\"4\" y=\"14\">", id, W, h + 30);
+  rp_html_str(f, title);
+  fprintf(f, "</text>\n<text x=\"4\" y=\"34\" font-size=\"11\">%s</text><text x=\"4\" y=\"%d\" font-size=\"11\">0</text>\n",
+          human(max, b1, sizeof b1), h + 10);
+  if (ref > 0)
+    fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#888\" stroke-dasharray=\"4\"/>\n", x0,
+            20 + (h - 10) * (1 - ref / max), x0 + w, 20 + (h - 10) * (1 - ref / max));
+  if (split > 0 && split < n) {
+    double sx = x0 + ((double)split - 0.5) / d * w;
+    fprintf(f, "<line x1=\"%.1f\" y1=\"18\" x2=\"%.1f\" y2=\"%d\" stroke=\"#4e79a7\"/>"
+               "<text x=\"%.1f\" y=\"30\" font-size=\"11\" text-anchor=\"end\">%s</text>"
+               "<text x=\"%.1f\" y=\"30\" font-size=\"11\">%s</text>\n",
+            sx, sx, h + 10, sx - 4, left, sx + 4, right);
+  }
+  fprintf(f, "<polyline fill=\"none\" stroke=\"#f28e2b\" stroke-width=\"2\" points=\"");
+  for (int t = 0; t < n; t++) fprintf(f, "%.1f,%.1f ", x0 + (double)t / d * w, 20 + (h - 10) * (1 - (double)v[t] / max));
+  fprintf(f, "\"/>\n<text x=\"%d\" y=\"%d\" font-size=\"11\">", x0, h + 26);
+  rp_html_str(f, foot);
+  fprintf(f, "</text>\n</svg>\n");
+}
+
+static void chart_liveness_train(const pass_report *r, FILE *f) {
+  const rp_train *t = r->tr;
+  char b1[32], b2[32], foot[256], title[64];
+  fprintf(f, "<h2>Liveness per program step</h2>\n<p>Per shard: bytes live at each step of its forward program, then "
+             "of its backward program &mdash; the running stage's scratch (the memory plan's usage records) plus "
+             "the train tensors the shard wrote that are still to be read (the stash of one micro-batch and the "
+             "boundaries): the forward/backward mountain.  The dashed line is the shard's scratch arena.</p>\n");
+  for (int s = 0; s < t->S; s++) {
+    const rp_tshard *x = &t->ts[s];
+    char id[32];
+    snprintf(id, sizeof id, "liveness-%d", s);
+    snprintf(title, sizeof title, "shard %d: fwd/s%d then bwd/s%d", s, s, s);
+    snprintf(foot, sizeof foot, "%d forward + %d backward steps; peak %s at step %d; stash per micro-batch %s", x->n_live_fwd,
+             x->n_live - x->n_live_fwd, human(x->n_live ? (double)x->live[x->peak_step] : 0, b1, sizeof b1), x->peak_step,
+             human((double)x->stash_mb, b2, sizeof b2));
+    curve(f, id, title, x->live, x->n_live, (double)x->arena, x->n_live_fwd, "forward", "backward", foot);
+  }
+  int64_t peak = 0;
+  for (int i = 0; i < t->n_prog; i++) peak = t->prog_live[i] > peak ? t->prog_live[i] : peak;
+  snprintf(foot, sizeof foot, "%d steps (every forward stage, then every backward stage); peak %s", t->n_prog,
+           human((double)peak, b1, sizeof b1));
+  int split = 0;
+  for (int st = 0; st < t->n_stages; st++)
+    if (t->st_phase[st] == PASS_PHASE_FWD) split += r->sh[st].n_k;
+  curve(f, "liveness-program", "whole micro-batch program (one micro-batch, every shard)", t->prog_live, t->n_prog, 0, split,
+        "forward", "backward", foot);
+}
+
 static void chart_liveness(const pass_report *r, FILE *f) {
+  if (r->tr) {
+    chart_liveness_train(r, f);
+    return;
+  }
   fprintf(f, "<h2>Liveness per program step</h2>\n<p>Scratch bytes live at each op of a shard (the memory "
              "plan's usage records); the dashed line is the arena size.</p>\n");
   int h = 160, x0 = 70, w = W - x0 - 20;
@@ -171,7 +251,68 @@ static void bars(FILE *f, const char *id, const char *title, const char *const *
   fprintf(f, "</svg>\n");
 }
 
+/* Training: per shard forward + backward estimate (stacked), then the simulated schedule of
+ * one update as a Gantt chart (one row per shard's thread group). */
+static void chart_balance_train(const pass_report *r, FILE *f) {
+  const rp_train *t = r->tr;
+  int bar = 20, x0 = 110, w = W - x0 - 140;
+  double max = 0;
+  for (int s = 0; s < t->S; s++) {
+    double e = t->ts[s].est_s[0] + t->ts[s].est_s[1];
+    max = e > max ? e : max;
+  }
+  if (max <= 0) max = 1;
+  fprintf(f, "<h2>Pipeline balance (estimated ms per micro-batch: forward + backward)</h2>\n<svg class=\"chart\" id=\"balance\" "
+             "width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\">\n", W, t->S * (bar + 6) + 24);
+  for (int s = 0; s < t->S; s++) {
+    const rp_tshard *x = &t->ts[s];
+    int y = 4 + s * (bar + 6);
+    double wf = x->est_s[0] / max * w, wb = x->est_s[1] / max * w;
+    fprintf(f, "<text x=\"4\" y=\"%d\" font-size=\"12\">shard %d%s</text>"
+               "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"#4e79a7\"><title>fwd/s%d %.4g ms</title></rect>"
+               "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"#e15759\"><title>bwd/s%d %.4g ms</title></rect>"
+               "<text x=\"%.1f\" y=\"%d\" font-size=\"11\">%.4g + %.4g ms</text>\n",
+            y + 14, s, s == t->bottleneck ? " *" : "", x0, y, wf, bar, s, x->est_s[0] * 1e3, x0 + wf, y, wb, bar, s,
+            x->est_s[1] * 1e3, x0 + wf + wb + 4, y + 14, x->est_s[0] * 1e3, x->est_s[1] * 1e3);
+  }
+  int ly = t->S * (bar + 6) + 16;
+  fprintf(f, "<rect x=\"4\" y=\"%d\" width=\"10\" height=\"10\" fill=\"#4e79a7\"/><text x=\"18\" y=\"%d\" font-size=\"11\">"
+             "forward</text><rect x=\"90\" y=\"%d\" width=\"10\" height=\"10\" fill=\"#e15759\"/><text x=\"104\" y=\"%d\" "
+             "font-size=\"11\">backward</text>\n</svg>\n", ly - 9, ly, ly - 9, ly);
+  fprintf(f, "<p>Bottleneck: shard %d (*).  Schedule <code>%s</code>, %d micro-batch%s per update (gradient accumulation %d "
+             "&times; replicas %d): one update is estimated at %.4g ms including the optimizer (%.4g ms on shard 0's threads); "
+             "the shards are idle %.1f %% of it.</p>\n",
+          t->bottleneck, t->schedule, t->frames, t->frames == 1 ? "" : "es", t->grad_accum, t->replicas, t->makespan_s * 1e3,
+          t->update_s * 1e3, t->idle_fraction * 100);
+  /* Gantt chart of the simulated update */
+  int row = 22, gx = 80, gw = W - gx - 20;
+  double span = t->makespan_s > 0 ? t->makespan_s : 1;
+  fprintf(f, "<h2>Simulated schedule of one update</h2>\n<svg class=\"chart\" id=\"schedule\" width=\"%d\" height=\"%d\" "
+             "xmlns=\"http://www.w3.org/2000/svg\">\n", W, t->S * (row + 4) + 24);
+  for (int s = 0; s < t->S; s++) fprintf(f, "<text x=\"4\" y=\"%d\" font-size=\"12\">shard %d</text>\n", 4 + s * (row + 4) + 15, s);
+  for (int j = 0; j < t->n_jobs && j < 4096; j++) {
+    const rp_tjob *x = &t->jobs[j];
+    int ph = t->st_phase[x->stage];
+    char nm[32];
+    double jx = gx + x->t0 / span * gw, jw = (x->t1 - x->t0) / span * gw;
+    fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\" stroke=\"#fff\"><title>%s",
+            jx, 4 + x->group * (row + 4), jw, row, ph == 0 ? "#4e79a7" : ph == 1 ? "#e15759" : "#76b7b2",
+            rp_stage_name(r, x->stage, nm, sizeof nm));
+    if (x->frame >= 0) fprintf(f, " micro-batch %d", x->frame);
+    fprintf(f, " %.4g..%.4g ms</title></rect>\n", x->t0 * 1e3, x->t1 * 1e3);
+    if (jw > 14 && x->frame >= 0)
+      fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" fill=\"#fff\">%d</text>\n", jx + 2, 4 + x->group * (row + 4) + 15,
+              x->frame);
+  }
+  fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">0 .. %.4g ms (blue forward, red backward, teal optimizer; numbers: "
+             "micro-batch)</text>\n</svg>\n", gx, t->S * (row + 4) + 18, t->makespan_s * 1e3);
+}
+
 static void chart_balance(const pass_report *r, FILE *f) {
+  if (r->tr) {
+    chart_balance_train(r, f);
+    return;
+  }
   int n = r->n_shards;
   double *v = calloc((size_t)n + 1, sizeof *v), sum = 0, max = 0;
   char(*names)[24] = calloc((size_t)n + 1, sizeof *names);
@@ -202,8 +343,9 @@ static void chart_phases(const pass_report *r, FILE *f) {
 static void op_table(const pass_report *r, FILE *f) {
   const ir_graph *g = r->g;
   char b1[64];
-  fprintf(f, "<h2>Ops</h2>\n<table id=\"ops\">\n<tr><th>#</th><th>name</th><th>op</th><th>shard</th><th>output shape</th>"
-             "<th>MFLOP</th><th>MB</th><th>est. ms</th><th>working-set budget</th><th>kernel</th><th>fused into</th></tr>\n");
+  fprintf(f, "<h2>Ops</h2>\n<table id=\"ops\">\n<tr><th>#</th><th>name</th><th>op</th><th>%s</th><th>output shape</th>"
+             "<th>MFLOP</th><th>MB</th><th>est. ms</th><th>working-set budget</th><th>kernel</th><th>fused into</th></tr>\n",
+          r->tr ? "shard (stage)" : "shard");
   for (int n = 0; n < g->n_nodes; n++) {
     const ir_node *nd = &g->nodes[n];
     const rp_kernel *k = &r->k[r->node_kernel[n]];
@@ -211,8 +353,13 @@ static void op_table(const pass_report *r, FILE *f) {
     rp_node_cost(r, n, &fl, &by, &est);
     fprintf(f, "<tr><td>%d</td><td>", n);
     rp_html_str(f, nd->name);
-    fprintf(f, "</td><td>%s</td><td>%d</td><td>%s</td><td>%.3f</td><td>%.3f</td><td>%.4f</td><td>", ir_ops[nd->op].name,
-            nd->shard, ir_shape_str(&g->values[nd->out].shape, b1, sizeof b1), fl / 1e6, by / 1e6, est * 1e3);
+    char stage[40] = "";
+    if (r->tr) {
+      char nm[32];
+      snprintf(stage, sizeof stage, " (%s)", rp_stage_name(r, k->shard, nm, sizeof nm));
+    }
+    fprintf(f, "</td><td>%s</td><td>%d%s</td><td>%s</td><td>%.3f</td><td>%.3f</td><td>%.4f</td><td>", ir_ops[nd->op].name,
+            nd->shard, stage, ir_shape_str(&g->values[nd->out].shape, b1, sizeof b1), fl / 1e6, by / 1e6, est * 1e3);
     int64_t budget = rp_node_budget(r, n);
     if (budget >= 0) fprintf(f, "%s%s", human((double)budget, b1, sizeof b1), by > (double)budget ? " (op bytes exceed it)" : "");
     fprintf(f, "</td><td>");
@@ -230,6 +377,13 @@ static void header(const pass_report *r, FILE *f) {
     flops += r->sh[s].flops, est += r->sh[s].est_s;
     if (r->sh[s].est_s > emax) emax = r->sh[s].est_s;
   }
+  if (r->tr) { /* the slowest model shard (forward + backward) */
+    emax = 0;
+    for (int s = 0; s < r->tr->S; s++) {
+      double e = r->tr->ts[s].est_s[0] + r->tr->ts[s].est_s[1];
+      emax = e > emax ? e : emax;
+    }
+  }
   fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>cnnc report: ");
   rp_html_str(f, r->g->name);
   fprintf(f, "</title>\n<style>\nbody{font-family:sans-serif;margin:24px;max-width:1100px;color:#222}\n"
@@ -239,8 +393,16 @@ static void header(const pass_report *r, FILE *f) {
              "dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dt{font-weight:bold}\n"
              "</style></head>\n<body>\n<h1>cnnc compile report: ");
   rp_html_str(f, r->g->name);
-  fprintf(f, "</h1>\n<dl><dt>batch size</dt><dd>%d</dd><dt>shards</dt><dd>%d</dd><dt>target</dt><dd>", r->g->batch,
-          r->n_shards);
+  fprintf(f, "</h1>\n<dl><dt>mode</dt><dd>%s</dd><dt>batch size</dt><dd>%d</dd><dt>shards</dt><dd>%d</dd>",
+          r->tr ? "training" : "inference", r->g->batch, n_mem_shards(r));
+  if (r->tr) {
+    char nm[32];
+    fprintf(f, "<dt>stages</dt><dd>");
+    for (int st = 0; st < r->tr->n_stages; st++) fprintf(f, "%s%s", st ? ", " : "", rp_stage_name(r, st, nm, sizeof nm));
+    fprintf(f, "</dd><dt>pipeline</dt><dd>schedule %s, gradient accumulation %d, replicas %d, recompute %s</dd>",
+            r->tr->schedule, r->tr->grad_accum, r->tr->replicas, r->tr->recompute);
+  }
+  fprintf(f, "<dt>target</dt><dd>");
   rp_html_str(f, r->triple);
   fprintf(f, ", cpu ");
   rp_html_str(f, r->cpu);
@@ -254,7 +416,7 @@ static void header(const pass_report *r, FILE *f) {
   char b1[32], b2[32];
   fprintf(f, "<dt>memory limit</dt><dd>%s</dd>", r->limit > 0 ? human((double)r->limit, b1, sizeof b1) : "none");
   fprintf(f, "<dt>available memory proportion</dt><dd>");
-  for (int s = 0; s < r->n_shards; s++) fprintf(f, "%s%.3g", s ? ", " : "", r->sh[s].amp);
+  for (int s = 0; s < n_mem_shards(r); s++) fprintf(f, "%s%.3g", s ? ", " : "", cg_budget_proportion(r->amp_text, s));
   fprintf(f, " (working-set budget = P &times; (L2 %s + L3 %s per core), caches from %s)</dd>",
           human((double)r->cache.l2 / r->cache.l2_sharing, b1, sizeof b1),
           human((double)r->cache.l3 / r->cache.l3_sharing, b2, sizeof b2), r->cache.from_sysfs ? "sysfs" : "the fallbacks");

@@ -33,6 +33,40 @@ typedef struct rp_shard {
   int64_t *live; /* [n_k] scratch bytes live at each step */
 } rp_shard;
 
+/* Training (docs/reports.md "Training reports"): the layout's "shards" are then the program
+ * STAGES (fwd/s0.., bwd/s(S-1)..s0, update/s0); report_train.c folds them back into the S
+ * model shards (pipeline stages), each with its forward and backward programs. */
+typedef struct rp_tshard {
+  int fwd, bwd;                            /* stage indices, -1: none */
+  int first_node, last_node;               /* the forward range */
+  int n_k[3];                              /* kernels: forward, backward, optimizer (its params' updates) */
+  double flops[3], est_s[3];
+  int64_t weights, optimizer_state, accumulators; /* state buffer slices first read in this shard */
+  int64_t arena, peak_live;                /* the group's scratch: max over its stages */
+  int64_t stash_mb, io_mb;                 /* train tensors per micro-batch: stash (fwd -> bwd), other */
+  int in_flight;                           /* most micro-batches stashed at once (simulated schedule) */
+  int n_live, n_live_fwd, peak_step;       /* liveness: forward steps, then backward steps */
+  int64_t *live;
+} rp_tshard;
+
+typedef struct rp_tjob { int group, stage, frame; double t0, t1; } rp_tjob;
+
+typedef struct rp_train {
+  int S;                                   /* model shards (thread groups) */
+  int n_stages, update_stage;              /* = the layout's shards; update stage or -1 */
+  int *st_phase, *st_group;                /* per stage: PASS_PHASE_*, thread group */
+  int grad_accum, replicas, frames;        /* frames = replicas * grad_accum train tensor sets */
+  const char *schedule, *recompute;
+  rp_tshard *ts;                           /* [S] */
+  int n_prog;                              /* micro_batch program steps (kernels before the update) */
+  int64_t *prog_live;                      /* [n_prog] scratch of the running stage + live train tensors */
+  rp_tjob *jobs;                           /* the simulated schedule of one update */
+  int n_jobs;
+  double makespan_s, update_s, idle_fraction;
+  double *busy_s;                          /* [S] */
+  int bottleneck;
+} rp_train;
+
 struct pass_report {
   const ir_graph *g;
   int64_t limit;
@@ -54,6 +88,10 @@ struct pass_report {
   int n_phases;
   char phase_name[RP_MAX_PHASES][16];
   double phase_s[RP_MAX_PHASES];
+  /* training (report_train.c); NULL for inference */
+  rp_train *tr;
+  int opt_grad_accum, opt_replicas;
+  const char *opt_schedule, *opt_recompute;
 };
 
 /* Roofline estimate in seconds on `cores` cores. */
@@ -67,6 +105,16 @@ int64_t rp_limited(const pass_report *r, const rp_shard *s);
 /* The working-set budget of node n (cg_working_set_budget with its shard's proportion), or -1
  * for ops that have none (only conv/dense and their gradients block for the cache). */
 int64_t rp_node_budget(const pass_report *r, int n);
+/* Training (report_train.c): stage structure before the kernels are derived, then the
+ * per-shard figures, liveness and the simulated schedule; JSON parts; free. */
+void rp_train_init(pass_report *r, const cg_report_kernel *k);
+void rp_train_derive(pass_report *r, const cg_report_kernel *k, const int *tensor_vid, int n_tensors);
+void rp_train_json_shards(const pass_report *r, FILE *f);
+void rp_train_json_section(const pass_report *r, FILE *f);
+void rp_train_free(rp_train *t);
+const char *rp_stage_name(const pass_report *r, int stage, char *buf, size_t n);
+int64_t rp_train_limited(const pass_report *r, const rp_tshard *t);
+int64_t rp_train_total(const pass_report *r, const rp_tshard *t);
 /* Writes s JSON-escaped (with quotes) / HTML-escaped. */
 void rp_json_str(FILE *f, const char *s);
 void rp_html_str(FILE *f, const char *s);

@@ -424,6 +424,8 @@ static int build(driver *D, ir_graph *g) {
   cg_report_sink sink;
   if (rep) pass_report_sink(rep, &sink), pass_report_phase(rep, "load", D->load_seconds);
   if (rep) pass_report_set_proportion(rep, D->o.available_memory_proportion);
+  if (rep)
+    pass_report_set_training(rep, (int)D->o.gradient_accumulation, (int)D->o.replicas, D->o.pipeline_schedule, D->o.recompute);
   int rc = cg_build_model_report(g, &D->o, out, D->emit, D->verbose, rep ? &sink : NULL, &d);
   if (rep && !rc) rc = write_report(D, rep, (now_ms() - t0) / 1e3);
   pass_report_free(rep);
