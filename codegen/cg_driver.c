@@ -56,6 +56,7 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
     cfg.momentum = (float)o->momentum;
     cfg.weight_decay = (float)o->weight_decay;
     cfg.l2 = (float)o->l2_regularization;
+    cfg.exempt_norm = o->exempt_norm;
     cfg.loss_scale = o->loss_scaling > 0 ? (float)o->loss_scaling : 1.0f;
     if (pass_autodiff(g, cfg.loss_scale, d) < 0 || pass_optimizer(g, &cfg, d) < 0 || ir_verify(g, d) < 0) return -1;
   }
