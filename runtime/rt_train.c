@@ -48,6 +48,7 @@ struct rt_tgroup {
   void **io, *scratch;
   rt_job *jobs;
   int n_jobs, cap_jobs;
+  rt_trace_ctx tctx;           /* the leader's op barrier while tracing (rt_trace.c) */
 };
 
 struct rt_pool {
@@ -64,12 +65,16 @@ struct rt_pool {
 
 static void rt_tg_share(rt_tgroup *g, int tid) {
   rt_pool *x = g->x;
-  int32_t rc = g->stage->run(g->io, x->m->tr->state, g->scratch, tid, g->nthreads, rt_barrier_cb, &g->barrier);
+  rt_trace *tr = tid == 0 && g->nthreads > 1 ? x->m->trace : NULL; /* set only between calls */
+  if (tr) g->tctx = (rt_trace_ctx){&g->barrier, tr, (int)(g - x->groups)};
+  int32_t rc = g->stage->run(g->io, x->m->tr->state, g->scratch, tid, g->nthreads, tr ? rt_trace_barrier_cb : rt_barrier_cb,
+                             tr ? (void *)&g->tctx : (void *)&g->barrier);
   if (rc != 0) {
     int32_t zero = 0;
     if (atomic_compare_exchange_strong(&x->rc, &zero, rc)) atomic_store(&x->failed, g->stage);
   }
-  rt_barrier_wait(&g->barrier);
+  if (tr) rt_trace_barrier_cb(&g->tctx); /* records the stage's last op */
+  else rt_barrier_wait(&g->barrier);
 }
 
 static void rt_tg_lead(rt_tgroup *g) {
@@ -82,11 +87,15 @@ static void rt_tg_lead(rt_tgroup *g) {
     if (atomic_load(&x->rc) == 0) { /* after a failure the rest only passes the frames on */
       for (int k = 0; k < jb->st->n_io; k++) g->io[k] = x->fptr[jb->frame][jb->st->io[k]];
       g->stage = jb->st;
+      rt_trace *tr = x->m->trace;
+      uint64_t t0 = tr ? rt_trace_now_ns() : 0;
+      if (tr) rt_trace_job_begin(tr, (int)(g - x->groups), g->nthreads, jb->st, t0, jb->frame);
       if (g->nthreads > 1) {
         atomic_fetch_add_explicit(&g->job_gen, 1, memory_order_release);
         rt_wake_all(&g->job_gen);
       }
       rt_tg_share(g, 0);
+      if (tr) rt_trace_job_end(tr, (int)(g - x->groups), jb->st, jb->frame, t0, rt_trace_now_ns());
       atomic_fetch_add_explicit(&x->m->runs[g->shard], 1, memory_order_relaxed);
     }
     atomic_fetch_add_explicit(&x->progress[jb->frame], 1, memory_order_release);

@@ -81,6 +81,7 @@ static const optdef train_opts[] = {
     {"--seed", "S", "shuffling seed (default 1; 0 = file order)"},
     {"--threads", "T[,T...]", "threads per shard"},
     {"--json", NULL, "print logs and results as JSON lines"},
+    {"--trace", "FILE", "write a Chrome/Perfetto trace of the training steps and validation to FILE (docs/reports.md)"},
     {NULL, NULL, NULL}};
 static const optdef validate_opts[] = {
     {"--checkpoint", "FILE|DIR", "one checkpoint, or every *.safetensors in DIR (sorted by step)"},
@@ -98,7 +99,7 @@ static void usage(FILE *f) {
              "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
              "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR]\n"
              "                             [--lr-schedule KIND] [--warmup-epochs W] [--checkpoint-dir DIR] [--restore CKPT]\n"
-             "                             [--limit N] [--json]\n"
+             "                             [--limit N] [--json] [--trace FILE.json]\n"
              "       cnnrun MODEL.so validate --checkpoint FILE|DIR [--dataset D] [--data-dir DIR]\n"
              "       cnnrun --help | --version\n"
              "'cnnrun MODEL.so COMMAND --help' describes a command's options.\n");
