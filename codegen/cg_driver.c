@@ -32,6 +32,9 @@ static int check_options(const struct fe_options *o, ir_diag *d) {
     return ir_diag_set(d, loc, NULL, "--gradient-accumulation %lld: must be in 1..4096", (long long)o->gradient_accumulation);
   if (train && (o->replicas < 1 || o->replicas > 64))
     return ir_diag_set(d, loc, NULL, "--replicas %lld: must be in 1..64", (long long)o->replicas);
+  if (o->enable_stochastic_rounding && !(train && o->precision && !strcmp(o->precision, "16.16")))
+    return ir_diag_set(d, loc, NULL, "--enable-stochastic-rounding rounds the 16-bit weight update: it needs "
+                                     "--precision 16.16 --mode training (16.32 keeps f32 master weights)");
   if (!train && (o->gradient_accumulation != 1 || o->replicas != 1 || strcmp(o->recompute, "none") ||
                  strcmp(o->pipeline_schedule, "sequential")))
     return ir_diag_set(d, loc, NULL,
@@ -58,6 +61,9 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
     cfg.l2 = (float)o->l2_regularization;
     cfg.exempt_norm = o->exempt_norm;
     cfg.loss_scale = o->loss_scaling > 0 ? (float)o->loss_scaling : 1.0f;
+    if (o->precision && !strcmp(o->precision, "16.16")) /* the updated weights rounded (docs/precision.md) */
+      cfg.round16 = 1 + pass_precision_format(o->half_type), cfg.stochastic = o->enable_stochastic_rounding;
+    cfg.seed = (uint64_t)o->seed;
     if (pass_autodiff(g, cfg.loss_scale, d) < 0 || pass_optimizer(g, &cfg, d) < 0 || ir_verify(g, d) < 0) return -1;
   }
   if (o->mode && !strcmp(o->mode, "training")) { /* training split, then recomputation (docs/training.md) */

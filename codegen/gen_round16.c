@@ -60,6 +60,90 @@ LLVMValueRef cg_round16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int forma
   return round_fp16(c, x, w);
 }
 
+/* ---- stochastic rounding (16.16 weight updates, gen_train_optim.c) ------------------------ */
+static LLVMValueRef sp_i(cg_ctx *c, LLVMTypeRef t, uint64_t v, int w) {
+  LLVMValueRef s = LLVMConstInt(t, v, 0);
+  if (w == 1) return s;
+  LLVMValueRef e[64];
+  for (int i = 0; i < w; i++) e[i] = s;
+  return LLVMConstVector(e, (unsigned)w);
+}
+
+/* bf16: the low 16 bits of |x| are the distance to the grid value below (toward zero) in
+ * units of 2^-16 ulp; adding 16 uniform bits carries into the kept half with exactly that
+ * probability (the carry crosses binades and reaches inf like a rounding carry). */
+static LLVMValueRef sr_bf16(cg_ctx *c, LLVMValueRef x, LLVMValueRef u24, int w) {
+  LLVMBuilderRef b = c->b;
+  LLVMTypeRef it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
+  LLVMValueRef u = LLVMBuildBitCast(b, x, it, "u");
+  LLVMValueRef r = LLVMBuildAdd(b, u, LLVMBuildLShr(b, u24, splat_i32(c, 8, w), ""), "");
+  r = LLVMBuildAnd(b, r, splat_i32(c, 0xffff0000u, w), "sr");
+  LLVMValueRef q = LLVMBuildAnd(b, LLVMBuildOr(b, u, splat_i32(c, 0x00400000u, w), ""), splat_i32(c, 0xffff0000u, w), "qnan");
+  LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "isnan");
+  return LLVMBuildBitCast(b, LLVMBuildSelect(b, nan, q, r, ""), cg_vtype(c, w), "");
+}
+
+/* fp16: a = |x|, its grid neighbours lo <= a < hi from the nearest-even half h (h - 1 or
+ * h + 1 in the bit pattern), hi with probability (a - lo) / (hi - lo) (both exact in f32);
+ * hi = inf counts as probability 0 (finite values above 65504 give 65504), inf/NaN stay. */
+static LLVMValueRef sr_fp16(cg_ctx *c, LLVMValueRef x, LLVMValueRef u24, int w) {
+  LLVMBuilderRef b = c->b;
+  LLVMTypeRef vt = cg_vtype(c, w), h = LLVMHalfTypeInContext(c->llc), i16 = LLVMInt16TypeInContext(c->llc);
+  LLVMTypeRef ht = w == 1 ? h : LLVMVectorType(h, (unsigned)w), st = w == 1 ? i16 : LLVMVectorType(i16, (unsigned)w);
+  LLVMTypeRef it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
+  LLVMValueRef a = cg_intrinsic(c, "llvm.fabs", &vt, 1, &x, 1);
+  LLVMValueRef hh = LLVMBuildFPTrunc(b, a, ht, "half");
+  LLVMValueRef hb = LLVMBuildBitCast(b, hh, st, "");
+  LLVMValueRef up = LLVMBuildFCmp(b, LLVMRealOGT, LLVMBuildFPExt(b, hh, vt, ""), a, "rn_up");
+  LLVMValueRef lo = LLVMBuildSelect(b, up, LLVMBuildSub(b, hb, sp_i(c, i16, 1, w), ""), hb, "");
+  LLVMValueRef hi = LLVMBuildSelect(b, up, hb, LLVMBuildAdd(b, hb, sp_i(c, i16, 1, w), ""), "");
+  LLVMValueRef lof = LLVMBuildFPExt(b, LLVMBuildBitCast(b, lo, ht, ""), vt, "lo");
+  LLVMValueRef hif = LLVMBuildFPExt(b, LLVMBuildBitCast(b, hi, ht, ""), vt, "hi");
+  LLVMValueRef p = LLVMBuildFDiv(b, LLVMBuildFSub(b, a, lof, ""), LLVMBuildFSub(b, hif, lof, ""), "p");
+  LLVMValueRef r = LLVMBuildFMul(b, LLVMBuildUIToFP(b, u24, vt, ""), cg_fconst(c, 1.0f / 16777216.0f, w), "r");
+  LLVMValueRef m = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, r, p, ""), hif, lof, "");
+  LLVMValueRef sign = LLVMBuildAnd(b, LLVMBuildBitCast(b, x, it, ""), splat_i32(c, 0x80000000u, w), "");
+  return LLVMBuildBitCast(b, LLVMBuildOr(b, LLVMBuildBitCast(b, m, it, ""), sign, ""), vt, "");
+}
+
+LLVMValueRef cg_round16_sr_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, LLVMValueRef u24, int format, int w) {
+  if (format != IR_HALF_FP16) return sr_bf16(c, x, u24, w);
+  if (!has_f16c(c->target)) {
+    cg_fail(c, n, "%s", no_f16c_msg);
+    return x;
+  }
+  return sr_fp16(c, x, u24, w);
+}
+
+/* splitmix64's finaliser (the compiled dropout's mix64, gen_train.c). */
+static LLVMValueRef mix64(cg_ctx *c, LLVMValueRef z, int w) {
+  LLVMBuilderRef b = c->b;
+  z = LLVMBuildAdd(b, z, sp_i(c, c->t_i64, 0x9e3779b97f4a7c15ull, w), "");
+  z = LLVMBuildMul(b, LLVMBuildXor(b, z, LLVMBuildLShr(b, z, sp_i(c, c->t_i64, 30, w), ""), ""), sp_i(c, c->t_i64, 0xbf58476d1ce4e5b9ull, w), "");
+  z = LLVMBuildMul(b, LLVMBuildXor(b, z, LLVMBuildLShr(b, z, sp_i(c, c->t_i64, 27, w), ""), ""), sp_i(c, c->t_i64, 0x94d049bb133111ebull, w), "");
+  return LLVMBuildXor(b, z, LLVMBuildLShr(b, z, sp_i(c, c->t_i64, 31, w), ""), "");
+}
+
+LLVMValueRef cg_sr_step_key(cg_ctx *c, uint64_t seed, LLVMValueRef t) {
+  return mix64(c, LLVMBuildXor(c->b, LLVMConstInt(c->t_i64, seed, 0), mix64(c, t, 1), ""), 1);
+}
+
+LLVMValueRef cg_sr_u24(cg_ctx *c, LLVMValueRef key, LLVMValueRef i, int w) {
+  LLVMValueRef iv = i, kv = key;
+  if (w > 1) {
+    LLVMValueRef e[64];
+    for (int l = 0; l < w; l++) e[l] = cg_i64(c, l);
+    LLVMTypeRef vt = LLVMVectorType(c->t_i64, (unsigned)w);
+    LLVMValueRef zero = LLVMConstNull(LLVMVectorType(c->t_i32, (unsigned)w));
+    iv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), i, cg_i32(c, 0), ""), LLVMGetPoison(vt), zero, "");
+    iv = LLVMBuildAdd(c->b, iv, LLVMConstVector(e, (unsigned)w), "");
+    kv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), key, cg_i32(c, 0), ""), LLVMGetPoison(vt), zero, "");
+  }
+  LLVMValueRef h = mix64(c, LLVMBuildXor(c->b, kv, mix64(c, iv, w), ""), w);
+  LLVMTypeRef it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
+  return LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, h, sp_i(c, c->t_i64, 40, w), ""), it, "u24");
+}
+
 static void r16_body(cg_ctx *c, LLVMValueRef idx, int w, void *user) {
   r16_ctx *u = user;
   LLVMValueRef x = cg_load_v(c, u->x, idx, w);

@@ -11,10 +11,17 @@
  * F16C records the error (node n) and returns x. */
 LLVMValueRef cg_round16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int format, int w);
 
-/* x rounded stochastically to format: with x between the neighbouring grid values lo <= x <
- * hi, hi with probability (x - lo) / (hi - lo).  u24 is <w x i32> of uniform integers in
- * [0, 2^24) (one per lane).  Finite values beyond the largest finite value, inf and NaN round
- * to nearest (as cg_round16_v). */
+/* x rounded stochastically to format: with |x| between the neighbouring grid values lo <=
+ * |x| < hi, hi with probability (|x| - lo) / (hi - lo), the sign kept.  u24 is <w x i32> of
+ * uniform integers in [0, 2^24) (one per lane; bf16 uses the top 16 bits).  inf stays inf,
+ * NaN a quiet NaN; above the largest finite value bf16 may carry into inf (inf taken as the
+ * next value), fp16 gives 65504 (inf has probability 0). */
 LLVMValueRef cg_round16_sr_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, LLVMValueRef u24, int format, int w);
+
+/* The stochastic rounding random bits (docs/precision.md): key = mix64(seed ^ mix64(t)) once
+ * per kernel (t: i64 step), then for element i (i64; lanes i..i+w-1) u24 = mix64(key ^
+ * mix64(i)) >> 40 as <w x i32>; mix64 = splitmix64's finaliser (as the compiled dropout). */
+LLVMValueRef cg_sr_step_key(cg_ctx *c, uint64_t seed, LLVMValueRef t);
+LLVMValueRef cg_sr_u24(cg_ctx *c, LLVMValueRef key, LLVMValueRef i, int w);
 
 #endif

@@ -6,10 +6,16 @@
  *
  * An optimizer node's output is its target param's state slice (updated in place): every
  * element is read before it is written, by the same thread, so the kernels are element-wise
- * over cg_foreach_elem blocks (f32 arithmetic; the interpreter uses double). */
+ * over cg_foreach_elem blocks (f32 arithmetic; the interpreter uses double).
+ *
+ * --precision 16.16 (attr.round16): the weight updates round w' to the 16-bit format before
+ * the store (cg_round16_v, to nearest even) or, attr.stochastic, stochastically
+ * (cg_round16_sr_v) with the random bits of (attr.seed, step t' = the last operand, element
+ * index): reproducible and independent of the thread count (docs/precision.md). */
 #include <math.h>
 
 #include "codegen/cg_internal.h"
+#include "codegen/gen_round16.h"
 
 /* cg_kernel_begin without the out-noalias promise (the output is an operand's slice). */
 static LLVMValueRef kbegin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args) {
@@ -23,6 +29,7 @@ typedef struct optim_ctx {
   const ir_node *n;
   LLVMValueRef in[5], out, lr; /* lr: scalar f32 or NULL */
   LLVMValueRef ic1, ic2;       /* Adam: 1/(1 - beta1^t), 1/(1 - beta2^t) (f32 scalars) */
+  LLVMValueRef sr_key;         /* stochastic rounding: the step's key (i64), or NULL */
 } optim_ctx;
 
 static LLVMValueRef vload(cg_ctx *c, LLVMValueRef p, LLVMValueRef i, int w) { return cg_load_v(c, p, i, w); }
@@ -91,6 +98,9 @@ static void optim_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
     break;
   }
   }
+  if (o->round16) /* 16.16: the stored weight is a 16-bit value */
+    r = u->sr_key ? cg_round16_sr_v(c, u->n, r, cg_sr_u24(c, u->sr_key, i, w), o->round16 - 1, w)
+                  : cg_round16_v(c, u->n, r, o->round16 - 1, w);
   cg_store_v(c, r, u->out, i, w);
 }
 
@@ -117,7 +127,7 @@ static LLVMValueRef gen_optim(cg_ctx *c, const ir_node *n, const char *fn_name, 
   LLVMValueRef a[8];
   int nin = n->n_in;
   LLVMValueRef f = kbegin(c, fn_name, nin, a);
-  optim_ctx u = {n, {0}, a[nin], NULL, NULL, NULL};
+  optim_ctx u = {n, {0}, a[nin], NULL, NULL, NULL, NULL};
   for (int j = 0; j < nin; j++) u.in[j] = a[j];
   if (lr_slot >= 0) u.lr = cg_load_f32(c, a[lr_slot], cg_i64(c, 0));
   if (n->op == IR_OP_adam_update) {
@@ -125,9 +135,15 @@ static LLVMValueRef gen_optim(cg_ctx *c, const ir_node *n, const char *fn_name, 
     u.ic1 = bias_corr(c, n->attr.adam_update.beta1, t);
     u.ic2 = bias_corr(c, n->attr.adam_update.beta2, t);
   }
+  const ir_optim_attr *o = &n->attr.sgd_update;
+  if (o->round16 && o->stochastic) /* t' is the last operand (a whole number >= 1 in f32) */
+    u.sr_key = cg_sr_step_key(c, o->seed, LLVMBuildFPToSI(c->b, cg_load_f32(c, a[nin - 1], cg_i64(c, 0)), c->t_i64, "t"));
   cg_foreach_elem(c, cg_numel(c, n->out), a[nin + 1], a[nin + 2], optim_body, &u);
   cg_kernel_end(c);
-  *kind = cg_kind(c, ir_ops[n->op].name, NULL);
+  const char *kn = ir_ops[n->op].name;
+  if (o->round16)
+    kn = ir_fmt(c->arena, "%s_%s%s", kn, o->stochastic ? "sr_" : "", o->round16 - 1 == IR_HALF_FP16 ? "fp16" : "bf16");
+  *kind = cg_kind(c, kn, NULL);
   return f;
 }
 

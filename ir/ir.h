@@ -119,6 +119,11 @@ typedef struct ir_optim_attr {
   int nesterov;
   int target;          /* value id of the param (weight or state) this result replaces after a
                         * step (ir_train_apply), -1 if none */
+  int round16;         /* weight updates of --precision 16.16: 0 = f32 result, 1 + ir_half_format =
+                        * the updated weight rounded to that format (docs/precision.md) */
+  int stochastic;      /* round16 stochastically: the last operand is the step counter t' and the
+                        * random bits a hash of (seed, t', element) */
+  uint64_t seed;       /* stochastic rounding seed of this param */
 } ir_optim_attr;
 
 /* Precision (issue 6; docs/precision.md): round16 rounds to a 16-bit float format and widens

@@ -15,12 +15,47 @@ static double gprime(const ir_optim_attr *a, float grad, float w) {
   return (double)grad * a->grad_scale + (double)a->l2 * w;
 }
 
+/* --precision 16.16 (attr.round16, docs/precision.md): the updated weight w rounded to the
+ * 16-bit format, to nearest even or (attr.stochastic) away from zero with probability
+ * (|w| - lo)/(hi - lo) using u24 = ref_mix64(key ^ ref_mix64(i)) >> 40, key =
+ * ref_mix64(seed ^ ref_mix64(t')), t' = the last operand (as codegen/gen_round16.c). */
+static uint64_t sr_key(const ir_node *n, const float *const *in) {
+  const ir_optim_attr *a = &n->attr.sgd_update;
+  return a->round16 && a->stochastic ? ref_mix64(a->seed ^ ref_mix64((uint64_t)(int64_t)in[n->n_in - 1][0])) : 0;
+}
+static float h16(uint16_t b) {
+  _Float16 h;
+  memcpy(&h, &b, 2);
+  return (float)h;
+}
+static float wround(const ir_optim_attr *a, float w, uint64_t key, int64_t i) {
+  if (!a->round16) return w;
+  int fmt = a->round16 - 1;
+  if (!a->stochastic || isnan(w)) return ir_round16_f32(w, fmt);
+  uint32_t u24 = (uint32_t)(ref_mix64(key ^ ref_mix64((uint64_t)i)) >> 40), u;
+  if (fmt == IR_HALF_BF16) { /* 16 random bits added below the kept half: carries with p */
+    memcpy(&u, &w, 4);
+    u = (u + (u24 >> 8)) & 0xffff0000u;
+    memcpy(&w, &u, 4);
+    return w;
+  }
+  float m = fabsf(w);
+  _Float16 hh = (_Float16)m; /* nearest even */
+  uint16_t hb;
+  memcpy(&hb, &hh, 2);
+  int up = (float)hh > m;
+  float lo = h16((uint16_t)(up ? hb - 1 : hb)), hi = h16((uint16_t)(up ? hb : hb + 1));
+  float v = (float)u24 * (1.0f / 16777216.0f) < (m - lo) / (hi - lo) ? hi : lo;
+  return copysignf(v, w);
+}
+
 /* in: w, g, lr; out w - lr*(g' + wd*w). */
 void ir_ref_sgd_update(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   const ir_optim_attr *a = &n->attr.sgd_update;
   double lr = in[2][0];
+  uint64_t key = sr_key(n, in);
   for (int64_t i = 0; i < count(g, n); i++)
-    out[i] = (float)(in[0][i] - lr * (gprime(a, in[1][i], in[0][i]) + (double)a->weight_decay * in[0][i]));
+    out[i] = wround(a, (float)(in[0][i] - lr * (gprime(a, in[1][i], in[0][i]) + (double)a->weight_decay * in[0][i])), key, i);
 }
 
 /* in: g, v, w; out v' = mu*v + g' (torch SGD momentum buffer, dampening 0). */
@@ -35,7 +70,7 @@ void ir_ref_momentum_update(const ir_graph *g, const ir_node *n, const float *co
   double lr = in[2][0];
   for (int64_t i = 0; i < count(g, n); i++) {
     double d = a->nesterov ? gprime(a, in[3][i], in[0][i]) + (double)a->momentum * in[1][i] : in[1][i];
-    out[i] = (float)(in[0][i] - lr * (d + (double)a->weight_decay * in[0][i]));
+    out[i] = wround(a, (float)(in[0][i] - lr * (d + (double)a->weight_decay * in[0][i])), sr_key(n, in), i);
   }
 }
 
@@ -54,7 +89,8 @@ void ir_ref_rmsprop_update(const ir_graph *g, const ir_node *n, const float *con
   double lr = in[2][0];
   for (int64_t i = 0; i < count(g, n); i++) {
     double gp = gprime(a, in[3][i], in[0][i]);
-    out[i] = (float)(in[0][i] - lr * (gp / (sqrt((double)in[1][i]) + a->eps) + (double)a->weight_decay * in[0][i]));
+    out[i] = wround(a, (float)(in[0][i] - lr * (gp / (sqrt((double)in[1][i]) + a->eps) + (double)a->weight_decay * in[0][i])),
+                    sr_key(n, in), i);
   }
 }
 
@@ -82,7 +118,8 @@ void ir_ref_adam_update(const ir_graph *g, const ir_node *n, const float *const 
   double c1 = 1.0 - pow(a->beta1, t), c2 = 1.0 - pow(a->beta2, t);
   for (int64_t i = 0; i < count(g, n); i++) {
     double mh = in[1][i] / c1, vh = in[2][i] / c2;
-    out[i] = (float)(in[0][i] - lr * (mh / (sqrt(vh) + a->eps) + (double)a->weight_decay * in[0][i]));
+    out[i] = wround(a, (float)(in[0][i] - lr * (mh / (sqrt(vh) + a->eps) + (double)a->weight_decay * in[0][i])),
+                    sr_key(n, in), i);
   }
 }
 

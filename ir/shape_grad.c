@@ -154,6 +154,7 @@ int ir_infer_softmax_xent_grad(const ir_graph *g, const ir_node *n, ir_shape *ou
 /* ---- optimizer ops: the result has the shape of operand `like`; all tensor operands agree,
  * lr and step counters have one element. ------------------------------------------------------ */
 static int infer_optim(const ir_graph *g, const ir_node *n, int like, unsigned scalars, ir_shape *out, ir_diag *d) {
+  if (n->attr.sgd_update.round16 && n->attr.sgd_update.stochastic) scalars |= 1u << (n->n_in - 1); /* t' (16.16) */
   for (int i = 0; i < n->n_in; i++) {
     if (scalars >> i & 1) {
       if (need_scalar(g, n, i, "learning rate / step", d)) return -1;
@@ -167,7 +168,8 @@ static int infer_optim(const ir_graph *g, const ir_node *n, int like, unsigned s
 int ir_infer_sgd_update(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_optim(g, n, 0, 1u << 2, out, d); }
 int ir_infer_momentum_acc(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_optim(g, n, 1, 0, out, d); }
 int ir_infer_momentum_update(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
-  if (n->attr.momentum_update.nesterov && n->n_in != 4) return FAIL(d, "Nesterov momentum_update needs the gradient");
+  const ir_optim_attr *a = &n->attr.momentum_update;
+  if (a->nesterov && n->n_in != 4 + (a->round16 && a->stochastic)) return FAIL(d, "Nesterov momentum_update needs the gradient");
   return infer_optim(g, n, 0, 1u << 2, out, d);
 }
 int ir_infer_rmsprop_acc(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_optim(g, n, 1, 0, out, d); }

@@ -1,7 +1,11 @@
 /* optimizer.c — appends the weight update after the backward graph (issue 5,
  * docs/training.md): for each trainable P with "grad/P", the optimizer's state updates and
  * "update/P", every result tagged with the param it replaces (attr.target).  Semantics are
- * torch.optim's; the learning rate is the runtime scalar input "lr". */
+ * torch.optim's; the learning rate is the runtime scalar input "lr".
+ * --precision 16.16 (cfg->round16): the weight updates round their result to the 16-bit
+ * format (attr.round16); stochastically with cfg->stochastic, the update then reads the step
+ * counter "optimizer/step" (Adam's t', added for every optimizer) as its last operand and
+ * hashes (attr.seed, t', element) (docs/precision.md). */
 #include <string.h>
 
 #include "ir/grad_train.h"
@@ -27,6 +31,33 @@ static int state(opt_ctx *o, int p, const char *suffix) {
   return ir_add_param(o->g, ir_fmt(o->g->arena, "%s/%s", o->g->values[p].name, suffix), o->g->values[p].shape, 0);
 }
 
+/* The stochastic rounding seed of param name under seed: splitmix64 of seed ^ FNV-1a(name),
+ * so a param's random stream does not depend on the other params. */
+static uint64_t param_seed(uint64_t seed, const char *name) {
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 1099511628211ull;
+  uint64_t z = (seed ^ h) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* The rounded weight update w' (op, inputs in[0..n_in-1]): attr round16/stochastic/seed set,
+ * the step counter appended when stochastic (Adam's update already ends with it). */
+static int wnode(opt_ctx *o, const char *name, ir_op op, const int *in, int n_in, ir_optim_attr a, int p) {
+  int tmp[IR_MAX_IN];
+  if (o->cfg->round16) {
+    a.round16 = o->cfg->round16, a.stochastic = o->cfg->stochastic;
+    a.seed = a.stochastic ? param_seed(o->cfg->seed, o->g->values[p].name) : 0;
+    if (a.stochastic && op != IR_OP_adam_update) {
+      for (int j = 0; j < n_in; j++) tmp[j] = in[j];
+      tmp[n_in++] = o->step;
+      in = tmp;
+    }
+  }
+  return node(o, name, op, in, n_in, a, p);
+}
+
 /* Emits the update of param p with gradient gr.  Returns 0 or -1. */
 static int update_one(opt_ctx *o, int p, int gr) {
   const pass_optim_cfg *c = o->cfg;
@@ -44,7 +75,7 @@ static int update_one(opt_ctx *o, int p, int gr) {
   const char *upd = ir_fmt(o->g->arena, "update/%s", pn);
   if (!strcmp(opt, "sgd")) {
     int in[3] = {p, gr, o->lr};
-    return node(o, upd, IR_OP_sgd_update, in, 3, a, p) < 0 ? -1 : 0;
+    return wnode(o, upd, IR_OP_sgd_update, in, 3, a, p) < 0 ? -1 : 0;
   }
   if (!strcmp(opt, "momentum") || !strcmp(opt, "nesterov")) {
     a.nesterov = !strcmp(opt, "nesterov");
@@ -52,14 +83,14 @@ static int update_one(opt_ctx *o, int p, int gr) {
     int in_v[3] = {gr, v, p};
     int v1 = node(o, ir_fmt(o->g->arena, "update/%s/momentum", pn), IR_OP_momentum_acc, in_v, 3, a, v);
     int in_w[4] = {p, v1, o->lr, gr};
-    return v1 < 0 || node(o, upd, IR_OP_momentum_update, in_w, a.nesterov ? 4 : 3, a, p) < 0 ? -1 : 0;
+    return v1 < 0 || wnode(o, upd, IR_OP_momentum_update, in_w, a.nesterov ? 4 : 3, a, p) < 0 ? -1 : 0;
   }
   if (!strcmp(opt, "rmsprop")) {
     int s = state(o, p, "rms");
     int in_s[3] = {gr, s, p};
     int s1 = node(o, ir_fmt(o->g->arena, "update/%s/rms", pn), IR_OP_rmsprop_acc, in_s, 3, a, s);
     int in_w[4] = {p, s1, o->lr, gr};
-    return s1 < 0 || node(o, upd, IR_OP_rmsprop_update, in_w, 4, a, p) < 0 ? -1 : 0;
+    return s1 < 0 || wnode(o, upd, IR_OP_rmsprop_update, in_w, 4, a, p) < 0 ? -1 : 0;
   }
   if (!strcmp(opt, "adam")) {
     int m = state(o, p, "m"), v = state(o, p, "v");
@@ -67,7 +98,7 @@ static int update_one(opt_ctx *o, int p, int gr) {
     int m1 = node(o, ir_fmt(o->g->arena, "update/%s/m", pn), IR_OP_adam_moment1, in_m, 3, a, m);
     int v1 = m1 < 0 ? -1 : node(o, ir_fmt(o->g->arena, "update/%s/v", pn), IR_OP_adam_moment2, in_v, 3, a, v);
     int in_w[5] = {p, m1, v1, o->lr, o->step};
-    return v1 < 0 || node(o, upd, IR_OP_adam_update, in_w, 5, a, p) < 0 ? -1 : 0;
+    return v1 < 0 || wnode(o, upd, IR_OP_adam_update, in_w, 5, a, p) < 0 ? -1 : 0;
   }
   return ir_diag_set(o->d, (ir_loc){0}, NULL, "unknown optimizer '%s' (sgd|momentum|nesterov|rmsprop|adam)", opt);
 }
@@ -92,11 +123,16 @@ int pass_optimizer(ir_graph *g, const pass_optim_cfg *cfg, ir_diag *d) {
   if (!ok)
     return ir_diag_set(d, (ir_loc){0}, NULL, "unknown optimizer '%s' (sgd|momentum|nesterov|rmsprop|adam)",
                        cfg->optimizer ? cfg->optimizer : "(none)");
+  if (cfg->stochastic && !cfg->round16)
+    return ir_diag_set(d, (ir_loc){0}, NULL,
+                       "--enable-stochastic-rounding rounds the 16-bit weight update: it needs --precision 16.16");
+  if (cfg->round16 < 0 || cfg->round16 > 1 + IR_HALF_FP16)
+    return ir_diag_set(d, (ir_loc){0}, NULL, "optimizer: bad 16-bit format %d for the weight update", cfg->round16 - 1);
   mark_norm_params(g, norm);
   if (ir_find_value(g, IR_LR_INPUT_NAME) >= 0)
     return ir_diag_set(d, (ir_loc){0}, NULL, "optimizer: the graph already has a value named '%s'", IR_LR_INPUT_NAME);
   o.lr = ir_add_input(g, IR_LR_INPUT_NAME, IR_F32, (ir_shape){1, {1}});
-  if (cfg->optimizer && !strcmp(cfg->optimizer, "adam")) {
+  if ((cfg->optimizer && !strcmp(cfg->optimizer, "adam")) || cfg->stochastic) {
     int t = ir_add_param(g, "optimizer/step", (ir_shape){1, {1}}, 0);
     ir_optim_attr a = {0};
     if ((o.step = node(&o, "update/optimizer/step", IR_OP_step_count, &t, 1, a, t)) < 0) return -1;

@@ -17,8 +17,11 @@
  *    graph outputs, which stay f32.
  *  - gradients: autodiff's rule for round16 is dx = round16(dy), so the gradients are
  *    rounded where the activations are.
- * 16.16 training (the updated weight itself rounded, stochastic rounding) is not implemented:
- * the optimizer ops own the in-place weight update; see docs/precision.md. */
+ * 16.16 training: as 16.32, and the initial weights are rounded in place here; the optimizer
+ * pass (optimizer.c, cfg.round16) makes every weight update round its result (to nearest or,
+ * --enable-stochastic-rounding, stochastically), so the stored weights stay on the 16-bit grid
+ * (their round16 nodes are then identities forward, and round the weight gradients backward).
+ * Optimizer state (momentum, RMSprop/Adam averages) stays f32; see docs/precision.md. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,10 +51,6 @@ int pass_precision(ir_graph *g, const char *precision, const char *half_type, in
     return ir_diag_set(d, loc, NULL, "--precision %s: expected 32.32, 16.32 or 16.16", precision);
   int fmt = pass_precision_format(half_type);
   if (fmt < 0) return ir_diag_set(d, loc, NULL, "--half-type %s: expected bf16 or fp16", half_type);
-  if (training && !strcmp(precision, "16.16"))
-    return ir_diag_set(d, loc, NULL,
-                       "--precision 16.16 --mode training: the rounded (16-bit) weight update is not implemented yet; "
-                       "use 16.32 (f32 master weights, docs/precision.md)");
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i].op == IR_OP_round16) return 0; /* already applied (idempotent) */
 
@@ -71,9 +70,11 @@ int pass_precision(ir_graph *g, const char *precision, const char *half_type, in
   for (int v = 0; v < nv0 && rc == 0; v++) {
     ir_value *p = &g->values[v];
     if (p->kind != IR_VAL_PARAM || !p->trainable || !n_cons[v]) continue;
-    if (!training) {
+    if (!training || !strcmp(precision, "16.16")) { /* 16.16 training: the initial 16-bit weights */
       int64_t k = ir_shape_numel(&p->shape);
       for (int64_t e = 0; e < k; e++) p->data[e] = ir_round16_f32(p->data[e], fmt);
+    }
+    if (!training) {
       grid[v] = 1;
       continue;
     }
