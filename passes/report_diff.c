@@ -335,6 +335,10 @@ static void diff_ops(const jv *a, const jv *b, FILE *out) {
     double wa = num(x, "working_set_budget"), wb = num(y, "working_set_budget");
     if (!isnan(wa) && !isnan(wb) && wa != wb)
       limited(out, &budget, "  %s: working-set budget %.6g -> %.6g bytes\n", str(x, "name"), wa, wb);
+    double ba = num(x, "block_working_set"), bb = num(y, "block_working_set");
+    if (!isnan(ba) && !isnan(bb) && ba != bb)
+      limited(out, &budget, "  %s: block working set %.6g -> %.6g bytes (%.0f -> %.0f tiles)\n", str(x, "name"), ba, bb,
+              num(x, "tile_block"), num(y, "tile_block"));
     double ea = num(x, "est_ms"), eb = num(y, "est_ms");
     if (fabs(eb - ea) > 0.05 * fabs(ea) && fabs(eb - ea) > 1e-4)
       limited(out, &slower, "  %s: est %.4g ms -> %.4g ms\n", str(x, "name"), ea, eb);
