@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# test_report_amp.sh BUILD SRC — the effect of --available-memory-proportion P in the compile
+# report (docs/reports.md "Available memory proportion: effect"): ResNet-18 compiled with P
+# 0.1, 0.6 and 1.0.  The shard's working-set budget grows with P; every conv kernel that runs
+# blocks of channel tiles reports its tiles per block and the block's working set, which
+# never grows when P falls, fits the L2 budget P x L2 per core whenever a block holds more
+# than one tile, and is smaller in total at P 0.1 than at 0.6; the model computes the same
+# thing (FLOPs, kernels' kinds) whatever P is; report-diff lists the block changes.
+set -u
+BUILD=${1:?usage: test_report_amp.sh BUILD SRC}
+SRC=${2:?usage: test_report_amp.sh BUILD SRC}
+CNNC="$BUILD/cnnc"
+M="$SRC/models/resnet18.yml"
+. "$(dirname "$0")/lib.sh"
+
+for P in 0.1 0.6 1.0; do
+  if "$CNNC" "$M" -o "$T/m$P.so" --available-memory-proportion "$P" --report "$T/r$P" >"$T/c$P.out" 2>&1; then ok
+  else bad "compile with P $P: $(head -c 400 "$T/c$P.out")"; fi
+done
+
+python3 - "$T" <<'EOF' && ok || bad "report figures do not follow P"
+import json, sys
+T = sys.argv[1]
+r = {p: json.load(open(f"{T}/r{p}.json")) for p in ("0.1", "0.6", "1.0")}
+errs = []
+def expect(c, m):
+    if not c: errs.append(m)
+budget = {p: r[p]["shards"][0]["working_set_budget"] for p in r}
+expect(budget["0.1"] < budget["0.6"] < budget["1.0"], f"budgets {budget}")
+c = r["0.6"]["cache"]
+blocks = {p: {o["name"]: o for o in r[p]["ops"] if "block_working_set" in o} for p in r}
+expect(len(blocks["0.6"]) >= 10 and blocks["0.1"].keys() == blocks["0.6"].keys() == blocks["1.0"].keys(), "blocked conv ops")
+for p in r:
+    l2 = int(float(p) * c["l2"] / c["l2_sharing"])
+    for n, o in blocks[p].items():
+        expect(o["tile_block"] >= 1 and (o["tile_block"] == 1 or o["block_working_set"] <= l2),
+               f"P {p} {n}: {o['tile_block']} tiles, {o['block_working_set']} bytes over the L2 budget {l2}")
+for n in blocks["0.6"]:
+    a, b, d = blocks["0.1"][n], blocks["0.6"][n], blocks["1.0"][n]
+    expect(a["block_working_set"] <= b["block_working_set"] <= d["block_working_set"], f"{n}: working set not monotonic in P")
+tot = {p: sum(o["block_working_set"] for o in blocks[p].values()) for p in r}
+expect(tot["0.1"] < tot["0.6"], f"total block working set {tot}")
+expect(sum(blocks["0.1"][n]["tile_block"] < blocks["0.6"][n]["tile_block"] for n in blocks["0.6"]) >= 3, "few ops shrink their blocks")
+kinds = {p: [k["kind"] for k in r[p]["kernels"]] for p in r}
+expect(kinds["0.1"] == kinds["0.6"] == kinds["1.0"] and r["0.1"]["totals"]["flops"] == r["1.0"]["totals"]["flops"], "P changed the model")
+print("block working set total:", tot, "budgets:", budget)
+if errs:
+    print("\n".join(errs[:10])); sys.exit(1)
+EOF
+"$CNNC" report-diff "$T/r0.6.json" "$T/r0.1.json" >"$T/diff.out" 2>&1 &&
+  grep -qE "block working set [0-9.e+]+ -> [0-9.e+]+ bytes \([0-9]+ -> [0-9]+ tiles\)" "$T/diff.out" &&
+  grep -qE "available_memory_proportion +0.6 -> 0.1" "$T/diff.out" && ok || bad "report-diff 0.6 -> 0.1: $(head -c 900 "$T/diff.out")"
+grep -q "; block " "$T/r0.1.html" && ok || bad "the HTML op table lacks the block working sets"
+
+finish
