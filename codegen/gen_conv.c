@@ -127,23 +127,23 @@ static unsigned lane_in_mask(const conv_geom *g, int64_t ox, int64_t end, int kx
   return m;
 }
 
-static LLVMValueRef mask_const(cg_ctx *c, unsigned m, int w) {
+LLVMValueRef cg_conv_mask_const(cg_ctx *c, unsigned m, int w) {
   LLVMValueRef e[64];
   for (int l = 0; l < w; l++) e[l] = LLVMConstInt(c->t_i1, (m >> l) & 1, 0);
   return LLVMConstVector(e, (unsigned)w);
 }
 
-static LLVMValueRef masked_load(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w) {
+LLVMValueRef cg_conv_masked_load(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w) {
   LLVMTypeRef ov[2] = {cg_vtype(c, w), c->t_ptr};
   LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, base, &idx, 1, ""); /* lane 0 may be outside */
-  LLVMValueRef args[4] = {ptr, cg_i32(c, 4), mask_const(c, m, w), cg_fzero(c, w)};
+  LLVMValueRef args[4] = {ptr, cg_i32(c, 4), cg_conv_mask_const(c, m, w), cg_fzero(c, w)};
   return cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
 }
 
-static void masked_store(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w) {
+void cg_conv_masked_store(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w) {
   LLVMTypeRef ov[2] = {cg_vtype(c, w), c->t_ptr};
   LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, base, &idx, 1, "");
-  LLVMValueRef args[4] = {v, ptr, cg_i32(c, 4), mask_const(c, m, w)};
+  LLVMValueRef args[4] = {v, ptr, cg_i32(c, 4), cg_conv_mask_const(c, m, w)};
   cg_intrinsic(c, "llvm.masked.store", ov, 2, args, 4);
 }
 
@@ -154,7 +154,7 @@ static LLVMValueRef load_pixels(cg_ctx *c, const conv_geom *g, LLVMValueRef x, L
   int V = g->V;
   unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
   if (m == full && (g->sw != 2 || pair_ok)) return cg_load_strided(c, x, idx, g->sw, V);
-  if (g->sw == 1) return masked_load(c, x, idx, m, V);
+  if (g->sw == 1) return cg_conv_masked_load(c, x, idx, m, V);
   if (g->sw == 2) { /* two masked loads of the even elements, then the even-lane shuffle */
     unsigned lo = 0, hi = 0;
     for (int l = 0; l < V; l++)
@@ -162,8 +162,8 @@ static LLVMValueRef load_pixels(cg_ctx *c, const conv_geom *g, LLVMValueRef x, L
         if (2 * l < V) lo |= 1u << (2 * l);
         else hi |= 1u << (2 * l - V);
       }
-    LLVMValueRef a = lo ? masked_load(c, x, idx, lo, V) : cg_fzero(c, V);
-    LLVMValueRef b = hi ? masked_load(c, x, LLVMBuildAdd(c->b, idx, cg_i64(c, V), ""), hi, V) : cg_fzero(c, V);
+    LLVMValueRef a = lo ? cg_conv_masked_load(c, x, idx, lo, V) : cg_fzero(c, V);
+    LLVMValueRef b = hi ? cg_conv_masked_load(c, x, LLVMBuildAdd(c->b, idx, cg_i64(c, V), ""), hi, V) : cg_fzero(c, V);
     LLVMValueRef e[64];
     for (int l = 0; l < V; l++) e[l] = cg_i32(c, 2 * l);
     return LLVMBuildShuffleVector(c->b, a, b, LLVMConstVector(e, (unsigned)V), "even");
@@ -236,11 +236,11 @@ static void conv_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const co
       LLVMValueRef v = LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, vt, acc[k * np + p], ""), bias, "");
       for (int q = 0, ra = 0; q < e->n_post; q++) {
         LLVMValueRef res = e->post[q]->op == IR_OP_add ? r->resid[ra++] : NULL;
-        if (res && mo != full) v = LLVMBuildFAdd(c->b, v, masked_load(c, res, oi, mo, V), "resid");
+        if (res && mo != full) v = LLVMBuildFAdd(c->b, v, cg_conv_masked_load(c, res, oi, mo, V), "resid");
         else v = cg_epilogue(c, e->post[q], v, res, oi, V);
       }
       if (mo == full) cg_store_v(c, v, r->out, oi, V);
-      else masked_store(c, v, r->out, oi, mo, V);
+      else cg_conv_masked_store(c, v, r->out, oi, mo, V);
     }
   }
 }
@@ -333,7 +333,7 @@ static void ky_range(cg_ctx *c, const conv_geom *g, LLVMValueRef oy, conv_row *r
 static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass_fusion *fu) {
   char op[128], tile[32];
   int k = snprintf(op, sizeof op, "conv2d%s%s", g->cin_g == 1 && g->cout_g == 1 ? "_dw" : g->groups > 1 ? "_g" : g->gemm ? "_1x1" : g->sub ? "_sub" : "",
-                   g->vc ? "_vc" : "");
+                   g->dwp ? "_plane" : g->vc ? "_vc" : "");
   if (fu->bn >= 0) k += snprintf(op + k, sizeof op - (size_t)k, "_bn");
   for (int i = 0; i < fu->n_post && k < 100; i++)
     k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
@@ -426,6 +426,7 @@ static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi
 
 LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   conv_geom g = conv_geometry(c, n);
+  if (cg_conv_dw_plane_ok(&g)) g.dwp = 1, g.P = 4; /* P: the tile name (1x32 on AVX2) */
   const pass_fusion *fu = cg_fusion(c, n);
   conv_epi e = {{0}, fu->n_post};
   int n_act = 1;
@@ -449,10 +450,18 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
   free(wp);
   free(bp);
   LLVMValueRef lo, hi;
-  cg_thread_range(c, cg_i64(c, g.n * g.groups * g.ntile * conv_rows(&g)), a[n_act + 1], a[n_act + 2], &lo, &hi);
+  int64_t items = g.dwp ? g.n * g.groups : g.n * g.groups * g.ntile * conv_rows(&g);
+  cg_thread_range(c, cg_i64(c, items), a[n_act + 1], a[n_act + 2], &lo, &hi);
   cg_loop L;
   LLVMValueRef it = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
-  conv_item(c, &g, &r, &e, it);
+  if (g.dwp) { /* item = (image, channel): in/out planes it, weights and bias of channel it % C */
+    LLVMValueRef ch = LLVMBuildSRem(c->b, it, cg_i64(c, g.groups), "ch");
+    r.in_base = LLVMBuildMul(c->b, it, cg_i64(c, g.h * g.w), "in_base");
+    r.out_row = LLVMBuildMul(c->b, it, cg_i64(c, g.oh * g.ow), "out_row");
+    r.wbase = LLVMBuildMul(c->b, ch, cg_i64(c, (int64_t)g.kh * g.kw), "wbase");
+    r.bbase = ch;
+    cg_conv_dw_plane(c, &g, &r, &e);
+  } else conv_item(c, &g, &r, &e, it);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
   *kind = conv_kind(c, n, &g, fu);

@@ -19,6 +19,7 @@ typedef struct conv_geom {
                         * oh*ow pixels (h, w, oh, ow flattened), pixel q reading input element
                         * (q / sub_ow) * sh * sub_w + (q % sub_ow) * sw of each channel plane */
   int64_t sub_w, sub_ow; /* sub: the unflattened input and output widths */
+  int dwp;             /* depthwise stride-1 small plane as one flat row (gen_dwconv.c) */
   int64_t l2;          /* cache-blocking budget of this op: cg_shard_tile_budget (cg_budget.h) */
 } conv_geom;
 
@@ -46,5 +47,22 @@ LLVMValueRef cg_conv_tile_begin(cg_ctx *c, const conv_geom *g, const conv_row *r
 void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr);
 /* Picks the channel-vector shape (sets vc, R, P) when it beats pixel vectors; returns vc. */
 int cg_conv_vc_choose(conv_geom *g, int budget);
+
+/* Compile-time lane masks (bit l = lane l) as an <w x i1> constant, and llvm.masked.load /
+ * store of w floats at base[idx] (lanes outside m are not touched; loads give 0 there). */
+LLVMValueRef cg_conv_mask_const(cg_ctx *c, unsigned m, int w);
+LLVMValueRef cg_conv_masked_load(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w);
+void cg_conv_masked_store(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w);
+
+/* p through an empty asm: the optimiser can no longer see what it points to (no SROA of a
+ * stack buffer, no CSE of loads through it with loads through p elsewhere). */
+LLVMValueRef cg_conv_opaque_ptr(cg_ctx *c, LLVMValueRef p);
+
+/* Depthwise flat-plane kernel (gen_dwconv.c): whether it applies to g (depthwise, stride 1,
+ * output width = input width, plane small enough to emit every tile at compile time), and
+ * the body of one work item, the (image, channel) plane whose in_base/out_row/wbase/bbase
+ * are set in r. */
+int cg_conv_dw_plane_ok(const conv_geom *g);
+void cg_conv_dw_plane(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e);
 
 #endif

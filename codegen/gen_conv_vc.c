@@ -127,7 +127,7 @@ static int vc_short_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
 
 /* The stack buffer's address through an empty asm, so SROA does not turn the buffer into
  * nt*nacc loop-carried vector registers (they are meant to live in L1 between blocks). */
-static LLVMValueRef opaque_ptr(cg_ctx *c, LLVMValueRef p) {
+LLVMValueRef cg_conv_opaque_ptr(cg_ctx *c, LLVMValueRef p) {
   LLVMTypeRef ft = LLVMFunctionType(c->t_ptr, &c->t_ptr, 1, 0);
   LLVMValueRef asmv = LLVMGetInlineAsm(ft, "", 0, "=r,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
   return LLVMBuildCall2(c->b, ft, asmv, &p, 1, "kbuf");
@@ -147,7 +147,7 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
   nkb = (g->cin_g + kc - 1) / kc;
   int nacc = nrv * g->P;
   LLVMTypeRef vt = cg_vtype(c, V);
-  LLVMValueRef buf = opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)(nt * nacc)), "kbuf"));
+  LLVMValueRef buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)(nt * nacc)), "kbuf"));
   LLVMValueRef acc[32];
   for (int i = 0; i < nacc; i++) acc[i] = cg_entry_alloca(c, vt, "acc");
   for (int64_t i = 0; i < nt * nacc; i++) cg_store_v(c, cg_fzero(c, V), buf, cg_i64(c, i * V), V);

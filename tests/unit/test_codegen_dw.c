@@ -1,0 +1,148 @@
+/* test_codegen_dw.c — the depthwise flat-plane kernel (codegen/gen_dwconv.c) vs the reference
+ * interpreter, 1 and 2 threads, host and AVX2 (x86-64-v3) and SSE (4 lanes) targets: planes of
+ * one partial vector, of whole and partial last vectors, tiles of balanced width (4+3, 4x4+3x3
+ * vectors), 3x3/5x5/3x1 kernels, dilation, asymmetric padding, batches, fused BN + swish /
+ * relu and a fused residual add (masked on the last vector).  Each case also checks that the
+ * kernel really is `conv2d_dw_plane` (or, for the shapes it must refuse, that it is not). */
+#include "test_codegen_harness.h"
+
+#define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
+
+static int node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
+  ir_diag d = {0};
+  int v = ir_add_node(g, op, name, (ir_loc){0}, in, n, a, &d);
+  if (v < 0) {
+    ir_diag_print(&d, stderr);
+    abort();
+  }
+  return v;
+}
+
+static int param(ir_graph *g, const char *name, ir_shape s) { return ir_add_param(g, name, s, 1); }
+
+typedef struct dw_case {
+  int n, c, h, w, kh, kw, pad[4], dil, bias, bn, post; /* post: 0 none, 1 swish, 2 relu, 3 add input + relu */
+  int plane; /* 1: must be conv2d_dw_plane; 2: with 8+ lanes only (4 lanes: too many vectors) */
+} dw_case;
+
+static const dw_case cases[] = {
+    {1, 5, 7, 7, 5, 5, {2, 2, 2, 2}, 1, 0, 1, 1, 1},     /* 7x7 5x5: 7 vectors = 4+3 (EfficientNet features/6) */
+    {1, 3, 7, 7, 3, 3, {1, 1, 1, 1}, 1, 1, 0, 0, 1},     /* 7x7 3x3, conv bias */
+    {2, 3, 14, 14, 3, 3, {1, 1, 1, 1}, 1, 0, 1, 1, 1},   /* 196 px: 25 vectors (last 4 lanes), batch 2 */
+    {1, 4, 14, 14, 5, 5, {2, 2, 2, 2}, 1, 1, 1, 3, 2},   /* residual add, masked on the last vector; 7 tiles */
+    {1, 3, 9, 9, 3, 3, {2, 2, 2, 2}, 2, 1, 0, 2, 1},     /* dilation 2 */
+    {1, 3, 8, 10, 3, 3, {0, 1, 2, 1}, 1, 0, 1, 2, 1},    /* asymmetric rows: oh = h, ow = w */
+    {1, 3, 6, 5, 3, 3, {1, 1, 0, 1}, 1, 1, 0, 0, 1},     /* oh = h - 1 (bottom pad 0) */
+    {3, 2, 2, 3, 3, 3, {1, 1, 1, 1}, 1, 1, 1, 1, 1},     /* plane of 6 px: one partial vector; 6 items */
+    {1, 4, 12, 1, 3, 1, {1, 0, 1, 0}, 1, 0, 0, 0, 1},    /* 3x1 kernel on a 1-wide map */
+    {1, 3, 5, 16, 1, 5, {0, 2, 0, 2}, 1, 1, 1, 1, 1},    /* 1x5 kernel */
+    /* refused: the per-row engine keeps them */
+    {1, 2, 28, 28, 5, 5, {2, 2, 2, 2}, 1, 0, 1, 1, 0},   /* plane too large to unroll (98 vectors x 25 taps) */
+    {1, 3, 10, 10, 3, 3, {0, 0, 0, 0}, 1, 0, 0, 0, 0},   /* valid padding: ow != w */
+};
+
+static ir_graph *dw_graph(const dw_case *k, int stride) {
+  ir_graph *g = ir_graph_new("t", k->n);
+  int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->c, k->h, k->w));
+  int in[3] = {x, param(g, "dw/weight", SHAPE(k->c, 1, k->kh, k->kw)), 0};
+  if (k->bias) in[2] = param(g, "dw/bias", SHAPE(k->c));
+  ir_attr a = {.conv2d = {{k->kh, k->kw}, {stride, stride}, {k->pad[0], k->pad[1], k->pad[2], k->pad[3]},
+                          {k->dil, k->dil}, k->c}};
+  int y = node(g, IR_OP_conv2d, "dw", in, k->bias ? 3 : 2, &a);
+  if (k->bn) {
+    const char *sfx[4] = {"gamma", "beta", "running_mean", "running_var"};
+    char nm[4][32];
+    int b[5] = {y};
+    for (int i = 0; i < 4; i++) {
+      snprintf(nm[i], sizeof nm[i], "bn/%s", sfx[i]);
+      b[i + 1] = param(g, nm[i], SHAPE(k->c));
+    }
+    ir_attr ba = {.batchnorm = {1e-5f, 0.1f, 0}};
+    y = node(g, IR_OP_batchnorm, "bn", b, 5, &ba);
+  }
+  ir_attr none = {0};
+  if (k->post == 3) {
+    int in2[2] = {y, x};
+    y = node(g, IR_OP_add, "add", in2, 2, NULL);
+  }
+  if (k->post == 1) y = node(g, IR_OP_swish, "act", &y, 1, &none);
+  if (k->post >= 2) y = node(g, IR_OP_relu, "act", &y, 1, &none);
+  g->outputs[g->n_outputs++] = y;
+  g->n_shards = 1;
+  return g;
+}
+
+/* Compiles g for t and returns its first kernel's name (malloc'd), NULL on failure. */
+static char *first_kernel(ir_graph *g, const cg_target *t) {
+  char so[512];
+  snprintf(so, sizeof so, "%s/kname.so", cgt_dir);
+  cg_options o = {so, NULL, "kname", "{\"test\": true}", 2, 0};
+  ir_diag d = {0};
+  if (cg_compile(g, t, &o, &d)) {
+    ir_diag_print(&d, stderr);
+    return NULL;
+  }
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  char *name = NULL;
+  const cnnc_abi_model *m = h ? dlsym(h, CNNC_ABI_SYMBOL) : NULL;
+  if (m && m->n_shards > 0 && m->shards[0].n_ops > 0 && m->shards[0].kernel_names) name = strdup(m->shards[0].kernel_names[0]);
+  if (h) dlclose(h);
+  unlink(so);
+  return name;
+}
+
+static void run_cases(const cg_target *t, const char *pfx, size_t ncases) {
+  for (size_t i = 0; i < ncases; i++) {
+    const dw_case *k = &cases[i];
+    ir_graph *g = dw_graph(k, 1);
+    cgt_random_params(g, 0.5f);
+    char label[200];
+    snprintf(label, sizeof label, "%s dw n%d c%d %dx%d k%dx%d p%d,%d,%d,%d d%d%s%s post%d", pfx, k->n, k->c, k->h, k->w,
+             k->kh, k->kw, k->pad[0], k->pad[1], k->pad[2], k->pad[3], k->dil, k->bias ? " bias" : "", k->bn ? " bn" : "",
+             k->post);
+    char *kn = first_kernel(g, t);
+    CGT_CHECK(kn != NULL, "%s: no kernel name", label);
+    if (kn) {
+      int is_plane = strstr(kn, "conv2d_dw_plane") != NULL, want = k->plane == 2 ? t->vec_f32 >= 8 : k->plane;
+      CGT_CHECK(is_plane == want, "%s: kernel %s, expected %s", label, kn, want ? "conv2d_dw_plane" : "another kernel");
+      free(kn);
+    }
+    CGT_CHECK(cgt_check_graph(g, t, label, 1e-4, NULL) == 0, "%s: compiled result differs from the interpreter", label);
+    ir_graph_free(g);
+  }
+  /* stride 2 is not a flat plane: refused, still correct */
+  ir_graph *g = dw_graph(&cases[2], 2);
+  cgt_random_params(g, 0.5f);
+  char *kn = first_kernel(g, t);
+  CGT_CHECK(kn && !strstr(kn, "_plane"), "%s: a stride-2 depthwise conv must not be a plane kernel (%s)", pfx, kn ? kn : "?");
+  free(kn);
+  CGT_CHECK(cgt_check_graph(g, t, "dw stride 2", 1e-4, NULL) == 0, "%s dw stride 2: differs from the interpreter", pfx);
+  ir_graph_free(g);
+}
+
+static int target(cg_target *t, const char *cpu) {
+  ir_diag d = {0};
+  if (cg_target_init(t, NULL, cpu, NULL, &d) == 0) return 0;
+  ir_diag_print(&d, stderr);
+  return 1;
+}
+
+int main(void) {
+  cgt_init_dir();
+  cg_target host, avx2, sse;
+  if (target(&host, NULL) || target(&avx2, "x86-64-v3") || target(&sse, "x86-64")) return 1;
+  size_t all = sizeof cases / sizeof *cases;
+  run_cases(&host, "host", all);
+  run_cases(&avx2, "avx2", all);
+  run_cases(&sse, "sse", all);
+  cgt_nan_every = 7; /* NaN inputs propagate to the pixels that read them, not through padding */
+  run_cases(&avx2, "avx2 nan", 4);
+  cgt_nan_every = 0;
+  cg_target_dispose(&host);
+  cg_target_dispose(&avx2);
+  cg_target_dispose(&sse);
+  cgt_cleanup_dir();
+  if (cgt_failures) fprintf(stderr, "test_codegen_dw: %d failure(s)\n", cgt_failures);
+  else fprintf(stderr, "test_codegen_dw: ok\n");
+  return cgt_failures != 0;
+}
