@@ -9,7 +9,9 @@
  *    (ci, ky) in vector accumulators (dy vectors reused over the taps, x vectors over the
  *    channels), kept in a stack array between images, one horizontal sum per weight at the end;
  *    work items are (output-channel tile, input-channel block) so dy stays in L1 per image.
- *  - grad_input with stride > 1: the per-tap scatter loop (simple, rarely hot).
+ *  - grad_input with stride > 1: one stride-1 conv per output phase (iy mod sh, ix mod sw) with
+ *    the sub-kernel of the taps that reach it, through the same microkernel, stored to the
+ *    phase's sub-grid of dx.
  * Every output element is written by one work item (static contiguous ranges over tid), so
  * results do not depend on the thread count. */
 #include "codegen/gen_train.h"
@@ -23,6 +25,9 @@ typedef struct tconv {
   int64_t ws_o, ws_i, ws_y, ws_x; /* weight (o, i, ky, kx) at o*ws_o + i*ws_i + ky*ws_y + kx*ws_x */
   int V, R, P, nv, ntile;
   int64_t pos[TC_MAXV];             /* first column of each output vector of a row */
+  /* Where the output lives (0: dense [n, co, oh, ow], set by tc_layout): out[n, o, oy, ox] at
+   * (n*co + o)*o_plane + oy*o_row + ox*o_col + o_off; weights at w0 + the offsets above. */
+  int64_t o_plane, o_row, o_col, o_off, w0;
 } tconv;
 
 typedef struct tc_item { LLVMValueRef in, w, bias, out, nb, o0, oy; } tc_item;
@@ -51,6 +56,7 @@ static int tc_masks(const tconv *k, int j0, int np) {
  * by estimated FMA-port use x channel utilisation, larger tiles on ties. */
 static int tc_layout(tconv *k, int budget) {
   int V = k->V;
+  if (!k->o_col) k->o_plane = k->oh * k->ow, k->o_row = k->ow, k->o_col = 1, k->o_off = 0;
   k->nv = (int)((k->ow + V - 1) / V);
   if (k->nv > TC_MAXV) return -1;
   for (int j = 0; j < k->nv; j++) k->pos[j] = (int64_t)j * V;
@@ -107,6 +113,7 @@ static void tc_tile(cg_ctx *c, const tconv *k, const tc_item *it, int rr, int j0
   LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), cg_i64(c, k->ci), cg_i64(c, 1), "ci");
   LLVMValueRef row = cg_tadd(c, cg_tmul(c, cg_tadd(c, cg_tmul(c, it->nb, k->ci), ci), k->ih * k->iw), cg_tmul(c, iy, k->iw));
   LLVMValueRef wrow = cg_tadd(c, cg_tadd(c, cg_tmul(c, it->o0, k->ws_o), cg_tmul(c, ci, k->ws_i)), cg_tmul(c, ky, k->ws_y));
+  wrow = cg_taddk(c, wrow, k->w0);
   for (int i = 0; i < rr * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
   for (int kx = 0; kx < k->kw; kx++) {
     LLVMValueRef xv[4];
@@ -126,14 +133,21 @@ static void tc_tile(cg_ctx *c, const tconv *k, const tc_item *it, int rr, int j0
   cg_loop_end(c, &CI);
   cg_if_end(c, &fi);
   cg_loop_end(c, &KY);
-  LLVMValueRef orow = cg_tadd(c, cg_tmul(c, cg_tadd(c, cg_tmul(c, it->nb, k->co), it->o0), k->oh * k->ow), cg_tmul(c, it->oy, k->ow));
+  LLVMValueRef orow = cg_tadd(c, cg_tmul(c, cg_tadd(c, cg_tmul(c, it->nb, k->co), it->o0), k->o_plane), cg_tmul(c, it->oy, k->o_row));
+  orow = cg_taddk(c, orow, k->o_off);
   unsigned omask = cg_lanes((int)(k->ow < V ? k->ow : V), V);
   for (int r = 0; r < rr; r++) {
     LLVMValueRef b = it->bias ? cg_splat(c, cg_load_f32(c, it->bias, cg_taddk(c, it->o0, r)), V) : NULL;
     for (int p = 0; p < np; p++) {
       LLVMValueRef v = LLVMBuildLoad2(c->b, vt, acc[r * np + p], "");
       if (b) v = LLVMBuildFAdd(c->b, v, b, "");
-      cg_tstore(c, v, it->out, cg_taddk(c, orow, (int64_t)r * k->oh * k->ow + k->pos[j0 + p]), omask, V);
+      LLVMValueRef oi = cg_taddk(c, orow, (int64_t)r * k->o_plane + k->pos[j0 + p] * k->o_col);
+      if (k->o_col == 1) {
+        cg_tstore(c, v, it->out, oi, omask, V);
+        continue;
+      }
+      for (int l = 0; l < V; l++) /* a sub-grid of the output: one lane at a time */
+        if (omask >> l & 1) cg_store_f32(c, LLVMBuildExtractElement(c->b, v, cg_i32(c, l), ""), it->out, cg_taddk(c, oi, l * k->o_col));
     }
   }
 }
@@ -200,46 +214,52 @@ LLVMValueRef cg_train_conv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name,
 }
 
 /* ---- grad_input ------------------------------------------------------------------------- */
-/* Stride > 1: dx = 0, then per (co, tap) dx[iy, ix] += w * dy[oy, ox] (scalar scatter). */
-static void scatter_grad_input(cg_ctx *c, const ir_conv2d_attr *at, const ir_shape *ds, const ir_shape *xs, LLVMValueRef dy,
-                               LLVMValueRef w, LLVMValueRef dx, LLVMValueRef tid, LLVMValueRef nth) {
-  int64_t N = xs->dim[0], CI = xs->dim[1], H = xs->dim[2], W = xs->dim[3], CO = ds->dim[1], OH = ds->dim[2], OW = ds->dim[3];
-  int64_t KH = at->kernel[0], KW = at->kernel[1];
-  LLVMValueRef lo, hi;
-  cg_thread_range(c, cg_i64(c, N * CI), tid, nth, &lo, &hi);
-  cg_loop P, C, X;
-  LLVMValueRef pl = cg_loop_begin(c, &P, lo, hi, cg_i64(c, 1), "plane");
-  LLVMValueRef ci = LLVMBuildSRem(c->b, pl, cg_i64(c, CI), "ci"), nb = LLVMBuildSDiv(c->b, pl, cg_i64(c, CI), "nb");
-  LLVMValueRef xbase = cg_tmul(c, pl, H * W);
-  cg_loop Z;
-  LLVMValueRef z = cg_loop_begin(c, &Z, cg_i64(c, 0), cg_i64(c, H * W), cg_i64(c, 1), "z");
-  cg_store_f32(c, cg_f32(c, 0.0f), dx, cg_tadd(c, xbase, z));
-  cg_loop_end(c, &Z);
-  LLVMValueRef co = cg_loop_begin(c, &C, cg_i64(c, 0), cg_i64(c, CO), cg_i64(c, 1), "co");
-  LLVMValueRef ybase = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, CO), co), OH * OW);
-  LLVMValueRef wbase = cg_tmul(c, cg_tadd(c, cg_tmul(c, co, CI), ci), KH * KW);
-  for (int64_t ky = 0; ky < KH; ky++)
-    for (int64_t kx = 0; kx < KW; kx++) {
-      LLVMValueRef wv = cg_load_f32(c, w, cg_taddk(c, wbase, ky * KW + kx));
-      cg_loop Y;
-      LLVMValueRef oy = cg_loop_begin(c, &Y, cg_i64(c, 0), cg_i64(c, OH), cg_i64(c, 1), "oy");
-      LLVMValueRef iy = cg_taddk(c, cg_tmul(c, oy, at->stride[0]), ky * at->dilation[0] - at->pad[0]);
-      cg_if fy;
-      cg_if_begin(c, &fy, LLVMBuildICmp(c->b, LLVMIntULT, iy, cg_i64(c, H), ""));
-      LLVMValueRef ox = cg_loop_begin(c, &X, cg_i64(c, 0), cg_i64(c, OW), cg_i64(c, 1), "ox");
-      LLVMValueRef ix = cg_taddk(c, cg_tmul(c, ox, at->stride[1]), kx * at->dilation[1] - at->pad[1]);
-      cg_if fx;
-      cg_if_begin(c, &fx, LLVMBuildICmp(c->b, LLVMIntULT, ix, cg_i64(c, W), ""));
-      LLVMValueRef xi = cg_tadd(c, xbase, cg_tadd(c, cg_tmul(c, iy, W), ix));
-      LLVMValueRef d = cg_load_f32(c, dy, cg_tadd(c, ybase, cg_tadd(c, cg_tmul(c, oy, OW), ox)));
-      cg_store_f32(c, cg_fma(c, wv, d, cg_load_f32(c, dx, xi)), dx, xi);
-      cg_if_end(c, &fx);
-      cg_loop_end(c, &X);
-      cg_if_end(c, &fy);
-      cg_loop_end(c, &Y);
+/* Taps of one axis that reach output phase p (input coordinates i = p + s*q) of a stride-s
+ * conv with padding pad and dilation d: i = o*s - pad + t*d, so t reaches the phase when
+ * (p + pad - t*d) mod s == 0 — every s/gcd(s, d)-th tap from t0.  Returns their number; *t0,
+ * *step and *o0 (o = q + o0 for tap t0; each further tap moves o by *od) describe them. */
+static int64_t phase_taps(int64_t K, int64_t s, int64_t d, int64_t pad, int64_t p, int64_t *t0, int64_t *step, int64_t *o0,
+                          int64_t *od) {
+  int64_t cnt = 0;
+  *t0 = 0, *step = 1;
+  for (int64_t t = 0; t < K; t++)
+    if (((p + pad - t * d) % s + s) % s == 0) {
+      if (cnt == 0) *t0 = t;
+      if (cnt == 1) *step = t - *t0;
+      cnt++;
     }
-  cg_loop_end(c, &C);
-  cg_loop_end(c, &P);
+  *o0 = (p + pad - *t0 * d) / s; /* exact */
+  *od = -(*step * d) / s;
+  return cnt;
+}
+
+/* Stride > 1 as sh*sw dense stride-1 convs, one per output phase (iy mod sh, ix mod sw): the
+ * phase's pixels form a sub-grid of dx, each gathers dy through the sub-kernel of the taps
+ * that reach it (mirrored, w transposed) with the direct-conv microkernel; a phase no tap
+ * reaches (1x1 stride 2: three of four) gets zeros.  The phases write disjoint pixels, each
+ * split over the threads on its own.  Returns the tile of the first phase for the name. */
+static const char *strided_grad_input(cg_ctx *c, const ir_node *n, const ir_conv2d_attr *at, const ir_shape *ds,
+                                      const ir_shape *xs, LLVMValueRef *a) {
+  int64_t H = xs->dim[2], W = xs->dim[3], KH = at->kernel[0], KW = at->kernel[1], khw = KH * KW;
+  const char *tile = NULL;
+  for (int64_t py = 0; py < at->stride[0] && py < H; py++)
+    for (int64_t px = 0; px < at->stride[1] && px < W; px++) {
+      int64_t ky0, sy, oy0, ody, kx0, sx, ox0, odx;
+      int64_t nky = phase_taps(KH, at->stride[0], at->dilation[0], at->pad[0], py, &ky0, &sy, &oy0, &ody);
+      int64_t nkx = phase_taps(KW, at->stride[1], at->dilation[1], at->pad[1], px, &kx0, &sx, &ox0, &odx);
+      if (!nky || !nkx) nky = nkx = 0; /* zeros */
+      tconv k = {ds->dim[0], ds->dim[1], ds->dim[2], ds->dim[3], xs->dim[1], (H - py + at->stride[0] - 1) / at->stride[0],
+                 (W - px + at->stride[1] - 1) / at->stride[1], nky, nkx, 1, 1, oy0, ody, ox0, odx,
+                 khw, xs->dim[1] * khw, sy * KW, sx, c->target->vec_f32, 0, 0, 0, 0, {0},
+                 H * W, at->stride[0] * W, at->stride[1], py * W + px, ky0 * KW + kx0};
+      if (tc_layout(&k, cg_acc_budget(c->target)) < 0) {
+        cg_fail(c, n, "training codegen: conv input rows wider than %d vectors", TC_MAXV);
+        return NULL;
+      }
+      tc_emit(c, &k, a[0], a[1], NULL, a[2], a[3], a[4]);
+      if (!tile) tile = ir_fmt(c->arena, "ph%dx%d", k.R, k.P * k.V);
+    }
+  return tile;
 }
 
 /* in: dy [N,Co,OH,OW], w [Co,Ci,KH,KW]; out dx [N,Ci,H,W].  Stride 1: the direct conv of dy
@@ -252,9 +272,10 @@ LLVMValueRef cg_gen_conv2d_grad_input(cg_ctx *c, const ir_node *n, const char *f
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
   if (at->stride[0] != 1 || at->stride[1] != 1) {
-    scatter_grad_input(c, at, ds, xs, a[0], a[1], a[2], a[3], a[4]);
+    const char *tile = strided_grad_input(c, n, at, ds, xs, a);
+    if (!tile) return NULL;
     cg_kernel_end(c);
-    *kind = cg_kind(c, "conv2d_grad_input", "scatter");
+    *kind = cg_kind(c, "conv2d_grad_input", tile);
     return f;
   }
   int64_t khw = (int64_t)at->kernel[0] * at->kernel[1];
