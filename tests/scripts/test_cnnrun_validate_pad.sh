@@ -8,12 +8,8 @@
 # Skipped (exit 0) when Fashion-MNIST is not installed.
 set -uo pipefail
 B=$1 S=$2
-DATA=${CNNC_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
-if [ ! -e "$DATA/t10k-images-idx3-ubyte" ] && [ ! -e "$DATA/t10k-images-idx3-ubyte.gz" ]; then
-  echo "skip: no Fashion-MNIST in $DATA"
-  exit 0
-fi
 . "$S/tests/scripts/lib.sh"
+need_fmnist t10k
 
 compile() { "$B/cnnc" "$S/models/fmnist_cnn.yml" --mode training --optimizer momentum --batch-size "$1" -o "$T/f$1.so"; }
 # validation BATCH -> "loss accuracy samples" of the checkpoint's JSON line

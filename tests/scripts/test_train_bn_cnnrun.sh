@@ -9,13 +9,8 @@
 # Skipped (exit 0) when the dataset is not installed.
 set -euo pipefail
 B=$1 S=$2
-DATA=${CNNC_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
-if [ ! -e "$DATA/train-images-idx3-ubyte" ] && [ ! -e "$DATA/train-images-idx3-ubyte.gz" ]; then
-  echo "skip: no Fashion-MNIST in $DATA"
-  exit 0
-fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$S/tests/scripts/lib.sh"
+need_fmnist train
 cat > "$T/bn.yml" <<'YML'
 name: fmnist_bn_resnet
 input: {shape: [1, 28, 28], dtype: u8, mean: [0.2860], std: [0.3530], classes: 10}

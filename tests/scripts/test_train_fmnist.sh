@@ -14,13 +14,8 @@ if [ "${CNNC_TRAIN_FULL:-0}" = 1 ] && [ "${CNNC_RUN_LONG:-0}" != 1 ]; then
   echo "skip: full-dataset training runs only with CNNC_RUN_LONG=1"
   exit 0
 fi
-DATA=${CNNC_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
-if [ ! -e "$DATA/train-images-idx3-ubyte" ] && [ ! -e "$DATA/train-images-idx3-ubyte.gz" ]; then
-  echo "skip: no Fashion-MNIST in $DATA"
-  exit 0
-fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$S/tests/scripts/lib.sh"
+need_fmnist train
 "$B/cnnc" "$S/models/fmnist_cnn.yml" --mode training --optimizer momentum --batch-size 64 -o "$T/f.so"
 LIMIT=(--limit 6400 --logs-per-epoch 5)
 MINACC=0.25

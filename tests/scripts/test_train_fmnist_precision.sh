@@ -16,13 +16,8 @@ if [ "${CNNC_RUN_LONG:-0}" != 1 ]; then
   echo "skip: long check (two fmnist trainings); runs with CNNC_RUN_LONG=1"
   exit 0
 fi
-DATA=${CNNC_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
-if [ ! -e "$DATA/train-images-idx3-ubyte" ] && [ ! -e "$DATA/train-images-idx3-ubyte.gz" ]; then
-  echo "skip: no Fashion-MNIST in $DATA"
-  exit 0
-fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$S/tests/scripts/lib.sh"
+need_fmnist train
 RUN=(--epochs 1 --limit 6400 --logs-per-epoch 5)
 MARGIN=0.1
 if [ "${CNNC_PRECISION_FULL:-0}" = 1 ]; then RUN=(--epochs 3); MARGIN=0.01; fi

@@ -7,10 +7,8 @@
  * Nesterov; also checks the state table (sizes, kinds).  A second, small model covers the
  * other kernel paths (and --label-smoothing 0.1; --weight-decay, --l2-regularization, --loss-scaling): stride-2 and dilated convs, an unpadded 5x5 conv, a padded 3x3 stride-2
  * maxpool, bias-free layers, a non-square f32 input, odd sizes (vector tails). */
-#include "frontend/fe.h"
-#include "ir/grad_train.h"
-#include "runtime/cnnrt.h"
 #include "test_codegen_harness.h"
+#include "train_codegen_check.h"
 
 enum { BATCH = 4, STEPS = 2 };
 
@@ -59,89 +57,18 @@ static int run(const char *opt) {
   fe_options o;
   ir_graph *gc = load(opt, &o), *gr = load(opt, &o);
   if (!gc || !gr) return 1;
-  ir_diag d = {0};
-  pass_optim_cfg cfg = {0};
-  cfg.optimizer = opt, cfg.momentum = (float)o.momentum, cfg.loss_scale = (float)o.loss_scaling;
-  cfg.weight_decay = (float)o.weight_decay, cfg.l2 = (float)o.l2_regularization;
-  if (pass_autodiff(gr, cfg.loss_scale, &d) < 0 || pass_optimizer(gr, &cfg, &d) < 0) {
-    ir_diag_print(&d, stderr);
-    return 1;
-  }
   char so[512];
   snprintf(so, sizeof so, "%s/train_%s.so", cgt_dir, opt);
-  if (cg_build_model(gc, &o, so, NULL, 0, &d)) {
-    fprintf(stderr, "  %s: compile failed: ", opt);
-    ir_diag_print(&d, stderr);
-    return 1;
-  }
-  cnnrt_model *m = NULL;
-  if (cnnrt_open(so, NULL, &m) != CNNRT_OK) {
-    fprintf(stderr, "  %s: cnnrt_open: %s\n", opt, cnnrt_last_error());
-    unlink(so);
-    return 1;
-  }
-  int bad = 0;
+  cnnrt_model *m = tct_build(gr, gc, &o, opt, so, NULL, opt);
+  if (!m) return 1;
+  int bad = 0, seen = 0;
   CGT_CHECK(cnnrt_is_training(m), "%s: not a training model", opt);
-  const float lr = 0.05f;
-  cnnrt_set_learning_rate(m, lr);
-  const ir_value *iv = &gr->values[gr->input];
-  int64_t nx = ir_shape_numel(&iv->shape), esz = iv->dtype == IR_U8 ? 1 : 4;
-  int classes = (int)gr->values[gr->outputs[0]].shape.dim[1];
-  unsigned char *img = malloc((size_t)(nx * esz));
-  float *x = malloc((size_t)nx * sizeof *x), labels[BATCH];
-  for (int s = 0; s < STEPS; s++) {
-    for (int64_t i = 0; i < nx; i++) {
-      if (esz == 1) img[i] = (unsigned char)cgt_int(0, 255), x[i] = img[i];
-      else x[i] = cgt_uniform(-1.0f, 1.0f), memcpy(img + 4 * i, &x[i], 4);
-    }
-    for (int b = 0; b < BATCH; b++) labels[b] = (float)cgt_int(0, classes - 1);
-    float loss = NAN, acc = NAN;
-    if (cnnrt_train_step(m, img, (size_t)(nx * esz), labels, 1, &loss, &acc) != CNNRT_OK) {
-      fprintf(stderr, "  %s: cnnrt_train_step: %s\n", opt, cnnrt_last_error());
-      bad++;
-      break;
-    }
-    float **vals = ir_train_step(gr, x, labels, lr);
-    float want = vals[ir_find_value(gr, "loss")][0];
-    char l[128];
-    snprintf(l, sizeof l, "%s step %d loss", opt, s + 1);
-    bad += cgt_compare(l, &loss, &want, 1, 1e-4);
-    CGT_CHECK(acc >= 0.0f && acc <= 1.0f, "%s: accuracy %g", opt, acc);
-    ir_interp_free(gr, vals);
-  }
-  int n_state = cnnrt_num_state(m), seen = 0;
-  for (int i = 0; i < n_state; i++) {
-    cnnrt_state_info si;
-    if (cnnrt_state_info_at(m, i, &si) != CNNRT_OK) {
-      bad++;
-      continue;
-    }
-    int v = ir_find_value(gr, si.name);
-    if (v < 0 || gr->values[v].kind != IR_VAL_PARAM) {
-      fprintf(stderr, "  %s: state '%s' is not a param of the graph\n", opt, si.name);
-      bad++;
-      continue;
-    }
-    const ir_value *pv = &gr->values[v];
-    int64_t n = ir_shape_numel(&pv->shape);
-    CGT_CHECK(si.bytes == (size_t)n * 4, "%s: %s: %zu bytes", opt, si.name, si.bytes);
-    CGT_CHECK(si.kind == (pv->trainable ? CNNRT_STATE_PARAM : CNNRT_STATE_OPTIMIZER), "%s: %s: kind %d", opt, si.name,
-              (int)si.kind);
-    float *got = malloc(si.bytes);
-    if (cnnrt_get_state(m, si.name, got, si.bytes) == CNNRT_OK) {
-      char l[300];
-      snprintf(l, sizeof l, "%s after %d steps: %s", opt, STEPS, si.name);
-      bad += cgt_compare(l, got, pv->data, n, 1e-4);
-      seen++;
-    } else {
-      bad++;
-    }
-    free(got);
-  }
+  tct_batch b = tct_batch_alloc(gr);
+  bad += tct_steps(m, gr, &b, STEPS, 0.05f, opt);
+  bad += tct_compare_state(m, gr, STEPS, opt, &seen);
   int want_state = !strcmp(opt, "sgd") ? n_params : 2 * n_params; /* [+ momentum] */
   CGT_CHECK(seen == want_state, "%s: %d state tensors checked, want %d", opt, seen, want_state);
-  free(img);
-  free(x);
+  tct_batch_free(&b);
   cnnrt_close(m);
   unlink(so);
   ir_graph_free(gc);
@@ -237,23 +164,15 @@ static int run_kernel_case(const char *name, const char *yml, int batch) {
       bad++;
     }
   }
-  const ir_value *iv = &gr->values[gr->input];
-  int64_t nx = ir_shape_numel(&iv->shape), esz = iv->dtype == IR_U8 ? 1 : 4;
-  int classes = (int)gr->values[gr->outputs[0]].shape.dim[1];
-  unsigned char *img = malloc((size_t)(nx * esz));
-  float *x = malloc((size_t)nx * sizeof *x), *labels = malloc((size_t)batch * sizeof *labels);
+  tct_batch bt = tct_batch_alloc(gr);
   for (int s = 0; s < KSTEPS && !bad; s++) {
-    for (int64_t i = 0; i < nx; i++) {
-      if (esz == 1) img[i] = (unsigned char)cgt_int(0, 255), x[i] = img[i];
-      else x[i] = cgt_uniform(-1.0f, 1.0f), memcpy(img + 4 * i, &x[i], 4);
-    }
-    for (int b = 0; b < batch; b++) labels[b] = (float)cgt_int(0, classes - 1);
-    float **vals = ir_train_step(gr, x, labels, 0.05f);
+    tct_batch_fill(&bt);
+    float **vals = ir_train_step(gr, bt.x, bt.labels, 0.05f);
     float want = vals[ir_find_value(gr, "loss")][0];
     for (int t = 0; t < 2; t++) {
       float loss = NAN;
       cnnrt_set_learning_rate(m[t], 0.05);
-      if (cnnrt_train_step(m[t], img, (size_t)(nx * esz), labels, 1, &loss, NULL) != CNNRT_OK) {
+      if (cnnrt_train_step(m[t], bt.img, (size_t)(bt.nx * bt.esz), bt.labels, 1, &loss, NULL) != CNNRT_OK) {
         fprintf(stderr, "  %s: cnnrt_train_step: %s\n", name, cnnrt_last_error());
         bad++;
         continue;
@@ -289,7 +208,7 @@ static int run_kernel_case(const char *name, const char *yml, int batch) {
   }
   CGT_CHECK(seen > 0 && seen == n_state, "%s batch %d: %d of %d state tensors checked", name, batch, seen, n_state);
   bad += !(seen > 0 && seen == n_state);
-  free(img), free(x), free(labels);
+  tct_batch_free(&bt);
   cnnrt_close(m[0]), cnnrt_close(m[1]);
   unlink(so), unlink(path);
   ir_graph_free(gc), ir_graph_free(gr);

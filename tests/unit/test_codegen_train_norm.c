@@ -13,10 +13,8 @@
  * coupled L2 and loss scaling.  After the steps, cnnrt_evaluate (the eval program: batchnorm
  * with the running statistics, through its eval-mode kernels) vs ir_interp of the forward
  * graph with every batchnorm in inference mode and the trained params. */
-#include "frontend/fe.h"
-#include "ir/grad_train.h"
-#include "runtime/cnnrt.h"
 #include "test_codegen_harness.h"
+#include "train_codegen_check.h"
 
 enum { STEPS = 2 };
 
@@ -67,12 +65,6 @@ static ir_graph *load(const tcase *t, fe_options *o) {
   return g;
 }
 
-/* Expected state kind of param pv. */
-static int want_kind(const ir_value *pv) {
-  if (pv->trainable) return CNNRT_STATE_PARAM;
-  return strstr(pv->name, "running_") ? CNNRT_STATE_BUFFER : CNNRT_STATE_OPTIMIZER;
-}
-
 /* Loss of the inference-mode forward of t's model on (x, labels), with the params of trained
  * (by name): the reference of cnnrt_evaluate. */
 static float eval_ref(const tcase *t, const ir_graph *trained, const float *x, const float *labels) {
@@ -100,89 +92,25 @@ static int run(const tcase *t) {
   const char *name = strrchr(t->model, '/') ? strrchr(t->model, '/') + 1 : t->model;
   char label[128];
   snprintf(label, sizeof label, "%s %s wd %s l2 %s scale %s, %d thr", name, t->opt, t->wd, t->l2, t->scale, t->threads);
-  ir_diag d = {0};
-  pass_optim_cfg cfg = {0};
-  cfg.optimizer = t->opt, cfg.momentum = (float)o.momentum, cfg.loss_scale = (float)o.loss_scaling;
-  cfg.weight_decay = (float)o.weight_decay, cfg.l2 = (float)o.l2_regularization;
-  if (pass_autodiff(gr, cfg.loss_scale, &d) < 0 || pass_optimizer(gr, &cfg, &d) < 0) {
-    ir_diag_print(&d, stderr);
-    return 1;
-  }
   char so[512];
   snprintf(so, sizeof so, "%s/train_norm_%s.so", cgt_dir, t->opt);
-  if (cg_build_model(gc, &o, so, NULL, 0, &d)) {
-    fprintf(stderr, "  %s: compile failed: ", label);
-    ir_diag_print(&d, stderr);
-    return 1;
-  }
   cnnrt_options ro;
   cnnrt_options_init(&ro);
   ro.threads_per_shard = t->threads;
-  cnnrt_model *m = NULL;
-  if (cnnrt_open(so, &ro, &m) != CNNRT_OK) {
-    fprintf(stderr, "  %s: cnnrt_open: %s\n", label, cnnrt_last_error());
-    unlink(so);
-    return 1;
-  }
-  int bad = 0;
-  cnnrt_set_learning_rate(m, t->lr);
-  const ir_value *iv = &gr->values[gr->input];
-  int64_t nx = ir_shape_numel(&iv->shape);
-  int classes = (int)gr->values[gr->outputs[0]].shape.dim[1];
-  float *x = malloc((size_t)nx * sizeof *x), *labels = malloc((size_t)t->batch * sizeof *labels);
-  for (int s = 0; s < STEPS; s++) {
-    for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-1.0f, 1.0f);
-    for (int b = 0; b < t->batch; b++) labels[b] = (float)cgt_int(0, classes - 1);
-    float loss = NAN, acc = NAN;
-    if (cnnrt_train_step(m, x, (size_t)nx * 4, labels, 1, &loss, &acc) != CNNRT_OK) {
-      fprintf(stderr, "  %s: cnnrt_train_step: %s\n", label, cnnrt_last_error());
-      bad++;
-      break;
-    }
-    float **vals = ir_train_step(gr, x, labels, t->lr);
-    float want = vals[ir_find_value(gr, "loss")][0];
-    char l[200];
-    snprintf(l, sizeof l, "%s: step %d loss", label, s + 1);
-    bad += cgt_compare(l, &loss, &want, 1, 1e-4);
-    ir_interp_free(gr, vals);
-  }
-  int n_state = cnnrt_num_state(m), seen = 0, n_params = 0, n_buffers = 0;
+  cnnrt_model *m = tct_build(gr, gc, &o, t->opt, so, &ro, label);
+  if (!m) return 1;
+  tct_batch b = tct_batch_alloc(gr);
+  int bad = tct_steps(m, gr, &b, STEPS, t->lr, label), seen = 0, n_params = 0, n_buffers = 0;
   for (int v = 0; v < gr->n_values; v++)
-    if (gr->values[v].kind == IR_VAL_PARAM) n_params++, n_buffers += want_kind(&gr->values[v]) == CNNRT_STATE_BUFFER;
-  for (int i = 0; i < n_state; i++) {
-    cnnrt_state_info si;
-    if (cnnrt_state_info_at(m, i, &si) != CNNRT_OK) {
-      bad++;
-      continue;
-    }
-    int v = ir_find_value(gr, si.name);
-    if (v < 0 || gr->values[v].kind != IR_VAL_PARAM) {
-      fprintf(stderr, "  %s: state '%s' is not a param of the graph\n", label, si.name);
-      bad++;
-      continue;
-    }
-    const ir_value *pv = &gr->values[v];
-    int64_t n = ir_shape_numel(&pv->shape);
-    CGT_CHECK(si.bytes == (size_t)n * 4, "%s: %s: %zu bytes", label, si.name, si.bytes);
-    CGT_CHECK((int)si.kind == want_kind(pv), "%s: %s: kind %d", label, si.name, (int)si.kind);
-    float *got = malloc(si.bytes);
-    if (cnnrt_get_state(m, si.name, got, si.bytes) == CNNRT_OK) {
-      char l[300];
-      snprintf(l, sizeof l, "%s: after %d steps: %s", label, STEPS, si.name);
-      bad += cgt_compare(l, got, pv->data, n, 1e-4);
-      seen++;
-    } else {
-      bad++;
-    }
-    free(got);
-  }
+    if (gr->values[v].kind == IR_VAL_PARAM) n_params++, n_buffers += tct_want_kind(&gr->values[v]) == CNNRT_STATE_BUFFER;
+  bad += tct_compare_state(m, gr, STEPS, label, &seen);
   if (n_buffers > 0) { /* the eval program (running statistics) */
     float loss = NAN, acc = NAN;
-    if (cnnrt_evaluate(m, x, (size_t)nx * 4, labels, 1, &loss, &acc) != CNNRT_OK) {
+    if (cnnrt_evaluate(m, b.img, (size_t)(b.nx * b.esz), b.labels, 1, &loss, &acc) != CNNRT_OK) {
       fprintf(stderr, "  %s: cnnrt_evaluate: %s\n", label, cnnrt_last_error());
       bad++;
     } else {
-      float want = eval_ref(t, gr, x, labels);
+      float want = eval_ref(t, gr, b.x, b.labels);
       char l[200];
       snprintf(l, sizeof l, "%s: eval loss (running statistics)", label);
       bad += cgt_compare(l, &loss, &want, 1, 1e-4);
@@ -190,8 +118,7 @@ static int run(const tcase *t) {
   }
   CGT_CHECK(seen == n_params, "%s: %d state tensors checked, the graph has %d params", label, seen, n_params);
   CGT_CHECK(n_buffers > 0 || !strstr(name, "resnet"), "%s: no running statistics in the state", label);
-  free(x);
-  free(labels);
+  tct_batch_free(&b);
   cnnrt_close(m);
   unlink(so);
   ir_graph_free(gc);

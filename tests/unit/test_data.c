@@ -12,18 +12,7 @@
 
 #include "runtime/cnnrt.h"
 
-static int g_failures, g_checks;
-
-#define CHECK(cond, ...)                              \
-  do {                                                \
-    g_checks++;                                       \
-    if (!(cond)) {                                    \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                   \
-      fputc('\n', stderr);                            \
-      g_failures++;                                   \
-    }                                                 \
-  } while (0)
+#include "check.h"
 
 static char g_dir[256];
 

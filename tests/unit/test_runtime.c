@@ -11,18 +11,7 @@
 #include "runtime/cnnrt.h"
 #include "runtime/rt_json.c" /* the library's JSON validator (hidden in the .so), for checks */
 
-static int g_failures, g_checks;
-
-#define CHECK(cond, ...)                              \
-  do {                                                \
-    g_checks++;                                       \
-    if (!(cond)) {                                    \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                   \
-      fputc('\n', stderr);                            \
-      g_failures++;                                   \
-    }                                                 \
-  } while (0)
+#include "check.h"
 
 #define FAKE(v) CNNC_TEST_BIN "/tests/libfake_model" v ".so"
 

@@ -1,0 +1,146 @@
+/* train_codegen_check.h — shared by test_codegen_train.c and test_codegen_train_norm.c: build
+ * the reference graph (autodiff + optimizer) and the compiled .so of one training model and
+ * open it, run a few steps of random data through both (cnnrt_train_step vs ir_train_step, the
+ * loss of each step within a relative tolerance), then walk the compiled model's state table
+ * and compare every tensor (size, kind, values) with the reference graph's params.
+ * Include after test_codegen_harness.h. */
+#ifndef CNNC_TEST_TRAIN_CODEGEN_CHECK_H
+#define CNNC_TEST_TRAIN_CODEGEN_CHECK_H
+
+#include "frontend/fe.h"
+#include "ir/grad_train.h"
+#include "runtime/cnnrt.h"
+#include "test_codegen_harness.h"
+
+/* Expected state kind of param pv: trainable -> param, running statistics -> buffer, the rest
+ * (momentum, Adam moments and step) -> optimizer state. */
+static int tct_want_kind(const ir_value *pv) {
+  if (pv->trainable) return CNNRT_STATE_PARAM;
+  return strstr(pv->name, "running_") ? CNNRT_STATE_BUFFER : CNNRT_STATE_OPTIMIZER;
+}
+
+/* Autodiff + optimizer (from o) on the reference graph gr, compile gc to so, open it with ro
+ * (NULL: defaults).  Returns the model, NULL (with the reason on stderr) on failure. */
+static cnnrt_model *tct_build(ir_graph *gr, ir_graph *gc, const fe_options *o, const char *optimizer, const char *so,
+                              const cnnrt_options *ro, const char *label) {
+  ir_diag d = {0};
+  pass_optim_cfg cfg = {0};
+  cfg.optimizer = optimizer, cfg.momentum = (float)o->momentum, cfg.loss_scale = (float)o->loss_scaling;
+  cfg.weight_decay = (float)o->weight_decay, cfg.l2 = (float)o->l2_regularization, cfg.exempt_norm = o->exempt_norm;
+  if (pass_autodiff(gr, cfg.loss_scale, &d) < 0 || pass_optimizer(gr, &cfg, &d) < 0) {
+    fprintf(stderr, "  %s: reference graph: ", label);
+    ir_diag_print(&d, stderr);
+    return NULL;
+  }
+  if (cg_build_model(gc, o, so, NULL, 0, &d)) {
+    fprintf(stderr, "  %s: compile failed: ", label);
+    ir_diag_print(&d, stderr);
+    return NULL;
+  }
+  cnnrt_model *m = NULL;
+  if (cnnrt_open(so, ro, &m) != CNNRT_OK) {
+    fprintf(stderr, "  %s: cnnrt_open: %s\n", label, cnnrt_last_error());
+    unlink(so);
+    return NULL;
+  }
+  return m;
+}
+
+/* The input of gr's batch: u8 images (img, 1 byte per value) or f32 (img = x's bytes); x holds
+ * the same values as f32 for ir_train_step.  Labels uniform over the classes. */
+typedef struct tct_batch {
+  unsigned char *img;
+  float *x, *labels;
+  int64_t nx, esz;
+  int batch, classes;
+} tct_batch;
+
+static tct_batch tct_batch_alloc(const ir_graph *gr) {
+  const ir_value *iv = &gr->values[gr->input];
+  tct_batch b = {0};
+  b.nx = ir_shape_numel(&iv->shape), b.esz = iv->dtype == IR_U8 ? 1 : 4;
+  b.batch = (int)iv->shape.dim[0];
+  b.classes = (int)gr->values[gr->outputs[0]].shape.dim[1];
+  b.img = malloc((size_t)(b.nx * b.esz));
+  b.x = malloc((size_t)b.nx * sizeof *b.x);
+  b.labels = malloc((size_t)b.batch * sizeof *b.labels);
+  return b;
+}
+
+static void tct_batch_free(tct_batch *b) { free(b->img), free(b->x), free(b->labels); }
+
+static void tct_batch_fill(tct_batch *b) {
+  for (int64_t i = 0; i < b->nx; i++) {
+    if (b->esz == 1) b->img[i] = (unsigned char)cgt_int(0, 255), b->x[i] = b->img[i];
+    else b->x[i] = cgt_uniform(-1.0f, 1.0f), memcpy(b->img + 4 * i, &b->x[i], 4);
+  }
+  for (int k = 0; k < b->batch; k++) b->labels[k] = (float)cgt_int(0, b->classes - 1);
+}
+
+/* steps training steps of m and of gr (ir_train_step) at lr on fresh random batches (b keeps
+ * the last one); each step's loss within 1e-4 and its accuracy in [0, 1].  Returns failures. */
+static int tct_steps(cnnrt_model *m, ir_graph *gr, tct_batch *b, int steps, float lr, const char *label) {
+  int bad = 0;
+  cnnrt_set_learning_rate(m, lr);
+  for (int s = 0; s < steps; s++) {
+    tct_batch_fill(b);
+    float loss = NAN, acc = NAN;
+    if (cnnrt_train_step(m, b->img, (size_t)(b->nx * b->esz), b->labels, 1, &loss, &acc) != CNNRT_OK) {
+      fprintf(stderr, "  %s: cnnrt_train_step: %s\n", label, cnnrt_last_error());
+      return bad + 1;
+    }
+    float **vals = ir_train_step(gr, b->x, b->labels, lr);
+    float want = vals[ir_find_value(gr, "loss")][0];
+    char l[300];
+    snprintf(l, sizeof l, "%s: step %d loss", label, s + 1);
+    bad += cgt_compare(l, &loss, &want, 1, 1e-4);
+    if (!(acc >= 0.0f && acc <= 1.0f)) {
+      fprintf(stderr, "  %s: step %d accuracy %g\n", label, s + 1, acc);
+      bad++;
+    }
+    ir_interp_free(gr, vals);
+  }
+  return bad;
+}
+
+/* Every state tensor of m against the param of gr with its name: a param of the graph, 4 bytes
+ * per element, its kind (tct_want_kind), values within 1e-4.  *seen gets the number compared.
+ * Returns failures. */
+static int tct_compare_state(cnnrt_model *m, const ir_graph *gr, int steps, const char *label, int *seen) {
+  int n_state = cnnrt_num_state(m), bad = 0;
+  *seen = 0;
+  for (int i = 0; i < n_state; i++) {
+    cnnrt_state_info si;
+    if (cnnrt_state_info_at(m, i, &si) != CNNRT_OK) {
+      bad++;
+      continue;
+    }
+    int v = ir_find_value(gr, si.name);
+    if (v < 0 || gr->values[v].kind != IR_VAL_PARAM) {
+      fprintf(stderr, "  %s: state '%s' is not a param of the graph\n", label, si.name);
+      bad++;
+      continue;
+    }
+    const ir_value *pv = &gr->values[v];
+    int64_t n = ir_shape_numel(&pv->shape);
+    if (si.bytes != (size_t)n * 4 || (int)si.kind != tct_want_kind(pv)) {
+      fprintf(stderr, "  %s: %s: %zu bytes (want %lld), kind %d (want %d)\n", label, si.name, si.bytes,
+              (long long)n * 4, (int)si.kind, tct_want_kind(pv));
+      bad++;
+      continue;
+    }
+    float *got = malloc(si.bytes);
+    if (got && cnnrt_get_state(m, si.name, got, si.bytes) == CNNRT_OK) {
+      char l[300];
+      snprintf(l, sizeof l, "%s: after %d steps: %s", label, steps, si.name);
+      bad += cgt_compare(l, got, pv->data, n, 1e-4);
+      (*seen)++;
+    } else {
+      bad++;
+    }
+    free(got);
+  }
+  return bad;
+}
+
+#endif
