@@ -129,6 +129,8 @@ typedef struct cg_options {
   int grad_accum, replicas;  /* --gradient-accumulation, --replicas */
   int schedule;              /* --pipeline-schedule: enum cnnc_abi_schedule */
   int recompute;             /* --recompute: 0 none, 1 auto, 2 pipeline, 3 all */
+  int half_partials;         /* --enable-half-partials: 1 + ir_half_format, the gradient accumulators'
+                              * partial sums rounded at every store (docs/precision.md); 0 = f32 */
 } cg_options;
 
 /* Compiles graph g (nodes already assigned to shards 0..g->n_shards-1) to opts->output.

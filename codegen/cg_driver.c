@@ -35,6 +35,14 @@ static int check_options(const struct fe_options *o, ir_diag *d) {
   if (o->enable_stochastic_rounding && !(train && o->precision && !strcmp(o->precision, "16.16")))
     return ir_diag_set(d, loc, NULL, "--enable-stochastic-rounding rounds the 16-bit weight update: it needs "
                                      "--precision 16.16 --mode training (16.32 keeps f32 master weights)");
+  if (o->auto_loss_scaling && !(train && o->precision && strcmp(o->precision, "32.32")))
+    return ir_diag_set(d, loc, NULL, "--auto-loss-scaling protects 16-bit gradients from overflow and underflow: it needs "
+                                     "--mode training and --precision 16.32 or 16.16 (with 32.32 use a fixed --loss-scaling S)");
+  if (o->auto_loss_scaling && (o->loss_scaling_interval < 1 || o->loss_scaling_interval > 1000000000))
+    return ir_diag_set(d, loc, NULL, "--loss-scaling-interval %lld: must be in 1..1000000000", (long long)o->loss_scaling_interval);
+  if (o->enable_half_partials && (!o->precision || !strcmp(o->precision, "32.32")))
+    return ir_diag_set(d, loc, NULL, "--enable-half-partials stores partial sums in the 16-bit --half-type: it needs "
+                                     "--precision 16.32 or 16.16");
   if (!train && (o->gradient_accumulation != 1 || o->replicas != 1 || strcmp(o->recompute, "none") ||
                  strcmp(o->pipeline_schedule, "sequential")))
     return ir_diag_set(d, loc, NULL,
@@ -64,6 +72,9 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
     if (o->precision && !strcmp(o->precision, "16.16")) /* the updated weights rounded (docs/precision.md) */
       cfg.round16 = 1 + pass_precision_format(o->half_type), cfg.stochastic = o->enable_stochastic_rounding;
     cfg.seed = (uint64_t)o->seed;
+    if (o->auto_loss_scaling) /* S is runtime state (optimizer.c); the compile-time scale is 1 */
+      cfg.auto_loss_scale = o->loss_scaling > 0 && o->loss_scaling != 1 ? (float)o->loss_scaling : 65536.0f,
+      cfg.loss_scale = 1.0f, cfg.loss_scale_interval = o->loss_scaling_interval;
     if (pass_autodiff(g, cfg.loss_scale, d) < 0 || pass_optimizer(g, &cfg, d) < 0 || ir_verify(g, d) < 0) return -1;
   }
   if (o->mode && !strcmp(o->mode, "training")) { /* training split, then recomputation (docs/training.md) */
@@ -84,6 +95,7 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
   cg_options co = {output, emit, g->name, json, 2, verbose, report};
   co.available_memory_proportion = o->available_memory_proportion;
   co.grad_accum = (int)o->gradient_accumulation, co.replicas = (int)o->replicas;
+  co.half_partials = o->enable_half_partials ? 1 + pass_precision_format(o->half_type) : 0;
   co.schedule = !strcmp(o->pipeline_schedule, "grouped") ? 1 : !strcmp(o->pipeline_schedule, "interleaved") ? 2 : 0;
   co.recompute = !strcmp(o->recompute, "auto") ? 1 : !strcmp(o->recompute, "pipeline") ? 2 : !strcmp(o->recompute, "all") ? 3 : 0;
   int rc = cg_compile(g, &t, &co, d);

@@ -8,6 +8,7 @@
 
 #include "cnnc_config.h"
 #include "codegen/cg_main.h"
+#include "codegen/gen_round16.h"
 #include "ir/grad_train.h"
 #include "runtime/cnnc_abi.h"
 
@@ -166,15 +167,21 @@ static LLVMValueRef stub_entry(cg_ctx *c) {
 }
 
 /* ---- training programs (docs/training.md "Pipelined training") ---------------------------- */
+/* --enable-half-partials (docs/precision.md): 1 + ir_half_format while build_train runs, the
+ * accumulators' partial sums rounded at every store; 0: f32. */
+static int acc_half;
+
 /* Elementwise helpers of the accumulators, split over tid like every kernel:
  * op 0: dst += src; 1: dst *= scale; 2: dst = 0.  void f(ptr dst, ptr src, i64 n, float scale, i32 tid, i32 nth). */
 static LLVMValueRef acc_helper(cg_ctx *c, int op) {
   static const char *const names[3] = {"cnnc_acc_add", "cnnc_acc_scale", "cnnc_acc_zero"};
-  LLVMValueRef f = LLVMGetNamedFunction(c->mod, names[op]);
+  static const char *const half_names[3] = {"cnnc_acc_add_half", "cnnc_acc_scale_half", "cnnc_acc_zero"};
+  const char *name = (acc_half ? half_names : names)[op];
+  LLVMValueRef f = LLVMGetNamedFunction(c->mod, name);
   if (f) return f;
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(c->b);
   LLVMTypeRef p[6] = {c->t_ptr, c->t_ptr, c->t_i64, c->t_f32, c->t_i32, c->t_i32};
-  f = LLVMAddFunction(c->mod, names[op], LLVMFunctionType(c->t_void, p, 6, 0));
+  f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_void, p, 6, 0));
   LLVMSetLinkage(f, LLVMInternalLinkage);
   cg_set_fn_attrs(c, f);
   LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
@@ -185,6 +192,7 @@ static LLVMValueRef acc_helper(cg_ctx *c, int op) {
   LLVMValueRef v = op == 2 ? cg_f32(c, 0.0f) : cg_load_f32(c, dst, i);
   if (op == 0) v = LLVMBuildFAdd(c->b, v, cg_load_f32(c, src, i), "");
   if (op == 1) v = LLVMBuildFMul(c->b, v, LLVMGetParam(f, 3), "");
+  if (op != 2 && acc_half) v = cg_round16_v(c, NULL, v, acc_half - 1, 1); /* a 16-bit partial */
   cg_store_f32(c, v, dst, i);
   cg_loop_end(c, &L);
   LLVMBuildRetVoid(c->b);
@@ -334,6 +342,7 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   LLVMTypeRef i32 = c->t_i32, i64 = c->t_i64, ptr = c->t_ptr, dbl = LLVMDoubleTypeInContext(c->llc);
   (void)dbl;
   const ir_graph *g = c->g;
+  acc_half = o ? o->half_partials : 0;
   int nt = L->n_tensors + 1;
   LLVMValueRef tensors[nt];
   for (int i = 0; i < L->n_tensors; i++) tensors[i] = tensor_const(c, tensor_t, &g->values[L->tensor_vid[i]]);

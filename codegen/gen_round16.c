@@ -150,19 +150,39 @@ static void r16_body(cg_ctx *c, LLVMValueRef idx, int w, void *user) {
   cg_store_v(c, cg_round16_v(c, u->n, x, u->n->attr.round16.format, w), u->out, idx, w);
 }
 
+/* --auto-loss-scaling (passes/optimizer.c): the backward roundings read the loss scale s
+ * (state [4], s = [0]): y = round16(x * s) / s. */
+typedef struct r16s_ctx { const ir_node *n; LLVMValueRef x, out, s; } r16s_ctx;
+static void r16s_body(cg_ctx *c, LLVMValueRef idx, int w, void *user) {
+  r16s_ctx *u = user;
+  LLVMValueRef s = cg_splat(c, u->s, w);
+  LLVMValueRef x = LLVMBuildFMul(c->b, cg_load_v(c, u->x, idx, w), s, "scaled");
+  LLVMValueRef y = cg_round16_v(c, u->n, x, u->n->attr.round16.format, w);
+  cg_store_v(c, LLVMBuildFDiv(c->b, y, s, "unscaled"), u->out, idx, w);
+}
+
 LLVMValueRef cg_gen_round16(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   int fp16 = n->attr.round16.format == IR_HALF_FP16;
   if (fp16 && !has_f16c(c->target))
     return cg_fail(c, n, "%s", no_f16c_msg);
   const ir_value *xv = &c->g->values[n->in[0]];
-  int param = xv->kind == IR_VAL_PARAM && !((cg_priv *)c->priv)->train; /* inference: embedded constant */
-  LLVMValueRef a[4];
   int train = ((cg_priv *)c->priv)->train;
+  int param = xv->kind == IR_VAL_PARAM && !train; /* inference: embedded constant */
+  LLVMValueRef a[5];
+  char tile[16];
+  snprintf(tile, sizeof tile, "v%d", c->target->vec_f32);
+  if (n->n_in == 2) {
+    if (!train) return cg_fail(c, n, "internal error: a loss-scaled round16 outside training");
+    LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
+    r16s_ctx u = {n, a[0], a[2], cg_load_f32(c, a[1], cg_i64(c, 0))};
+    cg_foreach_elem(c, cg_numel(c, n->out), a[3], a[4], r16s_body, &u);
+    cg_kernel_end(c);
+    *kind = cg_kind(c, fp16 ? "round16_scaled_fp16" : "round16_scaled_bf16", tile);
+    return f;
+  }
   LLVMValueRef f = train ? cg_train_kbegin(c, fn_name, 1, a) : cg_kernel_begin(c, fn_name, param ? 0 : 1, a);
   r16_ctx u = {n, param ? cg_param_const(c, n->in[0]) : a[0], param ? a[0] : a[1]};
   LLVMValueRef tid = param ? a[1] : a[2], nth = param ? a[2] : a[3];
-  char tile[16];
-  snprintf(tile, sizeof tile, "v%d", c->target->vec_f32);
   cg_foreach_elem(c, cg_numel(c, n->out), tid, nth, r16_body, &u);
   cg_kernel_end(c);
   *kind = cg_kind(c, fp16 ? "round16_fp16" : "round16_bf16", tile);

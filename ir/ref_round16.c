@@ -38,5 +38,10 @@ REF_VECTORIZE
 void ir_ref_round16(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   int64_t k = ir_shape_numel(ref_out_shape(g, n));
   int f = n->attr.round16.format;
+  if (n->n_in == 2) { /* --auto-loss-scaling: the gradient as it would be stored scaled by s (passes/optimizer.c) */
+    float s = in[1][0];
+    for (int64_t i = 0; i < k; i++) out[i] = ir_round16_f32(in[0][i] * s, f) / s;
+    return;
+  }
   for (int64_t i = 0; i < k; i++) out[i] = ir_round16_f32(in[0][i], f);
 }

@@ -5,7 +5,14 @@
  * --precision 16.16 (cfg->round16): the weight updates round their result to the 16-bit
  * format (attr.round16); stochastically with cfg->stochastic, the update then reads the step
  * counter "optimizer/step" (Adam's t', added for every optimizer) as its last operand and
- * hashes (attr.seed, t', element) (docs/precision.md). */
+ * hashes (attr.seed, t', element) (docs/precision.md).
+ * --auto-loss-scaling (cfg->auto_loss_scale): a state param "optimizer/loss_scale" [4] =
+ * {S, good steps, skipped steps, growth interval} (the runtime updates it, rt_train.c) becomes
+ * the second operand of every backward round16: dx = round16(dy * S) / S, i.e. each 16-bit
+ * gradient is stored as the loss-scaled value would be (overflow -> inf, no underflow below
+ * 2^-24 / S) and unscaled at once — for a power-of-two S exactly the numerics of scaling the
+ * loss by S and unscaling the gradients before the update, since the backward is linear in
+ * dy. */
 #include <string.h>
 
 #include "ir/grad_train.h"
@@ -143,6 +150,20 @@ int pass_optimizer(ir_graph *g, const pass_optim_cfg *cfg, ir_diag *d) {
     if (gr < 0) continue; /* the loss does not depend on it */
     if (update_one(&o, p, gr)) return -1;
     n_updated++;
+  }
+  if (cfg->auto_loss_scale > 0) {
+    int loss = -1, n_bwd = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+      if (g->nodes[i].op == IR_OP_softmax_xent) loss = i;
+    if (loss < 0) return ir_diag_set(d, (ir_loc){0}, NULL, "--auto-loss-scaling: the graph has no softmax_xent loss");
+    int ls = ir_add_param(g, "optimizer/loss_scale", (ir_shape){1, {4}}, 0);
+    if (ls < 0) return ir_diag_set(d, (ir_loc){0}, NULL, "--auto-loss-scaling: cannot add optimizer/loss_scale");
+    float *x = g->values[ls].data;
+    x[0] = cfg->auto_loss_scale, x[1] = 0, x[2] = 0, x[3] = (float)cfg->loss_scale_interval;
+    for (int i = loss + 1; i < g->n_nodes; i++) /* the backward roundings (autodiff appends after the loss) */
+      if (g->nodes[i].op == IR_OP_round16 && g->nodes[i].n_in == 1) g->nodes[i].in[g->nodes[i].n_in++] = ls, n_bwd++;
+    if (!n_bwd)
+      return ir_diag_set(d, (ir_loc){0}, NULL, "--auto-loss-scaling: no 16-bit gradients to protect (needs --precision 16.32 or 16.16)");
   }
   return n_updated;
 }

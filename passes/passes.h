@@ -159,6 +159,8 @@ typedef struct pass_optim_cfg {
   int round16;            /* --precision 16.16: 1 + ir_half_format, the updated weights rounded (0: f32) */
   int stochastic;         /* --enable-stochastic-rounding (needs round16) */
   uint64_t seed;          /* its seed (--seed) */
+  float auto_loss_scale;  /* --auto-loss-scaling: the initial scale S (0 = off; loss_scale is then 1) */
+  int64_t loss_scale_interval; /* its growth interval */
 } pass_optim_cfg;
 /* Appends, for every trainable P with a "grad/P" value, the update of P (node "update/P") and
  * of its optimizer state, kept as non-trainable params "P/momentum", "P/rms", "P/m", "P/v"
@@ -181,6 +183,9 @@ void pass_report_set_proportion(pass_report *r, const char *amp);
  * --recompute; strings must outlive r): the report's schedule simulation.  Defaults 1, 1,
  * "sequential", "none". */
 void pass_report_set_training(pass_report *r, int grad_accum, int replicas, const char *schedule, const char *recompute);
+/* --enable-half-partials: the 16-bit type (must outlive r), NULL = off: the report states where
+ * partial sums are stored in 16 bits ("half_partials", docs/precision.md). */
+void pass_report_set_half_partials(pass_report *r, const char *half_type);
 /* Fills *sink (the caller's) so that cg_build_model_report fills r. */
 void pass_report_sink(pass_report *r, struct cg_report_sink *sink);
 /* Adds seconds to phase name ("load", "split", "codegen", "link", ...). */

@@ -46,6 +46,26 @@ void pass_report_set_training(pass_report *r, int grad_accum, int replicas, cons
   r->opt_schedule = schedule, r->opt_recompute = recompute;
 }
 
+void pass_report_set_half_partials(pass_report *r, const char *half_type) { r->opt_half_partials = half_type; }
+
+/* "half_partials": where --enable-half-partials stores partial sums in 16 bits. */
+static void json_half_partials(const pass_report *r, FILE *f) {
+  int ga = r->opt_grad_accum > 0 ? r->opt_grad_accum : 1, rep = r->opt_replicas > 0 ? r->opt_replicas : 1;
+  char where[256];
+  if (!r->opt_half_partials) snprintf(where, sizeof where, "off: every partial sum is f32");
+  else if (!r->tr) snprintf(where, sizeof where, "nowhere: inference kernels keep their partial sums in f32 registers");
+  else if (ga * rep == 1)
+    snprintf(where, sizeof where, "nowhere: no partial-sum buffers (gradient accumulation 1, replicas 1)");
+  else
+    snprintf(where, sizeof where, "gradient accumulators: the sums over %d micro-batch%s x %d replica%s and their mean",
+             ga, ga == 1 ? "" : "es", rep, rep == 1 ? "" : "s");
+  fprintf(f, "  \"half_partials\": {\"enabled\": %s, \"format\": ", r->opt_half_partials ? "true" : "false");
+  rp_json_str(f, r->opt_half_partials ? r->opt_half_partials : "");
+  fprintf(f, ", \"where\": ");
+  rp_json_str(f, where);
+  fprintf(f, "},\n");
+}
+
 void pass_report_free(pass_report *r) {
   if (!r) return;
   for (int i = 0; i < r->n_k; i++) free(r->k[i].name), free(r->k[i].kind);
@@ -435,6 +455,7 @@ int pass_report_write_json(const pass_report *r, FILE *f) {
   rp_json_str(f, g->name);
   fprintf(f, ",\n  \"mode\": \"%s\",\n  \"batch_size\": %d,\n  \"n_shards\": %d,\n", r->tr ? "training" : "inference", g->batch,
           r->tr ? r->tr->S : r->n_shards);
+  json_half_partials(r, f);
   fprintf(f, "  \"target\": {\"triple\": ");
   rp_json_str(f, r->triple);
   fprintf(f, ", \"cpu\": ");

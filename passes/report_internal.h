@@ -92,6 +92,7 @@ struct pass_report {
   rp_train *tr;
   int opt_grad_accum, opt_replicas;
   const char *opt_schedule, *opt_recompute;
+  const char *opt_half_partials; /* --enable-half-partials: the half type, NULL = off */
 };
 
 /* Roofline estimate in seconds on `cores` cores. */

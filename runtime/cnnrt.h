@@ -225,6 +225,12 @@ CNNRT_API cnnrt_status cnnrt_set_lr_schedule(cnnrt_model *m, const cnnrt_lr_sche
  * the forward passes of this call.  Buffers are the caller's, read only during the call. */
 CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
                                         int n, float *loss, float *accuracy);
+/* --auto-loss-scaling models (docs/precision.md): *scale (may be NULL) receives the current
+ * loss scale S, *skipped (may be NULL) the number of updates skipped so far because a
+ * gradient was not finite (weights and optimizer state left unchanged, S halved).  Both live
+ * in the state tensor "optimizer/loss_scale" (checkpointed).  CNNRT_UNSUPPORTED for other
+ * models. */
+CNNRT_API cnnrt_status cnnrt_loss_scale(cnnrt_model *m, double *scale, int64_t *skipped);
 /* Runs the inference-mode forward (running BN statistics, no dropout, no update) over
  * n_batches micro-batches: same buffers as cnnrt_train_step with grad_accum 1.  *loss and
  * *accuracy as there; the state is not changed.  CNNRT_UNSUPPORTED if the model has no eval

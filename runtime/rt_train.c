@@ -610,6 +610,48 @@ static void rt_report(int n_mb, int b, double loss_sum, double correct_sum, floa
   if (accuracy) *accuracy = (float)(correct_sum / ((double)n_mb * b));
 }
 
+/* --auto-loss-scaling (docs/precision.md): "optimizer/loss_scale" = {S, good steps, skipped
+ * steps, growth interval} in the state; the backward kernels read S.  After an update: if any
+ * weight or optimizer state element is not finite (a non-finite gradient reaches every state
+ * it updates: w - lr*g, mu*v + g, Adam's moments), restore them from snap (the state before
+ * the update), halve S and count the skip; else after `interval` good steps double S
+ * (PyTorch GradScaler's backoff 0.5 and growth 2). */
+static void rt_loss_scale_update(rt_trainer *tr, int ls, const char *snap) {
+  const cnnc_abi_train *t = tr->t;
+  int finite = 1;
+  for (int i = 0; i < t->n_state && finite; i++) {
+    const cnnc_abi_state_tensor *x = &t->state[i];
+    if ((x->kind != CNNC_ABI_STATE_PARAM && x->kind != CNNC_ABI_STATE_OPTIMIZER) || x->dtype != CNNC_ABI_F32) continue;
+    const float *p = (const float *)((const char *)tr->state + x->offset);
+    for (int64_t e = 0; e < x->bytes / 4 && finite; e++) finite = isfinite(p[e]);
+  }
+  float *S = (float *)((char *)tr->state + t->state[ls].offset);
+  if (!finite) {
+    for (int i = 0; i < t->n_state; i++) {
+      const cnnc_abi_state_tensor *x = &t->state[i];
+      if (x->kind == CNNC_ABI_STATE_PARAM || x->kind == CNNC_ABI_STATE_OPTIMIZER)
+        memcpy((char *)tr->state + x->offset, snap + x->offset, (size_t)x->bytes);
+    }
+    S[0] *= 0.5f, S[1] = 0, S[2] += 1;
+  } else if (++S[1] >= S[3]) {
+    S[0] *= 2.0f, S[1] = 0;
+  }
+}
+
+CNNRT_API cnnrt_status cnnrt_loss_scale(cnnrt_model *m, double *scale, int64_t *skipped) {
+  rt_clear_error();
+  cnnrt_status s = rt_need_train(m, "cnnrt_loss_scale");
+  if (s != CNNRT_OK) return s;
+  int ls = rt_state_find(m->tr->t, "optimizer/loss_scale");
+  if (ls < 0) return rt_fail(CNNRT_UNSUPPORTED, "cnnrt_loss_scale: %s was compiled without --auto-loss-scaling", m->path);
+  pthread_mutex_lock(&m->lock);
+  const float *S = (const float *)((const char *)m->tr->state + m->tr->t->state[ls].offset);
+  if (scale) *scale = S[0];
+  if (skipped) *skipped = (int64_t)S[2];
+  pthread_mutex_unlock(&m->lock);
+  return CNNRT_OK;
+}
+
 CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
                                         int n, float *loss, float *accuracy) {
   rt_clear_error();
@@ -620,6 +662,12 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
   if (s != CNNRT_OK) return s;
   const cnnc_abi_train *t = m->tr->t;
   double loss_sum = 0, correct_sum = 0;
+  int ls = rt_state_find(t, "optimizer/loss_scale");
+  char *snap = NULL; /* --auto-loss-scaling: the state before each update */
+  if (ls >= 0 && (t->state[ls].bytes != 16 || !(snap = malloc((size_t)t->state_bytes))))
+    return rt_fail(ls >= 0 && t->state[ls].bytes != 16 ? CNNRT_BAD_MODEL : CNNRT_OUT_OF_MEMORY,
+                   "cnnrt_train_step: %s: loss scale state of %lld bytes (want 16) or out of memory", m->path,
+                   (long long)t->state[ls].bytes);
   pthread_mutex_lock(&m->lock);
   s = rt_pools_ready(m);
   int R = rt_replicas(t);
@@ -635,10 +683,13 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
       loss_sum += *(const float *)tr->pools->fptr[i][t->loss];
       correct_sum += *(const float *)tr->pools->fptr[i][t->correct];
     }
+    if (s == CNNRT_OK && snap) memcpy(snap, tr->state, (size_t)t->state_bytes);
     if (s == CNNRT_OK) s = rt_run_program(m, &t->update);
+    if (s == CNNRT_OK && snap) rt_loss_scale_update(tr, ls, snap);
     if (s == CNNRT_OK) m->tr->step++;
   }
   pthread_mutex_unlock(&m->lock);
+  free(snap);
   if (s == CNNRT_OK) rt_report(n * ga * R, m->d->batch_size, loss_sum, correct_sum, loss, accuracy);
   return s;
 }

@@ -426,6 +426,7 @@ static int build(driver *D, ir_graph *g) {
   if (rep) pass_report_set_proportion(rep, D->o.available_memory_proportion);
   if (rep)
     pass_report_set_training(rep, (int)D->o.gradient_accumulation, (int)D->o.replicas, D->o.pipeline_schedule, D->o.recompute);
+  if (rep) pass_report_set_half_partials(rep, D->o.enable_half_partials ? D->o.half_type : NULL);
   int rc = cg_build_model_report(g, &D->o, out, D->emit, D->verbose, rep ? &sink : NULL, &d);
   if (rep && !rc) rc = write_report(D, rep, (now_ms() - t0) / 1e3);
   pass_report_free(rep);
