@@ -122,6 +122,12 @@ static void train_state(pass_report *r, const cg_report_kernel *k) {
   free(seen);
 }
 
+typedef struct rp_tev { double t; int d; } rp_tev;
+static int by_time(const void *a, const void *b) {
+  const rp_tev *x = a, *y = b;
+  return x->t < y->t ? -1 : x->t > y->t ? 1 : x->d - y->d;
+}
+
 /* One update's micro-batches as the runtime orders them (rt_push_micro_batches; replicas
  * share their shard's thread group, the default), each job taking its stage's roofline
  * estimate; a job starts when its group is free and its frame finished the previous stage.
@@ -133,7 +139,7 @@ static void simulate(pass_report *r) {
     if (t->st_phase[st] != PASS_PHASE_UPDATE) P++, F += t->st_phase[st] == PASS_PHASE_FWD;
   int sched = !strcmp(t->schedule, "grouped") ? 1 : !strcmp(t->schedule, "interleaved") ? 2 : 0;
   int total = R * N * P;
-  int *list = tcalloc((size_t)total, sizeof(int)), *len = tcalloc((size_t)S, sizeof(int)); /* job = frame * P + k */
+  int *len = tcalloc((size_t)S, sizeof(int)); /* per group list of jobs, job = frame * P + k */
   int **gl = tcalloc((size_t)S, sizeof(int *));
   for (int s = 0; s < S; s++) gl[s] = tcalloc((size_t)total, sizeof(int));
 #define PUSH(k, f) (gl[t->st_group[k]][len[t->st_group[k]]++] = (f) * P + (k))
@@ -200,16 +206,17 @@ static void simulate(pass_report *r) {
     if (x->fwd < 0) continue;
     x->in_flight = 1;
     if (x->bwd < 0) continue;
-    int best = 0;
-    for (int f = 0; f < R * N; f++) {
-      double at = fin[f * P + x->fwd], c = 0;
-      for (int h = 0; h < R * N; h++) c += fin[h * P + x->fwd] <= at && fin[h * P + x->bwd] > at;
-      best = (int)c > best ? (int)c : best;
-    }
+    /* sweep: +1 when a frame's forward ends, -1 when its backward ends (ends first on ties) */
+    int nf = R * N, cur = 0, best = 0;
+    rp_tev *ev = tcalloc((size_t)nf * 2, sizeof *ev);
+    for (int f = 0; f < nf; f++) ev[2 * f] = (rp_tev){fin[f * P + x->fwd], 1}, ev[2 * f + 1] = (rp_tev){fin[f * P + x->bwd], -1};
+    qsort(ev, (size_t)nf * 2, sizeof *ev, by_time);
+    for (int i = 0; i < 2 * nf; i++) cur += ev[i].d, best = cur > best ? cur : best;
+    free(ev);
     x->in_flight = best;
   }
   for (int s = 0; s < S; s++) free(gl[s]);
-  free(gl), free(list), free(len), free(fin), free(gfree), free(done), free(pos);
+  free(gl), free(len), free(fin), free(gfree), free(done), free(pos);
 }
 
 void rp_train_derive(pass_report *r, const cg_report_kernel *k, const int *tensor_vid, int n_tensors) {
@@ -241,16 +248,17 @@ void rp_train_derive(pass_report *r, const cg_report_kernel *k, const int *tenso
   for (int ti = 0; ti < n_tensors; ti++) {
     int v = tensor_vid[ti];
     w[ti] = l[ti] = -1;
-    char reads[64] = {0};
+    char *reads = tcalloc((size_t)t->S, 1); /* shards that counted this caller input */
     for (int i = 0; i < r->n_k; i++) {
       if (k[i].out == v && w[ti] < 0) w[ti] = i;
       for (int j = 0; j < k[i].n_act; j++)
         if (k[i].act[j] == v) {
           l[ti] = i;
           int s = t->st_group[k[i].shard];
-          if (w[ti] < 0 && s < 64 && !reads[s]) reads[s] = 1, t->ts[s].io_mb += vbytes(g, v);
+          if (w[ti] < 0 && !reads[s]) reads[s] = 1, t->ts[s].io_mb += vbytes(g, v);
         }
     }
+    free(reads);
     if (w[ti] < 0) continue;
     int s = t->st_group[k[w[ti]].shard];
     if (pass_mem_is_stash(g, v)) t->ts[s].stash_mb += vbytes(g, v);
