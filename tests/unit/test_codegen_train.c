@@ -36,21 +36,12 @@ static ir_graph *load(const char *opt, fe_options *o) {
   char path[1024];
   if (!strcmp(model_path, "fmnist")) snprintf(path, sizeof path, "%s/models/fmnist_cnn.yml", CNNC_TEST_SRC);
   else snprintf(path, sizeof path, "%s", model_path);
-  ir_diag d = {0};
-  fe_options_init(o);
   char b[16];
   snprintf(b, sizeof b, "%d", BATCH);
-  const char *kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", opt}, {"seed", "7"},
-                         {"label-smoothing", label_smoothing}, {"weight-decay", weight_decay},
-                         {"l2-regularization", l2}, {"loss-scaling", loss_scaling}};
-  for (int i = 0; i < 8; i++)
-    if (fe_option_set(o, fe_option_find(kv[i][0]), kv[i][1], &d)) {
-      ir_diag_print(&d, stderr);
-      return NULL;
-    }
-  ir_graph *g = fe_load(path, o, &d);
-  if (!g) ir_diag_print(&d, stderr);
-  return g;
+  const char *const kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", opt}, {"seed", "7"},
+                               {"label-smoothing", label_smoothing}, {"weight-decay", weight_decay},
+                               {"l2-regularization", l2}, {"loss-scaling", loss_scaling}};
+  return tct_load(path, kv, 8, o);
 }
 
 static int run(const char *opt) {
@@ -65,7 +56,7 @@ static int run(const char *opt) {
   CGT_CHECK(cnnrt_is_training(m), "%s: not a training model", opt);
   tct_batch b = tct_batch_alloc(gr);
   bad += tct_steps(m, gr, &b, STEPS, 0.05f, opt);
-  bad += tct_compare_state(m, gr, STEPS, opt, &seen);
+  bad += tct_compare_state(m, NULL, gr, STEPS, opt, &seen);
   int want_state = !strcmp(opt, "sgd") ? n_params : 2 * n_params; /* [+ momentum] */
   CGT_CHECK(seen == want_state, "%s: %d state tensors checked, want %d", opt, seen, want_state);
   tct_batch_free(&b);
@@ -121,19 +112,10 @@ static const char *kern_b_yml =
 enum { KSTEPS = 2 };
 
 static ir_graph *load_kernel_case(const char *path, int batch, fe_options *o) {
-  ir_diag d = {0};
-  fe_options_init(o);
   char b[16];
   snprintf(b, sizeof b, "%d", batch);
-  const char *kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", "momentum"}, {"seed", "11"}};
-  for (int i = 0; i < 4; i++)
-    if (fe_option_set(o, fe_option_find(kv[i][0]), kv[i][1], &d)) {
-      ir_diag_print(&d, stderr);
-      return NULL;
-    }
-  ir_graph *g = fe_load(path, o, &d);
-  if (!g) ir_diag_print(&d, stderr);
-  return g;
+  const char *const kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", "momentum"}, {"seed", "11"}};
+  return tct_load(path, kv, 4, o);
 }
 
 static int run_kernel_case(const char *name, const char *yml, int batch) {
@@ -184,27 +166,10 @@ static int run_kernel_case(const char *name, const char *yml, int batch) {
     ir_interp_free(gr, vals);
   }
   int n_state = bad ? 0 : cnnrt_num_state(m[0]), seen = 0;
-  for (int i = 0; i < n_state; i++) {
-    cnnrt_state_info si;
-    if (cnnrt_state_info_at(m[0], i, &si) != CNNRT_OK) {
-      bad++;
-      continue;
-    }
-    int v = ir_find_value(gr, si.name);
-    float *got1 = malloc(si.bytes), *got2 = malloc(si.bytes);
-    if (v >= 0 && cnnrt_get_state(m[0], si.name, got1, si.bytes) == CNNRT_OK &&
-        cnnrt_get_state(m[1], si.name, got2, si.bytes) == CNNRT_OK) {
-      char l[300];
-      snprintf(l, sizeof l, "%s batch %d after %d steps: %s", name, batch, KSTEPS, si.name);
-      bad += cgt_compare(l, got1, gr->values[v].data, (int64_t)(si.bytes / 4), 1e-4);
-      CGT_CHECK(memcmp(got1, got2, si.bytes) == 0, "%s batch %d: %s differs between 1 and 2 threads", name, batch, si.name);
-      bad += memcmp(got1, got2, si.bytes) != 0;
-      seen++;
-    } else {
-      bad++;
-    }
-    free(got1);
-    free(got2);
+  if (n_state > 0) {
+    char l[160];
+    snprintf(l, sizeof l, "%s batch %d", name, batch);
+    bad += tct_compare_state(m[0], m[1], gr, KSTEPS, l, &seen);
   }
   CGT_CHECK(seen > 0 && seen == n_state, "%s batch %d: %d of %d state tensors checked", name, batch, seen, n_state);
   bad += !(seen > 0 && seen == n_state);

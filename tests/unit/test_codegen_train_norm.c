@@ -49,20 +49,11 @@ typedef struct tcase {
 } tcase;
 
 static ir_graph *load(const tcase *t, fe_options *o) {
-  ir_diag d = {0};
-  fe_options_init(o);
   char b[16];
   snprintf(b, sizeof b, "%d", t->batch);
-  const char *kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", t->opt}, {"seed", "11"},
-                         {"weight-decay", t->wd}, {"l2-regularization", t->l2}, {"loss-scaling", t->scale}};
-  for (int i = 0; i < 7; i++)
-    if (fe_option_set(o, fe_option_find(kv[i][0]), kv[i][1], &d)) {
-      ir_diag_print(&d, stderr);
-      return NULL;
-    }
-  ir_graph *g = fe_load(t->model, o, &d);
-  if (!g) ir_diag_print(&d, stderr);
-  return g;
+  const char *const kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", t->opt}, {"seed", "11"},
+                               {"weight-decay", t->wd}, {"l2-regularization", t->l2}, {"loss-scaling", t->scale}};
+  return tct_load(t->model, kv, 7, o);
 }
 
 /* Loss of the inference-mode forward of t's model on (x, labels), with the params of trained
@@ -103,7 +94,7 @@ static int run(const tcase *t) {
   int bad = tct_steps(m, gr, &b, STEPS, t->lr, label), seen = 0, n_params = 0, n_buffers = 0;
   for (int v = 0; v < gr->n_values; v++)
     if (gr->values[v].kind == IR_VAL_PARAM) n_params++, n_buffers += tct_want_kind(&gr->values[v]) == CNNRT_STATE_BUFFER;
-  bad += tct_compare_state(m, gr, STEPS, label, &seen);
+  bad += tct_compare_state(m, NULL, gr, STEPS, label, &seen);
   if (n_buffers > 0) { /* the eval program (running statistics) */
     float loss = NAN, acc = NAN;
     if (cnnrt_evaluate(m, b.img, (size_t)(b.nx * b.esz), b.labels, 1, &loss, &acc) != CNNRT_OK) {

@@ -2,7 +2,8 @@
  * the reference graph (autodiff + optimizer) and the compiled .so of one training model and
  * open it, run a few steps of random data through both (cnnrt_train_step vs ir_train_step, the
  * loss of each step within a relative tolerance), then walk the compiled model's state table
- * and compare every tensor (size, kind, values) with the reference graph's params.
+ * and compare every tensor (size, kind, values) with the reference graph's params (and, for a
+ * second model of the same .so run with another thread count, bitwise with its state).
  * Include after test_codegen_harness.h. */
 #ifndef CNNC_TEST_TRAIN_CODEGEN_CHECK_H
 #define CNNC_TEST_TRAIN_CODEGEN_CHECK_H
@@ -11,6 +12,21 @@
 #include "ir/grad_train.h"
 #include "runtime/cnnrt.h"
 #include "test_codegen_harness.h"
+
+/* The model at path loaded with the compile options kv[0..n) (name, value) set on o; NULL (with
+ * the diagnostic on stderr) on failure. */
+static ir_graph *tct_load(const char *path, const char *const (*kv)[2], int n, fe_options *o) {
+  ir_diag d = {0};
+  fe_options_init(o);
+  for (int i = 0; i < n; i++)
+    if (fe_option_set(o, fe_option_find(kv[i][0]), kv[i][1], &d)) {
+      ir_diag_print(&d, stderr);
+      return NULL;
+    }
+  ir_graph *g = fe_load(path, o, &d);
+  if (!g) ir_diag_print(&d, stderr);
+  return g;
+}
 
 /* Expected state kind of param pv: trainable -> param, running statistics -> buffer, the rest
  * (momentum, Adam moments and step) -> optimizer state. */
@@ -104,9 +120,9 @@ static int tct_steps(cnnrt_model *m, ir_graph *gr, tct_batch *b, int steps, floa
 }
 
 /* Every state tensor of m against the param of gr with its name: a param of the graph, 4 bytes
- * per element, its kind (tct_want_kind), values within 1e-4.  *seen gets the number compared.
- * Returns failures. */
-static int tct_compare_state(cnnrt_model *m, const ir_graph *gr, int steps, const char *label, int *seen) {
+ * per element, its kind (tct_want_kind), values within 1e-4; with m2 (NULL: none) also bitwise
+ * equal to m2's.  *seen gets the number compared.  Returns failures. */
+static int tct_compare_state(cnnrt_model *m, cnnrt_model *m2, const ir_graph *gr, int steps, const char *label, int *seen) {
   int n_state = cnnrt_num_state(m), bad = 0;
   *seen = 0;
   for (int i = 0; i < n_state; i++) {
@@ -129,16 +145,22 @@ static int tct_compare_state(cnnrt_model *m, const ir_graph *gr, int steps, cons
       bad++;
       continue;
     }
-    float *got = malloc(si.bytes);
-    if (got && cnnrt_get_state(m, si.name, got, si.bytes) == CNNRT_OK) {
+    float *got = malloc(si.bytes), *got2 = m2 ? malloc(si.bytes) : NULL;
+    if (got && cnnrt_get_state(m, si.name, got, si.bytes) == CNNRT_OK &&
+        (!m2 || (got2 && cnnrt_get_state(m2, si.name, got2, si.bytes) == CNNRT_OK))) {
       char l[300];
       snprintf(l, sizeof l, "%s: after %d steps: %s", label, steps, si.name);
       bad += cgt_compare(l, got, pv->data, n, 1e-4);
+      if (m2 && memcmp(got, got2, si.bytes) != 0) {
+        fprintf(stderr, "  %s: %s differs between the two thread counts\n", label, si.name);
+        bad++;
+      }
       (*seen)++;
     } else {
       bad++;
     }
     free(got);
+    free(got2);
   }
   return bad;
 }
