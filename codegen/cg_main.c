@@ -274,9 +274,10 @@ static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r,
     args[k->n_act + 2] = nth;
     LLVMValueRef fn = kernel_decl(c, k);
     const ir_node *an = &c->g->nodes[k->anchor];
-    if (eval && an->op == IR_OP_batchnorm && an->attr.batchnorm.training) { /* running statistics (gen_train_norm.c) */
+    int ev_drop = eval && an->op == IR_OP_dropout && an->attr.dropout.training && an->attr.dropout.rate > 0.0f;
+    if ((eval && an->op == IR_OP_batchnorm && an->attr.batchnorm.training) || ev_drop) { /* running statistics (gen_train_norm.c), identity dropout (gen_train.c) */
       char ev[64];
-      snprintf(ev, sizeof ev, "cnnk_s%d_batchnorm_eval_n%d", k->shard, k->anchor);
+      snprintf(ev, sizeof ev, ev_drop ? "cnnk_s%d_dropout_eval_n%d" : "cnnk_s%d_batchnorm_eval_n%d", k->shard, k->anchor);
       if (!(fn = LLVMGetNamedFunction(c->mod, ev))) {
         fn = LLVMAddFunction(c->mod, ev, LLVMGlobalGetValueType(kernel_decl(c, k)));
         LLVMSetVisibility(fn, LLVMHiddenVisibility);
@@ -407,16 +408,15 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   LLVMTypeRef prog_t = named_struct(c, "cnnc_abi_program", pf, 2);
   LLVMValueRef mbp[2] = {cg_i32(c, per * R), array_of(c, stage_t, mb, per * R, "mb_stages")};
   LLVMValueRef up[2] = {cg_i32(c, L->update_stage >= 0), L->update_stage >= 0 ? array_of(c, stage_t, upd_stage, 1, "update_stages") : LLVMConstNull(ptr)};
-  int train_fwd = 0, train_bn = 0; /* a training-only forward op (dropout): no eval program (the runtime reports it) */
+  int train_fwd = 0, train_bn = 0; /* training-only forward ops (batchnorm, dropout): eval twins of the forward stages */
   for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i].op == IR_OP_dropout && g->nodes[i].attr.dropout.training && g->nodes[i].attr.dropout.rate > 0.0f)
       train_fwd = 1;
     train_bn |= g->nodes[i].op == IR_OP_batchnorm && g->nodes[i].attr.batchnorm.training;
   }
-  for (int k = 0; train_bn && !train_fwd && k < L->n_fwd_stages; k++) /* eval: batchnorm with running statistics */
+  for (int k = 0; (train_bn || train_fwd) && k < L->n_fwd_stages; k++) /* eval: running statistics, no dropout */
     evals[k] = stage_const(c, stage_t, L, k, 0, build_stage_fn(c, L, k, 0, 1));
-  LLVMValueRef ev[2] = {cg_i32(c, train_fwd ? 0 : L->n_fwd_stages),
-                        train_fwd ? LLVMConstNull(ptr) : array_of(c, stage_t, evals, L->n_fwd_stages, "eval_stages")};
+  LLVMValueRef ev[2] = {cg_i32(c, L->n_fwd_stages), array_of(c, stage_t, evals, L->n_fwd_stages, "eval_stages")};
   LLVMTypeRef trf[23] = {i32, i32, i32, i32, i32, ptr, i32, i32, i32, i32, i32, i32, i64, i32, ptr, prog_t, prog_t, prog_t, ptr,
                          i32, i32, i32, i32};
   LLVMTypeRef train_t = named_struct(c, "cnnc_abi_train", trf, 23);

@@ -384,6 +384,11 @@ static LLVMValueRef gen_dropout_train(cg_ctx *c, const ir_node *n, const char *f
   ew_ctx u = {n, {a[0]}, a[1], NULL};
   cg_foreach_elem(c, cg_numel(c, n->out), a[2], a[3], dropout_body, &u);
   cg_kernel_end(c);
+  /* eval twin (the identity, as in inference), called by the eval stages (cg_main.c) */
+  char ev[64];
+  const char *ek;
+  snprintf(ev, sizeof ev, "cnnk_s%d_dropout_eval_n%d", ((cg_priv *)c->priv)->shard, (int)(n - c->g->nodes));
+  cg_gen_unary(c, n, ev, &ek, "dropout_copy");
   *kind = cg_kind(c, "dropout_train", NULL);
   return f;
 }

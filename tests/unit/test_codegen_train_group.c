@@ -6,9 +6,10 @@
  *     masked and overlapping vectors, several vector groups), each conv placed after another
  *     one so grad_input runs too.  Momentum for KSTEPS steps with 1 and 2 threads: the loss
  *     of every step and every state tensor vs ir_train_step (1e-4 relative), and the 2-thread
- *     state bitwise equal to the 1-thread state.
+ *     state bitwise equal to the 1-thread state; then cnnrt_evaluate (the eval program) vs
+ *     the interpreter in inference mode.
  *  2. tests/train/gconv_mix.yml (an MBConv block with squeeze-excitation and a ResNeXt-like
- *     grouped block, batch norm in training mode): the same compiled-vs-interpreter check, and
+ *     grouped block, batch norm in training mode, dropout): the same compiled-vs-interpreter check, and
  *     the interpreter's gradient of every trainable param against central finite differences
  *     of the loss. */
 #include "frontend/fe.h"
@@ -75,6 +76,28 @@ static ir_graph *load_case(const char *path, int batch, fe_options *o) {
   ir_graph *g = fe_load(path, o, &d);
   if (!g) ir_diag_print(&d, stderr);
   return g;
+}
+
+/* Loss of the eval program's reference: the model at path in inference mode (batchnorm on
+ * running statistics, dropout the identity) with the params of trained. */
+static float eval_ref(const char *path, int batch, const ir_graph *trained, const float *x, const float *labels) {
+  fe_options o;
+  ir_graph *g = load_case(path, batch, &o);
+  if (!g) return NAN;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op == IR_OP_batchnorm) g->nodes[i].attr.batchnorm.training = 0;
+    if (g->nodes[i].op == IR_OP_dropout) g->nodes[i].attr.dropout.training = 0;
+  }
+  for (int v = 0; v < g->n_values; v++) {
+    ir_value *pv = &g->values[v];
+    int tv = pv->kind == IR_VAL_PARAM ? ir_find_value(trained, pv->name) : -1;
+    if (tv >= 0) memcpy(pv->data, trained->values[tv].data, (size_t)ir_shape_numel(&pv->shape) * sizeof(float));
+  }
+  float **vals = ir_interp(g, x, labels);
+  float loss = vals[ir_find_value(g, "loss")][0];
+  ir_interp_free(g, vals);
+  ir_graph_free(g);
+  return loss;
 }
 
 /* Compiled (1 and 2 threads) vs ir_train_step for KSTEPS momentum steps of the model at path. */
@@ -153,6 +176,18 @@ static int run_case(const char *name, const char *path, int batch) {
   }
   CGT_CHECK(seen > 0 && seen == n_state, "%s batch %d: %d of %d state tensors checked", name, batch, seen, n_state);
   bad += !(seen > 0 && seen == n_state);
+  if (!bad) { /* the eval program (cnnrt_evaluate: running statistics, no dropout) on the last batch */
+    float loss = NAN, acc = NAN, want = eval_ref(path, batch, gr, x, labels);
+    if (cnnrt_evaluate(m[1], img, (size_t)(nx * esz), labels, 1, &loss, &acc) != CNNRT_OK) {
+      fprintf(stderr, "  %s: cnnrt_evaluate: %s\n", name, cnnrt_last_error());
+      bad++;
+    } else {
+      char l[160];
+      snprintf(l, sizeof l, "%s batch %d: eval loss", name, batch);
+      if (getenv("CNNC_TEST_VERBOSE")) fprintf(stderr, "  %s %.8g want %.8g\n", l, loss, want);
+      bad += cgt_compare(l, &loss, &want, 1, 1e-4);
+    }
+  }
   free(img), free(x), free(labels);
   cnnrt_close(m[0]), cnnrt_close(m[1]);
   unlink(so);
