@@ -200,9 +200,12 @@ static void rt_trace_meta(const cnnrt_model *m, const rt_trace *t, FILE *f, int 
   snprintf(name, sizeof name, "cnnrt %s", m->d->model_name ? m->d->model_name : "model");
   rt_json_escaped(f, name);
   fprintf(f, "}}");
-  int ns = m->d->n_shards;
+  int ns = m->d->n_shards, groups = 0; /* training: replica groups used (parallel replica mode) */
+  for (int s = ns; t->train && s < t->n_shards; s++)
+    if (t->n[s] > 0 || t->dropped[s] > 0) groups = 1;
   for (int s = 0; s < t->n_shards; s++) {
-    if (t->train && t->n_shards > ns)
+    if (s >= ns && !groups) continue; /* replicas sharing their shard's group: no track of their own */
+    if (groups)
       fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"shard %d replica group %d "
                  "(%d thread%s)\"}}", pid, s, s % ns, s / ns, t->threads[s], t->threads[s] == 1 ? "" : "s");
     else

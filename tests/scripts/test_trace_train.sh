@@ -8,6 +8,7 @@
 # adds).  The order of the jobs on each track in an update is the compile report's simulated
 # schedule (interleaved 1F1B with 2 shards and 2 micro-batches per update), and every
 # update's optimizer event comes after that update's micro-batches and before the next ones.
+# Replicas get tracks of their own only when they run in parallel thread groups.
 set -u
 BUILD=${1:?usage: test_trace_train.sh BUILD SRC}
 SRC=${2:?usage: test_trace_train.sh BUILD SRC}
@@ -99,6 +100,26 @@ grep -q "trace written to" "$T/run.out" && ok || bad "train --trace did not say 
 run "trace: tracks, jobs, optimizer, ops, schedule" python3 "$T/check.py" "$T/t2.json" "$T/f.json" 3 ops
 run "train --trace, 1 thread per shard" "$CNNRUN" "$T/f.so" train --dataset synthetic --limit 32 --threads 1 --trace "$T/t1.json"
 run "trace with one thread: jobs, no ops" python3 "$T/check.py" "$T/t1.json" "$T/f.json" 2 none
+# replicas: sharing their shard's group by default (2 tracks); CNNRT_REPLICA_MODE=parallel gives
+# every (replica, shard) group its own track, each running its replica's micro-batches
+run "compile: 2 shards, 2 replicas" "$CNNC" "$M" --mode training --batch-size 8 --shards 2 --replicas 2 -o "$T/r.so"
+for mode in shared parallel; do
+  run "train --trace, replicas $mode" env CNNRT_REPLICA_MODE=$mode "$CNNRUN" "$T/r.so" train --dataset synthetic --limit 32 --threads 2 \
+    --trace "$T/r-$mode.json"
+  python3 - "$T/r-$mode.json" "$mode" <<'PY' && ok || bad "replica tracks ($mode)"
+import json, sys
+t = json.load(open(sys.argv[1]))
+names = {e["tid"]: e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+jobs = [e for e in t["traceEvents"] if e["ph"] == "X" and e["cat"] in ("forward", "backward")]
+if sys.argv[2] == "shared":
+    ok = sorted(names) == [0, 1] and {e["tid"] for e in jobs} == {0, 1} and {e["args"]["replica"] for e in jobs} == {0, 1}
+else:
+    ok = (sorted(names) == [0, 1, 2, 3] and names[3] == "shard 1 replica group 1 (1 thread)" and
+          all(e["args"]["replica"] == e["tid"] // 2 for e in jobs) and {e["tid"] for e in jobs} == {0, 1, 2, 3})
+ok = ok and len(jobs) == 2 * 2 * 4  # 2 updates x 2 replicas x (2 forward + 2 backward stages)
+sys.exit(0 if ok else print(names, sorted({(e["tid"], e["args"]["replica"]) for e in jobs}), len(jobs)) or 1)
+PY
+done
 "$CNNRUN" "$T/f.so" train --dataset synthetic --limit 16 --trace "$T/no/such/dir/t.json" >"$T/e.out" 2>&1
 [ $? = 1 ] && grep -q "cannot write the trace" "$T/e.out" && ok || bad "unwritable trace path: $(cat "$T/e.out")"
 
