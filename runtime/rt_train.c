@@ -683,7 +683,9 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
       loss_sum += *(const float *)tr->pools->fptr[i][t->loss];
       correct_sum += *(const float *)tr->pools->fptr[i][t->correct];
     }
-    if (s == CNNRT_OK && snap) memcpy(snap, tr->state, (size_t)t->state_bytes);
+    for (int i = 0; s == CNNRT_OK && snap && i < t->n_state; i++) /* the weights and optimizer state only */
+      if (t->state[i].kind == CNNC_ABI_STATE_PARAM || t->state[i].kind == CNNC_ABI_STATE_OPTIMIZER)
+        memcpy(snap + t->state[i].offset, (const char *)tr->state + t->state[i].offset, (size_t)t->state[i].bytes);
     if (s == CNNRT_OK) s = rt_run_program(m, &t->update);
     if (s == CNNRT_OK && snap) rt_loss_scale_update(tr, ls, snap);
     if (s == CNNRT_OK) m->tr->step++;
