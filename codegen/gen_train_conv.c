@@ -371,12 +371,140 @@ static void twg_tile(cg_ctx *c, const twg *k, LLVMValueRef dy, LLVMValueRef x, L
   cg_loop_end(c, &F);
 }
 
+/* ---- grad_weight of 1x1 stride-1 unpadded convs: a GEMM dw[co, ci] = sum_{n, p} dy[n, co, p] *
+ * x[n, ci, p] over the flat planes (p < H*W).  Work items: blocks of G1_RB output x G1_CB input
+ * channels with vector accumulators acc[ci][co] in a stack array; per image and chunk of G1_CH
+ * pixels (the chunk's dy and x rows stay in L1) every sub-tile of G1_R x G1_C channels runs
+ * over the chunk's vectors with its accumulators in registers: G1_R + G1_C loads per G1_R *
+ * G1_C FMAs (the general tile reloads x per channel: 13 loads per 12 FMAs). ---- */
+enum { G1_R = 4, G1_C = 3, G1_RB = 8, G1_CB = 12, G1_CH = 256 };
+typedef struct tgw1 {
+  int64_t n, ci, co, hw;
+  int V;
+  LLVMValueRef dy, x, dw, stack;
+} tgw1;
+
+/* Sub-tile (rows r0.. of the block: rr of them; input channels c0..: cc) over nvec full vectors
+ * from pixel p of the planes at dbase / xbase, then one masked vector of lanes lm (if any). */
+static void g1_sub(cg_ctx *c, const tgw1 *k, LLVMValueRef dbase, LLVMValueRef xbase, LLVMValueRef p, int r0, int rr, int c0,
+                   int cc, int64_t nvec, unsigned lm) {
+  int V = k->V, na = rr * cc;
+  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMValueRef sp[G1_R * G1_C], reg[G1_R * G1_C], cur[G1_R * G1_C];
+  for (int j = 0; j < cc; j++)
+    for (int r = 0; r < rr; r++) {
+      int i = r * cc + j;
+      LLVMValueRef si = cg_i64(c, (int64_t)(c0 + j) * G1_RB + r0 + r);
+      sp[i] = LLVMBuildInBoundsGEP2(c->b, vt, k->stack, &si, 1, "");
+      reg[i] = cg_entry_alloca(c, vt, "ga");
+      LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, vt, sp[i], ""), reg[i]);
+    }
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 0 && nvec == 0) continue;
+    if (pass == 1 && !lm) break;
+    cg_loop L;
+    LLVMValueRef idx;
+    if (pass == 0) {
+      LLVMValueRef v = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, nvec), cg_i64(c, 1), "v");
+      idx = cg_tadd(c, p, cg_tmul(c, v, V));
+    } else {
+      idx = cg_taddk(c, p, nvec * V);
+    }
+    unsigned m = pass == 0 ? cg_lanes(V, V) : lm;
+    for (int i = 0; i < na; i++) cur[i] = LLVMBuildLoad2(c->b, vt, reg[i], "");
+    LLVMValueRef xv[G1_C];
+    for (int j = 0; j < cc; j++) xv[j] = cg_tload(c, k->x, cg_tadd(c, xbase, cg_taddk(c, idx, (int64_t)(c0 + j) * k->hw)), 1, m, V);
+    for (int r = 0; r < rr; r++) {
+      LLVMValueRef dv = cg_tload(c, k->dy, cg_tadd(c, dbase, cg_taddk(c, idx, (int64_t)(r0 + r) * k->hw)), 1, m, V);
+      for (int j = 0; j < cc; j++) cur[r * cc + j] = cg_fma(c, dv, xv[j], cur[r * cc + j]);
+    }
+    for (int i = 0; i < na; i++) LLVMBuildStore(c->b, cur[i], reg[i]);
+    if (pass == 0) cg_loop_end(c, &L);
+  }
+  for (int i = 0; i < na; i++) LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, vt, reg[i], ""), sp[i]);
+}
+
+/* Every sub-tile of a block of rn x cn channels over pixels [p, p + nvec*V + popcount(lm)). */
+static void g1_chunk(cg_ctx *c, const tgw1 *k, LLVMValueRef dbase, LLVMValueRef xbase, LLVMValueRef p, int rn, int cn,
+                     int64_t nvec, unsigned lm) {
+  for (int c0 = 0; c0 < cn; c0 += G1_C)
+    for (int r0 = 0; r0 < rn; r0 += G1_R)
+      g1_sub(c, k, dbase, xbase, p, r0, rn - r0 < G1_R ? rn - r0 : G1_R, c0, cn - c0 < G1_C ? cn - c0 : G1_C, nvec, lm);
+}
+
+/* One work item: rn output channels from co0 x cn input channels from ci0. */
+static void g1_item(cg_ctx *c, const tgw1 *k, LLVMValueRef co0, LLVMValueRef ci0, int rn, int cn) {
+  int V = k->V;
+  LLVMTypeRef vt = cg_vtype(c, V);
+  for (int i = 0; i < cn * G1_RB; i++) {
+    LLVMValueRef si = cg_i64(c, i);
+    LLVMBuildStore(c->b, cg_fzero(c, V), LLVMBuildInBoundsGEP2(c->b, vt, k->stack, &si, 1, ""));
+  }
+  int64_t nch = k->hw / G1_CH, rem = k->hw % G1_CH;
+  cg_loop NB, CH;
+  LLVMValueRef nb = cg_loop_begin(c, &NB, cg_i64(c, 0), cg_i64(c, k->n), cg_i64(c, 1), "n");
+  LLVMValueRef dbase = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->co), co0), k->hw);
+  LLVMValueRef xbase = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->ci), ci0), k->hw);
+  if (nch) {
+    LLVMValueRef ch = cg_loop_begin(c, &CH, cg_i64(c, 0), cg_i64(c, nch), cg_i64(c, 1), "chunk");
+    g1_chunk(c, k, dbase, xbase, cg_tmul(c, ch, G1_CH), rn, cn, G1_CH / V, 0);
+    cg_loop_end(c, &CH);
+  }
+  if (rem) g1_chunk(c, k, dbase, xbase, cg_i64(c, nch * G1_CH), rn, cn, rem / V, cg_lanes((int)(rem % V), V));
+  cg_loop_end(c, &NB);
+  for (int cl = 0; cl < cn; cl++)
+    for (int r = 0; r < rn; r++) {
+      LLVMValueRef si = cg_i64(c, (int64_t)cl * G1_RB + r);
+      LLVMValueRef v = LLVMBuildLoad2(c->b, vt, LLVMBuildInBoundsGEP2(c->b, vt, k->stack, &si, 1, ""), "");
+      LLVMValueRef wi = cg_tadd(c, cg_tmul(c, cg_taddk(c, co0, r), k->ci), cg_taddk(c, ci0, cl));
+      cg_store_f32(c, cg_hsum(c, v, V), k->dw, wi);
+    }
+}
+
+/* The kernel body: items (co block, ci block), ci blocks fastest, contiguous ranges over the
+ * threads; the last block of each kind may be narrower (its own static body). */
+static void g1_emit(cg_ctx *c, const tgw1 *k, LLVMValueRef tid, LLVMValueRef nth) {
+  int64_t nrb = (k->co + G1_RB - 1) / G1_RB, ncb = (k->ci + G1_CB - 1) / G1_CB;
+  int rl = (int)(k->co - (nrb - 1) * G1_RB), cl = (int)(k->ci - (ncb - 1) * G1_CB);
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, nrb * ncb), tid, nth, &lo, &hi);
+  cg_loop L;
+  LLVMValueRef it = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
+  LLVMValueRef cb = LLVMBuildSRem(c->b, it, cg_i64(c, ncb), "cb"), t = LLVMBuildSDiv(c->b, it, cg_i64(c, ncb), "t");
+  LLVMValueRef co0 = cg_tmul(c, t, G1_RB), ci0 = cg_tmul(c, cb, G1_CB);
+  LLVMValueRef lastr = LLVMBuildICmp(c->b, LLVMIntEQ, t, cg_i64(c, nrb - 1), "");
+  LLVMValueRef lastc = LLVMBuildICmp(c->b, LLVMIntEQ, cb, cg_i64(c, ncb - 1), "");
+  for (int v = 0; v < 4; v++) { /* (last row block?, last column block?) */
+    int rn = v & 1 ? rl : G1_RB, cn = v & 2 ? cl : G1_CB;
+    if ((v & 1 && rl == G1_RB) || (v & 2 && cl == G1_CB)) continue; /* same as a variant before */
+    LLVMValueRef rw = rl == G1_RB ? LLVMConstInt(c->t_i1, 1, 0) : LLVMBuildICmp(c->b, LLVMIntEQ, lastr, LLVMConstInt(c->t_i1, v & 1, 0), "");
+    LLVMValueRef cw = cl == G1_CB ? LLVMConstInt(c->t_i1, 1, 0) : LLVMBuildICmp(c->b, LLVMIntEQ, lastc, LLVMConstInt(c->t_i1, (v & 2) != 0, 0), "");
+    LLVMValueRef want = LLVMBuildAnd(c->b, rw, cw, "");
+    cg_if f;
+    cg_if_begin(c, &f, want);
+    g1_item(c, k, co0, ci0, rn, cn);
+    cg_if_end(c, &f);
+  }
+  cg_loop_end(c, &L);
+}
+
 /* in: dy [N,Co,OH,OW], x [N,Ci,H,W]; out dw [Co,Ci,KH,KW].  Items (channel tile, ci block),
  * blocks fastest; contiguous ranges over the threads. */
 LLVMValueRef cg_gen_conv2d_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_weight.conv;
   if (at->groups != 1) return cg_train_gconv_grad_weight(c, n, fn_name, kind);
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->in[1]].shape;
+  if (at->kernel[0] == 1 && at->kernel[1] == 1 && at->stride[0] == 1 && at->stride[1] == 1 && !at->pad[0] && !at->pad[1] &&
+      !at->pad[2] && !at->pad[3]) {
+    LLVMValueRef a[5];
+    LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
+    tgw1 k = {xs->dim[0], xs->dim[1], ds->dim[1], xs->dim[2] * xs->dim[3], c->target->vec_f32, a[0], a[1], a[2], NULL};
+    k.stack = cg_entry_alloca(c, LLVMArrayType(cg_vtype(c, k.V), G1_RB * G1_CB), "gacc");
+    g1_emit(c, &k, a[3], a[4]);
+    cg_kernel_end(c);
+    *kind = cg_kind(c, "conv2d_grad_weight", "g1x1_4x3");
+    return f;
+  }
   int budget = cg_acc_budget(c->target);
   twg k = {xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], ds->dim[1], ds->dim[2], ds->dim[3], at->kernel[0], at->kernel[1],
            at->stride[0], at->stride[1], at->pad[0], at->pad[1], at->dilation[0], at->dilation[1],
