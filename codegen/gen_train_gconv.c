@@ -105,6 +105,7 @@ static int gc_layout(gconv *k, int budget) {
     int r = (budget - 2) / p;
     if (r < 1) continue;
     if (r > k->og) r = (int)k->og;
+    r = (int)((k->og + (k->og + r - 1) / r - 1) / ((k->og + r - 1) / r)); /* balanced tiles: 32 = 4 x 8, not 3 x 10 + 2 */
     double util = (double)k->og / (double)(((k->og + r - 1) / r) * r);
     double t = (double)(r * p > r + p ? r * p : r + p) / 2.0;
     if (t < 4.5) t = 4.5;
