@@ -1,11 +1,12 @@
 /* gen_dwconv.c — depthwise conv2d (one input and one output channel per group) on small
- * stride-1 planes whose output width equals the input width (EfficientNet's 3x3/5x5 convs on
- * 14 and 7 wide maps; stride 2 through a split into four phase planes): a channel's output plane is one flat row of oh*ow pixels in
- * vectors of V, a vector may span rows, and tap (ky, kx) of output pixel q reads input element
- * q + (ky*dh - pt)*W + kx*dw - pl.  Every tile is a compile-time position, so the lanes whose
- * row or column falls into the padding are constant masks: a plain load and a select with
- * zero inside the plane, a masked load where the vector leaves it, nothing for a tap with no
- * valid lane.  One work item = one (image, channel) plane. */
+ * planes whose output width equals the input width, stride 1 (EfficientNet's 3x3/5x5 convs
+ * on 14 and 7 wide maps) or stride 2 through a split into four phase planes: a channel's
+ * output plane is one flat row of oh*ow pixels in vectors of V, a vector may span rows, and
+ * tap (ky, kx) of output pixel q reads input element q + (ky*dh - pt)*W + kx*dw - pl.  Every
+ * tile is a compile-time position, so the lanes whose row or column falls into the padding
+ * are constant masks: a plain load and a select with zero inside the plane, a masked load
+ * where the vector leaves it, nothing for a tap with no valid lane.  One work item = one
+ * (image, channel) plane. */
 #include "codegen/gen_conv.h"
 
 /* vectors per tile (accumulators); the 3x3 taps (9 broadcasts) stay in registers beside them */
