@@ -236,45 +236,75 @@ LLVMValueRef cg_relu(cg_ctx *c, LLVMValueRef x, int w) {
   return LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealUGT, x, z, ""), x, z, "relu");
 }
 
-/* exp(x) = 2^n * p(r), n = floor(x*log2(e) + 1/2), r = x - n*ln2 (Cody-Waite), Cephes expf's
- * degree-6 polynomial; NaN propagates, large |x| saturates to 0 / inf. */
-LLVMValueRef cg_exp(cg_ctx *c, LLVMValueRef x, int w) {
+/* 2^n * p(r): x clamped to [lo, hi] (NaN passes through the clamps and the whole way),
+ * n = round-to-nearest(x * log2(e)) by adding 1.5*2^23 + 127 (the sum's low mantissa bits
+ * are n + 127; shifted left by 23 they are the bits of 2^n, no float<->int conversion),
+ * r = x - n*ln2 (Cody-Waite, two FMAs), p = Cephes expf's degree-6 polynomial in r
+ * (relative error ~1e-7 on |r| <= ln2/2).  lo must keep n >= -127 (n = -127 gives 2^n = 0)
+ * and hi n <= 128 (128 gives inf). */
+static LLVMValueRef exp_core(cg_ctx *c, LLVMValueRef x, int w, float lo, float hi) {
   LLVMBuilderRef b = c->b;
-  LLVMValueRef hi = cg_fconst(c, 88.3762626647949f, w), lo = cg_fconst(c, -88.3762626647949f, w);
-  x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, hi, ""), hi, x, "");
-  x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, x, lo, ""), lo, x, "");
-  LLVMValueRef fx = cg_fma(c, x, cg_fconst(c, 1.44269504088896341f, w), cg_fconst(c, 0.5f, w));
-  /* NaN: exponent 0 (fptosi of NaN is poison); the polynomial keeps the NaN */
-  fx = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), cg_fzero(c, w), fx, "");
-  LLVMTypeRef vt = cg_vtype(c, w), it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
-  /* floor via truncation (|fx| <= 128): llvm.floor would be a floorf call without SSE4.1 */
-  LLVMValueRef tr = LLVMBuildSIToFP(b, LLVMBuildFPToSI(b, fx, it, ""), vt, "");
-  LLVMValueRef gt = LLVMBuildFCmp(b, LLVMRealOGT, tr, fx, "");
-  fx = LLVMBuildSelect(b, gt, LLVMBuildFSub(b, tr, cg_fconst(c, 1.0f, w), ""), tr, "floor");
-  LLVMValueRef r = LLVMBuildFSub(b, x, LLVMBuildFMul(b, fx, cg_fconst(c, 0.693359375f, w), ""), "");
-  r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, fx, cg_fconst(c, -2.12194440e-4f, w), ""), "");
+  LLVMValueRef vhi = cg_fconst(c, hi, w), vlo = cg_fconst(c, lo, w);
+  x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, vhi, ""), vhi, x, ""); /* maxps/minps */
+  x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, x, vlo, ""), vlo, x, "");
+  LLVMValueRef shifter = cg_fconst(c, 12583039.0f, w); /* 1.5 * 2^23 + 127 */
+  LLVMValueRef t = cg_fma(c, x, cg_fconst(c, 1.44269504088896341f, w), shifter);
+  LLVMValueRef fx = LLVMBuildFSub(b, t, shifter, "n");
+  LLVMValueRef r = cg_fma(c, fx, cg_fconst(c, -0.693359375f, w), x);
+  r = cg_fma(c, fx, cg_fconst(c, 2.12194440e-4f, w), r);
   static const float p[6] = {1.9875691500E-4f, 1.3981999507E-3f, 8.3334519073E-3f,
                              4.1665795894E-2f, 1.6666665459E-1f, 5.0000001201E-1f};
   LLVMValueRef y = cg_fconst(c, p[0], w);
   for (int i = 1; i < 6; i++) y = cg_fma(c, y, r, cg_fconst(c, p[i], w));
   LLVMValueRef r2 = LLVMBuildFMul(b, r, r, "");
   y = cg_fma(c, y, r2, LLVMBuildFAdd(b, r, cg_fconst(c, 1.0f, w), ""));
-  LLVMValueRef n = LLVMBuildFPToSI(b, fx, it, "");
-  LLVMValueRef c127 = w == 1 ? cg_i32(c, 127) : NULL, c23 = w == 1 ? cg_i32(c, 23) : NULL;
+  LLVMTypeRef vt = cg_vtype(c, w), it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
+  LLVMValueRef c23 = w == 1 ? cg_i32(c, 23) : NULL;
   if (w > 1) {
-    LLVMValueRef e1[64], e2[64];
-    for (int i = 0; i < w; i++) e1[i] = cg_i32(c, 127), e2[i] = cg_i32(c, 23);
-    c127 = LLVMConstVector(e1, (unsigned)w);
-    c23 = LLVMConstVector(e2, (unsigned)w);
+    LLVMValueRef e[64];
+    for (int i = 0; i < w; i++) e[i] = cg_i32(c, 23);
+    c23 = LLVMConstVector(e, (unsigned)w);
   }
-  LLVMValueRef pow2n = LLVMBuildBitCast(b, LLVMBuildShl(b, LLVMBuildAdd(b, n, c127, ""), c23, ""), vt, "");
+  LLVMValueRef pow2n = LLVMBuildBitCast(b, LLVMBuildShl(b, LLVMBuildBitCast(b, t, it, ""), c23, ""), vt, "");
   return LLVMBuildFMul(b, y, pow2n, "exp");
 }
 
-LLVMValueRef cg_sigmoid(cg_ctx *c, LLVMValueRef x, int w) {
+/* exp(x): 0 below -88 (where the old floor-based version also gave 0: 2^-127 has no normal
+ * encoding), inf from ~88.38 on, NaN stays NaN. */
+LLVMValueRef cg_exp(cg_ctx *c, LLVMValueRef x, int w) { return exp_core(c, x, w, -88.0f, 88.3762626647949f); }
+
+/* 1/d for d >= 1 (or NaN): on x86, rcpps (relative error eps <= 1.5 * 2^-12) refined by one
+ * third-order step, r0 * (1 + e + e^2) with e = 1 - d*r0 (error eps^3 ~ 2^-34: the result is
+ * 1/d to within rounding, and exactly 1 for d = 1, which a plain Newton step, error eps^2 =
+ * 2^-24, misses by an ulp), three FMAs instead of a vdivps (Zen 3: latency 10-11, one per
+ * 3.5 cycles for 256 bits).  rcpps flushes results below 2^-126 to 0, so d >= 2^126
+ * gives 0 (1/d would be denormal); d = NaN gives NaN.  Elsewhere (non-x86 triples, AVX-512
+ * widths) a plain fdiv. */
+static LLVMValueRef recip_ge1(cg_ctx *c, LLVMValueRef d, int w) {
   LLVMValueRef one = cg_fconst(c, 1.0f, w);
-  LLVMValueRef e = cg_exp(c, LLVMBuildFNeg(c->b, x, ""), w);
-  return LLVMBuildFDiv(c->b, one, LLVMBuildFAdd(c->b, one, e, ""), "sigmoid");
+  const char *tr = c->target->triple;
+  int x86 = strncmp(tr, "x86_64", 6) == 0 || (tr[0] == 'i' && strstr(tr, "86"));
+  LLVMValueRef r0 = NULL;
+  if (x86 && w == 8 && c->target->vec_f32 >= 8) {
+    r0 = cg_intrinsic(c, "llvm.x86.avx.rcp.ps.256", NULL, 0, &d, 1);
+  } else if (x86 && w == 4 && c->target->vec_f32 >= 4) {
+    r0 = cg_intrinsic(c, "llvm.x86.sse.rcp.ps", NULL, 0, &d, 1);
+  } else if (x86 && w == 1 && c->target->vec_f32 >= 4) {
+    LLVMValueRef v = LLVMBuildInsertElement(c->b, LLVMGetUndef(LLVMVectorType(c->t_f32, 4)), d, cg_i32(c, 0), "");
+    v = cg_intrinsic(c, "llvm.x86.sse.rcp.ss", NULL, 0, &v, 1);
+    r0 = LLVMBuildExtractElement(c->b, v, cg_i32(c, 0), "");
+  }
+  if (!r0) return LLVMBuildFDiv(c->b, one, d, "recip");
+  LLVMValueRef e = cg_fma(c, LLVMBuildFNeg(c->b, d, ""), r0, one); /* 1 - d*r0, one rounding */
+  return cg_fma(c, r0, cg_fma(c, e, e, e), r0);                     /* r0 * (1 + e + e^2) */
+}
+
+/* sigmoid(x) = 1 / (1 + exp(-x)), exp(-x) clamped to [-88, 88]: x >= 88 gives exactly 1
+ * (2^-127 -> 0), x <= -87.34 gives 0 (the true value is below 2^-126; rcpps flushes it),
+ * NaN stays NaN. */
+LLVMValueRef cg_sigmoid(cg_ctx *c, LLVMValueRef x, int w) {
+  LLVMValueRef e = exp_core(c, LLVMBuildFNeg(c->b, x, ""), w, -88.0f, 88.0f);
+  return recip_ge1(c, LLVMBuildFAdd(c->b, cg_fconst(c, 1.0f, w), e, ""), w);
 }
 
 LLVMValueRef cg_epilogue(cg_ctx *c, const ir_node *post, LLVMValueRef v, LLVMValueRef resid, LLVMValueRef idx, int w) {
