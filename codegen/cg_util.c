@@ -239,10 +239,11 @@ LLVMValueRef cg_relu(cg_ctx *c, LLVMValueRef x, int w) {
 /* 2^n * p(r): x clamped to [lo, hi] (NaN passes through the clamps and the whole way),
  * n = round-to-nearest(x * log2(e)) by adding 1.5*2^23 + 127 (the sum's low mantissa bits
  * are n + 127; shifted left by 23 they are the bits of 2^n, no float<->int conversion),
- * r = x - n*ln2 (Cody-Waite, two FMAs), p = Cephes expf's degree-6 polynomial in r
- * (relative error ~1e-7 on |r| <= ln2/2).  lo must keep n >= -127 (n = -127 gives 2^n = 0)
+ * r = x - n*ln2 (Cody-Waite, two FMAs), p = Cephes expf's polynomial (degree 7, 8
+ * instructions) or, short_poly, a degree-5 one (5 FMAs; fit error 1.1e-7 on |r| <= ln2/2
+ * before rounding).  lo must keep n >= -127 (n = -127 gives 2^n = 0)
  * and hi n <= 128 (128 gives inf). */
-static LLVMValueRef exp_core(cg_ctx *c, LLVMValueRef x, int w, float lo, float hi) {
+static LLVMValueRef exp_core(cg_ctx *c, LLVMValueRef x, int w, float lo, float hi, int short_poly) {
   LLVMBuilderRef b = c->b;
   LLVMValueRef vhi = cg_fconst(c, hi, w), vlo = cg_fconst(c, lo, w);
   x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, vhi, ""), vhi, x, ""); /* maxps/minps */
@@ -252,12 +253,22 @@ static LLVMValueRef exp_core(cg_ctx *c, LLVMValueRef x, int w, float lo, float h
   LLVMValueRef fx = LLVMBuildFSub(b, t, shifter, "n");
   LLVMValueRef r = cg_fma(c, fx, cg_fconst(c, -0.693359375f, w), x);
   r = cg_fma(c, fx, cg_fconst(c, 2.12194440e-4f, w), r);
-  static const float p[6] = {1.9875691500E-4f, 1.3981999507E-3f, 8.3334519073E-3f,
-                             4.1665795894E-2f, 1.6666665459E-1f, 5.0000001201E-1f};
-  LLVMValueRef y = cg_fconst(c, p[0], w);
-  for (int i = 1; i < 6; i++) y = cg_fma(c, y, r, cg_fconst(c, p[i], w));
-  LLVMValueRef r2 = LLVMBuildFMul(b, r, r, "");
-  y = cg_fma(c, y, r2, LLVMBuildFAdd(b, r, cg_fconst(c, 1.0f, w), ""));
+  LLVMValueRef y;
+  if (short_poly) { /* 1 + r + c2 r^2 + .. + c5 r^5, c2..c5 fitted (relative minimax, c0 = c1 = 1) */
+    static const float q[4] = {8.312501944601536e-3f, 4.189033433794975e-2f, 0.16667115688323975f,
+                               0.499992311000824f};
+    y = cg_fconst(c, q[0], w);
+    for (int i = 1; i < 4; i++) y = cg_fma(c, y, r, cg_fconst(c, q[i], w));
+    y = cg_fma(c, y, r, cg_fconst(c, 1.0f, w));
+    y = cg_fma(c, y, r, cg_fconst(c, 1.0f, w));
+  } else {
+    static const float p[6] = {1.9875691500E-4f, 1.3981999507E-3f, 8.3334519073E-3f,
+                               4.1665795894E-2f, 1.6666665459E-1f, 5.0000001201E-1f};
+    y = cg_fconst(c, p[0], w);
+    for (int i = 1; i < 6; i++) y = cg_fma(c, y, r, cg_fconst(c, p[i], w));
+    LLVMValueRef r2 = LLVMBuildFMul(b, r, r, "");
+    y = cg_fma(c, y, r2, LLVMBuildFAdd(b, r, cg_fconst(c, 1.0f, w), ""));
+  }
   LLVMTypeRef vt = cg_vtype(c, w), it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
   LLVMValueRef c23 = w == 1 ? cg_i32(c, 23) : NULL;
   if (w > 1) {
@@ -271,7 +282,7 @@ static LLVMValueRef exp_core(cg_ctx *c, LLVMValueRef x, int w, float lo, float h
 
 /* exp(x): 0 below -88 (where the old floor-based version also gave 0: 2^-127 has no normal
  * encoding), inf from ~88.38 on, NaN stays NaN. */
-LLVMValueRef cg_exp(cg_ctx *c, LLVMValueRef x, int w) { return exp_core(c, x, w, -88.0f, 88.3762626647949f); }
+LLVMValueRef cg_exp(cg_ctx *c, LLVMValueRef x, int w) { return exp_core(c, x, w, -88.0f, 88.3762626647949f, 0); }
 
 /* 1/d for d >= 1 (or NaN): on x86, rcpps (relative error eps <= 1.5 * 2^-12) refined by one
  * third-order step, r0 * (1 + e + e^2) with e = 1 - d*r0 (error eps^3 ~ 2^-34: the result is
@@ -303,7 +314,7 @@ static LLVMValueRef recip_ge1(cg_ctx *c, LLVMValueRef d, int w) {
  * (2^-127 -> 0), x <= -87.34 gives 0 (the true value is below 2^-126; rcpps flushes it),
  * NaN stays NaN. */
 LLVMValueRef cg_sigmoid(cg_ctx *c, LLVMValueRef x, int w) {
-  LLVMValueRef e = exp_core(c, LLVMBuildFNeg(c->b, x, ""), w, -88.0f, 88.0f);
+  LLVMValueRef e = exp_core(c, LLVMBuildFNeg(c->b, x, ""), w, -88.0f, 88.0f, 1);
   return recip_ge1(c, LLVMBuildFAdd(c->b, cg_fconst(c, 1.0f, w), e, ""), w);
 }
 
