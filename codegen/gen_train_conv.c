@@ -9,6 +9,8 @@
  *    (ci, ky) in vector accumulators (dy vectors reused over the taps, x vectors over the
  *    channels), kept in a stack array between images, one horizontal sum per weight at the end;
  *    work items are (output-channel tile, input-channel block) so dy stays in L1 per image.
+ *    1x1 stride-1 unpadded convs: a GEMM over the flat planes with 4x3 register sub-tiles of
+ *    8x12 channel blocks, per image and pixel chunk (g1_*).
  *  - grad_input with stride > 1: one stride-1 conv per output phase (iy mod sh, ix mod sw) with
  *    the sub-kernel of the taps that reach it, through the same microkernel, stored to the
  *    phase's sub-grid of dx.
