@@ -140,9 +140,10 @@ CNNRT_API cnnrt_status cnnrt_infer(cnnrt_model *m, const void *input, size_t inp
                                    size_t output_bytes, int n_batches);
 
 /* ---- tracing (docs/reports.md) ---------------------------------------------------------- */
-/* Starts recording the following cnnrt_infer calls for a Chrome/Perfetto trace: one event
- * per micro-batch per shard and, for shards running on more than one thread, one per op
- * (timed at the generated code's barriers between ops).  At most max_events events per
+/* Starts recording the following cnnrt_infer (and, for training models, training-step and
+ * validation) calls for a Chrome/Perfetto trace: one event per micro-batch per shard (per
+ * forward/backward stage and optimizer update in training) and, for shards running on more
+ * than one thread, one per op (timed at the generated code's barriers between ops).  At most max_events events per
  * shard are kept (0: 1 << 20); later ones are counted as dropped.  Restarts (clears) a trace
  * already recording.  Owns nothing of the caller's. */
 CNNRT_API cnnrt_status cnnrt_trace_begin(cnnrt_model *m, size_t max_events);
