@@ -339,8 +339,10 @@ LLVMValueRef cg_gen_top1(cg_ctx *c, const char *name, int64_t nb, int64_t k) {
 
 /* ---- dropout (training) ---------------------------------------------------------------- */
 /* The interpreter's mask (ir/ref_eltwise.c): element i is kept iff
- * (mix64(seed ^ mix64(i)) >> 40) * 2^-24 >= rate, mix64 = splitmix64 step; kept * 1/(1-rate).
- * The backward is the same node applied to dy (same seed, same indices). */
+ * (mix64(key ^ mix64(i)) >> 40) * 2^-24 >= rate, mix64 = splitmix64 step; kept * 1/(1-rate).
+ * key = mix64(seed ^ mix64(t)) for the optional operand in[1] = the step counter t (read
+ * before the step's increment, passes/optimizer.c), else seed: a new mask every step.
+ * The backward is the same node applied to dy (same seed, same t, same indices). */
 static LLVMValueRef ic(cg_ctx *c, uint64_t v, int w) {
   LLVMValueRef s = LLVMConstInt(c->t_i64, v, 0);
   if (w == 1) return s;
@@ -356,39 +358,60 @@ static LLVMValueRef mix64(cg_ctx *c, LLVMValueRef z, int w) {
   return LLVMBuildXor(b, z, LLVMBuildLShr(b, z, ic(c, 31, w), ""), "");
 }
 
+/* <w x i64> splat of the scalar i64 v (v itself when w == 1). */
+static LLVMValueRef splat64(cg_ctx *c, LLVMValueRef v, int w) {
+  if (w == 1) return v;
+  LLVMTypeRef vt = LLVMVectorType(c->t_i64, (unsigned)w);
+  LLVMValueRef sp = LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), v, cg_i32(c, 0), "");
+  return LLVMBuildShuffleVector(c->b, sp, LLVMGetPoison(vt), LLVMConstNull(LLVMVectorType(c->t_i32, (unsigned)w)), "");
+}
+
+typedef struct drop_ctx { const ir_node *n; LLVMValueRef in, out, key; } drop_ctx; /* key: i64 scalar */
+
 static void dropout_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
-  ew_ctx *u = user;
+  drop_ctx *u = user;
   const ir_dropout_attr *at = &u->n->attr.dropout;
   LLVMValueRef iv = i;
   if (w > 1) {
     LLVMValueRef e[64];
     for (int l = 0; l < w; l++) e[l] = cg_i64(c, l);
-    LLVMTypeRef vt = LLVMVectorType(c->t_i64, (unsigned)w);
-    LLVMValueRef sp = LLVMBuildInsertElement(c->b, LLVMGetPoison(vt), i, cg_i32(c, 0), "");
-    sp = LLVMBuildShuffleVector(c->b, sp, LLVMGetPoison(vt), LLVMConstNull(LLVMVectorType(c->t_i32, (unsigned)w)), "");
-    iv = LLVMBuildAdd(c->b, sp, LLVMConstVector(e, (unsigned)w), "");
+    iv = LLVMBuildAdd(c->b, splat64(c, i, w), LLVMConstVector(e, (unsigned)w), "");
   }
-  LLVMValueRef h = mix64(c, LLVMBuildXor(c->b, ic(c, at->seed, w), mix64(c, iv, w), ""), w);
+  LLVMValueRef h = mix64(c, LLVMBuildXor(c->b, splat64(c, u->key, w), mix64(c, iv, w), ""), w);
   LLVMValueRef uf = LLVMBuildFMul(c->b, LLVMBuildUIToFP(c->b, LLVMBuildLShr(c->b, h, ic(c, 40, w), ""), cg_vtype(c, w), ""),
                                   cg_fconst(c, 1.0f / 16777216.0f, w), "");
   LLVMValueRef keep = LLVMBuildFCmp(c->b, LLVMRealOGE, uf, cg_fconst(c, at->rate, w), "keep");
   float scale = at->rate < 1.0f ? 1.0f / (1.0f - at->rate) : 0.0f;
-  LLVMValueRef x = LLVMBuildFMul(c->b, vload(c, u->in[0], i, w), cg_fconst(c, scale, w), "");
+  LLVMValueRef x = LLVMBuildFMul(c->b, vload(c, u->in, i, w), cg_fconst(c, scale, w), "");
   cg_store_v(c, LLVMBuildSelect(c->b, keep, x, cg_fzero(c, w), ""), u->out, i, w);
+}
+
+static void dropout_copy_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
+  drop_ctx *u = user;
+  cg_store_v(c, vload(c, u->in, i, w), u->out, i, w);
 }
 
 static LLVMValueRef gen_dropout_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   if (!n->attr.dropout.training || n->attr.dropout.rate <= 0.0f) return cg_gen_dropout(c, n, fn_name, kind);
-  LLVMValueRef a[4];
-  LLVMValueRef f = kbegin(c, fn_name, 1, a);
-  ew_ctx u = {n, {a[0]}, a[1], NULL};
-  cg_foreach_elem(c, cg_numel(c, n->out), a[2], a[3], dropout_body, &u);
+  LLVMValueRef a[5];
+  int nin = n->n_in; /* x[, t] */
+  LLVMValueRef f = kbegin(c, fn_name, nin, a);
+  LLVMValueRef key = LLVMConstInt(c->t_i64, n->attr.dropout.seed, 0);
+  if (nin > 1) { /* mix64(seed ^ mix64(t)), t a whole number >= 0 in f32 */
+    LLVMValueRef t = LLVMBuildFPToSI(c->b, cg_load_f32(c, a[1], cg_i64(c, 0)), c->t_i64, "t");
+    key = mix64(c, LLVMBuildXor(c->b, key, mix64(c, t, 1), ""), 1);
+  }
+  drop_ctx u = {n, a[0], a[nin], key};
+  cg_foreach_elem(c, cg_numel(c, n->out), a[nin + 1], a[nin + 2], dropout_body, &u);
   cg_kernel_end(c);
-  /* eval twin (the identity, as in inference), called by the eval stages (cg_main.c) */
+  /* eval twin (the identity, as in inference; same signature: it ignores t), called by the
+   * eval stages (cg_main.c) */
   char ev[64];
-  const char *ek;
   snprintf(ev, sizeof ev, "cnnk_s%d_dropout_eval_n%d", ((cg_priv *)c->priv)->shard, (int)(n - c->g->nodes));
-  cg_gen_unary(c, n, ev, &ek, "dropout_copy");
+  kbegin(c, ev, nin, a);
+  drop_ctx ue = {n, a[0], a[nin], NULL};
+  cg_foreach_elem(c, cg_numel(c, n->out), a[nin + 1], a[nin + 2], dropout_copy_body, &ue);
+  cg_kernel_end(c);
   *kind = cg_kind(c, "dropout_train", NULL);
   return f;
 }

@@ -76,11 +76,18 @@ void ir_ref_mul(const ir_graph *g, const ir_node *n, const float *const *in, flo
 }
 
 /* Dropout mask: element i (row-major index in the whole tensor) is kept iff
- *   u = (ref_mix64(seed ^ ref_mix64(i)) >> 40) * 2^-24  >=  rate
+ *   u = (ref_mix64(key ^ ref_mix64(i)) >> 40) * 2^-24  >=  rate
  * (ref_mix64 = splitmix64 finaliser, see ref_util.h); kept elements are scaled by
- * 1/(1-rate).  Compiled kernels must reproduce exactly this formula. */
-static int dropout_keep(uint64_t seed, uint64_t i, float rate) {
-  uint64_t h = ref_mix64(seed ^ ref_mix64(i));
+ * 1/(1-rate).  key = seed without a step operand; with the optional in[1] = the step counter
+ * "optimizer/step" t (a whole number in f32, read before this step's increment; wired by
+ * passes/optimizer.c) key = ref_mix64(seed ^ ref_mix64(t)), so every step draws a new mask.
+ * Compiled kernels (codegen/gen_train.c) must reproduce exactly this formula. */
+static uint64_t dropout_key(uint64_t seed, const float *step) {
+  return step ? ref_mix64(seed ^ ref_mix64((uint64_t)(int64_t)step[0])) : seed;
+}
+
+static int dropout_keep(uint64_t key, uint64_t i, float rate) {
+  uint64_t h = ref_mix64(key ^ ref_mix64(i));
   float u = (float)(h >> 40) * (1.0f / 16777216.0f);
   return u >= rate;
 }
@@ -92,8 +99,9 @@ void ir_ref_dropout(const ir_graph *g, const ir_node *n, const float *const *in,
     memcpy(out, in[0], (size_t)k * sizeof *out);
     return;
   }
+  uint64_t key = dropout_key(a->seed, n->n_in > 1 ? in[1] : NULL);
   float scale = a->rate < 1.0f ? 1.0f / (1.0f - a->rate) : 0.0f;
-  for (int64_t i = 0; i < k; i++) out[i] = dropout_keep(a->seed, (uint64_t)i, a->rate) ? in[0][i] * scale : 0.0f;
+  for (int64_t i = 0; i < k; i++) out[i] = dropout_keep(key, (uint64_t)i, a->rate) ? in[0][i] * scale : 0.0f;
 }
 
 /* Same elements, new shape: a copy. */

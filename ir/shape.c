@@ -100,6 +100,7 @@ int ir_infer_softmax(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag
 
 int ir_infer_dropout(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   if (!(n->attr.dropout.rate >= 0 && n->attr.dropout.rate < 1)) return FAIL(d, "rate must be in [0, 1)");
+  if (n->n_in > 1 && ir_shape_numel(X(1)) != 1) return FAIL(d, "the step operand must have one element"); /* training: "optimizer/step" */
   return same_shape(g, n, out);
 }
 

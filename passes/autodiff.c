@@ -285,10 +285,13 @@ int pass_grad_softmax_xent(pass_ad *ad, const ir_node *n, int dy) {
 }
 
 /* Dropout is linear with a fixed mask: its gradient is the same dropout (same seed, same
- * element indices, hence the same hash mask and scale) applied to dy. */
+ * step operand in[1] if any, same element indices, hence the same hash mask and scale)
+ * applied to dy.  The step operand is wired later, by passes/optimizer.c, onto the forward
+ * and this node alike; one already present is carried over. */
 int pass_grad_dropout(pass_ad *ad, const ir_node *n, int dy) {
   ir_attr a = {.dropout = n->attr.dropout};
-  return pass_grad_give(ad, n, 0, "dx", IR_OP_dropout, &dy, 1, &a);
+  int in[2] = {dy, n->n_in > 1 ? n->in[1] : -1};
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_dropout, in, n->n_in > 1 ? 2 : 1, &a);
 }
 
 int pass_grad_reshape(pass_ad *ad, const ir_node *n, int dy) {

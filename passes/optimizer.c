@@ -110,6 +110,24 @@ static int update_one(opt_ctx *o, int p, int gr) {
   return ir_diag_set(o->d, (ir_loc){0}, NULL, "unknown optimizer '%s' (sgd|momentum|nesterov|rmsprop|adam)", opt);
 }
 
+static int is_train_dropout(const ir_node *n) {
+  return n->op == IR_OP_dropout && n->attr.dropout.training && n->attr.dropout.rate > 0.0f && n->n_in == 1;
+}
+
+/* Training dropout draws a new mask every step: every training dropout node, the forward
+ * ones and the gradients autodiff emitted (the same op, same seed), gets the step counter t
+ * as operand in[1] and hashes (seed, t, element) (ir/ref_eltwise.c).  Wired here rather than
+ * in the frontend because the counter is optimizer state, created just above, and a graph
+ * without an optimizer (autodiff alone, inference, eval) has no step to read: its dropout
+ * keeps the fixed (seed, element) mask.  All these nodes precede "update/optimizer/step", so
+ * forward and backward read the same value, t before this step's increment (0 at the first
+ * step).  Micro-batches of one update (gradient accumulation) share t, hence one mask; a
+ * restored checkpoint restores t and continues the mask sequence. */
+static void wire_dropout_step(ir_graph *g, int t) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (is_train_dropout(&g->nodes[i])) g->nodes[i].in[g->nodes[i].n_in++] = t;
+}
+
 /* Marks gamma/beta operands of batchnorm and groupnorm nodes. */
 static void mark_norm_params(const ir_graph *g, unsigned char *mark) {
   for (int i = 0; i < g->n_nodes; i++) {
@@ -139,9 +157,12 @@ int pass_optimizer(ir_graph *g, const pass_optim_cfg *cfg, ir_diag *d) {
   if (ir_find_value(g, IR_LR_INPUT_NAME) >= 0)
     return ir_diag_set(d, (ir_loc){0}, NULL, "optimizer: the graph already has a value named '%s'", IR_LR_INPUT_NAME);
   o.lr = ir_add_input(g, IR_LR_INPUT_NAME, IR_F32, (ir_shape){1, {1}});
-  if ((cfg->optimizer && !strcmp(cfg->optimizer, "adam")) || cfg->stochastic) {
+  int n_drop = 0;
+  for (int i = 0; i < g->n_nodes; i++) n_drop += is_train_dropout(&g->nodes[i]);
+  if ((cfg->optimizer && !strcmp(cfg->optimizer, "adam")) || cfg->stochastic || n_drop) {
     int t = ir_add_param(g, "optimizer/step", (ir_shape){1, {1}}, 0);
     ir_optim_attr a = {0};
+    if (n_drop) wire_dropout_step(g, t);
     if ((o.step = node(&o, "update/optimizer/step", IR_OP_step_count, &t, 1, a, t)) < 0) return -1;
   }
   for (int p = 0; p < n_vals; p++) {
