@@ -98,6 +98,10 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
   co.half_partials = o->enable_half_partials ? 1 + pass_precision_format(o->half_type) : 0;
   co.schedule = !strcmp(o->pipeline_schedule, "grouped") ? 1 : !strcmp(o->pipeline_schedule, "interleaved") ? 2 : 0;
   co.recompute = !strcmp(o->recompute, "auto") ? 1 : !strcmp(o->recompute, "pipeline") ? 2 : !strcmp(o->recompute, "all") ? 3 : 0;
+  if (co.half_partials) { /* the kernels' own partials too: recorded on g for the interpreter (docs/precision.md) */
+    g->half_partials = co.half_partials, g->partial_lanes = t.vec_f32;
+    g->partial_kblock = ir_alloc(g->arena, (size_t)(g->n_nodes > 0 ? g->n_nodes : 1) * sizeof *g->partial_kblock);
+  }
   int rc = cg_compile(g, &t, &co, d);
   free(json);
   cg_target_dispose(&t);

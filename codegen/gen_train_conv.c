@@ -16,6 +16,7 @@
  *    phase's sub-grid of dx.
  * Every output element is written by one work item (static contiguous ranges over tid), so
  * results do not depend on the thread count. */
+#include "codegen/cg_half_partials.h"
 #include "codegen/gen_train.h"
 
 /* ---- direct convolution: out[n, o, oy, ox] = bias[o] + sum_{i, ky, kx} w(o, i, ky, kx) *
@@ -327,7 +328,7 @@ static void twg_tile(cg_ctx *c, const twg *k, LLVMValueRef dy, LLVMValueRef x, L
       for (int i = 0; i < rr * nk; i++) {
         LLVMValueRef si = cg_taddk(c, sbase, i);
         sp[i] = LLVMBuildInBoundsGEP2(c->b, vt, stack, &si, 1, "");
-        LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, vt, sp[i], ""), reg[i]);
+        LLVMBuildStore(c->b, cg_half_partial(c, LLVMBuildLoad2(c->b, vt, sp[i], ""), V), reg[i]); /* 16-bit partial */
       }
       LLVMValueRef oy = cg_loop_begin(c, &Y, cg_i64(c, ylo), cg_i64(c, yhi), cg_i64(c, 1), "oy");
       for (int i = 0; i < rr * nk; i++) cur[i] = LLVMBuildLoad2(c->b, vt, reg[i], "");
@@ -399,7 +400,7 @@ static void g1_sub(cg_ctx *c, const tgw1 *k, LLVMValueRef dbase, LLVMValueRef xb
       LLVMValueRef si = cg_i64(c, (int64_t)(c0 + j) * G1_RB + r0 + r);
       sp[i] = LLVMBuildInBoundsGEP2(c->b, vt, k->stack, &si, 1, "");
       reg[i] = cg_entry_alloca(c, vt, "ga");
-      LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, vt, sp[i], ""), reg[i]);
+      LLVMBuildStore(c->b, cg_half_partial(c, LLVMBuildLoad2(c->b, vt, sp[i], ""), V), reg[i]); /* 16-bit partial */
     }
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 0 && nvec == 0) continue;

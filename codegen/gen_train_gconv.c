@@ -12,6 +12,7 @@
  *    stack array between images, one horizontal sum per weight at the end.
  * Every output element is written by one work item with a fixed summation order (static
  * contiguous ranges over tid), so results do not depend on the thread count. */
+#include "codegen/cg_half_partials.h"
 #include "codegen/gen_train.h"
 
 #define GC_MAXV 256
@@ -310,7 +311,7 @@ static void gwg_tile(cg_ctx *c, const gwg *k, LLVMValueRef dy, LLVMValueRef x, L
       for (int i = 0; i < rr * nk; i++) {
         LLVMValueRef si = cg_i64(c, sbase + i);
         sp[i] = LLVMBuildInBoundsGEP2(c->b, vt, stack, &si, 1, "");
-        LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, vt, sp[i], ""), reg[i]);
+        LLVMBuildStore(c->b, cg_half_partial(c, LLVMBuildLoad2(c->b, vt, sp[i], ""), V), reg[i]); /* 16-bit partial */
       }
       LLVMValueRef oy = cg_loop_begin(c, &Y, cg_i64(c, ylo), cg_i64(c, yhi), cg_i64(c, 1), "oy");
       for (int i = 0; i < rr * nk; i++) cur[i] = LLVMBuildLoad2(c->b, vt, reg[i], "");

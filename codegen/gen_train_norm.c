@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "codegen/cg_half_partials.h"
 #include "codegen/cg_internal.h"
 
 /* ---- sweeps over planes --------------------------------------------------------------------- */
@@ -353,7 +354,8 @@ LLVMValueRef cg_gen_groupnorm_grad_gamma(cg_ctx *c, const ir_node *n, const char
   k = cg_loop_begin(c, &C, cg_i64(c, 0), cg_i64(c, g.cpg), cg_i64(c, 1), "k");
   LLVMValueRef s[2], ch = LLVMBuildAdd(c->b, c0, k, "");
   run_sweep(c, &u, SW_DYX, LLVMBuildAdd(c->b, base, i64mul(c, k, g.d.s), ""), 1, 0, g.d.s, s);
-  LLVMValueRef v = LLVMBuildFAdd(c->b, cg_load_f32(c, a[2], ch), trunc32(c, dmul(c, s[0], inv)), "");
+  /* out[ch] holds the partial sum over the samples before b (--enable-half-partials: 16-bit) */
+  LLVMValueRef v = LLVMBuildFAdd(c->b, cg_half_partial(c, cg_load_f32(c, a[2], ch), 1), trunc32(c, dmul(c, s[0], inv)), "");
   cg_store_f32(c, v, a[2], ch);
   cg_loop_end(c, &C);
   cg_loop_end(c, &B);

@@ -181,6 +181,14 @@ typedef struct ir_graph {
   int label;                   /* value id of labels, -1 if none */
   int outputs[8]; int n_outputs;
   int n_shards;
+  /* --enable-half-partials inside the kernels (docs/precision.md), set by cg_build_model:
+   * half_partials = 1 + ir_half_format when the partial sums a kernel keeps in memory between
+   * reduction blocks are 16-bit values (the interpreter rounds at the same points), 0 = f32;
+   * partial_lanes = the kernels' f32 vector width (the lanes those partials live in);
+   * partial_kblock[node id] = input channels per K block of a conv kernel that keeps its
+   * output's partial sums between blocks (written by codegen, 0 = none; NULL when off). */
+  int half_partials, partial_lanes;
+  int *partial_kblock;
 } ir_graph;
 
 /* New empty graph owning its arena.  Caller frees with ir_graph_free. */

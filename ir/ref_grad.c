@@ -67,10 +67,58 @@ void ir_ref_conv2d_grad_input(const ir_graph *g, const ir_node *n, const float *
   free(acc);
 }
 
+/* --enable-half-partials (g->half_partials; docs/precision.md): dw formed as the compiled
+ * grad_weight kernels form it (codegen/gen_train_conv.c, gen_train_gconv.c).  Per weight,
+ * V = g->partial_lanes lane partials: lane = output column mod V (pixel-vector loops from column
+ * 0), or flat pixel mod V in the 1x1 stride-1 unpadded GEMM of groups 1.  They live in memory
+ * between images (the GEMM: also between chunks of GW_CHUNK pixels) and are rounded to the
+ * 16-bit format where they are reloaded; the lanes are summed once at the end (not rounded). */
+#define GW_CHUNK 256 /* gen_train_conv.c G1_CH */
+#define GW_MAX_LANES 64
+static void conv_grad_weight_half(const ir_graph *g, const ir_conv2d_attr *a, const cgeom *c, const float *dy,
+                                  const float *x, float *out) {
+  int V = g->partial_lanes > 0 && g->partial_lanes <= GW_MAX_LANES ? g->partial_lanes : 8, fmt = g->half_partials - 1;
+  int gemm = a->groups <= 1 && c->kh == 1 && c->kw == 1 && a->stride[0] == 1 && a->stride[1] == 1 && !a->pad[0] &&
+             !a->pad[1] && !a->pad[2] && !a->pad[3];
+  for (int64_t co = 0; co < c->cout; co++)
+    for (int64_t cil = 0; cil < c->cin_g; cil++)
+      for (int64_t ky = 0; ky < c->kh; ky++)
+        for (int64_t kx = 0; kx < c->kw; kx++) {
+          float part[GW_MAX_LANES] = {0};
+          double seg[GW_MAX_LANES] = {0};
+          int64_t ci = (co / c->cout_g) * c->cin_g + cil;
+          for (int64_t b = 0; b < c->n; b++) {
+            int64_t cur = 0; /* the segment being summed: the chunk of the GEMM */
+            for (int64_t oy = 0; oy < c->oh; oy++) {
+              int64_t iy = oy * a->stride[0] - a->pad[0] + ky * a->dilation[0];
+              if (iy < 0 || iy >= c->h) continue;
+              for (int64_t ox = 0; ox < c->ow; ox++) {
+                int64_t ix = ox * a->stride[1] - a->pad[1] + kx * a->dilation[1], p = oy * c->ow + ox;
+                if (ix < 0 || ix >= c->w) continue;
+                if (gemm && p / GW_CHUNK != cur) { /* the kernel stores the chunk's partials and reloads them */
+                  for (int l = 0; l < V; l++) part[l] = (float)((double)ir_round16_f32(part[l], fmt) + seg[l]), seg[l] = 0;
+                  cur = p / GW_CHUNK;
+                }
+                seg[(gemm ? p : ox) % V] += (double)dy[((b * c->cout + co) * c->oh + oy) * c->ow + ox] *
+                                            (double)x[((b * c->cin + ci) * c->h + iy) * c->w + ix];
+              }
+            }
+            for (int l = 0; l < V; l++) part[l] = (float)((double)ir_round16_f32(part[l], fmt) + seg[l]), seg[l] = 0;
+          }
+          double sum = 0;
+          for (int l = 0; l < V; l++) sum += part[l];
+          out[((co * c->cin_g + cil) * c->kh + ky) * c->kw + kx] = (float)sum;
+        }
+}
+
 /* in: dy [N,Cout,OH,OW], x [N,Cin,H,W]; out dw [Cout,Cin/g,KH,KW]. */
 void ir_ref_conv2d_grad_weight(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   const ir_conv2d_attr *a = &n->attr.conv2d_grad_weight.conv;
   cgeom c = cgeom_of(a, ref_in_shape(g, n, 1), ref_in_shape(g, n, 0));
+  if (g->half_partials) {
+    conv_grad_weight_half(g, a, &c, in[0], in[1], out);
+    return;
+  }
   int64_t k = ir_shape_numel(ref_out_shape(g, n));
   double *acc = dzeros(k);
   CONV_TAPS(a, c, acc[wi] += (double)in[0][yi] * (double)in[1][xi])
@@ -316,6 +364,20 @@ void ir_ref_groupnorm_grad_gamma(const ir_graph *g, const ir_node *n, const floa
   const ir_shape *xs = ref_in_shape(g, n, 0);
   int64_t nb = xs->dim[0], nc = xs->dim[1], s = ref_inner(xs, 2), groups = n->attr.groupnorm.groups, cg = nc / groups;
   double *acc = dzeros(nc);
+  if (g->half_partials) { /* the compiled kernel keeps the sum over the samples before b in out, 16-bit (docs/precision.md) */
+    for (int64_t ch = 0; ch < nc; ch++) out[ch] = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+      memset(acc, 0, (size_t)nc * sizeof *acc);
+      for (int64_t gi = 0; gi < groups; gi++) {
+        int64_t base = (b * nc + gi * cg) * s;
+        nstats st = stats_of(in[1] + base, 1, 0, cg * s, n->attr.groupnorm.eps);
+        for (int64_t j = 0; j < cg * s; j++) acc[gi * cg + j / s] += in[0][base + j] * (in[1][base + j] - st.mean) * st.inv;
+      }
+      for (int64_t ch = 0; ch < nc; ch++) out[ch] = ir_round16_f32(out[ch], g->half_partials - 1) + (float)acc[ch];
+    }
+    free(acc);
+    return;
+  }
   for (int64_t b = 0; b < nb; b++)
     for (int64_t gi = 0; gi < groups; gi++) {
       int64_t base = (b * nc + gi * cg) * s;
