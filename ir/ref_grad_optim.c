@@ -153,6 +153,37 @@ static float *fresh(int64_t n, const float *src) {
   return b;
 }
 
+/* Nonzero when v is the target of an optimizer node (its result replaces v after a step). */
+static int is_target(const ir_graph *g, int v) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (ir_op_is_optimizer(g->nodes[i].op) && g->nodes[i].attr.sgd_update.target == v) return 1;
+  return 0;
+}
+
+/* --auto-loss-scaling (docs/precision.md), as the compiled runtime does it (runtime/rt_train.c
+ * rt_loss_scale_update): "optimizer/loss_scale" = {S, good steps, skipped steps, interval}.
+ * After the update, if any trainable param or optimizer state element is not finite, every
+ * optimizer target is restored from snap (its data before the update), S halves and the skip
+ * is counted; else after `interval` good steps in a row S doubles.  Running statistics keep
+ * the step's forward. */
+static void loss_scale_update(ir_graph *g, int ls, float **snap) {
+  int finite = 1;
+  for (int v = 0; v < g->n_values && finite; v++) {
+    const ir_value *p = &g->values[v];
+    if (p->kind != IR_VAL_PARAM || !p->data || v == ls || !(p->trainable || snap[v])) continue;
+    int64_t k = ir_shape_numel(&p->shape);
+    for (int64_t e = 0; e < k && finite; e++) finite = isfinite(p->data[e]);
+  }
+  float *S = g->values[ls].data;
+  if (!finite) {
+    for (int v = 0; v < g->n_values; v++)
+      if (snap[v]) memcpy(g->values[v].data, snap[v], (size_t)ir_shape_numel(&g->values[v].shape) * sizeof(float));
+    S[0] *= 0.5f, S[1] = 0, S[2] += 1;
+  } else if (++S[1] >= S[3]) {
+    S[0] *= 2.0f, S[1] = 0;
+  }
+}
+
 float **ir_train_step(ir_graph *g, const float *x, const float *labels, float lr) {
   float **vals = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *vals);
   if (!vals) abort();
@@ -174,6 +205,20 @@ float **ir_train_step(ir_graph *g, const float *x, const float *labels, float lr
     vals[n->out] = fresh(ir_shape_numel(&g->values[n->out].shape), NULL);
     ir_ops[n->op].ref(g, n, in, vals[n->out]);
   }
+  int ls = ir_find_value(g, "optimizer/loss_scale");
+  float **snap = NULL; /* --auto-loss-scaling: every optimizer target before the update */
+  if (ls >= 0 && g->values[ls].kind == IR_VAL_PARAM && ir_shape_numel(&g->values[ls].shape) == 4) {
+    snap = calloc((size_t)g->n_values, sizeof *snap);
+    if (!snap) abort();
+    for (int v = 0; v < g->n_values; v++)
+      if (v != ls && g->values[v].kind == IR_VAL_PARAM && g->values[v].data && is_target(g, v))
+        snap[v] = fresh(ir_shape_numel(&g->values[v].shape), g->values[v].data);
+  }
   ir_train_apply(g, vals);
+  if (snap) {
+    loss_scale_update(g, ls, snap);
+    for (int v = 0; v < g->n_values; v++) free(snap[v]);
+    free(snap);
+  }
   return vals;
 }
