@@ -42,14 +42,25 @@ const char *rt_dtype_name(int32_t dtype);
 cnnrt_status rt_validate(const cnnc_abi_model *d, const char *path, int **producer_out);
 
 /* ---- sync primitives (rt_sync.c) -------------------------------------------------------- */
-/* Spin-then-futex wait until *word != seen. */
+/* Spin (up to rt_spin_ns(), yielding now and then) then futex wait until *word != seen. */
 void rt_wait_change(_Atomic uint32_t *word, uint32_t seen);
 void rt_wake_all(_Atomic uint32_t *word);
+/* How long a waiter spins before it sleeps in the kernel: CNNRT_SPIN_US (microseconds, read
+ * once; 0 = sleep at once), default RT_SPIN_US_DEFAULT.  Sleeping idles the vCPU (docs/runtime.md
+ * "Barrier"), which costs a wake-up latency and, on a quiet VM, the core's caches. */
+#define RT_SPIN_US_DEFAULT 2000
+uint64_t rt_spin_ns(void);
 
+/* Arrivals and the generation word on separate cache lines (spinners read the generation
+ * while others increment the count); sleepers: waiters inside futex_wait, so the last arrival
+ * makes the wake syscall only when someone sleeps. */
 typedef struct rt_barrier {
   _Atomic uint32_t arrived;
-  _Atomic uint32_t generation;
   uint32_t n;
+  char pad0[56];
+  _Atomic uint32_t generation;
+  _Atomic uint32_t sleepers;
+  char pad1[56];
 } rt_barrier;
 void rt_barrier_init(rt_barrier *b, uint32_t n);
 void rt_barrier_wait(rt_barrier *b); /* the cnnc_abi_barrier_fn shape, via rt_barrier_cb */
