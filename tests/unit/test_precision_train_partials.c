@@ -4,7 +4,8 @@
  *  - after 3 steps the weights differ (the partials were rounded) but the weight change
  *    differs from the f32-partials run by a small relative error (norm), printed: the figure
  *    docs/precision.md quotes;
- *  - without accumulation (no partial buffers) the flag changes nothing: bitwise equal (bf16);
+ *  - without accumulation (no partial buffers) only the kernels' own partials are 16-bit (the
+ *    conv grad_weight lane partials): the update still differs, by less (bf16, printed);
  *  - --enable-half-partials with 32.32 is rejected with a message naming --precision. */
 #include <math.h>
 
@@ -106,10 +107,22 @@ static void compare(const char *half, int no_accum_check) {
   free(wf), free(wh), free(w0f), free(w0h);
   unlink(sf), unlink(sh);
   if (!no_accum_check) return;
-  /* no accumulation: no partial buffers, the flag changes nothing */
+  /* no accumulation: no partial buffers, but the conv grad_weight kernels' own lane partials
+   * (test_half_partials_kernels.c) are 16-bit: the update differs a little */
   float *a0, *b0, *a = run(s1f, 1, &a0, &n), *b = run(s1h, 1, &b0, &n2);
-  CGT_CHECK(a && b && n == n2 && !memcmp(a, b, (size_t)n * 4),
-            "%s: without accumulation --enable-half-partials must change nothing", half);
+  if (!a || !b || n != n2) {
+    cgt_failures++;
+  } else {
+    double dd = 0, d2 = 0;
+    for (long i = 0; i < n; i++) {
+      double df = (double)a[i] - a0[i], dh = (double)b[i] - b0[i];
+      dd += (dh - df) * (dh - df), d2 += df * df;
+    }
+    double rel = sqrt(dd / (d2 > 0 ? d2 : 1));
+    fprintf(stderr, "%s half partials without accumulation (kernel partials only), %d steps: |dw_half - dw_f32| / "
+            "|dw_f32| = %.3g\n", half, STEPS, rel);
+    CGT_CHECK(rel > 0 && rel < 0.05, "%s: kernel partials only: update error %.3g vs f32 partials", half, rel);
+  }
   free(a), free(b), free(a0), free(b0);
   unlink(s1f), unlink(s1h);
 }
