@@ -60,6 +60,56 @@ LLVMValueRef cg_round16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int forma
   return round_fp16(c, x, w);
 }
 
+/* ---- 16-bit storage (gen_store16.c) ----------------------------------------------------- */
+LLVMValueRef cg_narrow16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int format, int keep_sign, int w) {
+  LLVMBuilderRef b = c->b;
+  LLVMTypeRef i16 = LLVMInt16TypeInContext(c->llc), st = w == 1 ? i16 : LLVMVectorType(i16, (unsigned)w);
+  LLVMValueRef h;
+  if (format != IR_HALF_FP16) { /* as round_bf16, keeping the top half */
+    LLVMTypeRef it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
+    LLVMValueRef u = LLVMBuildBitCast(b, x, it, "u");
+    LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, u, splat_i32(c, 16, w), ""), splat_i32(c, 1, w), "lsb");
+    LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildAdd(b, u, splat_i32(c, 0x7fff, w), ""), lsb, "");
+    LLVMValueRef q = LLVMBuildOr(b, u, splat_i32(c, 0x00400000u, w), "qnan");
+    LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "isnan");
+    r = LLVMBuildLShr(b, LLVMBuildSelect(b, nan, q, r, ""), splat_i32(c, 16, w), "hi");
+    h = LLVMBuildTrunc(b, r, st, "bf16");
+  } else {
+    if (!has_f16c(c->target)) {
+      cg_fail(c, n, "%s", no_f16c_msg);
+      return LLVMGetPoison(st);
+    }
+    LLVMTypeRef ht = w == 1 ? LLVMHalfTypeInContext(c->llc) : LLVMVectorType(LLVMHalfTypeInContext(c->llc), (unsigned)w);
+    h = LLVMBuildBitCast(b, LLVMBuildFPTrunc(b, x, ht, "half"), st, "fp16");
+  }
+  if (keep_sign) { /* x > 0 rounded to +0: the smallest positive value (relu_grad reads x > 0 only) */
+    LLVMValueRef zero = LLVMConstNull(st), one = LLVMConstInt(i16, 1, 0), e[64];
+    if (w > 1) {
+      for (int i = 0; i < w; i++) e[i] = one;
+      one = LLVMConstVector(e, (unsigned)w);
+    }
+    LLVMValueRef pos = LLVMBuildFCmp(b, LLVMRealOGT, x, LLVMConstNull(cg_vtype(c, w)), "pos");
+    LLVMValueRef z = LLVMBuildICmp(b, LLVMIntEQ, h, zero, "");
+    h = LLVMBuildSelect(b, LLVMBuildAnd(b, pos, z, ""), one, h, "kept");
+  }
+  return h;
+}
+
+LLVMValueRef cg_widen16_v(cg_ctx *c, const ir_node *n, LLVMValueRef h, int format, int w) {
+  LLVMBuilderRef b = c->b;
+  if (format != IR_HALF_FP16) {
+    LLVMTypeRef it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
+    LLVMValueRef u = LLVMBuildShl(b, LLVMBuildZExt(b, h, it, ""), splat_i32(c, 16, w), "");
+    return LLVMBuildBitCast(b, u, cg_vtype(c, w), "");
+  }
+  if (!has_f16c(c->target)) {
+    cg_fail(c, n, "%s", no_f16c_msg);
+    return LLVMGetPoison(cg_vtype(c, w));
+  }
+  LLVMTypeRef ht = w == 1 ? LLVMHalfTypeInContext(c->llc) : LLVMVectorType(LLVMHalfTypeInContext(c->llc), (unsigned)w);
+  return LLVMBuildFPExt(b, LLVMBuildBitCast(b, h, ht, ""), cg_vtype(c, w), "");
+}
+
 /* ---- stochastic rounding (16.16 weight updates, gen_train_optim.c) ------------------------ */
 static LLVMValueRef sp_i(cg_ctx *c, LLVMTypeRef t, uint64_t v, int w) {
   LLVMValueRef s = LLVMConstInt(t, v, 0);

@@ -24,4 +24,13 @@ LLVMValueRef cg_round16_sr_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, LLVMVa
 LLVMValueRef cg_sr_step_key(cg_ctx *c, uint64_t seed, LLVMValueRef t);
 LLVMValueRef cg_sr_u24(cg_ctx *c, LLVMValueRef key, LLVMValueRef i, int w);
 
+/* 16-bit storage (narrow16 / widen16, gen_store16.c): x (f32 lanes) as the 16-bit bit
+ * patterns (<w x i16>, i16 for w == 1) of round16(x) — bf16 by integer ops (NaN quiet), fp16
+ * by F16C vcvtps2ph — with keep_sign a positive x that rounds to 0 becomes the smallest
+ * positive value (bit pattern 1); and back, exactly (bf16: zero-extend and shift, fp16:
+ * vcvtph2ps).  widen(narrow(x)) is bitwise cg_round16_v(x) (keep_sign aside).  fp16 without
+ * F16C records the error (node n). */
+LLVMValueRef cg_narrow16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int format, int keep_sign, int w);
+LLVMValueRef cg_widen16_v(cg_ctx *c, const ir_node *n, LLVMValueRef h, int format, int w);
+
 #endif

@@ -64,3 +64,10 @@ void ir_cost_softmax_xent(const ir_graph *g, const ir_node *n, ir_cost *c) {
   c->bytes = io_bytes(g, n);
 }
 void ir_cost_round16(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 1); }
+
+/* narrow16 / widen16: one conversion per element; 4 + 2 bytes moved per element. */
+void ir_cost_narrow16(const ir_graph *g, const ir_node *n, ir_cost *c) {
+  c->flops = numel(g, n->out);
+  c->bytes = numel(g, n->out) * 6;
+}
+void ir_cost_widen16(const ir_graph *g, const ir_node *n, ir_cost *c) { ir_cost_narrow16(g, n, c); }

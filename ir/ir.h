@@ -133,6 +133,12 @@ typedef enum ir_half_format { IR_HALF_BF16 = 0, IR_HALF_FP16 = 1 } ir_half_forma
 typedef struct ir_round16_attr { int format; /* ir_half_format */ } ir_round16_attr;
 /* One f32 rounded to the format and widened back (the scalar definition ref and codegen follow). */
 float ir_round16_f32(float x, int format);
+/* 16-bit storage (passes/store16.c): narrow16 stores round16(x) in a bf16/fp16 buffer, widen16
+ * reads it back as f32.  keep_sign (narrow16): a positive x that rounds to 0 is stored as the
+ * smallest positive 16-bit value instead (the value only feeds relu_grad's x > 0). */
+typedef struct ir_store16_attr { int format; /* ir_half_format */ int keep_sign; } ir_store16_attr;
+/* The f32 value narrow16 stores for x (widen16 of it gives this back exactly). */
+float ir_narrow16_f32(float x, int format, int keep_sign);
 
 typedef union ir_attr {
 #define IR_OP(name, attr, min_in, max_in, n_out, kind) ir_##attr##_attr name;

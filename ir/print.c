@@ -78,6 +78,10 @@ static void print_round16(FILE *f, const ir_attr *u) {
   fprintf(f, " format=%s", u->round16.format == IR_HALF_FP16 ? "fp16" : "bf16");
 }
 
+static void print_store16(FILE *f, const ir_attr *u) {
+  fprintf(f, " format=%s%s", u->narrow16.format == IR_HALF_FP16 ? "fp16" : "bf16", u->narrow16.keep_sign ? " keep_sign" : "");
+}
+
 typedef void (*attr_printer)(FILE *, const ir_attr *);
 static const attr_printer printers[IR_OP_COUNT] = {
 #define IR_OP(name, attr, min_in, max_in, n_out, kind) [IR_OP_##name] = print_##attr,

@@ -45,3 +45,24 @@ void ir_ref_round16(const ir_graph *g, const ir_node *n, const float *const *in,
   }
   for (int64_t i = 0; i < k; i++) out[i] = ir_round16_f32(in[0][i], f);
 }
+
+/* 16-bit storage (passes/store16.c).  The interpreter holds a 16-bit value as its f32 value:
+ * narrow16 = round16 (keep_sign: a positive x never becomes 0, the smallest positive 16-bit
+ * value instead), widen16 = a copy. */
+float ir_narrow16_f32(float x, int format, int keep_sign) {
+  float r = ir_round16_f32(x, format);
+  if (keep_sign && x > 0 && r == 0) return format == IR_HALF_FP16 ? 0x1p-24f : 0x1p-133f;
+  return r;
+}
+
+REF_VECTORIZE
+void ir_ref_narrow16(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = ir_shape_numel(ref_out_shape(g, n));
+  for (int64_t i = 0; i < k; i++) out[i] = ir_narrow16_f32(in[0][i], n->attr.narrow16.format, n->attr.narrow16.keep_sign);
+}
+
+REF_VECTORIZE
+void ir_ref_widen16(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = ir_shape_numel(ref_out_shape(g, n));
+  for (int64_t i = 0; i < k; i++) out[i] = in[0][i];
+}

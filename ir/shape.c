@@ -210,3 +210,19 @@ int ir_infer_round16(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag
     return FAIL(d, "round16 format must be bf16 or fp16");
   return same_shape(g, n, out);
 }
+
+/* narrow16 / widen16 (16-bit storage, passes/store16.c): same shape; bf16 or fp16. */
+static int infer_store16(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  if (n->attr.narrow16.format != IR_HALF_BF16 && n->attr.narrow16.format != IR_HALF_FP16)
+    return FAIL(d, "narrow16/widen16 format must be bf16 or fp16");
+  return same_shape(g, n, out);
+}
+int ir_infer_narrow16(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  if (g->values[n->in[0]].dtype != IR_F32) return FAIL(d, "narrow16 reads an f32 value");
+  return infer_store16(g, n, out, d);
+}
+int ir_infer_widen16(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  ir_dtype want = n->attr.widen16.format == IR_HALF_FP16 ? IR_F16 : IR_BF16;
+  if (g->values[n->in[0]].dtype != want) return FAIL(d, "widen16 reads a %s value", ir_dtype_name(want));
+  return infer_store16(g, n, out, d);
+}

@@ -108,6 +108,21 @@ int pass_precision(ir_graph *g, const char *precision, const char *half_type, in
 /* IR_HALF_BF16 / IR_HALF_FP16 for a --half-type value, -1 if unknown. */
 int pass_precision_format(const char *half_type);
 
+/* ---- store16.c (issue 6; docs/precision.md "16-bit storage") ------------------------------ */
+/* What pass_store16_train did: values (and their f32 bytes) now stored in 16 bits, of them
+ * keep_sign (relu_grad-only pre-activations), and the cross-stage values left in f32. */
+typedef struct pass_store16_stats {
+  int values, keep_sign, f32_values;
+  int64_t bytes32, f32_bytes;
+} pass_store16_stats;
+/* Training graph after pass_split_train + pass_recompute, --precision 16.x applied: stores every
+ * forward value read in another stage (stash, shard boundaries) in the 16-bit format fmt
+ * (ir_half_format) via narrow16/widen16 nodes, exactly (see passes/store16.c).  Returns the
+ * number of nodes inserted or -1 with d filled; stats may be NULL. */
+int pass_store16_train(ir_graph *g, int fmt, pass_store16_stats *stats, ir_diag *d);
+/* Nonzero when CNNC_NO_STORE16 is set (f32 storage, the reference the tests compare with). */
+int pass_store16_disabled(void);
+
 /* ---- autodiff.c (training, issue 5; docs/training.md) --------------------------------- */
 /* Appends the backward graph of the loss: the last output produced by softmax_xent, seeded
  * with d(loss) = loss_scale (the gradients come out scaled by it).  Every trainable param P

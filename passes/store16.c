@@ -1,0 +1,174 @@
+/* store16.c — 16-bit storage of long-lived values under --precision 16.32 / 16.16 (issue 6,
+ * docs/precision.md "16-bit storage").  passes/precision.c puts the stored activations on the
+ * 16-bit grid (round16) in f32 buffers; this pass keeps the long-lived ones in bf16/fp16
+ * buffers, exactly (a grid value narrows and widens back bit for bit):
+ *
+ *  training (after pass_split_train and pass_recompute): every forward result read in another
+ *  stage — the stash (a forward value a backward node reads, pass_mem_is_stash) and the
+ *  boundary tensors between forward shards — gets a narrow16 node right after its producer
+ *  ("V/store16", same shard: the f32 result dies there unless a reader in the producer's own
+ *  stage still needs it) and, in every other stage that reads it, one widen16 node right
+ *  before that stage's first reader ("bwd/V/load16/s<shard>" in a backward stage,
+ *  "V/load16/s<shard>" in a forward one: a short-lived f32 temporary) that those readers read
+ *  instead.  Only values on the grid qualify: round16 results and reshape/maxpool/relu/
+ *  eval-dropout of one.  A value off the grid whose only readers in other stages are relu_grad
+ *  operands x (relu_grad tests x > 0 only: the pre-activation of a conv -> relu or
+ *  batchnorm -> relu) is narrowed with keep_sign: round16, but a positive x never becomes 0.
+ *  Everything else (the logits, values the update stage reads) stays f32.
+ *
+ *  inference (after pass_split): a graph-order run has one "stage" per shard; the values
+ *  read across shards (boundary tensors) and the values on the grid whose last reader is
+ *  more than one kernel later (the residual identity of a block) get the same narrow/widen
+ *  pair when that lowers the planned scratch (the caller compares the plans).
+ *
+ * CNNC_NO_STORE16=1 in the environment skips the pass (the f32-storage build the tests
+ * compare against bit for bit). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+/* Inserted after autodiff: no gradient rules. */
+int pass_grad_narrow16(pass_ad *ad, const ir_node *n, int dy) {
+  (void)dy;
+  return pass_grad_fail(ad, n, "narrow16 is a storage op inserted after autodiff and has no gradient rule");
+}
+int pass_grad_widen16(pass_ad *ad, const ir_node *n, int dy) {
+  (void)dy;
+  return pass_grad_fail(ad, n, "widen16 is a storage op inserted after autodiff and has no gradient rule");
+}
+
+int pass_store16_disabled(void) {
+  const char *e = getenv("CNNC_NO_STORE16");
+  return e && *e && strcmp(e, "0");
+}
+
+/* Result exactly on the 16-bit grid whenever operand 0 is (as precision.c's keeps_grid). */
+static int keeps_grid(const ir_node *n) {
+  return n->op == IR_OP_reshape || n->op == IR_OP_maxpool || n->op == IR_OP_relu ||
+         (n->op == IR_OP_dropout && !(n->attr.dropout.training && n->attr.dropout.rate > 0.0f));
+}
+
+/* grid[v] for every value: on the 16-bit grid by construction. */
+static char *grid_values(const ir_graph *g) {
+  char *grid = calloc((size_t)g->n_values + 1, 1);
+  if (!grid) abort();
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if ((n->op == IR_OP_round16 && n->n_in == 1) || n->op == IR_OP_widen16 ||
+        (keeps_grid(n) && grid[n->in[0]]))
+      grid[n->out] = 1;
+  }
+  return grid;
+}
+
+typedef struct ins { int node; int before; int shard; } ins; /* new node, placed before/after `before` */
+
+/* Rebuilds the node order: every inserted node x goes right before (pos >= 0) or right after
+ * (pos = -2 - k: after node k) its anchor. */
+static void reorder(ir_graph *g, int n0, const ins *x, int nx) {
+  ir_node *old = malloc((size_t)g->n_nodes * sizeof *old);
+  if (!old) abort();
+  memcpy(old, g->nodes, (size_t)g->n_nodes * sizeof *old);
+  int m = 0;
+  for (int k = 0; k < n0; k++) {
+    for (int i = 0; i < nx; i++)
+      if (x[i].before == k) g->nodes[m++] = old[x[i].node];
+    g->nodes[m++] = old[k];
+    for (int i = 0; i < nx; i++)
+      if (x[i].before == -2 - k) g->nodes[m++] = old[x[i].node];
+  }
+  for (int i = 0; i < m; i++) {
+    g->nodes[i].id = i;
+    g->values[g->nodes[i].out].producer = i;
+  }
+  free(old);
+}
+
+static int verify_unsharded(ir_graph *g, ir_diag *d) {
+  int *shards = malloc((size_t)(g->n_nodes + 1) * sizeof(int));
+  if (!shards) abort();
+  for (int i = 0; i < g->n_nodes; i++) shards[i] = g->nodes[i].shard, g->nodes[i].shard = 0;
+  int rc = ir_verify(g, d);
+  for (int i = 0; i < g->n_nodes; i++) g->nodes[i].shard = shards[i];
+  free(shards);
+  return rc;
+}
+
+/* Adds narrow16 after v's producer and one widen16 right before every reader node in another
+ * stage (readers[0..nr)), each read by that node only: a short-lived f32 temporary.  Appends
+ * the insertions to x. */
+static int split_value(ir_graph *g, int v, int fmt, int keep_sign, const int *readers, int nr, ins *x, int *nx,
+                       ir_diag *d) {
+  const char *name = g->values[v].name;
+  int p = g->values[v].producer;
+  ir_attr a = {.narrow16 = {fmt, keep_sign}};
+  int h = ir_add_node(g, IR_OP_narrow16, ir_fmt(g->arena, "%s/store16", name), g->nodes[p].loc, &v, 1, &a, d);
+  if (h < 0) return -1;
+  int hn = g->values[h].producer;
+  g->nodes[hn].shard = g->nodes[p].shard;
+  x[(*nx)++] = (ins){hn, -2 - p, g->nodes[p].shard};
+  ir_attr wa = {.widen16 = {fmt, 0}};
+  for (int k = 0; k < nr; k++) {
+    int i = readers[k];
+    const char *rn = g->nodes[i].name;
+    /* named after the reader: "bwd/..." keeps the backward phase (pass_train_phase) */
+    const char *nm = pass_train_phase(g, i) == PASS_PHASE_BWD
+                         ? ir_fmt(g->arena, "bwd/load16/%s/%s", name, rn)
+                         : ir_fmt(g->arena, "%s/load16/%s", name, rn);
+    int w = ir_add_node(g, IR_OP_widen16, nm, g->nodes[i].loc, &h, 1, &wa, d);
+    if (w < 0) return -1;
+    int wn = g->values[w].producer;
+    g->nodes[wn].shard = g->nodes[i].shard;
+    x[(*nx)++] = (ins){wn, i, g->nodes[i].shard};
+    ir_node *r = &g->nodes[i];
+    for (int j = 0; j < r->n_in; j++)
+      if (r->in[j] == v) r->in[j] = w;
+  }
+  return 0;
+}
+
+int pass_store16_train(ir_graph *g, int fmt, pass_store16_stats *stats, ir_diag *d) {
+  if (stats) memset(stats, 0, sizeof *stats);
+  int n0 = g->n_nodes, nv0 = g->n_values, S = g->n_shards > 0 ? g->n_shards : 1;
+  char *grid = grid_values(g);
+  int *readers = malloc((size_t)(n0 + 1) * sizeof(int));
+  ins *x = malloc((size_t)(n0 * IR_MAX_IN + nv0 + 1) * sizeof *x);
+  if (!readers || !x) abort();
+  int nx = 0, rc = 0;
+  for (int v = 0; v < nv0 && rc == 0; v++) {
+    const ir_value *val = &g->values[v];
+    int p = val->producer;
+    if (val->kind != IR_VAL_ACT || val->dtype != IR_F32 || p < 0 || p >= n0 ||
+        pass_train_phase(g, p) != PASS_PHASE_FWD)
+      continue;
+    int out = 0;
+    for (int o = 0; o < g->n_outputs; o++) out |= g->outputs[o] == v;
+    if (out) continue;
+    int home = PASS_PHASE_FWD * S + g->nodes[p].shard, nr = 0, update = 0, only_relu_x = 1;
+    for (int i = 0; i < n0; i++) {
+      const ir_node *r = &g->nodes[i];
+      int st = pass_train_phase(g, i) * S + r->shard, reads = 0;
+      for (int j = 0; j < r->n_in; j++) {
+        if (r->in[j] != v || st == home) continue;
+        if (pass_train_phase(g, i) == PASS_PHASE_UPDATE) update = 1;
+        if (!(r->op == IR_OP_relu_grad && j == 1)) only_relu_x = 0;
+        reads = 1;
+      }
+      if (reads) readers[nr++] = i;
+    }
+    if (!nr || update) continue;
+    int64_t b32 = ir_shape_numel(&val->shape) * 4;
+    if (!grid[v] && !only_relu_x) {
+      if (stats) stats->f32_values++, stats->f32_bytes += b32;
+      continue;
+    }
+    if (split_value(g, v, fmt, !grid[v], readers, nr, x, &nx, d) < 0) rc = -1;
+    else if (stats) stats->values++, stats->keep_sign += !grid[v], stats->bytes32 += b32;
+  }
+  free(grid), free(readers);
+  if (rc == 0 && nx) reorder(g, n0, x, nx);
+  free(x);
+  if (rc == 0 && verify_unsharded(g, d) < 0) rc = -1;
+  return rc < 0 ? -1 : nx;
+}
