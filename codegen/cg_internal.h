@@ -13,6 +13,7 @@ typedef struct cg_priv {
   const pass_fusion *plan;    /* fusion plan, one row per node */
   LLVMValueRef *param_global; /* cache: one global per param value id (cg_param_const) */
   int shard;
+  int node;                   /* id of the node whose kernel is being generated */
   int train;                  /* training layout: params are kernel operands (state buffer) */
   const char *amp;            /* --available-memory-proportion text (NULL = default), for cg_budget.h */
 } cg_priv;

@@ -67,6 +67,7 @@ static int gen_unit_kernels(cg_ctx *c, cg_unit *u) {
     if (!u->with_main && k->unit != u->id) continue; /* single-module mode: all kernels */
     const ir_node *n = &L->g->nodes[k->anchor];
     ((cg_priv *)c->priv)->shard = k->shard;
+    ((cg_priv *)c->priv)->node = k->anchor;
     char tmp[64];
     snprintf(tmp, sizeof tmp, "cnnk.tmp.%d", i);
     const char *kind = NULL;

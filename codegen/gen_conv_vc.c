@@ -5,6 +5,7 @@
  * [group][Cout_g/R][Cin_g][KH][KW][R] and issues Rv*P llvm.fmuladd.  Border pixels are
  * compile-time positions whose out-of-range taps are simply not emitted; the epilogue
  * stores each vector's lanes to their channel planes. */
+#include "codegen/cg_half_partials.h"
 #include "codegen/gen_conv.h"
 
 int cg_conv_vc_choose(conv_geom *g, int budget) {
@@ -145,6 +146,8 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
     return 0;
   int64_t kc = (g->cin_g + nkb - 1) / nkb;
   nkb = (g->cin_g + kc - 1) / kc;
+  const cg_priv *pv = c->priv; /* --enable-half-partials: the block recorded for the interpreter */
+  if (c->g->partial_kblock && pv) c->g->partial_kblock[pv->node] = (int)kc;
   int nacc = nrv * g->P;
   LLVMTypeRef vt = cg_vtype(c, V);
   LLVMValueRef buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)(nt * nacc)), "kbuf"));
@@ -159,7 +162,7 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
   for (int64_t t = 0; t < nt; t++) {
     int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
     for (int i = 0; i < nrv * np; i++)
-      LLVMBuildStore(c->b, cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V), acc[i]);
+      LLVMBuildStore(c->b, cg_half_partial(c, cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V), V), acc[i]); /* 16-bit partial */
     cg_loop CI;
     LLVMValueRef ci = cg_loop_begin(c, &CI, lo, hi, cg_i64(c, 1), "ci");
     LLVMValueRef cur[32];

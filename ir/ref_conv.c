@@ -70,14 +70,18 @@ static void conv_add_tap(const ir_conv2d_attr *a, const conv_geom *c, const floa
 }
 
 /* acc [OH,OW] = y[b, co] before the bias: the sum over the group's input channels and the
- * kernel window, tap (ci, ky, kx) after tap. */
+ * kernel window, tap (ci, ky, kx) after tap.  kblock > 0 (--enable-half-partials, the kernel
+ * keeps the sum in memory between blocks of kblock input channels: codegen/gen_conv_vc.c):
+ * the partial sum is rounded to the 16-bit format half - 1 before each later block. */
 REF_VECTORIZE
 static void conv_plane(const ir_conv2d_attr *a, const conv_geom *c, const float *x, const float *w,
-                       int64_t b, int64_t co, double *acc) {
+                       int64_t b, int64_t co, int64_t kblock, int half, double *acc) {
   int64_t kh = a->kernel[0], kw = a->kernel[1];
   int64_t ci0 = (co / c->cout_g) * c->cin_g; /* first input channel of co's group */
   memset(acc, 0, (size_t)(c->oh * c->ow) * sizeof *acc);
   for (int64_t ci = 0; ci < c->cin_g; ci++) {
+    if (kblock > 0 && ci > 0 && ci % kblock == 0)
+      for (int64_t p = 0; p < c->oh * c->ow; p++) acc[p] = ir_round16_f32((float)acc[p], half - 1);
     const float *xc = x + ((b * c->cin) + ci0 + ci) * c->h * c->w;  /* [H,W] plane */
     const float *wc = w + (co * c->cin_g + ci) * kh * kw;           /* [KH,KW] taps */
     for (int64_t ky = 0; ky < kh; ky++)
@@ -93,6 +97,8 @@ typedef struct conv_job {
   const float *x, *w, *bias; /* bias may be NULL */
   float *out;
   int64_t co_begin, co_end;
+  int64_t kblock; /* half partials between K blocks (conv_plane), 0 = none */
+  int half;       /* 1 + ir_half_format */
 } conv_job;
 
 /* Runs job j: y[b, co] = bias[co] + conv_plane for its output channels of every image. */
@@ -103,7 +109,7 @@ static void conv_job_run(const conv_job *j) {
   if (!acc) abort();
   for (int64_t b = 0; b < c->n; b++)
     for (int64_t co = j->co_begin; co < j->co_end; co++) {
-      conv_plane(j->a, c, j->x, j->w, b, co, acc);
+      conv_plane(j->a, c, j->x, j->w, b, co, j->kblock, j->half, acc);
       float *y = j->out + (b * c->cout + co) * plane;
       for (int64_t p = 0; p < plane; p++) y[p] = (float)(j->bias ? acc[p] + j->bias[co] : acc[p]);
     }
@@ -139,7 +145,8 @@ void ir_ref_conv2d(const ir_graph *g, const ir_node *n, const float *const *in, 
   pthread_t tids[CONV_MAX_THREADS];
   int started[CONV_MAX_THREADS] = {0};
   for (int t = 0; t < nt; t++)
-    jobs[t] = (conv_job){a, &c, in[0], in[1], n->n_in > 2 ? in[2] : NULL, out, c.cout * t / nt, c.cout * (t + 1) / nt};
+    jobs[t] = (conv_job){a, &c, in[0], in[1], n->n_in > 2 ? in[2] : NULL, out, c.cout * t / nt, c.cout * (t + 1) / nt,
+                         g->half_partials && g->partial_kblock ? g->partial_kblock[n->id] : 0, g->half_partials};
   for (int t = 1; t < nt; t++) started[t] = pthread_create(&tids[t], NULL, conv_job_thread, &jobs[t]) == 0;
   conv_job_run(&jobs[0]);
   for (int t = 1; t < nt; t++) {

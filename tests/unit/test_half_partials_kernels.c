@@ -12,7 +12,11 @@
  *     g->half_partials = 0, same weights and data): max and mean relative error per place,
  *     printed (docs/precision.md quotes them), > 0 where partials exist, bounded (bf16 mean <
  *     2e-2, fp16 < 2e-2), exactly 0 where there are none (dense weight, biases, beta);
- *  3. a dense-only model: the flag changes nothing, compiled, bitwise (no partials to round).
+ *  3. a dense-only model: the flag changes nothing, compiled, bitwise (no partials to round);
+ *  4. inference, 16.16: a 1x1 conv over 512 channels of 7x7 on channel vectors, K-blocked
+ *     (gen_conv_vc.c: partial sums in a buffer between blocks of input channels; the block is
+ *     recorded on the graph): compiled (1 and 2 threads) vs ir_interp with the same rounding,
+ *     and the conv output's error against f32 partials (printed, > 0, bounded).
  * Set CNNC_HALF_PARTIALS_JSON=FILE to append the per-place figures as JSON lines. */
 #include <math.h>
 
@@ -35,6 +39,16 @@ static const char *hp_yml =
     "  - {name: g, op: global_avgpool}\n"
     "  - {name: f, op: flatten}\n"
     "  - {name: d1, op: dense, units: 5}\n";
+
+static const char *kb_yml =
+    "name: kblock\n"
+    "input: {shape: [512, 7, 7], dtype: f32, classes: 10}\n"
+    "layers:\n"
+    "  - {name: c1, op: conv, filters: 32, kernel: 1}\n"
+    "  - {name: r1, op: relu}\n"
+    "  - {name: g, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d1, op: dense, units: 10}\n";
 
 static const char *mlp_yml =
     "name: mlp\n"
@@ -268,19 +282,76 @@ static void no_partials_case(const char *yml) {
   unlink(sa), unlink(sb);
 }
 
+static void kblock_case(const char *half, const char *yml, FILE *json) {
+  char so[512];
+  snprintf(so, sizeof so, "%s/kb_%s.so", cgt_dir, half);
+  const char *const kv[][2] = {{"batch-size", "2"}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", half},
+                               {"available-memory-proportion", "0.1"}, {"enable-half-partials", "1"}};
+  ir_graph *g = build(yml, kv, 6, so);
+  if (!g) {
+    cgt_failures++;
+    return;
+  }
+  int conv = ir_find_node(g, "c1");
+  int kb = conv >= 0 && g->partial_kblock ? g->partial_kblock[conv] : 0;
+  int64_t cin = 512;
+  CGT_CHECK(kb > 0 && kb < cin, "%s: the 1x1 conv was not K-blocked (block %d)", half, kb);
+  int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
+  float *x = malloc((size_t)nx * 4), *y[2] = {malloc((size_t)ny * 4), malloc((size_t)ny * 4)};
+  for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(0.0f, 1.0f); /* one sign: partials grow, as after a relu */
+  for (int t = 0; t < 2; t++) {
+    cnnrt_model *m = open_t(so, t + 1);
+    if (!m || cnnrt_infer(m, x, (size_t)nx * 4, y[t], (size_t)ny * 4, 1) != CNNRT_OK) {
+      fprintf(stderr, "%s: cnnrt_infer: %s\n", half, cnnrt_last_error());
+      cgt_failures++;
+    }
+    cnnrt_close(m);
+  }
+  CGT_CHECK(!memcmp(y[0], y[1], (size_t)ny * 4), "%s: K-blocked conv: 1 vs 2 threads differ", half);
+  float **vh = ir_interp(g, x, NULL);
+  int hp = g->half_partials;
+  g->half_partials = 0;
+  float **vf = ir_interp(g, x, NULL);
+  g->half_partials = hp;
+  int cv = conv >= 0 ? g->nodes[conv].out : -1, out = g->outputs[0];
+  int64_t nc = cv >= 0 ? ir_shape_numel(&g->values[cv].shape) : 0;
+  relerr hf = cv >= 0 ? rel_error(vh[cv], vf[cv], nc) : (relerr){0, 0}, ci = rel_error(y[0], vh[out], ny),
+         cf = rel_error(y[0], vf[out], ny);
+  fprintf(stderr, "%s 1x1 conv K-blocked (%d of %lld input channels per block): conv output half vs f32 partials max %.3g "
+          "mean %.3g | logits compiled vs interpreter (same rounding) max %.3g mean %.3g, vs f32-partials interpreter mean %.3g\n",
+          half, kb, (long long)cin, hf.max, hf.mean, ci.max, ci.mean, cf.mean);
+  if (json)
+    fprintf(json, "{\"half\": \"%s\", \"param\": \"kblock conv output\", \"max_rel\": %.4g, \"mean_rel\": %.4g, "
+            "\"compiled_vs_interp_mean\": %.4g}\n", half, hf.max, hf.mean, ci.mean);
+  CGT_CHECK(hf.mean > 0 && hf.mean < 2e-2, "%s: K-block partials: mean relative error %.3g", half, hf.mean);
+  CGT_CHECK(ci.mean < 1e-3, "%s: compiled vs interpreter logits %.3g", half, ci.mean);
+  ir_interp_free(g, vh);
+  ir_interp_free(g, vf);
+  free(x), free(y[0]), free(y[1]);
+  unlink(so);
+  ir_graph_free(g);
+}
+
 int main(void) {
   (void)cgt_random_params, (void)cgt_check_graph;
   cgt_init_dir();
   const char *jp = getenv("CNNC_HALF_PARTIALS_JSON");
   FILE *json = jp && *jp ? fopen(jp, "a") : NULL;
   char *hp = write_model("half_partials", hp_yml), *mlp = write_model("mlp", mlp_yml);
-  if (!hp || !mlp) {
+  char kbp[600];
+  snprintf(kbp, sizeof kbp, "%s/kblock.yml", cgt_dir);
+  FILE *kf = fopen(kbp, "w");
+  if (kf) fputs(kb_yml, kf), fclose(kf);
+  if (!hp || !mlp || !kf) {
     fprintf(stderr, "cannot write the models to %s\n", cgt_dir);
     return 1;
   }
   half_case("bf16", hp, json);
   half_case("fp16", hp, json);
   no_partials_case(mlp);
+  kblock_case("bf16", kbp, json);
+  kblock_case("fp16", kbp, json);
+  unlink(kbp);
   if (json) fclose(json);
   unlink(hp), unlink(mlp);
   cgt_cleanup_dir();
