@@ -61,6 +61,24 @@ void ir_ref_conv2d_grad_input(const ir_graph *g, const ir_node *n, const float *
   const ir_conv2d_attr *a = &at->conv;
   cgeom c = cgeom_of(a, &at->x_shape, ref_in_shape(g, n, 0));
   int64_t k = ir_shape_numel(&at->x_shape);
+  int64_t kb = g->half_partials && g->partial_kblock ? g->partial_kblock[n->id] : 0;
+  if (kb > 0 && c.kh == 1 && c.kw == 1 && c.oh == c.h && c.ow == c.w && c.cin_g == c.cin) {
+    /* --enable-half-partials, a 1x1 stride-1 grad_input run by the K-blocked row (codegen/
+     * gen_conv_vc.c via gen_train_pconv.c): the sum over the output channels is rounded to
+     * the 16-bit format before each later block of kb of them */
+    int64_t hw = c.h * c.w;
+    for (int64_t b = 0; b < c.n; b++)
+      for (int64_t ci = 0; ci < c.cin; ci++)
+        for (int64_t p = 0; p < hw; p++) {
+          double s = 0;
+          for (int64_t co = 0; co < c.cout; co++) {
+            if (co > 0 && co % kb == 0) s = ir_round16_f32((float)s, g->half_partials - 1);
+            s += (double)in[0][(b * c.cout + co) * hw + p] * (double)in[1][co * c.cin + ci];
+          }
+          out[(b * c.cin + ci) * hw + p] = (float)s;
+        }
+    return;
+  }
   double *acc = dzeros(k);
   CONV_TAPS(a, c, acc[xi] += (double)in[0][yi] * (double)in[1][wi])
   store(out, acc, k);
