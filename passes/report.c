@@ -48,21 +48,89 @@ void pass_report_set_training(pass_report *r, int grad_accum, int replicas, cons
 
 void pass_report_set_half_partials(pass_report *r, const char *half_type) { r->opt_half_partials = half_type; }
 
-/* "half_partials": where --enable-half-partials stores partial sums in 16 bits. */
+/* "half_partials": where --enable-half-partials stores partial sums in 16 bits: one entry per
+ * place (the gradient accumulators, and every kernel that keeps partial sums in memory
+ * between reduction blocks, from the settings cg_build_model recorded on the graph), each with
+ * the error against f32 partials measured for that kind of place (docs/precision.md "Half
+ * partials": test_half_partials_kernels / test_precision_train_partials, 1 step on their test
+ * models, relative to the f32-partials result; the figures are those runs', not this model's). */
+typedef struct hp_kind { const char *kind, *what; double bf16[2], fp16[2]; /* max, mean relative error; < 0: none */ } hp_kind;
+static const hp_kind hp_kinds[] = {
+    {"conv_kblock", "output partial sums in a buffer between blocks of input channels (gen_conv_vc.c K-blocked 1x1 row)",
+     {0.812, 2.66e-3}, {0.0528, 3.27e-4}},
+    {"conv_grad_input_kblock", "dx partial sums in a buffer between blocks of output channels (K-blocked 1x1 row)",
+     {-1, -1}, {-1, -1}},
+    {"grad_weight_lanes", "dw lane partials in a stack array between images (gen_train_conv.c)", {0.352, 1.66e-3},
+     {0.0244, 1.54e-4}},
+    {"grad_weight_gemm", "dw lane partials of the 1x1 GEMM between images and 256-pixel chunks (gen_train_conv.c)",
+     {0.0647, 1.43e-3}, {0.00896, 1.53e-4}},
+    {"grad_weight_grouped", "dw lane partials in a stack array between images (gen_train_gconv.c)", {0.0996, 1.09e-3},
+     {0.00414, 8.51e-5}},
+    {"groupnorm_dgamma", "dgamma partial sums in the output between samples (gen_train_norm.c)", {0.0122, 3.17e-3},
+     {0.00208, 1.40e-4}},
+};
+enum { HP_KBLOCK, HP_KBLOCK_DX, HP_GW, HP_GW_GEMM, HP_GW_GROUPED, HP_GN };
+
+static int hp_gemm(const ir_conv2d_attr *a) {
+  return a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && !a->pad[0] && !a->pad[1] &&
+         !a->pad[2] && !a->pad[3];
+}
+
+/* Kind of the partials node n keeps in memory, -1 for none; *kb: its K block. */
+static int hp_node_kind(const ir_graph *g, const ir_node *n, int *kb) {
+  *kb = g->partial_kblock ? g->partial_kblock[n->id] : 0;
+  switch (n->op) {
+  case IR_OP_conv2d: return *kb > 0 ? HP_KBLOCK : -1;
+  case IR_OP_conv2d_grad_input: return *kb > 0 ? HP_KBLOCK_DX : -1;
+  case IR_OP_conv2d_grad_weight: {
+    const ir_conv2d_attr *a = &n->attr.conv2d_grad_weight.conv;
+    return a->groups > 1 ? HP_GW_GROUPED : hp_gemm(a) ? HP_GW_GEMM : HP_GW;
+  }
+  case IR_OP_groupnorm_grad_gamma: return HP_GN;
+  default: return -1;
+  }
+}
+
+static void hp_measured(FILE *f, const char *half, const double bf16[2], const double fp16[2]) {
+  const double *e = half && !strcmp(half, "fp16") ? fp16 : bf16;
+  if (e[0] < 0) fprintf(f, "null");
+  else fprintf(f, "{\"max_rel\": %.3g, \"mean_rel\": %.3g}", e[0], e[1]);
+}
+
 static void json_half_partials(const pass_report *r, FILE *f) {
-  int ga = r->opt_grad_accum > 0 ? r->opt_grad_accum : 1, rep = r->opt_replicas > 0 ? r->opt_replicas : 1;
-  char where[256];
-  if (!r->opt_half_partials) snprintf(where, sizeof where, "off: every partial sum is f32");
-  else if (!r->tr) snprintf(where, sizeof where, "nowhere: inference kernels keep their partial sums in f32 registers");
-  else if (ga * rep == 1)
-    snprintf(where, sizeof where, "nowhere: no partial-sum buffers (gradient accumulation 1, replicas 1)");
-  else
-    snprintf(where, sizeof where, "gradient accumulators: the sums over %d micro-batch%s x %d replica%s and their mean",
-             ga, ga == 1 ? "" : "es", rep, rep == 1 ? "" : "s");
-  fprintf(f, "  \"half_partials\": {\"enabled\": %s, \"format\": ", r->opt_half_partials ? "true" : "false");
-  rp_json_str(f, r->opt_half_partials ? r->opt_half_partials : "");
-  fprintf(f, ", \"where\": ");
-  rp_json_str(f, where);
+  const ir_graph *g = r->g;
+  int ga = r->opt_grad_accum > 0 ? r->opt_grad_accum : 1, rep = r->opt_replicas > 0 ? r->opt_replicas : 1, n = 0;
+  const char *half = r->opt_half_partials;
+  fprintf(f, "  \"half_partials\": {\"enabled\": %s, \"format\": ", half ? "true" : "false");
+  rp_json_str(f, half ? half : "");
+  fprintf(f, ", \"lanes\": %d, \"where\": [", half ? g->partial_lanes : 0);
+  if (half && r->tr && ga * rep > 1) {
+    char what[200];
+    snprintf(what, sizeof what, "the gradient-accumulation sums over %d micro-batch%s x %d replica%s and their mean", ga,
+             ga == 1 ? "" : "es", rep, rep == 1 ? "" : "s");
+    fprintf(f, "\n    {\"kind\": \"gradient_accumulators\", \"node\": null, \"what\": ");
+    rp_json_str(f, what);
+    /* test_precision_train_partials: fmnist_cnn, accumulation 2 x replicas 2, 3 updates (kernel partials included) */
+    fprintf(f, ", \"measured\": {\"update_rel_norm\": %.3g}}", half && !strcmp(half, "fp16") ? 3.78e-3 : 8.06e-3);
+    n++;
+  }
+  for (int i = 0; half && i < g->n_nodes; i++) {
+    int kb, k = hp_node_kind(g, &g->nodes[i], &kb);
+    if (k < 0) continue;
+    fprintf(f, "%s\n    {\"kind\": \"%s\", \"node\": ", n++ ? "," : "", hp_kinds[k].kind);
+    rp_json_str(f, g->nodes[i].name);
+    fprintf(f, ", \"what\": ");
+    rp_json_str(f, hp_kinds[k].what);
+    if (kb > 0) fprintf(f, ", \"k_block\": %d", kb);
+    fprintf(f, ", \"measured\": ");
+    hp_measured(f, half, hp_kinds[k].bf16, hp_kinds[k].fp16);
+    fprintf(f, "}");
+  }
+  fprintf(f, "%s], \"note\": ", n ? "\n  " : "");
+  rp_json_str(f, !half ? "off: every partial sum is f32"
+                 : n ? "measured: max / mean relative error against f32 partials of that kind of place on the test models "
+                       "of docs/precision.md (Half partials), not of this model"
+                     : "nowhere: no partial-sum buffers, and every kernel of this model keeps its partial sums in registers");
   fprintf(f, "},\n");
 }
 
