@@ -13,12 +13,13 @@ Run with /usr/bin/python3 (it needs torch and numpy).  Commands:
       torch ones, every other state tensor (P/momentum, optimizer step counters) is zero and
       "step" is 0 — a fresh start.  Train it with `cnnrun f.so train --restore OUT ...`.
 
-  train --seed S [--init CKPT] [--epochs E] [--threads T]
+  train --seed S [--init CKPT] [--epochs E] [--threads T] [--log-every N]
       The anchor's training loop (same data, model, optimizer, batch, loop and evaluation as
       fmnist_torch.py, a copy of it) with torch.manual_seed(S) in place of manual_seed(0)
       and, with --init, the weights of a cnnc checkpoint loaded after the model is built (the
       model is still built first, so the RNG stream, i.e. the epoch permutations, is the one
-      of the plain seed-S run).  Prints the anchor's per-epoch lines.
+      of the plain seed-S run).  Prints the anchor's per-epoch lines (and with --log-every N
+      the mean training loss of every N steps; nan shows a diverged run).
 
   loss0 --init CKPT [--n 64]
       The anchor model's mean cross-entropy loss on the first N training images in file order
@@ -172,11 +173,19 @@ def cmd_train(a):
         perm = torch.randperm(len(xtr))
         t0 = time.perf_counter()
         m.train()
+        lsum, nsteps = 0.0, 0
         for i in range(0, len(xtr) - B + 1, B):
             j = perm[i:i + B]
             opt.zero_grad()
-            lossf(m(xtr[j]), ytr[j]).backward()
+            loss = lossf(m(xtr[j]), ytr[j])
+            loss.backward()
             opt.step()
+            if a.log_every:
+                lsum, nsteps = lsum + loss.item(), nsteps + 1
+                if nsteps % a.log_every == 0:
+                    print(f"  epoch {ep+1} step {nsteps}: mean train loss of the last {a.log_every} steps {lsum / a.log_every:.4f}",
+                          flush=True)
+                    lsum = 0.0
         dt = time.perf_counter() - t0
         m.eval()
         with torch.no_grad():
@@ -196,6 +205,7 @@ def main():
     s.add_argument("--init")
     s.add_argument("--epochs", type=int, default=3)
     s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--log-every", type=int, default=0, help="print the mean training loss every N steps")
     s = sub.add_parser("loss0")
     s.add_argument("--init", required=True)
     s.add_argument("--n", type=int, default=64)
