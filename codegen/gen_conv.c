@@ -467,3 +467,14 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
   *kind = conv_kind(c, n, &g, fu);
   return f;
 }
+
+/* ---- entry for compiled training (gen_train_pconv.c): the plan of the kernel above and one
+ * output row of it for rr channels, reading the packed weights / bias wherever r->wp / r->bp
+ * point (training packs them from its state buffer every step).  g->flat must be 0: training
+ * views a flat conv's plane as rows of its own width. ---- */
+conv_geom cg_conv_geometry(cg_ctx *c, const ir_node *n) { return conv_geometry(c, n); }
+void cg_conv_row_pixels(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, int rr, LLVMValueRef oy) {
+  ky_range(c, g, oy, r);
+  if (g->vc) cg_conv_vc_row(c, g, r, e, rr);
+  else conv_row_emit(c, g, r, e, rr);
+}

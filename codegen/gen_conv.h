@@ -65,4 +65,11 @@ LLVMValueRef cg_conv_opaque_ptr(cg_ctx *c, LLVMValueRef p);
 int cg_conv_dw_plane_ok(const conv_geom *g);
 void cg_conv_dw_plane(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e);
 
+/* Compiled training's entry (gen_train_pconv.c; additive, at the end of gen_conv.c): the
+ * geometry cg_gen_conv2d plans for node n (reads n->attr.conv2d, n->in[0] and n->out), and
+ * the pixels of output row oy for rr channels (g->flat == 0), given r's x/out/wp/bp and
+ * in_base/out_row/wbase/bbase as conv_item sets them. */
+conv_geom cg_conv_geometry(cg_ctx *c, const ir_node *n);
+void cg_conv_row_pixels(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, int rr, LLVMValueRef oy);
+
 #endif

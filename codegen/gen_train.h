@@ -34,6 +34,11 @@ int cg_tgroup_size(int64_t n, int groups, int i);
  * (gen_train_dense.c). */
 LLVMValueRef cg_train_conv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 LLVMValueRef cg_train_dense_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+/* Groups-1 conv2d forward and stride-1 grad_input through the inference microkernels with
+ * per-thread weight packing (gen_train_pconv.c); NULL (nothing emitted) when that path does
+ * not apply, and the direct kernels of gen_train_conv.c run instead. */
+LLVMValueRef cg_train_pconv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+LLVMValueRef cg_train_pconv_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 /* Grouped / depthwise conv2d (groups > 1, gen_train_gconv.c): forward, grad_input, grad_weight. */
 LLVMValueRef cg_train_gconv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 LLVMValueRef cg_train_gconv_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);

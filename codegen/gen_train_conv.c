@@ -201,6 +201,8 @@ static const char *tc_kind(cg_ctx *c, const char *op, const tconv *k) {
 LLVMValueRef cg_train_conv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d;
   if (at->groups != 1) return cg_train_gconv_fwd(c, n, fn_name, kind); /* gen_train_gconv.c */
+  LLVMValueRef pf = cg_train_pconv_fwd(c, n, fn_name, kind); /* gen_train_pconv.c */
+  if (pf) return pf;
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   tconv k = {xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], ys->dim[1], ys->dim[2], ys->dim[3],
              at->kernel[0], at->kernel[1], at->stride[0], at->stride[1], -at->pad[0], at->dilation[0], -at->pad[1], at->dilation[1],
@@ -271,6 +273,10 @@ static const char *strided_grad_input(cg_ctx *c, const ir_node *n, const ir_conv
 LLVMValueRef cg_gen_conv2d_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
   if (at->groups != 1) return cg_train_gconv_grad_input(c, n, fn_name, kind);
+  if (at->stride[0] == 1 && at->stride[1] == 1) {
+    LLVMValueRef pf = cg_train_pconv_grad_input(c, n, fn_name, kind); /* gen_train_pconv.c */
+    if (pf) return pf;
+  }
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->out].shape;
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);

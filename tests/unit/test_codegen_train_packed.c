@@ -1,0 +1,129 @@
+/* test_codegen_train_packed.c — compiled training's groups-1 conv forward and stride-1
+ * grad_input through the inference microkernels with per-thread packed weights
+ * (codegen/gen_train_pconv.c): pixel-vector rows (23 and 16 wide), several blocks of channel
+ * tiles with a remainder tile (a 2-thread range starting inside a block), flat 1x1 convs viewed
+ * as rows, channel vectors on 14- and 7-wide maps, stride 2 (forward; its grad_input keeps the
+ * phases), a 1x1 stride-2 downsample on the subsampled plane, a K-blocked 1x1 row (900 input
+ * channels on 7x7), dilation 2, asymmetric padding, 3x5 kernels, and a padded 1x1 conv whose
+ * grad_input would need negative padding (the direct kernel takes it).  Each model: the .so
+ * must name the packed kernels it is meant to reach, then momentum steps with 1 and 2 threads
+ * vs ir_train_step (loss per step, every state tensor, 1e-4), 2 threads bitwise equal to 1,
+ * and the eval program vs the interpreter (train_case_check.h). */
+#include "frontend/fe.h"
+#include "ir/grad_train.h"
+#include "runtime/cnnrt.h"
+#include "test_codegen_harness.h"
+
+enum { KSTEPS = 2 };
+
+static const char *a_yml = /* pixel vectors, blocks of tiles with a remainder */
+    "name: pk_a\n"
+    "input: {shape: [6, 7, 23], dtype: f32, classes: 3}\n"
+    "layers:\n"
+    "  - {name: c0, op: conv, filters: 40, kernel: 3, padding: 1}\n"
+    "  - {name: r0, op: relu}\n"
+    "  - {name: c1, op: conv, filters: 118, kernel: 3, padding: 1}\n"
+    "  - {name: r1, op: relu}\n"
+    "  - {name: c2, op: conv, filters: 9, kernel: [3, 5], padding: [1, 2]}\n"
+    "  - {name: p, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 3}\n";
+static const char *b_yml = /* channel vectors, flat 1x1, stride 2, subsampled 1x1, padded 1x1 */
+    "name: pk_b\n"
+    "input: {shape: [5, 14, 14], dtype: f32, classes: 3}\n"
+    "layers:\n"
+    "  - {name: c0, op: conv, filters: 16, kernel: 3, padding: 1}\n"
+    "  - {name: r0, op: relu}\n"
+    "  - {name: g1, op: conv, filters: 24, kernel: 1}\n"
+    "  - {name: r1, op: relu}\n"
+    "  - {name: s2, op: conv, filters: 20, kernel: 3, stride: 2, padding: 1}\n"
+    "  - {name: r2, op: relu}\n"
+    "  - {name: s3, op: conv, filters: 12, kernel: 1, stride: 2, bias: false}\n"
+    "  - {name: r3, op: relu}\n"
+    "  - {name: e4, op: conv, filters: 10, kernel: 1, padding: 1}\n"
+    "  - {name: p, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 3}\n";
+static const char *c_yml = /* a K-blocked 1x1 row: 900 channels x 49 pixels */
+    "name: pk_c\n"
+    "input: {shape: [8, 7, 7], dtype: f32, classes: 3}\n"
+    "layers:\n"
+    "  - {name: c0, op: conv, filters: 900, kernel: 1}\n"
+    "  - {name: r0, op: relu}\n"
+    "  - {name: c1, op: conv, filters: 16, kernel: 1, bias: false}\n"
+    "  - {name: r1, op: relu}\n"
+    "  - {name: c2, op: conv, filters: 9, kernel: 3, padding: 1}\n"
+    "  - {name: p, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 3}\n";
+static const char *d_yml = /* dilation 2, asymmetric padding, 16-wide rows */
+    "name: pk_d\n"
+    "input: {shape: [4, 11, 16], dtype: f32, classes: 3}\n"
+    "layers:\n"
+    "  - {name: c0, op: conv, filters: 12, kernel: 3, padding: 1}\n"
+    "  - {name: r0, op: relu}\n"
+    "  - {name: c1, op: conv, filters: 10, kernel: 5, dilation: 2, padding: 4}\n"
+    "  - {name: r1, op: relu}\n"
+    "  - {name: c2, op: conv, filters: 11, kernel: 3, padding: [0, 1, 2, 1]}\n"
+    "  - {name: p, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 3}\n";
+
+#include "train_case_check.h"
+
+/* Compiles yml for training and checks that the .so names every kernel kind in want (the
+ * descriptor holds each kernel's kind string). */
+static int has_kinds(const char *name, const char *yml, const char *const *want, int n_want) {
+  char path[512], so[512];
+  snprintf(path, sizeof path, "%s/%s_k.yml", cgt_dir, name);
+  snprintf(so, sizeof so, "%s/%s_k.so", cgt_dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f || fputs(yml, f) < 0 || fclose(f)) return 1;
+  fe_options o;
+  ir_graph *g = load_case(path, 2, &o);
+  ir_diag d = {0};
+  int bad = !g || cg_build_model(g, &o, so, NULL, 0, &d);
+  if (bad) ir_diag_print(&d, stderr);
+  char *buf = NULL;
+  long len = 0;
+  FILE *sf = bad ? NULL : fopen(so, "rb");
+  if (sf && !fseek(sf, 0, SEEK_END) && (len = ftell(sf)) > 0 && !fseek(sf, 0, SEEK_SET) && (buf = malloc((size_t)len)) &&
+      fread(buf, 1, (size_t)len, sf) == (size_t)len) {
+    for (int i = 0; i < n_want; i++) {
+      int found = memmem(buf, (size_t)len, want[i], strlen(want[i])) != NULL;
+      CGT_CHECK(found, "%s: no kernel of kind %s", name, want[i]);
+      bad += !found;
+    }
+  } else {
+    bad++;
+  }
+  if (sf) fclose(sf);
+  free(buf);
+  if (g) ir_graph_free(g);
+  unlink(so), unlink(path);
+  return bad;
+}
+
+int main(void) {
+  (void)cgt_check_graph, (void)cgt_random_params;
+  cgt_init_dir();
+  const char *ka[] = {"conv2d_train_pk_f32", "conv2d_grad_input_pk_f32"};
+  const char *kb[] = {"conv2d_train_pk_vc_f32", "conv2d_train_pk_sub_vc_f32", "conv2d_train_pk_f32", "conv2d_grad_input_pk",
+                      "conv2d_grad_input_f32"};
+  const char *kc[] = {"conv2d_train_pk_vc_f32", "conv2d_grad_input_pk"};
+  cgt_failures += has_kinds("pk_a", a_yml, ka, 2);
+  cgt_failures += has_kinds("pk_b", b_yml, kb, 5);
+  cgt_failures += has_kinds("pk_c", c_yml, kc, 2);
+  cgt_failures += has_kinds("pk_d", d_yml, ka, 2);
+  cgt_failures += run_yml("pk_a", a_yml, 2);
+  cgt_failures += run_yml("pk_b", b_yml, 3);
+  cgt_failures += run_yml("pk_c", c_yml, 2);
+  cgt_failures += run_yml("pk_d", d_yml, 1);
+  cgt_cleanup_dir();
+  if (cgt_failures) {
+    fprintf(stderr, "%d failure(s)\n", cgt_failures);
+    return 1;
+  }
+  printf("test_codegen_train_packed: ok\n");
+  return 0;
+}
