@@ -424,6 +424,59 @@ static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi
   cg_if_end(c, &f);
 }
 
+/* ---- thread partition of flat convs (issue 4, two-thread scaling; additive: the items and
+ * microkernels above are unchanged, only which thread takes which) -------------------------
+ * Flat convs number their items (image, chunk, channel tile), tiles fastest, and
+ * cg_thread_range gives each thread a contiguous range: whole images when the images divide
+ * among the threads, else (batch 1) a run of chunks each - every thread reads half the input
+ * and all the weights, but a plane's last chunk is short, so the halves differ (ResNet-50
+ * layer3's 1x1 256->1024: chunks of 128 and 68 pixels, balance 0.77; layer2's 128->512: 0.82).
+ * The alternative order (image, part, chunk, tile within part), the channel tiles cut into
+ * nthreads parts of ceil(tiles/nthreads), balances to a tile and halves each thread's
+ * weights, but every thread reads every chunk.  conv_flat_split_tiles picks per layer, for 2
+ * threads: the tile split when the pixel split's imbalance costs more than the extra bytes,
+ * at FLAT_SPLIT_GFLOPS per thread and FLAT_SPLIT_GBS (assumed rates of this machine's cores
+ * and L3; on ResNet-50 b1 it keeps the pixel split where the input dominates - layer1's
+ * 256->64 and layer2's 256/512->128 convs; forced to the tile split, layer1's measured
+ * 0.81-0.88x per CPU-second - and splits tiles for the other 1x1 convs). */
+#define FLAT_SPLIT_GFLOPS 80.0
+#define FLAT_SPLIT_GBS 20.0
+
+static int conv_flat_split_tiles(const conv_geom *g) {
+  int64_t tiles = (int64_t)g->groups * g->ntile, rows = conv_rows(g), cpx = flat_chunk_px(g), rem = g->cout_g % g->R;
+  if (tiles < 2) return 0;
+  double work[2] = {0, 0}, all = 0, total = (double)g->n * (double)rows * (double)tiles;
+  for (int64_t i = 0; i < (int64_t)total; i++) { /* (image, chunk, tile), tiles fastest; thread = first or second half */
+    int64_t t = i % tiles, ch = i / tiles % rows;
+    double px = (double)(ch < rows - 1 ? cpx : g->ow - (rows - 1) * cpx), r = rem && t % g->ntile == g->ntile - 1 ? rem : g->R;
+    work[2 * i >= (int64_t)total] += px * r;
+    all += px * r;
+  }
+  double bal = all / 2 / (work[0] > work[1] ? work[0] : work[1]);
+  double flops = 2.0 * (double)g->cin_g * all / 2, x = 4.0 * (double)g->n * g->cin * g->ow;
+  double w = 4.0 * (double)g->groups * g->cin_g * g->cout_g, nch = (double)g->n * rows;
+  double px_bytes = x / 2 + (w > (double)g->l2 ? nch / 2 * w : w), tile_bytes = x + (w / 2 > (double)g->l2 ? nch * w / 2 : w / 2);
+  double lost = flops / (FLAT_SPLIT_GFLOPS * 1e9) * (1 / bal - 1), extra = (tile_bytes - px_bytes) / (FLAT_SPLIT_GBS * 1e9);
+  return lost > extra;
+}
+
+/* The tiles-fastest index of the item at position it of the tile-split order (the identity
+ * when the images divide among the threads). */
+static LLVMValueRef conv_flat_split_item(cg_ctx *c, const conv_geom *g, LLVMValueRef it, LLVMValueRef nthreads) {
+  int64_t tiles = (int64_t)g->groups * g->ntile, rows = conv_rows(g);
+  LLVMValueRef nt = LLVMBuildSExt(c->b, nthreads, c->t_i64, "");
+  LLVMValueRef split = LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildSRem(c->b, cg_i64(c, g->n), nt, ""), cg_i64(c, 0), "");
+  LLVMValueRef part = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, cg_i64(c, tiles - 1), nt, ""), nt, "");
+  LLVMValueRef B = LLVMBuildSelect(c->b, split, part, cg_i64(c, tiles), "part_tiles");
+  LLVMValueRef per = cg_i64(c, rows * tiles), rb = LLVMBuildMul(c->b, cg_i64(c, rows), B, "");
+  LLVMValueRef nb = LLVMBuildSDiv(c->b, it, per, ""), j = LLVMBuildSRem(c->b, it, per, "");
+  LLVMValueRef t0 = LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, rb, ""), B, ""), k = LLVMBuildSRem(c->b, j, rb, "");
+  LLVMValueRef bs = cg_min64(c, B, LLVMBuildSub(c->b, cg_i64(c, tiles), t0, "")); /* tiles in this part */
+  LLVMValueRef row = LLVMBuildSDiv(c->b, k, bs, ""), tile = LLVMBuildAdd(c->b, t0, LLVMBuildSRem(c->b, k, bs, ""), "");
+  return LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, nb, cg_i64(c, rows), ""), row, ""),
+                                         cg_i64(c, tiles), ""), tile, "split_item");
+}
+
 LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   conv_geom g = conv_geometry(c, n);
   if (cg_conv_dw_plane_ok(&g)) g.dwp = 1, g.P = 4; /* P: the tile name (1x32 on AVX2) */
@@ -461,7 +514,7 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
     r.wbase = LLVMBuildMul(c->b, ch, cg_i64(c, (int64_t)g.kh * g.kw), "wbase");
     r.bbase = ch;
     cg_conv_dw_plane(c, &g, &r, &e);
-  } else conv_item(c, &g, &r, &e, it);
+  } else conv_item(c, &g, &r, &e, g.flat && conv_flat_split_tiles(&g) ? conv_flat_split_item(c, &g, it, a[n_act + 2]) : it);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
   *kind = conv_kind(c, n, &g, fu);
