@@ -114,11 +114,12 @@ int pass_precision_format(const char *half_type);
 typedef struct pass_store16_stats {
   int values, keep_sign, f32_values;
   int64_t bytes32, f32_bytes;
+  FILE *log; /* in: when set, one line per value left in f32 (cnnc -v) */
 } pass_store16_stats;
 /* Training graph after pass_split_train + pass_recompute, --precision 16.x applied: stores every
  * forward value read in another stage (stash, shard boundaries) in the 16-bit format fmt
  * (ir_half_format) via narrow16/widen16 nodes, exactly (see passes/store16.c).  Returns the
- * number of nodes inserted or -1 with d filled; stats may be NULL. */
+ * number of nodes inserted or -1 with d filled; stats may be NULL (its log is read first). */
 int pass_store16_train(ir_graph *g, int fmt, pass_store16_stats *stats, ir_diag *d);
 /* Nonzero when CNNC_NO_STORE16 is set (f32 storage, the reference the tests compare with). */
 int pass_store16_disabled(void);

@@ -129,7 +129,8 @@ static int split_value(ir_graph *g, int v, int fmt, int keep_sign, const int *re
 }
 
 int pass_store16_train(ir_graph *g, int fmt, pass_store16_stats *stats, ir_diag *d) {
-  if (stats) memset(stats, 0, sizeof *stats);
+  FILE *log = stats ? stats->log : NULL;
+  if (stats) memset(stats, 0, sizeof *stats), stats->log = log;
   int n0 = g->n_nodes, nv0 = g->n_values, S = g->n_shards > 0 ? g->n_shards : 1;
   char *grid = grid_values(g);
   int *readers = malloc((size_t)(n0 + 1) * sizeof(int));
@@ -161,6 +162,8 @@ int pass_store16_train(ir_graph *g, int fmt, pass_store16_stats *stats, ir_diag 
     int64_t b32 = ir_shape_numel(&val->shape) * 4;
     if (!grid[v] && !only_relu_x) {
       if (stats) stats->f32_values++, stats->f32_bytes += b32;
+      if (log) fprintf(log, "cnnc: 16-bit storage: '%s' (%s, %lld bytes) stays f32: not on the 16-bit grid\n", val->name,
+                       ir_ops[g->nodes[p].op].name, (long long)b32);
       continue;
     }
     if (split_value(g, v, fmt, !grid[v], readers, nr, x, &nx, d) < 0) rc = -1;

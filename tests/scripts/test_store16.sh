@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# test_store16.sh BUILD SRC — 16-bit storage of the training stash (passes/store16.c,
+# docs/precision.md "16-bit storage"): with --precision 16.32 / 16.16 every forward value the
+# backward (or a later shard) reads is kept in bf16/fp16 buffers.  The values are on the
+# 16-bit grid already, so training must be BITWISE the f32-storage build (CNNC_NO_STORE16=1):
+# checkpoints after 4 updates are compared with cmp for a batch-norm residual model and a
+# conv/maxpool/dense model, bf16 and fp16, 16.32 and 16.16, 1 and 2 threads, --recompute
+# pipeline on 2 shards, 2 replicas x 2 accumulated micro-batches.  Memory: the report's stash
+# is exactly half the f32-storage stash apart from the f32 logits, lower than 32.32's, and the
+# planned train tensors (cnnrun info) drop; a --memory-limit between the two totals fails
+# for 32.32 and fits for 16.32.  Ends with "N passed, M failed".
+set -u
+BUILD=${1:?usage: test_store16.sh BUILD SRC}
+CNNC="$BUILD/cnnc"
+CNNRUN="$BUILD/cnnrun"
+. "$(dirname "$0")/lib.sh"
+PY=python3
+
+cat > "$T/res.yml" <<'YML'
+name: s16_res
+input: {shape: [3, 12, 12], classes: 10}
+blocks:
+  downsample:
+    params: {filters: 16, stride: 2}
+    layers:
+      - {name: "0", op: conv, filters: =filters, kernel: 1, stride: =stride, bias: false}
+      - {name: "1", op: norm}
+  basic:
+    params: {planes: 8, stride: 1, down: false}
+    layers:
+      - {name: conv1, op: conv, filters: =planes, kernel: 3, stride: =stride, padding: 1, bias: false}
+      - {name: bn1, op: norm}
+      - {name: relu1, op: act}
+      - {name: conv2, op: conv, filters: =planes, kernel: 3, padding: 1, bias: false}
+      - {name: bn2, op: norm}
+      - {name: downsample, block: downsample, inputs: [$in], if: =down, args: {filters: =planes, stride: =stride}}
+      - {name: add, op: add, inputs: [bn2, downsample]}
+      - {name: relu, op: act}
+layers:
+  - {name: conv1, op: conv, filters: 8, kernel: 3, padding: 1, bias: false}
+  - {name: bn1, op: norm}
+  - {name: relu, op: act}
+  - {name: layer1, block: basic, args: {planes: 8}}
+  - {name: layer2, block: basic, args: {planes: 16, stride: 2, down: true}}
+  - {name: avgpool, op: global_avgpool}
+  - {name: flatten, op: flatten}
+  - {name: fc, op: dense, units: 10}
+YML
+cat > "$T/cnn.yml" <<'YML'
+name: s16_cnn
+input: {shape: [1, 14, 14], dtype: u8, mean: [0.0], std: [1.0], classes: 10}
+layers:
+  - {name: c1, op: conv, filters: 6, kernel: 3, padding: 1}
+  - {name: r1, op: relu}
+  - {name: p1, op: maxpool, kernel: 2}
+  - {name: c2, op: conv, filters: 10, kernel: 3, padding: 1}
+  - {name: r2, op: relu}
+  - {name: f, op: flatten}
+  - {name: d1, op: dense, units: 24}
+  - {name: r3, op: relu}
+  - {name: d2, op: dense, units: 10}
+YML
+
+# build NAME MODEL ARGS...: $T/NAME.so (16-bit storage) and $T/NAME.f32s.so (CNNC_NO_STORE16=1)
+build() {
+  local name=$1 model=$2
+  shift 2
+  if "$CNNC" "$T/$model.yml" --mode training --optimizer momentum --seed 3 "$@" -o "$T/$name.so" --report "$T/$name" \
+       -v >"$T/$name.log" 2>&1 &&
+     CNNC_NO_STORE16=1 "$CNNC" "$T/$model.yml" --mode training --optimizer momentum --seed 3 "$@" \
+       -o "$T/$name.f32s.so" --report "$T/$name.f32s" >"$T/out" 2>&1; then
+    ok
+  else
+    bad "cnnc $model $*: $(tail -3 "$T/$name.log" "$T/out")"
+    return 1
+  fi
+}
+# train SO DIR [THREADS]: 4 updates on synthetic data, checkpoint in DIR
+train() {
+  local so=$1 dir=$2 th=${3:-2} lim=$4
+  "$CNNRUN" "$so" train --dataset synthetic --epochs 1 --lr 0.05 --limit "$lim" --logs-per-epoch 1 --threads "$th" \
+    --checkpoint-dir "$dir" >"$T/tlog" 2>&1 || bad "cnnrun $so train: $(tail -3 "$T/tlog")"
+}
+# same NAME STEPS SAMPLES: the 16-bit-storage and f32-storage checkpoints are byte-identical (1 and 2 threads)
+same() {
+  local name=$1 steps=$2 lim=$3 ck
+  ck=$(printf 'ckpt-step-%08d.safetensors' "$steps")
+  train "$T/$name.so" "$T/c_$name" 2 "$lim"
+  train "$T/$name.so" "$T/c1_$name" 1 "$lim"
+  train "$T/$name.f32s.so" "$T/cf_$name" 2 "$lim"
+  if [ -f "$T/c_$name/$ck" ] && cmp -s "$T/c_$name/$ck" "$T/cf_$name/$ck"; then ok
+  else bad "$name: 16-bit storage and f32 storage checkpoints differ (or are missing)"; fi
+  if cmp -s "$T/c_$name/$ck" "$T/c1_$name/$ck"; then ok; else bad "$name: 1 and 2 threads differ"; fi
+  grep -q "cnnc: 16-bit storage: [1-9][0-9]* values" "$T/$name.log" && ok || bad "$name: cnnc -v lacks the storage line"
+  grep -q "widen16\|narrow16" <("$CNNRUN" "$T/$name.so" info 2>&1; "$PY" -c "import json;print(json.dumps(json.load(open('$T/$name.json'))['kernels']))") &&
+    ok || bad "$name: no narrow16/widen16 kernels"
+}
+
+build res16 res --batch-size 8 --precision 16.32 && same res16 4 32
+build res16fp res --batch-size 8 --precision 16.32 --half-type fp16 && same res16fp 4 32
+build res1616 res --batch-size 8 --precision 16.16 && same res1616 4 32
+build resrc res --batch-size 8 --precision 16.32 --shards 2 --recompute pipeline --gradient-accumulation 2 \
+  --pipeline-schedule interleaved && same resrc 2 32
+build cnn16 cnn --batch-size 8 --precision 16.32 && same cnn16 4 32
+build cnnrep cnn --batch-size 4 --precision 16.16 --replicas 2 --gradient-accumulation 2 && same cnnrep 2 32
+build cnnsh cnn --batch-size 8 --precision 16.32 --shards 2 && same cnnsh 4 32
+# the comparison can fail: a different lr changes the checkpoint
+"$CNNRUN" "$T/cnn16.so" train --dataset synthetic --epochs 1 --lr 0.04 --limit 32 --logs-per-epoch 1 \
+  --checkpoint-dir "$T/clr" >"$T/tlog" 2>&1
+cmp -s "$T/clr/ckpt-step-00000004.safetensors" "$T/c_cnn16/ckpt-step-00000004.safetensors" &&
+  bad "lr 0.04 and 0.05 gave identical checkpoints" || ok
+
+# memory: the report's stash and totals, cnnrun info's train tensors
+"$CNNC" "$T/res.yml" --mode training --optimizer momentum --batch-size 8 -o "$T/res32.so" --report "$T/res32" >/dev/null 2>&1 || bad "32.32 compile"
+"$CNNC" "$T/cnn.yml" --mode training --optimizer momentum --batch-size 8 -o "$T/cnn32.so" --report "$T/cnn32" >/dev/null 2>&1 || bad "32.32 compile"
+for pair in "res16 res32 80" "res1616 res32 80" "cnn16 cnn32 40"; do
+  set -- $pair
+  msg=$("$PY" - "$T/$1.json" "$T/$1.f32s.json" "$T/$2.json" <<'PY'
+import json, sys
+a, f, b = (json.load(open(p)) for p in sys.argv[1:])
+m16, mf, m32 = (r['shards'][0]['memory'] for r in (a, f, b))
+logits = 8 * 10 * 4  # the f32 logits stay f32 (read by softmax_xent_grad)
+err = []
+if 2 * m16['stash'] - mf['stash'] != logits:
+    err.append('stash %d is not (f32-storage stash %d - logits %d) / 2 + logits' % (m16['stash'], mf['stash'], logits))
+if not m16['stash'] < m32['stash']:
+    err.append('stash %d not below 32.32 %d' % (m16['stash'], m32['stash']))
+if not m16['total'] < mf['total']:
+    err.append('total %d not below f32 storage %d' % (m16['total'], mf['total']))
+print('; '.join(err) if err else 'ok %d %d %d %d %d' % (m16['stash'], mf['stash'], m32['stash'], m16['total'], m32['total']))
+PY
+)
+  case "$msg" in ok*) ok ;; *) bad "$1 vs $2: $msg" ;; esac
+done
+tt() { "$CNNRUN" "$1" info | sed -n 's/.*micro_batch.*train tensors \([0-9]*\) bytes.*/\1/p'; }
+a=$(tt "$T/res16.so"); b=$(tt "$T/res16.f32s.so")
+[ -n "$a" ] && [ -n "$b" ] && [ "$a" -lt "$b" ] && ok || bad "cnnrun info train tensors: 16-bit $a vs f32 storage $b"
+
+# --memory-limit between the 16.32 and the 32.32 totals: 32.32 fails, 16.32 fits
+lim=$("$PY" -c "import json;a=json.load(open('$T/res16.json'))['shards'][0]['memory']['total'];b=json.load(open('$T/res32.json'))['shards'][0]['memory']['total'];print((a+b)//2 if a<b else 0)")
+if [ "$lim" -gt 0 ]; then
+  "$CNNC" "$T/res.yml" --mode training --optimizer momentum --batch-size 8 --memory-limit "$lim" -o "$T/x.so" >"$T/out" 2>&1 &&
+    bad "32.32 fits --memory-limit $lim" || ok
+  "$CNNC" "$T/res.yml" --mode training --optimizer momentum --batch-size 8 --precision 16.32 --memory-limit "$lim" \
+    -o "$T/x.so" >"$T/out" 2>&1 && ok || bad "16.32 does not fit --memory-limit $lim: $(head -c 300 "$T/out")"
+else
+  bad "16.32 total not below 32.32's"
+fi
+finish
