@@ -197,8 +197,12 @@ LLVMValueRef cg_conv_tile_begin(cg_ctx *c, const conv_geom *g, const conv_row *r
   return ix0;
 }
 
-static void conv_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
-                      LLVMValueRef ox, int64_t ox_const, int64_t ox_end) {
+/* xp: a flat conv's packed input panels (flat_tiles), NULL otherwise; the tile's pixels for
+ * input channel ci are at xp[xp_base + ci*np*V ..] (interior tiles only).  xmode 1 reads
+ * them there, xmode 2 reads the planes and writes them there. */
+static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
+                        LLVMValueRef ox, int64_t ox_const, int64_t ox_end, LLVMValueRef xp, LLVMValueRef xp_base,
+                        int xmode) {
   int V = g->V;
   unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
   LLVMTypeRef vt = cg_vtype(c, V);
@@ -207,6 +211,7 @@ static void conv_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const co
   LLVMValueRef ix0 = cg_conv_tile_begin(c, g, r, ox, rr * np, acc, &CI, &KY, &row, &wrow);
   LLVMValueRef cur[64];
   for (int i = 0; i < rr * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+  LLVMValueRef prow = xp ? LLVMBuildAdd(c->b, xp_base, LLVMBuildMul(c->b, CI.iv, cg_i64(c, (int64_t)np * V), ""), "prow") : NULL;
   for (int kx = 0; kx < g->kw; kx++) {
     LLVMValueRef xv[16];
     unsigned ms[16];
@@ -214,8 +219,13 @@ static void conv_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const co
       int64_t o = ox_const + (int64_t)p * V, last_read = (o + V - 1) * g->sw - g->pl + (int64_t)kx * g->dw + 1;
       ms[p] = ox_const < 0 ? full : lane_in_mask(g, o, ox_end, kx);
       if (!ms[p]) continue;
+      if (xp && xmode == 1) {
+        xv[p] = cg_load_v(c, xp, LLVMBuildAdd(c->b, prow, cg_i64(c, (int64_t)p * V), ""), V);
+        continue;
+      }
       LLVMValueRef idx = LLVMBuildAdd(c->b, row, LLVMBuildAdd(c->b, ix0, cg_i64(c, (int64_t)p * V * g->sw + (int64_t)kx * g->dw), ""), "");
       xv[p] = load_pixels(c, g, r->x, idx, ms[p], ox_const < 0 || last_read < g->w);
+      if (xp) cg_store_v(c, xv[p], xp, LLVMBuildAdd(c->b, prow, cg_i64(c, (int64_t)p * V), ""), V);
     }
     for (int k = 0; k < rr; k++) {
       LLVMValueRef wb = cg_splat(c, cg_load_f32(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)kx * g->R + k), "")), V);
@@ -243,6 +253,11 @@ static void conv_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const co
       else cg_conv_masked_store(c, v, r->out, oi, mo, V);
     }
   }
+}
+
+static void conv_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
+                      LLVMValueRef ox, int64_t ox_const, int64_t ox_end) {
+  conv_tile_x(c, g, r, e, rr, np, ox, ox_const, ox_end, NULL, NULL, 0);
 }
 
 /* Compile-time column tiles at ox0.. (np vectors each, masked), up to the end `to`. */
@@ -279,26 +294,19 @@ static void conv_row_emit(cg_ctx *c, const conv_geom *g, const conv_row *r, cons
   masked_tiles(c, g, r, e, rr, left + nfull * tile_px, g->ow);
 }
 
-/* 1x1/s1/p0 conv (one long row): pixel chunk [c0, c0 + chunk) of the plane, unmasked tiles
- * when the chunk is whole, masked tiles for the last partial chunk. */
-static void conv_flat_chunk(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr,
-                            LLVMValueRef chunk, int64_t chunk_px) {
-  int64_t tile_px = (int64_t)g->P * g->V, nfull = g->ow / chunk_px;
-  LLVMValueRef c0 = LLVMBuildMul(c->b, chunk, cg_i64(c, chunk_px), "c0");
-  cg_if f;
-  if (nfull > 0 && nfull * chunk_px < g->ow) cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntSLT, chunk, cg_i64(c, nfull), ""));
-  if (nfull > 0) {
-    cg_loop L;
-    LLVMValueRef i = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, chunk_px / tile_px), cg_i64(c, 1), "ox");
-    conv_tile(c, g, r, e, rr, g->P, LLVMBuildAdd(c->b, c0, LLVMBuildMul(c->b, i, cg_i64(c, tile_px), ""), ""), -1, 0);
-    cg_loop_end(c, &L);
-  }
-  if (nfull * chunk_px < g->ow) {
-    if (nfull > 0) cg_if_else(c, &f);
-    masked_tiles(c, g, r, e, rr, nfull * chunk_px, g->ow);
-    if (nfull > 0) cg_if_end(c, &f);
-  }
-}
+/* Input panel packing of flat convs (1x1/s1/p0 GEMMs on pixel vectors).  Unpacked, a tile's
+ * K loop reads one P*V-pixel piece of each of the cin_g channel planes, HW*4 bytes apart
+ * (12.5 KB on ResNet-50's 56x56 maps): cin_g separate streams that the hardware prefetchers
+ * do not follow.  Packed, the chunk's whole tiles are kept in a stack buffer laid out
+ * [tile][ci][P*V] (the microkernel's read order), written by the first work item of the
+ * chunk and read sequentially by the others (flat_tiles); consecutive items (channel tiles
+ * fastest) reuse the buffer.  key: the input element of the chunk in the buffer (-1: none).
+ * CNNC_NO_CONV_PACK in cnnc's environment turns it off (A/B measurements). */
+typedef struct conv_xpack { LLVMValueRef buf, key; } conv_xpack;
+
+/* Packed buffer floats of a flat conv (its widest chunk), 0 when it is not packed: a single
+ * channel tile (no reuse), or a chunk beyond CONV_PACK_MAX_BYTES of stack. */
+#define CONV_PACK_MAX_BYTES (256 * 1024)
 
 /* Pixels per work item of a flat conv: whole tiles, x chunk of ~128 KB (stays in L2 while
  * the thread walks the channel tiles; measured on ResNet-50 AVX2: ~6 % faster 1x1 convs than
@@ -309,6 +317,59 @@ static int64_t flat_chunk_px(const conv_geom *g) {
   if (k < 1) k = 1;
   int64_t whole = (g->ow + tile_px - 1) / tile_px;
   return (k < whole ? k : whole) * tile_px;
+}
+
+static int64_t conv_pack_floats(const conv_geom *g) {
+  if (!g->flat || (int64_t)g->groups * g->ntile < 2) return 0;
+  int64_t f = flat_chunk_px(g) * g->cin_g;
+  return f * 4 <= CONV_PACK_MAX_BYTES ? f : 0;
+}
+
+/* ntl whole unmasked tiles from pixel c0: without pk read from the planes; with pk, the
+ * first item of a chunk reads the planes and writes each tile's pixels into its panel
+ * ("pack on first use": the copy costs one store per loaded vector inside that item's
+ * microkernel, and its reads of the not yet cached chunk overlap the FMAs as before), the
+ * chunk's other items read the panels.  (Packing the chunk up front in a copy loop stalled
+ * on the chunk's first reads from memory: ResNet-50 layer1/2 1x1 convs 0.8x.) */
+static void flat_tiles(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, const conv_xpack *pk,
+                       LLVMValueRef c0, int64_t ntl) {
+  if (ntl <= 0) return;
+  int64_t tile_px = (int64_t)g->P * g->V;
+  cg_if f;
+  if (pk) {
+    LLVMValueRef key = LLVMBuildAdd(c->b, r->in_base, c0, "pkey");
+    cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildLoad2(c->b, c->t_i64, pk->key, ""), key, ""));
+    LLVMBuildStore(c->b, key, pk->key);
+  }
+  for (int mode = pk ? 2 : 0; mode >= (pk ? 1 : 0); mode--) {
+    if (pk && mode == 1) cg_if_else(c, &f);
+    cg_loop L;
+    LLVMValueRef i = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, ntl), cg_i64(c, 1), "ox");
+    LLVMValueRef ox = LLVMBuildAdd(c->b, c0, LLVMBuildMul(c->b, i, cg_i64(c, tile_px), ""), "");
+    if (pk) conv_tile_x(c, g, r, e, rr, g->P, ox, -1, 0, pk->buf, LLVMBuildMul(c->b, i, cg_i64(c, g->cin_g * tile_px), ""), mode);
+    else conv_tile(c, g, r, e, rr, g->P, ox, -1, 0);
+    cg_loop_end(c, &L);
+  }
+  if (pk) cg_if_end(c, &f);
+}
+
+/* 1x1/s1/p0 conv (one long row): pixel chunk [c0, c0 + chunk) of the plane, unmasked tiles
+ * when the chunk is whole; the last partial chunk runs its whole tiles unmasked too and the
+ * rest as masked tiles. */
+static void conv_flat_chunk(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr,
+                            const conv_xpack *pk, LLVMValueRef chunk, int64_t chunk_px) {
+  int64_t tile_px = (int64_t)g->P * g->V, nfull = g->ow / chunk_px;
+  int64_t last_tiles = (g->ow - nfull * chunk_px) / tile_px;
+  LLVMValueRef c0 = LLVMBuildMul(c->b, chunk, cg_i64(c, chunk_px), "c0");
+  cg_if f;
+  if (nfull > 0 && nfull * chunk_px < g->ow) cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntSLT, chunk, cg_i64(c, nfull), ""));
+  if (nfull > 0) flat_tiles(c, g, r, e, rr, pk, c0, chunk_px / tile_px);
+  if (nfull * chunk_px < g->ow) {
+    if (nfull > 0) cg_if_else(c, &f);
+    flat_tiles(c, g, r, e, rr, pk, cg_i64(c, nfull * chunk_px), last_tiles);
+    masked_tiles(c, g, r, e, rr, nfull * chunk_px + last_tiles * tile_px, g->ow);
+    if (nfull > 0) cg_if_end(c, &f);
+  }
 }
 
 /* Kernel-row range [ky_lo, ky_hi) that reads real input rows for output row oy. */
@@ -343,8 +404,8 @@ static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, co
 
 /* The pixels of one work item for rr channels: an output row, or a chunk of a flat conv. */
 static void conv_item_body(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr,
-                           LLVMValueRef chunk) {
-  if (g->flat) conv_flat_chunk(c, g, r, e, rr, chunk, flat_chunk_px(g));
+                           const conv_xpack *pk, LLVMValueRef chunk) {
+  if (g->flat) conv_flat_chunk(c, g, r, e, rr, pk, chunk, flat_chunk_px(g));
   else if (g->vc) cg_conv_vc_row(c, g, r, e, rr);
   else conv_row_emit(c, g, r, e, rr);
 }
@@ -376,7 +437,8 @@ static int64_t conv_tile_block(const conv_geom *g) {
  * Order: flat convs run channel tiles fastest (consecutive items reuse the x chunk); other
  * convs run blocks of conv_tile_block tiles: tile within the block fastest, then the row,
  * then the block (the last block may be shorter), then the image. */
-static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, LLVMValueRef it) {
+static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, const conv_xpack *pk,
+                      LLVMValueRef it) {
   int64_t tiles = (int64_t)g->groups * g->ntile, rows = conv_rows(g), B = conv_tile_block(g);
   LLVMValueRef row, tile, nb;
   if (g->flat) {
@@ -413,14 +475,14 @@ static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi
   ky_range(c, g, oy, r);
   int rem = (int)(g->cout_g % g->R);
   if (!rem) {
-    conv_item_body(c, g, r, e, g->R, row);
+    conv_item_body(c, g, r, e, g->R, pk, row);
     return;
   }
   cg_if f;
   cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntNE, t, cg_i64(c, g->ntile - 1), ""));
-  conv_item_body(c, g, r, e, g->R, row);
+  conv_item_body(c, g, r, e, g->R, pk, row);
   cg_if_else(c, &f);
-  conv_item_body(c, g, r, e, rem, row);
+  conv_item_body(c, g, r, e, rem, pk, row);
   cg_if_end(c, &f);
 }
 
@@ -505,6 +567,14 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
   LLVMValueRef lo, hi;
   int64_t items = g.dwp ? g.n * g.groups : g.n * g.groups * g.ntile * conv_rows(&g);
   cg_thread_range(c, cg_i64(c, items), a[n_act + 1], a[n_act + 2], &lo, &hi);
+  conv_xpack pk = {NULL, NULL};
+  int64_t pf = g.dwp ? 0 : conv_pack_floats(&g);
+  if (pf > 0 && !getenv("CNNC_NO_CONV_PACK")) {
+    LLVMValueRef buf = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, g.V), (uint64_t)((pf + g.V - 1) / g.V)), "xpack");
+    LLVMSetAlignment(buf, 64);
+    pk.buf = buf, pk.key = cg_entry_alloca(c, c->t_i64, "xpack_key");
+    LLVMBuildStore(c->b, cg_i64(c, -1), pk.key);
+  }
   cg_loop L;
   LLVMValueRef it = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
   if (g.dwp) { /* item = (image, channel): in/out planes it, weights and bias of channel it % C */
@@ -514,7 +584,8 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
     r.wbase = LLVMBuildMul(c->b, ch, cg_i64(c, (int64_t)g.kh * g.kw), "wbase");
     r.bbase = ch;
     cg_conv_dw_plane(c, &g, &r, &e);
-  } else conv_item(c, &g, &r, &e, g.flat && conv_flat_split_tiles(&g) ? conv_flat_split_item(c, &g, it, a[n_act + 2]) : it);
+  } else conv_item(c, &g, &r, &e, pk.buf ? &pk : NULL,
+                    g.flat && conv_flat_split_tiles(&g) ? conv_flat_split_item(c, &g, it, a[n_act + 2]) : it);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
   *kind = conv_kind(c, n, &g, fu);

@@ -82,6 +82,10 @@ static const conv_case conv_cases[] = {
     {1, 2, 3, 4, 4, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 1, 1, 1},         /* kernel larger than the map */
     {1, 256, 24, 15, 15, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 1},   /* 1x1: two ~128 KB pixel chunks, the last partial */
     {2, 16, 24, 14, 14, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 1},     /* 14-wide rows: balanced channel-vector tiles */
+    /* 1x1 GEMMs with packed input panels (several channel tiles share each packed chunk): */
+    {2, 300, 30, 16, 16, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 1},   /* 96-pixel chunks 96+96+64 (2 tiles + 16 masked), rem tile */
+    {2, 64, 30, 20, 21, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 0},    /* one partial chunk: 17 packed tiles + 12 masked pixels */
+    {1, 1030, 16, 14, 14, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1, 1},  /* layer3-like: 1-tile chunks of 1030 channels */
     /* tile blocks (conv_tile_block) with the default L2 budget of a 512 KB L2 (307 KB): */
     {2, 32, 312, 5, 5, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 1},     /* channel vectors 16x4, blocks 16 + 4 tiles (last partial) */
     {2, 64, 178, 4, 16, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 0},    /* pixel vectors 6x16, blocks 21 + 9 tiles (last partial) */
@@ -188,15 +192,18 @@ static void test_conv_fused(const cg_target *t) {
 
 /* 1x1 stride-2 conv (+bn) whose output adds the output of a second 1x1 stride-2 conv
  * (ResNet's downsample join), then relu: the fused residual epilogue of a conv2d_sub_vc
- * kernel, K-blocked (cin 640, 7x7 out) and not (cin 24). */
+ * kernel, K-blocked (cin 640, 7x7 out) and not (cin 24); and the same at stride 1 on 16x16 (cin
+ * 72): a 1x1 GEMM on packed input panels with the fused residual. */
 static void test_conv_sub_fused(const cg_target *t) {
-  static const int cins[] = {24, 640};
-  for (int ci = 0; ci < 2; ci++) {
-    conv_case k = {1, cins[ci], 40, 14, 14, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, 1, 0};
+  static const int cins[] = {24, 640, 72};
+  for (int ci = 0; ci < 3; ci++) {
+    /* cin 72 at stride 1 on 16x16: a packed 1x1 GEMM (pixel vectors) with the fused residual */
+    int s = ci == 2 ? 1 : 2;
+    conv_case k = {1, cins[ci], 40, 14 + 2 * (ci == 2), 14 + 2 * (ci == 2), 1, 1, s, s, {0, 0, 0, 0}, 1, 1, 1, 0};
     int y;
     ir_graph *g = conv_graph(&k, &y);
     int in[2] = {g->input, param(g, "conv2/weight", SHAPE(k.cout, k.cin, 1, 1))};
-    ir_attr a = {.conv2d = {{1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1}};
+    ir_attr a = {.conv2d = {{1, 1}, {s, s}, {0, 0, 0, 0}, {1, 1}, 1}};
     int y2 = node(g, IR_OP_conv2d, "conv2", in, 2, &a);
     y2 = add_bn(g, "bn", y2, k.cout);
     int sum[2] = {y2, y};
@@ -205,7 +212,7 @@ static void test_conv_sub_fused(const cg_target *t) {
     y = node(g, IR_OP_relu, "act", &y, 1, &none);
     output(g, y);
     char label[128];
-    snprintf(label, sizeof label, "fused 1x1/2 conv_bn_add_relu cin %d", k.cin);
+    snprintf(label, sizeof label, "fused 1x1/%d conv_bn_add_relu cin %d", s, k.cin);
     check(g, t, label);
   }
 }
