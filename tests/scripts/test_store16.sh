@@ -7,8 +7,8 @@
 # conv/maxpool/dense model, bf16 and fp16, 16.32 and 16.16, 1 and 2 threads, --recompute
 # pipeline on 2 shards, 2 replicas x 2 accumulated micro-batches.  Memory: the report's stash
 # is exactly half the f32-storage stash apart from the f32 logits, lower than 32.32's, and the
-# planned train tensors (cnnrun info) drop; a --memory-limit between the two totals fails
-# for 32.32 and fits for 16.32.  Ends with "N passed, M failed".
+# planned train tensors (cnnrun info) drop; --memory-limit errors show the smaller need and a
+# limit between the two fails 32.32 and fits 16.32.  Ends with "N passed, M failed".
 set -u
 BUILD=${1:?usage: test_store16.sh BUILD SRC}
 CNNC="$BUILD/cnnc"
@@ -136,14 +136,22 @@ tt() { "$CNNRUN" "$1" info | sed -n 's/.*micro_batch.*train tensors \([0-9]*\) b
 a=$(tt "$T/res16.so"); b=$(tt "$T/res16.f32s.so")
 [ -n "$a" ] && [ -n "$b" ] && [ "$a" -lt "$b" ] && ok || bad "cnnrun info train tensors: 16-bit $a vs f32 storage $b"
 
-# --memory-limit between the 16.32 and the 32.32 totals: 32.32 fails, 16.32 fits
-lim=$("$PY" -c "import json;a=json.load(open('$T/res16.json'))['shards'][0]['memory']['total'];b=json.load(open('$T/res32.json'))['shards'][0]['memory']['total'];print((a+b)//2 if a<b else 0)")
-if [ "$lim" -gt 0 ]; then
+# --memory-limit (the planner's estimate from the graph, memory_limit.c): the error of a tiny
+# limit shows the smaller need of 16.32; a limit between the two fails 32.32 and fits 16.32
+need() { # PRECISION -> bytes the shard needs ("shard 0 needs X MiB")
+  "$CNNC" "$T/res.yml" --mode training --optimizer momentum --batch-size 8 --precision "$1" --memory-limit 1000 \
+    -o "$T/x.so" 2>&1 | sed -n 's/.*shard 0 needs \([0-9.]*\) \(KiB\|MiB\).*/\1 \2/p' |
+    awk '{ printf "%d\n", $1 * ($2 == "MiB" ? 1048576 : 1024) }'
+}
+n32=$(need 32.32); n16=$(need 16.32)
+if [ -n "$n32" ] && [ -n "$n16" ] && [ "$n16" -lt "$n32" ]; then
+  ok
+  lim=$(( (n16 + n32) / 2 ))
   "$CNNC" "$T/res.yml" --mode training --optimizer momentum --batch-size 8 --memory-limit "$lim" -o "$T/x.so" >"$T/out" 2>&1 &&
     bad "32.32 fits --memory-limit $lim" || ok
   "$CNNC" "$T/res.yml" --mode training --optimizer momentum --batch-size 8 --precision 16.32 --memory-limit "$lim" \
     -o "$T/x.so" >"$T/out" 2>&1 && ok || bad "16.32 does not fit --memory-limit $lim: $(head -c 300 "$T/out")"
 else
-  bad "16.32 total not below 32.32's"
+  bad "--memory-limit: 16.32 needs '$n16', 32.32 '$n32'"
 fi
 finish
