@@ -84,9 +84,10 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
       pass_store16_stats st = {.log = verbose ? stderr : NULL};
       if (pass_store16_train(g, pass_precision_format(o->half_type), &st, d) < 0) return -1;
       if (verbose)
-        fprintf(stderr, "cnnc: 16-bit storage: %d values (%d keep-sign) %lld -> %lld bytes; %d values, %lld bytes stay f32\n",
-                st.values, st.keep_sign, (long long)st.bytes32, (long long)st.bytes32 / 2, st.f32_values,
-                (long long)st.f32_bytes);
+        fprintf(stderr, "cnnc: 16-bit storage: %d values (%d keep-sign) %lld -> %lld bytes; %d values, %lld bytes stay f32; "
+                "%d weight copies (%lld bytes) re-rounded, not stashed\n", st.values, st.keep_sign, (long long)st.bytes32,
+                (long long)st.bytes32 / 2, st.f32_values, (long long)st.f32_bytes, st.recomputed,
+                (long long)st.recomputed_bytes);
     }
   } else if (pass_split(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) {
     return -1;

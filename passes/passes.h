@@ -112,8 +112,8 @@ int pass_precision_format(const char *half_type);
 /* What pass_store16_train did: values (and their f32 bytes) now stored in 16 bits, of them
  * keep_sign (relu_grad-only pre-activations), and the cross-stage values left in f32. */
 typedef struct pass_store16_stats {
-  int values, keep_sign, f32_values;
-  int64_t bytes32, f32_bytes;
+  int values, keep_sign, f32_values, recomputed; /* recomputed: weight copies re-rounded, not stashed */
+  int64_t bytes32, f32_bytes, recomputed_bytes;
   FILE *log; /* in: when set, one line per value left in f32 (cnnc -v) */
 } pass_store16_stats;
 /* Training graph after pass_split_train + pass_recompute, --precision 16.x applied: stores every

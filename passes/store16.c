@@ -14,7 +14,10 @@
  *  eval-dropout of one.  A value off the grid whose only readers in other stages are relu_grad
  *  operands x (relu_grad tests x > 0 only: the pre-activation of a conv -> relu or
  *  batchnorm -> relu) is narrowed with keep_sign: round16, but a positive x never becomes 0.
- *  Everything else (the logits, values the update stage reads) stays f32.
+ *  A weight's 16-bit copy (P/round16 of a trainable param) is not stashed at all: its readers
+ *  in other stages get their own round16(P) right before them (the master P does not change
+ *  before the update stage).  Everything else (the logits, values the update stage reads)
+ *  stays f32.
  *
  *  inference (after pass_split): a graph-order run has one "stage" per shard; the values
  *  read across shards (boundary tensors) and the values on the grid whose last reader is
@@ -128,6 +131,27 @@ static int split_value(ir_graph *g, int v, int fmt, int keep_sign, const int *re
   return 0;
 }
 
+/* round16(P) again right before every reader (readers[0..nr)) of v = P/round16 in another
+ * stage: the same op on the same f32 master, so bitwise the stashed value. */
+static int rerounded(ir_graph *g, int v, const int *readers, int nr, ins *x, int *nx, ir_diag *d) {
+  ir_node pn = g->nodes[g->values[v].producer];
+  for (int k = 0; k < nr; k++) {
+    int i = readers[k];
+    const char *nm = pass_train_phase(g, i) == PASS_PHASE_BWD
+                         ? ir_fmt(g->arena, "bwd/reround16/%s/%s", g->values[v].name, g->nodes[i].name)
+                         : ir_fmt(g->arena, "%s/reround16/%s", g->values[v].name, g->nodes[i].name);
+    int w = ir_add_node(g, IR_OP_round16, nm, g->nodes[i].loc, pn.in, 1, &pn.attr, d);
+    if (w < 0) return -1;
+    int wn = g->values[w].producer;
+    g->nodes[wn].shard = g->nodes[i].shard;
+    x[(*nx)++] = (ins){wn, i, g->nodes[i].shard};
+    ir_node *r = &g->nodes[i];
+    for (int j = 0; j < r->n_in; j++)
+      if (r->in[j] == v) r->in[j] = w;
+  }
+  return 0;
+}
+
 int pass_store16_train(ir_graph *g, int fmt, pass_store16_stats *stats, ir_diag *d) {
   FILE *log = stats ? stats->log : NULL;
   if (stats) memset(stats, 0, sizeof *stats), stats->log = log;
@@ -160,6 +184,14 @@ int pass_store16_train(ir_graph *g, int fmt, pass_store16_stats *stats, ir_diag 
     }
     if (!nr || update) continue;
     int64_t b32 = ir_shape_numel(&val->shape) * 4;
+    const ir_node *pn = &g->nodes[p];
+    if (pn->op == IR_OP_round16 && pn->n_in == 1 && g->values[pn->in[0]].kind == IR_VAL_PARAM) {
+      /* a weight's 16-bit copy: recomputed from the master weight (state, unchanged until the
+       * update stage) right before each reader in another stage instead of stashed */
+      if (rerounded(g, v, readers, nr, x, &nx, d) < 0) rc = -1;
+      else if (stats) stats->recomputed++, stats->recomputed_bytes += b32;
+      continue;
+    }
     if (!grid[v] && !only_relu_x) {
       if (stats) stats->f32_values++, stats->f32_bytes += b32;
       if (log) fprintf(log, "cnnc: 16-bit storage: '%s' (%s, %lld bytes) stays f32: not on the 16-bit grid\n", val->name,
