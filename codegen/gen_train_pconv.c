@@ -49,8 +49,9 @@ static int pc_plan(cg_ctx *c, const ir_node *n, pconv *p) {
   if (c->g->half_partials) return 0; /* the K-blocked rows' 16-bit partials are mirrored for inference convs only */
   p->g = cg_conv_geometry(c, n);
   conv_geom *g = &p->g;
-  /* sub convs (one 1x1 strided row per image) and flat views wasting over 15 % of their
-   * tiles measured slower than the direct kernel on ResNet-50 (docs/training.md) */
+  /* sub convs (one 1x1 strided row per image: every block streams all images' inputs)
+   * measured slower than the direct kernel on ResNet-50 (docs/training.md); flat views
+   * wasting over 15 % of their tiles (a masked tile per row) are left to it too */
   if (g->groups != 1 || g->dwp || g->sub) return 0;
   if (g->flat) {
     double util;
