@@ -127,7 +127,11 @@ static void run_case(const char *path, int half_partials) {
     if (cnnrt_get_state(m, si.name, got, si.bytes) == CNNRT_OK) {
       char l[300];
       snprintf(l, sizeof l, "hp %d after %d steps: %s", half_partials, STEPS, si.name);
-      cgt_failures += cgt_compare(l, got, g->values[v].data, n, 1e-3);
+      /* fp16 half partials round each reloaded partial sum to 2^-11 relative; the kernels'
+       * f32 sums before a rounding are not in the interpreter's order, so one near-tie can
+       * round the other way and 12 steps of momentum carry it (2.7e-3 measured on d1's
+       * momentum): a few fp16 ulps, not 1e-3.  Without half partials 1e-3 holds. */
+      cgt_failures += cgt_compare(l, got, g->values[v].data, n, half_partials ? 1e-2 : 1e-3);
       seen++;
     }
     free(got);
