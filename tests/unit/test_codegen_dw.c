@@ -7,19 +7,7 @@
  * now take the row-tiled kernel of the same name, which carries "cnnc-dw-rows"). */
 #include "test_codegen_harness.h"
 
-#define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
-
-static int node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
-  ir_diag d = {0};
-  int v = ir_add_node(g, op, name, (ir_loc){0}, in, n, a, &d);
-  if (v < 0) {
-    ir_diag_print(&d, stderr);
-    abort();
-  }
-  return v;
-}
-
-static int param(ir_graph *g, const char *name, ir_shape s) { return ir_add_param(g, name, s, 1); }
+#include "dw_case_check.h"
 
 typedef struct dw_case {
   int n, c, h, w, kh, kw, pad[4], dil, bias, bn, post; /* post: 0 none, 1 swish, 2 relu, 3 add input + relu */
@@ -54,50 +42,9 @@ static const dw_case cases[] = {
 };
 
 static ir_graph *dw_graph(const dw_case *k, int stride) {
-  ir_graph *g = ir_graph_new("t", k->n);
-  int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->c, k->h, k->w));
-  int in[3] = {x, param(g, "dw/weight", SHAPE(k->c, 1, k->kh, k->kw)), 0};
-  if (k->bias) in[2] = param(g, "dw/bias", SHAPE(k->c));
-  ir_attr a = {.conv2d = {{k->kh, k->kw}, {stride, stride}, {k->pad[0], k->pad[1], k->pad[2], k->pad[3]},
-                          {k->dil, k->dil}, k->c}};
-  int y = node(g, IR_OP_conv2d, "dw", in, k->bias ? 3 : 2, &a);
-  if (k->bn) {
-    const char *sfx[4] = {"gamma", "beta", "running_mean", "running_var"};
-    char nm[4][32];
-    int b[5] = {y};
-    for (int i = 0; i < 4; i++) {
-      snprintf(nm[i], sizeof nm[i], "bn/%s", sfx[i]);
-      b[i + 1] = param(g, nm[i], SHAPE(k->c));
-    }
-    ir_attr ba = {.batchnorm = {1e-5f, 0.1f, 0}};
-    y = node(g, IR_OP_batchnorm, "bn", b, 5, &ba);
-  }
-  ir_attr none = {0};
-  if (k->post == 3) {
-    int in2[2] = {y, x};
-    y = node(g, IR_OP_add, "add", in2, 2, NULL);
-  }
-  if (k->post == 1) y = node(g, IR_OP_swish, "act", &y, 1, &none);
-  if (k->post >= 2) y = node(g, IR_OP_relu, "act", &y, 1, &none);
-  g->outputs[g->n_outputs++] = y;
-  g->n_shards = 1;
-  return g;
-}
-
-/* 1 if g's kernel for t is gen_dwconv.c's row-tiled kernel (named like the flat-plane one,
- * told apart by its "cnnc-dw-rows" attribute in --emit llvm; test_codegen_dw_rows tests it). */
-static int is_rows_kernel(ir_graph *g, const cg_target *t) {
-  char ll[512], line[4096];
-  snprintf(ll, sizeof ll, "%s/rows.ll", cgt_dir);
-  cg_options o = {ll, "llvm", "rows", "{\"test\": true}", 2, 0};
-  ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) return 0;
-  FILE *f = fopen(ll, "r");
-  int found = 0;
-  while (f && fgets(line, sizeof line, f)) found |= strstr(line, "\"cnnc-dw-rows\"") != NULL;
-  if (f) fclose(f);
-  unlink(ll);
-  return found;
+  dw_geom d = {k->n, k->c, k->h, k->w, k->kh, k->kw, stride, {k->pad[0], k->pad[1], k->pad[2], k->pad[3]},
+               k->dil, k->bias, k->bn, k->post};
+  return dw_build_graph(&d);
 }
 
 /* Compiles g for t and returns its first kernel's name (malloc'd), NULL on failure. */
@@ -131,7 +78,7 @@ static void run_cases(const cg_target *t, const char *pfx, size_t ncases) {
     char *kn = first_kernel(g, t);
     CGT_CHECK(kn != NULL, "%s: no kernel name", label);
     if (kn) {
-      int is_plane = strstr(kn, "conv2d_dw_plane") != NULL && !is_rows_kernel(g, t), want = k->plane == 2 ? t->vec_f32 >= 8 : k->plane;
+      int is_plane = strstr(kn, "conv2d_dw_plane") != NULL && dw_is_rows_kernel(g, t) != 1, want = k->plane == 2 ? t->vec_f32 >= 8 : k->plane;
       if (k->plane == 3) want = t->vec_f32 >= 8 ? 0 : is_plane;
       CGT_CHECK(is_plane == want, "%s: kernel %s, expected %s", label, kn, want ? "conv2d_dw_plane" : "another kernel");
       free(kn);

@@ -8,19 +8,7 @@
  * it carries the "cnnc-dw-rows" function attribute in --emit llvm. */
 #include "test_codegen_harness.h"
 
-#define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
-
-static int node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
-  ir_diag d = {0};
-  int v = ir_add_node(g, op, name, (ir_loc){0}, in, n, a, &d);
-  if (v < 0) {
-    ir_diag_print(&d, stderr);
-    abort();
-  }
-  return v;
-}
-
-static int param(ir_graph *g, const char *name, ir_shape s) { return ir_add_param(g, name, s, 1); }
+#include "dw_case_check.h"
 
 typedef struct rows_case {
   int n, c, h, w, kh, kw, stride, pad[4], dil, bias, bn, post; /* post: 0 none, 1 swish, 2 relu, 3 add input + relu */
@@ -62,57 +50,9 @@ static const rows_case cases[] = {
 };
 
 static ir_graph *rows_graph(const rows_case *k) {
-  ir_graph *g = ir_graph_new("t", k->n);
-  int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->c, k->h, k->w));
-  int in[3] = {x, param(g, "dw/weight", SHAPE(k->c, 1, k->kh, k->kw)), 0};
-  if (k->bias) in[2] = param(g, "dw/bias", SHAPE(k->c));
-  ir_attr a = {.conv2d = {{k->kh, k->kw}, {k->stride, k->stride}, {k->pad[0], k->pad[1], k->pad[2], k->pad[3]},
-                          {k->dil, k->dil}, k->c}};
-  int y = node(g, IR_OP_conv2d, "dw", in, k->bias ? 3 : 2, &a);
-  if (k->bn) {
-    const char *sfx[4] = {"gamma", "beta", "running_mean", "running_var"};
-    char nm[4][32];
-    int b[5] = {y};
-    for (int i = 0; i < 4; i++) {
-      snprintf(nm[i], sizeof nm[i], "bn/%s", sfx[i]);
-      b[i + 1] = param(g, nm[i], SHAPE(k->c));
-    }
-    ir_attr ba = {.batchnorm = {1e-5f, 0.1f, 0}};
-    y = node(g, IR_OP_batchnorm, "bn", b, 5, &ba);
-  }
-  ir_attr none = {0};
-  if (k->post == 3) {
-    int in2[2] = {y, x};
-    y = node(g, IR_OP_add, "add", in2, 2, NULL);
-  }
-  if (k->post == 1) y = node(g, IR_OP_swish, "act", &y, 1, &none);
-  if (k->post >= 2) y = node(g, IR_OP_relu, "act", &y, 1, &none);
-  g->outputs[g->n_outputs++] = y;
-  g->n_shards = 1;
-  return g;
-}
-
-/* 1 if g's kernel for t is the row-tiled depthwise kernel, 0 if not, -1 on failure. */
-static int is_rows_kernel(ir_graph *g, const cg_target *t) {
-  char ll[512];
-  snprintf(ll, sizeof ll, "%s/rows.ll", cgt_dir);
-  cg_options o = {ll, "llvm", "rows", "{\"test\": true}", 2, 0};
-  ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
-    ir_diag_print(&d, stderr);
-    return -1;
-  }
-  FILE *f = fopen(ll, "r");
-  if (!f) return -1;
-  char line[4096];
-  int found = 0, conv = 0;
-  while (fgets(line, sizeof line, f)) {
-    found |= strstr(line, "\"cnnc-dw-rows\"") != NULL;
-    conv |= strstr(line, "conv2d_dw") != NULL;
-  }
-  fclose(f);
-  unlink(ll);
-  return conv ? found : -1;
+  dw_geom d = {k->n, k->c, k->h, k->w, k->kh, k->kw, k->stride, {k->pad[0], k->pad[1], k->pad[2], k->pad[3]},
+               k->dil, k->bias, k->bn, k->post};
+  return dw_build_graph(&d);
 }
 
 static void run_cases(const cg_target *t, const char *pfx) {
@@ -124,7 +64,7 @@ static void run_cases(const cg_target *t, const char *pfx) {
     snprintf(label, sizeof label, "%s dw n%d c%d %dx%d k%dx%d s%d p%d,%d,%d,%d d%d%s%s post%d", pfx, k->n, k->c, k->h,
              k->w, k->kh, k->kw, k->stride, k->pad[0], k->pad[1], k->pad[2], k->pad[3], k->dil, k->bias ? " bias" : "",
              k->bn ? " bn" : "", k->post);
-    int want = k->rows == 2 ? t->vec_f32 >= 8 : k->rows, got = is_rows_kernel(g, t);
+    int want = k->rows == 2 ? t->vec_f32 >= 8 : k->rows, got = dw_is_rows_kernel(g, t);
     CGT_CHECK(got == want, "%s: row-tiled kernel %d, expected %d", label, got, want);
     CGT_CHECK(cgt_check_graph(g, t, label, 1e-4, NULL) == 0, "%s: compiled result differs from the interpreter", label);
     ir_graph_free(g);
