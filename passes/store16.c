@@ -98,6 +98,17 @@ static int verify_unsharded(ir_graph *g, ir_diag *d) {
   return rc;
 }
 
+/* The node producing w (just added) runs in reader i's stage right before it, and i reads w
+ * instead of v. */
+static void reader_reads(ir_graph *g, int i, int v, int w, ins *x, int *nx) {
+  int wn = g->values[w].producer;
+  g->nodes[wn].shard = g->nodes[i].shard;
+  x[(*nx)++] = (ins){wn, i, g->nodes[i].shard};
+  ir_node *r = &g->nodes[i];
+  for (int j = 0; j < r->n_in; j++)
+    if (r->in[j] == v) r->in[j] = w;
+}
+
 /* Adds narrow16 after v's producer and one widen16 right before every reader node in another
  * stage (readers[0..nr)), each read by that node only: a short-lived f32 temporary.  Appends
  * the insertions to x. */
@@ -121,12 +132,7 @@ static int split_value(ir_graph *g, int v, int fmt, int keep_sign, const int *re
                          : ir_fmt(g->arena, "%s/load16/%s", name, rn);
     int w = ir_add_node(g, IR_OP_widen16, nm, g->nodes[i].loc, &h, 1, &wa, d);
     if (w < 0) return -1;
-    int wn = g->values[w].producer;
-    g->nodes[wn].shard = g->nodes[i].shard;
-    x[(*nx)++] = (ins){wn, i, g->nodes[i].shard};
-    ir_node *r = &g->nodes[i];
-    for (int j = 0; j < r->n_in; j++)
-      if (r->in[j] == v) r->in[j] = w;
+    reader_reads(g, i, v, w, x, nx);
   }
   return 0;
 }
@@ -142,12 +148,7 @@ static int rerounded(ir_graph *g, int v, const int *readers, int nr, ins *x, int
                          : ir_fmt(g->arena, "%s/reround16/%s", g->values[v].name, g->nodes[i].name);
     int w = ir_add_node(g, IR_OP_round16, nm, g->nodes[i].loc, pn.in, 1, &pn.attr, d);
     if (w < 0) return -1;
-    int wn = g->values[w].producer;
-    g->nodes[wn].shard = g->nodes[i].shard;
-    x[(*nx)++] = (ins){wn, i, g->nodes[i].shard};
-    ir_node *r = &g->nodes[i];
-    for (int j = 0; j < r->n_in; j++)
-      if (r->in[j] == v) r->in[j] = w;
+    reader_reads(g, i, v, w, x, nx);
   }
   return 0;
 }

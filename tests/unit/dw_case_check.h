@@ -79,4 +79,12 @@ static int dw_is_rows_kernel(ir_graph *g, const cg_target *t) {
   return conv ? found : -1;
 }
 
+/* t for cpu (NULL: the host); 1 with the error printed when it cannot be made. */
+static int dw_target(cg_target *t, const char *cpu) {
+  ir_diag d = {0};
+  if (cg_target_init(t, NULL, cpu, NULL, &d) == 0) return 0;
+  ir_diag_print(&d, stderr);
+  return 1;
+}
+
 #endif

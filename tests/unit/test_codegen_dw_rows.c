@@ -71,17 +71,10 @@ static void run_cases(const cg_target *t, const char *pfx) {
   }
 }
 
-static int target(cg_target *t, const char *cpu) {
-  ir_diag d = {0};
-  if (cg_target_init(t, NULL, cpu, NULL, &d) == 0) return 0;
-  ir_diag_print(&d, stderr);
-  return 1;
-}
-
 int main(void) {
   cgt_init_dir();
   cg_target host, avx2, sse;
-  if (target(&host, NULL) || target(&avx2, "x86-64-v3") || target(&sse, "x86-64")) return 1;
+  if (dw_target(&host, NULL) || dw_target(&avx2, "x86-64-v3") || dw_target(&sse, "x86-64")) return 1;
   run_cases(&host, "host");
   run_cases(&avx2, "avx2");
   run_cases(&sse, "sse");
