@@ -90,6 +90,24 @@ static void largest_live(const ir_graph *g, const pass_mem_shard *s, int t, char
   if (!out[0]) snprintf(out, n, "none (the shard's memory is io%s)", s->state ? " and training state" : "");
 }
 
+/* Whether node i was inserted by a pass (16-bit rounding and storage: "x/round16", "x/store16",
+ * "x/load16/reader"): not a layer of the model file, so --pipeline-split cannot name it. */
+static int inserted_node(const ir_graph *g, int i) {
+  int op = g->nodes[i].op;
+  return op == IR_OP_round16 || op == IR_OP_narrow16 || op == IR_OP_widen16;
+}
+
+/* The forward step (of the first n_fwd) to suggest as a pipeline split: the middle one, or the
+ * nearest after/before it that is a model layer and not the shard's first step; -1 if none. */
+static int split_candidate(const ir_graph *g, const pass_mem_shard *s, int n_fwd) {
+  for (int d = 0; d < n_fwd; d++)
+    for (int sgn = 1; sgn >= -1; sgn -= 2) {
+      int t = n_fwd / 2 + sgn * d;
+      if (t >= 1 && t < n_fwd && !inserted_node(g, s->step_node[t])) return t;
+    }
+  return -1;
+}
+
 /* What would make shard s fit: more shards, a smaller batch with which every shard fits (arena
  * and io scale with it; the state does not; "about" = shard s at that batch), recomputation for
  * training. */
@@ -106,8 +124,8 @@ static void fit_hints(const ir_graph *g, const pass_mem_shard *all, int n_shards
   append(out, n, &len, "to fit: more shards (--shards %lld or more", (long long)k);
   int loss = loss_node(g), n_fwd = 0; /* splits name forward layers: the shard's middle one */
   for (int t = 0; t < s->n_steps; t++) n_fwd += loss < 0 || s->step_node[t] <= loss;
-  if (n_fwd > 1)
-    append(out, n, &len, ", or a pipeline split at '%.48s'", g->nodes[s->step_node[n_fwd / 2]].name);
+  int at = n_fwd > 1 ? split_candidate(g, s, n_fwd) : -1;
+  if (at >= 0) append(out, n, &len, ", or a pipeline split at '%.48s'", g->nodes[s->step_node[at]].name);
   append(out, n, &len, ")");
   if (s->state >= limit) {
     append(out, n, &len, "; the training state alone is %s", pass_mem_human(s->state, b1, sizeof b1));

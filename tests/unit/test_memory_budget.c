@@ -105,10 +105,40 @@ static void test_limit_check(void) {
   ir_graph_free(g);
 }
 
+/* The split hint names a model layer, never a node a pass inserted: x -> a -> b -> b/store16
+ * (narrow16) -> b/load16/c (widen16) -> c -> d, six steps; the middle one (3) is the widen16,
+ * so the hint moves on to 'c'. */
+static void test_limit_hint_skips_inserted(void) {
+  ir_graph *g = ir_graph_new("chain16", 1);
+  ir_diag d = {0};
+  int x = ir_add_input(g, "x", IR_F32, (ir_shape){4, {1, 1, 1, 256}});
+  ir_loc loc = {"m.yml", 10, 3};
+  int a = ir_add_node(g, IR_OP_relu, "a", loc, &x, 1, NULL, &d);
+  int b = ir_add_node(g, IR_OP_relu, "b", loc, &a, 1, NULL, &d);
+  ir_attr na = {.narrow16 = {IR_HALF_BF16, 0}}, wa = {.widen16 = {IR_HALF_BF16, 0}};
+  int h = ir_add_node(g, IR_OP_narrow16, "b/store16", loc, &b, 1, &na, &d);
+  int w = ir_add_node(g, IR_OP_widen16, "b/load16/c", loc, &h, 1, &wa, &d);
+  int c = ir_add_node(g, IR_OP_relu, "c", loc, &w, 1, NULL, &d);
+  int e = ir_add_node(g, IR_OP_relu, "d", loc, &c, 1, NULL, &d);
+  CHECK(e >= 0, "graph: %s", d.msg);
+  g->outputs[g->n_outputs++] = e;
+  g->n_shards = 1;
+  pass_usage u[2] = {{0, 5, 4096, 64, 0}, {1, 5, 4096, 64, 0}};
+  int uv[2] = {a, b}, steps[6];
+  for (int i = 0; i < 6; i++) steps[i] = i;
+  CHECK(!strcmp(g->nodes[3].name, "b/load16/c") && !strcmp(g->nodes[4].name, "c"), "node order as built");
+  pass_mem_shard s = {6, steps, u, uv, 2, pass_plan_memory(u, 2), 2048, 0, 0};
+  CHECK(pass_memory_limit_check(g, &s, 1, 1024, &d) == -1, "over the limit");
+  CHECK(strstr(d.msg, "a pipeline split at 'c'") && !strstr(d.msg, "load16") && !strstr(d.msg, "store16'"),
+        "hint names a layer: %s", d.msg);
+  ir_graph_free(g);
+}
+
 int main(void) {
   test_cache_sizes();
   test_proportions();
   test_limit_check();
+  test_limit_hint_skips_inserted();
   if (g_failures) fprintf(stderr, "test_memory_budget: %d failure(s)\n", g_failures);
   return g_failures != 0;
 }
