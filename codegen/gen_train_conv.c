@@ -18,6 +18,7 @@
  * results do not depend on the thread count. */
 #include "codegen/cg_half_partials.h"
 #include "codegen/gen_train.h"
+#include "codegen/gen_train_pgw.h"
 
 /* ---- direct convolution: out[n, o, oy, ox] = bias[o] + sum_{i, ky, kx} w(o, i, ky, kx) *
  * in[n, i, oy*sh + ty0 + ky*tdy, ox*sw + tx0 + kx*tdx] (taps outside the input read 0). ---- */
@@ -502,6 +503,8 @@ static void g1_emit(cg_ctx *c, const tgw1 *k, LLVMValueRef tid, LLVMValueRef nth
 LLVMValueRef cg_gen_conv2d_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_weight.conv;
   if (at->groups != 1) return cg_train_gconv_grad_weight(c, n, fn_name, kind);
+  LLVMValueRef pg = cg_train_pgw(c, n, fn_name, kind); /* gen_train_pgw.c */
+  if (pg) return pg;
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->in[1]].shape;
   if (at->kernel[0] == 1 && at->kernel[1] == 1 && at->stride[0] == 1 && at->stride[1] == 1 && !at->pad[0] && !at->pad[1] &&
       !at->pad[2] && !at->pad[3]) {

@@ -1,0 +1,14 @@
+/* gen_train_pgw.h — codegen-private: groups-1 conv2d_grad_weight of compiled training as a
+ * GEMM over pixel chunks with the im2col of x packed transposed per thread (gen_train_pgw.c). */
+#ifndef CNNC_GEN_TRAIN_PGW_H
+#define CNNC_GEN_TRAIN_PGW_H
+
+#include "codegen/cg_internal.h"
+
+/* Emits the kernel fn_name for conv2d_grad_weight node n (in: dy, x; out: dw) and sets *kind;
+ * NULL (nothing emitted) when the path does not apply: groups > 1, --enable-half-partials
+ * (dw partials between pixel chunks would be rounded), targets narrower than 4 lanes, a packed
+ * chunk over 1 MB, or CNNC_TRAIN_NO_PGW set at compile time (for measurements). */
+LLVMValueRef cg_train_pgw(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+
+#endif
