@@ -62,6 +62,83 @@ static void vc_store(cg_ctx *c, const conv_geom *g, const conv_row *r, const con
     cg_store_f32(c, LLVMBuildExtractElement(c->b, v, cg_i32(c, l), ""), r->out, LLVMBuildAdd(c->b, base, cg_i64(c, l * plane), ""));
 }
 
+/* Lanes [0, np) of v (w = V lanes) as a value of cg_vtype(np): a scalar when np = 1. */
+static LLVMValueRef vc_first_lanes(cg_ctx *c, LLVMValueRef v, int np) {
+  if (np == 1) return LLVMBuildExtractElement(c->b, v, cg_i32(c, 0), "");
+  LLVMValueRef m[64];
+  for (int i = 0; i < np; i++) m[i] = cg_i32(c, i);
+  return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(m, (unsigned)np), "");
+}
+
+static LLVMValueRef vc_shuffle(cg_ctx *c, LLVMValueRef a, LLVMValueRef b, const int *m, int V) {
+  LLVMValueRef e[64];
+  for (int i = 0; i < V; i++) e[i] = cg_i32(c, m[i]);
+  return LLVMBuildShuffleVector(c->b, a, b, LLVMConstVector(e, (unsigned)V), "");
+}
+
+/* In-register transpose: a[p] (p < np <= V, V lanes of channels) -> t[l] whose lane p is
+ * a[p][l] (lanes >= np undefined).  V = 8: the unpack / shufps / vperm2f128 network (24
+ * single-instruction shuffles on AVX2); other powers of two: log2(V) rounds of perfect
+ * shuffles (row i interleaved with row i + V/2). */
+static void vc_transpose(cg_ctx *c, int V, int np, const LLVMValueRef *a, LLVMValueRef *t) {
+  LLVMValueRef r[64], n[64];
+  for (int i = 0; i < V; i++) r[i] = i < np ? a[i] : LLVMGetPoison(cg_vtype(c, V));
+  if (V == 8) {
+    static const int U[8] = {0, 8, 1, 9, 4, 12, 5, 13}, H[8] = {2, 10, 3, 11, 6, 14, 7, 15};
+    static const int L[8] = {0, 1, 8, 9, 4, 5, 12, 13}, E[8] = {2, 3, 10, 11, 6, 7, 14, 15};
+    static const int A[8] = {0, 1, 2, 3, 8, 9, 10, 11}, B[8] = {4, 5, 6, 7, 12, 13, 14, 15};
+    for (int i = 0; i < 8; i += 2) n[i] = vc_shuffle(c, r[i], r[i + 1], U, 8), n[i + 1] = vc_shuffle(c, r[i], r[i + 1], H, 8);
+    for (int i = 0; i < 8; i += 4) {
+      r[i] = vc_shuffle(c, n[i], n[i + 2], L, 8), r[i + 1] = vc_shuffle(c, n[i], n[i + 2], E, 8);
+      r[i + 2] = vc_shuffle(c, n[i + 1], n[i + 3], L, 8), r[i + 3] = vc_shuffle(c, n[i + 1], n[i + 3], E, 8);
+    }
+    for (int i = 0; i < 4; i++) t[i] = vc_shuffle(c, r[i], r[i + 4], A, 8), t[i + 4] = vc_shuffle(c, r[i], r[i + 4], B, 8);
+    return;
+  }
+  int lo[64], hi[64];
+  for (int j = 0; j < V / 2; j++) lo[2 * j] = j, lo[2 * j + 1] = V + j, hi[2 * j] = V / 2 + j, hi[2 * j + 1] = V + V / 2 + j;
+  for (int k = 1; k < V; k *= 2) {
+    for (int i = 0; i < V / 2; i++) n[2 * i] = vc_shuffle(c, r[i], r[i + V / 2], lo, V), n[2 * i + 1] = vc_shuffle(c, r[i], r[i + V / 2], hi, V);
+    for (int i = 0; i < V; i++) r[i] = n[i];
+  }
+  for (int i = 0; i < V; i++) t[i] = r[i];
+}
+
+/* Epilogue of a whole tile, acc[v * np + p] (vector v of channels, pixel p, from column ox):
+ * bias per channel vector, then the accumulators are transposed in registers so each
+ * channel's np pixels are one vector: the fused ops run on it (the residual is one
+ * contiguous load of np pixels) and it is stored with one store of np floats (a V=8 tile of
+ * 6 pixels: 24 shuffles and 8 6-float stores per vector instead of 48 lane extracts and
+ * scalar stores, and 8 residual loads instead of 48 scalar loads and inserts).  The same
+ * arithmetic per element as vc_store: the results are bitwise equal. */
+static void vc_store_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, const LLVMValueRef *acc,
+                          int rr, int np, LLVMValueRef ox) {
+  int V = g->V, nrv = (rr + V - 1) / V;
+  int64_t plane = g->oh * g->ow;
+  if (V < 2 || V > 16 || (V & (V - 1)) || np > V) { /* no transpose: lane by lane */
+    for (int v = 0; v < nrv; v++)
+      for (int p = 0; p < np; p++)
+        vc_store(c, g, r, e, acc[v * np + p], v, rr - v * V < V ? rr - v * V : V, LLVMBuildAdd(c->b, ox, cg_i64(c, p), ""));
+    return;
+  }
+  for (int v = 0; v < nrv; v++) {
+    int lanes = rr - v * V < V ? rr - v * V : V;
+    LLVMValueRef bias = cg_load_v(c, r->bp, LLVMBuildAdd(c->b, r->bbase, cg_i64(c, (int64_t)v * V), ""), V);
+    LLVMValueRef a[16], t[16];
+    for (int p = 0; p < np; p++) a[p] = LLVMBuildFAdd(c->b, acc[v * np + p], bias, "");
+    vc_transpose(c, V, np, a, t);
+    LLVMValueRef base = LLVMBuildAdd(c->b, r->out_row, ox, "");
+    for (int l = 0; l < lanes; l++) {
+      LLVMValueRef idx = LLVMBuildAdd(c->b, base, cg_i64(c, (int64_t)(v * V + l) * plane), "");
+      LLVMValueRef x = vc_first_lanes(c, t[l], np);
+      for (int q = 0, ra = 0; q < e->n_post; q++)
+        x = e->post[q]->op == IR_OP_add ? cg_epilogue(c, e->post[q], x, r->resid[ra++], idx, np)
+                                        : cg_epilogue(c, e->post[q], x, NULL, NULL, np);
+      cg_store_v(c, x, r->out, idx, np);
+    }
+  }
+}
+
 /* np pixels from column ox (run time; ox_const >= 0 when known: border taps dropped). */
 static void vc_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
                     LLVMValueRef ox, int64_t ox_const) {
@@ -79,19 +156,15 @@ static void vc_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv
       if (!tap_ok(g, ox_const < 0 ? -1 : ox_const + p, kx)) continue;
       LLVMValueRef idx = g->sub ? LLVMBuildAdd(c->b, row, cg_i64(c, cg_conv_sub_off(g, ox_const + p)), "") /* ox_const >= 0 */
                                 : LLVMBuildAdd(c->b, row, LLVMBuildAdd(c->b, ix0, cg_i64(c, (int64_t)p * g->sw + (int64_t)kx * g->dw), ""), "");
-      LLVMValueRef xb = cg_splat(c, cg_load_f32(c, r->x, idx), V);
+      LLVMValueRef xb = cg_splat(c, cg_conv_xscale(c, r, CI.iv, cg_load_f32(c, r->x, idx)), V);
       for (int v = 0; v < nrv; v++) cur[v * np + p] = cg_fma(c, wv[v], xb, cur[v * np + p]);
     }
   }
   for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
   cg_loop_end(c, &KY);
   cg_loop_end(c, &CI);
-  for (int v = 0; v < nrv; v++)
-    for (int p = 0; p < np; p++) {
-      int lanes = rr - v * V < V ? rr - v * V : V;
-      vc_store(c, g, r, e, LLVMBuildLoad2(c->b, vt, acc[v * np + p], ""), v, lanes,
-               LLVMBuildAdd(c->b, ox, cg_i64(c, p), ""));
-    }
+  for (int i = 0; i < nrv * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+  vc_store_tile(c, g, r, e, cur, rr, np, ox);
 }
 
 /* Compile-time pixels [from, to) in tiles of up to P. */
@@ -173,7 +246,7 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
     for (int v = 0; v < nrv; v++) wv[v] = cg_load_v(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)v * V), ""), V);
     for (int64_t p = 0; p < np; p++) {
       int64_t off = g->sub ? cg_conv_sub_off(g, from + p) : (from + p) * g->sw;
-      LLVMValueRef xb = cg_splat(c, cg_load_f32(c, r->x, LLVMBuildAdd(c->b, row, cg_i64(c, off), "")), V);
+      LLVMValueRef xb = cg_splat(c, cg_conv_xscale(c, r, ci, cg_load_f32(c, r->x, LLVMBuildAdd(c->b, row, cg_i64(c, off), ""))), V);
       for (int v = 0; v < nrv; v++) cur[v * np + p] = cg_fma(c, wv[v], xb, cur[v * np + p]);
     }
     for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
@@ -184,11 +257,9 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
   cg_loop_end(c, &KB);
   for (int64_t t = 0; t < nt; t++) {
     int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
-    for (int v = 0; v < nrv; v++)
-      for (int64_t p = 0; p < np; p++) {
-        int lanes = rr - v * V < V ? rr - v * V : V;
-        vc_store(c, g, r, e, cg_load_v(c, buf, cg_i64(c, (t * nacc + v * np + p) * V), V), v, lanes, cg_i64(c, from + p));
-      }
+    LLVMValueRef v[32];
+    for (int i = 0; i < nrv * np; i++) v[i] = cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V);
+    vc_store_tile(c, g, r, e, v, rr, (int)np, cg_i64(c, from));
   }
   return 1;
 }
