@@ -35,8 +35,11 @@ static int make_kernel(cg_layout *L, int a, ir_diag *d) {
   cg_kernel *k = &L->k[L->n_k++];
   memset(k, 0, sizeof *k);
   k->anchor = a, k->last = p->last, k->shard = n->shard, k->out = g->nodes[p->last].out;
+  const ir_node *pre = p->n_pre ? &g->nodes[p->pre] : NULL; /* squeeze-excite scale (fuse.c) */
+  const ir_shape *p0 = pre ? &g->values[pre->in[0]].shape : NULL, *p1 = pre ? &g->values[pre->in[1]].shape : NULL;
+  int pre_x = pre && p1->dim[2] * p1->dim[3] > p0->dim[2] * p0->dim[3]; /* the map's operand */
   for (int j = 0; j < n->n_in; j++) {
-    const ir_value *v = &g->values[n->in[j]];
+    const ir_value *v = &g->values[j == 0 && pre ? pre->in[pre_x] : n->in[j]];
     if (L->train) { /* every operand is a pointer: params in the state buffer, labels/lr io */
       k->act[k->n_act++] = v->id;
       continue;
@@ -57,6 +60,10 @@ static int make_kernel(cg_layout *L, int a, ir_diag *d) {
     if (m->op != IR_OP_add) continue;
     int prev = i > 0 ? g->nodes[p->post[i - 1]].out : p->bn >= 0 ? g->nodes[p->bn].out : n->out;
     k->act[k->n_act++] = m->in[0] == prev ? m->in[1] : m->in[0];
+  }
+  if (pre) { /* the per-(image, channel) factors follow the residuals */
+    k->act[k->n_act++] = pre->in[1 - pre_x];
+    k->flops += node_flops(g, pre->id);
   }
   return 0;
 }

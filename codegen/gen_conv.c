@@ -225,6 +225,7 @@ static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
       }
       LLVMValueRef idx = LLVMBuildAdd(c->b, row, LLVMBuildAdd(c->b, ix0, cg_i64(c, (int64_t)p * V * g->sw + (int64_t)kx * g->dw), ""), "");
       xv[p] = load_pixels(c, g, r->x, idx, ms[p], ox_const < 0 || last_read < g->w);
+      xv[p] = cg_conv_xscale(c, r, CI.iv, xv[p]); /* squeeze-excite (gen_conv_se.c); packed panels hold scaled pixels */
       if (xp) cg_store_v(c, xv[p], xp, LLVMBuildAdd(c->b, prow, cg_i64(c, (int64_t)p * V), ""), V);
     }
     for (int k = 0; k < rr; k++) {
@@ -395,6 +396,7 @@ static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, co
   char op[128], tile[32];
   int k = snprintf(op, sizeof op, "conv2d%s%s", g->cin_g == 1 && g->cout_g == 1 ? "_dw" : g->groups > 1 ? "_g" : g->gemm ? "_1x1" : g->sub ? "_sub" : "",
                    g->dwp ? "_plane" : g->vc ? "_vc" : "");
+  if (fu->n_pre) k += snprintf(op + k, sizeof op - (size_t)k, "_se"); /* squeeze-excite scale on its input */
   if (fu->bn >= 0) k += snprintf(op + k, sizeof op - (size_t)k, "_bn");
   for (int i = 0; i < fu->n_post && k < 100; i++)
     k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
@@ -470,6 +472,8 @@ static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi
                             cg_i64(c, g->h * g->w), "in_base");
   r->out_row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, nb, cg_i64(c, g->cout), ""), co0, ""), cg_i64(c, g->oh * g->ow), ""),
                             LLVMBuildMul(c->b, oy, cg_i64(c, g->ow), ""), "out_row");
+  if (r->xs) r->xs_base = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, nb, cg_i64(c, g->cin), ""), LLVMBuildMul(c->b, gi, cg_i64(c, g->cin_g), ""), "xs_base");
+  cg_conv_se_item(c, g, r); /* channel vectors: the scaled planes of a new image (gen_conv_se.c) */
   r->wbase = LLVMBuildMul(c->b, tile, cg_i64(c, g->cin_g * g->kh * g->kw * g->R), "wbase");
   r->bbase = LLVMBuildMul(c->b, tile, cg_i64(c, g->R), "bbase");
   ky_range(c, g, oy, r);
@@ -549,6 +553,7 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
     e.post[i] = &c->g->nodes[fu->post[i]];
     n_act += e.post[i]->op == IR_OP_add;
   }
+  n_act += fu->n_pre; /* the squeeze-excite factors, after the residuals (cg_layout.c) */
   size_t wn = (size_t)g.groups * g.ntile * g.cin_g * g.kh * g.kw * g.R, bn = (size_t)g.groups * g.ntile * g.R;
   float *wp = malloc(wn * sizeof(float)), *bp = malloc(bn * sizeof(float));
   if (!wp || !bp) abort();
@@ -558,7 +563,8 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
   conv_row r;
   memset(&r, 0, sizeof r);
   r.x = a[0];
-  for (int i = 1; i < n_act; i++) r.resid[i - 1] = a[i];
+  for (int i = 1; i < n_act - fu->n_pre; i++) r.resid[i - 1] = a[i];
+  if (fu->n_pre) r.xs = a[n_act - 1];
   r.out = a[n_act];
   r.wp = cg_blob_const(c, "conv.w", wp, wn * sizeof(float));
   r.bp = cg_blob_const(c, "conv.b", bp, bn * sizeof(float));
@@ -575,6 +581,7 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
     pk.buf = buf, pk.key = cg_entry_alloca(c, c->t_i64, "xpack_key");
     LLVMBuildStore(c->b, cg_i64(c, -1), pk.key);
   }
+  cg_conv_se_begin(c, &g, &r);
   cg_loop L;
   LLVMValueRef it = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
   if (g.dwp) { /* item = (image, channel): in/out planes it, weights and bias of channel it % C */

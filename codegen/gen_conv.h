@@ -27,6 +27,8 @@ typedef struct conv_row {      /* run-time values of one work item */
   LLVMValueRef x, out, wp, bp;  /* operands, packed weights/bias */
   LLVMValueRef resid[PASS_MAX_POST];
   LLVMValueRef in_base, out_row, wbase, bbase, ky_lo, ky_hi, iy0;
+  LLVMValueRef xs, xs_base;     /* squeeze-excite factors (NULL: none), index of the group's channel 0 */
+  LLVMValueRef xs_buf, xs_key;  /* channel vectors: the scaled planes and the xs_base they hold */
 } conv_row;
 
 typedef struct conv_epi { const ir_node *post[PASS_MAX_POST]; int n_post; } conv_epi;
@@ -42,6 +44,17 @@ static inline int64_t cg_conv_sub_off(const conv_geom *g, int64_t q) {
  * packed-weight row start *wrow. */
 LLVMValueRef cg_conv_tile_begin(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef ox, int n_acc,
                                 LLVMValueRef *acc, cg_loop *CI, cg_loop *KY, LLVMValueRef *row, LLVMValueRef *wrow);
+
+/* Squeeze-excite scale fused before the conv (pass_fusion.n_pre): v (a float or a vector of
+ * pixels of input channel ci of the group) times that (image, channel)'s factor, r->xs[xs_base
+ * + ci]; v itself when r->xs is NULL.  Rounded like the mul kernel it replaces. */
+LLVMValueRef cg_conv_xscale(cg_ctx *c, const conv_row *r, LLVMValueRef ci, LLVMValueRef v);
+/* Channel-vector convs with r->xs: a stack buffer for the group's scaled planes (sets
+ * xs_buf/xs_key; at most 256 KB, else the loads are scaled one by one); and, per work item
+ * after in_base/xs_base are set, the planes scaled into it when they are not already there,
+ * with r->x/in_base/xs then pointing the item at the buffer. */
+void cg_conv_se_begin(cg_ctx *c, const conv_geom *g, conv_row *r);
+void cg_conv_se_item(cg_ctx *c, const conv_geom *g, conv_row *r);
 
 /* Channel-vector row: rr valid channels of the tile, every output pixel of the row. */
 void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr);

@@ -1,6 +1,7 @@
 /* fuse.c — epilogue fusion plan for the back end: conv2d [-> inference batchnorm (folded
  * into the conv's weights and bias)] [-> relu | sigmoid | swish | add(same-shape act)]*
- * [-> round16 (--precision 16.x: the store rounds to the 16-bit grid; always the last op)].
+ * [-> round16 (--precision 16.x: the store rounds to the 16-bit grid; always the last op)],
+ * and before a 1x1 conv the squeeze-excite scale (a mul by a per-(image, channel) factor).
  * The graph is not changed; codegen reads the plan (one kernel per group). */
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,34 @@ static void grow_group(const ir_graph *g, int a, pass_fusion *plan) {
   }
 }
 
+/* Squeeze-excite scale before a 1x1 conv: conv a's input is the result of a mul of an
+ * [N,C,H,W] activation by an [N,C,1,1] one (either operand order), read by a alone in its
+ * shard.  Fused, the conv multiplies each input channel by its (image, channel) factor where
+ * it loads its input (codegen/gen_conv.c), and the mul's memory pass over the map is gone.
+ * Returns the mul's node id or -1.  CNNC_NO_SE_FUSION=1 keeps the mul's own kernel (A/B). */
+static int se_scale_mul(const ir_graph *g, int a, const pass_fusion *plan) {
+  const ir_node *n = &g->nodes[a];
+  const ir_conv2d_attr *ca = &n->attr.conv2d;
+  const char *env = getenv("CNNC_NO_SE_FUSION");
+  if (env && *env && strcmp(env, "0")) return -1;
+  if (ca->kernel[0] != 1 || ca->kernel[1] != 1 || ca->stride[0] != 1 || ca->stride[1] != 1 || ca->groups > 1) return -1;
+  for (int k = 0; k < 4; k++)
+    if (ca->pad[k]) return -1;
+  int m = g->values[n->in[0]].producer;
+  if (m < 0 || g->nodes[m].op != IR_OP_mul || plan[m].anchor != m || sole_consumer(g, n->in[0]) != a) return -1;
+  const ir_node *mn = &g->nodes[m];
+  const ir_shape *ys = &g->values[mn->out].shape;
+  if (ys->rank != 4) return -1;
+  for (int j = 0; j < 2; j++) {
+    const ir_value *x = &g->values[mn->in[j]], *s = &g->values[mn->in[1 - j]];
+    if (x->kind != IR_VAL_ACT || s->kind != IR_VAL_ACT || x->dtype != IR_F32 || s->dtype != IR_F32) continue;
+    if (!ir_shape_eq(&x->shape, ys) || s->shape.rank != 4) continue;
+    if (s->shape.dim[0] == ys->dim[0] && s->shape.dim[1] == ys->dim[1] && s->shape.dim[2] == 1 && s->shape.dim[3] == 1)
+      return m;
+  }
+  return -1;
+}
+
 void pass_fuse(const ir_graph *g, int enable, pass_fusion *plan) {
   for (int i = 0; i < g->n_nodes; i++) {
     memset(&plan[i], 0, sizeof plan[i]);
@@ -81,4 +110,8 @@ void pass_fuse(const ir_graph *g, int enable, pass_fusion *plan) {
   if (!enable) return;
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i].op == IR_OP_conv2d && plan[i].anchor == i) grow_group(g, i, plan);
+  for (int i = 0; i < g->n_nodes; i++) {
+    int m = g->nodes[i].op == IR_OP_conv2d && plan[i].anchor == i ? se_scale_mul(g, i, plan) : -1;
+    if (m >= 0) plan[i].n_pre = 1, plan[i].pre = m, plan[m].anchor = i;
+  }
 }

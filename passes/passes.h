@@ -47,6 +47,10 @@ typedef struct pass_fusion {
   int bn;       /* anchors: folded batchnorm node, or -1 */
   int n_post;   /* anchors: epilogue nodes after the batchnorm, in order */
   int post[PASS_MAX_POST];
+  /* anchors (1x1 convs): a squeeze-excite scale fused before the conv.  n_pre 1: node pre, a
+   * mul of an [N,C,H,W] activation by an [N,C,1,1] one whose only reader is this conv; the
+   * kernel reads the mul's operands instead of its result (passes/fuse.c).  0: none. */
+  int n_pre, pre;
 } pass_fusion;
 
 /* Fills plan[0..g->n_nodes-1].  enable = 0 gives the identity plan (every node alone). */
