@@ -36,9 +36,9 @@ static char *fix_features(const char *f, const char *triple) {
   return r;
 }
 
-/* Compiles `store (fadd <16 x float>)` for the target and reports the widest register used. */
-static int probe_vec_width(const cg_target *t) {
-  if (!is_x86(t)) return 4;
+/* Compiles `store (OP <16 x float>)` for the target and returns its assembly (malloc'd,
+ * NULL on failure).  bf16: OP = fptrunc to <16 x bfloat>, else fadd. */
+static char *probe_asm(const cg_target *t, int bf16) {
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef m = LLVMModuleCreateWithNameInContext("probe", ctx);
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(t->tm);
@@ -53,22 +53,24 @@ static int probe_vec_width(const cg_target *t) {
   LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, f, "e"));
   LLVMValueRef x = LLVMBuildLoad2(b, v16, LLVMGetParam(f, 0), "x");
-  LLVMValueRef y = LLVMBuildLoad2(b, v16, LLVMGetParam(f, 1), "y");
-  LLVMBuildStore(b, LLVMBuildFAdd(b, x, y, "s"), LLVMGetParam(f, 0));
+  if (bf16) {
+    LLVMTypeRef bt = LLVMVectorType(LLVMBFloatTypeInContext(ctx), 16);
+    LLVMBuildStore(b, LLVMBuildFPTrunc(b, x, bt, "h"), LLVMGetParam(f, 1));
+  } else {
+    LLVMValueRef y = LLVMBuildLoad2(b, v16, LLVMGetParam(f, 1), "y");
+    LLVMBuildStore(b, LLVMBuildFAdd(b, x, y, "s"), LLVMGetParam(f, 0));
+  }
   LLVMBuildRetVoid(b);
   LLVMDisposeBuilder(b);
   LLVMMemoryBufferRef buf = NULL;
-  char *err = NULL;
-  int w = 4;
+  char *err = NULL, *z = NULL;
   if (!LLVMTargetMachineEmitToMemoryBuffer(t->tm, m, LLVMAssemblyFile, &err, &buf)) {
     const char *s = LLVMGetBufferStart(buf);
     size_t n = LLVMGetBufferSize(buf);
-    char *z = malloc(n + 1);
+    z = malloc(n + 1);
     if (!z) abort();
     memcpy(z, s, n);
     z[n] = 0;
-    w = strstr(z, "zmm") ? 16 : strstr(z, "ymm") ? 8 : 4;
-    free(z);
     LLVMDisposeMemoryBuffer(buf);
   } else {
     LLVMDisposeMessage(err);
@@ -76,7 +78,27 @@ static int probe_vec_width(const cg_target *t) {
   LLVMDisposeTargetData(td);
   LLVMDisposeModule(m);
   LLVMContextDispose(ctx);
+  return z;
+}
+
+/* The widest register the fadd probe uses: zmm 16, ymm 8, else 4. */
+static int probe_vec_width(const cg_target *t) {
+  if (!is_x86(t)) return 4;
+  char *z = probe_asm(t, 0);
+  int w = !z ? 4 : strstr(z, "zmm") ? 16 : strstr(z, "ymm") ? 8 : 4;
+  free(z);
   return w;
+}
+
+/* avx512bf16 is in the feature string only when it was given or is the host's; a
+ * --target-cpu's own features are not, so ask the backend: with avx512bf16 an f32 -> bf16
+ * vector conversion is one vcvtneps2bf16 (without it, calls to __truncsfbf2). */
+static int probe_avx512bf16(const cg_target *t) {
+  if (!is_x86(t) || t->vec_f32 != 16 || strstr(t->features, "-avx512bf16")) return 0;
+  char *z = probe_asm(t, 1);
+  int ok = z && strstr(z, "vcvtneps2bf16") != NULL;
+  free(z);
+  return ok;
 }
 
 /* LLVM reports an unknown CPU or feature only as a warning on stderr (and may abort later),
@@ -155,7 +177,7 @@ int cg_target_init(cg_target *t, const char *triple, const char *cpu, const char
     return -1;
   }
   t->vec_f32 = probe_vec_width(t);
-  t->has_avx512bf16 = t->vec_f32 == 16 && strstr(t->features, "+avx512bf16") != NULL;
+  t->has_avx512bf16 = probe_avx512bf16(t);
   return 0;
 }
 
@@ -174,4 +196,18 @@ const char *cg_isa_name(const cg_target *t) {
 
 int cg_acc_budget(const cg_target *t) {
   return is_x86(t) && t->vec_f32 >= 16 ? 24 : 12;  /* 32 zmm vs 16 ymm/xmm registers */
+}
+
+/* ---- bf16 dot products (issue 4; gen_conv_bf16.c, docs/codegen.md "bf16 kernels") ------- */
+#include "codegen/gen_conv_bf16.h"
+
+/* 2: vdpbf16ps is executable on the target (has_avx512bf16: +avx512bf16 with 512-bit vectors);
+ * 1: CNNC_BF16_EMULATE=1 in cnnc's environment on any other x86 target (the same kernels,
+ * each vdpbf16ps emulated exactly: how they are run on CPUs without the instruction);
+ * 0: none (the f32 kernels). */
+int cg_bf16_dot(const cg_target *t) {
+  if (!is_x86(t)) return 0;
+  if (t->has_avx512bf16) return 2;
+  const char *e = getenv("CNNC_BF16_EMULATE");
+  return e && !strcmp(e, "1") ? 1 : 0;
 }

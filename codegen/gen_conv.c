@@ -13,6 +13,7 @@
 
 #include "codegen/cg_budget.h"
 #include "codegen/gen_conv.h"
+#include "codegen/gen_conv_bf16.h"
 
 /* Vectors of an output row that conv_row_emit puts in masked tiles (border and tail) when
  * tiles are p vectors wide; 0 for flat convs (only the plane's last chunk is masked). */
@@ -544,6 +545,8 @@ static LLVMValueRef conv_flat_split_item(cg_ctx *c, const conv_geom *g, LLVMValu
 }
 
 LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  /* bf16 route (issue 4, gen_conv_bf16.c): bf16 input and weights on avx512bf16 targets */
+  if (cg_conv_bf16_ok(c, n)) return cg_gen_conv2d_bf16(c, n, fn_name, kind);
   conv_geom g = conv_geometry(c, n);
   if (cg_conv_dw_plane_ok(&g)) g.dwp = 1, g.P = 4; /* P: the tile name (1x32 on AVX2) */
   const pass_fusion *fu = cg_fusion(c, n);

@@ -1,0 +1,398 @@
+/* gen_conv_bf16.c — bf16 dot-product conv kernels (issue 4; docs/codegen.md "bf16 kernels",
+ * docs/precision.md "bf16 arithmetic").
+ *
+ * Route: a flat conv (1x1, stride 1, unpadded, one group: out[Cout, HW] = w[Cout, Cin] *
+ * x[Cin, HW]) whose input is the result of a bf16 round16 node and whose weights are all on
+ * the bf16 grid — what --precision 16.16 (or 16.32) --half-type bf16 inference produces — on a
+ * target where cg_bf16_dot() is non-zero.  Such a conv computes exact bf16 x bf16 products
+ * accumulated in f32, which is what vdpbf16ps does; only the summation order differs from
+ * the f32 kernel.
+ *
+ * Layout: K (input channels) in pairs.  Weights are packed at compile time as dwords holding
+ * the bf16 pair (w[co][2k] low, w[co][2k+1] high), [Cout/R][Cin/2][R] (zero padded: an odd
+ * Cin's last pair has a zero high half, the last tile's missing channels are zero).  The
+ * input is packed per pixel chunk (a work item whose chunk is not in this thread's buffer
+ * packs it first) into a stack buffer of dwords, [pixel tile][Cin/2][P*V], dword = the bf16
+ * pair (x[2k][p] low, x[2k+1][p] high) of pixel p, converted from f32 to nearest even (exact
+ * for inputs already on the grid).  The microkernel: R x P <V x float> accumulators; per pair
+ * k it loads P panel vectors and for each of R channels broadcasts one weight dword and
+ * issues P dot-product steps (vdpbf16ps zmm, zmm, m32bcst on avx512bf16).  Epilogue as the
+ * f32 kernel's, except that a folded batchnorm's scale is applied here (acc * scale + shift),
+ * so the packed weights stay the exact bf16 weights.  Work items (image, chunk, channel
+ * tile), tiles fastest, as gen_conv.c's flat convs; no thread-split variant. */
+#include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/gen_conv.h"
+#include "codegen/gen_conv_bf16.h"
+#include "codegen/gen_round16.h"
+
+#define BF16_PANEL_BYTES (96 * 1024)   /* input panel per chunk (bf16 pairs), L2-resident */
+#define BF16_STACK_MAX (256 * 1024)    /* largest stack buffer a kernel may take */
+
+typedef struct bgeom {
+  int64_t n, cin, cout, hw, kp; /* kp = ceil(cin / 2) pairs */
+  int V, R, P, ntile, mode;
+  int64_t chunk_px, nch;        /* pixels per chunk (whole tiles), chunks per plane */
+} bgeom;
+
+/* ---- the dot-product step --------------------------------------------------------------- */
+static LLVMValueRef splat_i32v(cg_ctx *c, uint32_t v, int w) {
+  LLVMValueRef e[64];
+  for (int i = 0; i < w; i++) e[i] = LLVMConstInt(c->t_i32, v, 0);
+  return LLVMConstVector(e, (unsigned)w);
+}
+
+/* Integer lanes u (<V x i32> f32 bit patterns) with denormals replaced by a signed zero. */
+static LLVMValueRef flush_denormal_bits(cg_ctx *c, LLVMValueRef u, int V) {
+  LLVMValueRef e = LLVMBuildAnd(c->b, u, splat_i32v(c, 0x7f800000u, V), "");
+  LLVMValueRef den = LLVMBuildICmp(c->b, LLVMIntEQ, e, LLVMConstNull(LLVMTypeOf(u)), "den");
+  return LLVMBuildSelect(c->b, den, LLVMBuildAnd(c->b, u, splat_i32v(c, 0x80000000u, V), ""), u, "");
+}
+
+LLVMValueRef cg_bf16_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b, int V) {
+  LLVMTypeRef vf = cg_vtype(c, V);
+  if (mode == 2) {
+    LLVMTypeRef bt = LLVMVectorType(LLVMBFloatTypeInContext(c->llc), (unsigned)(2 * V));
+    LLVMValueRef args[3] = {acc, LLVMBuildBitCast(c->b, a, bt, ""), LLVMBuildBitCast(c->b, b, bt, "")};
+    const char *name = V == 16 ? "llvm.x86.avx512bf16.dpbf16ps.512"
+                       : V == 8 ? "llvm.x86.avx512bf16.dpbf16ps.256"
+                                : "llvm.x86.avx512bf16.dpbf16ps.128";
+    return cg_intrinsic(c, name, NULL, 0, args, 3);
+  }
+  /* exact emulation: make_fp32 of each half (the high half masked, the low half shifted up),
+   * input denormals as zero (DAZ), two FMAs rounded to nearest even (llvm.fma: one rounding;
+   * the bf16 x bf16 product is exact in f32 anyway), odd element first, each result with
+   * denormals flushed (FTZ).  acc is zero or an FTZ result, so it needs no DAZ. */
+  LLVMValueRef hi = splat_i32v(c, 0xffff0000u, V), sh = splat_i32v(c, 16, V);
+  LLVMValueRef ao = LLVMBuildBitCast(c->b, flush_denormal_bits(c, LLVMBuildAnd(c->b, a, hi, ""), V), vf, "a_odd");
+  LLVMValueRef ae = LLVMBuildBitCast(c->b, flush_denormal_bits(c, LLVMBuildShl(c->b, a, sh, ""), V), vf, "a_even");
+  LLVMValueRef bo = LLVMBuildBitCast(c->b, flush_denormal_bits(c, LLVMBuildAnd(c->b, b, hi, ""), V), vf, "b_odd");
+  LLVMValueRef be = LLVMBuildBitCast(c->b, flush_denormal_bits(c, LLVMBuildShl(c->b, b, sh, ""), V), vf, "b_even");
+  LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
+  LLVMValueRef args[3] = {ao, bo, acc};
+  LLVMValueRef t = cg_intrinsic(c, "llvm.fma", &vf, 1, args, 3);
+  t = LLVMBuildBitCast(c->b, flush_denormal_bits(c, LLVMBuildBitCast(c->b, t, vi, ""), V), vf, "");
+  LLVMValueRef args2[3] = {ae, be, t};
+  t = cg_intrinsic(c, "llvm.fma", &vf, 1, args2, 3);
+  return LLVMBuildBitCast(c->b, flush_denormal_bits(c, LLVMBuildBitCast(c->b, t, vi, ""), V), vf, "dp");
+}
+
+/* ---- plan ------------------------------------------------------------------------------- */
+/* The bf16 bits of x (on the grid: its top half), rounded to nearest even otherwise, a
+ * denormal as a signed zero (the instruction reads it so). */
+static uint32_t bf16_bits(float x) {
+  float r = ir_round16_f32(x, IR_HALF_BF16);
+  uint32_t u;
+  memcpy(&u, &r, 4);
+  if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+  return u >> 16;
+}
+
+/* R x P as gen_conv.c's conv_choose_tile scores pixel tiles: accumulators x channel x pixel
+ * utilisation, minus 0.25 per load of a step (R broadcasts + P panel vectors). */
+static void choose_tile(bgeom *g, int budget) {
+  int64_t pv = (g->hw + g->V - 1) / g->V;
+  int pmax = (int)(pv < 4 ? pv : 4);
+  double best = -1;
+  for (int p = 1; p <= pmax; p++)
+    for (int r = 1; r <= budget / p && r <= g->cout; r++) {
+      double uc = (double)g->cout / (double)(((g->cout + r - 1) / r) * r);
+      int64_t tp = (int64_t)p * g->V;
+      double up = (double)g->hw / (double)(((g->hw + tp - 1) / tp) * tp);
+      double score = (double)(r * p) * uc * up - 0.25 * (r + p);
+      if (score > best + 1e-9) best = score, g->R = r, g->P = p;
+    }
+  g->ntile = (int)((g->cout + g->R - 1) / g->R);
+}
+
+static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
+  const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
+  memset(g, 0, sizeof *g);
+  g->mode = cg_bf16_dot(c->target);
+  g->n = xs->dim[0], g->cin = xs->dim[1], g->cout = ys->dim[1], g->hw = xs->dim[2] * xs->dim[3];
+  g->kp = (g->cin + 1) / 2;
+  g->V = c->target->vec_f32;
+  choose_tile(g, cg_acc_budget(c->target));
+  int64_t tile_px = (int64_t)g->P * g->V, k = BF16_PANEL_BYTES / (4 * g->kp) / tile_px;
+  if (k < 1) k = 1;
+  int64_t whole = (g->hw + tile_px - 1) / tile_px;
+  g->chunk_px = (k < whole ? k : whole) * tile_px;
+  g->nch = (g->hw + g->chunk_px - 1) / g->chunk_px;
+  return g->chunk_px * g->kp * 4 <= BF16_STACK_MAX;
+}
+
+int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
+  const cg_priv *pv = c->priv;
+  if (n->op != IR_OP_conv2d || (pv && pv->train) || !cg_bf16_dot(c->target) || getenv("CNNC_NO_BF16")) return 0;
+  const ir_conv2d_attr *a = &n->attr.conv2d;
+  if (a->kernel[0] != 1 || a->kernel[1] != 1 || a->stride[0] != 1 || a->stride[1] != 1 || a->pad[0] || a->pad[1] ||
+      a->pad[2] || a->pad[3] || a->groups > 1)
+    return 0;
+  if (cg_fusion(c, n)->n_pre) return 0; /* squeeze-excite factors scale the input first */
+  const ir_value *x = &c->g->values[n->in[0]], *w = &c->g->values[n->in[1]];
+  if (x->shape.rank != 4 || x->producer < 0 || !w->data) return 0;
+  const ir_node *p = &c->g->nodes[x->producer];
+  if (p->op != IR_OP_round16 || p->attr.round16.format != IR_HALF_BF16) return 0;
+  for (int64_t i = 0; i < ir_shape_numel(&w->shape); i++)
+    if (ir_round16_f32(w->data[i], IR_HALF_BF16) != w->data[i]) return 0; /* not a bf16 weight */
+  bgeom g;
+  return plan(c, n, &g);
+}
+
+/* Packs weights as bf16 pair dwords [tile][kp][R], bias (conv bias, BN shift) and the BN
+ * scale (1 without BN) per padded channel. */
+static void pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bgeom *g, uint32_t *wp, float *bp, float *sp) {
+  const float *w = c->g->values[n->in[1]].data, *b = n->n_in > 2 ? c->g->values[n->in[2]].data : NULL;
+  for (int64_t co = 0; co < (int64_t)g->ntile * g->R; co++) {
+    int64_t t = co / g->R, r = co % g->R;
+    double scale = 1.0, shift = co < g->cout && b ? b[co] : 0.0;
+    if (bn && co < g->cout) {
+      const float *gam = c->g->values[bn->in[1]].data, *bet = c->g->values[bn->in[2]].data;
+      const float *mean = c->g->values[bn->in[3]].data, *var = c->g->values[bn->in[4]].data;
+      scale = gam[co] / sqrt((double)var[co] + (double)bn->attr.batchnorm.eps);
+      shift = (shift - mean[co]) * scale + bet[co];
+    }
+    bp[co] = (float)shift, sp[co] = (float)scale;
+    for (int64_t k = 0; k < g->kp; k++) {
+      uint32_t lo = co < g->cout ? bf16_bits(w[co * g->cin + 2 * k]) : 0;
+      uint32_t hi = co < g->cout && 2 * k + 1 < g->cin ? bf16_bits(w[co * g->cin + 2 * k + 1]) : 0;
+      wp[(t * g->kp + k) * g->R + r] = lo | hi << 16;
+    }
+  }
+}
+
+typedef struct bk {
+  LLVMValueRef x, out, wp, bp, sp, buf, in_base, out_base, wbase, bbase, c0;
+  LLVMValueRef resid[PASS_MAX_POST];
+  const conv_epi *e;
+  int bn;
+} bk;
+
+/* ---- input panels ----------------------------------------------------------------------- */
+/* Vector j (run time, or jc >= 0 at compile time with lane mask m) of pair k of the chunk. */
+static void pack_vec(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, int odd_last, LLVMValueRef j, unsigned m) {
+  int V = g->V;
+  unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
+  LLVMValueRef px = LLVMBuildAdd(c->b, s->c0, LLVMBuildMul(c->b, j, cg_i64(c, V), ""), "");
+  LLVMValueRef i0 = LLVMBuildAdd(c->b, s->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, 2 * g->hw), ""), px, ""), "");
+  LLVMValueRef i1 = LLVMBuildAdd(c->b, i0, cg_i64(c, g->hw), "");
+  LLVMValueRef x0 = m == full ? cg_load_v(c, s->x, i0, V) : cg_conv_masked_load(c, s->x, i0, m, V);
+  LLVMValueRef x1 = odd_last ? cg_fzero(c, V) : m == full ? cg_load_v(c, s->x, i1, V) : cg_conv_masked_load(c, s->x, i1, m, V);
+  LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
+  LLVMValueRef h0 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x0, IR_HALF_BF16, 0, V), vi, "");
+  LLVMValueRef h1 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x1, IR_HALF_BF16, 0, V), vi, "");
+  LLVMValueRef pair = LLVMBuildOr(c->b, h0, LLVMBuildShl(c->b, h1, splat_i32v(c, 16, V), ""), "pair");
+  /* [pixel tile][kp][P]: tile j / P, vector j % P */
+  LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, cg_i64(c, g->P), ""), cg_i64(c, g->kp), ""), k, ""),
+                                                      cg_i64(c, g->P), ""),
+                                     LLVMBuildSRem(c->b, j, cg_i64(c, g->P), ""), "slot");
+  LLVMValueRef st = LLVMBuildStore(c->b, pair, LLVMBuildGEP2(c->b, vi, s->buf, &slot, 1, ""));
+  LLVMSetAlignment(st, 64);
+}
+
+/* Packs px pixels (compile time) of the chunk at s->c0: nfv whole vectors, then a masked one. */
+static void pack_chunk(cg_ctx *c, const bgeom *g, const bk *s, int64_t px) {
+  int64_t nfv = px / g->V, tail = px % g->V;
+  int64_t kfull = g->cin / 2;
+  for (int odd = 0; odd <= (g->cin & 1); odd++) {
+    cg_loop K;
+    LLVMValueRef k = odd ? cg_i64(c, kfull) : cg_loop_begin(c, &K, cg_i64(c, 0), cg_i64(c, kfull), cg_i64(c, 1), "pk");
+    if (nfv > 0) {
+      cg_loop J;
+      LLVMValueRef j = cg_loop_begin(c, &J, cg_i64(c, 0), cg_i64(c, nfv), cg_i64(c, 1), "pj");
+      pack_vec(c, g, s, k, odd, j, g->V >= 32 ? ~0u : (1u << g->V) - 1);
+      cg_loop_end(c, &J);
+    }
+    if (tail) pack_vec(c, g, s, k, odd, cg_i64(c, nfv), (1u << tail) - 1);
+    if (!odd) cg_loop_end(c, &K);
+  }
+}
+
+/* ---- microkernel ------------------------------------------------------------------------ */
+/* rr channels x np vectors at chunk pixel q0 (a multiple of P*V); last_mask: lanes of the
+ * last vector inside the plane (all for whole tiles). */
+static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMValueRef q0, unsigned last_mask) {
+  int V = g->V;
+  unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
+  LLVMTypeRef vt = cg_vtype(c, V), vi = LLVMVectorType(c->t_i32, (unsigned)V);
+  LLVMValueRef acc[64];
+  for (int i = 0; i < rr * np; i++) {
+    acc[i] = cg_entry_alloca(c, vt, "acc");
+    LLVMBuildStore(c->b, cg_fzero(c, V), acc[i]);
+  }
+  LLVMValueRef ptile = LLVMBuildSDiv(c->b, q0, cg_i64(c, (int64_t)g->P * V), "ptile");
+  cg_loop K;
+  LLVMValueRef k = cg_loop_begin(c, &K, cg_i64(c, 0), cg_i64(c, g->kp), cg_i64(c, 1), "kp");
+  LLVMValueRef cur[64], xv[8];
+  for (int i = 0; i < rr * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+  LLVMValueRef slot = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ptile, cg_i64(c, g->kp), ""), k, ""), cg_i64(c, g->P), "");
+  for (int p = 0; p < np; p++) {
+    LLVMValueRef idx = LLVMBuildAdd(c->b, slot, cg_i64(c, p), "");
+    LLVMValueRef l = LLVMBuildLoad2(c->b, vi, LLVMBuildGEP2(c->b, vi, s->buf, &idx, 1, ""), "xpair");
+    LLVMSetAlignment(l, 64);
+    xv[p] = l;
+  }
+  LLVMValueRef wrow = LLVMBuildAdd(c->b, s->wbase, LLVMBuildMul(c->b, k, cg_i64(c, g->R), ""), "");
+  for (int r = 0; r < rr; r++) {
+    LLVMValueRef wi = LLVMBuildAdd(c->b, wrow, cg_i64(c, r), "");
+    LLVMValueRef w = LLVMBuildLoad2(c->b, c->t_i32, LLVMBuildGEP2(c->b, c->t_i32, s->wp, &wi, 1, ""), "wpair");
+    LLVMSetAlignment(w, 4);
+    LLVMValueRef wv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), w, cg_i32(c, 0), ""),
+                                             LLVMGetUndef(vi), LLVMConstNull(vi), "wbc");
+    for (int p = 0; p < np; p++) cur[r * np + p] = cg_bf16_dp(c, g->mode, cur[r * np + p], xv[p], wv, V);
+  }
+  for (int i = 0; i < rr * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
+  cg_loop_end(c, &K);
+  const conv_epi *e = s->e;
+  for (int r = 0; r < rr; r++) {
+    LLVMValueRef bi = LLVMBuildAdd(c->b, s->bbase, cg_i64(c, r), "");
+    LLVMValueRef bias = cg_splat(c, cg_load_f32(c, s->bp, bi), V);
+    LLVMValueRef scale = s->bn ? cg_splat(c, cg_load_f32(c, s->sp, bi), V) : NULL;
+    LLVMValueRef orow = LLVMBuildAdd(c->b, s->out_base, LLVMBuildAdd(c->b, cg_i64(c, r * g->hw), q0, ""), "");
+    for (int p = 0; p < np; p++) {
+      unsigned mo = p == np - 1 ? last_mask : full;
+      LLVMValueRef oi = LLVMBuildAdd(c->b, orow, cg_i64(c, (int64_t)p * V), "oi");
+      LLVMValueRef v = LLVMBuildLoad2(c->b, vt, acc[r * np + p], "");
+      if (scale) v = LLVMBuildFMul(c->b, v, scale, "bn");
+      v = LLVMBuildFAdd(c->b, v, bias, "");
+      for (int q = 0, ra = 0; q < e->n_post; q++) {
+        LLVMValueRef res = e->post[q]->op == IR_OP_add ? s->resid[ra++] : NULL;
+        if (res && mo != full) v = LLVMBuildFAdd(c->b, v, cg_conv_masked_load(c, res, oi, mo, V), "resid");
+        else v = cg_epilogue(c, e->post[q], v, res, oi, V);
+      }
+      if (mo == full) cg_store_v(c, v, s->out, oi, V);
+      else cg_conv_masked_store(c, v, s->out, oi, mo, V);
+    }
+  }
+}
+
+/* The tiles of a chunk of px pixels (compile time): whole tiles in a run-time loop, then the
+ * remaining vectors as one tile (its last vector masked at the plane's end). */
+static void chunk_tiles(cg_ctx *c, const bgeom *g, const bk *s, int rr, int64_t px) {
+  int64_t tile_px = (int64_t)g->P * g->V, nt = px / tile_px, rest = px % tile_px;
+  unsigned full = g->V >= 32 ? ~0u : (1u << g->V) - 1;
+  if (nt > 0) {
+    cg_loop L;
+    LLVMValueRef i = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, nt), cg_i64(c, 1), "pt");
+    tile(c, g, s, rr, g->P, LLVMBuildMul(c->b, i, cg_i64(c, tile_px), ""), full);
+    cg_loop_end(c, &L);
+  }
+  if (rest) {
+    int np = (int)((rest + g->V - 1) / g->V), lt = (int)(rest % g->V);
+    tile(c, g, s, rr, np, cg_i64(c, nt * tile_px), lt ? (1u << lt) - 1 : full);
+  }
+}
+
+/* One work item's pixels for rr channels: the chunk is whole, or the plane's last one. */
+static void item_body(cg_ctx *c, const bgeom *g, const bk *s, int rr, LLVMValueRef chunk) {
+  int64_t last_px = g->hw - (g->nch - 1) * g->chunk_px;
+  if (last_px == g->chunk_px) {
+    chunk_tiles(c, g, s, rr, g->chunk_px);
+    return;
+  }
+  cg_if f;
+  cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntSLT, chunk, cg_i64(c, g->nch - 1), ""));
+  chunk_tiles(c, g, s, rr, g->chunk_px);
+  cg_if_else(c, &f);
+  chunk_tiles(c, g, s, rr, last_px);
+  cg_if_end(c, &f);
+}
+
+static void pack_item(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef chunk) {
+  int64_t last_px = g->hw - (g->nch - 1) * g->chunk_px;
+  if (last_px == g->chunk_px) {
+    pack_chunk(c, g, s, g->chunk_px);
+    return;
+  }
+  cg_if f;
+  cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntSLT, chunk, cg_i64(c, g->nch - 1), ""));
+  pack_chunk(c, g, s, g->chunk_px);
+  cg_if_else(c, &f);
+  pack_chunk(c, g, s, last_px);
+  cg_if_end(c, &f);
+}
+
+static const char *bf16_kind(cg_ctx *c, const bgeom *g, const pass_fusion *fu) {
+  char op[128];
+  int k = snprintf(op, sizeof op, "conv2d_1x1");
+  if (fu->bn >= 0) k += snprintf(op + k, sizeof op - (size_t)k, "_bn");
+  for (int i = 0; i < fu->n_post && k < 100; i++)
+    k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
+  /* dtype bf16; ISA avx512bf16, or the emulating target's ISA + "_bf16emu" */
+  if (g->mode == 2) return ir_fmt(c->arena, "%s_bf16_%dx%d__avx512bf16", op, g->R, g->P * g->V);
+  return ir_fmt(c->arena, "%s_bf16_%dx%d__%s_bf16emu", op, g->R, g->P * g->V, cg_isa_name(c->target));
+}
+
+LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  bgeom g;
+  plan(c, n, &g);
+  const pass_fusion *fu = cg_fusion(c, n);
+  conv_epi e = {{0}, fu->n_post};
+  int n_act = 1;
+  for (int i = 0; i < fu->n_post; i++) {
+    e.post[i] = &c->g->nodes[fu->post[i]];
+    n_act += e.post[i]->op == IR_OP_add;
+  }
+  size_t nco = (size_t)g.ntile * g.R, wn = nco * (size_t)g.kp;
+  uint32_t *wp = malloc(wn * sizeof *wp);
+  float *bp = malloc(nco * sizeof(float)), *sp = malloc(nco * sizeof(float));
+  if (!wp || !bp || !sp) abort();
+  const ir_node *bnn = fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL;
+  pack(c, n, bnn, &g, wp, bp, sp);
+  LLVMValueRef a[IR_MAX_IN + PASS_MAX_POST + 4];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, n_act, a);
+  bk s;
+  memset(&s, 0, sizeof s);
+  s.e = &e, s.bn = bnn != NULL;
+  s.x = a[0];
+  for (int i = 1; i < n_act; i++) s.resid[i - 1] = a[i];
+  s.out = a[n_act];
+  s.wp = cg_blob_const(c, "conv_bf16.w", wp, wn * sizeof *wp);
+  s.bp = cg_blob_const(c, "conv_bf16.b", bp, nco * sizeof(float));
+  s.sp = s.bn ? cg_blob_const(c, "conv_bf16.s", sp, nco * sizeof(float)) : NULL;
+  free(wp), free(bp), free(sp);
+  LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)g.V);
+  s.buf = cg_entry_alloca(c, LLVMArrayType2(vi, (uint64_t)(g.chunk_px / g.V * g.kp)), "xpanel");
+  LLVMSetAlignment(s.buf, 64);
+  LLVMValueRef key = cg_entry_alloca(c, c->t_i64, "xpanel_key");
+  LLVMBuildStore(c->b, cg_i64(c, -1), key);
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, g.n * g.nch * g.ntile), a[n_act + 1], a[n_act + 2], &lo, &hi);
+  cg_loop L;
+  LLVMValueRef it = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
+  LLVMValueRef t = LLVMBuildSRem(c->b, it, cg_i64(c, g.ntile), "tile");
+  LLVMValueRef rest = LLVMBuildSDiv(c->b, it, cg_i64(c, g.ntile), "");
+  LLVMValueRef chunk = LLVMBuildSRem(c->b, rest, cg_i64(c, g.nch), "chunk");
+  LLVMValueRef img = LLVMBuildSDiv(c->b, rest, cg_i64(c, g.nch), "img");
+  s.c0 = LLVMBuildMul(c->b, chunk, cg_i64(c, g.chunk_px), "c0");
+  s.in_base = LLVMBuildMul(c->b, img, cg_i64(c, g.cin * g.hw), "in_base");
+  LLVMValueRef co0 = LLVMBuildMul(c->b, t, cg_i64(c, g.R), "co0");
+  s.out_base = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, img, cg_i64(c, g.cout), ""), co0, ""), cg_i64(c, g.hw), ""),
+                            s.c0, "out_base");
+  s.wbase = LLVMBuildMul(c->b, t, cg_i64(c, g.kp * g.R), "wbase");
+  s.bbase = co0;
+  /* the chunk's panel, packed by the first item of this thread that needs it */
+  LLVMValueRef ck = rest; /* image * nch + chunk */
+  cg_if pf;
+  cg_if_begin(c, &pf, LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildLoad2(c->b, c->t_i64, key, ""), ck, ""));
+  LLVMBuildStore(c->b, ck, key);
+  pack_item(c, &g, &s, chunk);
+  cg_if_end(c, &pf);
+  int remc = (int)(g.cout % g.R);
+  if (!remc) item_body(c, &g, &s, g.R, chunk);
+  else {
+    cg_if f2;
+    cg_if_begin(c, &f2, LLVMBuildICmp(c->b, LLVMIntNE, t, cg_i64(c, g.ntile - 1), ""));
+    item_body(c, &g, &s, g.R, chunk);
+    cg_if_else(c, &f2);
+    item_body(c, &g, &s, remc, chunk);
+    cg_if_end(c, &f2);
+  }
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  *kind = bf16_kind(c, &g, fu);
+  return f;
+}
