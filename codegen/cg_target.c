@@ -37,7 +37,7 @@ static char *fix_features(const char *f, const char *triple) {
 }
 
 /* Compiles `store (OP <16 x float>)` for the target and returns its assembly (malloc'd,
- * NULL on failure).  bf16: OP = fptrunc to <16 x bfloat>, else fadd. */
+ * NULL on failure).  bf16 1: OP = fptrunc to <16 x bfloat>; 2: llvm.fma(x, x, y); 0: fadd. */
 static char *probe_asm(const cg_target *t, int bf16) {
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef m = LLVMModuleCreateWithNameInContext("probe", ctx);
@@ -46,14 +46,19 @@ static char *probe_asm(const cg_target *t, int bf16) {
   LLVMSetTarget(m, t->triple);
   LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0), v16 = LLVMVectorType(LLVMFloatTypeInContext(ctx), 16);
   LLVMTypeRef params[2] = {ptr, ptr};
-  LLVMValueRef f = LLVMAddFunction(m, "probe", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, 0));
+  LLVMValueRef f = LLVMAddFunction(m, bf16 == 2 ? "probe_fma" : bf16 ? "probe_bf16" : "probe", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, 0));
   /* as for kernels: CPUs tuned for 256-bit vectors (skylake-avx512) still get zmm */
   LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
                           LLVMCreateStringAttribute(ctx, "min-legal-vector-width", 22, "512", 3));
   LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, f, "e"));
   LLVMValueRef x = LLVMBuildLoad2(b, v16, LLVMGetParam(f, 0), "x");
-  if (bf16) {
+  if (bf16 == 2) {
+    LLVMValueRef y = LLVMBuildLoad2(b, v16, LLVMGetParam(f, 1), "y"), args[3] = {x, x, y};
+    LLVMTypeRef fp[3] = {v16, v16, v16}, ft = LLVMFunctionType(v16, fp, 3, 0);
+    LLVMValueRef fma = LLVMAddFunction(m, "llvm.fma.v16f32", ft);
+    LLVMBuildStore(b, LLVMBuildCall2(b, ft, fma, args, 3, "f"), LLVMGetParam(f, 0));
+  } else if (bf16) {
     LLVMTypeRef bt = LLVMVectorType(LLVMBFloatTypeInContext(ctx), 16);
     LLVMBuildStore(b, LLVMBuildFPTrunc(b, x, bt, "h"), LLVMGetParam(f, 1));
   } else {
@@ -209,5 +214,13 @@ int cg_bf16_dot(const cg_target *t) {
   if (!is_x86(t)) return 0;
   if (t->has_avx512bf16) return 2;
   const char *e = getenv("CNNC_BF16_EMULATE");
-  return e && !strcmp(e, "1") ? 1 : 0;
+  if (!e || strcmp(e, "1")) return 0;
+  /* the emulation's llvm.fma must be an instruction (a target without FMA would import fmaf) */
+  cg_target own = *t; /* codegen threads call this: a target machine of its own */
+  own.tm = cg_target_clone_tm(t, 2);
+  char *z = own.tm ? probe_asm(&own, 2) : NULL;
+  int fma = z && strstr(z, "vfmadd") != NULL;
+  free(z);
+  if (own.tm) LLVMDisposeTargetMachine(own.tm);
+  return fma ? 1 : 0;
 }

@@ -10,7 +10,7 @@
 #include "codegen/cg_internal.h"
 
 /* cg_target.c: 2 = the target executes vdpbf16ps (avx512bf16 with 512-bit vectors), 1 = no
- * such target but CNNC_BF16_EMULATE=1 (x86 targets: the same kernels with every vdpbf16ps
+ * such target but CNNC_BF16_EMULATE=1 (x86 targets with FMA: the same kernels with every vdpbf16ps
  * emulated exactly in f32 vector code), 0 = no bf16 route. */
 int cg_bf16_dot(const cg_target *t);
 

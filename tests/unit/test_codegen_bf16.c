@@ -1,0 +1,270 @@
+/* test_codegen_bf16.c — the bf16 dot-product conv route (codegen/gen_conv_bf16.c) on a CPU
+ * without avx512bf16: the same kernels with every vdpbf16ps emulated (CNNC_BF16_EMULATE=1),
+ * for an AVX2 (x86-64-v3) target.
+ *  1. Bitwise: input -> round16 -> 1x1 conv (+bias) as the graph output (f32, not rounded):
+ *     the compiled result equals a C model of the instruction's arithmetic (per lane acc =
+ *     ftz(fma(x[2k+1], w[2k+1], acc)), then ftz(fma(x[2k], w[2k], acc)), bf16 inputs read with
+ *     denormals as zero), 1 and 2 threads, on shapes with odd Cin, short last channel tiles,
+ *     partial last vectors and several chunks, with inputs that provoke DAZ and FTZ.  The same
+ *     model with the even element first must differ somewhere (the check can fail).
+ *  2. tests/bf16/bottleneck_bf16.yml at --precision 16.16 bf16: every flat 1x1 conv takes the
+ *     route (kind ..._bf16_..._bf16emu), compiled vs the interpreter running the same graph
+ *     (tolerance 5e-3 as test_precision: only the f32 summation order differs), vs the f32
+ *     kernels' 16.16 build, and vs fp32 (32.32): max |diff| / max |output| printed, < 0.1.
+ *  3. No conv takes the route without CNNC_BF16_EMULATE, in 32.32, with fp16, or on a
+ *     target without FMA (SSE: the emulation would need fmaf). */
+#include "frontend/fe.h"
+#include "ir/ir.h"
+#include "test_codegen_harness.h"
+
+static uint32_t bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+static float from_bits(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+static float ftz(float x) { return (bits(x) & 0x7f800000u) == 0 ? from_bits(bits(x) & 0x80000000u) : x; }
+/* bf16 value of x (nearest even), as the instruction reads it (denormal -> signed zero) */
+static float bf16_in(float x) { return ftz(ir_round16_f32(x, IR_HALF_BF16)); }
+
+static ir_graph *load_yaml(const char *path, int batch) {
+  fe_options o;
+  fe_options_init(&o);
+  ir_diag d = {0};
+  char b[16];
+  snprintf(b, sizeof b, "%d", batch);
+  if (fe_option_set(&o, fe_option_find("batch-size"), b, &d) || fe_option_set(&o, fe_option_find("seed"), "5", &d))
+    return ir_diag_print(&d, stderr), NULL;
+  ir_graph *g = fe_load(path, &o, &d);
+  if (!g) ir_diag_print(&d, stderr);
+  return g;
+}
+
+/* ---- kernel kinds through the report sink ---- */
+typedef struct kinds { int n, bf16, emu; char first[160]; } kinds;
+static void kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_report_buffer *b, int n_b,
+                         const int64_t *sb, int ns, const int *tv, int nt) {
+  kinds *s = ctx;
+  for (int i = 0; i < n_k; i++) {
+    if (strncmp(k[i].kind, "conv2d", 6)) continue;
+    s->n++;
+    if (strstr(k[i].kind, "_bf16_")) {
+      s->bf16++;
+      s->emu += strstr(k[i].kind, "_bf16emu") != NULL;
+      if (!s->first[0]) snprintf(s->first, sizeof s->first, "%s", k[i].kind);
+    }
+  }
+}
+static kinds compile_kinds(ir_graph *g, const cg_target *t) {
+  kinds s = {0};
+  cg_report_sink rs = {&s, kinds_layout, NULL, NULL};
+  char so[512];
+  snprintf(so, sizeof so, "%s/kinds.so", cgt_dir);
+  cg_options o = {so, NULL, "kinds", "{}", 2, 0, &rs};
+  ir_diag d = {0};
+  if (cg_compile(g, t, &o, &d)) ir_diag_print(&d, stderr), s.n = -1;
+  unlink(so);
+  return s;
+}
+
+/* ---- 1. bitwise against the instruction's arithmetic ---- */
+static void bitwise_case(const cg_target *t, const char *tn, int n, int cin, int cout, int h, int w) {
+  char yml[512], label[128];
+  snprintf(yml, sizeof yml, "%s/conv.yml", cgt_dir);
+  FILE *f = fopen(yml, "w");
+  fprintf(f, "name: bf16conv\ninput: {shape: [%d, %d, %d], classes: 10}\nlayers:\n"
+             "  - {name: c, op: conv, filters: %d, kernel: 1, bias: true}\n", cin, h, w, cout);
+  fclose(f);
+  snprintf(label, sizeof label, "%s %dx%dx%dx%d -> %d", tn, n, cin, h, w, cout);
+  ir_graph *g = load_yaml(yml, n);
+  unlink(yml);
+  if (!g) {
+    cgt_failures++;
+    return;
+  }
+  cgt_random_params(g, 0.5f);
+  ir_diag d = {0};
+  CGT_CHECK(pass_precision(g, "16.16", "bf16", 0, &d) > 0, "%s: pass_precision: %s", label, d.msg);
+  kinds k = compile_kinds(g, t);
+  CGT_CHECK(k.n == 1 && k.emu == 1, "%s: the conv is not on the emulated bf16 route (%d of %d)", label, k.emu, k.n);
+  int wv = ir_find_value(g, "c/weight"), bv = ir_find_value(g, "c/bias");
+  const float *wt = g->values[wv].data, *bs = g->values[bv].data;
+  int64_t hw = (int64_t)h * w, nx = (int64_t)n * cin * hw, ny = (int64_t)n * cout * hw;
+  float *x = malloc((size_t)nx * 4), *want = malloc((size_t)ny * 4), *even_first = malloc((size_t)ny * 4);
+  for (int64_t i = 0; i < nx; i++) {
+    x[i] = cgt_uniform(-1.0f, 1.0f);
+    int64_t ci = i / hw % cin, p = i % hw;
+    if (ci == 1 && p % 7 == 0) x[i] *= 1e-38f; /* bf16 denormals: read as zero (DAZ) */
+    if (p % 11 == 3) x[i] *= 1e-25f;          /* products near 1e-26..1e-39: denormal sums (FTZ) */
+  }
+  if (cout > 0) { /* a weight row of tiny values so that whole sums land in the denormals */
+    float *wm = g->values[wv].data;
+    for (int ci = 0; ci < cin; ci++) wm[ci] = ir_round16_f32(wm[ci] * 1e-13f, IR_HALF_BF16);
+    g->values[bv].data[0] = 0; /* its sums stay visible */
+  }
+  for (int b = 0; b < n; b++)
+    for (int co = 0; co < cout; co++)
+      for (int64_t p = 0; p < hw; p++) {
+        float a = 0, e = 0;
+        for (int k = 0; 2 * k < cin; k++) {
+          float x0 = bf16_in(x[((int64_t)b * cin + 2 * k) * hw + p]), w0 = ftz(wt[co * cin + 2 * k]);
+          float x1 = 2 * k + 1 < cin ? bf16_in(x[((int64_t)b * cin + 2 * k + 1) * hw + p]) : 0.0f;
+          float w1 = 2 * k + 1 < cin ? ftz(wt[co * cin + 2 * k + 1]) : 0.0f;
+          a = ftz(fmaf(x1, w1, a)), a = ftz(fmaf(x0, w0, a));
+          e = ftz(fmaf(x0, w0, e)), e = ftz(fmaf(x1, w1, e));
+        }
+        want[((int64_t)b * cout + co) * hw + p] = a + bs[co];
+        even_first[((int64_t)b * cout + co) * hw + p] = e + bs[co];
+      }
+  char so[512];
+  snprintf(so, sizeof so, "%s/bitwise.so", cgt_dir);
+  cg_options o = {so, NULL, label, "{}", 2, 0};
+  if (cg_compile(g, t, &o, &d)) {
+    ir_diag_print(&d, stderr);
+    cgt_failures++;
+  } else {
+    void *hd = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    const cnnc_abi_model *m = hd ? dlsym(hd, CNNC_ABI_SYMBOL) : NULL;
+    CGT_CHECK(m != NULL, "%s: cannot load", label);
+    for (int nth = 1; m && nth <= 2; nth++) {
+      void *bufs[64];
+      for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
+      memcpy(bufs[m->input], x, (size_t)nx * 4);
+      cgt_run_model(m, bufs, nth);
+      const float *got = bufs[m->outputs[0]];
+      int64_t diff = 0, first = -1, differs = 0, tiny = 0;
+      for (int64_t i = 0; i < ny; i++) {
+        if (bits(got[i]) != bits(want[i]) && diff++ == 0) first = i;
+        differs += bits(even_first[i]) != bits(want[i]);
+        tiny += fabsf(want[i] - bs[i / hw % cout]) < 1e-30f;
+      }
+      CGT_CHECK(diff == 0, "%s, %d thread(s): %lld of %lld outputs differ from the vdpbf16ps model (first %lld: %a vs %a)",
+                label, nth, (long long)diff, (long long)ny, (long long)first, first >= 0 ? got[first] : 0.0,
+                first >= 0 ? want[first] : 0.0);
+      if (nth == 1) {
+        fprintf(stderr, "%s: %lld outputs bitwise the model; the even-first order differs on %lld; %lld sums under 1e-30\n",
+                label, (long long)(ny - diff), (long long)differs, (long long)tiny);
+        if (cin >= 16) CGT_CHECK(differs > 0, "%s: the element order is not observable on this data", label);
+      }
+      for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
+    }
+    if (hd) dlclose(hd);
+  }
+  unlink(so);
+  free(x), free(want), free(even_first);
+  ir_graph_free(g);
+}
+
+/* ---- 2. the bottleneck model ---- */
+/* 16.16 fp16 with CNNC_BF16_EMULATE=1 (target with F16C): not a bf16 input, no route */
+static kinds compile_kinds_model(const cg_target *t, const char *label) {
+  kinds k = {0};
+  cg_target f16c;
+  ir_diag d = {0};
+  ir_graph *g = load_yaml(CNNC_TEST_SRC "/tests/bf16/bottleneck_bf16.yml", 1);
+  if (!g || cg_target_init(&f16c, NULL, NULL, "+avx2,+fma,+f16c", &d) || pass_precision(g, "16.16", "fp16", 0, &d) <= 0) {
+    fprintf(stderr, "%s: setup failed\n", label);
+    cgt_failures++;
+    ir_graph_free(g);
+    return k;
+  }
+  setenv("CNNC_BF16_EMULATE", "1", 1);
+  k = compile_kinds(g, &f16c);
+  unsetenv("CNNC_BF16_EMULATE");
+  CGT_CHECK(k.n == 7, "%s: %d convs compiled", label, k.n);
+  cg_target_dispose(&f16c);
+  ir_graph_free(g);
+  return k;
+}
+static float *run_model_file(const cg_target *t, const char *prec, const char *half, int emulate, const char *label,
+                             kinds *k, int vs_interp) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/bf16/bottleneck_bf16.yml", CNNC_TEST_SRC);
+  ir_graph *g = load_yaml(path, 3);
+  if (!g) {
+    cgt_failures++;
+    return NULL;
+  }
+  ir_diag d = {0};
+  if (strcmp(prec, "32.32")) CGT_CHECK(pass_precision(g, prec, half, 0, &d) > 0, "%s: %s", label, d.msg);
+  if (emulate) setenv("CNNC_BF16_EMULATE", "1", 1);
+  else unsetenv("CNNC_BF16_EMULATE");
+  *k = compile_kinds(g, t);
+  float *out = NULL;
+  /* vs the interpreter on the same graph: 5e-3 as test_precision (a sum whose f32 order
+   * differs can round to the other bf16 neighbour in a later layer) */
+  CGT_CHECK(cgt_check_graph(g, t, label, vs_interp ? 5e-3 : 1e-4, &out) == 0, "%s: compiled differs from the interpreter", label);
+  unsetenv("CNNC_BF16_EMULATE");
+  ir_graph_free(g);
+  return out;
+}
+
+static double max_rel(const float *a, const float *b, int64_t n) {
+  double s = 0, e = 0;
+  for (int64_t i = 0; i < n; i++) s = fmax(s, fabs(b[i]));
+  for (int64_t i = 0; i < n; i++) e = fmax(e, fabs(a[i] - b[i]));
+  return s > 0 ? e / s : e;
+}
+
+static void model_case(const cg_target *t, const char *tn) {
+  char l[4][96];
+  kinds ke, kf, k32, kh;
+  snprintf(l[0], 96, "%s bottleneck 16.16 bf16 emulated", tn);
+  snprintf(l[1], 96, "%s bottleneck 16.16 bf16 f32 kernels", tn);
+  snprintf(l[2], 96, "%s bottleneck 32.32", tn);
+  snprintf(l[3], 96, "%s bottleneck 16.16 fp16 emulate set", tn);
+  float *e = run_model_file(t, "16.16", "bf16", 1, l[0], &ke, 1);
+  float *f = run_model_file(t, "16.16", "bf16", 0, l[1], &kf, 1);
+  float *r = run_model_file(t, "32.32", "bf16", 1, l[2], &k32, 0);
+  float *h = NULL;
+  kh = compile_kinds_model(t, l[3]);
+  CGT_CHECK(ke.n == 7 && ke.emu == 6, "%s: %d of %d convs on the emulated route, want 6 of 7", l[0], ke.emu, ke.n);
+  fprintf(stderr, "%s: %d of %d convs on the route, e.g. %s\n", l[0], ke.emu, ke.n, ke.first);
+  CGT_CHECK(kf.bf16 == 0 && k32.bf16 == 0 && kh.bf16 == 0, "%s: bf16 kernels without the emulation (%d), in 32.32 (%d) or fp16 (%d)",
+            tn, kf.bf16, k32.bf16, kh.bf16);
+  if (e && f && r) {
+    int64_t n = 3 * 10;
+    double ef = max_rel(e, f, n), er = max_rel(e, r, n), fr = max_rel(f, r, n);
+    fprintf(stderr, "%s: max |diff| / max |logit|: bf16 route vs f32 kernels (16.16) %.3g, bf16 route vs fp32 %.3g, "
+            "f32 kernels 16.16 vs fp32 %.3g\n", tn, ef, er, fr);
+    CGT_CHECK(er < 0.1 && er > 0, "%s: bf16 route vs fp32 %.3g (want 0 < e < 0.1)", tn, er);
+    CGT_CHECK(ef < 5e-3, "%s: bf16 route vs the f32 kernels' 16.16 %.3g (want < 5e-3)", tn, ef);
+  }
+  free(e), free(f), free(r), free(h);
+}
+
+int main(void) {
+  cgt_init_dir();
+  cg_target avx2, sse;
+  ir_diag d = {0};
+  if (cg_target_init(&avx2, NULL, "x86-64-v3", NULL, &d) || cg_target_init(&sse, NULL, "x86-64", NULL, &d)) {
+    ir_diag_print(&d, stderr);
+    return 1;
+  }
+  CGT_CHECK(!avx2.has_avx512bf16 && !sse.has_avx512bf16, "x86-64-v3 / x86-64 report avx512bf16");
+  setenv("CNNC_BF16_EMULATE", "1", 1);
+  /* V = 8 (AVX2) and 4 (SSE): odd Cin, short last tiles, partial vectors, several chunks */
+  bitwise_case(&avx2, "avx2", 2, 5, 7, 5, 5);
+  bitwise_case(&avx2, "avx2", 1, 37, 19, 14, 14);
+  bitwise_case(&avx2, "avx2", 3, 64, 40, 9, 13);
+  bitwise_case(&avx2, "avx2", 1, 300, 13, 30, 31); /* 930 pixels: several chunks */
+  /* without FMA (SSE) the emulation is refused: the f32 kernels */
+  ir_graph *g = load_yaml(CNNC_TEST_SRC "/tests/bf16/bottleneck_bf16.yml", 1);
+  if (g && pass_precision(g, "16.16", "bf16", 0, &d) > 0) {
+    kinds k = compile_kinds(g, &sse);
+    CGT_CHECK(k.n == 7 && k.bf16 == 0, "sse: %d of %d convs on the bf16 route (want 0 of 7)", k.bf16, k.n);
+  } else cgt_failures++;
+  ir_graph_free(g);
+  unsetenv("CNNC_BF16_EMULATE");
+  model_case(&avx2, "avx2");
+  cg_target_dispose(&avx2);
+  cg_target_dispose(&sse);
+  cgt_cleanup_dir();
+  if (cgt_failures) fprintf(stderr, "test_codegen_bf16: %d failure(s)\n", cgt_failures);
+  else fprintf(stderr, "test_codegen_bf16: ok\n");
+  return cgt_failures != 0;
+}
