@@ -5,6 +5,8 @@
  * [group][Cout_g/R][Cin_g][KH][KW][R] and issues Rv*P llvm.fmuladd.  Border pixels are
  * compile-time positions whose out-of-range taps are simply not emitted; the epilogue
  * stores each vector's lanes to their channel planes. */
+#include <stdlib.h>
+
 #include "codegen/cg_half_partials.h"
 #include "codegen/gen_conv.h"
 
@@ -207,7 +209,7 @@ LLVMValueRef cg_conv_opaque_ptr(cg_ctx *c, LLVMValueRef p) {
   return LLVMBuildCall2(c->b, ft, asmv, &p, 1, "kbuf");
 }
 
-static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
+static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, LLVMValueRef panel) {
   if (g->kh != 1 || g->kw != 1 || g->pl != 0 || g->pt != 0) return 0;
   int V = g->V, nrv = (rr + V - 1) / V;
   /* block: a quarter of the L2 budget (64-77 KB by default); rows under half of it stay in
@@ -215,12 +217,15 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
   int64_t blk = g->l2 / 4 > 4096 ? g->l2 / 4 : 4096;
   int64_t row_bytes = g->ow * g->sw * 4, nkb = (g->cin_g * row_bytes + blk - 1) / blk;
   int64_t nt = (g->ow + g->P - 1) / g->P;
-  if (g->cin_g * row_bytes < 2 * blk || nkb < 2 || nt > (g->sub ? CG_CONV_SUB_MAX_TILES : VC_KBLOCK_MAX_TILES) || nt < 1)
-    return 0;
+  if (nt > (g->sub ? CG_CONV_SUB_MAX_TILES : VC_KBLOCK_MAX_TILES) || nt < 1) return 0;
+  if (g->cin_g * row_bytes < 2 * blk || nkb < 2) {
+    if (!panel) return 0;
+    nkb = 1; /* a panel row under half the budget: one block */
+  }
   int64_t kc = (g->cin_g + nkb - 1) / nkb;
   nkb = (g->cin_g + kc - 1) / kc;
   const cg_priv *pv = c->priv; /* --enable-half-partials: the block recorded for the interpreter */
-  if (c->g->partial_kblock && pv) c->g->partial_kblock[pv->node] = (int)kc;
+  if (c->g->partial_kblock && pv && nkb > 1) c->g->partial_kblock[pv->node] = (int)kc;
   int nacc = nrv * g->P;
   LLVMTypeRef vt = cg_vtype(c, V);
   LLVMValueRef buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)(nt * nacc)), "kbuf"));
@@ -244,9 +249,11 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
     LLVMValueRef wrow = LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, ci, cg_i64(c, g->R), ""), "wrow");
     LLVMValueRef wv[4];
     for (int v = 0; v < nrv; v++) wv[v] = cg_load_v(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)v * V), ""), V);
+    LLVMValueRef prow = panel ? LLVMBuildAdd(c->b, cg_i64(c, from * g->cin_g), LLVMBuildMul(c->b, ci, cg_i64(c, np), ""), "prow") : NULL;
     for (int64_t p = 0; p < np; p++) {
       int64_t off = g->sub ? cg_conv_sub_off(g, from + p) : (from + p) * g->sw;
-      LLVMValueRef xb = cg_splat(c, cg_conv_xscale(c, r, ci, cg_load_f32(c, r->x, LLVMBuildAdd(c->b, row, cg_i64(c, off), ""))), V);
+      LLVMValueRef xb = cg_splat(c, panel ? cg_load_f32(c, panel, LLVMBuildAdd(c->b, prow, cg_i64(c, p), "")) /* scaled when packed */
+                                          : cg_conv_xscale(c, r, ci, cg_load_f32(c, r->x, LLVMBuildAdd(c->b, row, cg_i64(c, off), ""))), V);
       for (int v = 0; v < nrv; v++) cur[v * np + p] = cg_fma(c, wv[v], xb, cur[v * np + p]);
     }
     for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
@@ -264,8 +271,85 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
   return 1;
 }
 
+/* Input panels of 1x1 unpadded rows (stride 1 GEMMs, strided per-row convs, sub convs).
+ * Read from the channel planes, a pixel tile's K loop broadcasts np pixels of one plane per
+ * input channel, planes H*W*4 bytes apart (196 B at 7x7): cin_g strided streams, each cache
+ * line of which serves one tile, re-read by every channel tile of the image.  The panel is
+ * the row's input gathered once into a stack buffer [tile][ci][np] (tiles of balanced width,
+ * as vc_kblocked_row cuts them; strided and sub pixels gathered here, so the kernel reads
+ * every conv as a stride-1 GEMM): a tile's np broadcasts of one ci are adjacent and its K
+ * loop reads one sequential stream.  key: the input row the panel holds (-1: none); the
+ * work items of one row (the channel tiles of a block / of the image, in conv_item's order)
+ * pack it once.  CNNC_NO_VC_PANEL in cnnc's environment turns it off (A/B measurements). */
+#define VC_PANEL_MAX_BYTES (512 * 1024)
+
+static int vc_panel_ok(const conv_geom *g) {
+  if (g->kh != 1 || g->kw != 1 || g->pl != 0 || g->pt != 0 || getenv("CNNC_NO_VC_PANEL")) return 0;
+  int64_t nt = (g->ow + g->P - 1) / g->P;
+  return nt <= (g->sub ? CG_CONV_SUB_MAX_TILES : VC_KBLOCK_MAX_TILES) && g->cin_g * g->ow * 4 <= VC_PANEL_MAX_BYTES;
+}
+
+/* Stores v at the entry block, right after the alloca a (runs once per call, before any loop). */
+static void vc_entry_store(cg_ctx *c, LLVMValueRef a, LLVMValueRef v) {
+  LLVMBuilderRef tb = LLVMCreateBuilderInContext(c->llc);
+  LLVMValueRef next = LLVMGetNextInstruction(a);
+  if (next) LLVMPositionBuilderBefore(tb, next);
+  else LLVMPositionBuilderAtEnd(tb, LLVMGetInstructionParent(a));
+  LLVMBuildStore(tb, v, a);
+  LLVMDisposeBuilder(tb);
+}
+
+/* Gathers the row at input element in_row (every input channel of the group; squeeze-excite
+ * factors applied) into panel. */
+static void vc_panel_pack(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef panel, LLVMValueRef in_row) {
+  int64_t nt = (g->ow + g->P - 1) / g->P;
+  cg_loop CI;
+  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), cg_i64(c, g->cin_g), cg_i64(c, 1), "pci");
+  LLVMValueRef src = LLVMBuildAdd(c->b, in_row, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""), "psrc");
+  for (int64_t t = 0; t < nt; t++) {
+    int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
+    LLVMValueRef v;
+    if (!g->sub && g->sw == 1) v = cg_load_v(c, r->x, LLVMBuildAdd(c->b, src, cg_i64(c, from), ""), (int)np);
+    else {
+      v = np == 1 ? NULL : LLVMGetPoison(cg_vtype(c, (int)np));
+      for (int64_t p = 0; p < np; p++) {
+        int64_t off = g->sub ? cg_conv_sub_off(g, from + p) : (from + p) * g->sw;
+        LLVMValueRef s = cg_load_f32(c, r->x, LLVMBuildAdd(c->b, src, cg_i64(c, off), ""));
+        v = np == 1 ? s : LLVMBuildInsertElement(c->b, v, s, cg_i32(c, (int)p), "");
+      }
+    }
+    v = cg_conv_xscale(c, r, ci, v);
+    cg_store_v(c, v, panel, LLVMBuildAdd(c->b, cg_i64(c, from * g->cin_g), LLVMBuildMul(c->b, ci, cg_i64(c, np), ""), ""), (int)np);
+  }
+  cg_loop_end(c, &CI);
+}
+
+static void vc_panel_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
+  int V = g->V;
+  int64_t floats = g->cin_g * g->ow;
+  LLVMValueRef buf = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, V), (uint64_t)((floats + V - 1) / V)), "vcpanel");
+  LLVMSetAlignment(buf, 64);
+  LLVMValueRef key = cg_entry_alloca(c, c->t_i64, "vcpanel_key");
+  vc_entry_store(c, key, cg_i64(c, -1));
+  LLVMValueRef in_row = LLVMBuildAdd(c->b, r->in_base, LLVMBuildMul(c->b, r->iy0, cg_i64(c, g->w), ""), "panel_row");
+  /* items reading the squeeze-excite buffer (gen_conv_se.c) all have in_base 0: the key adds
+   * the (image, group) that buffer holds */
+  LLVMValueRef k = r->xs_buf ? LLVMBuildAdd(c->b, in_row, LLVMBuildMul(c->b, r->xs_base, cg_i64(c, g->cin_g * g->h * g->w), ""), "")
+                             : in_row;
+  cg_if f;
+  cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildLoad2(c->b, c->t_i64, key, ""), k, ""));
+  vc_panel_pack(c, g, r, buf, in_row);
+  LLVMBuildStore(c->b, k, key);
+  cg_if_end(c, &f);
+  vc_kblocked_row(c, g, r, e, rr, buf);
+}
+
 void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
-  if (vc_kblocked_row(c, g, r, e, rr)) return;
+  if (vc_panel_ok(g)) {
+    vc_panel_row(c, g, r, e, rr);
+    return;
+  }
+  if (vc_kblocked_row(c, g, r, e, rr, NULL)) return;
   if (g->sub) { /* the plane as compile-time tiles of balanced width (at most P) */
     int64_t nt = (g->ow + g->P - 1) / g->P;
     for (int64_t t = 0, from = 0; t < nt; t++) {

@@ -1,0 +1,155 @@
+/* test_codegen_vc.c — the channel-vector conv kernels (codegen/gen_conv_vc.c) vs the
+ * reference interpreter: 1x1 rows read through input panels (stride-1 GEMMs on 7x7 / 5x5
+ * maps, strided per-row 1x1 convs, sub convs over a subsampled plane; K-blocked and not;
+ * grouped), the transposed tile epilogue (bias, BN, fused residual add and relu/swish,
+ * remainder channel tiles, 1..P-pixel tiles), and 3x3 strided convs that keep the plane
+ * reads; batch 1 and 3, odd channel counts and maps.  Each case runs with 1 and 2 threads:
+ * both must match the interpreter and be bitwise equal to each other.  The cases run for
+ * the AVX2 target (V = 8: the unpack/shufps/vperm2f128 transpose) and the SSE one (V = 4:
+ * the perfect-shuffle transpose). */
+#include "test_codegen_harness.h"
+
+#define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
+
+static const double TOL = 1e-4;
+
+static int node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
+  ir_diag d = {0};
+  int v = ir_add_node(g, op, name, (ir_loc){0}, in, n, a, &d);
+  if (v < 0) {
+    ir_diag_print(&d, stderr);
+    abort();
+  }
+  return v;
+}
+
+static int param(ir_graph *g, const char *name, ir_shape s) { return ir_add_param(g, name, s, 1); }
+
+static int add_bn(ir_graph *g, const char *name, int x, int64_t c) {
+  char b[4][64];
+  const char *sfx[4] = {"gamma", "beta", "running_mean", "running_var"};
+  int in[5] = {x};
+  for (int i = 0; i < 4; i++) {
+    snprintf(b[i], sizeof b[i], "%s/%s", name, sfx[i]);
+    in[i + 1] = param(g, b[i], SHAPE(c));
+  }
+  ir_attr a = {.batchnorm = {1e-5f, 0.1f, 0}};
+  return node(g, IR_OP_batchnorm, name, in, 5, &a);
+}
+
+typedef struct vc_case {
+  int n, cin, cout, h, w, k, s, pad, groups;
+  int epi; /* 0 bias only, 1 bn + relu, 2 bn + residual add (a second 1x1 conv of x) + relu, 3 bn + swish */
+  const char *what;
+} vc_case;
+
+static const vc_case cases[] = {
+    {1, 37, 29, 7, 7, 1, 1, 0, 1, 0, "7x7 1x1 GEMM, odd channels (rem tile of 13), panel unblocked"},
+    {3, 64, 48, 7, 7, 1, 1, 0, 1, 2, "7x7 1x1 GEMM, residual + relu, batch 3"},
+    {2, 1040, 40, 7, 7, 1, 1, 0, 1, 1, "7x7 1x1 GEMM, K-blocked panel (4 blocks)"},
+    {1, 24, 20, 5, 5, 1, 1, 0, 1, 3, "5x5 1x1 GEMM, swish"},
+    {1, 33, 50, 14, 14, 1, 2, 0, 1, 1, "sub conv 14x14 -> 7x7, 24x4 tiles + rem 2"},
+    {3, 600, 40, 14, 14, 1, 2, 0, 1, 2, "sub conv K-blocked, residual, batch 3"},
+    {1, 30, 27, 15, 15, 1, 2, 0, 1, 0, "sub conv 15x15 -> 8x8 (odd map)"},
+    {3, 24, 40, 28, 28, 1, 2, 0, 1, 2, "1x1 stride 2 per row (14 wide), residual, batch 3"},
+    {1, 17, 19, 9, 11, 1, 2, 0, 1, 1, "1x1 stride 2 per row, odd map and channels"},
+    {2, 32, 32, 14, 14, 1, 2, 0, 2, 1, "grouped 1x1 stride 2 (2 groups of 16)"},
+    {1, 20, 24, 9, 9, 1, 2, 1, 1, 1, "1x1 stride 2 padded (no panel)"},
+    {3, 20, 30, 14, 14, 3, 2, 1, 1, 2, "3x3 stride 2 padded, residual, batch 3"},
+    {1, 13, 21, 7, 7, 3, 1, 1, 1, 1, "3x3 stride 1 on 7x7, odd channels"},
+    {1, 32, 48, 9, 9, 3, 2, 1, 4, 1, "grouped 3x3 stride 2 (4 groups of 12)"},
+};
+
+static ir_graph *case_graph(const vc_case *k) {
+  ir_graph *g = ir_graph_new("vc", k->n);
+  int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->cin, k->h, k->w));
+  int in[3] = {x, param(g, "conv/weight", SHAPE(k->cout, k->cin / k->groups, k->k, k->k)), 0};
+  if (k->epi == 0) in[2] = param(g, "conv/bias", SHAPE(k->cout));
+  ir_attr a = {.conv2d = {{k->k, k->k}, {k->s, k->s}, {k->pad, k->pad, k->pad, k->pad}, {1, 1}, k->groups}};
+  int y = node(g, IR_OP_conv2d, "conv", in, k->epi == 0 ? 3 : 2, &a);
+  if (k->epi > 0) y = add_bn(g, "bn", y, k->cout);
+  if (k->epi == 2) { /* residual: the same-shaped output of a second (1x1, stride s) conv of x */
+    int64_t oh = (k->h + 2 * k->pad - k->k) / k->s + 1, ow = (k->w + 2 * k->pad - k->k) / k->s + 1;
+    int64_t rh = (k->h - 1) / k->s + 1, rw = (k->w - 1) / k->s + 1;
+    if (oh != rh || ow != rw) abort(); /* the case table must give matching shapes */
+    int in2[2] = {x, param(g, "down/weight", SHAPE(k->cout, k->cin, 1, 1))};
+    ir_attr a2 = {.conv2d = {{1, 1}, {k->s, k->s}, {0, 0, 0, 0}, {1, 1}, 1}};
+    int r = node(g, IR_OP_conv2d, "down", in2, 2, &a2);
+    int add[2] = {y, r};
+    y = node(g, IR_OP_add, "add", add, 2, NULL);
+  }
+  ir_attr none = {0};
+  if (k->epi == 1 || k->epi == 2) y = node(g, IR_OP_relu, "relu", &y, 1, &none);
+  if (k->epi == 3) y = node(g, IR_OP_swish, "swish", &y, 1, &none);
+  g->outputs[g->n_outputs++] = y;
+  g->n_shards = 1;
+  return g;
+}
+
+/* Compiles g, runs it with 1 and 2 threads (both against the interpreter), and checks the
+ * two runs are bitwise equal. */
+static void check_case(const vc_case *k, const cg_target *t, const char *pfx) {
+  char label[300];
+  snprintf(label, sizeof label, "%s: %s (n%d %d->%d %dx%d k%d s%d p%d g%d)", pfx, k->what, k->n, k->cin, k->cout, k->h,
+           k->w, k->k, k->s, k->pad, k->groups);
+  ir_graph *g = case_graph(k);
+  cgt_random_params(g, 0.5f);
+  static int counter;
+  char so[512];
+  snprintf(so, sizeof so, "%s/vc%d.so", cgt_dir, counter++);
+  cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
+  ir_diag d = {0};
+  if (cg_compile(g, t, &o, &d)) {
+    CGT_CHECK(0, "%s: compile failed: %s", label, d.msg);
+    ir_graph_free(g);
+    return;
+  }
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  CGT_CHECK(h != NULL, "%s: dlopen: %s", label, dlerror());
+  const cnnc_abi_model *m = h ? dlsym(h, CNNC_ABI_SYMBOL) : NULL;
+  if (m) {
+    int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
+    float *x = malloc((size_t)nx * sizeof *x), *y1 = malloc((size_t)ny * sizeof *y1);
+    for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-1.0f, 1.0f);
+    float **ref = ir_interp(g, x, NULL);
+    void *bufs[64];
+    for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
+    memcpy(bufs[m->input], x, (size_t)nx * sizeof *x);
+    for (int nth = 1; nth <= 2; nth++) {
+      float *out = bufs[m->outputs[0]];
+      for (int64_t i = 0; i < ny; i++) out[i] = NAN;
+      cgt_run_model(m, bufs, nth);
+      char l2[340];
+      snprintf(l2, sizeof l2, "%s [%d thread%s]", label, nth, nth > 1 ? "s" : "");
+      CGT_CHECK(cgt_compare(l2, out, ref[g->outputs[0]], ny, TOL) == 0, "%s: differs from the interpreter", l2);
+      if (nth == 1) memcpy(y1, out, (size_t)ny * sizeof *y1);
+      else CGT_CHECK(memcmp(y1, out, (size_t)ny * sizeof *y1) == 0, "%s: 1 and 2 threads not bitwise equal", label);
+    }
+    for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
+    ir_interp_free(g, ref);
+    free(x);
+    free(y1);
+  } else CGT_CHECK(0, "%s: no model descriptor", label);
+  if (h) dlclose(h);
+  unlink(so);
+  ir_graph_free(g);
+}
+
+int main(void) {
+  (void)cgt_check_graph; /* check_case is its variant with the bitwise 1-vs-2-thread check */
+  cgt_init_dir();
+  cg_target avx2, sse;
+  ir_diag d = {0};
+  if (cg_target_init(&avx2, NULL, "x86-64-v3", NULL, &d) || cg_target_init(&sse, NULL, "x86-64", NULL, &d)) {
+    fprintf(stderr, "target init: %s\n", d.msg);
+    return 1;
+  }
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &avx2, "avx2");
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &sse, "sse");
+  cg_target_dispose(&avx2);
+  cg_target_dispose(&sse);
+  cgt_cleanup_dir();
+  if (cgt_failures) fprintf(stderr, "test_codegen_vc: %d failure(s)\n", cgt_failures);
+  else fprintf(stderr, "test_codegen_vc: ok\n");
+  return cgt_failures != 0;
+}
