@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cnnc_config.h"
+#include "codegen/cg_isa.h"
 #include "codegen/cg_main.h"
 #include "codegen/gen_round16.h"
 #include "ir/grad_train.h"
@@ -499,6 +500,7 @@ int cg_build_main(cg_ctx *c, const cg_layout *L, const cg_options *o, ir_diag *d
       array_of(c, tensor_t, tensors, n_tensors, "tensors"), cg_i32(c, input),
       cg_i32(c, n_outs), i32_array(c, outs, n_outs, "outputs"), cg_i32(c, L->n_groups),
       array_of(c, shard_t, shards, L->n_groups, "shards"), LLVMConstReal(dbl, total)};
+  cg_target_emit_isa(c); /* cnnc_isa_v1: the CPU features the runtime checks (cg_isa.h) */
   LLVMValueRef desc = LLVMAddGlobal(c->mod, model_t, CNNC_ABI_SYMBOL);
   LLVMSetInitializer(desc, LLVMConstNamedStruct(model_t, mv, 17));
   LLVMSetGlobalConstant(desc, 1);

@@ -37,7 +37,8 @@ static char *fix_features(const char *f, const char *triple) {
 }
 
 /* Compiles `store (OP <16 x float>)` for the target and returns its assembly (malloc'd,
- * NULL on failure).  bf16 1: OP = fptrunc to <16 x bfloat>; 2: llvm.fma(x, x, y); 0: fadd. */
+ * NULL on failure).  bf16 1: OP = fptrunc to <16 x bfloat>; 2: llvm.fma(x, x, y); 3: add of
+ * <16 x i32>; 4: fptrunc to <16 x half>; 0: fadd. */
 static char *probe_asm(const cg_target *t, int bf16) {
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef m = LLVMModuleCreateWithNameInContext("probe", ctx);
@@ -46,14 +47,21 @@ static char *probe_asm(const cg_target *t, int bf16) {
   LLVMSetTarget(m, t->triple);
   LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0), v16 = LLVMVectorType(LLVMFloatTypeInContext(ctx), 16);
   LLVMTypeRef params[2] = {ptr, ptr};
-  LLVMValueRef f = LLVMAddFunction(m, bf16 == 2 ? "probe_fma" : bf16 ? "probe_bf16" : "probe", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, 0));
+  LLVMValueRef f = LLVMAddFunction(m, "probe", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 2, 0));
   /* as for kernels: CPUs tuned for 256-bit vectors (skylake-avx512) still get zmm */
   LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
                           LLVMCreateStringAttribute(ctx, "min-legal-vector-width", 22, "512", 3));
   LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, f, "e"));
   LLVMValueRef x = LLVMBuildLoad2(b, v16, LLVMGetParam(f, 0), "x");
-  if (bf16 == 2) {
+  if (bf16 == 3) { /* integer add on 16 x i32: AVX2 does it in ymm */
+    LLVMTypeRef i16v = LLVMVectorType(LLVMInt32TypeInContext(ctx), 16);
+    LLVMValueRef xi = LLVMBuildLoad2(b, i16v, LLVMGetParam(f, 1), "xi");
+    LLVMBuildStore(b, LLVMBuildAdd(b, xi, xi, "s"), LLVMGetParam(f, 0));
+  } else if (bf16 == 4) { /* f32 -> f16: F16C's vcvtps2ph */
+    LLVMTypeRef ht = LLVMVectorType(LLVMHalfTypeInContext(ctx), 16);
+    LLVMBuildStore(b, LLVMBuildFPTrunc(b, x, ht, "h"), LLVMGetParam(f, 1));
+  } else if (bf16 == 2) {
     LLVMValueRef y = LLVMBuildLoad2(b, v16, LLVMGetParam(f, 1), "y"), args[3] = {x, x, y};
     LLVMTypeRef fp[3] = {v16, v16, v16}, ft = LLVMFunctionType(v16, fp, 3, 0);
     LLVMValueRef fma = LLVMAddFunction(m, "llvm.fma.v16f32", ft);
@@ -223,4 +231,45 @@ int cg_bf16_dot(const cg_target *t) {
   free(z);
   if (own.tm) LLVMDisposeTargetMachine(own.tm);
   return fma ? 1 : 0;
+}
+
+/* ---- the CPU features a model needs (runtime/rt_isa.c refuses a model whose features the CPU
+ * lacks instead of dying of SIGILL in a kernel) -------------------------------------------- */
+#include "codegen/cg_isa.h"
+
+/* Whether the probe kind compiles to an instruction containing want (and, if also, that too). */
+static int probe_has(const cg_target *t, int kind, const char *want, const char *also) {
+  cg_target own = *t; /* may run on a codegen thread: a target machine of its own */
+  own.tm = cg_target_clone_tm(t, 2);
+  char *z = own.tm ? probe_asm(&own, kind) : NULL;
+  int ok = z && strstr(z, want) && (!also || strstr(z, also));
+  free(z);
+  if (own.tm) LLVMDisposeTargetMachine(own.tm);
+  return ok;
+}
+
+void cg_target_isa_needs(const cg_target *t, char *buf, size_t n) {
+  buf[0] = 0;
+  if (!is_x86(t) || n < 64) return;
+  const char *names[6];
+  int k = 0;
+  if (t->vec_f32 >= 8) names[k++] = "avx";
+  if (t->vec_f32 >= 8 && (probe_has(t, 3, "vpaddd", "%ymm") || probe_has(t, 3, "vpaddd", "%zmm"))) names[k++] = "avx2";
+  if (probe_has(t, 2, "vfmadd", NULL)) names[k++] = "fma";
+  if (probe_has(t, 4, "vcvtps2ph", NULL)) names[k++] = "f16c";
+  if (t->vec_f32 >= 16) names[k++] = "avx512f";
+  if (t->has_avx512bf16) names[k++] = "avx512bf16";
+  size_t used = 0;
+  for (int i = 0; i < k && used + 16 < n; i++) used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? "," : "", names[i]);
+}
+
+void cg_target_emit_isa(cg_ctx *c) {
+  char needs[128];
+  cg_target_isa_needs(c->target, needs, sizeof needs);
+  LLVMValueRef init = LLVMConstStringInContext2(c->llc, needs, strlen(needs), 0); /* NUL-terminated */
+  LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), CNNC_ISA_SYMBOL);
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMExternalLinkage);
+  LLVMSetVisibility(g, LLVMDefaultVisibility);
 }

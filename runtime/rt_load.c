@@ -12,6 +12,8 @@
 
 #include "rt_internal.h"
 
+cnnrt_status rt_isa_check(void *dl, const char *path); /* rt_isa.c */
+
 #define RT_MAX_THREADS 1024
 
 CNNRT_API void cnnrt_options_init(cnnrt_options *opts) {
@@ -132,6 +134,7 @@ static cnnrt_status rt_open(cnnrt_model *m, const char *path) {
   const void *sym = dlsym(m->dl, CNNC_ABI_SYMBOL);
   if (!sym) return rt_missing_symbol(m->dl, path);
   if ((s = rt_check_abi(sym, path)) != CNNRT_OK) return s;
+  if ((s = rt_isa_check(m->dl, path)) != CNNRT_OK) return s; /* rt_isa.c: before any kernel runs */
   m->d = sym;
   if ((s = rt_validate(m->d, path, &m->producer)) != CNNRT_OK) return s;
   if ((s = rt_model_init(m)) != CNNRT_OK) return s;

@@ -1,0 +1,49 @@
+/* rt_isa.c — refuses a model compiled for CPU features this CPU lacks (issue 4: a model built
+ * with `cnnc --target-cpu znver4` runs vdpbf16ps, which a Zen 3 cannot execute: SIGILL in the
+ * first kernel).  The model exports `cnnc_isa_v1` (codegen/cg_isa.h), the comma-separated x86
+ * features its kernels may use; a model without the symbol (older cnnc) is not checked. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+cnnrt_status rt_isa_check(void *dl, const char *path);
+
+/* 1 supported, 0 not, -1 a name this runtime does not know */
+static int cpu_has(const char *name, size_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+#define F(s)                                                 \
+  if (n == sizeof(s) - 1 && !strncmp(name, s, n)) return __builtin_cpu_supports(s) != 0;
+  F("avx") F("avx2") F("fma") F("f16c") F("avx512f") F("avx512bw") F("avx512vl") F("avx512dq") F("avx512bf16")
+#undef F
+  return -1;
+#else
+  (void)name, (void)n;
+  return 0;
+#endif
+}
+
+cnnrt_status rt_isa_check(void *dl, const char *path) {
+  const char *need = dlsym(dl, "cnnc_isa_v1");
+  if (!need) return CNNRT_OK;
+  char missing[256] = "", unknown[256] = "";
+  for (const char *p = need; *p;) {
+    size_t n = strcspn(p, ",");
+    if (n > 0 && n < 32) {
+      int h = cpu_has(p, n);
+      char *dst = h < 0 ? unknown : missing;
+      size_t used = strlen(dst);
+      if (h != 1 && used + n + 3 < sizeof missing) snprintf(dst + used, sizeof missing - used, "%s%.*s", used ? ", " : "", (int)n, p);
+    }
+    p += n + (p[n] == ',');
+  }
+  if (missing[0])
+    return rt_fail(CNNRT_UNSUPPORTED, "%s: compiled for CPU features this CPU lacks: %s (the model needs %s; recompile it "
+                   "for this machine, e.g. without --target-cpu)", path, missing, need);
+  if (unknown[0])
+    return rt_fail(CNNRT_UNSUPPORTED, "%s: needs CPU features this runtime cannot check: %s (the model needs %s)", path,
+                   unknown, need);
+  return CNNRT_OK;
+}
