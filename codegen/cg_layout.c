@@ -65,6 +65,10 @@ static int make_kernel(cg_layout *L, int a, ir_diag *d) {
     k->act[k->n_act++] = pre->in[1 - pre_x];
     k->flops += node_flops(g, pre->id);
   }
+  if (p->n_side) { /* a second output (fuse.c: the depthwise kernel's pool), written by the kernel */
+    k->act[k->n_act++] = k->out2 = g->nodes[p->side].out;
+    k->flops += node_flops(g, p->side);
+  }
   return 0;
 }
 
@@ -141,10 +145,19 @@ static void build_io(cg_layout *L) {
  * tensor, nor a state slice, nor a gradient the update stage reads from its accumulator. */
 static void build_scratch(cg_layout *L, int s) {
   cg_shard_plan *sp = &L->sh[s];
-  pass_usage *u = xcalloc((size_t)sp->n_k, sizeof *u);
-  int *vid = xcalloc((size_t)sp->n_k, sizeof(int)), n = 0;
+  pass_usage *u = xcalloc((size_t)sp->n_k * 2, sizeof *u);
+  int *vid = xcalloc((size_t)sp->n_k * 2, sizeof(int)), n = 0;
   for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
     const cg_kernel *k = &L->k[i];
+    if (k->out2 > 0) { /* a fused second output (read in this shard only: fuse.c) */
+      const ir_value *v = &L->g->values[k->out2];
+      pass_usage r = {k->step, k->step, ir_shape_numel(&v->shape) * (int64_t)ir_dtype_size(v->dtype), 64, 0};
+      for (int j = i + 1; j < sp->first_k + sp->n_k; j++)
+        for (int a = 0; a < L->k[j].n_act; a++)
+          if (L->k[j].act[a] == k->out2) r.last_step = L->k[j].step;
+      vid[n] = k->out2;
+      u[n++] = r;
+    }
     if (L->vid_tensor[k->out] >= 0 || (L->train && L->state_alias[k->out] >= 0)) continue;
     if (L->accum && L->acc_index[k->out] >= 0 && s == L->update_stage) continue;
     const ir_value *v = &L->g->values[k->out];

@@ -13,6 +13,7 @@ typedef struct cg_kernel {
   int shard, step;             /* shard and position in the shard's op list */
   int n_act, act[CG_MAX_ACT];  /* activation operand value ids, kernel argument order */
   int out;                     /* value id written */
+  int out2;                    /* a second value written (also the last act; fuse.c's pool), 0: none */
   double flops;
   int unit;                    /* compile unit (module) holding the kernel */
   char name[256], kind[192];   /* symbol and descriptive kind, filled by codegen */

@@ -401,6 +401,7 @@ static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, co
   if (fu->bn >= 0) k += snprintf(op + k, sizeof op - (size_t)k, "_bn");
   for (int i = 0; i < fu->n_post && k < 100; i++)
     k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
+  if (fu->n_side) k += snprintf(op + k, sizeof op - (size_t)k, "_avgpool"); /* second output */
   snprintf(tile, sizeof tile, "%dx%d", g->R, g->vc ? g->P : g->P * g->V); /* channels x pixels */
   return cg_kind(c, op, tile);
 }
@@ -548,15 +549,17 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
   /* bf16 route (issue 4, gen_conv_bf16.c): bf16 input and weights on avx512bf16 targets */
   if (cg_conv_bf16_ok(c, n)) return cg_gen_conv2d_bf16(c, n, fn_name, kind);
   conv_geom g = conv_geometry(c, n);
-  if (cg_conv_dw_plane_ok(&g)) g.dwp = 1, g.P = 4; /* P: the tile name (1x32 on AVX2) */
   const pass_fusion *fu = cg_fusion(c, n);
+  g.dw_pool = fu->n_side; /* the plane kernels sum each plane for a fused pool (gen_dwconv.c) */
+  if (cg_conv_dw_plane_ok(&g)) g.dwp = 1, g.P = 4; /* P: the tile name (1x32 on AVX2) */
+  if (fu->n_side && !g.dwp) return cg_fail(c, n, "internal error: pool fused into a depthwise conv without a plane kernel");
   conv_epi e = {{0}, fu->n_post};
   int n_act = 1;
   for (int i = 0; i < fu->n_post; i++) {
     e.post[i] = &c->g->nodes[fu->post[i]];
     n_act += e.post[i]->op == IR_OP_add;
   }
-  n_act += fu->n_pre; /* the squeeze-excite factors, after the residuals (cg_layout.c) */
+  n_act += fu->n_pre + fu->n_side; /* squeeze-excite factors or pool output, after the residuals (cg_layout.c) */
   size_t wn = (size_t)g.groups * g.ntile * g.cin_g * g.kh * g.kw * g.R, bn = (size_t)g.groups * g.ntile * g.R;
   float *wp = malloc(wn * sizeof(float)), *bp = malloc(bn * sizeof(float));
   if (!wp || !bp) abort();
@@ -566,8 +569,9 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
   conv_row r;
   memset(&r, 0, sizeof r);
   r.x = a[0];
-  for (int i = 1; i < n_act - fu->n_pre; i++) r.resid[i - 1] = a[i];
+  for (int i = 1; i < n_act - fu->n_pre - fu->n_side; i++) r.resid[i - 1] = a[i];
   if (fu->n_pre) r.xs = a[n_act - 1];
+  if (fu->n_side) r.pool = a[n_act - 1];
   r.out = a[n_act];
   r.wp = cg_blob_const(c, "conv.w", wp, wn * sizeof(float));
   r.bp = cg_blob_const(c, "conv.b", bp, bn * sizeof(float));

@@ -20,6 +20,7 @@ typedef struct conv_geom {
                         * (q / sub_ow) * sh * sub_w + (q % sub_ow) * sw of each channel plane */
   int64_t sub_w, sub_ow; /* sub: the unflattened input and output widths */
   int dwp;             /* depthwise stride-1 small plane as one flat row (gen_dwconv.c) */
+  int dw_pool;         /* a global_avgpool fused as a second output (pass_fusion.n_side) */
   int64_t l2;          /* cache-blocking budget of this op: cg_shard_tile_budget (cg_budget.h) */
 } conv_geom;
 
@@ -29,6 +30,7 @@ typedef struct conv_row {      /* run-time values of one work item */
   LLVMValueRef in_base, out_row, wbase, bbase, ky_lo, ky_hi, iy0;
   LLVMValueRef xs, xs_base;     /* squeeze-excite factors (NULL: none), index of the group's channel 0 */
   LLVMValueRef xs_buf, xs_key;  /* channel vectors: the scaled planes and the xs_base they hold */
+  LLVMValueRef pool;            /* depthwise planes: the fused pool's output [N,C] (dw_pool), else NULL */
 } conv_row;
 
 typedef struct conv_epi { const ir_node *post[PASS_MAX_POST]; int n_post; } conv_epi;

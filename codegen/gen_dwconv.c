@@ -9,7 +9,8 @@
  * (image, channel) plane.  Larger maps (stride 1 or 2, rows of at most 32 vectors) take the
  * row-tiled kernel at the end of this file: tiles of R output rows x P vectors that load
  * each input row once per tap column for all R rows (stride 2 through rows split into even
- * and odd columns). */
+ * and odd columns).  Both can sum each plane as they store it, for a global_avgpool fused
+ * as a second output (squeeze-excite). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,9 +104,34 @@ static LLVMValueRef dw_phases(cg_ctx *c, const conv_geom *g, const conv_row *r) 
   return buf;
 }
 
+/* ---- a fused global_avgpool (squeeze-excite; pass_fusion.n_side): every stored vector is
+ * added to a per-item vector sum, whose lanes are added in order at the end of the item and
+ * divided by the plane's size into r->pool[image*C + channel] (the item's plane index). */
+static LLVMValueRef dw_pool_begin(cg_ctx *c, const conv_geom *g, const conv_row *r) {
+  if (!r->pool) return NULL;
+  LLVMValueRef sum = cg_entry_alloca(c, cg_vtype(c, g->V), "poolsum");
+  LLVMBuildStore(c->b, cg_fzero(c, g->V), sum);
+  return sum;
+}
+
+static void dw_pool_add(cg_ctx *c, const conv_geom *g, LLVMValueRef sum, LLVMValueRef v, unsigned m) {
+  if (!sum) return;
+  unsigned full = (1u << g->V) - 1;
+  if (m != full) v = LLVMBuildSelect(c->b, cg_conv_mask_const(c, m, g->V), v, cg_fzero(c, g->V), "");
+  LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, cg_vtype(c, g->V), sum, ""), v, ""), sum);
+}
+
+static void dw_pool_end(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef sum) {
+  if (!sum) return;
+  LLVMValueRef v = LLVMBuildLoad2(c->b, cg_vtype(c, g->V), sum, ""), t = LLVMBuildExtractElement(c->b, v, cg_i32(c, 0), "");
+  for (int l = 1; l < g->V; l++) t = LLVMBuildFAdd(c->b, t, LLVMBuildExtractElement(c->b, v, cg_i32(c, l), ""), "");
+  LLVMValueRef plane = LLVMBuildSDiv(c->b, r->out_row, cg_i64(c, g->oh * g->ow), "plane");
+  cg_store_f32(c, LLVMBuildFDiv(c->b, t, cg_f32(c, (float)(g->oh * g->ow)), "mean"), r->pool, plane);
+}
+
 /* Bias, fused ops and the store of the vector at q0 (masked past the plane's end). */
 static void dw_store(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, LLVMValueRef v,
-                     LLVMValueRef bias, int64_t q0) {
+                     LLVMValueRef bias, int64_t q0, LLVMValueRef sum) {
   int V = g->V;
   unsigned full = (1u << V) - 1, m = 0;
   for (int l = 0; l < V; l++)
@@ -117,6 +143,7 @@ static void dw_store(cg_ctx *c, const conv_geom *g, const conv_row *r, const con
     if (res && m != full) v = LLVMBuildFAdd(c->b, v, cg_conv_masked_load(c, res, oi, m, V), "resid");
     else v = cg_epilogue(c, e->post[k], v, res, oi, V);
   }
+  dw_pool_add(c, g, sum, v, m);
   if (m == full) cg_store_v(c, v, r->out, oi, V);
   else cg_conv_masked_store(c, v, r->out, oi, m, V);
 }
@@ -131,7 +158,7 @@ void cg_conv_dw_plane(cg_ctx *c, const conv_geom *g, const conv_row *r, const co
   int V = g->V;
   int64_t nv = (g->oh * g->ow + V - 1) / V, nt = (nv + DW_TILE_VECTORS - 1) / DW_TILE_VECTORS;
   LLVMValueRef bias = cg_splat(c, cg_load_f32(c, r->bp, r->bbase), V);
-  LLVMValueRef src = r->x, base = r->in_base;
+  LLVMValueRef src = r->x, base = r->in_base, sum = dw_pool_begin(c, g, r);
   if (g->sh == 2) src = dw_phases(c, g, r), base = cg_i64(c, 0);
   for (int64_t t = 0; t < nt; t++) { /* tiles of balanced width: 25 vectors = 4+4+4+4+3+3+3 */
     int64_t v0 = nv * t / nt, np = nv * (t + 1) / nt - v0;
@@ -151,8 +178,9 @@ void cg_conv_dw_plane(cg_ctx *c, const conv_geom *g, const conv_row *r, const co
           acc[p] = cg_fma(c, w, x, acc[p]);
         }
       }
-    for (int64_t p = 0; p < np; p++) dw_store(c, g, r, e, acc[p], bias, (v0 + p) * V);
+    for (int64_t p = 0; p < np; p++) dw_store(c, g, r, e, acc[p], bias, (v0 + p) * V, sum);
   }
+  dw_pool_end(c, g, r, sum);
 }
 
 /* ---- large maps: register tiles of R output rows x P vectors ----------------------------
@@ -214,7 +242,7 @@ static int dw_rows_ok(const conv_geom *g) {
   /* 3x3 stride 2 on maps over 64 wide keeps the per-row engine: EfficientNet-B0's 112 -> 56
    * conv measured 0.81-1.06x (three opcmp runs at load ~25) where the 28 -> 14 one gained
    * 1.14-1.20x; its 4.8 MB input per image comes from L3/DRAM either way */
-  if (g->sh == 2 && t.hoist && g->w > 64) return 0;
+  if (g->sh == 2 && t.hoist && g->w > 64 && !g->dw_pool) return 0; /* with a fused pool: no pass left to save */
   return g->sh == 1 || (int64_t)nin * 2 * t.pl <= DW_ROWS_MAX_BUF;
 }
 
@@ -285,6 +313,7 @@ typedef struct dw_rows_item {   /* values of one item and row tile */
   LLVMValueRef wv[DW_MAX_TAPS]; /* hoisted tap broadcasts (t->hoist) */
   LLVMValueRef rows[DW_ROWS_MAX_IN]; /* stride 1: input row pointers of the tile */
   LLVMValueRef buf, bias, oy0;  /* stride 2: split rows */
+  LLVMValueRef sum;             /* fused pool: the item's vector sum (dw_pool_begin) */
 } dw_rows_item;
 
 /* One tile: nr output rows from oy0 x np vectors from column ox0 (compile time). */
@@ -335,6 +364,7 @@ static void dw_rows_tile(cg_ctx *c, const conv_geom *g, const dw_rows_geom *t, c
         if (res && m != full) v = LLVMBuildFAdd(c->b, v, cg_conv_masked_load(c, res, oi, m, V), "resid");
         else v = cg_epilogue(c, e->post[k], v, res, oi, V);
       }
+      dw_pool_add(c, g, it->sum, v, m);
       if (m == full) cg_store_v(c, v, r->out, oi, V);
       else cg_conv_masked_store(c, v, r->out, oi, m, V);
     }
@@ -370,6 +400,7 @@ static void dw_rows(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv
   LLVMValueRef zero = cg_blob_const(c, "dw.zero", z, zn * sizeof(float));
   free(z);
   it.bias = cg_splat(c, cg_load_f32(c, r->bp, r->bbase), V);
+  it.sum = dw_pool_begin(c, g, r);
   for (int k = 0; t.hoist && k < g->kh * g->kw; k++)
     it.wv[k] = cg_splat(c, cg_load_f32(c, r->wp, LLVMBuildAdd(c->b, r->wbase, cg_i64(c, k), "")), V);
   if (g->sh == 2) {
@@ -388,4 +419,5 @@ static void dw_rows(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv
     it.oy0 = cg_i64(c, nfull * t.R);
     dw_rows_block(c, g, &t, r, e, &it, zero, (int)rem);
   }
+  dw_pool_end(c, g, r, it.sum);
 }

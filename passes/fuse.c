@@ -1,7 +1,8 @@
 /* fuse.c — epilogue fusion plan for the back end: conv2d [-> inference batchnorm (folded
  * into the conv's weights and bias)] [-> relu | sigmoid | swish | add(same-shape act)]*
  * [-> round16 (--precision 16.x: the store rounds to the 16-bit grid; always the last op)],
- * and before a 1x1 conv the squeeze-excite scale (a mul by a per-(image, channel) factor).
+ * and before a 1x1 conv the squeeze-excite scale (a mul by a per-(image, channel) factor);
+ * a depthwise conv's group also computes a global_avgpool of its result (a second output).
  * The graph is not changed; codegen reads the plan (one kernel per group). */
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,32 @@ static int se_scale_mul(const ir_graph *g, int a, const pass_fusion *plan) {
   return -1;
 }
 
+/* Squeeze-excite pool in the depthwise kernel: conv a is depthwise with a plane kernel for
+ * every vector width from 4 to 16 (gen_dwconv.c: one work item per (image, channel) plane,
+ * stride 1 or 2, output rows of at most 32 vectors, the row tile's input rows and stride-2
+ * row buffer in bounds), and its group's result is read by a global_avgpool whose own result
+ * has a single reader in the shard.  The kernel sums each plane as it stores it.  Returns the
+ * pool's node id or -1.  CNNC_NO_SE_FUSION=1 keeps the pool's own kernel (A/B). */
+static int se_pool(const ir_graph *g, int a, const pass_fusion *plan) {
+  const ir_node *n = &g->nodes[a];
+  const ir_conv2d_attr *ca = &n->attr.conv2d;
+  const ir_shape *xs = &g->values[n->in[0]].shape, *ys = &g->values[n->out].shape;
+  const char *env = getenv("CNNC_NO_SE_FUSION");
+  if ((env && *env && strcmp(env, "0")) || xs->rank != 4 || ys->rank != 4) return -1;
+  int64_t h = xs->dim[2], w = xs->dim[3], oh = ys->dim[2], ow = ys->dim[3], s = ca->stride[0];
+  int dh = ca->dilation[0] > 0 ? ca->dilation[0] : 1, dw = ca->dilation[1] > 0 ? ca->dilation[1] : 1;
+  int taps = ca->kernel[0] * ca->kernel[1];
+  if (ca->groups < 2 || xs->dim[1] != ca->groups || ys->dim[1] != ca->groups || taps < 2 || taps > 49) return -1;
+  if (ca->stride[1] != s || (s != 1 && s != 2) || oh < 1 || ow < 1 || ow > 128) return -1;
+  int64_t nin = ((oh < 4 ? oh : 4) - 1) * s + (int64_t)(ca->kernel[0] - 1) * dh + 1;
+  if (nin > 64 || (s == 2 && nin * 2 * (w / 2 + 64 + (int64_t)ca->kernel[1] * dw + ca->pad[1]) > 8192) || h < 1) return -1;
+  int v = g->nodes[plan[a].last].out, p = -1;
+  for (int i = plan[a].last + 1; i < g->n_nodes && p < 0; i++)
+    if (g->nodes[i].op == IR_OP_global_avgpool && g->nodes[i].in[0] == v && g->nodes[i].shard == n->shard && plan[i].anchor == i)
+      p = i;
+  return p >= 0 && sole_consumer(g, g->nodes[p].out) >= 0 ? p : -1;
+}
+
 void pass_fuse(const ir_graph *g, int enable, pass_fusion *plan) {
   for (int i = 0; i < g->n_nodes; i++) {
     memset(&plan[i], 0, sizeof plan[i]);
@@ -113,5 +140,7 @@ void pass_fuse(const ir_graph *g, int enable, pass_fusion *plan) {
   for (int i = 0; i < g->n_nodes; i++) {
     int m = g->nodes[i].op == IR_OP_conv2d && plan[i].anchor == i ? se_scale_mul(g, i, plan) : -1;
     if (m >= 0) plan[i].n_pre = 1, plan[i].pre = m, plan[m].anchor = i;
+    int p = g->nodes[i].op == IR_OP_conv2d && plan[i].anchor == i ? se_pool(g, i, plan) : -1;
+    if (p >= 0) plan[i].n_side = 1, plan[i].side = p, plan[p].anchor = i;
   }
 }

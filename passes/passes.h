@@ -51,6 +51,10 @@ typedef struct pass_fusion {
    * mul of an [N,C,H,W] activation by an [N,C,1,1] one whose only reader is this conv; the
    * kernel reads the mul's operands instead of its result (passes/fuse.c).  0: none. */
   int n_pre, pre;
+  /* anchors (depthwise convs): n_side 1: node side, a global_avgpool of the group's result,
+   * computed in the kernel's epilogue as a second output (an extra kernel operand after the
+   * residuals, written by the kernel; passes/fuse.c, codegen/gen_dwconv.c).  0: none. */
+  int n_side, side;
 } pass_fusion;
 
 /* Fills plan[0..g->n_nodes-1].  enable = 0 gives the identity plan (every node alone). */
