@@ -117,7 +117,7 @@ static void vc_store_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, cons
                           int rr, int np, LLVMValueRef ox) {
   int V = g->V, nrv = (rr + V - 1) / V;
   int64_t plane = g->oh * g->ow;
-  if (V < 2 || V > 16 || (V & (V - 1)) || np > V) { /* no transpose: lane by lane */
+  if (V < 2 || V > 16 || (V & (V - 1)) || np > V || getenv("CNNC_NO_VC_TRANSPOSE")) { /* lane by lane (env: A/B) */
     for (int v = 0; v < nrv; v++)
       for (int p = 0; p < np; p++)
         vc_store(c, g, r, e, acc[v * np + p], v, rr - v * V < V ? rr - v * V : V, LLVMBuildAdd(c->b, ox, cg_i64(c, p), ""));
