@@ -19,6 +19,14 @@
 #include "codegen/gen_train.h"
 
 #define PC_MAX_PACK_BYTES (1 << 20) /* one tile's packed weights beyond this: the direct kernel */
+/* 1x1 convs: packed weights of a block up to this (stack buffer per thread).  A 1x1 tile's K
+ * loop reads one row piece from each of cin planes (cin streams the prefetchers do not
+ * follow) but its packed weights sequentially, so an input row is worth reusing over many
+ * tiles: ResNet-50 layer3's 1024->256 1x1 (rows of 28 pixels, 24 KB per 6-channel tile) ran
+ * 1.7-2x faster with all 43 tiles in one 1 MB block than with 6-tile blocks of half the L2
+ * budget (which was 1.3-1.4x slower than the direct kernel), a 256->256 1x1 on 14x14 2x with
+ * 16 tiles instead of 1-4 (docs/training.md).  Other convs: half the L2 tile budget. */
+#define PC_MAX_BLOCK_1X1_BYTES (1 << 20)
 
 typedef struct pconv {
   conv_geom g;
@@ -61,7 +69,7 @@ static int pc_plan(cg_ctx *c, const ir_node *n, pconv *p) {
   }
   p->wt = (int64_t)g->cin * g->kh * g->kw * g->R;
   if (p->wt * 4 > PC_MAX_PACK_BYTES) return 0;
-  int64_t b = (g->l2 / 2) / (p->wt * 4);
+  int64_t b = (g->kh == 1 && g->kw == 1 ? PC_MAX_BLOCK_1X1_BYTES : g->l2 / 2) / (p->wt * 4);
   p->B = b < 1 ? 1 : b > g->ntile ? g->ntile : b;
   p->nblk = (g->ntile + p->B - 1) / p->B;
   return 1;

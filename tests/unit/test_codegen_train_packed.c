@@ -8,7 +8,8 @@
  * grad_input would need negative padding (the direct kernel takes it).  Each model: the .so
  * must name the packed kernels it is meant to reach, then momentum steps with 1 and 2 threads
  * vs ir_train_step (loss per step, every state tensor, 1e-4), 2 threads bitwise equal to 1,
- * and the eval program vs the interpreter (train_case_check.h). */
+ * and the eval program vs the interpreter (train_case_check.h).  1x1 convs take blocks of up
+ * to 1 MB of packed weights: pk_e's 1100-channel ones need two. */
 #include "frontend/fe.h"
 #include "ir/grad_train.h"
 #include "runtime/cnnrt.h"
@@ -68,6 +69,18 @@ static const char *d_yml = /* dilation 2, asymmetric padding, 16-wide rows */
     "  - {name: p, op: global_avgpool}\n"
     "  - {name: f, op: flatten}\n"
     "  - {name: d, op: dense, units: 3}\n";
+static const char *e_yml = /* 1x1 convs whose 1 MB blocks hold fewer tiles than the conv (2 blocks) */
+    "name: pk_e\n"
+    "input: {shape: [8, 4, 4], dtype: f32, classes: 3}\n"
+    "layers:\n"
+    "  - {name: c0, op: conv, filters: 1100, kernel: 1}\n"
+    "  - {name: r0, op: relu}\n"
+    "  - {name: c1, op: conv, filters: 250, kernel: 1}\n"
+    "  - {name: r1, op: relu}\n"
+    "  - {name: c2, op: conv, filters: 1100, kernel: 1, bias: false}\n"
+    "  - {name: p, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 3}\n";
 
 #include "train_case_check.h"
 
@@ -114,10 +127,12 @@ int main(void) {
   cgt_failures += has_kinds("pk_b", b_yml, kb, 4);
   cgt_failures += has_kinds("pk_c", c_yml, kc, 2);
   cgt_failures += has_kinds("pk_d", d_yml, ka, 2);
+  cgt_failures += has_kinds("pk_e", e_yml, kc + 1, 1);
   cgt_failures += run_yml("pk_a", a_yml, 2);
   cgt_failures += run_yml("pk_b", b_yml, 3);
   cgt_failures += run_yml("pk_c", c_yml, 2);
   cgt_failures += run_yml("pk_d", d_yml, 1);
+  cgt_failures += run_yml("pk_e", e_yml, 2);
   cgt_cleanup_dir();
   if (cgt_failures) {
     fprintf(stderr, "%d failure(s)\n", cgt_failures);
