@@ -33,16 +33,25 @@ static double masked_fraction(const conv_geom *g, int p) {
  * utilisation (masked border/tail vectors count 3/4), minus a penalty per load of a tap (R
  * broadcasts + P pixel vectors).  The penalty is what keeps R + P small: 12x8 / 11x8 tiles
  * issue 13 / 12 loads per 12 / 11 FMAs and ran at ~65-70 % of peak on ResNet-50 (AVX2) where
- * 6x16 and 4x24 tiles of similar layers ran at ~80 %. */
+ * 6x16 and 4x24 tiles of similar layers ran at ~80 %.  A tile must also fit the register file
+ * with its P pixel vectors and one broadcast (R*P + P + 1 <= 16 ymm / 32 zmm): AVX2's 3x32
+ * (17) kept accumulators on the stack inside the K loop.  Flat convs with at most
+ * SMALL_K_CIN input channels weigh a pixel vector load 0.5 (a broadcast 0.25): their short K
+ * loop reads the pixel vectors from the chunk's 128 KB panel in L2 once per channel tile, and
+ * 6x16 (2 pixel loads) beat 4x24 and 3x32 on EfficientNet-B0's 16/24/40-channel expand convs
+ * by 1.1-1.3x per CPU-second; with 128 or 480 input channels (ResNet-50 layer2, EfficientNet
+ * stage 5) 6x16 measured 0.8-1.05x against 4x24, so larger K keeps the 0.25. */
+#define SMALL_K_CIN 64
 static void conv_choose_tile(conv_geom *g, int budget) {
   int64_t pv = (g->ow + g->V - 1) / g->V;
-  int pmax = (int)(pv < 4 ? pv : 4);
-  double best = -1;
+  int pmax = (int)(pv < 4 ? pv : 4), regs = budget * 4 / 3; /* 16 ymm / 32 zmm */
+  double wpix = g->flat && g->cin_g <= SMALL_K_CIN ? 0.5 : 0.25, best = -1;
   for (int p = 1; p <= pmax; p++)
     for (int r = 1; r <= budget / p && r <= g->cout_g; r++) {
+      if (r * p + p + 1 > regs) continue;
       double uc = (double)g->cout_g / (double)(((g->cout_g + r - 1) / r) * r);
       double up = (double)g->ow / (double)(((g->ow + (int64_t)p * g->V - 1) / ((int64_t)p * g->V)) * p * g->V);
-      double score = (double)(r * p) * uc * up * (1.0 - 0.25 * masked_fraction(g, p)) - 0.25 * (r + p);
+      double score = (double)(r * p) * uc * up * (1.0 - 0.25 * masked_fraction(g, p)) - 0.25 * r - wpix * p;
       if (score > best + 1e-9) best = score, g->R = r, g->P = p;
     }
   g->ntile = (int)((g->cout_g + g->R - 1) / g->R);

@@ -3,13 +3,15 @@
  * pixel chunk (gen_conv.c, conv_flat_split_item) instead of the chunks.  For batches 1, 2, 3
  * and odd shapes (tile remainders, a short last chunk, several chunks, a fused residual add)
  * every output must match the interpreter and be bitwise equal for 1, 2, 3 and 4 threads; each
- * case checks that its kernel is the flat conv (conv2d_1x1) it means to test. */
+ * case checks that its kernel is the flat conv (conv2d_1x1) it means to test, and the small-K
+ * cases the register tile conv_choose_tile picks for them on AVX2. */
 #include "test_codegen_harness.h"
 
 #define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
 
 typedef struct split_case {
   int n, cin, cout, h, w, resid; /* resid: bn + residual add of a 1x1 branch + relu */
+  const char *tile;              /* when set, the AVX2 kernel's register tile (conv_choose_tile) */
 } split_case;
 
 static const split_case cases[] = {
@@ -19,6 +21,12 @@ static const split_case cases[] = {
     {3, 33, 50, 9, 9, 1},    /* batch 3 on 2 threads: split tiles across images */
     {2, 40, 21, 9, 9, 1},    /* batch 2: whole images per thread (the unsplit order) */
     {1, 256, 64, 14, 14, 1}, /* ResNet-50 layer3-like plane, 2 chunks of 128 + 68 px */
+    /* small-K expand convs (EfficientNet-B0's 16/24 -> 96/144): 6x16, not the 3x32 tile
+     * whose 12 accumulators + 4 pixel vectors + a broadcast need 17 ymm registers */
+    {1, 16, 96, 32, 32, 0, "6x16"},
+    {2, 24, 144, 12, 12, 1, "6x16"}, /* 144 px: 6x16 and 4x24 both whole; fewer pixel loads wins */
+    {3, 16, 100, 9, 13, 1, NULL},    /* batch 3, odd map, a 4-channel remainder tile */
+    {2, 7, 30, 5, 3, 0, NULL},       /* 15 px: one masked tile per chunk */
 };
 
 static int node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
@@ -88,6 +96,12 @@ static void run_case(const split_case *k, const cg_target *t, const char *pfx) {
   int flat = 0;
   for (int i = 0; i < m->shards[0].n_ops; i++) flat |= strstr(m->shards[0].kernel_names[i], "conv2d_1x1_") != NULL;
   CGT_CHECK(flat, "%s: no flat conv kernel (%s)", label, m->shards[0].kernel_names[0]);
+  if (k->tile && strstr(pfx, "avx2")) {
+    char want[32];
+    snprintf(want, sizeof want, "_f32_%s__avx2", k->tile);
+    CGT_CHECK(strstr(m->shards[0].kernel_names[0], want) != NULL, "%s: kernel %s, want tile %s", label,
+              m->shards[0].kernel_names[0], k->tile);
+  }
   int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
   float *x = malloc((size_t)nx * sizeof *x), *first = malloc((size_t)ny * sizeof *first);
   for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-1.0f, 1.0f);
