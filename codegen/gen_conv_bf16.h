@@ -14,11 +14,14 @@
  * emulated exactly in f32 vector code), 0 = no bf16 route. */
 int cg_bf16_dot(const cg_target *t);
 
+/* cg_target.c: the ISA part of the kernel names, "avx512bf16" or "<isa>_bf16emu". */
+const char *cg_bf16_isa_name(const cg_target *t);
+
 /* Whether node n (a conv2d) takes the bf16 route on c's target, and its generator. */
 int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n);
 LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 
-/* The dot-product step, one <V x float> accumulator: per lane i, acc += a[2i+1]*b[2i+1], then
+/* cg_target.c (the only codegen file that names ISAs).  The dot-product step, one <V x float> accumulator: per lane i, acc += a[2i+1]*b[2i+1], then
  * acc += a[2i]*b[2i] (each an f32 FMA rounded to nearest even, input denormals read as zero,
  * denormal results flushed to zero: the SDM's VDPBF16PS).  a, b: <V x i32>, each lane a bf16
  * pair (element 2i in the low half).  Native (mode 2): llvm.x86.avx512bf16.dpbf16ps.512 (V = 16);
