@@ -53,27 +53,23 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   k->rh = px / k->ow < 1 ? 1 : px / k->ow > k->oh ? k->oh : px / k->ow;
   k->nrch = (k->oh + k->rh - 1) / k->rh;
   int64_t P = k->rh * k->ow;
-  /* columns: the packed chunk within half the L2 tile budget; whole channels, a multiple of V
-   * columns when that still fits */
+  /* column blocks: the packed chunk within half the L2 tile budget; at least 4 of them (down
+   * to ~32 columns) and an even number under 8, so that 2 threads get equal shares; equal
+   * blocks of whole channels, rounded up to whole vectors of columns */
   const cg_priv *pv = c->priv;
   int64_t l2 = cg_shard_tile_budget(c->target, pv ? pv->amp : NULL, pv ? pv->shard : 0);
-  int64_t cols = (l2 / 2) / (P * 4);
-  int64_t cib = cols / k->taps < 1 ? 1 : cols / k->taps;
-  if (cib > k->ci) cib = k->ci;
-  int64_t g = k->taps, v = k->V;
+  int64_t cols = (l2 / 2) / (P * 4), cibmax = cols / k->taps < 1 ? 1 : cols / k->taps;
+  int64_t nci = (k->ci + cibmax - 1) / cibmax, minc = (32 + k->taps - 1) / k->taps;
+  if (nci < 4) nci = (k->ci + minc - 1) / minc < 4 ? (k->ci + minc - 1) / minc : 4;
+  if (nci > 1 && nci < 8 && nci % 2) nci++;
+  if (nci > k->ci) nci = k->ci;
+  int64_t cib = (k->ci + nci - 1) / nci, g = k->taps, v = k->V;
   while (v) { /* g = gcd(taps, V) */
     int64_t t = g % v;
     g = v, v = t;
   }
   int64_t unit = k->V / g; /* channels per whole vector of columns */
-  if (cib > unit && cib < k->ci) cib -= cib % unit;
-  /* at least 4 items for the threads: narrower column blocks (down to ~32 columns), then
-   * output-channel blocks (multiples of R) */
-  if ((k->ci + cib - 1) / cib < 4) {
-    int64_t quarter = (k->ci + 3) / 4, minc = (32 + k->taps - 1) / k->taps;
-    int64_t nc = quarter > minc ? quarter : minc;
-    if (nc < cib) cib = nc;
-  }
+  if (cib > unit && cib % unit && cib + unit - cib % unit < k->ci) cib += unit - cib % unit;
   k->cib = cib;
   k->nci = (k->ci + cib - 1) / cib;
   k->nco = 1, k->cob = k->co;
