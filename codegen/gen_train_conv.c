@@ -16,6 +16,8 @@
  *    phase's sub-grid of dx.
  * Every output element is written by one work item (static contiguous ranges over tid), so
  * results do not depend on the thread count. */
+#include <stdlib.h>
+
 #include "codegen/cg_half_partials.h"
 #include "codegen/gen_train.h"
 #include "codegen/gen_train_pgw.h"
@@ -34,7 +36,8 @@ typedef struct tconv {
   int64_t o_plane, o_row, o_col, o_off, w0;
 } tconv;
 
-typedef struct tc_item { LLVMValueRef in, w, bias, out, nb, o0, oy; } tc_item;
+/* wo: the weight offset of the tile's first channel (NULL: o0*ws_o; packed phases: 0) */
+typedef struct tc_item { LLVMValueRef in, w, bias, out, nb, o0, oy, wo; } tc_item;
 
 static unsigned tc_in_mask(const tconv *k, int64_t pos, int kx);
 
@@ -116,7 +119,7 @@ static void tc_tile(cg_ctx *c, const tconv *k, const tc_item *it, int rr, int j0
   cg_if_begin(c, &fi, LLVMBuildICmp(c->b, LLVMIntULT, iy, cg_i64(c, k->ih), "")); /* 0 <= iy < ih */
   LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), cg_i64(c, k->ci), cg_i64(c, 1), "ci");
   LLVMValueRef row = cg_tadd(c, cg_tmul(c, cg_tadd(c, cg_tmul(c, it->nb, k->ci), ci), k->ih * k->iw), cg_tmul(c, iy, k->iw));
-  LLVMValueRef wrow = cg_tadd(c, cg_tadd(c, cg_tmul(c, it->o0, k->ws_o), cg_tmul(c, ci, k->ws_i)), cg_tmul(c, ky, k->ws_y));
+  LLVMValueRef wrow = cg_tadd(c, cg_tadd(c, it->wo ? it->wo : cg_tmul(c, it->o0, k->ws_o), cg_tmul(c, ci, k->ws_i)), cg_tmul(c, ky, k->ws_y));
   wrow = cg_taddk(c, wrow, k->w0);
   for (int i = 0; i < rr * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
   for (int kx = 0; kx < k->kw; kx++) {
@@ -194,6 +197,60 @@ static void tc_emit(cg_ctx *c, const tconv *k, LLVMValueRef in, LLVMValueRef w, 
   cg_loop_end(c, &L);
 }
 
+/* Strided grad_input phases read w transposed (a tile's R channels ws_o = taps apart, each dy
+ * channel Ci*taps further: R scattered broadcasts per tap, the tile's weights re-read from L2
+ * by every row item).  Here each thread packs the tile it is about to run into a stack buffer
+ * [ci][ky][kx][R] and the items run tile-major (tile, image, row): one pack per tile and
+ * thread, the broadcasts then sequential.  Same loads and FMA order as tc_emit, so the same
+ * bits.  buf: the kernel's one buffer of buf_floats shared by its phases (NULL: none); returns
+ * 0 (nothing emitted) when the phase does not fit it or reads no tap. */
+#define TC_PACK_MAX_BYTES (1 << 20)
+static int tc_emit_packed(cg_ctx *c, const tconv *k, LLVMValueRef buf, int64_t buf_floats, LLVMValueRef in, LLVMValueRef w,
+                          LLVMValueRef out, LLVMValueRef tid, LLVMValueRef nth) {
+  int64_t taps = k->kh * k->kw, fl = k->ci * taps * k->R;
+  if (!buf || taps == 0 || fl > buf_floats) return 0;
+  tconv kp = *k;
+  kp.ws_o = 1, kp.ws_i = taps * k->R, kp.ws_y = k->kw * k->R, kp.ws_x = k->R, kp.w0 = 0;
+  LLVMValueRef key = cg_entry_alloca(c, c->t_i64, "wph_tile");
+  LLVMBuildStore(c->b, cg_i64(c, -1), key);
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, k->n * k->ntile * k->oh), tid, nth, &lo, &hi);
+  cg_loop L, CI, RR;
+  LLVMValueRef i = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
+  LLVMValueRef t = LLVMBuildSDiv(c->b, i, cg_i64(c, k->n * k->oh), "t"), rest = LLVMBuildSRem(c->b, i, cg_i64(c, k->n * k->oh), "");
+  tc_item it = {in, buf, NULL, out, NULL, NULL, NULL, cg_i64(c, 0)};
+  it.nb = LLVMBuildSDiv(c->b, rest, cg_i64(c, k->oh), "nb");
+  it.oy = LLVMBuildSRem(c->b, rest, cg_i64(c, k->oh), "oy");
+  it.o0 = cg_tmul(c, t, k->R);
+  cg_if fp;
+  cg_if_begin(c, &fp, LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildLoad2(c->b, c->t_i64, key, ""), t, ""));
+  LLVMValueRef nv = cg_min64(c, cg_i64(c, k->R), LLVMBuildSub(c->b, cg_i64(c, k->co), it.o0, "")); /* valid channels */
+  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), cg_i64(c, k->ci), cg_i64(c, 1), "pci");
+  LLVMValueRef r = cg_loop_begin(c, &RR, cg_i64(c, 0), nv, cg_i64(c, 1), "pr");
+  LLVMValueRef src = cg_taddk(c, cg_tadd(c, cg_tmul(c, cg_tadd(c, it.o0, r), k->ws_o), cg_tmul(c, ci, k->ws_i)), k->w0);
+  LLVMValueRef dst = cg_tadd(c, cg_tmul(c, ci, taps * k->R), r);
+  for (int64_t ky = 0; ky < k->kh; ky++)
+    for (int64_t kx = 0; kx < k->kw; kx++)
+      cg_store_f32(c, cg_load_f32(c, w, cg_taddk(c, src, ky * k->ws_y + kx * k->ws_x)), buf, cg_taddk(c, dst, (ky * k->kw + kx) * k->R));
+  cg_loop_end(c, &RR);
+  cg_loop_end(c, &CI);
+  LLVMBuildStore(c->b, t, key);
+  cg_if_end(c, &fp);
+  int rem = (int)(k->co % k->R);
+  if (!rem) {
+    tc_row(c, &kp, &it, k->R);
+  } else {
+    cg_if f;
+    cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntNE, t, cg_i64(c, k->ntile - 1), ""));
+    tc_row(c, &kp, &it, k->R);
+    cg_if_else(c, &f);
+    tc_row(c, &kp, &it, rem);
+    cg_if_end(c, &f);
+  }
+  cg_loop_end(c, &L);
+  return 1;
+}
+
 static const char *tc_kind(cg_ctx *c, const char *op, const tconv *k) {
   return cg_kind(c, op, ir_fmt(c->arena, "%dx%d", k->R, k->P * k->V));
 }
@@ -248,6 +305,15 @@ static const char *strided_grad_input(cg_ctx *c, const ir_node *n, const ir_conv
                                       const ir_shape *xs, LLVMValueRef *a) {
   int64_t H = xs->dim[2], W = xs->dim[3], KH = at->kernel[0], KW = at->kernel[1], khw = KH * KW;
   const char *tile = NULL;
+  /* one packing buffer for all phases: a phase reads at most KH*KW taps of R <= the
+   * accumulator budget channels per dy channel */
+  int64_t buf_floats = ds->dim[1] * khw * cg_acc_budget(c->target);
+  LLVMValueRef buf = NULL;
+  if (buf_floats * 4 <= TC_PACK_MAX_BYTES && !getenv("CNNC_TRAIN_NO_PHASE_PACK")) {
+    int V = c->target->vec_f32;
+    buf = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, V), (uint64_t)((buf_floats + V - 1) / V)), "wph");
+    LLVMSetAlignment(buf, 64);
+  }
   for (int64_t py = 0; py < at->stride[0] && py < H; py++)
     for (int64_t px = 0; px < at->stride[1] && px < W; px++) {
       int64_t ky0, sy, oy0, ody, kx0, sx, ox0, odx;
@@ -262,7 +328,8 @@ static const char *strided_grad_input(cg_ctx *c, const ir_node *n, const ir_conv
         cg_fail(c, n, "training codegen: conv input rows wider than %d vectors", TC_MAXV);
         return NULL;
       }
-      tc_emit(c, &k, a[0], a[1], NULL, a[2], a[3], a[4]);
+      if (!tc_emit_packed(c, &k, buf, buf_floats, a[0], a[1], a[2], a[3], a[4]))
+        tc_emit(c, &k, a[0], a[1], NULL, a[2], a[3], a[4]);
       if (!tile) tile = ir_fmt(c->arena, "ph%dx%d", k.R, k.P * k.V);
     }
   return tile;
