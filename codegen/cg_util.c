@@ -44,6 +44,9 @@ void cg_set_fn_attrs(cg_ctx *c, LLVMValueRef f) {
   add_fn_attr(c, f, "min-legal-vector-width", w);
   add_fn_attr(c, f, "prefer-vector-width", w);
   add_fn_attr(c, f, "no-builtins", ""); /* no memcpy/memset calls: the .so imports nothing */
+  /* No "probe-stack"="inline-asm": with it LLVM 19's frames of 64-byte-aligned multi-100-KB
+   * allocas computed NaNs in test_codegen_ops/test_codegen_vc (2026-11-26); frames of up to
+   * ~2 MB rely on RT_THREAD_STACK (runtime/rt_internal.h) instead. */
   add_enum_attr(c, f, LLVMAttributeFunctionIndex, "nounwind");
 }
 

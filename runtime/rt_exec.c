@@ -162,6 +162,7 @@ static cnnrt_status rt_group_start(cnnrt_model *m, rt_group *g, int *auto_next) 
   for (int t = 0; t < g->nthreads; t++) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, RT_THREAD_STACK);
     if (nc > 0) {
       cpu_set_t set;
       CPU_ZERO(&set);

@@ -14,6 +14,14 @@
 
 #define RT_ALIGN 64
 
+/* Stack of every kernel thread.  Kernels keep packed panels and weight blocks in their own
+ * frame (up to ~2.1 MB per call: a training 1x1 conv on channel vectors with a 1 MB weight
+ * block, a 400 KB input panel and a remainder tile's second panel), so the threads get an
+ * explicit size instead of glibc's default (RLIMIT_STACK, 2 MB under `ulimit -s unlimited`).
+ * Virtual: untouched pages cost nothing.  (Kernels do not probe their frames: see
+ * cg_set_fn_attrs.) */
+#define RT_THREAD_STACK (size_t)(32u << 20)
+
 /* ---- errors (rt_error.c) ---------------------------------------------------------------- */
 /* Sets the thread-local message and returns s, so failures read `return rt_fail(...)`. */
 cnnrt_status rt_fail(cnnrt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

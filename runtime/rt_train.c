@@ -1,7 +1,7 @@
 /* rt_train.c — training models: the training descriptor (cnnc_abi.h, "training extension")
  * is validated at open, its state buffer allocated and initialised; cnnrt_train_step and
  * cnnrt_evaluate run the stages of a program one after another on per-shard thread groups
- * (the caller's thread is tid 0 of each group), feeding images, labels and lr and reading
+ * (runtime threads, tid 0 included, with RT_THREAD_STACK each), feeding images, labels and lr and reading
  * loss and top-1 count.  Also the state accessors of the public API. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -191,7 +191,11 @@ static cnnrt_status rt_group_start(cnnrt_model *m, rt_pool *x, rt_tgroup *g, int
     return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for a training thread group (scratch %zu bytes)", m->path, sb);
   for (int i = 0; i < nthreads; i++) {
     g->args[i] = (rt_targ){g, i};
-    int e = pthread_create(&g->tids[i], NULL, rt_tg_main, &g->args[i]);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, RT_THREAD_STACK);
+    int e = pthread_create(&g->tids[i], &attr, rt_tg_main, &g->args[i]);
+    pthread_attr_destroy(&attr);
     if (e != 0) return rt_fail(CNNRT_INTERNAL, "%s: cannot start a training thread: %s", m->path, strerror(e));
     g->n_started++;
   }
