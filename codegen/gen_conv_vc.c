@@ -341,7 +341,7 @@ static void vc_panel_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const
   vc_panel_pack(c, g, r, buf, in_row);
   LLVMBuildStore(c->b, k, key);
   cg_if_end(c, &f);
-  vc_kblocked_row(c, g, r, e, rr, buf);
+  if (!vc_kblocked_row(c, g, r, e, rr, buf)) abort(); /* vc_panel_ok admitted a row the K-blocked code refuses */
 }
 
 void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
