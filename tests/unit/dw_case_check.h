@@ -8,18 +8,6 @@
 
 #define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
 
-static int node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
-  ir_diag d = {0};
-  int v = ir_add_node(g, op, name, (ir_loc){0}, in, n, a, &d);
-  if (v < 0) {
-    ir_diag_print(&d, stderr);
-    abort();
-  }
-  return v;
-}
-
-static int param(ir_graph *g, const char *name, ir_shape s) { return ir_add_param(g, name, s, 1); }
-
 /* The geometry and epilogue of one case; post: 0 none, 1 swish, 2 relu, 3 add input + relu. */
 typedef struct dw_geom {
   int n, c, h, w, kh, kw, stride, pad[4], dil, bias, bn, post;
@@ -28,29 +16,29 @@ typedef struct dw_geom {
 static ir_graph *dw_build_graph(const dw_geom *k) {
   ir_graph *g = ir_graph_new("t", k->n);
   int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->c, k->h, k->w));
-  int in[3] = {x, param(g, "dw/weight", SHAPE(k->c, 1, k->kh, k->kw)), 0};
-  if (k->bias) in[2] = param(g, "dw/bias", SHAPE(k->c));
+  int in[3] = {x, cgt_param(g, "dw/weight", SHAPE(k->c, 1, k->kh, k->kw)), 0};
+  if (k->bias) in[2] = cgt_param(g, "dw/bias", SHAPE(k->c));
   ir_attr a = {.conv2d = {{k->kh, k->kw}, {k->stride, k->stride}, {k->pad[0], k->pad[1], k->pad[2], k->pad[3]},
                           {k->dil, k->dil}, k->c}};
-  int y = node(g, IR_OP_conv2d, "dw", in, k->bias ? 3 : 2, &a);
+  int y = cgt_node(g, IR_OP_conv2d, "dw", in, k->bias ? 3 : 2, &a);
   if (k->bn) {
     const char *sfx[4] = {"gamma", "beta", "running_mean", "running_var"};
     char nm[4][32];
     int b[5] = {y};
     for (int i = 0; i < 4; i++) {
       snprintf(nm[i], sizeof nm[i], "bn/%s", sfx[i]);
-      b[i + 1] = param(g, nm[i], SHAPE(k->c));
+      b[i + 1] = cgt_param(g, nm[i], SHAPE(k->c));
     }
     ir_attr ba = {.batchnorm = {1e-5f, 0.1f, 0}};
-    y = node(g, IR_OP_batchnorm, "bn", b, 5, &ba);
+    y = cgt_node(g, IR_OP_batchnorm, "bn", b, 5, &ba);
   }
   ir_attr none = {0};
   if (k->post == 3) {
     int in2[2] = {y, x};
-    y = node(g, IR_OP_add, "add", in2, 2, NULL);
+    y = cgt_node(g, IR_OP_add, "add", in2, 2, NULL);
   }
-  if (k->post == 1) y = node(g, IR_OP_swish, "act", &y, 1, &none);
-  if (k->post >= 2) y = node(g, IR_OP_relu, "act", &y, 1, &none);
+  if (k->post == 1) y = cgt_node(g, IR_OP_swish, "act", &y, 1, &none);
+  if (k->post >= 2) y = cgt_node(g, IR_OP_relu, "act", &y, 1, &none);
   g->outputs[g->n_outputs++] = y;
   g->n_shards = 1;
   return g;

@@ -16,6 +16,19 @@
 #include "passes/passes.h"
 #include "runtime/cnnc_abi.h"
 
+/* Graph building for the tests: a node (aborts on a graph error, printing it) and a param. */
+static inline int cgt_node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
+  ir_diag d = {0};
+  int v = ir_add_node(g, op, name, (ir_loc){0}, in, n, a, &d);
+  if (v < 0) {
+    ir_diag_print(&d, stderr);
+    abort();
+  }
+  return v;
+}
+
+static inline int cgt_param(ir_graph *g, const char *name, ir_shape s) { return ir_add_param(g, name, s, 1); }
+
 static int cgt_failures;
 static int cgt_nan_every; /* > 0: every k-th input element is NaN */
 static char cgt_dir[256];

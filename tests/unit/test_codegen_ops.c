@@ -17,18 +17,6 @@ static ir_graph *graph(ir_shape xs, ir_dtype dt, int *x) {
   return g;
 }
 
-static int node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
-  ir_diag d = {0};
-  int v = ir_add_node(g, op, name, (ir_loc){0}, in, n, a, &d);
-  if (v < 0) {
-    ir_diag_print(&d, stderr);
-    abort();
-  }
-  return v;
-}
-
-static int param(ir_graph *g, const char *name, ir_shape s) { return ir_add_param(g, name, s, 1); }
-
 static void output(ir_graph *g, int v) { g->outputs[g->n_outputs++] = v; }
 
 /* Runs g (one shard) for target t and frees it. */
@@ -46,10 +34,10 @@ static int add_bn(ir_graph *g, const char *name, int x, int64_t c) {
   int in[5] = {x};
   for (int i = 0; i < 4; i++) {
     snprintf(b[i], sizeof b[i], "%s/%s", name, sfx[i]);
-    in[i + 1] = param(g, b[i], SHAPE(c));
+    in[i + 1] = cgt_param(g, b[i], SHAPE(c));
   }
   ir_attr a = {.batchnorm = {1e-5f, 0.1f, 0}};
-  return node(g, IR_OP_batchnorm, name, in, 5, &a);
+  return cgt_node(g, IR_OP_batchnorm, name, in, 5, &a);
 }
 
 /* ---- conv ------------------------------------------------------------------------------- */
@@ -111,11 +99,11 @@ static const conv_case conv_cases[] = {
 static ir_graph *conv_graph(const conv_case *k, int *y) {
   int x;
   ir_graph *g = graph(SHAPE(k->n, k->cin, k->h, k->w), IR_F32, &x);
-  int in[3] = {x, param(g, "conv/weight", SHAPE(k->cout, k->cin / k->groups, k->kh, k->kw)), 0};
-  if (k->bias) in[2] = param(g, "conv/bias", SHAPE(k->cout));
+  int in[3] = {x, cgt_param(g, "conv/weight", SHAPE(k->cout, k->cin / k->groups, k->kh, k->kw)), 0};
+  if (k->bias) in[2] = cgt_param(g, "conv/bias", SHAPE(k->cout));
   ir_attr a = {.conv2d = {{k->kh, k->kw}, {k->sh, k->sw}, {k->pad[0], k->pad[1], k->pad[2], k->pad[3]},
                           {k->dh, k->dw}, k->groups}};
-  *y = node(g, IR_OP_conv2d, "conv", in, k->bias ? 3 : 2, &a);
+  *y = cgt_node(g, IR_OP_conv2d, "conv", in, k->bias ? 3 : 2, &a);
   return g;
 }
 
@@ -179,10 +167,10 @@ static void test_conv_fused(const cg_target *t) {
         if (use_bn) y = add_bn(g, "bn", y, k.cout);
         if (resid) {
           int in[2] = {y, g->input};
-          y = node(g, IR_OP_add, "add", in, 2, NULL);
+          y = cgt_node(g, IR_OP_add, "add", in, 2, NULL);
         }
         ir_attr none = {0};
-        y = node(g, acts[ai], "act", &y, 1, &none);
+        y = cgt_node(g, acts[ai], "act", &y, 1, &none);
         output(g, y);
         char label[128];
         snprintf(label, sizeof label, "fused conv%s%s_%s", use_bn ? "_bn" : "", resid ? "_add" : "", ir_ops[acts[ai]].name);
@@ -202,14 +190,14 @@ static void test_conv_sub_fused(const cg_target *t) {
     conv_case k = {1, cins[ci], 40, 14 + 2 * (ci == 2), 14 + 2 * (ci == 2), 1, 1, s, s, {0, 0, 0, 0}, 1, 1, 1, 0};
     int y;
     ir_graph *g = conv_graph(&k, &y);
-    int in[2] = {g->input, param(g, "conv2/weight", SHAPE(k.cout, k.cin, 1, 1))};
+    int in[2] = {g->input, cgt_param(g, "conv2/weight", SHAPE(k.cout, k.cin, 1, 1))};
     ir_attr a = {.conv2d = {{1, 1}, {s, s}, {0, 0, 0, 0}, {1, 1}, 1}};
-    int y2 = node(g, IR_OP_conv2d, "conv2", in, 2, &a);
+    int y2 = cgt_node(g, IR_OP_conv2d, "conv2", in, 2, &a);
     y2 = add_bn(g, "bn", y2, k.cout);
     int sum[2] = {y2, y};
-    y = node(g, IR_OP_add, "add", sum, 2, NULL);
+    y = cgt_node(g, IR_OP_add, "add", sum, 2, NULL);
     ir_attr none = {0};
-    y = node(g, IR_OP_relu, "act", &y, 1, &none);
+    y = cgt_node(g, IR_OP_relu, "act", &y, 1, &none);
     output(g, y);
     char label[128];
     snprintf(label, sizeof label, "fused 1x1/%d conv_bn_add_relu cin %d", s, k.cin);
@@ -226,7 +214,7 @@ static void test_unary(const cg_target *t) {
       int x;
       ir_graph *g = graph(shapes[s], IR_F32, &x);
       ir_attr a = {.dropout = {0.5f, 0, 1}};
-      output(g, node(g, ops[i], "op", &x, 1, &a));
+      output(g, cgt_node(g, ops[i], "op", &x, 1, &a));
       char label[64];
       snprintf(label, sizeof label, "%s shape %zu", ir_ops[ops[i]].name, s);
       check(g, t, label);
@@ -234,8 +222,8 @@ static void test_unary(const cg_target *t) {
   /* sigmoid/swish far from 0: exp saturation */
   int x;
   ir_graph *g = graph(SHAPE(1, 64), IR_F32, &x);
-  int s = node(g, IR_OP_mul, "scale", (int[]){x, param(g, "k", SHAPE(1))}, 2, NULL);
-  output(g, node(g, IR_OP_sigmoid, "sig", &s, 1, NULL));
+  int s = cgt_node(g, IR_OP_mul, "scale", (int[]){x, cgt_param(g, "k", SHAPE(1))}, 2, NULL);
+  output(g, cgt_node(g, IR_OP_sigmoid, "sig", &s, 1, NULL));
   g->n_shards = 1;
   cgt_random_params(g, 0.5f);
   g->values[ir_find_value(g, "k")].data[0] = 60.0f; /* inputs in [-60, 60] */
@@ -255,14 +243,14 @@ static void test_binary(const cg_target *t) {
       ir_graph *g = graph(cases[i].a, IR_F32, &x);
       int b;
       if (cases[i].b_param) {
-        b = param(g, "b", cases[i].b);
+        b = cgt_param(g, "b", cases[i].b);
       } else if (ir_shape_eq(&cases[i].a, &cases[i].b)) {
-        b = node(g, IR_OP_relu, "r", &x, 1, NULL);
+        b = cgt_node(g, IR_OP_relu, "r", &x, 1, NULL);
       } else { /* SE-style [N,C,1,1] gate from the input */
-        int p = node(g, IR_OP_global_avgpool, "gap", &x, 1, NULL);
-        b = node(g, IR_OP_sigmoid, "gate", &p, 1, NULL);
+        int p = cgt_node(g, IR_OP_global_avgpool, "gap", &x, 1, NULL);
+        b = cgt_node(g, IR_OP_sigmoid, "gate", &p, 1, NULL);
       }
-      output(g, node(g, op ? IR_OP_mul : IR_OP_add, "op", (int[]){x, b}, 2, NULL));
+      output(g, cgt_node(g, op ? IR_OP_mul : IR_OP_add, "op", (int[]){x, b}, 2, NULL));
       char label[64];
       snprintf(label, sizeof label, "%s case %zu", op ? "mul" : "add", i);
       check(g, t, label);
@@ -281,14 +269,14 @@ static void test_pool(const cg_target *t) {
       ir_graph *g = graph(SHAPE(2, 3, cases[i].h, cases[i].w), IR_F32, &x);
       int p = cases[i].p;
       ir_attr a = {.maxpool = {{cases[i].k, cases[i].k}, {cases[i].s, cases[i].s}, {p, p, p, p}, cases[i].incl, cases[i].ceil}};
-      output(g, node(g, mx ? IR_OP_maxpool : IR_OP_avgpool, "pool", &x, 1, &a));
+      output(g, cgt_node(g, mx ? IR_OP_maxpool : IR_OP_avgpool, "pool", &x, 1, &a));
       char label[64];
       snprintf(label, sizeof label, "%s case %zu", mx ? "maxpool" : "avgpool", i);
       check(g, t, label);
     }
   int x;
   ir_graph *g = graph(SHAPE(2, 5, 7, 9), IR_F32, &x);
-  output(g, node(g, IR_OP_global_avgpool, "gap", &x, 1, NULL));
+  output(g, cgt_node(g, IR_OP_global_avgpool, "gap", &x, 1, NULL));
   check(g, t, "global_avgpool");
 }
 
@@ -299,13 +287,13 @@ static void test_dense_softmax(const cg_target *t) {
       int x;
       ir_graph *g = graph(SHAPE(cases[i][0], cases[i][1], 1, 1), IR_F32, &x);
       ir_attr r = {.reshape = {{2, {cases[i][0], -1}}}};
-      int f = node(g, IR_OP_reshape, "flatten", &x, 1, &r);
-      int in[3] = {f, param(g, "fc/weight", SHAPE(cases[i][2], cases[i][1])), 0};
-      if (bias) in[2] = param(g, "fc/bias", SHAPE(cases[i][2]));
+      int f = cgt_node(g, IR_OP_reshape, "flatten", &x, 1, &r);
+      int in[3] = {f, cgt_param(g, "fc/weight", SHAPE(cases[i][2], cases[i][1])), 0};
+      if (bias) in[2] = cgt_param(g, "fc/bias", SHAPE(cases[i][2]));
       ir_attr a = {.dense = {cases[i][2]}};
-      int y = node(g, IR_OP_dense, "fc", in, bias ? 3 : 2, &a);
+      int y = cgt_node(g, IR_OP_dense, "fc", in, bias ? 3 : 2, &a);
       output(g, y);
-      output(g, node(g, IR_OP_softmax, "softmax", &y, 1, NULL));
+      output(g, cgt_node(g, IR_OP_softmax, "softmax", &y, 1, NULL));
       char label[64];
       snprintf(label, sizeof label, "flatten+dense+softmax %dx%d->%d%s", cases[i][0], cases[i][1], cases[i][2],
                bias ? " bias" : "");
@@ -316,15 +304,15 @@ static void test_dense_softmax(const cg_target *t) {
 static void test_norm(const cg_target *t) {
   int x;
   ir_graph *g = graph(SHAPE(2, 6, 5, 7), IR_F32, &x);
-  int r = node(g, IR_OP_relu, "relu", &x, 1, NULL);
+  int r = cgt_node(g, IR_OP_relu, "relu", &x, 1, NULL);
   output(g, add_bn(g, "bn", r, 6));
   check(g, t, "batchnorm (standalone)");
   static const int gn[][3] = {{12, 4, 25}, {6, 6, 9}, {8, 1, 3}};
   for (size_t i = 0; i < 3; i++) {
     g = graph(SHAPE(2, gn[i][0], 5, gn[i][2]), IR_F32, &x);
     ir_attr a = {.groupnorm = {gn[i][1], 1e-5f}};
-    int in[3] = {x, param(g, "gn/gamma", SHAPE(gn[i][0])), param(g, "gn/beta", SHAPE(gn[i][0]))};
-    output(g, node(g, IR_OP_groupnorm, "gn", in, 3, &a));
+    int in[3] = {x, cgt_param(g, "gn/gamma", SHAPE(gn[i][0])), cgt_param(g, "gn/beta", SHAPE(gn[i][0]))};
+    output(g, cgt_node(g, IR_OP_groupnorm, "gn", in, 3, &a));
     check(g, t, "groupnorm");
   }
 }
@@ -334,8 +322,8 @@ static void test_normalize(const cg_target *t) {
     int x;
     ir_graph *g = graph(SHAPE(2, 3, 9, 13), u8 ? IR_U8 : IR_F32, &x);
     ir_attr a = {.normalize = {u8 ? 1.0f / 255 : 1.0f, 3, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
-    int y = node(g, IR_OP_normalize, "normalize", &x, 1, &a);
-    output(g, node(g, IR_OP_relu, "relu", &y, 1, NULL));
+    int y = cgt_node(g, IR_OP_normalize, "normalize", &x, 1, &a);
+    output(g, cgt_node(g, IR_OP_relu, "relu", &y, 1, NULL));
     check(g, t, u8 ? "normalize u8" : "normalize f32");
   }
 }
@@ -351,11 +339,11 @@ static void test_nan(const cg_target *t) {
     if (ops[i] == IR_OP_conv2d) {
       conv_case k = {1, 4, 8, 9, 9, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, 1};
       g = conv_graph(&k, &y);
-      y = node(g, IR_OP_relu, "relu", &y, 1, NULL);
+      y = cgt_node(g, IR_OP_relu, "relu", &y, 1, NULL);
     } else {
       g = graph(SHAPE(2, 3, 9, 21), IR_F32, &x);
       ir_attr a = {.maxpool = {{3, 3}, {2, 2}, {1, 1, 1, 1}, 0, 0}};
-      y = node(g, ops[i], "op", &x, 1, &a);
+      y = cgt_node(g, ops[i], "op", &x, 1, &a);
     }
     output(g, y);
     char label[64];
@@ -371,7 +359,7 @@ static void test_unsupported(const cg_target *t) {
   ir_graph *g = graph(SHAPE(2, 10), IR_F32, &x);
   int lab = ir_add_label(g, "labels");
   ir_attr a = {.softmax_xent = {0.0f}};
-  output(g, node(g, IR_OP_softmax_xent, "loss", (int[]){x, lab}, 2, &a));
+  output(g, cgt_node(g, IR_OP_softmax_xent, "loss", (int[]){x, lab}, 2, &a));
   g->n_shards = 1;
   char so[300];
   snprintf(so, sizeof so, "%s/bad.so", cgt_dir);
@@ -381,7 +369,7 @@ static void test_unsupported(const cg_target *t) {
   ir_graph_free(g);
   g = graph(SHAPE(2, 10), IR_F32, &x);
   ir_attr dr = {.dropout = {0.5f, 1, 7}};
-  output(g, node(g, IR_OP_dropout, "drop", &x, 1, &dr));
+  output(g, cgt_node(g, IR_OP_dropout, "drop", &x, 1, &dr));
   g->n_shards = 1;
   memset(&d, 0, sizeof d);
   CGT_CHECK(cg_compile(g, t, &o, &d) != 0 && strstr(d.msg, "dropout") && strcmp(d.layer, "drop") == 0,

@@ -41,31 +41,31 @@ static int bn(ir_graph *g, const char *pfx, int x, int c) {
   int b[5] = {x};
   for (int i = 0; i < 4; i++) {
     snprintf(nm[i], sizeof nm[i], "%s/%s", pfx, sfx[i]);
-    b[i + 1] = param(g, nm[i], SHAPE(c));
+    b[i + 1] = cgt_param(g, nm[i], SHAPE(c));
   }
   ir_attr ba = {.batchnorm = {1e-5f, 0.1f, 0}};
   snprintf(name, sizeof name, "%s/bn", pfx);
-  return node(g, IR_OP_batchnorm, name, b, 5, &ba);
+  return cgt_node(g, IR_OP_batchnorm, name, b, 5, &ba);
 }
 
 static ir_graph *se_graph(const se_case *k) {
   ir_graph *g = ir_graph_new("se", k->n);
   ir_attr none = {0};
   int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->c, k->h, k->w));
-  int in[3] = {x, param(g, "dw/weight", SHAPE(k->c, 1, k->k, k->k))};
+  int in[3] = {x, cgt_param(g, "dw/weight", SHAPE(k->c, 1, k->k, k->k))};
   ir_attr a = conv_attr(k->k, k->stride, k->c);
-  int y = node(g, IR_OP_conv2d, "dw", in, 2, &a);
-  y = node(g, IR_OP_swish, "dw/act", (int[]){bn(g, "dw", y, k->c)}, 1, &none);
-  int p = node(g, IR_OP_global_avgpool, "se/avgpool", &y, 1, &none);
+  int y = cgt_node(g, IR_OP_conv2d, "dw", in, 2, &a);
+  y = cgt_node(g, IR_OP_swish, "dw/act", (int[]){bn(g, "dw", y, k->c)}, 1, &none);
+  int p = cgt_node(g, IR_OP_global_avgpool, "se/avgpool", &y, 1, &none);
   ir_attr a1 = conv_attr(1, 1, 1);
-  int f1[3] = {p, param(g, "se/fc1/weight", SHAPE(k->sq, k->c, 1, 1)), param(g, "se/fc1/bias", SHAPE(k->sq))};
-  int s = node(g, IR_OP_swish, "se/act", (int[]){node(g, IR_OP_conv2d, "se/fc1", f1, 3, &a1)}, 1, &none);
-  int f2[3] = {s, param(g, "se/fc2/weight", SHAPE(k->c, k->sq, 1, 1)), param(g, "se/fc2/bias", SHAPE(k->c))};
-  s = node(g, IR_OP_sigmoid, "se/gate", (int[]){node(g, IR_OP_conv2d, "se/fc2", f2, 3, &a1)}, 1, &none);
-  int m = node(g, IR_OP_mul, "se/scale", (int[]){y, s}, 2, NULL);
-  int pj[2] = {m, param(g, "project/weight", SHAPE(k->cout, k->c, 1, 1))};
-  y = bn(g, "project", node(g, IR_OP_conv2d, "project", pj, 2, &a1), k->cout);
-  if (k->resid) y = node(g, IR_OP_add, "add", (int[]){y, x}, 2, NULL);
+  int f1[3] = {p, cgt_param(g, "se/fc1/weight", SHAPE(k->sq, k->c, 1, 1)), cgt_param(g, "se/fc1/bias", SHAPE(k->sq))};
+  int s = cgt_node(g, IR_OP_swish, "se/act", (int[]){cgt_node(g, IR_OP_conv2d, "se/fc1", f1, 3, &a1)}, 1, &none);
+  int f2[3] = {s, cgt_param(g, "se/fc2/weight", SHAPE(k->c, k->sq, 1, 1)), cgt_param(g, "se/fc2/bias", SHAPE(k->c))};
+  s = cgt_node(g, IR_OP_sigmoid, "se/gate", (int[]){cgt_node(g, IR_OP_conv2d, "se/fc2", f2, 3, &a1)}, 1, &none);
+  int m = cgt_node(g, IR_OP_mul, "se/scale", (int[]){y, s}, 2, NULL);
+  int pj[2] = {m, cgt_param(g, "project/weight", SHAPE(k->cout, k->c, 1, 1))};
+  y = bn(g, "project", cgt_node(g, IR_OP_conv2d, "project", pj, 2, &a1), k->cout);
+  if (k->resid) y = cgt_node(g, IR_OP_add, "add", (int[]){y, x}, 2, NULL);
   g->outputs[g->n_outputs++] = y;
   g->n_shards = 1;
   return g;

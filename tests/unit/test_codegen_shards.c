@@ -7,22 +7,12 @@
 
 #define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
 
-static int node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
-  ir_diag d = {0};
-  int v = ir_add_node(g, op, name, (ir_loc){0}, in, n, a, &d);
-  if (v < 0) {
-    ir_diag_print(&d, stderr);
-    abort();
-  }
-  return v;
-}
-
 static int conv_bn(ir_graph *g, const char *blk, int x, int cin, int cout, int stride) {
   char n[64], w[64];
   snprintf(n, sizeof n, "%s/conv", blk);
   snprintf(w, sizeof w, "%s/conv/weight", blk);
   ir_attr a = {.conv2d = {{3, 3}, {stride, stride}, {1, 1, 1, 1}, {1, 1}, 1}};
-  int y = node(g, IR_OP_conv2d, n, (int[]){x, ir_add_param(g, w, SHAPE(cout, cin, 3, 3), 1)}, 2, &a);
+  int y = cgt_node(g, IR_OP_conv2d, n, (int[]){x, ir_add_param(g, w, SHAPE(cout, cin, 3, 3), 1)}, 2, &a);
   int in[5] = {y};
   const char *sfx[4] = {"gamma", "beta", "running_mean", "running_var"};
   for (int i = 0; i < 4; i++) {
@@ -31,7 +21,7 @@ static int conv_bn(ir_graph *g, const char *blk, int x, int cin, int cout, int s
   }
   snprintf(n, sizeof n, "%s/bn", blk);
   ir_attr b = {.batchnorm = {1e-5f, 0.1f, 0}};
-  return node(g, IR_OP_batchnorm, n, in, 5, &b);
+  return cgt_node(g, IR_OP_batchnorm, n, in, 5, &b);
 }
 
 /* stem -> [block1: conv-bn-relu-conv-bn + x -> relu] -> [block2 same] -> pool -> fc. */
@@ -39,29 +29,29 @@ static ir_graph *resnet_tiny(void) {
   ir_graph *g = ir_graph_new("resnet_tiny", 2);
   int x = ir_add_input(g, "image", IR_U8, SHAPE(2, 3, 16, 16));
   ir_attr na = {.normalize = {1.0f / 255, 3, {0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}}};
-  int h = node(g, IR_OP_normalize, "normalize", &x, 1, &na);
+  int h = cgt_node(g, IR_OP_normalize, "normalize", &x, 1, &na);
   h = conv_bn(g, "stem", h, 3, 8, 1);
-  h = node(g, IR_OP_relu, "stem/relu", &h, 1, NULL);
+  h = cgt_node(g, IR_OP_relu, "stem/relu", &h, 1, NULL);
   for (int b = 1; b <= 2; b++) {
     char blk[32], nm[48];
     snprintf(blk, sizeof blk, "block%d/a", b);
     int y = conv_bn(g, blk, h, 8, 8, 1);
     snprintf(nm, sizeof nm, "block%d/relu1", b);
-    y = node(g, IR_OP_relu, nm, &y, 1, NULL);
+    y = cgt_node(g, IR_OP_relu, nm, &y, 1, NULL);
     snprintf(blk, sizeof blk, "block%d/b", b);
     y = conv_bn(g, blk, y, 8, 8, 1);
     snprintf(nm, sizeof nm, "block%d/add", b);
-    y = node(g, IR_OP_add, nm, (int[]){y, h}, 2, NULL);
+    y = cgt_node(g, IR_OP_add, nm, (int[]){y, h}, 2, NULL);
     snprintf(nm, sizeof nm, "block%d/relu2", b);
-    h = node(g, IR_OP_relu, nm, &y, 1, NULL);
+    h = cgt_node(g, IR_OP_relu, nm, &y, 1, NULL);
   }
   ir_attr pa = {.maxpool = {{2, 2}, {2, 2}, {0, 0, 0, 0}, 0, 0}};
-  h = node(g, IR_OP_maxpool, "pool", &h, 1, &pa);
-  h = node(g, IR_OP_global_avgpool, "gap", &h, 1, NULL);
+  h = cgt_node(g, IR_OP_maxpool, "pool", &h, 1, &pa);
+  h = cgt_node(g, IR_OP_global_avgpool, "gap", &h, 1, NULL);
   ir_attr ra = {.reshape = {{2, {2, -1}}}};
-  h = node(g, IR_OP_reshape, "flatten", &h, 1, &ra);
+  h = cgt_node(g, IR_OP_reshape, "flatten", &h, 1, &ra);
   ir_attr da = {.dense = {5}};
-  h = node(g, IR_OP_dense, "fc", (int[]){h, ir_add_param(g, "fc/weight", SHAPE(5, 8), 1), ir_add_param(g, "fc/bias", SHAPE(5), 1)}, 3, &da);
+  h = cgt_node(g, IR_OP_dense, "fc", (int[]){h, ir_add_param(g, "fc/weight", SHAPE(5, 8), 1), ir_add_param(g, "fc/bias", SHAPE(5), 1)}, 3, &da);
   g->outputs[g->n_outputs++] = h;
   cgt_random_params(g, 0.5f);
   return g;

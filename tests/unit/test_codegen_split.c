@@ -29,22 +29,12 @@ static const split_case cases[] = {
     {2, 7, 30, 5, 3, 0, NULL},       /* 15 px: one masked tile per chunk */
 };
 
-static int node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
-  ir_diag d = {0};
-  int v = ir_add_node(g, op, name, (ir_loc){0}, in, n, a, &d);
-  if (v < 0) {
-    ir_diag_print(&d, stderr);
-    abort();
-  }
-  return v;
-}
-
 static int conv1x1(ir_graph *g, const char *name, int x, int cin, int cout, int bn) {
   char wn[64];
   snprintf(wn, sizeof wn, "%s/weight", name);
   int in[2] = {x, ir_add_param(g, wn, SHAPE(cout, cin, 1, 1), 1)};
   ir_attr a = {.conv2d = {{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}};
-  int y = node(g, IR_OP_conv2d, name, in, 2, &a);
+  int y = cgt_node(g, IR_OP_conv2d, name, in, 2, &a);
   if (!bn) return y;
   const char *sfx[4] = {"gamma", "beta", "running_mean", "running_var"};
   char nm[4][80];
@@ -56,7 +46,7 @@ static int conv1x1(ir_graph *g, const char *name, int x, int cin, int cout, int 
   ir_attr ba = {.batchnorm = {1e-5f, 0.1f, 0}};
   char bnn[80];
   snprintf(bnn, sizeof bnn, "%s/bn", name);
-  return node(g, IR_OP_batchnorm, bnn, b, 5, &ba);
+  return cgt_node(g, IR_OP_batchnorm, bnn, b, 5, &ba);
 }
 
 /* x -> conv a (the tested one); with resid, relu(bn(conv a(x)) + conv b(x)). */
@@ -66,9 +56,9 @@ static ir_graph *split_graph(const split_case *k) {
   int y = conv1x1(g, "a", x, k->cin, k->cout, k->resid);
   if (k->resid) {
     int in2[2] = {y, conv1x1(g, "b", x, k->cin, k->cout, 0)};
-    y = node(g, IR_OP_add, "add", in2, 2, NULL);
+    y = cgt_node(g, IR_OP_add, "add", in2, 2, NULL);
     ir_attr none = {0};
-    y = node(g, IR_OP_relu, "relu", &y, 1, &none);
+    y = cgt_node(g, IR_OP_relu, "relu", &y, 1, &none);
   }
   g->outputs[g->n_outputs++] = y;
   g->n_shards = 1;

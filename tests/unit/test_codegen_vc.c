@@ -13,28 +13,16 @@
 
 static const double TOL = 1e-4;
 
-static int node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
-  ir_diag d = {0};
-  int v = ir_add_node(g, op, name, (ir_loc){0}, in, n, a, &d);
-  if (v < 0) {
-    ir_diag_print(&d, stderr);
-    abort();
-  }
-  return v;
-}
-
-static int param(ir_graph *g, const char *name, ir_shape s) { return ir_add_param(g, name, s, 1); }
-
 static int add_bn(ir_graph *g, const char *name, int x, int64_t c) {
   char b[4][64];
   const char *sfx[4] = {"gamma", "beta", "running_mean", "running_var"};
   int in[5] = {x};
   for (int i = 0; i < 4; i++) {
     snprintf(b[i], sizeof b[i], "%s/%s", name, sfx[i]);
-    in[i + 1] = param(g, b[i], SHAPE(c));
+    in[i + 1] = cgt_param(g, b[i], SHAPE(c));
   }
   ir_attr a = {.batchnorm = {1e-5f, 0.1f, 0}};
-  return node(g, IR_OP_batchnorm, name, in, 5, &a);
+  return cgt_node(g, IR_OP_batchnorm, name, in, 5, &a);
 }
 
 typedef struct vc_case {
@@ -63,24 +51,24 @@ static const vc_case cases[] = {
 static ir_graph *case_graph(const vc_case *k) {
   ir_graph *g = ir_graph_new("vc", k->n);
   int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->cin, k->h, k->w));
-  int in[3] = {x, param(g, "conv/weight", SHAPE(k->cout, k->cin / k->groups, k->k, k->k)), 0};
-  if (k->epi == 0) in[2] = param(g, "conv/bias", SHAPE(k->cout));
+  int in[3] = {x, cgt_param(g, "conv/weight", SHAPE(k->cout, k->cin / k->groups, k->k, k->k)), 0};
+  if (k->epi == 0) in[2] = cgt_param(g, "conv/bias", SHAPE(k->cout));
   ir_attr a = {.conv2d = {{k->k, k->k}, {k->s, k->s}, {k->pad, k->pad, k->pad, k->pad}, {1, 1}, k->groups}};
-  int y = node(g, IR_OP_conv2d, "conv", in, k->epi == 0 ? 3 : 2, &a);
+  int y = cgt_node(g, IR_OP_conv2d, "conv", in, k->epi == 0 ? 3 : 2, &a);
   if (k->epi > 0) y = add_bn(g, "bn", y, k->cout);
   if (k->epi == 2) { /* residual: the same-shaped output of a second (1x1, stride s) conv of x */
     int64_t oh = (k->h + 2 * k->pad - k->k) / k->s + 1, ow = (k->w + 2 * k->pad - k->k) / k->s + 1;
     int64_t rh = (k->h - 1) / k->s + 1, rw = (k->w - 1) / k->s + 1;
     if (oh != rh || ow != rw) abort(); /* the case table must give matching shapes */
-    int in2[2] = {x, param(g, "down/weight", SHAPE(k->cout, k->cin, 1, 1))};
+    int in2[2] = {x, cgt_param(g, "down/weight", SHAPE(k->cout, k->cin, 1, 1))};
     ir_attr a2 = {.conv2d = {{1, 1}, {k->s, k->s}, {0, 0, 0, 0}, {1, 1}, 1}};
-    int r = node(g, IR_OP_conv2d, "down", in2, 2, &a2);
+    int r = cgt_node(g, IR_OP_conv2d, "down", in2, 2, &a2);
     int add[2] = {y, r};
-    y = node(g, IR_OP_add, "add", add, 2, NULL);
+    y = cgt_node(g, IR_OP_add, "add", add, 2, NULL);
   }
   ir_attr none = {0};
-  if (k->epi == 1 || k->epi == 2) y = node(g, IR_OP_relu, "relu", &y, 1, &none);
-  if (k->epi == 3) y = node(g, IR_OP_swish, "swish", &y, 1, &none);
+  if (k->epi == 1 || k->epi == 2) y = cgt_node(g, IR_OP_relu, "relu", &y, 1, &none);
+  if (k->epi == 3) y = cgt_node(g, IR_OP_swish, "swish", &y, 1, &none);
   g->outputs[g->n_outputs++] = y;
   g->n_shards = 1;
   return g;
