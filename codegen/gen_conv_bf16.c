@@ -5,8 +5,9 @@
  * x[Cin, HW]) whose input is the result of a bf16 round16 node and whose weights are all on
  * the bf16 grid — what --precision 16.16 (or 16.32) --half-type bf16 inference produces — on a
  * target where cg_bf16_dot() is non-zero.  Such a conv computes exact bf16 x bf16 products
- * accumulated in f32, which is what vdpbf16ps does; only the summation order differs from
- * the f32 kernel.
+ * accumulated in f32, which is what vdpbf16ps does; it differs from the f32 kernel in the
+ * summation order and, with a folded batchnorm, in where the scale is applied (the epilogue
+ * here, the packed weights there).
  *
  * Layout: K (input channels) in pairs.  Weights are packed at compile time as dwords holding
  * the bf16 pair (w[co][2k] low, w[co][2k+1] high), [Cout/R][Cin/2][R] (zero padded: an odd
