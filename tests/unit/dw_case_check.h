@@ -48,14 +48,7 @@ static ir_graph *dw_build_graph(const dw_geom *k) {
  * or has no depthwise kernel. */
 static int dw_is_rows_kernel(ir_graph *g, const cg_target *t) {
   char ll[512], line[4096];
-  snprintf(ll, sizeof ll, "%s/rows.ll", cgt_dir);
-  cg_options o = {ll, "llvm", "rows", "{\"test\": true}", 2, 0};
-  ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
-    ir_diag_print(&d, stderr);
-    return -1;
-  }
-  FILE *f = fopen(ll, "r");
+  FILE *f = cgt_llvm_of(g, t, "rows", ll, sizeof ll);
   if (!f) return -1;
   int found = 0, conv = 0;
   while (fgets(line, sizeof line, f)) {

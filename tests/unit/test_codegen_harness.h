@@ -16,6 +16,8 @@
 #include "passes/passes.h"
 #include "runtime/cnnc_abi.h"
 
+static char cgt_dir[256];
+
 /* Graph building for the tests: a node (aborts on a graph error, printing it) and a param. */
 static inline int cgt_node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
   ir_diag d = {0};
@@ -29,9 +31,34 @@ static inline int cgt_node(ir_graph *g, ir_op op, const char *name, const int *i
 
 static inline int cgt_param(ir_graph *g, const char *name, ir_shape s) { return ir_add_param(g, name, s, 1); }
 
+/* An inference batchnorm named name over c channels of x, its params "<name>/gamma" etc. */
+static inline int cgt_add_bn(ir_graph *g, const char *name, int x, int64_t c) {
+  const char *sfx[4] = {"gamma", "beta", "running_mean", "running_var"};
+  char b[4][96];
+  int in[5] = {x};
+  for (int i = 0; i < 4; i++) {
+    snprintf(b[i], sizeof b[i], "%s/%s", name, sfx[i]);
+    in[i + 1] = cgt_param(g, b[i], (ir_shape){1, {c}});
+  }
+  ir_attr a = {.batchnorm = {1e-5f, 0.1f, 0}};
+  return cgt_node(g, IR_OP_batchnorm, name, in, 5, &a);
+}
+
+/* g compiled for t with --emit llvm into <cgt_dir>/<stem>.ll, opened for reading (the caller
+ * closes it and unlinks path); NULL, with the error printed, when it does not compile. */
+static inline FILE *cgt_llvm_of(ir_graph *g, const cg_target *t, const char *stem, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s.ll", cgt_dir, stem);
+  cg_options o = {path, "llvm", stem, "{\"test\": true}", 2, 0};
+  ir_diag d = {0};
+  if (cg_compile(g, t, &o, &d)) {
+    ir_diag_print(&d, stderr);
+    return NULL;
+  }
+  return fopen(path, "r");
+}
+
 static int cgt_failures;
 static int cgt_nan_every; /* > 0: every k-th input element is NaN */
-static char cgt_dir[256];
 
 #define CGT_CHECK(cond, ...)                            \
   do {                                                  \

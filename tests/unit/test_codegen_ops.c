@@ -28,17 +28,6 @@ static void check(ir_graph *g, const cg_target *t, const char *label) {
   ir_graph_free(g);
 }
 
-static int add_bn(ir_graph *g, const char *name, int x, int64_t c) {
-  char b[5][64];
-  const char *sfx[5] = {"gamma", "beta", "running_mean", "running_var", NULL};
-  int in[5] = {x};
-  for (int i = 0; i < 4; i++) {
-    snprintf(b[i], sizeof b[i], "%s/%s", name, sfx[i]);
-    in[i + 1] = cgt_param(g, b[i], SHAPE(c));
-  }
-  ir_attr a = {.batchnorm = {1e-5f, 0.1f, 0}};
-  return cgt_node(g, IR_OP_batchnorm, name, in, 5, &a);
-}
 
 /* ---- conv ------------------------------------------------------------------------------- */
 typedef struct conv_case {
@@ -164,7 +153,7 @@ static void test_conv_fused(const cg_target *t) {
         conv_case k = {1, 12, 12, 11, 13, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, !use_bn};
         int y;
         ir_graph *g = conv_graph(&k, &y);
-        if (use_bn) y = add_bn(g, "bn", y, k.cout);
+        if (use_bn) y = cgt_add_bn(g, "bn", y, k.cout);
         if (resid) {
           int in[2] = {y, g->input};
           y = cgt_node(g, IR_OP_add, "add", in, 2, NULL);
@@ -193,7 +182,7 @@ static void test_conv_sub_fused(const cg_target *t) {
     int in[2] = {g->input, cgt_param(g, "conv2/weight", SHAPE(k.cout, k.cin, 1, 1))};
     ir_attr a = {.conv2d = {{1, 1}, {s, s}, {0, 0, 0, 0}, {1, 1}, 1}};
     int y2 = cgt_node(g, IR_OP_conv2d, "conv2", in, 2, &a);
-    y2 = add_bn(g, "bn", y2, k.cout);
+    y2 = cgt_add_bn(g, "bn", y2, k.cout);
     int sum[2] = {y2, y};
     y = cgt_node(g, IR_OP_add, "add", sum, 2, NULL);
     ir_attr none = {0};
@@ -305,7 +294,7 @@ static void test_norm(const cg_target *t) {
   int x;
   ir_graph *g = graph(SHAPE(2, 6, 5, 7), IR_F32, &x);
   int r = cgt_node(g, IR_OP_relu, "relu", &x, 1, NULL);
-  output(g, add_bn(g, "bn", r, 6));
+  output(g, cgt_add_bn(g, "bn", r, 6));
   check(g, t, "batchnorm (standalone)");
   static const int gn[][3] = {{12, 4, 25}, {6, 6, 9}, {8, 1, 3}};
   for (size_t i = 0; i < 3; i++) {

@@ -75,14 +75,7 @@ static ir_graph *se_graph(const se_case *k) {
  * -1 when g does not compile. */
 static int se_kernels(ir_graph *g, const cg_target *t, int *pool, int *scale) {
   char ll[512], line[4096];
-  snprintf(ll, sizeof ll, "%s/se.ll", cgt_dir);
-  cg_options o = {ll, "llvm", "se", "{\"test\": true}", 2, 0};
-  ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
-    ir_diag_print(&d, stderr);
-    return -1;
-  }
-  FILE *f = fopen(ll, "r");
+  FILE *f = cgt_llvm_of(g, t, "se", ll, sizeof ll);
   if (!f) return -1;
   *pool = *scale = 0;
   while (fgets(line, sizeof line, f)) {

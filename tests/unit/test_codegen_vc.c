@@ -13,17 +13,6 @@
 
 static const double TOL = 1e-4;
 
-static int add_bn(ir_graph *g, const char *name, int x, int64_t c) {
-  char b[4][64];
-  const char *sfx[4] = {"gamma", "beta", "running_mean", "running_var"};
-  int in[5] = {x};
-  for (int i = 0; i < 4; i++) {
-    snprintf(b[i], sizeof b[i], "%s/%s", name, sfx[i]);
-    in[i + 1] = cgt_param(g, b[i], SHAPE(c));
-  }
-  ir_attr a = {.batchnorm = {1e-5f, 0.1f, 0}};
-  return cgt_node(g, IR_OP_batchnorm, name, in, 5, &a);
-}
 
 typedef struct vc_case {
   int n, cin, cout, h, w, k, s, pad, groups;
@@ -55,7 +44,7 @@ static ir_graph *case_graph(const vc_case *k) {
   if (k->epi == 0) in[2] = cgt_param(g, "conv/bias", SHAPE(k->cout));
   ir_attr a = {.conv2d = {{k->k, k->k}, {k->s, k->s}, {k->pad, k->pad, k->pad, k->pad}, {1, 1}, k->groups}};
   int y = cgt_node(g, IR_OP_conv2d, "conv", in, k->epi == 0 ? 3 : 2, &a);
-  if (k->epi > 0) y = add_bn(g, "bn", y, k->cout);
+  if (k->epi > 0) y = cgt_add_bn(g, "bn", y, k->cout);
   if (k->epi == 2) { /* residual: the same-shaped output of a second (1x1, stride s) conv of x */
     int64_t oh = (k->h + 2 * k->pad - k->k) / k->s + 1, ow = (k->w + 2 * k->pad - k->k) / k->s + 1;
     int64_t rh = (k->h - 1) / k->s + 1, rw = (k->w - 1) / k->s + 1;
