@@ -8,6 +8,7 @@
 
 #include "codegen/cg.h"
 #include "codegen/cg_budget.h"
+#include "codegen/gen_store16.h"
 #include "frontend/fe.h"
 #include "passes/passes.h"
 
@@ -92,10 +93,19 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
   } else if (pass_split(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) {
     return -1;
   }
-  if (cg_check_memory_budget(g, o, d)) return -1; /* --memory-limit, proportions per shard (cg_budget.c) */
-  if (report && report->phase) report->phase(report->ctx, "split", seconds() - t0);
   cg_target t;
   if (cg_target_init(&t, o->mtriple, o->target_cpu, o->target_features, d)) return -1;
+  if (!(o->mode && !strcmp(o->mode, "training")) && o->precision && strcmp(o->precision, "32.32") &&
+      !pass_store16_disabled() && /* 16-bit inference activations (gen_store16.c), before the budget sees them */
+      cg_store16_infer(g, &t, o->available_memory_proportion, pass_precision_format(o->half_type), verbose ? stderr : NULL, d) < 0) {
+    cg_target_dispose(&t);
+    return -1;
+  }
+  if (cg_check_memory_budget(g, o, d)) { /* --memory-limit, proportions per shard (cg_budget.c) */
+    cg_target_dispose(&t);
+    return -1;
+  }
+  if (report && report->phase) report->phase(report->ctx, "split", seconds() - t0);
   if (report && report->target) report->target(report->ctx, &t);
   if (verbose)
     fprintf(stderr, "cnnc: target %s cpu %s, %d f32 lanes; %d shard%s\n", t.triple, t.cpu, t.vec_f32, g->n_shards,

@@ -13,6 +13,7 @@
 
 #include "codegen/cg_budget.h"
 #include "codegen/gen_conv.h"
+#include "codegen/gen_round16.h"
 #include "codegen/gen_conv_bf16.h"
 
 /* Vectors of an output row that conv_row_emit puts in masked tiles (border and tail) when
@@ -160,9 +161,20 @@ void cg_conv_masked_store(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValu
 /* Pixel vector for tap kx at input element idx (lane 0), lanes m; pair_ok: a stride-2
  * pair load (which reads one element past the last lane) stays inside the row. */
 static LLVMValueRef load_pixels(cg_ctx *c, const conv_geom *g, LLVMValueRef x, LLVMValueRef idx, unsigned m,
-                                int pair_ok) {
+                                int pair_ok, ir_dtype dt) {
   int V = g->V;
   unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
+  if (dt != IR_F32) { /* 16-bit storage: the same loads on u16 lanes, widened (bf16 << 16 / vcvtph2ps) */
+    const ir_node *n = &c->g->nodes[((cg_priv *)c->priv)->node];
+    if (m == full && (g->sw != 2 || pair_ok)) return cg_act_load_strided(c, n, x, idx, g->sw, V, dt);
+    if (g->sw == 1) return cg_act_masked_load(c, n, x, idx, m, V, dt);
+    LLVMValueRef v = cg_fzero(c, V);
+    for (int l = 0; l < V; l++)
+      if (m >> l & 1)
+        v = LLVMBuildInsertElement(c->b, v, cg_act_load(c, n, x, LLVMBuildAdd(c->b, idx, cg_i64(c, (int64_t)l * g->sw), ""), 1, dt),
+                                   cg_i32(c, l), "");
+    return v;
+  }
   if (m == full && (g->sw != 2 || pair_ok)) return cg_load_strided(c, x, idx, g->sw, V);
   if (g->sw == 1) return cg_conv_masked_load(c, x, idx, m, V);
   if (g->sw == 2) { /* two masked loads of the even elements, then the even-lane shuffle */
@@ -234,7 +246,7 @@ static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
         continue;
       }
       LLVMValueRef idx = LLVMBuildAdd(c->b, row, LLVMBuildAdd(c->b, ix0, cg_i64(c, (int64_t)p * V * g->sw + (int64_t)kx * g->dw), ""), "");
-      xv[p] = load_pixels(c, g, r->x, idx, ms[p], ox_const < 0 || last_read < g->w);
+      xv[p] = load_pixels(c, g, r->x, idx, ms[p], ox_const < 0 || last_read < g->w, r->xdt);
       xv[p] = cg_conv_xscale(c, r, CI.iv, xv[p]); /* squeeze-excite (gen_conv_se.c); packed panels hold scaled pixels */
       if (xp) cg_store_v(c, xv[p], xp, LLVMBuildAdd(c->b, prow, cg_i64(c, (int64_t)p * V), ""), V);
     }
@@ -256,12 +268,15 @@ static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
       LLVMValueRef oi = LLVMBuildAdd(c->b, orow, LLVMBuildAdd(c->b, ox, cg_i64(c, (int64_t)p * V), ""), "oi");
       LLVMValueRef v = LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, vt, acc[k * np + p], ""), bias, "");
       for (int q = 0, ra = 0; q < e->n_post; q++) {
+        ir_dtype rdt = e->post[q]->op == IR_OP_add ? r->rdt[ra] : IR_F32;
         LLVMValueRef res = e->post[q]->op == IR_OP_add ? r->resid[ra++] : NULL;
-        if (res && mo != full) v = LLVMBuildFAdd(c->b, v, cg_conv_masked_load(c, res, oi, mo, V), "resid");
+        if (e->post[q]->op == IR_OP_round16 && r->odt != IR_F32) continue; /* the 16-bit store rounds */
+        if (res && mo != full) v = LLVMBuildFAdd(c->b, v, cg_act_masked_load(c, e->post[q], res, oi, mo, V, rdt), "resid");
+        else if (res && rdt != IR_F32) v = LLVMBuildFAdd(c->b, v, cg_act_load(c, e->post[q], res, oi, V, rdt), "resid");
         else v = cg_epilogue(c, e->post[q], v, res, oi, V);
       }
-      if (mo == full) cg_store_v(c, v, r->out, oi, V);
-      else cg_conv_masked_store(c, v, r->out, oi, mo, V);
+      if (mo == full) cg_act_store(c, e->n_post ? e->post[e->n_post - 1] : NULL, v, r->out, oi, V, r->odt);
+      else cg_act_masked_store(c, e->n_post ? e->post[e->n_post - 1] : NULL, v, r->out, oi, mo, V, r->odt);
     }
   }
 }
@@ -554,6 +569,39 @@ static LLVMValueRef conv_flat_split_item(cg_ctx *c, const conv_geom *g, LLVMValu
                                          cg_i64(c, tiles), ""), tile, "split_item");
 }
 
+/* 16-bit inference storage (passes/store16.c): the pixel-vector route (pixel tiles, flat 1x1
+ * chunks) reads x and the residuals and writes the result in their dtypes; the others get f32
+ * operands from the pass (widen16 nodes). */
+static int io16_route(const conv_geom *g, const pass_fusion *fu) { return !g->vc && !g->dwp && !fu->n_pre && !fu->n_side; }
+
+/* Sets r's dtypes from the group's values; an internal error when a 16-bit value reaches a
+ * route that reads f32 (the pass and cg_conv_io16_ok disagree). */
+static int conv_io16(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass_fusion *fu, conv_row *r) {
+  const ir_graph *G = c->g;
+  int prev = fu->bn >= 0 ? G->nodes[fu->bn].out : n->out, ra = 0, any = 0;
+  r->xdt = G->values[n->in[0]].dtype;
+  any |= r->xdt != IR_F32;
+  for (int q = 0; q < fu->n_post; q++) {
+    const ir_node *m = &G->nodes[fu->post[q]];
+    if (m->op == IR_OP_add) any |= (r->rdt[ra++] = G->values[m->in[0] == prev ? m->in[1] : m->in[0]].dtype) != IR_F32;
+    prev = m->out;
+  }
+  r->odt = G->values[G->nodes[fu->last].out].dtype;
+  any |= r->odt != IR_F32;
+  if (any && (!io16_route(g, fu) || (fu->n_pre && r->xdt != IR_F32)))
+    return cg_fail(c, n, "internal error: 16-bit operand of a conv kernel that reads f32"), -1;
+  return 0;
+}
+
+int cg_conv_io16_ok(cg_ctx *c, const ir_node *n) {
+  if (n->op != IR_OP_conv2d || cg_conv_bf16_ok(c, n)) return 0;
+  conv_geom g = conv_geometry(c, n);
+  const pass_fusion *fu = cg_fusion(c, n);
+  g.dw_pool = fu->n_side;
+  if (cg_conv_dw_plane_ok(&g)) g.dwp = 1;
+  return io16_route(&g, fu);
+}
+
 LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   /* bf16 route (issue 4, gen_conv_bf16.c): bf16 input and weights on avx512bf16 targets */
   if (cg_conv_bf16_ok(c, n)) return cg_gen_conv2d_bf16(c, n, fn_name, kind);
@@ -582,6 +630,10 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
   if (fu->n_pre) r.xs = a[n_act - 1];
   if (fu->n_side) r.pool = a[n_act - 1];
   r.out = a[n_act];
+  if (conv_io16(c, n, &g, fu, &r) < 0) {
+    free(wp), free(bp);
+    return NULL;
+  }
   r.wp = cg_blob_const(c, "conv.w", wp, wn * sizeof(float));
   r.bp = cg_blob_const(c, "conv.b", bp, bn * sizeof(float));
   free(wp);

@@ -31,6 +31,9 @@ typedef struct conv_row {      /* run-time values of one work item */
   LLVMValueRef xs, xs_base;     /* squeeze-excite factors (NULL: none), index of the group's channel 0 */
   LLVMValueRef xs_buf, xs_key;  /* channel vectors: the scaled planes and the xs_base they hold */
   LLVMValueRef pool;            /* depthwise planes: the fused pool's output [N,C] (dw_pool), else NULL */
+  /* 16-bit inference storage (passes/store16.c): dtypes of x, out and the residuals as the
+   * pixel-vector kernels of gen_conv.c read/write them; 0 (IR_F32) everywhere else */
+  ir_dtype xdt, odt, rdt[PASS_MAX_POST];
 } conv_row;
 
 typedef struct conv_epi { const ir_node *post[PASS_MAX_POST]; int n_post; } conv_epi;
@@ -85,6 +88,11 @@ void cg_conv_dw_plane(cg_ctx *c, const conv_geom *g, const conv_row *r, const co
  * the pixels of output row oy for rr channels (g->flat == 0), given r's x/out/wp/bp and
  * in_base/out_row/wbase/bbase as conv_item sets them. */
 conv_geom cg_conv_geometry(cg_ctx *c, const ir_node *n);
+/* 16-bit inference storage (passes/store16.c): whether node n's kernel is gen_conv.c's pixel
+ * vectors (pixel tiles or flat 1x1 chunks, no squeeze-excite scale), which read x and the
+ * residuals and write the result in 16 bits directly; other routes (channel vectors,
+ * depthwise planes, bf16) read and write f32. */
+int cg_conv_io16_ok(cg_ctx *c, const ir_node *n);
 void cg_conv_row_pixels(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, int rr, LLVMValueRef oy);
 
 #endif

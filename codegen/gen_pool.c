@@ -3,6 +3,7 @@
  * scalar with clipped windows; PyTorch window/divisor semantics as ir/ref_pool.c) and global
  * average pooling (one plane per item, vector sum). */
 #include "codegen/cg_internal.h"
+#include "codegen/gen_round16.h"
 
 typedef struct pool_geom {
   int64_t h, w, oh, ow, planes;
@@ -12,6 +13,8 @@ typedef struct pool_geom {
 typedef struct pool_row {
   LLVMValueRef x, out, plane_in, out_row; /* plane_in = plane*h*w, out_row = (plane*oh+oy)*ow */
   LLVMValueRef y0, y1, rows_padded;       /* real rows [y0,y1), rows inside the padded input */
+  ir_dtype xdt, odt;                      /* 16-bit inference storage (passes/store16.c): maxpool */
+  const ir_node *n;
 } pool_row;
 
 static LLVMValueRef combine(cg_ctx *c, const pool_geom *p, LLVMValueRef acc, LLVMValueRef x) {
@@ -29,7 +32,7 @@ static void pool_vec(cg_ctx *c, const pool_geom *p, const pool_row *r, LLVMValue
   LLVMValueRef acc = LLVMBuildLoad2(c->b, cg_vtype(c, w), accp, "");
   for (int k = 0; k < p->kw; k++) {
     LLVMValueRef idx = LLVMBuildAdd(c->b, rowi, LLVMBuildAdd(c->b, x0, cg_i64(c, k), ""), "");
-    acc = combine(c, p, acc, cg_load_strided(c, r->x, idx, p->sw, w));
+    acc = combine(c, p, acc, cg_act_load_strided(c, r->n, r->x, idx, p->sw, w, r->xdt));
   }
   LLVMBuildStore(c->b, acc, accp);
   cg_loop_end(c, &L);
@@ -39,7 +42,7 @@ static void pool_vec(cg_ctx *c, const pool_geom *p, const pool_row *r, LLVMValue
     LLVMValueRef cnt = LLVMBuildSIToFP(c->b, LLVMBuildMul(c->b, rows, cg_i64(c, p->kw), ""), c->t_f32, "");
     acc = LLVMBuildFDiv(c->b, acc, cg_splat(c, cnt, w), "");
   }
-  cg_store_v(c, acc, r->out, LLVMBuildAdd(c->b, r->out_row, ox, ""), w);
+  cg_act_store(c, r->n, acc, r->out, LLVMBuildAdd(c->b, r->out_row, ox, ""), w, r->odt);
 }
 
 /* Border: one output pixel with the window clipped at run time. */
@@ -53,7 +56,7 @@ static void pool_scalar(cg_ctx *c, const pool_geom *p, const pool_row *r, LLVMVa
   LLVMValueRef y = cg_loop_begin(c, &Y, r->y0, r->y1, cg_i64(c, 1), "sy");
   LLVMValueRef rowi = LLVMBuildAdd(c->b, r->plane_in, LLVMBuildMul(c->b, y, cg_i64(c, p->w), ""), "");
   LLVMValueRef xx = cg_loop_begin(c, &X, x0, x1, cg_i64(c, 1), "sx");
-  LLVMValueRef v = cg_load_f32(c, r->x, LLVMBuildAdd(c->b, rowi, xx, ""));
+  LLVMValueRef v = cg_act_load(c, r->n, r->x, LLVMBuildAdd(c->b, rowi, xx, ""), 1, r->xdt);
   LLVMBuildStore(c->b, combine(c, p, LLVMBuildLoad2(c->b, c->t_f32, accp, ""), v), accp);
   cg_loop_end(c, &X);
   cg_loop_end(c, &Y);
@@ -66,7 +69,7 @@ static void pool_scalar(cg_ctx *c, const pool_geom *p, const pool_row *r, LLVMVa
     LLVMValueRef pos = LLVMBuildICmp(c->b, LLVMIntSGT, cnt, cg_i64(c, 0), "");
     acc = LLVMBuildSelect(c->b, pos, LLVMBuildFDiv(c->b, acc, fc, ""), cg_f32(c, 0.0f), "");
   }
-  cg_store_f32(c, acc, r->out, LLVMBuildAdd(c->b, r->out_row, ox, ""));
+  cg_act_store(c, r->n, acc, r->out, LLVMBuildAdd(c->b, r->out_row, ox, ""), 1, r->odt);
 }
 
 static void scalar_range(cg_ctx *c, const pool_geom *p, const pool_row *r, int64_t lo, int64_t hi) {
@@ -112,12 +115,15 @@ static LLVMValueRef gen_pool(cg_ctx *c, const ir_node *n, const char *fn_name, c
   LLVMValueRef ye = cg_min64(c, LLVMBuildAdd(c->b, ys0, cg_i64(c, p.kh), ""), cg_i64(c, p.h + p.pb));
   pool_row r = {a[0], a[1], LLVMBuildMul(c->b, plane, cg_i64(c, p.h * p.w), ""),
                 LLVMBuildMul(c->b, it, cg_i64(c, p.ow), ""), cg_max64(c, ys0, cg_i64(c, 0)),
-                cg_min64(c, ye, cg_i64(c, p.h)), LLVMBuildSub(c->b, ye, ys0, "")};
+                cg_min64(c, ye, cg_i64(c, p.h)), LLVMBuildSub(c->b, ye, ys0, ""), c->g->values[n->in[0]].dtype,
+                c->g->values[n->out].dtype, n};
+  if ((r.xdt != IR_F32 || r.odt != IR_F32) && !p.is_max) return cg_fail(c, n, "internal error: 16-bit operand of avgpool");
   pool_emit_row(c, &p, &r);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
   char tile[32];
-  snprintf(tile, sizeof tile, "%dx%ds%d_v%d", p.kh, p.kw, p.sw, c->target->vec_f32);
+  snprintf(tile, sizeof tile, "%dx%ds%d_v%d%s", p.kh, p.kw, p.sw, c->target->vec_f32,
+           r.xdt == IR_BF16 ? "_bf16" : r.xdt == IR_F16 ? "_fp16" : "");
   *kind = cg_kind(c, p.is_max ? "maxpool" : "avgpool", tile);
   return f;
 }

@@ -197,7 +197,10 @@ LLVMValueRef cg_sr_u24(cg_ctx *c, LLVMValueRef key, LLVMValueRef i, int w) {
 static void r16_body(cg_ctx *c, LLVMValueRef idx, int w, void *user) {
   r16_ctx *u = user;
   LLVMValueRef x = cg_load_v(c, u->x, idx, w);
-  cg_store_v(c, cg_round16_v(c, u->n, x, u->n->attr.round16.format, w), u->out, idx, w);
+  ir_dtype od = c->g->values[u->n->out].dtype;
+  if (od != IR_F32) /* 16-bit storage (inference): the narrowing store is the rounding */
+    cg_act_store(c, u->n, x, u->out, idx, w, od);
+  else cg_store_v(c, cg_round16_v(c, u->n, x, u->n->attr.round16.format, w), u->out, idx, w);
 }
 
 /* --auto-loss-scaling (passes/optimizer.c): the backward roundings read the loss scale s
@@ -235,6 +238,89 @@ LLVMValueRef cg_gen_round16(cg_ctx *c, const ir_node *n, const char *fn_name, co
   LLVMValueRef tid = param ? a[1] : a[2], nth = param ? a[2] : a[3];
   cg_foreach_elem(c, cg_numel(c, n->out), tid, nth, r16_body, &u);
   cg_kernel_end(c);
-  *kind = cg_kind(c, fp16 ? "round16_fp16" : "round16_bf16", tile);
+  int o16 = c->g->values[n->out].dtype != IR_F32;
+  *kind = cg_kind(c, fp16 ? (o16 ? "round16_to_fp16" : "round16_fp16") : (o16 ? "round16_to_bf16" : "round16_bf16"), tile);
   return f;
+}
+
+/* ---- 16-bit activations (inference storage, passes/store16.c pass_store16_infer) ---------- */
+int cg_dt_half(ir_dtype dt) { return dt == IR_BF16 ? IR_HALF_BF16 : dt == IR_F16 ? IR_HALF_FP16 : -1; }
+
+static LLVMTypeRef h16t(cg_ctx *c, int w) {
+  LLVMTypeRef i16 = LLVMInt16TypeInContext(c->llc);
+  return w == 1 ? i16 : LLVMVectorType(i16, (unsigned)w);
+}
+static LLVMValueRef h16_ptr(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx) {
+  return LLVMBuildInBoundsGEP2(c->b, LLVMInt16TypeInContext(c->llc), base, &idx, 1, "");
+}
+static LLVMValueRef h16_load(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, int w) {
+  LLVMValueRef l = LLVMBuildLoad2(c->b, h16t(c, w), h16_ptr(c, base, idx), "h");
+  LLVMSetAlignment(l, 2);
+  return l;
+}
+
+LLVMValueRef cg_act_load(cg_ctx *c, const ir_node *n, LLVMValueRef base, LLVMValueRef idx, int w, ir_dtype dt) {
+  int f = cg_dt_half(dt);
+  if (f < 0) return w == 1 ? cg_load_f32(c, base, idx) : cg_load_v(c, base, idx, w);
+  return cg_widen16_v(c, n, h16_load(c, base, idx, w), f, w);
+}
+
+LLVMValueRef cg_act_load_strided(cg_ctx *c, const ir_node *n, LLVMValueRef base, LLVMValueRef idx, int stride, int w,
+                                 ir_dtype dt) {
+  int f = cg_dt_half(dt);
+  if (f < 0) return cg_load_strided(c, base, idx, stride, w);
+  if (w == 1 || stride == 1) return cg_act_load(c, n, base, idx, w, dt);
+  LLVMValueRef h;
+  if (stride == 2) { /* lanes [idx, idx + w) and [idx + w - 1, idx + 2w - 1), even elements */
+    LLVMValueRef lo = h16_load(c, base, idx, w), hi = h16_load(c, base, LLVMBuildAdd(c->b, idx, cg_i64(c, w - 1), ""), w);
+    LLVMValueRef e[64];
+    for (int i = 0; i < w; i++) e[i] = cg_i32(c, 2 * i < w ? 2 * i : 2 * i + 1);
+    h = LLVMBuildShuffleVector(c->b, lo, hi, LLVMConstVector(e, (unsigned)w), "even");
+  } else {
+    h = LLVMGetPoison(h16t(c, w));
+    for (int i = 0; i < w; i++)
+      h = LLVMBuildInsertElement(c->b, h, h16_load(c, base, LLVMBuildAdd(c->b, idx, cg_i64(c, (int64_t)i * stride), ""), 1),
+                                 cg_i32(c, i), "");
+  }
+  return cg_widen16_v(c, n, h, f, w);
+}
+
+static LLVMValueRef mask_const(cg_ctx *c, unsigned m, int w) {
+  LLVMValueRef e[64];
+  for (int l = 0; l < w; l++) e[l] = LLVMConstInt(c->t_i1, (m >> l) & 1, 0);
+  return LLVMConstVector(e, (unsigned)w);
+}
+
+LLVMValueRef cg_act_masked_load(cg_ctx *c, const ir_node *n, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w,
+                                ir_dtype dt) {
+  int f = cg_dt_half(dt);
+  LLVMTypeRef et = f < 0 ? c->t_f32 : LLVMInt16TypeInContext(c->llc);
+  LLVMTypeRef vt = f < 0 ? cg_vtype(c, w) : h16t(c, w);
+  LLVMTypeRef ov[2] = {vt, c->t_ptr};
+  LLVMValueRef ptr = LLVMBuildGEP2(c->b, et, base, &idx, 1, ""); /* lane 0 may be outside */
+  LLVMValueRef args[4] = {ptr, cg_i32(c, f < 0 ? 4 : 2), mask_const(c, m, w), LLVMConstNull(vt)};
+  LLVMValueRef v = cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
+  return f < 0 ? v : cg_widen16_v(c, n, v, f, w);
+}
+
+void cg_act_store(cg_ctx *c, const ir_node *n, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, int w, ir_dtype dt) {
+  int f = cg_dt_half(dt);
+  if (f < 0) {
+    if (w == 1) cg_store_f32(c, v, base, idx);
+    else cg_store_v(c, v, base, idx, w);
+    return;
+  }
+  LLVMValueRef s = LLVMBuildStore(c->b, cg_narrow16_v(c, n, v, f, 0, w), h16_ptr(c, base, idx));
+  LLVMSetAlignment(s, 2);
+}
+
+void cg_act_masked_store(cg_ctx *c, const ir_node *n, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, unsigned m,
+                         int w, ir_dtype dt) {
+  int f = cg_dt_half(dt);
+  if (f >= 0) v = cg_narrow16_v(c, n, v, f, 0, w);
+  LLVMTypeRef et = f < 0 ? c->t_f32 : LLVMInt16TypeInContext(c->llc);
+  LLVMTypeRef ov[2] = {LLVMTypeOf(v), c->t_ptr};
+  LLVMValueRef ptr = LLVMBuildGEP2(c->b, et, base, &idx, 1, "");
+  LLVMValueRef args[4] = {v, ptr, cg_i32(c, f < 0 ? 4 : 2), mask_const(c, m, w)};
+  cg_intrinsic(c, "llvm.masked.store", ov, 2, args, 4);
 }

@@ -33,4 +33,21 @@ LLVMValueRef cg_sr_u24(cg_ctx *c, LLVMValueRef key, LLVMValueRef i, int w);
 LLVMValueRef cg_narrow16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int format, int keep_sign, int w);
 LLVMValueRef cg_widen16_v(cg_ctx *c, const ir_node *n, LLVMValueRef h, int format, int w);
 
+/* Activations in 16-bit inference storage (passes/store16.c pass_store16_infer): a value of
+ * dtype dt (IR_F32, IR_BF16 or IR_F16) read as f32 lanes / written from f32 lanes, at element
+ * idx (i64) of base.  Loads widen exactly (bf16: u16 << 16, fp16: vcvtph2ps); stores narrow
+ * with round-to-nearest-even (bitwise round16 then the top half: a value on the grid is stored
+ * exactly).  f32 is cg_load_v / cg_store_v.  Strided: lanes base[idx + l*stride] (stride 2 reads
+ * up to idx + 2w - 2, as cg_load_strided).  Masked: lanes outside m (bit l = lane l) are not
+ * read (0.0f) / not written.  n: the node for errors (fp16 without F16C). */
+int cg_dt_half(ir_dtype dt); /* ir_half_format of a 16-bit dtype, -1 for f32 */
+LLVMValueRef cg_act_load(cg_ctx *c, const ir_node *n, LLVMValueRef base, LLVMValueRef idx, int w, ir_dtype dt);
+LLVMValueRef cg_act_load_strided(cg_ctx *c, const ir_node *n, LLVMValueRef base, LLVMValueRef idx, int stride, int w,
+                                 ir_dtype dt);
+LLVMValueRef cg_act_masked_load(cg_ctx *c, const ir_node *n, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w,
+                                ir_dtype dt);
+void cg_act_store(cg_ctx *c, const ir_node *n, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, int w, ir_dtype dt);
+void cg_act_masked_store(cg_ctx *c, const ir_node *n, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, unsigned m,
+                         int w, ir_dtype dt);
+
 #endif

@@ -5,8 +5,13 @@
  * vpaddd/vpsrld + a pack, fp16 by vcvtps2ph $4 / vcvtph2ps), the scalar tail on the last
  * thread (cg_foreach_elem).  The vector bodies are gen_round16.c's cg_narrow16_v /
  * cg_widen16_v; widen16(narrow16(x)) is bitwise round16(x). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "codegen/cg_internal.h"
+#include "codegen/gen_conv.h"
 #include "codegen/gen_round16.h"
+#include "codegen/gen_store16.h"
 #include "codegen/gen_train.h"
 
 typedef struct s16_ctx { const ir_node *n; LLVMValueRef x, out; } s16_ctx;
@@ -58,4 +63,75 @@ LLVMValueRef cg_gen_narrow16(cg_ctx *c, const ir_node *n, const char *fn_name, c
 }
 LLVMValueRef cg_gen_widen16(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return gen(c, n, fn_name, kind, 0);
+}
+
+/* ---- inference: which kernels read / write 16-bit activations (pass_store16_infer) ------- */
+typedef struct s16_hooks { cg_ctx c; cg_priv priv; pass_fusion *plan; } s16_hooks;
+
+static int conv_io16(s16_hooks *h, int a) {
+  const ir_node *n = &h->c.g->nodes[a];
+  h->priv.shard = n->shard, h->priv.node = a;
+  return cg_conv_io16_ok(&h->c, n);
+}
+
+static int writes16(void *ctx, const ir_graph *g, int p) {
+  s16_hooks *h = ctx;
+  int a = h->plan[p].anchor;
+  if (g->nodes[p].op == IR_OP_maxpool) return a == p; /* gen_pool.c */
+  if (g->nodes[p].op != IR_OP_round16) return 0;
+  if (a == p) return 1; /* the round16 kernel narrows in its store (gen_round16.c) */
+  return g->nodes[a].op == IR_OP_conv2d && h->plan[a].last == p && conv_io16(h, a); /* the conv epilogue's store */
+}
+
+static int reads16(void *ctx, const ir_graph *g, int i, int j) {
+  s16_hooks *h = ctx;
+  int a = h->plan[i].anchor;
+  const ir_node *n = &g->nodes[i];
+  if (a != i) { /* an epilogue op: the residual of an add fused into gen_conv.c's pixel-vector conv */
+    if (n->op != IR_OP_add || g->nodes[a].op != IR_OP_conv2d) return 0;
+    for (int q = 0; q < h->plan[a].n_post; q++)
+      if (h->plan[a].post[q] == i) return conv_io16(h, a);
+    return 0;
+  }
+  if (n->op == IR_OP_maxpool) return j == 0;
+  if (n->op == IR_OP_conv2d) return j == 0 && conv_io16(h, i);
+  return 0;
+}
+
+static void hooks_plan(s16_hooks *h, const ir_graph *g) {
+  free(h->plan);
+  h->plan = calloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1), sizeof *h->plan);
+  if (!h->plan) abort();
+  pass_fuse(g, 1, h->plan); /* the plan cg_layout_build makes */
+  h->priv.plan = h->plan;
+  h->c.g = g;
+}
+
+int cg_store16_infer(ir_graph *g, const cg_target *t, const char *amp, int fmt, FILE *log, ir_diag *d) {
+  s16_hooks h;
+  memset(&h, 0, sizeof h);
+  h.c.target = t;
+  h.priv.d = d, h.priv.amp = amp;
+  h.c.priv = &h.priv;
+  hooks_plan(&h, g);
+  pass_store16_hooks hk = {writes16, reads16, &h};
+  pass_store16_stats st = {.log = log};
+  int rc = pass_store16_infer(g, fmt, &hk, &st, d);
+  if (rc >= 0) { /* the kernels of the new graph read 16-bit values only where they can */
+    hooks_plan(&h, g);
+    for (int i = 0; i < g->n_nodes && rc >= 0; i++)
+      for (int j = 0; j < g->nodes[i].n_in; j++) {
+        const ir_value *v = &g->values[g->nodes[i].in[j]];
+        if (v->kind == IR_VAL_ACT && v->dtype != IR_F32 && g->nodes[i].op != IR_OP_widen16 && !reads16(&h, g, i, j)) {
+          rc = ir_diag_set(d, g->nodes[i].loc, g->nodes[i].name, "internal error: 16-bit storage: '%s' reaches a kernel "
+                           "that reads f32 (the fusion changed); CNNC_NO_STORE16=1 avoids it", v->name);
+          break;
+        }
+      }
+  }
+  if (rc >= 0 && log)
+    fprintf(log, "cnnc: 16-bit storage (inference): %d values %lld -> %lld bytes, %d widen16 nodes\n", st.values,
+            (long long)st.bytes32, (long long)st.bytes32 / 2, st.f32_values);
+  free(h.plan);
+  return rc;
 }

@@ -35,8 +35,9 @@ static int verify_values(const ir_graph *g, ir_diag *d) {
     if (v->id != i) return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: value id mismatch");
     if (v->kind == IR_VAL_PARAM && !v->data) return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: param without data");
     if (v->kind == IR_VAL_ACT && v->dtype != IR_F32 &&
-        !(v->producer >= 0 && g->nodes[v->producer].op == IR_OP_narrow16)) /* 16-bit storage (store16.c) */
-      return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: activations are f32 in the IR (16-bit only as narrow16 results)");
+        !(v->producer >= 0 && (g->nodes[v->producer].op == IR_OP_narrow16 || /* 16-bit storage (store16.c) */
+                               g->nodes[v->producer].op == IR_OP_round16 || g->nodes[v->producer].op == IR_OP_maxpool)))
+      return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: activations are f32 in the IR (16-bit only as narrow16, round16 or maxpool results)");
     if (ir_find_value(g, v->name) != i)
       return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: duplicate or unindexed value name");
   }

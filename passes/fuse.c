@@ -45,7 +45,8 @@ static int epilogue_ok(const ir_graph *g, const ir_node *m, int v) {
   case IR_OP_add: {
     int other = m->in[0] == v ? m->in[1] : m->in[0];
     const ir_value *o = &g->values[other];
-    return (o->kind == IR_VAL_ACT || o->kind == IR_VAL_INPUT) && o->dtype == IR_F32 &&
+    return (o->kind == IR_VAL_ACT || o->kind == IR_VAL_INPUT) && /* 16-bit residuals: store16.c */
+           (o->dtype == IR_F32 || o->dtype == IR_BF16 || o->dtype == IR_F16) &&
            ir_shape_eq(&o->shape, &g->values[v].shape);
   }
   default:

@@ -131,6 +131,25 @@ typedef struct pass_store16_stats {
 int pass_store16_train(ir_graph *g, int fmt, pass_store16_stats *stats, ir_diag *d);
 /* Nonzero when CNNC_NO_STORE16 is set (f32 storage, the reference the tests compare with). */
 int pass_store16_disabled(void);
+/* Inference (after pass_split): what the back end's kernels can do with 16-bit operands.
+ * writes16(ctx, node): the kernel whose result is node's result stores it as 16-bit values
+ * (the node is a round16, the last op of its kernel, or a maxpool of a 16-bit value);
+ * reads16(ctx, node, j): the kernel computing node reads its operand j as 16-bit directly
+ * (node may be an epilogue op fused into another node's kernel).  Node ids are the graph's
+ * before the pass. */
+typedef struct pass_store16_hooks {
+  int (*writes16)(void *ctx, const ir_graph *g, int node);
+  int (*reads16)(void *ctx, const ir_graph *g, int node, int operand);
+  void *ctx;
+} pass_store16_hooks;
+/* Inference graph after pass_split, --precision 16.x applied: every value on the 16-bit grid
+ * whose producing kernel writes 16-bit (hooks->writes16) and that is not a graph output or a
+ * shard boundary gets the 16-bit dtype of fmt (values[v].dtype = IR_BF16 / IR_F16, the
+ * producer unchanged); every reader whose kernel does not read 16-bit (hooks->reads16) gets a
+ * widen16 node right before it.  Bitwise the f32-storage model.  Returns the number of values
+ * stored in 16 bits or -1 with d filled; stats (values, bytes32; f32_values = widen16 nodes
+ * added) may be NULL. */
+int pass_store16_infer(ir_graph *g, int fmt, const pass_store16_hooks *hooks, pass_store16_stats *stats, ir_diag *d);
 
 /* ---- autodiff.c (training, issue 5; docs/training.md) --------------------------------- */
 /* Appends the backward graph of the loss: the last output produced by softmax_xent, seeded

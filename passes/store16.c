@@ -208,3 +208,71 @@ int pass_store16_train(ir_graph *g, int fmt, pass_store16_stats *stats, ir_diag 
   if (rc == 0 && verify_unsharded(g, d) < 0) rc = -1;
   return rc < 0 ? -1 : nx;
 }
+
+/* ---- inference (docs/precision.md "16-bit storage of inference activations") ------------- */
+static int is_graph_output(const ir_graph *g, int v) {
+  for (int o = 0; o < g->n_outputs; o++)
+    if (g->outputs[o] == v) return 1;
+  return 0;
+}
+
+int pass_store16_infer(ir_graph *g, int fmt, const pass_store16_hooks *h, pass_store16_stats *stats, ir_diag *d) {
+  FILE *log = stats ? stats->log : NULL;
+  if (stats) memset(stats, 0, sizeof *stats), stats->log = log;
+  int n0 = g->n_nodes, nv0 = g->n_values;
+  ir_dtype dt16 = fmt == IR_HALF_FP16 ? IR_F16 : IR_BF16;
+  char *half = calloc((size_t)nv0 + 1, 1); /* half[v]: v becomes 16-bit */
+  ins *x = malloc((size_t)(n0 * IR_MAX_IN + 1) * sizeof *x);
+  int *wr = malloc((size_t)(n0 * IR_MAX_IN + 1) * 2 * sizeof(int)); /* (reader, operand) pairs to widen */
+  if (!half || !x || !wr) abort();
+  int nw = 0, nx = 0, nh = 0, rc = 0;
+  /* decide in node order (a maxpool's input is decided before the maxpool) */
+  for (int p = 0; p < n0; p++) {
+    const ir_node *pn = &g->nodes[p];
+    int v = pn->out;
+    const ir_value *val = &g->values[v];
+    if (val->kind != IR_VAL_ACT || val->dtype != IR_F32 || is_graph_output(g, v)) continue;
+    int grid = (pn->op == IR_OP_round16 && pn->n_in == 1 && g->values[pn->in[0]].kind != IR_VAL_PARAM) ||
+               (pn->op == IR_OP_maxpool && half[pn->in[0]]);
+    if (!grid || !h->writes16(h->ctx, g, p)) continue;
+    int cross = 0, nr = 0;
+    for (int i = p + 1; i < n0; i++)
+      for (int j = 0; j < g->nodes[i].n_in; j++)
+        if (g->nodes[i].in[j] == v) cross |= g->nodes[i].shard != pn->shard, nr++;
+    if (cross || !nr) continue; /* shard boundaries stay f32 (the io tensors of the ABI) */
+    half[v] = 1, nh++;
+    if (stats) stats->values++, stats->bytes32 += ir_shape_numel(&val->shape) * 4;
+  }
+  /* readers that cannot read 16 bits: a widen16 right before each (one per reader node) */
+  for (int i = 0; i < n0; i++) {
+    const ir_node *r = &g->nodes[i];
+    for (int j = 0; j < r->n_in; j++) {
+      int v = r->in[j], dup = 0;
+      if (!half[v] || h->reads16(h->ctx, g, i, j)) continue;
+      for (int k = 0; k < nw; k++) dup |= wr[2 * k] == i && g->nodes[i].in[wr[2 * k + 1]] == v;
+      if (!dup) wr[2 * nw] = i, wr[2 * nw + 1] = j, nw++;
+    }
+  }
+  for (int v = 0; v < nv0; v++)
+    if (half[v]) g->values[v].dtype = dt16;
+  ir_attr wa = {.widen16 = {fmt, 0}};
+  for (int k = 0; k < nw && rc == 0; k++) {
+    int i = wr[2 * k], v = g->nodes[i].in[wr[2 * k + 1]];
+    int hv = v;
+    int w = ir_add_node(g, IR_OP_widen16, ir_fmt(g->arena, "%s/load16/%s", g->values[v].name, g->nodes[i].name),
+                        g->nodes[i].loc, &hv, 1, &wa, d);
+    if (w < 0) {
+      rc = -1;
+      break;
+    }
+    g->values[w].dtype = IR_F32;
+    reader_reads(g, i, v, w, x, &nx);
+    if (log) fprintf(log, "cnnc: 16-bit storage: '%s' widened to f32 for '%s' (%s)\n", g->values[v].name,
+                     g->nodes[i].name, ir_ops[g->nodes[i].op].name);
+  }
+  if (stats) stats->f32_values = nw;
+  free(half), free(wr);
+  if (rc == 0 && nx) reorder(g, n0, x, nx);
+  free(x);
+  return rc < 0 ? -1 : nh;
+}
