@@ -222,6 +222,7 @@ int pass_store16_infer(ir_graph *g, int fmt, const pass_store16_hooks *h, pass_s
   int n0 = g->n_nodes, nv0 = g->n_values;
   ir_dtype dt16 = fmt == IR_HALF_FP16 ? IR_F16 : IR_BF16;
   char *half = calloc((size_t)nv0 + 1, 1); /* half[v]: v becomes 16-bit */
+  char *grid = calloc((size_t)nv0 + 1, 1); /* grid[v]: v is on the 16-bit grid (round16, maxpool of one) */
   ins *x = malloc((size_t)(n0 * IR_MAX_IN + 1) * sizeof *x);
   int *wr = malloc((size_t)(n0 * IR_MAX_IN + 1) * 2 * sizeof(int)); /* (reader, operand) pairs to widen */
   if (!half || !x || !wr) abort();
@@ -231,10 +232,10 @@ int pass_store16_infer(ir_graph *g, int fmt, const pass_store16_hooks *h, pass_s
     const ir_node *pn = &g->nodes[p];
     int v = pn->out;
     const ir_value *val = &g->values[v];
-    if (val->kind != IR_VAL_ACT || val->dtype != IR_F32 || is_graph_output(g, v)) continue;
-    int grid = (pn->op == IR_OP_round16 && pn->n_in == 1 && g->values[pn->in[0]].kind != IR_VAL_PARAM) ||
-               (pn->op == IR_OP_maxpool && half[pn->in[0]]);
-    if (!grid || !h->writes16(h->ctx, g, p)) continue;
+    if (val->kind != IR_VAL_ACT || val->dtype != IR_F32) continue;
+    grid[v] = (pn->op == IR_OP_round16 && pn->n_in == 1 && g->values[pn->in[0]].kind != IR_VAL_PARAM) ||
+              (pn->op == IR_OP_maxpool && grid[pn->in[0]]);
+    if (!grid[v] || is_graph_output(g, v) || !h->writes16(h->ctx, g, p)) continue;
     int cross = 0, nr = 0;
     for (int i = p + 1; i < n0; i++)
       for (int j = 0; j < g->nodes[i].n_in; j++)
@@ -271,7 +272,7 @@ int pass_store16_infer(ir_graph *g, int fmt, const pass_store16_hooks *h, pass_s
                      g->nodes[i].name, ir_ops[g->nodes[i].op].name);
   }
   if (stats) stats->f32_values = nw;
-  free(half), free(wr);
+  free(half), free(grid), free(wr);
   if (rc == 0 && nx) reorder(g, n0, x, nx);
   free(x);
   return rc < 0 ? -1 : nh;

@@ -1,0 +1,146 @@
+/* test_store16_infer.c — 16-bit storage of inference activations (issue 6, docs/precision.md
+ * "16-bit storage of inference activations"; passes/store16.c pass_store16_infer,
+ * codegen/gen_store16.c cg_store16_infer).  For a ResNet-ish model (7x7 s2 stem, maxpool,
+ * 1x1 / 3x3 / stride-2 bottlenecks, projection and identity residual adds, global average
+ * pool, dense) and an MBConv model (depthwise 3x3 / 5x5 s1 and s2, squeeze-excite, swish,
+ * residual adds), --precision 16.16, bf16 and fp16, compiled through cg_build_model (the
+ * driver's hook) with and without CNNC_NO_STORE16:
+ *  - the pass stored values in 16 bits (16-bit dtypes in the graph, a 16-bit conv epilogue
+ *    store and a 16-bit maxpool in the ResNet-ish model), the model's input and outputs stay
+ *    f32 at the ABI;
+ *  - the planned scratch arena (sum over shards) is smaller with 16-bit storage;
+ *  - the logits are bitwise equal with 16-bit and f32 storage, with 1 and 2 threads each;
+ *  - the compiled 16-bit model matches the interpreter running the same graph (which holds
+ *    16-bit values as their f32 values) within 5e-3 of the logit scale (test_precision's
+ *    16.16 tolerance: an f32 sum in another order can round to the other neighbour). */
+#include "frontend/fe.h"
+#include "test_codegen_harness.h"
+
+typedef struct built {
+  ir_graph *g;
+  void *h;
+  const cnnc_abi_model *m;
+  char so[512];
+} built;
+
+static int build(built *b, const char *model, const char *half, int store16, int batch) {
+  char path[1024], bs[16];
+  snprintf(path, sizeof path, "%s/tests/store16/%s.yml", CNNC_TEST_SRC, model);
+  snprintf(bs, sizeof bs, "%d", batch);
+  static int counter;
+  snprintf(b->so, sizeof b->so, "%s/s%d.so", cgt_dir, counter++);
+  fe_options o;
+  fe_options_init(&o);
+  ir_diag d = {0};
+  const char *kv[][2] = {{"batch-size", bs}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", half}};
+  for (int i = 0; i < 4; i++)
+    if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), -1;
+  b->g = fe_load(path, &o, &d);
+  if (!b->g) return ir_diag_print(&d, stderr), -1;
+  if (store16) unsetenv("CNNC_NO_STORE16");
+  else setenv("CNNC_NO_STORE16", "1", 1);
+  int rc = cg_build_model(b->g, &o, b->so, NULL, 0, &d);
+  unsetenv("CNNC_NO_STORE16");
+  if (rc) return ir_diag_print(&d, stderr), -1;
+  b->h = dlopen(b->so, RTLD_NOW | RTLD_LOCAL);
+  if (!b->h) return fprintf(stderr, "dlopen: %s\n", dlerror()), -1;
+  b->m = dlsym(b->h, CNNC_ABI_SYMBOL);
+  return b->m && b->m->magic == CNNC_ABI_MAGIC ? 0 : -1;
+}
+
+static void unbuild(built *b) {
+  if (b->h) dlclose(b->h);
+  unlink(b->so);
+  if (b->g) ir_graph_free(b->g);
+}
+
+static int64_t arena(const cnnc_abi_model *m) {
+  int64_t s = 0;
+  for (int i = 0; i < m->n_shards; i++) s += m->shards[i].scratch_bytes;
+  return s;
+}
+
+/* Output 0 of m on x with nth threads (malloc'd). */
+static float *run(const cnnc_abi_model *m, const float *x, int64_t nx, int nth) {
+  void *bufs[64];
+  for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
+  memcpy(bufs[m->input], x, (size_t)nx * sizeof *x);
+  cgt_run_model(m, bufs, nth);
+  int64_t n = m->tensors[m->outputs[0]].bytes / 4;
+  float *y = malloc((size_t)n * sizeof *y);
+  memcpy(y, bufs[m->outputs[0]], (size_t)n * sizeof *y);
+  for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
+  return y;
+}
+
+static void check_model(const char *model, const char *half, int batch) {
+  built s = {0}, f = {0};
+  char label[128];
+  snprintf(label, sizeof label, "%s %s batch %d", model, half, batch);
+  if (build(&s, model, half, 1, batch) || build(&f, model, half, 0, batch)) {
+    CGT_CHECK(0, "%s: build failed", label);
+    unbuild(&s), unbuild(&f);
+    return;
+  }
+  /* what the pass did */
+  int n16 = 0, nwiden = 0, conv_out16 = 0, pool16 = 0;
+  for (int v = 0; v < s.g->n_values; v++) n16 += s.g->values[v].kind == IR_VAL_ACT && s.g->values[v].dtype != IR_F32;
+  for (int i = 0; i < s.g->n_nodes; i++) {
+    const ir_node *n = &s.g->nodes[i];
+    nwiden += n->op == IR_OP_widen16;
+    pool16 += n->op == IR_OP_maxpool && s.g->values[n->out].dtype != IR_F32;
+    int p = s.g->values[n->in[0]].producer; /* a rounded conv result (fused: the conv's epilogue stores 16 bits) */
+    ir_op po = p >= 0 ? s.g->nodes[p].op : IR_OP_COUNT;
+    conv_out16 += n->op == IR_OP_round16 && s.g->values[n->out].dtype != IR_F32 &&
+                  (po == IR_OP_conv2d || po == IR_OP_batchnorm || po == IR_OP_relu || po == IR_OP_add || po == IR_OP_swish);
+  }
+  int f16 = 0;
+  for (int v = 0; v < f.g->n_values; v++) f16 += f.g->values[v].kind == IR_VAL_ACT && f.g->values[v].dtype != IR_F32;
+  CGT_CHECK(n16 > 0 && conv_out16 > 0, "%s: %d values, %d conv results stored in 16 bits", label, n16, conv_out16);
+  CGT_CHECK(f16 == 0, "%s: CNNC_NO_STORE16=1 still stored %d values in 16 bits", label, f16);
+  if (!strcmp(model, "resnetish")) CGT_CHECK(pool16 == 1, "%s: the maxpool does not write 16 bits", label);
+  for (int i = 0; i < s.m->n_tensors; i++)
+    CGT_CHECK(s.m->tensors[i].dtype == CNNC_ABI_F32, "%s: ABI tensor %s is not f32", label, s.m->tensors[i].name);
+  int64_t a16 = arena(s.m), a32 = arena(f.m);
+  fprintf(stderr, "%s: %d values in 16 bits, %d widen16 nodes, %d conv results; arena %lld bytes (f32 storage %lld, "
+          "%.1f %%)\n", label, n16, nwiden, conv_out16, (long long)a16, (long long)a32, 100.0 * (double)a16 / (double)a32);
+  CGT_CHECK(a16 < a32, "%s: arena %lld not below f32 storage's %lld", label, (long long)a16, (long long)a32);
+  /* bitwise: 16-bit vs f32 storage, 1 vs 2 threads */
+  const ir_value *xv = &s.g->values[s.g->input];
+  int64_t nx = ir_shape_numel(&xv->shape), ny = ir_shape_numel(&s.g->values[s.g->outputs[0]].shape);
+  float *x = malloc((size_t)nx * sizeof *x);
+  for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-2.0f, 2.0f);
+  float *ys1 = run(s.m, x, nx, 1), *ys2 = run(s.m, x, nx, 2), *yf1 = run(f.m, x, nx, 1), *yf2 = run(f.m, x, nx, 2);
+  CGT_CHECK(!memcmp(ys1, yf1, (size_t)ny * 4), "%s: 16-bit storage logits differ from f32 storage's", label);
+  CGT_CHECK(!memcmp(ys1, ys2, (size_t)ny * 4), "%s: 16-bit storage, 1 vs 2 threads differ", label);
+  CGT_CHECK(!memcmp(yf1, yf2, (size_t)ny * 4), "%s: f32 storage, 1 vs 2 threads differ", label);
+  int finite = 1;
+  for (int64_t i = 0; i < ny; i++) finite &= isfinite(ys1[i]);
+  CGT_CHECK(finite, "%s: non-finite logits", label);
+  /* vs the interpreter on the same graph */
+  float **ref = ir_interp(s.g, x, NULL);
+  char l2[160];
+  snprintf(l2, sizeof l2, "%s vs interpreter", label);
+  CGT_CHECK(cgt_compare(l2, ys1, ref[s.g->outputs[0]], ny, 5e-3) == 0, "%s: compiled differs from the interpreter", label);
+  double worst = 0, scale = 0;
+  for (int64_t i = 0; i < ny; i++) scale = fmax(scale, fabs(ref[s.g->outputs[0]][i]));
+  for (int64_t i = 0; i < ny; i++) worst = fmax(worst, fabs(ys1[i] - ref[s.g->outputs[0]][i]) / scale);
+  fprintf(stderr, "%s: max |compiled - interpreter| / max |logit| %.3g\n", label, worst);
+  ir_interp_free(s.g, ref);
+  free(x), free(ys1), free(ys2), free(yf1), free(yf2);
+  unbuild(&s), unbuild(&f);
+}
+
+int main(void) {
+  (void)cgt_random_params;
+  (void)cgt_check_graph;
+  cgt_init_dir();
+  check_model("resnetish", "bf16", 3);
+  check_model("resnetish", "fp16", 3);
+  check_model("dwse", "bf16", 3);
+  check_model("dwse", "fp16", 2);
+  cgt_cleanup_dir();
+  if (cgt_failures) fprintf(stderr, "test_store16_infer: %d failure(s)\n", cgt_failures);
+  else fprintf(stderr, "test_store16_infer: ok\n");
+  return cgt_failures != 0;
+}
