@@ -20,6 +20,7 @@
 #include "codegen/gen_train.h"
 
 #define PGW_MAX_BUF (1 << 20) /* packed chunk bytes beyond this: the direct kernel */
+#define PGW_MAX_TAPS 128      /* kernel taps (KH*KW) beyond this: the direct kernel */
 
 typedef struct pgw {
   int64_t n, ci, ih, iw, co, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw, taps, ck;
@@ -28,6 +29,8 @@ typedef struct pgw {
   int64_t cib, nci;   /* input channels per item (columns cib*taps), their blocks */
   int64_t cob, nco;   /* output channels per item, their blocks */
   int64_t ldc_max;    /* packed row length of the widest item (floats) */
+  int acc;            /* accumulator registers: tiles R x NV, and budget/nv x nv for nv < NV */
+  int flat;           /* 1x1 stride 1 unpadded, every chunk >= V pixels: chunks are flat x ranges */
   LLVMValueRef dy, x, dwt, buf;
 } pgw;
 
@@ -42,10 +45,12 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->in[1]].shape;
   *k = (pgw){xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], ds->dim[1], ds->dim[2], ds->dim[3], at->kernel[0],
              at->kernel[1], at->stride[0], at->stride[1], at->pad[0], at->pad[1], at->dilation[0], at->dilation[1],
-             (int64_t)at->kernel[0] * at->kernel[1], 0, c->target->vec_f32, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+             (int64_t)at->kernel[0] * at->kernel[1], 0, c->target->vec_f32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
              NULL, NULL, NULL, NULL};
+  if (k->taps > PGW_MAX_TAPS || k->kh > PGW_MAX_TAPS || (k->V & (k->V - 1))) return 0;
   k->ck = k->ci * k->taps;
   int budget = cg_acc_budget(c->target);
+  k->acc = budget;
   k->NV = 3;
   k->R = budget / k->NV;
   /* chunk: the pixels whose NV-vector column slice fills ~16 KB of L1, whole rows */
@@ -80,58 +85,195 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
     k->nco = (k->co + k->cob - 1) / k->cob;
   }
   k->ldc_max = pgw_ldc(k, k->cib * k->taps);
+  int64_t rlast = k->oh - (k->nrch - 1) * k->rh;
+  k->flat = k->kh == 1 && k->kw == 1 && k->sh == 1 && k->sw == 1 && k->pt == 0 && k->pl == 0 && k->oh == k->ih &&
+            k->ow == k->iw && (rlast < k->rh ? rlast : k->rh) * k->ow >= k->V;
   return P * k->ldc_max * 4 <= PGW_MAX_BUF;
 }
 
-/* Stores 0 to buf[dst + j*ldc] for j in [lo, hi) (compile-time bounds). */
-static void pgw_zeros(cg_ctx *c, LLVMValueRef buf, LLVMValueRef dst, int64_t ldc, int64_t lo, int64_t hi) {
-  if (lo >= hi) return;
-  cg_loop Z;
-  LLVMValueRef j = cg_loop_begin(c, &Z, cg_i64(c, lo), cg_i64(c, hi), cg_i64(c, 1), "pz");
-  cg_store_f32(c, cg_f32(c, 0.0f), buf, cg_tadd(c, dst, cg_tmul(c, j, ldc)));
-  cg_loop_end(c, &Z);
+/* ---- the transposed pack: V columns x V pixels per in-register transpose ------------------ */
+
+static LLVMValueRef pgw_shuffle(cg_ctx *c, LLVMValueRef a, LLVMValueRef b, const int *m, int V) {
+  LLVMValueRef e[64];
+  for (int i = 0; i < V; i++) e[i] = cg_i32(c, m[i]);
+  return LLVMBuildShuffleVector(c->b, a, b, LLVMConstVector(e, (unsigned)V), "");
+}
+
+/* t[l] lane p = a[p] lane l (V a power of two).  V = 8: the unpack / shufps / vperm2f128
+ * network (24 single-instruction shuffles on AVX2); else log2(V) rounds of perfect shuffles. */
+static void pgw_transpose(cg_ctx *c, int V, LLVMValueRef *a, LLVMValueRef *t) {
+  LLVMValueRef r[64], n[64];
+  for (int i = 0; i < V; i++) r[i] = a[i];
+  if (V == 8) {
+    static const int U[8] = {0, 8, 1, 9, 4, 12, 5, 13}, H[8] = {2, 10, 3, 11, 6, 14, 7, 15};
+    static const int L[8] = {0, 1, 8, 9, 4, 5, 12, 13}, E[8] = {2, 3, 10, 11, 6, 7, 14, 15};
+    static const int A[8] = {0, 1, 2, 3, 8, 9, 10, 11}, B[8] = {4, 5, 6, 7, 12, 13, 14, 15};
+    for (int i = 0; i < 8; i += 2) n[i] = pgw_shuffle(c, r[i], r[i + 1], U, 8), n[i + 1] = pgw_shuffle(c, r[i], r[i + 1], H, 8);
+    for (int i = 0; i < 8; i += 4) {
+      r[i] = pgw_shuffle(c, n[i], n[i + 2], L, 8), r[i + 1] = pgw_shuffle(c, n[i], n[i + 2], E, 8);
+      r[i + 2] = pgw_shuffle(c, n[i + 1], n[i + 3], L, 8), r[i + 3] = pgw_shuffle(c, n[i + 1], n[i + 3], E, 8);
+    }
+    for (int i = 0; i < 4; i++) t[i] = pgw_shuffle(c, r[i], r[i + 4], A, 8), t[i + 4] = pgw_shuffle(c, r[i], r[i + 4], B, 8);
+    return;
+  }
+  int lo[64], hi[64];
+  for (int j = 0; j < V / 2; j++) lo[2 * j] = j, lo[2 * j + 1] = V + j, hi[2 * j] = V / 2 + j, hi[2 * j + 1] = V + V / 2 + j;
+  for (int s = 1; s < V; s *= 2) {
+    for (int i = 0; i < V / 2; i++) n[2 * i] = pgw_shuffle(c, r[i], r[i + V / 2], lo, V), n[2 * i + 1] = pgw_shuffle(c, r[i], r[i + V / 2], hi, V);
+    for (int i = 0; i < V; i++) r[i] = n[i];
+  }
+  for (int i = 0; i < V; i++) t[i] = r[i];
+}
+
+/* Output pixels ox of a row whose tap kx reads inside the row: [*lo, *hi). */
+static void pgw_xrange(const pgw *k, int64_t kx, int64_t *lo, int64_t *hi) {
+  int64_t off = kx * k->dw - k->pl;
+  *lo = 0, *hi = k->ow;
+  while (*lo < *hi && *lo * k->sw + off < 0) ++*lo;
+  while (*hi > *lo && (*hi - 1) * k->sw + off >= k->iw) --*hi;
+}
+
+/* v (any scalar type) in V lanes. */
+static LLVMValueRef pgw_splat(cg_ctx *c, int V, LLVMValueRef v, const char *name) {
+  LLVMValueRef z[64];
+  for (int i = 0; i < V; i++) z[i] = cg_i32(c, 0);
+  LLVMValueRef one = LLVMBuildInsertElement(c->b, LLVMGetPoison(LLVMVectorType(LLVMTypeOf(v), (unsigned)V)), v, cg_i32(c, 0), "");
+  return LLVMBuildShuffleVector(c->b, one, LLVMGetPoison(LLVMTypeOf(one)), LLVMConstVector(z, (unsigned)V), name);
+}
+
+/* V pixels of x at idx, idx + sw, ..: a plain (strided) load, or with mask (per lane, <V x i1>)
+ * a masked load / gather that reads no masked-out lane (those are 0). */
+static LLVMValueRef pgw_xload(cg_ctx *c, const pgw *k, LLVMValueRef idx, LLVMValueRef mask) {
+  int V = k->V;
+  if (!mask) return cg_load_strided(c, k->x, idx, (int)k->sw, V);
+  LLVMTypeRef vt = cg_vtype(c, V);
+  if (k->sw == 1) {
+    LLVMTypeRef ov[2] = {vt, c->t_ptr};
+    LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_f32, k->x, &idx, 1, ""), cg_i32(c, 4), mask, cg_fzero(c, V)};
+    return cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
+  }
+  LLVMValueRef lane[64];
+  for (int l = 0; l < V; l++) lane[l] = LLVMConstInt(c->t_i64, (unsigned long long)(l * k->sw), 0);
+  LLVMValueRef vi = LLVMBuildAdd(c->b, pgw_splat(c, V, idx, ""), LLVMConstVector(lane, (unsigned)V), "");
+  LLVMTypeRef ov[2] = {vt, LLVMVectorType(c->t_ptr, (unsigned)V)};
+  LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_f32, k->x, &vi, 1, ""), cg_i32(c, 4), mask, cg_fzero(c, V)};
+  return cg_intrinsic(c, "llvm.masked.gather", ov, 2, args, 4);
+}
+
+/* One pack block: nch channels' columns (vector g holds columns g*V.., lanes past nch*taps 0)
+ * for np (<= V) pixels.  tapx[t]: x index of the block's first pixel for tap t of the block's
+ * first channel; mask[t]: its lanes (NULL: all).  Pixel p goes to buf[dst + p*ldc + g*V]. */
+static void pgw_vblock(cg_ctx *c, const pgw *k, LLVMValueRef *tapx, LLVMValueRef *mask, LLVMValueRef dst, int64_t ldc, int nch,
+                       int np) {
+  int V = k->V;
+  int64_t cols = nch * k->taps, ihw = k->ih * k->iw;
+  LLVMValueRef a[64], t[64];
+  for (int64_t g = 0; g * V < cols; g++) {
+    for (int l = 0; l < V; l++) {
+      int64_t j = g * V + l, tap = j % k->taps;
+      a[l] = j >= cols ? cg_fzero(c, V) : pgw_xload(c, k, cg_taddk(c, tapx[tap], j / k->taps * ihw), mask ? mask[tap] : NULL);
+    }
+    pgw_transpose(c, V, a, t);
+    for (int p = 0; p < np; p++) cg_store_v(c, t[p], k->buf, cg_taddk(c, dst, p * ldc + g * V), V);
+  }
+}
+
+/* Every channel of the item for one block of np pixels: whole groups of V channels in a loop,
+ * then the remainder.  tap0[t]: x index of channel ci0's pixel for tap t; dst: buf index of
+ * the block's first pixel. */
+static void pgw_vchans(cg_ctx *c, const pgw *k, LLVMValueRef *tap0, LLVMValueRef *mask, LLVMValueRef dst, int64_t cib, int64_t ldc,
+                       int np) {
+  int V = k->V;
+  int64_t ng = cib / V, rem = cib % V, ihw = k->ih * k->iw;
+  LLVMValueRef tx[256];
+  if (ng > 0) {
+    cg_loop G;
+    LLVMValueRef gi = cg_loop_begin(c, &G, cg_i64(c, 0), cg_i64(c, ng), cg_i64(c, 1), "pkg");
+    LLVMValueRef xo = cg_tmul(c, gi, V * ihw);
+    for (int64_t t = 0; t < k->taps; t++) tx[t] = cg_tadd(c, tap0[t], xo);
+    pgw_vblock(c, k, tx, mask, cg_tadd(c, dst, cg_tmul(c, gi, V * k->taps)), ldc, V, np);
+    cg_loop_end(c, &G);
+  }
+  if (rem) {
+    for (int64_t t = 0; t < k->taps; t++) tx[t] = cg_taddk(c, tap0[t], ng * V * ihw);
+    pgw_vblock(c, k, tx, mask, cg_taddk(c, dst, ng * V * k->taps), ldc, (int)rem, np);
+  }
+}
+
+/* Flat chunks (1x1, stride 1, unpadded: xcol is x): np >= V pixels from x index src in blocks
+ * of V, the last block moved back to end at np (it rewrites equal values). */
+static void pgw_pack_flat(cg_ctx *c, const pgw *k, LLVMValueRef src, LLVMValueRef np, int64_t cib, int64_t ldc) {
+  int V = k->V;
+  cg_loop B;
+  LLVMValueRef nb = LLVMBuildUDiv(c->b, cg_taddk(c, np, V - 1), cg_i64(c, V), "");
+  LLVMValueRef b = cg_loop_begin(c, &B, cg_i64(c, 0), nb, cg_i64(c, 1), "pkb");
+  LLVMValueRef p0 = cg_min64(c, cg_tmul(c, b, V), cg_taddk(c, np, -V)), tap0 = cg_tadd(c, src, p0);
+  pgw_vchans(c, k, &tap0, NULL, cg_tmul(c, p0, ldc), cib, ldc, V);
+  cg_loop_end(c, &B);
+}
+
+/* Lane masks of the V pixels from ox0 per tap: the tap's row is in x (rowok[ky]) and the pixel
+ * in [lo, hi) of its kx (hi <= OW: lanes past a row of OW < V pixels are off too). */
+static void pgw_masks(cg_ctx *c, const pgw *k, LLVMValueRef ox0, LLVMValueRef *rowok, LLVMValueRef *mask) {
+  int V = k->V;
+  LLVMValueRef lane[64];
+  for (int l = 0; l < V; l++) lane[l] = cg_i32(c, l);
+  LLVMValueRef ox = LLVMBuildAdd(c->b, pgw_splat(c, V, LLVMBuildTrunc(c->b, ox0, c->t_i32, ""), ""),
+                                 LLVMConstVector(lane, (unsigned)V), "");
+  for (int64_t kx = 0; kx < k->kw; kx++) {
+    int64_t lo, hi;
+    pgw_xrange(k, kx, &lo, &hi);
+    LLVMValueRef in = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, ox, pgw_splat(c, V, cg_i32(c, (int32_t)lo), ""), ""),
+                                   LLVMBuildICmp(c->b, LLVMIntSLT, ox, pgw_splat(c, V, cg_i32(c, (int32_t)hi), ""), ""), "");
+    for (int64_t ky = 0; ky < k->kh; ky++)
+      mask[ky * k->kw + kx] = LLVMBuildAnd(c->b, in, pgw_splat(c, V, rowok[ky], ""), "");
+  }
 }
 
 /* Packs xcol of image nb, output rows [oy0, oy0 + rows) and input channels [ci0, ci0 + cib)
- * into buf[(rl*OW + ox)*ldc + cl*taps + ky*KW + kx]; pad columns [cib*taps, ldc) get zeros. */
-static void pgw_pack(cg_ctx *c, const pgw *k, LLVMValueRef nb, LLVMValueRef oy0, LLVMValueRef rows, LLVMValueRef ci0,
-                     int64_t cib, int64_t ldc) {
-  cg_loop CL, RL, X;
-  LLVMValueRef cl = cg_loop_begin(c, &CL, cg_i64(c, 0), cg_i64(c, cib), cg_i64(c, 1), "pcl");
-  LLVMValueRef xplane = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->ci), cg_tadd(c, ci0, cl)), k->ih * k->iw);
-  for (int64_t ky = 0; ky < k->kh; ky++)
-    for (int64_t kx = 0; kx < k->kw; kx++) {
-      int64_t off = kx * k->dw - k->pl, lo = 0, hi = k->ow; /* ix = ox*sw + off */
-      while (lo < hi && lo * k->sw + off < 0) lo++;
-      while (hi > lo && (hi - 1) * k->sw + off >= k->iw) hi--;
-      LLVMValueRef col = cg_taddk(c, cg_tmul(c, cl, k->taps), ky * k->kw + kx);
-      LLVMValueRef rl = cg_loop_begin(c, &RL, cg_i64(c, 0), rows, cg_i64(c, 1), "prl");
-      LLVMValueRef iy = cg_taddk(c, cg_tmul(c, cg_tadd(c, oy0, rl), k->sh), ky * k->dh - k->pt);
-      LLVMValueRef dst = cg_tadd(c, cg_tmul(c, rl, k->ow * ldc), col);
-      cg_if f;
-      cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntULT, iy, cg_i64(c, k->ih), "")); /* 0 <= iy < ih */
-      pgw_zeros(c, k->buf, dst, ldc, 0, lo);
-      if (lo < hi) {
-        LLVMValueRef src = cg_taddk(c, cg_tadd(c, xplane, cg_tmul(c, iy, k->iw)), off);
-        LLVMValueRef ox = cg_loop_begin(c, &X, cg_i64(c, lo), cg_i64(c, hi), cg_i64(c, 1), "pox");
-        cg_store_f32(c, cg_load_f32(c, k->x, cg_tadd(c, src, cg_tmul(c, ox, k->sw))), k->buf, cg_tadd(c, dst, cg_tmul(c, ox, ldc)));
-        cg_loop_end(c, &X);
-      }
-      pgw_zeros(c, k->buf, dst, ldc, hi, k->ow);
-      cg_if_else(c, &f);
-      pgw_zeros(c, k->buf, dst, ldc, 0, k->ow);
-      cg_if_end(c, &f);
-      cg_loop_end(c, &RL);
-    }
-  cg_loop_end(c, &CL);
-  int64_t cols = cib * k->taps;
-  if (cols < ldc) {
-    LLVMValueRef np = cg_tmul(c, rows, k->ow);
-    cg_loop P;
-    LLVMValueRef p = cg_loop_begin(c, &P, cg_i64(c, 0), np, cg_i64(c, 1), "ppad");
-    for (int64_t j = cols; j < ldc; j++) cg_store_f32(c, cg_f32(c, 0.0f), k->buf, cg_taddk(c, cg_tmul(c, p, ldc), j));
-    cg_loop_end(c, &P);
+ * into buf[(rl*OW + ox)*ldc + cl*taps + ky*KW + kx] (taps outside x as zeros, pad columns
+ * [cib*taps, ldc) zero): per output row, blocks of V pixels (the last moved back to end at OW;
+ * one block of OW lanes when OW < V), plain loads where every tap of the block is inside x,
+ * masked loads (gathers at stride > 1) at the borders. */
+static void pgw_pack(cg_ctx *c, const pgw *k, LLVMValueRef nb, LLVMValueRef oy0, LLVMValueRef rows, LLVMValueRef ci0, int64_t cib,
+                     int64_t ldc) {
+  int V = k->V, np = k->ow < V ? (int)k->ow : V;
+  LLVMValueRef plane = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->ci), ci0), k->ih * k->iw);
+  if (k->flat) {
+    pgw_pack_flat(c, k, cg_tadd(c, plane, cg_tmul(c, oy0, k->iw)), cg_tmul(c, rows, k->ow), cib, ldc);
+    return;
   }
+  LLVMValueRef rowok[PGW_MAX_TAPS], rowx[PGW_MAX_TAPS], tap0[PGW_MAX_TAPS], mask[PGW_MAX_TAPS];
+  cg_loop R, X;
+  LLVMValueRef rl = cg_loop_begin(c, &R, cg_i64(c, 0), rows, cg_i64(c, 1), "pkr");
+  LLVMValueRef oy = cg_tadd(c, oy0, rl);
+  for (int64_t ky = 0; ky < k->kh; ky++) {
+    LLVMValueRef iy = cg_taddk(c, cg_tmul(c, oy, k->sh), ky * k->dh - k->pt);
+    rowok[ky] = LLVMBuildICmp(c->b, LLVMIntULT, iy, cg_i64(c, k->ih), "");
+    rowx[ky] = cg_tadd(c, plane, cg_tmul(c, iy, k->iw)); /* outside x when !rowok: masked */
+  }
+  int64_t lo0, hi0, lo1, hi1, nxb = k->ow < V ? 1 : (k->ow + V - 1) / V;
+  pgw_xrange(k, 0, &lo0, &hi0);          /* the largest lo */
+  pgw_xrange(k, k->kw - 1, &lo1, &hi1);  /* the smallest hi */
+  LLVMValueRef xb = cg_loop_begin(c, &X, cg_i64(c, 0), cg_i64(c, nxb), cg_i64(c, 1), "pkx");
+  LLVMValueRef ox0 = k->ow < V ? cg_i64(c, 0) : cg_min64(c, cg_tmul(c, xb, V), cg_i64(c, k->ow - V));
+  for (int64_t t = 0; t < k->taps; t++)
+    tap0[t] = cg_taddk(c, cg_tadd(c, rowx[t / k->kw], cg_tmul(c, ox0, k->sw)), t % k->kw * k->dw - k->pl);
+  LLVMValueRef dst = cg_tmul(c, cg_tadd(c, cg_tmul(c, rl, k->ow), ox0), ldc);
+  cg_if f;
+  int fast = np == V && lo0 + V <= hi1;
+  if (fast) {
+    LLVMValueRef in = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, ox0, cg_i64(c, lo0), ""),
+                                   LLVMBuildICmp(c->b, LLVMIntSLE, ox0, cg_i64(c, hi1 - V), ""), "");
+    cg_if_begin(c, &f, LLVMBuildAnd(c->b, in, LLVMBuildAnd(c->b, rowok[0], rowok[k->kh - 1], ""), ""));
+    pgw_vchans(c, k, tap0, NULL, dst, cib, ldc, np);
+    cg_if_else(c, &f);
+  }
+  pgw_masks(c, k, ox0, rowok, mask);
+  pgw_vchans(c, k, tap0, mask, dst, cib, ldc, np);
+  if (fast) cg_if_end(c, &f);
+  cg_loop_end(c, &X);
+  cg_loop_end(c, &R);
 }
 
 /* One register tile: rr output channels x nv column vectors (the last one's lanes lastm) over
@@ -169,34 +311,59 @@ static void pgw_tile(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef n
     }
 }
 
-/* Every tile of column vectors [kv0, kv0 + nv) over the item's cob output channels. */
+/* Every tile of column vectors [kv0, kv0 + nv) over cob output channels from dbase / wbase:
+ * acc/nv channels per tile (R for nv = NV; 12 x 1 and 6 x 2 tiles for narrow remainders on
+ * AVX2), the last tile narrower. */
 static void pgw_cols(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef np, LLVMValueRef wbase, LLVMValueRef kv0,
                      int64_t ldc, int64_t cob, int nv, unsigned lastm) {
-  int64_t nct = (cob + k->R - 1) / k->R;
-  int rl = (int)(cob - (nct - 1) * k->R);
+  int rt = k->acc / nv;
+  int64_t nct = (cob + rt - 1) / rt;
+  int rl = (int)(cob - (nct - 1) * rt);
   LLVMValueRef bcol = cg_tmul(c, kv0, k->V), wb = cg_tadd(c, wbase, bcol);
   if (nct > 1) {
     cg_loop T;
     LLVMValueRef t = cg_loop_begin(c, &T, cg_i64(c, 0), cg_i64(c, nct - 1), cg_i64(c, 1), "gct");
-    LLVMValueRef r0 = cg_tmul(c, t, k->R);
-    pgw_tile(c, k, cg_tadd(c, dbase, cg_tmul(c, r0, k->oh * k->ow)), np, cg_tadd(c, wb, cg_tmul(c, r0, k->ck)), bcol, ldc,
-             k->R, nv, lastm);
+    LLVMValueRef r0 = cg_tmul(c, t, rt);
+    pgw_tile(c, k, cg_tadd(c, dbase, cg_tmul(c, r0, k->oh * k->ow)), np, cg_tadd(c, wb, cg_tmul(c, r0, k->ck)), bcol, ldc, rt,
+             nv, lastm);
     cg_loop_end(c, &T);
   }
-  int64_t r0 = (nct - 1) * k->R;
+  int64_t r0 = (nct - 1) * rt;
   pgw_tile(c, k, cg_taddk(c, dbase, r0 * k->oh * k->ow), np, cg_taddk(c, wb, r0 * k->ck), bcol, ldc, rl, nv, lastm);
 }
 
-/* One work item: output channels [co0, co0 + cob) x input channels [ci0, ci0 + cib). */
-static void pgw_item(cg_ctx *c, const pgw *k, LLVMValueRef co0, LLVMValueRef ci0, int64_t cib, int64_t cob) {
+/* The tiles of one packed chunk for output channels [co0, co0 + cob): column tiles of NV
+ * vectors, then the remainder.  dbase: dy index of (nb, channel 0, the chunk's first pixel). */
+static void pgw_chunk(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef np, LLVMValueRef co0, LLVMValueRef ci0, int64_t cib,
+                      int64_t cob) {
   int V = k->V;
   int64_t cols = cib * k->taps, ldc = pgw_ldc(k, cols), nvk = ldc / V;
   unsigned lastm = cg_lanes((int)(cols - (nvk - 1) * V), V), full = cg_lanes(V, V);
   LLVMValueRef wbase = cg_tadd(c, cg_tmul(c, co0, k->ck), cg_tmul(c, ci0, k->taps));
-  cg_loop Z, NB, CH;
-  LLVMValueRef z = cg_loop_begin(c, &Z, cg_i64(c, 0), cg_i64(c, cob), cg_i64(c, 1), "gz");
-  for (int64_t v = 0; v < nvk; v++)
-    cg_tstore(c, cg_fzero(c, V), k->dwt, cg_taddk(c, cg_tadd(c, wbase, cg_tmul(c, z, k->ck)), v * V), v == nvk - 1 ? lastm : full, V);
+  LLVMValueRef db = cg_tadd(c, dbase, cg_tmul(c, co0, k->oh * k->ow));
+  int64_t nkt = (nvk + k->NV - 1) / k->NV;
+  int nvl = (int)(nvk - (nkt - 1) * k->NV);
+  if (nkt > 1) {
+    cg_loop T;
+    LLVMValueRef t = cg_loop_begin(c, &T, cg_i64(c, 0), cg_i64(c, nkt - 1), cg_i64(c, 1), "gkt");
+    pgw_cols(c, k, db, np, wbase, cg_tmul(c, t, k->NV), ldc, cob, k->NV, full);
+    cg_loop_end(c, &T);
+  }
+  pgw_cols(c, k, db, np, wbase, cg_i64(c, (nkt - 1) * k->NV), ldc, cob, nvl, lastm);
+}
+
+/* A run of items of one input-channel block [ci0, ci0 + cib): output-channel blocks [obl, obh)
+ * (the last block of all, if in the run, is col wide).  dw of the run is zeroed, then per image
+ * and chunk the chunk is packed once and every block's tiles run over it. */
+static void pgw_run(cg_ctx *c, const pgw *k, LLVMValueRef ci0, int64_t cib, LLVMValueRef obl, LLVMValueRef obh) {
+  int V = k->V;
+  int64_t cols = cib * k->taps, ldc = pgw_ldc(k, cols), nvk = ldc / V, col = k->co - (k->nco - 1) * k->cob;
+  unsigned lastm = cg_lanes((int)(cols - (nvk - 1) * V), V), full = cg_lanes(V, V);
+  LLVMValueRef colo = cg_tmul(c, obl, k->cob), cohi = cg_min64(c, cg_tmul(c, obh, k->cob), cg_i64(c, k->co));
+  cg_loop Z, NB, CH, OB;
+  LLVMValueRef z = cg_loop_begin(c, &Z, colo, cohi, cg_i64(c, 1), "gz");
+  LLVMValueRef wz = cg_tadd(c, cg_tmul(c, z, k->ck), cg_tmul(c, ci0, k->taps));
+  for (int64_t v = 0; v < nvk; v++) cg_tstore(c, cg_fzero(c, V), k->dwt, cg_taddk(c, wz, v * V), v == nvk - 1 ? lastm : full, V);
   cg_loop_end(c, &Z);
   LLVMValueRef nb = cg_loop_begin(c, &NB, cg_i64(c, 0), cg_i64(c, k->n), cg_i64(c, 1), "gn");
   LLVMValueRef ch = cg_loop_begin(c, &CH, cg_i64(c, 0), cg_i64(c, k->nrch), cg_i64(c, 1), "gch");
@@ -204,41 +371,50 @@ static void pgw_item(cg_ctx *c, const pgw *k, LLVMValueRef co0, LLVMValueRef ci0
   LLVMValueRef rows = cg_min64(c, cg_i64(c, k->rh), LLVMBuildSub(c->b, cg_i64(c, k->oh), oy0, ""));
   pgw_pack(c, k, nb, oy0, rows, ci0, cib, ldc);
   LLVMValueRef np = cg_tmul(c, rows, k->ow);
-  LLVMValueRef dbase = cg_tadd(c, cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->co), co0), k->oh * k->ow), cg_tmul(c, oy0, k->ow));
-  int64_t nkt = (nvk + k->NV - 1) / k->NV;
-  int nvl = (int)(nvk - (nkt - 1) * k->NV);
-  if (nkt > 1) {
-    cg_loop T;
-    LLVMValueRef t = cg_loop_begin(c, &T, cg_i64(c, 0), cg_i64(c, nkt - 1), cg_i64(c, 1), "gkt");
-    pgw_cols(c, k, dbase, np, wbase, cg_tmul(c, t, k->NV), ldc, cob, k->NV, full);
-    cg_loop_end(c, &T);
+  LLVMValueRef dbase = cg_tadd(c, cg_tmul(c, nb, k->co * k->oh * k->ow), cg_tmul(c, oy0, k->ow));
+  LLVMValueRef ob = cg_loop_begin(c, &OB, obl, obh, cg_i64(c, 1), "gob");
+  LLVMValueRef co0 = cg_tmul(c, ob, k->cob);
+  if (col == k->cob) {
+    pgw_chunk(c, k, dbase, np, co0, ci0, cib, k->cob);
+  } else {
+    cg_if f;
+    cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntEQ, ob, cg_i64(c, k->nco - 1), ""));
+    pgw_chunk(c, k, dbase, np, co0, ci0, cib, col);
+    cg_if_else(c, &f);
+    pgw_chunk(c, k, dbase, np, co0, ci0, cib, k->cob);
+    cg_if_end(c, &f);
   }
-  pgw_cols(c, k, dbase, np, wbase, cg_i64(c, (nkt - 1) * k->NV), ldc, cob, nvl, lastm);
+  cg_loop_end(c, &OB);
   cg_loop_end(c, &CH);
   cg_loop_end(c, &NB);
 }
 
-/* Items (co block, ci block), ci blocks fastest, contiguous ranges over the threads; the last
- * block of each kind may be narrower (its own static body). */
+/* Items (input-channel block cb, output-channel block ob) numbered cb*nco + ob, contiguous
+ * ranges over the threads; a thread's items of one cb form a run (one pack per chunk).  The
+ * last input-channel block may be narrower (its own static body). */
 static void pgw_emit(cg_ctx *c, const pgw *k, LLVMValueRef tid, LLVMValueRef nth) {
-  int64_t cil = k->ci - (k->nci - 1) * k->cib, col = k->co - (k->nco - 1) * k->cob;
-  LLVMValueRef lo, hi;
+  int64_t cil = k->ci - (k->nci - 1) * k->cib;
+  LLVMValueRef lo, hi, nco = cg_i64(c, k->nco);
   cg_thread_range(c, cg_i64(c, k->nci * k->nco), tid, nth, &lo, &hi);
   cg_loop L;
-  LLVMValueRef it = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
-  LLVMValueRef cb = LLVMBuildSRem(c->b, it, cg_i64(c, k->nci), "cb"), ob = LLVMBuildSDiv(c->b, it, cg_i64(c, k->nci), "ob");
-  LLVMValueRef ci0 = cg_tmul(c, cb, k->cib), co0 = cg_tmul(c, ob, k->cob);
-  LLVMValueRef lastc = LLVMBuildICmp(c->b, LLVMIntEQ, cb, cg_i64(c, k->nci - 1), "");
-  LLVMValueRef lasto = LLVMBuildICmp(c->b, LLVMIntEQ, ob, cg_i64(c, k->nco - 1), "");
-  for (int v = 0; v < 4; v++) { /* (last ci block?, last co block?) */
-    if ((v & 1 && cil == k->cib) || (v & 2 && col == k->cob)) continue; /* same as a variant before */
-    LLVMValueRef cw = cil == k->cib ? LLVMConstInt(c->t_i1, 1, 0) : LLVMBuildICmp(c->b, LLVMIntEQ, lastc, LLVMConstInt(c->t_i1, v & 1, 0), "");
-    LLVMValueRef ow = col == k->cob ? LLVMConstInt(c->t_i1, 1, 0) : LLVMBuildICmp(c->b, LLVMIntEQ, lasto, LLVMConstInt(c->t_i1, (v & 2) != 0, 0), "");
-    cg_if f;
-    cg_if_begin(c, &f, LLVMBuildAnd(c->b, cw, ow, ""));
-    pgw_item(c, k, co0, ci0, v & 1 ? cil : k->cib, v & 2 ? col : k->cob);
-    cg_if_end(c, &f);
+  LLVMValueRef cbhi = LLVMBuildUDiv(c->b, cg_taddk(c, hi, k->nco - 1), nco, "");
+  LLVMValueRef cb = cg_loop_begin(c, &L, LLVMBuildUDiv(c->b, lo, nco, ""), cbhi, cg_i64(c, 1), "gcb");
+  LLVMValueRef first = cg_tmul(c, cb, k->nco);
+  LLVMValueRef obl = cg_max64(c, LLVMBuildSub(c->b, lo, first, ""), cg_i64(c, 0));
+  LLVMValueRef obh = cg_min64(c, LLVMBuildSub(c->b, hi, first, ""), nco);
+  LLVMValueRef ci0 = cg_tmul(c, cb, k->cib);
+  cg_if f, g;
+  cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntSLT, obl, obh, ""));
+  if (cil == k->cib) {
+    pgw_run(c, k, ci0, k->cib, obl, obh);
+  } else {
+    cg_if_begin(c, &g, LLVMBuildICmp(c->b, LLVMIntEQ, cb, cg_i64(c, k->nci - 1), ""));
+    pgw_run(c, k, ci0, cil, obl, obh);
+    cg_if_else(c, &g);
+    pgw_run(c, k, ci0, k->cib, obl, obh);
+    cg_if_end(c, &g);
   }
+  cg_if_end(c, &f);
   cg_loop_end(c, &L);
 }
 

@@ -4,7 +4,9 @@
  * odd channel counts, flat and strided 1x1 convs, dilation 2, asymmetric padding, a 3x5 kernel,
  * chunks of whole rows with a shorter last chunk (23-wide rows), several input-channel blocks
  * with a narrower last one, output-channel blocks with a narrower last one (few input
- * channels), batch 1 and 3.  Each model: its LLVM module must define a packed grad_weight kernel, then
+ * channels), batch 1 and 3; the pack's plain-load blocks inside 40- and 20-wide rows at stride 1
+ * and 2 beside its masked border blocks, a loop over groups of 8 channels with a remainder,
+ * flat 1x1 chunks, the 12x1 and 6x2 tiles of narrow column remainders.  Each model: its LLVM module must define a packed grad_weight kernel, then
  * momentum steps with 1 and 2 threads vs ir_train_step (loss per step, every state tensor,
  * 1e-4), 2 threads bitwise equal to 1, the eval program vs the interpreter
  * (train_case_check.h), and the compiled first-step gradient of every weight vs central finite
@@ -46,6 +48,19 @@ static const char *c_yml = /* dilation 2, 3x5, padded 1x1, output-channel blocks
     "  - {name: c1, op: conv, filters: 10, kernel: 5, dilation: 2, padding: 4}\n"
     "  - {name: c2, op: conv, filters: 11, kernel: [3, 5], padding: [1, 2]}\n"
     "  - {name: c3, op: conv, filters: 7, kernel: 1, padding: 1}\n"
+    "  - {name: p, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 3}\n";
+
+static const char *d_yml = /* the pack's paths: plain loads inside rows of 40 / 20 at stride 1 / 2,
+                              * a group of 8 channels and a remainder, 12x1 and 6x2 tiles */
+    "name: gw_d\n"
+    "input: {shape: [11, 6, 40], dtype: f32, classes: 3}\n"
+    "layers:\n"
+    "  - {name: c0, op: conv, filters: 64, kernel: 3, padding: 1}\n"
+    "  - {name: c1, op: conv, filters: 30, kernel: 1}\n"
+    "  - {name: c2, op: conv, filters: 13, kernel: 3, stride: 2, padding: 1}\n"
+    "  - {name: c3, op: conv, filters: 40, kernel: 1, bias: false}\n"
     "  - {name: p, op: global_avgpool}\n"
     "  - {name: f, op: flatten}\n"
     "  - {name: d, op: dense, units: 3}\n";
@@ -168,11 +183,14 @@ int main(void) {
   cgt_failures += has_pgw("gw_a", a_yml);
   cgt_failures += has_pgw("gw_b", b_yml);
   cgt_failures += has_pgw("gw_c", c_yml);
+  cgt_failures += has_pgw("gw_d", d_yml);
   cgt_failures += run_yml("gw_a", a_yml, 3);
   cgt_failures += run_yml("gw_b", b_yml, 1);
   cgt_failures += run_yml("gw_c", c_yml, 3);
+  cgt_failures += run_yml("gw_d", d_yml, 2);
   cgt_failures += fd_case("gw_a", a_yml, 3);
   cgt_failures += fd_case("gw_c", c_yml, 1);
+  cgt_failures += fd_case("gw_d", d_yml, 2);
   cgt_cleanup_dir();
   if (cgt_failures) {
     fprintf(stderr, "%d failure(s)\n", cgt_failures);
