@@ -46,7 +46,7 @@ import sys
 
 import numpy as np
 
-D = "/usr/share/datasets/fashion-mnist/"
+D = os.environ.get("CNNC_FMNIST_DIR", "/usr/share/datasets/fashion-mnist").rstrip("/") + "/"
 B = 64
 STEPS_PER_EPOCH = 60000 // B  # 937: the anchor's range(0, 60000 - 64 + 1, 64)
 

@@ -33,6 +33,7 @@ input flattened in NCHW order as nn.Flatten: the bytes are copied as they are.
 import argparse
 import gzip
 import json
+import os
 import struct
 import sys
 import time
@@ -40,7 +41,7 @@ import time
 import numpy as np
 
 NAMES = {"conv1": 0, "conv2": 2, "conv3": 5, "conv4": 7, "fc1": 11, "fc2": 13}
-D = "/usr/share/datasets/fashion-mnist/"
+D = os.environ.get("CNNC_FMNIST_DIR", "/usr/share/datasets/fashion-mnist").rstrip("/") + "/"
 DT = {"F32": np.float32, "I32": np.int32, "I64": np.int64}
 
 

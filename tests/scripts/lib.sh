@@ -1,11 +1,15 @@
 # lib.sh — sourced by the shell test scripts: a temporary directory $T (removed on exit),
 # pass/fail counters with ok / bad, `expect` for cnnrun exit statuses and messages, and
 # `finish`, which prints the closing "N passed, M failed" line and sets the exit status;
-# `need_fmnist` for the tests that train or validate on Fashion-MNIST.
+# `need_fmnist` for the tests that train or validate on Fashion-MNIST; `skip_all` / `skip_part`
+# for optional data or tools (exit 77 = SKIP_RETURN_CODE of the script tests, tests/CMakeLists.txt:
+# ctest reports "Skipped", not "Passed", when something was not checked).
+SKIP=77
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 pass=0
 fail=0
+skipped=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
@@ -24,19 +28,44 @@ expect() {
   fi
 }
 
-finish() {
-  echo "$pass passed, $fail failed"
-  [ "$fail" = 0 ]
+# skip_all REASON: nothing can be checked (missing data or tool): print it and exit $SKIP.
+skip_all() {
+  echo "skip: $*"
+  exit "$SKIP"
 }
 
-# need_fmnist [train|t10k]: DATA = the Fashion-MNIST directory ($CNNC_FMNIST_DIR, default
-# Debian's dataset-fashion-mnist); prints "skip: ..." and exits 0 when that split's images
-# (plain or .gz) are not there.
-need_fmnist() {
+# skip_part REASON: a part of the checks cannot run (e.g. no chromium): counted, and `finish`
+# then exits $SKIP instead of 0 when nothing failed.
+skip_part() {
+  skipped=$((skipped + 1))
+  echo "skip: $*"
+}
+
+# finish: the closing line; status 1 when a check failed, else $SKIP when a part was skipped, else 0.
+finish() {
+  if [ "$skipped" = 0 ]; then echo "$pass passed, $fail failed"; else echo "$pass passed, $fail failed, $skipped skipped"; fi
+  [ "$fail" = 0 ] || return 1
+  [ "$skipped" = 0 ] || return "$SKIP"
+}
+
+# have_fmnist [train|t10k]: DATA = the Fashion-MNIST directory ($CNNC_FMNIST_DIR, default
+# Debian's dataset-fashion-mnist); false when that split's images (plain or .gz) are not there.
+have_fmnist() {
   DATA=${CNNC_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
   local split=${1:-train}
-  if [ ! -e "$DATA/$split-images-idx3-ubyte" ] && [ ! -e "$DATA/$split-images-idx3-ubyte.gz" ]; then
-    echo "skip: no Fashion-MNIST in $DATA"
-    exit 0
+  [ -e "$DATA/$split-images-idx3-ubyte" ] || [ -e "$DATA/$split-images-idx3-ubyte.gz" ]
+}
+# need_fmnist [train|t10k]: as have_fmnist, and exits $SKIP ("skip: ...") when it is not there.
+need_fmnist() {
+  have_fmnist "$@" || skip_all "no Fashion-MNIST in $DATA (Debian dataset-fashion-mnist)"
+}
+
+# chromium_path: the headless browser for the HTML checks ($CNNC_CHROMIUM, else chromium or
+# chromium-browser on PATH); prints nothing when there is none.
+chromium_path() {
+  if [ -n "${CNNC_CHROMIUM+x}" ]; then
+    [ -x "$CNNC_CHROMIUM" ] && echo "$CNNC_CHROMIUM"
+    return 0
   fi
+  command -v chromium || command -v chromium-browser || true
 }

@@ -10,7 +10,6 @@ BUILD=${1:?usage: test_cnnrun_train.sh BUILD SRC}
 CNNRUN="$BUILD/cnnrun"
 FT="$BUILD/tests/libfake_train.so"
 FT2="$BUILD/tests/libfake_train2.so"
-FMNIST=/usr/share/datasets/fashion-mnist
 . "$(dirname "$0")/lib.sh"
 
 # accuracy_above MIN FILE: the validation accuracy printed in FILE is > MIN.
@@ -54,8 +53,8 @@ else
 fi
 
 # ---- Fashion-MNIST (Debian dataset-fashion-mnist) ------------------------------------------
-if [ -f "$FMNIST/train-images-idx3-ubyte.gz" ]; then
-  "$CNNRUN" "$FT" train --dataset fashion-mnist --epochs 1 --limit 8000 --lr 0.01 --logs-per-epoch 4 \
+if have_fmnist train && have_fmnist t10k; then
+  "$CNNRUN" "$FT" train --dataset fashion-mnist --data-dir "$DATA" --epochs 1 --limit 8000 --lr 0.01 --logs-per-epoch 4 \
     --checkpoint-dir "$T/ck" >"$T/fm" 2>&1
   rc=$?
   if [ $rc = 0 ]; then ok; else bad "fashion-mnist train exit $rc: $(tail -5 "$T/fm")"; fi
@@ -64,16 +63,16 @@ if [ -f "$FMNIST/train-images-idx3-ubyte.gz" ]; then
   n=$(ls "$T/ck"/ckpt-step-*.safetensors 2>/dev/null | wc -l)
   [ "$n" = 4 ] && ok || bad "$n checkpoints in $T/ck, want 4"
   ls "$T/ck" | grep -q tmp && bad "temporary checkpoint files left" || ok
-  expect 0 "ckpt-step-00000125.safetensors: step 125 .*accuracy 0\.[6-9]" -- "$FT" validate --checkpoint "$T/ck"
+  expect 0 "ckpt-step-00000125.safetensors: step 125 .*accuracy 0\.[6-9]" -- "$FT" validate --data-dir "$DATA" --checkpoint "$T/ck"
   # sorted by step: 125, 250, 375, 500
   steps=$(grep -oE 'step [0-9]+ ' "$T/out" | tr -d 'step ' | tr '\n' ,)
   [ "$steps" = "125,250,375,500," ] && ok || bad "validate order: $steps"
-  expect 0 "ckpt-step-00000500.safetensors: step 500" -- "$FT" validate --checkpoint "$T/ck/ckpt-step-00000500.safetensors"
-  expect 0 "\(restored\)" -- "$FT" train --dataset fashion-mnist --epochs 1 --limit 8000 --restore "$T/ck/ckpt-step-00000250.safetensors"
+  expect 0 "ckpt-step-00000500.safetensors: step 500" -- "$FT" validate --data-dir "$DATA" --checkpoint "$T/ck/ckpt-step-00000500.safetensors"
+  expect 0 "\(restored\)" -- "$FT" train --dataset fashion-mnist --data-dir "$DATA" --epochs 1 --limit 8000 --restore "$T/ck/ckpt-step-00000250.safetensors"
   grep -q "step 250/500" "$T/out" && bad "restored run logged step 250 again" || ok
-  expect 1 "is not in the state of model fake_train2" -- "$FT2" validate --checkpoint "$T/ck"
+  expect 1 "is not in the state of model fake_train2" -- "$FT2" validate --data-dir "$DATA" --checkpoint "$T/ck"
 else
-  echo "SKIP: no $FMNIST (Debian package dataset-fashion-mnist)"
+  skip_part "no Fashion-MNIST in $DATA (Debian dataset-fashion-mnist): its training, checkpoint and validate checks did not run"
 fi
 
 finish

@@ -5,10 +5,11 @@
 # (a checkpoint), then `cnnrun validate` evaluates that checkpoint with the model compiled at
 # batch 8 (10000 = 1250 whole batches: no padding), 64 (156 x 64 + 16) and 48 (208 x 48 + 16):
 # the same weights on the same 10000 images, so equal accuracy and loss within 1e-5 relative.
-# Skipped (exit 0) when Fashion-MNIST is not installed.
+# Skipped (exit 77, ctest SKIP_RETURN_CODE) when Fashion-MNIST is not installed.
 set -uo pipefail
 B=$1 S=$2
 . "$S/tests/scripts/lib.sh"
+need_fmnist train
 need_fmnist t10k
 
 compile() { "$B/cnnc" "$S/models/fmnist_cnn.yml" --mode training --optimizer momentum --batch-size "$1" -o "$T/f$1.so"; }

@@ -29,7 +29,9 @@ BUILD, SRC = sys.argv[1], sys.argv[2]
 CNNC, CNNRUN = os.path.join(BUILD, "cnnc"), os.path.join(BUILD, "cnnrun")
 TOOLS = os.path.join(SRC, "tools")
 ORDER, XINIT = os.path.join(TOOLS, "fmnist_order.py"), os.path.join(TOOLS, "fmnist_xinit.py")
-DATA = "/usr/share/datasets/fashion-mnist"
+# the dataset ($CNNC_FMNIST_DIR as in tests/scripts/lib.sh; tools/fmnist_*.py read the same)
+DATA = os.environ.get("CNNC_FMNIST_DIR", "/usr/share/datasets/fashion-mnist")
+SKIP = 77  # SKIP_RETURN_CODE of the script tests (tests/CMakeLists.txt)
 N = 20
 LOSS_TOL, W1_TOL, W3_TOL = 2e-5, 1e-4, 1e-3
 passed = failed = 0
@@ -60,8 +62,13 @@ def rel_l2(a, b):
 
 def main():
     if not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")):
-        print(f"SKIP: {DATA} missing (Debian dataset-fashion-mnist)")
-        return 0
+        print(f"skip: no Fashion-MNIST in {DATA} (Debian dataset-fashion-mnist)")
+        return SKIP
+    try:
+        import torch  # noqa: F401 -- the PyTorch side (tools/fmnist_*.py)
+    except ImportError:
+        print("skip: no PyTorch (Debian python3-torch)")
+        return SKIP
     sys.path.insert(0, TOOLS)
     import fmnist_xinit as FX
     py = sys.executable
@@ -88,7 +95,7 @@ def main():
         if rc:
             return 1
         tpl = os.path.join(t, "tpl")
-        rc, out = run([CNNRUN, so, "train", "--dataset", "fashion-mnist", "--limit", "64", "--epochs", "1", "--lr", "0",
+        rc, out = run([CNNRUN, so, "train", "--dataset", "fashion-mnist", "--data-dir", DATA, "--limit", "64", "--epochs", "1", "--lr", "0",
                        "--seed", "0", "--checkpoint-dir", tpl])
         t0 = os.path.join(t, "t0.safetensors")
         rc2, out2 = run([py, XINIT, "torch2ckpt", "--template", os.path.join(tpl, "ckpt-step-00000001.safetensors"),

@@ -22,7 +22,9 @@ import numpy as np
 BUILD, SRC = sys.argv[1], sys.argv[2]
 CNNC, CNNRUN = os.path.join(BUILD, "cnnc"), os.path.join(BUILD, "cnnrun")
 X = os.path.join(SRC, "tools", "fmnist_xinit.py")
-DATA = "/usr/share/datasets/fashion-mnist"
+# the dataset ($CNNC_FMNIST_DIR as in tests/scripts/lib.sh; tools/fmnist_*.py read the same)
+DATA = os.environ.get("CNNC_FMNIST_DIR", "/usr/share/datasets/fashion-mnist")
+SKIP = 77  # SKIP_RETURN_CODE of the script tests (tests/CMakeLists.txt)
 passed = failed = 0
 
 
@@ -44,8 +46,13 @@ def step_loss(out):
 
 def main():
     if not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")):
-        print(f"SKIP: {DATA} missing (Debian dataset-fashion-mnist)")
-        return 0
+        print(f"skip: no Fashion-MNIST in {DATA} (Debian dataset-fashion-mnist)")
+        return SKIP
+    try:
+        import torch  # noqa: F401 -- the PyTorch side (tools/fmnist_*.py)
+    except ImportError:
+        print("skip: no PyTorch (Debian python3-torch)")
+        return SKIP
     sys.path.insert(0, os.path.join(SRC, "tools"))
     import fmnist_xinit as FX
     with tempfile.TemporaryDirectory() as t:
@@ -55,7 +62,7 @@ def main():
         check(rc == 0, f"compile fmnist_cnn for training ({out.strip()[-200:]})")
         if rc:
             return 1
-        one = ["--dataset", "fashion-mnist", "--limit", "64", "--epochs", "1", "--seed", "0"]
+        one = ["--dataset", "fashion-mnist", "--data-dir", DATA, "--limit", "64", "--epochs", "1", "--seed", "0"]
         # (1) cnnc's initial weights into torch
         rc, out = run([CNNRUN, so, "train", *one, "--lr", "0", "--checkpoint-dir", os.path.join(t, "ck")])
         ck = os.path.join(t, "ck", "ckpt-step-00000001.safetensors")

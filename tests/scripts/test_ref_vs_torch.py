@@ -14,8 +14,10 @@ import sys
 import tempfile
 
 import numpy as np
-import torch
-import torch.nn.functional as F
+import testlib  # tests/scripts/testlib.py: skip (77) without PyTorch
+testlib.need_module("torch", "Debian python3-torch")
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 TOL = 1e-5
 torch.set_grad_enabled(False)

@@ -131,9 +131,9 @@ echo '{"a": [1, 2' >"$T/broken.json"
 [ $? = 2 ] && ok || bad "--report without -o must exit 2"
 
 # ---- headless browser (optional: Debian chromium, tools/install-deps.sh) -------------------
-CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+CHROMIUM=$(chromium_path)
 if [ -z "$CHROMIUM" ]; then
-  echo "skip: chromium not installed (tools/install-deps.sh installs it); the HTML was checked statically"
+  skip_part "chromium not installed (tools/install-deps.sh installs it); the HTML was checked statically, not rendered"
 else
   timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking \
     --enable-logging=stderr --v=0 --dump-dom "file://$T/r2.html" >"$T/dom.html" 2>"$T/chromium.err"

@@ -140,9 +140,9 @@ run "training html" python3 "$T/html.py" "$T/b.html" 2
   grep -qE "gradient_accumulation +1 -> 4" "$T/diff2.out" && grep -qE "memory.accumulators +0 -> [0-9]" "$T/diff2.out" &&
   grep -qE "added update/.*momentum" "$T/diff2.out" && ok || bad "report-diff sgd -> momentum + accumulation: $(head -c 900 "$T/diff2.out")"
 
-CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+CHROMIUM=$(chromium_path)
 if [ -z "$CHROMIUM" ]; then
-  echo "skip: chromium not installed (tools/install-deps.sh installs it); the HTML was checked statically"
+  skip_part "chromium not installed (tools/install-deps.sh installs it); the HTML was checked statically, not rendered"
 else
   timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking \
     --enable-logging=stderr --v=0 --dump-dom "file://$T/b.html" >"$T/dom.html" 2>"$T/chromium.err"

@@ -11,7 +11,9 @@ import sys
 import tempfile
 
 import numpy as np
-import torch
+import testlib  # tests/scripts/testlib.py: skip (77) without PyTorch
+testlib.need_module("torch", "Debian python3-torch")
+import torch  # noqa: E402
 
 
 def patterns():

@@ -6,11 +6,12 @@
 # (batch 32) trains for 1 epoch on the first 3200 samples with cnnrun train: the loss must fall
 # (last log < first log - 0.2) and the validation accuracy over the test split (the eval
 # program: batchnorm with running statistics) must be well above chance (> 0.4; chance 0.1).
-# Skipped (exit 0) when the dataset is not installed.
+# Skipped (exit 77, ctest SKIP_RETURN_CODE) when the dataset is not installed.
 set -euo pipefail
 B=$1 S=$2
 . "$S/tests/scripts/lib.sh"
 need_fmnist train
+need_fmnist t10k
 cat > "$T/bn.yml" <<'YML'
 name: fmnist_bn_resnet
 input: {shape: [1, 28, 28], dtype: u8, mean: [0.2860], std: [0.3530], classes: 10}

@@ -8,16 +8,17 @@
 # Two trainings take ~50 s of CPU (~4 min on the loaded shared machine), over the budget of a
 # default test: a "long" check, run only with CNNC_RUN_LONG=1 (else it skips), like
 # test_train_fmnist_full.  CNNC_PRECISION_FULL=1 in addition: the whole training split for 3
-# epochs, margin 0.01.  Skipped (exit 0) without the dataset.
+# epochs, margin 0.01.  Skipped (exit 77, SKIP_RETURN_CODE) without the dataset.
 # Measured (2026-11-26, load average ~11): 16.32 0.6882, f32 0.7458 after 100 steps.
 set -euo pipefail
 B=$1 S=$2
 if [ "${CNNC_RUN_LONG:-0}" != 1 ]; then
   echo "skip: long check (two fmnist trainings); runs with CNNC_RUN_LONG=1"
-  exit 0
+  exit 77
 fi
 . "$S/tests/scripts/lib.sh"
 need_fmnist train
+need_fmnist t10k
 RUN=(--epochs 1 --limit 6400 --logs-per-epoch 5)
 MARGIN=0.1
 if [ "${CNNC_PRECISION_FULL:-0}" = 1 ]; then RUN=(--epochs 3); MARGIN=0.01; fi

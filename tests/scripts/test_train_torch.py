@@ -38,6 +38,9 @@ import numpy as np
 BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
 if not BUILD or not SRC:
     sys.exit(__doc__)
+import testlib  # noqa: E402 -- tests/scripts/testlib.py: skip (77) without PyTorch
+testlib.need_module("torch", "Debian python3-torch")
+testlib.need_module("torchvision", "Debian python3-torchvision")
 sys.path.insert(0, os.path.join(SRC, "tools"))
 import export_torchvision as E  # noqa: E402
 import torch  # noqa: E402
@@ -216,7 +219,7 @@ def run_compiled(report, tmp, name, base, w, xp, lp, tx, labels, opt, make_opt):
 def main():
     if "resnet18" in MODELS and os.environ.get("CNNC_RUN_LONG") != "1":
         print("skip: resnet18 runs only with CNNC_RUN_LONG=1 (CNNC_RUN_LONG=1 ctest -L long)")
-        return 0
+        return 77  # SKIP_RETURN_CODE (tests/CMakeLists.txt)
     exe = os.path.join(BUILD, "tests", "train_interp")
     passed = failed = 0
 
