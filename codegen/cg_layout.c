@@ -69,6 +69,10 @@ static int make_kernel(cg_layout *L, int a, ir_diag *d) {
     k->act[k->n_act++] = k->out2 = g->nodes[p->side].out;
     k->flops += node_flops(g, p->side);
   }
+  if (p->n_side > 1) { /* training: a third output (pass_fuse_train: a batchnorm's dbeta) */
+    k->act[k->n_act++] = k->out3 = g->nodes[p->side2].out;
+    k->flops += node_flops(g, p->side2);
+  }
   return 0;
 }
 
@@ -145,17 +149,19 @@ static void build_io(cg_layout *L) {
  * tensor, nor a state slice, nor a gradient the update stage reads from its accumulator. */
 static void build_scratch(cg_layout *L, int s) {
   cg_shard_plan *sp = &L->sh[s];
-  pass_usage *u = xcalloc((size_t)sp->n_k * 2, sizeof *u);
-  int *vid = xcalloc((size_t)sp->n_k * 2, sizeof(int)), n = 0;
+  pass_usage *u = xcalloc((size_t)sp->n_k * 3, sizeof *u);
+  int *vid = xcalloc((size_t)sp->n_k * 3, sizeof(int)), n = 0;
   for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
     const cg_kernel *k = &L->k[i];
-    if (k->out2 > 0) { /* a fused second output (read in this shard only: fuse.c) */
-      const ir_value *v = &L->g->values[k->out2];
+    for (int e = 0; e < 2; e++) { /* fused extra outputs (fuse.c: read in this shard only, or a training tensor) */
+      int xo = e ? k->out3 : k->out2;
+      if (xo <= 0 || (L->train && (L->vid_tensor[xo] >= 0 || L->state_alias[xo] >= 0))) continue;
+      const ir_value *v = &L->g->values[xo];
       pass_usage r = {k->step, k->step, ir_shape_numel(&v->shape) * (int64_t)ir_dtype_size(v->dtype), 64, 0};
       for (int j = i + 1; j < sp->first_k + sp->n_k; j++)
         for (int a = 0; a < L->k[j].n_act; a++)
-          if (L->k[j].act[a] == k->out2) r.last_step = L->k[j].step;
-      vid[n] = k->out2;
+          if (L->k[j].act[a] == xo) r.last_step = L->k[j].step;
+      vid[n] = xo;
       u[n++] = r;
     }
     if (L->vid_tensor[k->out] >= 0 || (L->train && L->state_alias[k->out] >= 0)) continue;
@@ -215,6 +221,7 @@ static int build_train_stages(cg_layout *L, ir_diag *d) {
       free(tmp), free(key), free(count);
       return ir_diag_set(d, g->nodes[i].loc, g->nodes[i].name, "internal error: shard %d of %d", sh, S);
     }
+    if (L->plan[i].anchor != i) continue; /* computed by its group's kernel (pass_fuse_train) */
     if (make_kernel(L, i, d)) {
       free(tmp), free(key), free(count);
       return -1;
@@ -250,7 +257,11 @@ static int build_train_stages(cg_layout *L, ir_diag *d) {
   free(tmp), free(key), free(count), free(map);
   L->val_stage = xcalloc((size_t)g->n_values, sizeof(int));
   for (int v = 0; v < g->n_values; v++) L->val_stage[v] = -1;
-  for (int i = 0; i < L->n_k; i++) L->val_stage[L->k[i].out] = L->k[i].shard;
+  for (int i = 0; i < L->n_k; i++) {
+    L->val_stage[L->k[i].out] = L->k[i].shard;
+    if (L->k[i].out2 > 0) L->val_stage[L->k[i].out2] = L->k[i].shard;
+    if (L->k[i].out3 > 0) L->val_stage[L->k[i].out3] = L->k[i].shard;
+  }
   /* every operand is produced by an earlier stage or earlier in the same stage */
   for (int i = 0; i < L->n_k; i++)
     for (int j = 0; j < L->k[i].n_act; j++) {
@@ -330,7 +341,10 @@ static void build_train_io(cg_layout *L) {
         int v = k->act[j];
         if (L->vid_tensor[v] >= 0 && L->val_stage[v] != s && !in_state(L, v, s)) push_unique(in, &ni, L->vid_tensor[v]);
       }
-      if (L->vid_tensor[k->out] >= 0 && !in_state(L, k->out, s)) push_unique(out, &no, L->vid_tensor[k->out]);
+      int outs[3] = {k->out, k->out2, k->out3};
+      for (int e = 0; e < 3; e++)
+        if ((e == 0 || outs[e] > 0) && L->vid_tensor[outs[e]] >= 0 && !in_state(L, outs[e], s))
+          push_unique(out, &no, L->vid_tensor[outs[e]]);
     }
     sp->io = xcalloc((size_t)(ni + no), sizeof(int));
     memcpy(sp->io, in, (size_t)ni * sizeof(int));
@@ -357,6 +371,9 @@ static int build_train_layout(cg_layout *L, const cg_options *o, ir_diag *d) {
   L->sh = NULL;
   build_state(L);
   pass_fuse(g, 0, L->plan);
+  /* multi-output backward kernels; their extra gradients would also need the accumulators'
+   * per-kernel add (cg_main.c does it for k->out only), so not with accumulation */
+  if (!L->accum) pass_fuse_train(g, L->plan);
   if (build_train_stages(L, d)) return -1;
   build_accumulators(L);
   build_train_tensors(L);
@@ -383,7 +400,7 @@ int cg_layout_build_opts(cg_layout *L, const ir_graph *g, int fuse, const cg_opt
     if (g->nodes[i].op == IR_OP_softmax_xent)
       L->loss_vid = g->nodes[i].out, L->logits_vid = g->nodes[i].in[0], L->label_vid = g->nodes[i].in[1];
   }
-  if (L->train) return build_train_layout(L, o, d); /* one kernel per node, no BN folding */
+  if (L->train) return build_train_layout(L, o, d); /* pass_fuse_train's groups, no BN folding */
   L->n_groups = L->n_shards;
   build_state(L);
   pass_fuse(g, fuse, L->plan);

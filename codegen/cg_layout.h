@@ -14,6 +14,7 @@ typedef struct cg_kernel {
   int n_act, act[CG_MAX_ACT];  /* activation operand value ids, kernel argument order */
   int out;                     /* value id written */
   int out2;                    /* a second value written (also the last act; fuse.c's pool), 0: none */
+  int out3;                    /* training: a third value written (the act after out2; pass_fuse_train), 0: none */
   double flops;
   int unit;                    /* compile unit (module) holding the kernel */
   char name[256], kind[192];   /* symbol and descriptive kind, filled by codegen */

@@ -1,5 +1,5 @@
 /* gen_train.c — code generators of compiled training (issue 5, docs/training.md): the loss,
- * reduce_sum, relu/maxpool gradients, training dropout, and the helpers
+ * reduce_sum, the relu gradient, training dropout, and the helpers
  * the training generators share (gen_train.h).  In a training layout (cg_layout.train) every
  * operand of a node is a kernel argument in operand order: params point into the runtime's
  * state buffer, an optimizer node's output is its target param's slice (updated in place:
@@ -8,7 +8,7 @@
  * register-tiled conv2d and dense kernels (training forward with weights by pointer,
  * grad_input, grad_weight) are in gen_train_conv.c and gen_train_dense.c; normalisation
  * layers and their gradients in gen_train_norm.c, the optimizer updates in gen_train_optim.c,
- * the activation / average-pool / softmax gradients in gen_train_act.c. */
+ * the activation / pool / softmax gradients in gen_train_act.c. */
 #include <math.h>
 
 #include "codegen/gen_train.h"
@@ -73,22 +73,6 @@ void cg_tstore(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, u
 int cg_tgroups(int64_t n, int maxp) { return (int)((n + maxp - 1) / maxp); }
 int cg_tgroup_size(int64_t n, int groups, int i) { return (int)(n * (i + 1) / groups - n * i / groups); }
 
-/* ---- vector building blocks --------------------------------------------------------------- */
-typedef struct vec_args {
-  LLVMValueRef y, yoff, x, xoff, s; /* y[yoff + j] op= s * x[xoff + j*xst] */
-  int64_t xst;
-  LLVMValueRef accv, accs;          /* dot accumulators */
-} vec_args;
-
-static void fill_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
-  vec_args *a = user;
-  cg_store_v(c, cg_splat(c, a->s, w), a->y, add64(c, a->yoff, j), w);
-}
-static void fill(cg_ctx *c, LLVMValueRef y, LLVMValueRef yoff, LLVMValueRef s, int64_t n) {
-  vec_args a = {y, yoff, NULL, NULL, s, 1, NULL, NULL};
-  if (n > 0) cg_inner_loop(c, n, fill_body, &a);
-}
-
 /* Loop over this thread's share of [0, n): returns the index; close with cg_loop_end. */
 static LLVMValueRef par_loop(cg_ctx *c, cg_loop *L, int64_t n, LLVMValueRef tid, LLVMValueRef nth, const char *name) {
   LLVMValueRef lo, hi;
@@ -151,53 +135,6 @@ LLVMValueRef cg_gen_relu_grad(cg_ctx *c, const ir_node *n, const char *fn_name, 
   cg_foreach_elem(c, cg_numel(c, n->out), a[3], a[4], relu_grad_body, &u);
   cg_kernel_end(c);
   *kind = cg_kind(c, "relu_grad", NULL);
-  return f;
-}
-
-/* dy [N,C,OH,OW], x [N,C,H,W] -> dx: dy to the first maximum of each window.  Work: planes. */
-LLVMValueRef cg_gen_maxpool_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  const ir_pool_attr *pa = &n->attr.maxpool_grad.pool;
-  const ir_shape *xs = &c->g->values[n->out].shape, *ys = &c->g->values[n->in[0]].shape;
-  int64_t planes = xs->dim[0] * xs->dim[1], h = xs->dim[2], w = xs->dim[3], oh = ys->dim[2], ow = ys->dim[3];
-  LLVMValueRef a[5];
-  LLVMValueRef f = kbegin(c, fn_name, 2, a);
-  LLVMValueRef dy = a[0], x = a[1], dx = a[2];
-  LLVMValueRef m = cg_entry_alloca(c, c->t_f32, "m"), at = cg_entry_alloca(c, c->t_i64, "at");
-  cg_loop P, OY, OX, Y, X;
-  LLVMValueRef p = par_loop(c, &P, planes, a[3], a[4], "plane");
-  LLVMValueRef xb = mul64(c, p, h * w);
-  fill(c, dx, xb, cg_f32(c, 0.0f), h * w);
-  LLVMValueRef oy = seq_loop(c, &OY, 0, oh, "oy");
-  LLVMValueRef ox = seq_loop(c, &OX, 0, ow, "ox");
-  LLVMValueRef ys0 = addk(c, mul64(c, oy, pa->stride[0]), -pa->pad[0]), xs0 = addk(c, mul64(c, ox, pa->stride[1]), -pa->pad[1]);
-  LLVMValueRef ye = cg_min64(c, addk(c, ys0, pa->kernel[0]), cg_i64(c, h + pa->pad[2]));
-  LLVMValueRef xe = cg_min64(c, addk(c, xs0, pa->kernel[1]), cg_i64(c, w + pa->pad[3]));
-  LLVMValueRef y0 = cg_max64(c, ys0, cg_i64(c, 0)), y1 = cg_min64(c, ye, cg_i64(c, h));
-  LLVMValueRef x0 = cg_max64(c, xs0, cg_i64(c, 0)), x1 = cg_min64(c, xe, cg_i64(c, w));
-  LLVMBuildStore(c->b, cg_f32(c, -INFINITY), m);
-  LLVMBuildStore(c->b, cg_i64(c, -1), at);
-  LLVMValueRef yy = cg_loop_begin(c, &Y, y0, y1, cg_i64(c, 1), "y");
-  LLVMValueRef xx = cg_loop_begin(c, &X, x0, x1, cg_i64(c, 1), "x");
-  LLVMValueRef idx = add64(c, mul64(c, yy, w), xx);
-  LLVMValueRef v = cg_load_f32(c, x, add64(c, xb, idx));
-  LLVMValueRef take = LLVMBuildOr(c->b, LLVMBuildFCmp(c->b, LLVMRealOGT, v, LLVMBuildLoad2(c->b, c->t_f32, m, ""), ""),
-                                  LLVMBuildFCmp(c->b, LLVMRealUNO, v, v, ""), "");
-  LLVMBuildStore(c->b, LLVMBuildSelect(c->b, take, v, LLVMBuildLoad2(c->b, c->t_f32, m, ""), ""), m);
-  LLVMBuildStore(c->b, LLVMBuildSelect(c->b, take, idx, LLVMBuildLoad2(c->b, c->t_i64, at, ""), ""), at);
-  cg_loop_end(c, &X);
-  cg_loop_end(c, &Y);
-  LLVMValueRef atv = LLVMBuildLoad2(c->b, c->t_i64, at, "");
-  cg_if fi;
-  cg_if_begin(c, &fi, LLVMBuildICmp(c->b, LLVMIntSGE, atv, cg_i64(c, 0), ""));
-  LLVMValueRef di = add64(c, xb, atv);
-  LLVMValueRef g = cg_load_f32(c, dy, add64(c, mul64(c, p, oh * ow), add64(c, mul64(c, oy, ow), ox)));
-  cg_store_f32(c, LLVMBuildFAdd(c->b, cg_load_f32(c, dx, di), g, ""), dx, di);
-  cg_if_end(c, &fi);
-  cg_loop_end(c, &OX);
-  cg_loop_end(c, &OY);
-  cg_loop_end(c, &P);
-  cg_kernel_end(c);
-  *kind = cg_kind(c, "maxpool_grad", NULL);
   return f;
 }
 

@@ -30,6 +30,7 @@ typedef struct sweep {
   LLVMValueRef base;       /* element offset of the current plane */
   LLVMValueRef mean, k0, k1, k2;
   LLVMValueRef av[2], as[2]; /* vector / scalar f32 accumulators (entry allocas) */
+  LLVMValueRef tot32;        /* SW_DYSUM: when set, also the planes' sum dy added in f32 (reduce_sum's order) */
 } sweep;
 
 static LLVMValueRef ld(cg_ctx *c, LLVMValueRef p, int w) { return LLVMBuildLoad2(c->b, cg_vtype(c, w), p, ""); }
@@ -99,6 +100,7 @@ static void run_sweep(cg_ctx *c, sweep *u, sweep_mode mode, LLVMValueRef base0, 
   for (int k = 0; k < nsum; k++) {
     LLVMValueRef ps = LLVMBuildFAdd(c->b, cg_hsum(c, ld(c, u->av[k], v), v), ld(c, u->as[k], 1), "");
     LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, f64(c), tot[k], ""), ext(c, ps), ""), tot[k]);
+    if (k == 0 && mode == SW_DYSUM && u->tot32) LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, ld(c, u->tot32, 1), ps, ""), u->tot32);
   }
   cg_loop_end(c, &P);
   for (int k = 0; k < nsum; k++) s[k] = LLVMBuildLoad2(c->b, f64(c), tot[k], "sum");
@@ -206,25 +208,35 @@ static LLVMValueRef bn_stats(cg_ctx *c, sweep *u, const ir_batchnorm_attr *at, n
 }
 
 /* in: dy, x [N,C,...], gamma [C][, running_mean, running_var]; out dx.  Training:
- * dx = gamma inv (dy - sum dy / M - xhat sum(dy xhat) / M); frozen: dy gamma inv. */
+ * dx = gamma inv (dy - sum dy / M - xhat sum(dy xhat) / M); frozen: dy gamma inv.
+ * Fused (passes/fuse.c pass_fuse_train: n_side 1 or 2), the kernel also writes dgamma (the
+ * batchnorm_grad_gamma node's result, the operand after the node's own) and dbeta (the
+ * reduce_sum of dy, the next one) from the sums of its dy sweep: the same sums in the same
+ * order as those nodes' own kernels, so both are bitwise theirs, and their 3 + 1 sweeps over
+ * x and dy are gone. */
 LLVMValueRef cg_gen_batchnorm_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_batchnorm_attr *at = &n->attr.batchnorm_grad_input;
   nchw d = dims_of(c, n->in[1]);
-  int nin = n->n_in;
+  int nin = n->n_in, nside = at->training ? cg_fusion(c, n)->n_side : 0;
   double m = (double)(d.n * d.s);
-  LLVMValueRef a[8];
-  LLVMValueRef f = cg_kernel_begin(c, fn_name, nin, a);
+  LLVMValueRef a[10];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, nin + nside, a);
   sweep u = {0};
   sweep_init(c, &u);
-  u.x = a[1], u.dy = a[0], u.out = a[nin];
+  int no = nin + nside; /* dx */
+  u.x = a[1], u.dy = a[0], u.out = a[no];
+  if (nside > 1) u.tot32 = cg_entry_alloca(c, c->t_f32, "dbeta");
   cg_loop L;
-  LLVMValueRef ch = par_begin(c, &L, d.c, a[nin + 1], a[nin + 2], "c");
+  LLVMValueRef ch = par_begin(c, &L, d.c, a[no + 1], a[no + 2], "c");
   LLVMValueRef inv = bn_stats(c, &u, at, d, ch, nin > 3 ? a[3] : NULL, nin > 4 ? a[4] : NULL);
   LLVMValueRef gi = dmul(c, ext(c, cg_load_f32(c, a[2], ch)), inv);
   u.k0 = trunc32(c, gi);
   if (at->training) {
     LLVMValueRef s[2];
+    if (u.tot32) LLVMBuildStore(c->b, cg_f32(c, 0.0f), u.tot32);
     run_sweep(c, &u, SW_DYSUM, i64mul(c, ch, d.s), d.n, d.c * d.s, d.s, s);
+    if (nside > 0) cg_store_f32(c, trunc32(c, dmul(c, s[1], inv)), a[nin], ch);
+    if (nside > 1) cg_store_f32(c, ld(c, u.tot32, 1), a[nin + 1], ch);
     LLVMValueRef gm = LLVMBuildFDiv(c->b, gi, dconst(c, -m), "");
     u.k1 = trunc32(c, dmul(c, dmul(c, gm, inv), dmul(c, s[1], inv)));
     u.k2 = trunc32(c, dmul(c, gm, s[0]));
@@ -234,7 +246,7 @@ LLVMValueRef cg_gen_batchnorm_grad_input(cg_ctx *c, const ir_node *n, const char
   run_sweep(c, &u, SW_DX, i64mul(c, ch, d.s), d.n, d.c * d.s, d.s, NULL);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
-  *kind = cg_kind(c, "batchnorm_grad_input", NULL);
+  *kind = cg_kind(c, nside > 1 ? "batchnorm_grad_fused" : nside ? "batchnorm_grad_input_gamma" : "batchnorm_grad_input", NULL);
   return f;
 }
 

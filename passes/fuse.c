@@ -3,7 +3,8 @@
  * [-> round16 (--precision 16.x: the store rounds to the 16-bit grid; always the last op)],
  * and before a 1x1 conv the squeeze-excite scale (a mul by a per-(image, channel) factor);
  * a depthwise conv's group also computes a global_avgpool of its result (a second output).
- * The graph is not changed; codegen reads the plan (one kernel per group). */
+ * The graph is not changed; codegen reads the plan (one kernel per group).  pass_fuse_train
+ * is the training counterpart (multi-output backward groups; the inference plan is untouched). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,4 +145,61 @@ void pass_fuse(const ir_graph *g, int enable, pass_fusion *plan) {
     int p = g->nodes[i].op == IR_OP_conv2d && plan[i].anchor == i ? se_pool(g, i, plan) : -1;
     if (p >= 0) plan[i].n_side = 1, plan[i].side = p, plan[p].anchor = i;
   }
+}
+
+/* ---- training ---------------------------------------------------------------------------- */
+static int train_fusion_disabled(void) {
+  const char *e = getenv("CNNC_NO_TRAIN_FUSION");
+  return e && *e && strcmp(e, "0");
+}
+
+static int same_stage(const ir_graph *g, int a, int b) {
+  return g->nodes[a].shard == g->nodes[b].shard && pass_train_phase(g, a) == pass_train_phase(g, b);
+}
+
+/* Nonzero when every reader of v comes after node a (the fused kernel runs at a's place). */
+static int read_after(const ir_graph *g, int v, int a) {
+  for (int i = 0; i <= a; i++)
+    for (int j = 0; j < g->nodes[i].n_in; j++)
+      if (g->nodes[i].in[j] == v) return 0;
+  return 1;
+}
+
+/* The reduce_sum of dy [N,C,...] to C values (a batchnorm's dbeta), alone in its plan, in i's
+ * stage; or -1. */
+static int dbeta_of(const ir_graph *g, int i, int dy, const pass_fusion *plan) {
+  const ir_shape *ds = &g->values[dy].shape;
+  for (int r = 0; r < g->n_nodes; r++) {
+    const ir_node *m = &g->nodes[r];
+    if (m->op != IR_OP_reduce_sum || m->in[0] != dy || plan[r].anchor != r || !same_stage(g, i, r)) continue;
+    const ir_shape *ts = &m->attr.reduce_sum.shape;
+    if (ds->rank < 2 || ts->rank != ds->rank || ir_shape_numel(ts) != ds->dim[1] || ts->dim[1] != ds->dim[1]) continue;
+    if (ds->dim[1] == 1 || !read_after(g, m->out, i)) continue; /* dim 1 kept: ambiguous */
+    return r;
+  }
+  return -1;
+}
+
+int pass_fuse_train(const ir_graph *g, pass_fusion *plan) {
+  if (train_fusion_disabled()) return 0;
+  int absorbed = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (n->op != IR_OP_batchnorm_grad_input || !n->attr.batchnorm_grad_input.training || plan[i].anchor != i) continue;
+    if (g->values[n->in[1]].shape.rank < 2) continue;
+    int gm = -1;
+    for (int j = 0; j < g->n_nodes && gm < 0; j++) {
+      const ir_node *m = &g->nodes[j];
+      if (m->op == IR_OP_batchnorm_grad_gamma && m->attr.batchnorm_grad_gamma.training && m->n_in == 2 &&
+          m->in[0] == n->in[0] && m->in[1] == n->in[1] && plan[j].anchor == j && same_stage(g, i, j) &&
+          m->attr.batchnorm_grad_gamma.eps == n->attr.batchnorm_grad_input.eps && read_after(g, m->out, i))
+        gm = j;
+    }
+    if (gm < 0) continue;
+    plan[i].n_side = 1, plan[i].side = gm, plan[gm].anchor = i;
+    absorbed++;
+    int r = dbeta_of(g, i, n->in[0], plan);
+    if (r >= 0) plan[i].n_side = 2, plan[i].side2 = r, plan[r].anchor = i, absorbed++;
+  }
+  return absorbed;
 }

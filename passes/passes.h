@@ -55,10 +55,18 @@ typedef struct pass_fusion {
    * computed in the kernel's epilogue as a second output (an extra kernel operand after the
    * residuals, written by the kernel; passes/fuse.c, codegen/gen_dwconv.c).  0: none. */
   int n_side, side;
+  /* anchors (training, pass_fuse_train): n_side 2: node side2's result is a third output,
+   * after side's (batchnorm_grad_input with its batchnorm_grad_gamma and dbeta reduce_sum). */
+  int side2;
 } pass_fusion;
 
 /* Fills plan[0..g->n_nodes-1].  enable = 0 gives the identity plan (every node alone). */
 void pass_fuse(const ir_graph *g, int enable, pass_fusion *plan);
+/* Training graphs (after autodiff, on the identity plan): a training batchnorm_grad_input takes
+ * its batchnorm_grad_gamma (side) and the reduce_sum of the same dy to [C] (dbeta, side2) into
+ * its kernel, where they are in the same shard and phase.  CNNC_NO_TRAIN_FUSION=1 keeps every
+ * node alone (A/B, tests).  Returns the number of nodes absorbed. */
+int pass_fuse_train(const ir_graph *g, pass_fusion *plan);
 
 /* ---- plan_memory.c ------------------------------------------------------------------- */
 /* A buffer needed from step first_step to last_step inclusive (XNNPACK-style record). */

@@ -1,0 +1,217 @@
+/* test_train_fusion.c — the training kernels of the non-conv work (issue 5, docs/training.md
+ * "Non-conv kernels"): the fused batchnorm backward (passes/fuse.c pass_fuse_train: dx, dgamma
+ * and dbeta from one kernel, gen_train_norm.c) and the row-vectorised maxpool_grad
+ * (gen_train_act.c).  A small residual CNN with batchnorms and three max pools (3x3 stride 2
+ * pad 1 on a 37-wide map: vectors, a scalar tail and clipped borders; 3x3 stride 1; 2x2 with
+ * ceil_mode: a clipped right column) is compiled three ways: default (fused, vector
+ * maxpool_grad), CNNC_NO_TRAIN_FUSION=1 CNNC_TRAIN_SCALAR_MAXPOOL_GRAD=1 (the previous kernels)
+ * and default again run with 2 threads.  Each trains 3 steps on the same random batches:
+ * losses and every state tensor within 1e-4 of ir_train_step, the three models' states bitwise
+ * equal (the fused kernels keep the unfused summation order), the fused .so's kernel table
+ * names batchnorm_grad_fused and the vector maxpool_grad, and the unfused one's does not.  Finite differences: the first step's dgamma / dbeta of bn1 (read from
+ * the momentum buffers, momentum 0 => buffer = gradient) against central differences of the
+ * interpreter's loss in the gamma / beta elements (step 1e-3), |error| <= 2e-2 (|fd| + 1e-3). */
+#include "test_codegen_harness.h"
+#include "train_codegen_check.h"
+
+enum { STEPS = 3, BATCH = 3 };
+
+static const char *yml =
+    "name: fusion_train\n"
+    "input: {shape: [3, 18, 37], dtype: f32, classes: 5}\n"
+    "layers:\n"
+    "  - {name: c1, op: conv, filters: 8, kernel: 3, padding: 1, bias: false}\n"
+    "  - {name: bn1, op: batchnorm}\n"
+    "  - {name: r1, op: relu}\n"
+    "  - {name: p1, op: maxpool, kernel: 3, stride: 2, padding: 1}\n"
+    "  - {name: c2, op: conv, filters: 8, kernel: 3, padding: 1, bias: false}\n"
+    "  - {name: bn2, op: batchnorm, momentum: 0.2}\n"
+    "  - {name: r2, op: relu}\n"
+    "  - {name: c3, op: conv, filters: 8, kernel: 3, padding: 1, bias: false}\n"
+    "  - {name: bn3, op: batchnorm}\n"
+    "  - {name: add, op: add, inputs: [bn3, p1]}\n"
+    "  - {name: r3, op: relu}\n"
+    "  - {name: p2, op: maxpool, kernel: 3, stride: 1, padding: 1}\n"
+    "  - {name: p3, op: maxpool, kernel: 2, stride: 2, ceil_mode: true}\n"
+    "  - {name: g, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 5}\n";
+
+static char model_path[512];
+
+static ir_graph *load(fe_options *o, const char *momentum) {
+  char b[16];
+  snprintf(b, sizeof b, "%d", BATCH);
+  const char *const kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", "momentum"},
+                               {"momentum", momentum}, {"seed", "5"}};
+  return tct_load(model_path, kv, 5, o);
+}
+
+static void set_env(int unfused) {
+  if (unfused) {
+    setenv("CNNC_NO_TRAIN_FUSION", "1", 1);
+    setenv("CNNC_TRAIN_SCALAR_MAXPOOL_GRAD", "1", 1);
+  } else {
+    unsetenv("CNNC_NO_TRAIN_FUSION");
+    unsetenv("CNNC_TRAIN_SCALAR_MAXPOOL_GRAD");
+  }
+}
+
+/* Nonzero when the file at path contains the string s (the kernel symbols the .so's
+ * descriptor lists). */
+static int so_has(const char *path, const char *s) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = n > 0 ? malloc((size_t)n) : NULL;
+  int hit = buf && fread(buf, 1, (size_t)n, f) == (size_t)n && memmem(buf, (size_t)n, s, strlen(s)) != NULL;
+  free(buf);
+  fclose(f);
+  return hit;
+}
+
+/* Compiles a variant (unfused: the previous kernels), trains it STEPS steps from the same seed
+ * and batches against the interpreter; returns the open model (NULL on failure), bad += count. */
+static cnnrt_model *variant(int unfused, int threads, const char *label, int *bad) {
+  fe_options o;
+  ir_graph *gc = load(&o, "0.9"), *gr = load(&o, "0.9");
+  if (!gc || !gr) return NULL;
+  char so[512];
+  snprintf(so, sizeof so, "%s/fusion_%d_%d.so", cgt_dir, unfused, threads);
+  cnnrt_options ro;
+  cnnrt_options_init(&ro);
+  ro.threads_per_shard = threads;
+  set_env(unfused);
+  cnnrt_model *m = tct_build(gr, gc, &o, "momentum", so, &ro, label);
+  set_env(0);
+  if (!m) {
+    (*bad)++;
+    return NULL;
+  }
+  int fused_bn = so_has(so, "batchnorm_grad_fused"), vec_mp = so_has(so, "maxpool_grad_f32_rowvec");
+  CGT_CHECK(fused_bn == !unfused, "%s: batchnorm_grad_fused kernel %s", label, fused_bn ? "present" : "missing");
+  CGT_CHECK(vec_mp == !unfused, "%s: vector maxpool_grad kernel %s", label, vec_mp ? "present" : "missing");
+  CGT_CHECK(so_has(so, "_batchnorm_grad_gamma_") == unfused, "%s: batchnorm_grad_gamma kernels", label);
+  cgt_rng = 0x5eed;
+  tct_batch b = tct_batch_alloc(gr);
+  *bad += tct_steps(m, gr, &b, STEPS, 0.05f, label);
+  int seen = 0;
+  *bad += tct_compare_state(m, NULL, gr, STEPS, label, &seen);
+  CGT_CHECK(seen > 10, "%s: %d state tensors compared", label, seen);
+  tct_batch_free(&b);
+  unlink(so);
+  ir_graph_free(gc);
+  ir_graph_free(gr);
+  return m;
+}
+
+/* Every state tensor of a and b bitwise equal. */
+static int same_state(cnnrt_model *a, cnnrt_model *b, const char *label) {
+  int bad = 0, n = cnnrt_num_state(a);
+  CGT_CHECK(n == cnnrt_num_state(b), "%s: %d vs %d state tensors", label, n, cnnrt_num_state(b));
+  for (int i = 0; i < n; i++) {
+    cnnrt_state_info si;
+    if (cnnrt_state_info_at(a, i, &si) != CNNRT_OK) return bad + 1;
+    char *x = malloc(si.bytes), *y = malloc(si.bytes);
+    if (!x || !y || cnnrt_get_state(a, si.name, x, si.bytes) != CNNRT_OK || cnnrt_get_state(b, si.name, y, si.bytes) != CNNRT_OK ||
+        memcmp(x, y, si.bytes)) {
+      fprintf(stderr, "  %s: %s differs\n", label, si.name);
+      bad++;
+    }
+    free(x), free(y);
+  }
+  return bad;
+}
+
+/* dL/dp[k] of the interpreter's loss by central differences, in double from f32 losses. */
+static double fd(ir_graph *g, int pv, int64_t k, const float *x, const float *labels, float h) {
+  float *p = g->values[pv].data, keep = p[k];
+  int lv = ir_find_value(g, "loss");
+  p[k] = keep + h;
+  float **v = ir_interp(g, x, labels);
+  double lp = v[lv][0];
+  ir_interp_free(g, v);
+  p[k] = keep - h;
+  v = ir_interp(g, x, labels);
+  double lm = v[lv][0];
+  ir_interp_free(g, v);
+  p[k] = keep;
+  return (lp - lm) / (2.0 * h);
+}
+
+/* One step of the fused model with momentum 0: the momentum buffers of bn1's gamma and beta
+ * hold the step's gradients; against finite differences of the interpreter's forward. */
+static int fd_check(void) {
+  fe_options o;
+  ir_graph *gc = load(&o, "0"), *gr = load(&o, "0"), *gf = load(&o, "0");
+  if (!gc || !gr || !gf) return 1;
+  char so[512];
+  snprintf(so, sizeof so, "%s/fusion_fd.so", cgt_dir);
+  cnnrt_model *m = tct_build(gr, gc, &o, "momentum", so, NULL, "fd");
+  if (!m) return 1;
+  cgt_rng = 0xfd;
+  tct_batch b = tct_batch_alloc(gr);
+  tct_batch_fill(&b);
+  float loss, acc;
+  int bad = cnnrt_train_step(m, b.img, (size_t)(b.nx * b.esz), b.labels, 1, &loss, &acc) != CNNRT_OK;
+  const char *names[2] = {"bn1/gamma", "bn1/beta"};
+  for (int t = 0; t < 2 && !bad; t++) {
+    int pv = ir_find_value(gf, names[t]);
+    int64_t n = pv >= 0 ? ir_shape_numel(&gf->values[pv].shape) : 0;
+    int n_state = cnnrt_num_state(m);
+    float got[64] = {0};
+    int found = 0;
+    for (int i = 0; i < n_state && n > 0 && n <= 64; i++) {
+      cnnrt_state_info si;
+      if (cnnrt_state_info_at(m, i, &si) == CNNRT_OK && si.kind == CNNRT_STATE_OPTIMIZER && strstr(si.name, names[t]) &&
+          si.bytes == (size_t)n * 4)
+        found = cnnrt_get_state(m, si.name, got, si.bytes) == CNNRT_OK;
+    }
+    CGT_CHECK(found, "fd: no momentum buffer of %s", names[t]);
+    double worst = 0;
+    for (int64_t k = 0; k < n && found; k++) {
+      double want = fd(gf, pv, k, b.x, b.labels, 1e-3f), err = fabs(got[k] - want) / (fabs(want) + 1e-3);
+      if (getenv("FUSION_FD_VERBOSE")) fprintf(stderr, "    %s[%lld]: %.6g vs fd %.6g\n", names[t], (long long)k, got[k], want);
+      if (err > worst) worst = err;
+    }
+    fprintf(stderr, "  fd %s: worst relative error %.3g over %lld elements\n", names[t], worst, (long long)n);
+    CGT_CHECK(worst <= 2e-2, "fd: %s gradient vs finite differences: %g", names[t], worst);
+  }
+  tct_batch_free(&b);
+  cnnrt_close(m);
+  unlink(so);
+  ir_graph_free(gc), ir_graph_free(gr), ir_graph_free(gf);
+  return bad;
+}
+
+int main(void) {
+  (void)cgt_check_graph, (void)cgt_random_params;
+  cgt_init_dir();
+  snprintf(model_path, sizeof model_path, "%s/fusion_train.yml", cgt_dir);
+  FILE *f = fopen(model_path, "w");
+  if (!f || fputs(yml, f) < 0 || fclose(f)) {
+    fprintf(stderr, "cannot write %s\n", model_path);
+    return 1;
+  }
+  int bad = 0;
+  cnnrt_model *fused = variant(0, 1, "fused, 1 thread", &bad);
+  cnnrt_model *unfused = variant(1, 1, "unfused, 1 thread", &bad);
+  cnnrt_model *fused2 = variant(0, 2, "fused, 2 threads", &bad);
+  if (fused && unfused) bad += same_state(fused, unfused, "fused vs unfused");
+  if (fused && fused2) bad += same_state(fused, fused2, "1 vs 2 threads");
+  bad += fd_check();
+  if (fused) cnnrt_close(fused);
+  if (unfused) cnnrt_close(unfused);
+  if (fused2) cnnrt_close(fused2);
+  unlink(model_path);
+  cgt_cleanup_dir();
+  cgt_failures += bad;
+  if (cgt_failures) {
+    fprintf(stderr, "%d failure(s)\n", cgt_failures);
+    return 1;
+  }
+  printf("test_train_fusion: ok\n");
+  return 0;
+}
