@@ -38,7 +38,9 @@ static char *fix_features(const char *f, const char *triple) {
 
 /* Compiles `store (OP <16 x float>)` for the target and returns its assembly (malloc'd,
  * NULL on failure).  bf16 1: OP = fptrunc to <16 x bfloat>; 2: llvm.fma(x, x, y); 3: add of
- * <16 x i32>; 4: fptrunc to <16 x half>; 0: fadd. */
+ * <16 x i32>; 4: fptrunc to <16 x half>; 0: fadd; the AVX-512 subsets: 5: add of <32 x i16>
+ * (one zmm vpaddw needs avx512bw), 6: mul of <8 x i64> (zmm vpmullq: avx512dq), 7: llvm.abs of
+ * <4 x i64> (ymm vpabsq: avx512vl; avx512f alone widens it to zmm). */
 static char *probe_asm(const cg_target *t, int bf16) {
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef m = LLVMModuleCreateWithNameInContext("probe", ctx);
@@ -54,7 +56,19 @@ static char *probe_asm(const cg_target *t, int bf16) {
   LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, f, "e"));
   LLVMValueRef x = LLVMBuildLoad2(b, v16, LLVMGetParam(f, 0), "x");
-  if (bf16 == 3) { /* integer add on 16 x i32: AVX2 does it in ymm */
+  if (bf16 >= 5) { /* the AVX-512 subset probes: integer vectors */
+    int bits = bf16 == 5 ? 16 : 64, lanes = bf16 == 5 ? 32 : bf16 == 6 ? 8 : 4;
+    LLVMTypeRef it = LLVMIntTypeInContext(ctx, (unsigned)bits), vt = LLVMVectorType(it, (unsigned)lanes);
+    LLVMValueRef xi = LLVMBuildLoad2(b, vt, LLVMGetParam(f, 1), "xi"), r;
+    if (bf16 == 5) r = LLVMBuildAdd(b, xi, xi, "s");
+    else if (bf16 == 6) r = LLVMBuildMul(b, xi, xi, "s");
+    else {
+      LLVMTypeRef fp[2] = {vt, LLVMInt1TypeInContext(ctx)}, ft = LLVMFunctionType(vt, fp, 2, 0);
+      LLVMValueRef args[2] = {xi, LLVMConstInt(LLVMInt1TypeInContext(ctx), 0, 0)};
+      r = LLVMBuildCall2(b, ft, LLVMAddFunction(m, "llvm.abs.v4i64", ft), args, 2, "s");
+    }
+    LLVMBuildStore(b, r, LLVMGetParam(f, 0));
+  } else if (bf16 == 3) { /* integer add on 16 x i32: AVX2 does it in ymm */
     LLVMTypeRef i16v = LLVMVectorType(LLVMInt32TypeInContext(ctx), 16);
     LLVMValueRef xi = LLVMBuildLoad2(b, i16v, LLVMGetParam(f, 1), "xi");
     LLVMBuildStore(b, LLVMBuildAdd(b, xi, xi, "s"), LLVMGetParam(f, 0));
@@ -237,12 +251,19 @@ int cg_bf16_dot(const cg_target *t) {
  * lacks instead of dying of SIGILL in a kernel) -------------------------------------------- */
 #include "codegen/cg_isa.h"
 
-/* Whether the probe kind compiles to an instruction containing want (and, if also, that too). */
+/* Whether the probe kind compiles to an instruction containing want (and, if also, that too,
+ * on the same line: `vpaddd %xmm` next to a `vmovdqu %ymm` load is not an AVX2 add). */
 static int probe_has(const cg_target *t, int kind, const char *want, const char *also) {
   cg_target own = *t; /* may run on a codegen thread: a target machine of its own */
   own.tm = cg_target_clone_tm(t, 2);
   char *z = own.tm ? probe_asm(&own, kind) : NULL;
-  int ok = z && strstr(z, want) && (!also || strstr(z, also));
+  int ok = 0;
+  for (char *line = z; line && *line && !ok;) {
+    char *end = strchr(line, '\n');
+    if (end) *end = 0;
+    ok = strstr(line, want) && (!also || strstr(line, also));
+    line = end ? end + 1 : NULL;
+  }
   free(z);
   if (own.tm) LLVMDisposeTargetMachine(own.tm);
   return ok;
@@ -251,13 +272,20 @@ static int probe_has(const cg_target *t, int kind, const char *want, const char 
 void cg_target_isa_needs(const cg_target *t, char *buf, size_t n) {
   buf[0] = 0;
   if (!is_x86(t) || n < 64) return;
-  const char *names[6];
+  const char *names[9];
   int k = 0;
   if (t->vec_f32 >= 8) names[k++] = "avx";
   if (t->vec_f32 >= 8 && (probe_has(t, 3, "vpaddd", "%ymm") || probe_has(t, 3, "vpaddd", "%zmm"))) names[k++] = "avx2";
   if (probe_has(t, 2, "vfmadd", NULL)) names[k++] = "fma";
   if (probe_has(t, 4, "vcvtps2ph", NULL)) names[k++] = "f16c";
-  if (t->vec_f32 >= 16) names[k++] = "avx512f";
+  if (t->vec_f32 >= 16) {
+    names[k++] = "avx512f";
+    /* the subsets LLVM uses once the target has them (znver4, sapphirerapids, skylake-avx512:
+     * mask registers as 32/64-bit (kmovd: bw), EVEX xmm/ymm and registers 16-31 (vl), ...) */
+    if (probe_has(t, 5, "vpaddw", "%zmm")) names[k++] = "avx512bw";
+    if (probe_has(t, 6, "vpmullq", "%zmm")) names[k++] = "avx512dq";
+    if (probe_has(t, 7, "vpabsq", "%ymm")) names[k++] = "avx512vl";
+  }
   if (t->has_avx512bf16) names[k++] = "avx512bf16";
   size_t used = 0;
   for (int i = 0; i < k && used + 16 < n; i++) used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? "," : "", names[i]);
