@@ -417,7 +417,7 @@ static void ky_range(cg_ctx *c, const conv_geom *g, LLVMValueRef oy, conv_row *r
   r->ky_hi = cg_min64(c, hi, cg_i64(c, g->kh));
 }
 
-static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass_fusion *fu) {
+static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass_fusion *fu, const conv_row *r) {
   char op[128], tile[32];
   int k = snprintf(op, sizeof op, "conv2d%s%s", g->cin_g == 1 && g->cout_g == 1 ? "_dw" : g->groups > 1 ? "_g" : g->gemm ? "_1x1" : g->sub ? "_sub" : "",
                    g->dwp ? "_plane" : g->vc ? "_vc" : "");
@@ -426,6 +426,11 @@ static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, co
   for (int i = 0; i < fu->n_post && k < 100; i++)
     k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
   if (fu->n_side) k += snprintf(op + k, sizeof op - (size_t)k, "_avgpool"); /* second output */
+  ir_dtype h = r->xdt != IR_F32 ? r->xdt : r->odt; /* 16-bit storage: "_x16" reads x, "_o16" writes the result */
+  for (int i = 0; i < PASS_MAX_POST && h == IR_F32; i++) h = r->rdt[i];
+  if (h != IR_F32 && k < 110)
+    snprintf(op + k, sizeof op - (size_t)k, "_%s%s%s", h == IR_F16 ? "fp16" : "bf16", r->xdt != IR_F32 ? "_x16" : "",
+             r->odt != IR_F32 ? "_o16" : "");
   snprintf(tile, sizeof tile, "%dx%d", g->R, g->vc ? g->P : g->P * g->V); /* channels x pixels */
   return cg_kind(c, op, tile);
 }
@@ -572,14 +577,20 @@ static LLVMValueRef conv_flat_split_item(cg_ctx *c, const conv_geom *g, LLVMValu
 /* 16-bit inference storage (passes/store16.c): the pixel-vector route (pixel tiles, flat 1x1
  * chunks) reads x and the residuals and writes the result in their dtypes; the others get f32
  * operands from the pass (widen16 nodes). */
-static int io16_route(const conv_geom *g, const pass_fusion *fu) { return !g->vc && !g->dwp && !fu->n_pre && !fu->n_side; }
+static int io16_route(const conv_geom *g, const pass_fusion *fu) { return !g->vc && (!fu->n_side || g->dwp); }
 
 /* Sets r's dtypes from the group's values; an internal error when a 16-bit value reaches a
  * route that reads f32 (the pass and cg_conv_io16_ok disagree). */
 static int conv_io16(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass_fusion *fu, conv_row *r) {
   const ir_graph *G = c->g;
   int prev = fu->bn >= 0 ? G->nodes[fu->bn].out : n->out, ra = 0, any = 0;
-  r->xdt = G->values[n->in[0]].dtype;
+  int xv = n->in[0];
+  if (fu->n_pre) { /* the squeeze-excite map operand (cg_layout.c make_kernel): scaled after the widening load */
+    const ir_node *pre = &G->nodes[fu->pre];
+    const ir_shape *p0 = &G->values[pre->in[0]].shape, *p1 = &G->values[pre->in[1]].shape;
+    xv = pre->in[p1->dim[2] * p1->dim[3] > p0->dim[2] * p0->dim[3]];
+  }
+  r->xdt = G->values[xv].dtype;
   any |= r->xdt != IR_F32;
   for (int q = 0; q < fu->n_post; q++) {
     const ir_node *m = &G->nodes[fu->post[q]];
@@ -588,7 +599,7 @@ static int conv_io16(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass
   }
   r->odt = G->values[G->nodes[fu->last].out].dtype;
   any |= r->odt != IR_F32;
-  if (any && (!io16_route(g, fu) || (fu->n_pre && r->xdt != IR_F32)))
+  if (any && !io16_route(g, fu))
     return cg_fail(c, n, "internal error: 16-bit operand of a conv kernel that reads f32"), -1;
   return 0;
 }
@@ -663,7 +674,7 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
                     g.flat && conv_flat_split_tiles(&g) ? conv_flat_split_item(c, &g, it, a[n_act + 2]) : it);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
-  *kind = conv_kind(c, n, &g, fu);
+  *kind = conv_kind(c, n, &g, fu, &r);
   return f;
 }
 

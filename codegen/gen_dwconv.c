@@ -15,6 +15,10 @@
 #include <string.h>
 
 #include "codegen/gen_conv.h"
+#include "codegen/gen_round16.h"
+
+/* 16-bit inference storage (passes/store16.c): the node of the kernel, for conversion errors */
+static const ir_node *dw_node(cg_ctx *c) { return &c->g->nodes[((cg_priv *)c->priv)->node]; }
 
 /* vectors per tile (accumulators); the 3x3 taps (9 broadcasts) stay in registers beside them */
 #define DW_TILE_VECTORS 4
@@ -73,14 +77,14 @@ static unsigned dw_src(const conv_geom *g, int64_t q0, int ky, int kx, int64_t *
 }
 
 static LLVMValueRef dw_input(cg_ctx *c, const conv_geom *g, LLVMValueRef src, LLVMValueRef base, int64_t q0, int ky,
-                             int kx) {
+                             int kx, ir_dtype dt) {
   int V = g->V, inside;
   int64_t at;
   unsigned full = (1u << V) - 1, m = dw_src(g, q0, ky, kx, &at, &inside);
   if (!m) return NULL;
   LLVMValueRef idx = LLVMBuildAdd(c->b, base, cg_i64(c, at), "");
-  if (!inside) return cg_conv_masked_load(c, src, idx, m, V);
-  LLVMValueRef v = cg_load_v(c, src, idx, V);
+  if (!inside) return cg_act_masked_load(c, dw_node(c), src, idx, m, V, dt);
+  LLVMValueRef v = cg_act_load(c, dw_node(c), src, idx, V, dt);
   if (m == full) return v;
   return LLVMBuildSelect(c->b, cg_conv_mask_const(c, m, V), v, cg_fzero(c, V), "pad");
 }
@@ -98,7 +102,7 @@ static LLVMValueRef dw_phases(cg_ctx *c, const conv_geom *g, const conv_row *r) 
   LLVMValueRef dst = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, py, cg_i64(c, 2 * ph), ""),
                                   LLVMBuildMul(c->b, LLVMBuildAShr(c->b, iy, cg_i64(c, 1), ""), cg_i64(c, g->ow), ""), "");
   for (int64_t ix = 0; ix < g->w; ix++)
-    cg_store_f32(c, cg_load_f32(c, r->x, LLVMBuildAdd(c->b, src, cg_i64(c, ix), "")), buf,
+    cg_store_f32(c, cg_act_load(c, dw_node(c), r->x, LLVMBuildAdd(c->b, src, cg_i64(c, ix), ""), 1, r->xdt), buf,
                  LLVMBuildAdd(c->b, dst, cg_i64(c, (ix & 1) * ph + ix / 2), ""));
   cg_loop_end(c, &L);
   return buf;
@@ -129,23 +133,36 @@ static void dw_pool_end(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMVa
   cg_store_f32(c, LLVMBuildFDiv(c->b, t, cg_f32(c, (float)(g->oh * g->ow)), "mean"), r->pool, plane);
 }
 
+/* Fused ops, the pool's sum and the store of v at element oi, lanes m (16-bit storage: the
+ * residuals read and the result written in their dtypes; a fused round16 still rounds, as
+ * the pool sums the rounded values, and the store narrows that grid value exactly). */
+static void dw_epilogue_store(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, LLVMValueRef v,
+                              LLVMValueRef oi, unsigned m, LLVMValueRef sum) {
+  int V = g->V;
+  unsigned full = (1u << V) - 1;
+  for (int k = 0, ra = 0; k < e->n_post; k++) {
+    ir_dtype rdt = e->post[k]->op == IR_OP_add ? r->rdt[ra] : IR_F32;
+    LLVMValueRef res = e->post[k]->op == IR_OP_add ? r->resid[ra++] : NULL;
+    if (res && m != full) v = LLVMBuildFAdd(c->b, v, cg_act_masked_load(c, e->post[k], res, oi, m, V, rdt), "resid");
+    else if (res && rdt != IR_F32) v = LLVMBuildFAdd(c->b, v, cg_act_load(c, e->post[k], res, oi, V, rdt), "resid");
+    else v = cg_epilogue(c, e->post[k], v, res, oi, V);
+  }
+  dw_pool_add(c, g, sum, v, m);
+  const ir_node *last = e->n_post ? e->post[e->n_post - 1] : dw_node(c);
+  if (m == full) cg_act_store(c, last, v, r->out, oi, V, r->odt);
+  else cg_act_masked_store(c, last, v, r->out, oi, m, V, r->odt);
+}
+
 /* Bias, fused ops and the store of the vector at q0 (masked past the plane's end). */
 static void dw_store(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, LLVMValueRef v,
                      LLVMValueRef bias, int64_t q0, LLVMValueRef sum) {
   int V = g->V;
-  unsigned full = (1u << V) - 1, m = 0;
+  unsigned m = 0;
   for (int l = 0; l < V; l++)
     if (q0 + l < g->oh * g->ow) m |= 1u << l;
   LLVMValueRef oi = LLVMBuildAdd(c->b, r->out_row, cg_i64(c, q0), "oi");
   v = LLVMBuildFAdd(c->b, v, bias, "");
-  for (int k = 0, ra = 0; k < e->n_post; k++) {
-    LLVMValueRef res = e->post[k]->op == IR_OP_add ? r->resid[ra++] : NULL;
-    if (res && m != full) v = LLVMBuildFAdd(c->b, v, cg_conv_masked_load(c, res, oi, m, V), "resid");
-    else v = cg_epilogue(c, e->post[k], v, res, oi, V);
-  }
-  dw_pool_add(c, g, sum, v, m);
-  if (m == full) cg_store_v(c, v, r->out, oi, V);
-  else cg_conv_masked_store(c, v, r->out, oi, m, V);
+  dw_epilogue_store(c, g, r, e, v, oi, m, sum);
 }
 
 static void dw_rows(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e);
@@ -172,7 +189,7 @@ void cg_conv_dw_plane(cg_ctx *c, const conv_geom *g, const conv_row *r, const co
       for (int kx = 0; kx < g->kw; kx++) {
         LLVMValueRef w = NULL;
         for (int64_t p = 0; p < np; p++) {
-          LLVMValueRef x = dw_input(c, g, src, base, (v0 + p) * V, ky, kx);
+          LLVMValueRef x = dw_input(c, g, src, base, (v0 + p) * V, ky, kx, g->sh == 2 ? IR_F32 : r->xdt);
           if (!x) continue;
           if (!w) w = cg_splat(c, cg_load_f32(c, wp, LLVMBuildAdd(c->b, r->wbase, cg_i64(c, ky * g->kw + kx), "")), V);
           acc[p] = cg_fma(c, w, x, acc[p]);
@@ -250,7 +267,7 @@ static int dw_rows_ok(const conv_geom *g) {
 static LLVMValueRef dw_row_ptr(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef zero, LLVMValueRef iy) {
   LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntULT, iy, cg_i64(c, g->h), "inrow");
   LLVMValueRef off = LLVMBuildAdd(c->b, r->in_base, LLVMBuildMul(c->b, iy, cg_i64(c, g->w), ""), "");
-  LLVMValueRef p = LLVMBuildGEP2(c->b, c->t_f32, r->x, &off, 1, "rowp");
+  LLVMValueRef p = LLVMBuildGEP2(c->b, r->xdt != IR_F32 ? LLVMInt16TypeInContext(c->llc) : c->t_f32, r->x, &off, 1, "rowp");
   return LLVMBuildSelect(c->b, in, p, zero, "row");
 }
 
@@ -264,15 +281,15 @@ static unsigned dw_lanes_below(int V, int64_t from, int64_t lim) {
 
 /* Stride 1: tap column kx of the output vector at column ox from row pointer rowp; NULL
  * when no lane reads a real pixel. */
-static LLVMValueRef dw_rows_load1(cg_ctx *c, const conv_geom *g, LLVMValueRef rowp, int64_t ox, int kx) {
+static LLVMValueRef dw_rows_load1(cg_ctx *c, const conv_geom *g, LLVMValueRef rowp, int64_t ox, int kx, ir_dtype dt) {
   int V = g->V;
   int64_t lo = ox + (int64_t)kx * g->dw - g->pl;
   unsigned m = 0;
   for (int l = 0; l < V; l++)
     if (ox + l < g->ow && lo + l >= 0 && lo + l < g->w) m |= 1u << l;
   if (!m) return NULL;
-  if (lo >= 0 && lo + V <= g->w) return cg_load_v(c, rowp, cg_i64(c, lo), V); /* lanes past ow are never stored */
-  return cg_conv_masked_load(c, rowp, cg_i64(c, lo), m, V);
+  if (lo >= 0 && lo + V <= g->w) return cg_act_load(c, dw_node(c), rowp, cg_i64(c, lo), V, dt); /* lanes past ow are never stored */
+  return cg_act_masked_load(c, dw_node(c), rowp, cg_i64(c, lo), m, V, dt);
 }
 
 /* Stride 2: input rows iy0 .. iy0+nin-1 split into even/odd columns in buf (zero halos). */
@@ -298,8 +315,8 @@ static void dw_rows_split(cg_ctx *c, const conv_geom *g, const dw_rows_geom *t, 
     for (int i = 0; i < 2; i++) {
       int64_t at = (2 * k + i) * V;
       unsigned m = dw_lanes_below(V, at, g->w);
-      h[i] = m == full ? cg_load_v(c, rowp, cg_i64(c, at), V)
-           : m ? cg_conv_masked_load(c, rowp, cg_i64(c, at), m, V) : cg_fzero(c, V);
+      h[i] = m == full ? cg_act_load(c, dw_node(c), rowp, cg_i64(c, at), V, r->xdt)
+           : m ? cg_act_masked_load(c, dw_node(c), rowp, cg_i64(c, at), m, V, r->xdt) : cg_fzero(c, V);
     }
     LLVMValueRef d = LLVMBuildAdd(c->b, dst, cg_i64(c, t->hl + k * V), "");
     cg_store_v(c, LLVMBuildShuffleVector(c->b, h[0], h[1], evm, "even"), buf, d, V);
@@ -320,7 +337,6 @@ typedef struct dw_rows_item {   /* values of one item and row tile */
 static void dw_rows_tile(cg_ctx *c, const conv_geom *g, const dw_rows_geom *t, const conv_row *r, const conv_epi *e,
                          const dw_rows_item *it, int nr, int64_t ox0, int np) {
   int V = g->V, s = g->sh, nin = dw_rows_nin(g, nr);
-  unsigned full = (1u << V) - 1;
   LLVMValueRef acc[4][4], wp = t->hoist ? NULL : cg_conv_opaque_ptr(c, r->wp);
   for (int i = 0; i < nr; i++)
     for (int p = 0; p < np; p++) acc[i][p] = cg_fzero(c, V);
@@ -336,7 +352,7 @@ static void dw_rows_tile(cg_ctx *c, const conv_geom *g, const dw_rows_geom *t, c
       for (int p = 0; p < np; p++) {
         int64_t ox = ox0 + (int64_t)p * V;
         if (s == 1) {
-          x[p] = dw_rows_load1(c, g, it->rows[j], ox, kx);
+          x[p] = dw_rows_load1(c, g, it->rows[j], ox, kx, r->xdt);
         } else {
           int64_t a = (int64_t)kx * g->dw - g->pl, dx = floor2(a), px = a - 2 * dx;
           x[p] = cg_load_v(c, it->buf, cg_i64(c, (2 * j + px) * t->pl + t->hl + ox + dx), V);
@@ -359,14 +375,7 @@ static void dw_rows_tile(cg_ctx *c, const conv_geom *g, const dw_rows_geom *t, c
       int64_t ox = ox0 + (int64_t)p * V;
       unsigned m = dw_lanes_below(V, ox, g->ow);
       LLVMValueRef oi = LLVMBuildAdd(c->b, orow, cg_i64(c, ox), "oi"), v = LLVMBuildFAdd(c->b, acc[i][p], it->bias, "");
-      for (int k = 0, ra = 0; k < e->n_post; k++) {
-        LLVMValueRef res = e->post[k]->op == IR_OP_add ? r->resid[ra++] : NULL;
-        if (res && m != full) v = LLVMBuildFAdd(c->b, v, cg_conv_masked_load(c, res, oi, m, V), "resid");
-        else v = cg_epilogue(c, e->post[k], v, res, oi, V);
-      }
-      dw_pool_add(c, g, it->sum, v, m);
-      if (m == full) cg_store_v(c, v, r->out, oi, V);
-      else cg_conv_masked_store(c, v, r->out, oi, m, V);
+      dw_epilogue_store(c, g, r, e, v, oi, m, it->sum);
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "codegen/cg_internal.h"
+#include "codegen/gen_round16.h"
 
 void cg_foreach_elem(cg_ctx *c, int64_t n, LLVMValueRef tid, LLVMValueRef nth, cg_elem_body body, void *user) {
   int v = c->target->vec_f32;
@@ -27,27 +28,29 @@ void cg_foreach_elem(cg_ctx *c, int64_t n, LLVMValueRef tid, LLVMValueRef nth, c
 }
 
 /* ---- unary ------------------------------------------------------------------------------ */
-typedef struct unary_ctx { ir_op op; LLVMValueRef x, out; } unary_ctx;
+/* 16-bit inference storage (passes/store16.c): x and out in their dtypes (widened on load,
+ * narrowed in the store; f32 otherwise). */
+typedef struct unary_ctx { ir_op op; LLVMValueRef x, out; const ir_node *n; ir_dtype xdt, odt; } unary_ctx;
 
 static void unary_body(cg_ctx *c, LLVMValueRef idx, int w, void *user) {
   unary_ctx *u = user;
-  LLVMValueRef x = cg_load_v(c, u->x, idx, w), y = x;
+  LLVMValueRef x = cg_act_load(c, u->n, u->x, idx, w, u->xdt), y = x;
   switch (u->op) {
   case IR_OP_relu: y = cg_relu(c, x, w); break;
   case IR_OP_sigmoid: y = cg_sigmoid(c, x, w); break;
   case IR_OP_swish: y = LLVMBuildFMul(c->b, x, cg_sigmoid(c, x, w), "swish"); break;
   default: break; /* copy */
   }
-  cg_store_v(c, y, u->out, idx, w);
+  cg_act_store(c, u->n, y, u->out, idx, w, u->odt);
 }
 
 /* Kernel (x, out, tid, nth) applying a unary op; also the copy used by reshape/dropout. */
 LLVMValueRef cg_gen_unary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind, const char *opname) {
   LLVMValueRef a[4];
   LLVMValueRef f = cg_kernel_begin(c, fn_name, 1, a);
-  unary_ctx u = {n->op, a[0], a[1]};
-  char tile[16];
-  snprintf(tile, sizeof tile, "v%d", c->target->vec_f32);
+  unary_ctx u = {n->op, a[0], a[1], n, c->g->values[n->in[0]].dtype, c->g->values[n->out].dtype};
+  char tile[24];
+  snprintf(tile, sizeof tile, "v%d%s", c->target->vec_f32, u.xdt == IR_BF16 ? "_bf16" : u.xdt == IR_F16 ? "_fp16" : "");
   cg_foreach_elem(c, cg_numel(c, n->out), a[2], a[3], unary_body, &u);
   cg_kernel_end(c);
   *kind = cg_kind(c, opname, tile);
@@ -97,16 +100,23 @@ static bcast broadcast_plan(const ir_shape *a, const ir_shape *b) {
   return p;
 }
 
-typedef struct binary_ctx { ir_op op; LLVMValueRef a, b, out, arow, brow; int bvec; } binary_ctx;
+typedef struct binary_ctx {
+  ir_op op;
+  LLVMValueRef a, b, out, arow, brow;
+  int bvec;
+  const ir_node *n;
+  ir_dtype adt, bdt, odt; /* 16-bit inference storage: operands and result in their dtypes */
+} binary_ctx;
 
 static void binary_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
   binary_ctx *u = user;
   LLVMValueRef ai = LLVMBuildAdd(c->b, u->arow, j, "");
-  LLVMValueRef x = cg_load_v(c, u->a, ai, w);
-  LLVMValueRef y = u->bvec ? cg_load_v(c, u->b, LLVMBuildAdd(c->b, u->brow, j, ""), w)
-                           : cg_splat(c, cg_load_f32(c, u->b, u->brow), w);
+  LLVMValueRef x = cg_act_load(c, u->n, u->a, ai, w, u->adt);
+  LLVMValueRef y = u->bvec ? cg_act_load(c, u->n, u->b, LLVMBuildAdd(c->b, u->brow, j, ""), w, u->bdt)
+                           : cg_splat(c, cg_act_load(c, u->n, u->b, u->brow, 1, u->bdt), w);
   LLVMValueRef r = u->op == IR_OP_add ? LLVMBuildFAdd(c->b, x, y, "") : LLVMBuildFMul(c->b, x, y, "");
-  cg_store_v(c, r, u->out, ai, w);
+  if (w == 1 && u->odt == IR_F32) cg_store_f32(c, r, u->out, ai); /* as cg_store_v */
+  else cg_act_store(c, u->n, r, u->out, ai, w, u->odt);
 }
 
 void cg_inner_loop(cg_ctx *c, int64_t n, cg_elem_body body, void *user) {
@@ -136,8 +146,10 @@ static LLVMValueRef gen_binary(cg_ctx *c, const ir_node *n, const char *fn_name,
   LLVMValueRef f = cg_kernel_begin(c, fn_name, n_act, a);
   for (int j = 0, k = 0; j < 2; j++) op[j] = is_param[j] ? cg_param_const(c, n->in[j]) : a[k++];
   LLVMValueRef out = a[n_act], tid = a[n_act + 1], nth = a[n_act + 2];
-  binary_ctx u = {n->op, op[0], op[1], out, NULL, NULL, 1};
-  const char *opname = n->op == IR_OP_add ? "add" : "mul";
+  binary_ctx u = {n->op, op[0], op[1], out, NULL, NULL, 1, n, c->g->values[n->in[0]].dtype, c->g->values[n->in[1]].dtype,
+                  c->g->values[n->out].dtype};
+  int h16 = u.adt != IR_F32 || u.bdt != IR_F32;
+  const char *opname = n->op == IR_OP_add ? (h16 ? "add_h16" : "add") : (h16 ? "mul_h16" : "mul");
   char tile[32];
   if (ir_shape_eq(as, bs)) {
     u.arow = u.brow = cg_i64(c, 0);

@@ -5,8 +5,14 @@
 #include <math.h>
 
 #include "codegen/cg_internal.h"
+#include "codegen/gen_round16.h"
 
 LLVMValueRef cg_reduce_sum(cg_ctx *c, LLVMValueRef base, LLVMValueRef off, int64_t cnt, LLVMValueRef mean) {
+  return cg_reduce_sum_dt(c, NULL, base, off, cnt, mean, IR_F32);
+}
+
+LLVMValueRef cg_reduce_sum_dt(cg_ctx *c, const ir_node *n, LLVMValueRef base, LLVMValueRef off, int64_t cnt,
+                              LLVMValueRef mean, ir_dtype dt) {
   int v = c->target->vec_f32;
   int64_t nv = cnt / v * v;
   LLVMValueRef accv = cg_entry_alloca(c, cg_vtype(c, v), "accv"), accs = cg_entry_alloca(c, c->t_f32, "accs");
@@ -19,7 +25,7 @@ LLVMValueRef cg_reduce_sum(cg_ctx *c, LLVMValueRef base, LLVMValueRef off, int64
     LLVMValueRef acc = pass == 0 ? accv : accs;
     cg_loop L;
     LLVMValueRef j = cg_loop_begin(c, &L, cg_i64(c, lo), cg_i64(c, hi), cg_i64(c, w), "r");
-    LLVMValueRef x = cg_load_v(c, base, LLVMBuildAdd(c->b, off, j, ""), w);
+    LLVMValueRef x = cg_act_load(c, n, base, LLVMBuildAdd(c->b, off, j, ""), w, dt);
     LLVMValueRef a = LLVMBuildLoad2(c->b, cg_vtype(c, w), acc, "");
     if (mean) {
       LLVMValueRef dlt = LLVMBuildFSub(c->b, x, cg_splat(c, mean, w), "");

@@ -123,7 +123,7 @@ static LLVMValueRef gen_pool(cg_ctx *c, const ir_node *n, const char *fn_name, c
   cg_kernel_end(c);
   char tile[32];
   snprintf(tile, sizeof tile, "%dx%ds%d_v%d%s", p.kh, p.kw, p.sw, c->target->vec_f32,
-           r.xdt == IR_BF16 ? "_bf16" : r.xdt == IR_F16 ? "_fp16" : "");
+           r.xdt == IR_BF16 || r.odt == IR_BF16 ? "_bf16" : r.xdt == IR_F16 || r.odt == IR_F16 ? "_fp16" : "");
   *kind = cg_kind(c, p.is_max ? "maxpool" : "avgpool", tile);
   return f;
 }
@@ -145,10 +145,11 @@ LLVMValueRef cg_gen_global_avgpool(cg_ctx *c, const ir_node *n, const char *fn_n
   cg_thread_range(c, cg_i64(c, planes), a[2], a[3], &lo, &hi);
   cg_loop L;
   LLVMValueRef pl = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "plane");
-  LLVMValueRef s = cg_reduce_sum(c, a[0], LLVMBuildMul(c->b, pl, cg_i64(c, hw), ""), hw, NULL);
+  ir_dtype xdt = c->g->values[n->in[0]].dtype; /* 16-bit inference storage: widened on load */
+  LLVMValueRef s = cg_reduce_sum_dt(c, n, a[0], LLVMBuildMul(c->b, pl, cg_i64(c, hw), ""), hw, NULL, xdt);
   cg_store_f32(c, LLVMBuildFDiv(c->b, s, cg_f32(c, (float)hw), ""), a[1], pl);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
-  *kind = cg_kind(c, "global_avgpool", NULL);
+  *kind = cg_kind(c, "global_avgpool", xdt == IR_BF16 ? "bf16" : xdt == IR_F16 ? "fp16" : NULL);
   return f;
 }

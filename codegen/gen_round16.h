@@ -49,5 +49,8 @@ LLVMValueRef cg_act_masked_load(cg_ctx *c, const ir_node *n, LLVMValueRef base, 
 void cg_act_store(cg_ctx *c, const ir_node *n, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, int w, ir_dtype dt);
 void cg_act_masked_store(cg_ctx *c, const ir_node *n, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, unsigned m,
                          int w, ir_dtype dt);
+/* cg_reduce_sum (gen_norm.c) over a base of dtype dt, widened on load (the same sum order). */
+LLVMValueRef cg_reduce_sum_dt(cg_ctx *c, const ir_node *n, LLVMValueRef base, LLVMValueRef off, int64_t cnt,
+                              LLVMValueRef mean, ir_dtype dt);
 
 #endif

@@ -87,15 +87,27 @@ static int reads16(void *ctx, const ir_graph *g, int i, int j) {
   s16_hooks *h = ctx;
   int a = h->plan[i].anchor;
   const ir_node *n = &g->nodes[i];
-  if (a != i) { /* an epilogue op: the residual of an add fused into gen_conv.c's pixel-vector conv */
-    if (n->op != IR_OP_add || g->nodes[a].op != IR_OP_conv2d) return 0;
-    for (int q = 0; q < h->plan[a].n_post; q++)
-      if (h->plan[a].post[q] == i) return conv_io16(h, a);
+  if (a != i) { /* fused into conv a's kernel */
+    const pass_fusion *fa = &h->plan[a];
+    if (g->nodes[a].op != IR_OP_conv2d) return 0;
+    if (fa->n_side && fa->side == i) return 1; /* the depthwise kernel's pool: summed from registers */
+    if (fa->n_pre && fa->pre == i) { /* squeeze-excite: the map (widened on load, then scaled), not the factors */
+      const ir_shape *p0 = &g->values[n->in[0]].shape, *p1 = &g->values[n->in[1]].shape;
+      return j == (p1->dim[2] * p1->dim[3] > p0->dim[2] * p0->dim[3]) && conv_io16(h, a);
+    }
+    for (int q = 0; q < fa->n_post; q++) /* the residual of an add epilogue */
+      if (fa->post[q] == i) return n->op == IR_OP_add && conv_io16(h, a);
     return 0;
   }
-  if (n->op == IR_OP_maxpool) return j == 0;
-  if (n->op == IR_OP_conv2d) return j == 0 && conv_io16(h, i);
-  return 0;
+  switch (n->op) {
+  case IR_OP_maxpool: case IR_OP_global_avgpool: /* gen_pool.c */
+  case IR_OP_relu: case IR_OP_sigmoid: case IR_OP_swish: case IR_OP_reshape: /* cg_gen_unary (gen_eltwise.c) */
+  case IR_OP_add: case IR_OP_mul: /* gen_eltwise.c binary, either operand */
+    return 1;
+  case IR_OP_dropout: return !(n->attr.dropout.training && n->attr.dropout.rate > 0.0f);
+  case IR_OP_conv2d: return j == 0 && conv_io16(h, i);
+  default: return 0;
+  }
 }
 
 static void hooks_plan(s16_hooks *h, const ir_graph *g) {
