@@ -347,10 +347,8 @@ static const char *strided_grad_input(cg_ctx *c, const ir_node *n, const ir_conv
 LLVMValueRef cg_gen_conv2d_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
   if (at->groups != 1) return cg_train_gconv_grad_input(c, n, fn_name, kind);
-  if (at->stride[0] == 1 && at->stride[1] == 1) {
-    LLVMValueRef pf = cg_train_pconv_grad_input(c, n, fn_name, kind); /* gen_train_pconv.c */
-    if (pf) return pf;
-  }
+  LLVMValueRef pf = cg_train_pconv_grad_input(c, n, fn_name, kind); /* gen_train_pconv.c (any stride) */
+  if (pf) return pf;
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->out].shape;
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);

@@ -1,0 +1,194 @@
+/* test_codegen_train_phase.c — compiled training's strided grad_input through the packed
+ * inference microkernels (codegen/gen_train_pconv.c, kind conv2d_grad_input_ph_pk...): one
+ * stride-1 conv per output phase of dx with its sub-kernel, its rows copied to the phase's
+ * sub-grid; 1x1 unpadded strided convs as one GEMM over the subsampled grid whose items write
+ * whole dx rows (zeros between).  3x3 stride 2 pad 1 (ResNet), the 1x1 stride-2 downsample,
+ * the 7x7 stride-2 stem, 2x2 stride 2, 3x3 stride 3 and [2, 3], dilation 2, asymmetric
+ * padding, odd sizes (grids of unequal size, last rows/columns no tap reaches), channel
+ * counts with tile remainders, pixel- and channel-vector tiles, batch 1 and 3.  Each model:
+ * the .so must hold the phase kernel; momentum steps with 1 and 2 threads vs ir_train_step
+ * (loss per step, every state tensor, 1e-4), 2 threads bitwise equal to 1, the eval program
+ * vs the interpreter (train_case_check.h), and the compiled first-step gradient of every
+ * weight vs central finite differences of the interpreter's loss (smooth models, no relu). */
+#include "frontend/fe.h"
+#include "ir/grad_train.h"
+#include "runtime/cnnrt.h"
+#include "test_codegen_harness.h"
+
+enum { KSTEPS = 2 };
+
+static const char *a_yml = /* 3x3 stride 2 pad 1 on odd sizes, the 1x1 downsample, channel vectors */
+    "name: ph_a\n"
+    "input: {shape: [3, 15, 13], dtype: f32, classes: 4}\n"
+    "layers:\n"
+    "  - {name: c0, op: conv, filters: 20, kernel: 3, padding: 1}\n"
+    "  - {name: s1, op: conv, filters: 36, kernel: 3, stride: 2, padding: 1}\n"
+    "  - {name: s2, op: conv, filters: 40, kernel: 1, stride: 2, bias: false}\n"
+    "  - {name: c3, op: conv, filters: 5, kernel: 3, padding: 1}\n"
+    "  - {name: p, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 4}\n";
+static const char *b_yml = /* stride 3 (1x1 views), 5x5 stride 2 (3x3 .. 2x2 views), stride [2, 3] */
+    "name: ph_b\n"
+    "input: {shape: [2, 24, 36], dtype: f32, classes: 3}\n"
+    "layers:\n"
+    "  - {name: c0, op: conv, filters: 8, kernel: 3, padding: 1}\n"
+    "  - {name: s1, op: conv, filters: 7, kernel: 3, stride: 3}\n"
+    "  - {name: c1, op: conv, filters: 9, kernel: 3, padding: 1}\n"
+    "  - {name: s2, op: conv, filters: 6, kernel: 5, stride: 2, padding: 2}\n"
+    "  - {name: s3, op: conv, filters: 11, kernel: 3, stride: [2, 3], padding: [1, 0, 1, 0]}\n"
+    "  - {name: p, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 3}\n";
+static const char *w_yml = /* wide rows: the 7x7 stride-2 stem (after a conv), a wide 1x1 downsample, 2x2 */
+    "name: ph_w\n"
+    "input: {shape: [3, 20, 70], dtype: f32, classes: 3}\n"
+    "layers:\n"
+    "  - {name: c0, op: conv, filters: 4, kernel: 3, padding: 1}\n"
+    "  - {name: s1, op: conv, filters: 12, kernel: 7, stride: 2, padding: 3}\n"
+    "  - {name: c2, op: conv, filters: 40, kernel: 1}\n"
+    "  - {name: s3, op: conv, filters: 19, kernel: 1, stride: 2, bias: false}\n"
+    "  - {name: s4, op: conv, filters: 16, kernel: 2, stride: 2}\n"
+    "  - {name: p, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 3}\n";
+
+#include "train_case_check.h"
+
+/* Compiles yml for training and checks that the .so names kernel kind want (the descriptor
+ * holds each kernel's kind string): present (or, want_present 0, absent). */
+static int has_kind(const char *name, const char *yml, const char *want, int want_present) {
+  char path[512], so[512];
+  snprintf(path, sizeof path, "%s/%s_k.yml", cgt_dir, name);
+  snprintf(so, sizeof so, "%s/%s_k.so", cgt_dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f || fputs(yml, f) < 0 || fclose(f)) return 1;
+  fe_options o;
+  ir_graph *g = load_case(path, 2, &o);
+  ir_diag d = {0};
+  int bad = !g || cg_build_model(g, &o, so, NULL, 0, &d);
+  if (bad) ir_diag_print(&d, stderr);
+  char *buf = NULL;
+  long len = 0;
+  FILE *sf = bad ? NULL : fopen(so, "rb");
+  if (sf && !fseek(sf, 0, SEEK_END) && (len = ftell(sf)) > 0 && !fseek(sf, 0, SEEK_SET) && (buf = malloc((size_t)len)) &&
+      fread(buf, 1, (size_t)len, sf) == (size_t)len) {
+    int found = memmem(buf, (size_t)len, want, strlen(want)) != NULL;
+    CGT_CHECK(found == want_present, "%s: kernel kind %s %s", name, want, found ? "present" : "missing");
+    bad += found != want_present;
+  } else {
+    bad++;
+  }
+  if (sf) fclose(sf);
+  free(buf);
+  if (g) ir_graph_free(g);
+  unlink(so), unlink(path);
+  return bad;
+}
+
+static float interp_loss(ir_graph *g, const float *x, const float *labels) {
+  float **vals = ir_interp(g, x, labels);
+  float l = vals[ir_find_value(g, "loss")][0];
+  ir_interp_free(g, vals);
+  return l;
+}
+
+/* One compiled momentum step at lr 1 from v = 0 moves every weight by its gradient (w1 = w0 -
+ * g); g of every trainable tensor at 8 positions vs (L(w + e) - L(w - e)) / 2e of the
+ * interpreter, within 1 % of the tensor's largest gradient.  (The same check as
+ * test_codegen_train_gw.c's.) */
+static int fd_case(const char *name, const char *yml, int batch) {
+  char path[512], so[512];
+  snprintf(path, sizeof path, "%s/%s_fd.yml", cgt_dir, name);
+  snprintf(so, sizeof so, "%s/%s_fd.so", cgt_dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f || fputs(yml, f) < 0 || fclose(f)) return 1;
+  fe_options o;
+  ir_graph *gc = load_case(path, batch, &o), *gf = load_case(path, batch, &o);
+  ir_diag d = {0};
+  cnnrt_model *m = NULL;
+  if (!gc || !gf || cg_build_model(gc, &o, so, NULL, 0, &d) || cnnrt_open(so, NULL, &m) != CNNRT_OK ||
+      cnnrt_set_threads(m, -1, 2) != CNNRT_OK) {
+    fprintf(stderr, "  %s fd: setup failed: %s\n", name, cnnrt_last_error());
+    ir_diag_print(&d, stderr);
+    if (gc) ir_graph_free(gc);
+    if (gf) ir_graph_free(gf);
+    unlink(so), unlink(path);
+    return 1;
+  }
+  int64_t nx = ir_shape_numel(&gf->values[gf->input].shape);
+  int classes = (int)gf->values[gf->outputs[0]].shape.dim[1];
+  float *x = malloc((size_t)nx * sizeof *x), *labels = malloc((size_t)batch * sizeof *labels);
+  for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-1.0f, 1.0f);
+  for (int b = 0; b < batch; b++) labels[b] = (float)cgt_int(0, classes - 1);
+  int n_state = cnnrt_num_state(m), bad = 0, checked = 0;
+  float **w0 = calloc((size_t)n_state, sizeof *w0);
+  cnnrt_state_info si;
+  for (int i = 0; i < n_state; i++)
+    if (cnnrt_state_info_at(m, i, &si) == CNNRT_OK && !strstr(si.name, "momentum")) {
+      w0[i] = malloc(si.bytes);
+      bad += cnnrt_get_state(m, si.name, w0[i], si.bytes) != CNNRT_OK;
+    }
+  float loss = NAN;
+  cnnrt_set_learning_rate(m, 1.0);
+  bad += cnnrt_train_step(m, x, (size_t)nx * sizeof *x, labels, 1, &loss, NULL) != CNNRT_OK;
+  for (int i = 0; i < n_state && !bad; i++) {
+    if (!w0[i] || cnnrt_state_info_at(m, i, &si) != CNNRT_OK) continue;
+    int v = ir_find_value(gf, si.name);
+    int64_t cnt = (int64_t)(si.bytes / 4);
+    float *w1 = malloc(si.bytes), *g = malloc(si.bytes), gmax = 0;
+    if (v < 0 || cnnrt_get_state(m, si.name, w1, si.bytes) != CNNRT_OK) {
+      bad++;
+      free(w1), free(g);
+      continue;
+    }
+    for (int64_t j = 0; j < cnt; j++) g[j] = w0[i][j] - w1[j], gmax = fmaxf(gmax, fabsf(g[j]));
+    float *wv = gf->values[v].data;
+    for (int s = 0; s < 8; s++) {
+      int64_t j = s == 0 ? 0 : s == 7 ? cnt - 1 : (int64_t)(cgt_next() % (uint64_t)cnt);
+      const float e = 1e-2f, keep = wv[j];
+      wv[j] = keep + e;
+      float lp = interp_loss(gf, x, labels);
+      wv[j] = keep - e;
+      float lm = interp_loss(gf, x, labels);
+      wv[j] = keep;
+      double fdv = ((double)lp - (double)lm) / (2.0 * e);
+      int ok = fabs(fdv - g[j]) <= 1e-2 * gmax + 1e-5;
+      CGT_CHECK(ok, "%s batch %d: d loss / d %s[%lld]: compiled %.6g, finite differences %.6g (largest %.3g)", name, batch,
+                si.name, (long long)j, g[j], fdv, gmax);
+      bad += !ok;
+      checked++;
+    }
+    free(w1), free(g);
+  }
+  CGT_CHECK(checked >= 8 * 4, "%s: only %d finite-difference checks", name, checked);
+  bad += checked < 8 * 4;
+  for (int i = 0; i < n_state; i++) free(w0[i]);
+  free(w0), free(x), free(labels);
+  cnnrt_close(m);
+  ir_graph_free(gc), ir_graph_free(gf);
+  unlink(so), unlink(path);
+  fprintf(stderr, "%s %s finite differences batch %d (%d weights)\n", bad ? "FAIL" : "ok", name, batch, checked);
+  return bad;
+}
+
+int main(void) {
+  (void)cgt_check_graph, (void)cgt_random_params;
+  cgt_init_dir();
+  cgt_failures += has_kind("ph_a", a_yml, "conv2d_grad_input_ph_pk", 1);
+  cgt_failures += has_kind("ph_b", b_yml, "conv2d_grad_input_ph_pk", 1);
+  cgt_failures += has_kind("ph_w", w_yml, "conv2d_grad_input_ph_pk", 1);
+  cgt_failures += run_yml("ph_a", a_yml, 1);
+  cgt_failures += run_yml("ph_a", a_yml, 3);
+  cgt_failures += run_yml("ph_b", b_yml, 3);
+  cgt_failures += run_yml("ph_w", w_yml, 2);
+  cgt_failures += fd_case("ph_a", a_yml, 3);
+  cgt_failures += fd_case("ph_b", b_yml, 1);
+  cgt_cleanup_dir();
+  if (cgt_failures) {
+    fprintf(stderr, "%d failure(s)\n", cgt_failures);
+    return 1;
+  }
+  printf("test_codegen_train_phase: ok\n");
+  return 0;
+}
