@@ -8,6 +8,8 @@
 #include "codegen/cg_layout.h"
 #include "ir/grad_train.h"
 
+static void acc16_scratch(cg_layout *L, int s, pass_usage **u, int **vid, int *n);
+
 static void *xcalloc(size_t n, size_t s) {
   void *p = calloc(n ? n : 1, s);
   if (!p) abort();
@@ -174,8 +176,11 @@ static void build_scratch(cg_layout *L, int s) {
     vid[n] = k->out;
     u[n++] = r;
   }
+  int n_k_rec = n;
+  acc16_scratch(L, s, &u, &vid, &n);
   sp->scratch_bytes = pass_plan_memory(u, n);
-  for (int i = 0; i < n; i++) L->scratch_off[vid[i]] = u[i].offset;
+  for (int i = 0; i < n_k_rec; i++) L->scratch_off[vid[i]] = u[i].offset;
+  for (int i = n_k_rec; i < n; i++) L->acc_tmp_off[L->acc_index[vid[i]]] = u[i].offset;
   sp->usage = u, sp->usage_vid = vid, sp->n_usage = n;
 }
 
@@ -293,14 +298,36 @@ static void build_accumulators(cg_layout *L) {
   }
   if (!L->accum) return;
   L->acc_off = xcalloc((size_t)L->n_acc * (size_t)L->replicas, sizeof(int64_t));
-  int64_t off = L->state_bytes;
+  int64_t off = L->state_bytes, es = L->acc16 ? 2 : 4; /* f32 gradients, 16-bit slices with half partials */
   for (int r = 0; r < L->replicas; r++)
     for (int a = 0; a < L->n_acc; a++) {
-      const ir_value *x = &g->values[L->acc_vid[a]];
       L->acc_off[a * L->replicas + r] = off;
-      off += (ir_shape_numel(&x->shape) * (int64_t)ir_dtype_size(x->dtype) + 63) / 64 * 64;
+      off += (ir_shape_numel(&g->values[L->acc_vid[a]].shape) * es + 63) / 64 * 64;
     }
+  L->acc_stride = L->replicas > 1 && L->n_acc > 0 ? L->acc_off[1] - L->acc_off[0] : 0; /* one replica's block */
   L->state_bytes = off;
+}
+
+/* acc16: the update stage reads each accumulator as an f32 mean in its scratch (cg_main.c
+ * widens the replicas' 16-bit sum into it right before the first kernel reading it): one
+ * record per accumulator from that kernel's step to its last reader's, appended to u / vid. */
+static void acc16_scratch(cg_layout *L, int s, pass_usage **u, int **vid, int *n) {
+  if (!L->acc16 || s != L->update_stage || L->n_acc == 0) return;
+  const cg_shard_plan *sp = &L->sh[s];
+  *u = realloc(*u, (size_t)(*n + L->n_acc) * sizeof **u);
+  *vid = realloc(*vid, (size_t)(*n + L->n_acc) * sizeof **vid);
+  if (!*u || !*vid) abort();
+  for (int a = 0; a < L->n_acc; a++) {
+    int v = L->acc_vid[a], first = -1, last = -1;
+    for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++)
+      for (int j = 0; j < L->k[i].n_act; j++)
+        if (L->k[i].act[j] == v) {
+          if (first < 0) first = L->k[i].step;
+          last = L->k[i].step;
+        }
+    (*vid)[*n] = v;
+    (*u)[(*n)++] = (pass_usage){first, last, ir_shape_numel(&L->g->values[v].shape) * 4, 64, 0};
+  }
 }
 
 /* Nonzero when v (read or written in stage st) lives in the state buffer there. */
@@ -366,6 +393,7 @@ static int build_train_layout(cg_layout *L, const cg_options *o, ir_diag *d) {
   L->schedule = o ? o->schedule : 0;
   L->recompute = o ? o->recompute : 0;
   L->accum = L->grad_accum * L->replicas > 1;
+  L->acc16 = o && o->half_partials && pass_acc_elem_bytes(o->half_partials) == 2 ? o->half_partials : 0;
   L->n_groups = g->n_shards > 0 ? g->n_shards : 1;
   free(L->sh);
   L->sh = NULL;
@@ -376,6 +404,8 @@ static int build_train_layout(cg_layout *L, const cg_options *o, ir_diag *d) {
   if (!L->accum) pass_fuse_train(g, L->plan);
   if (build_train_stages(L, d)) return -1;
   build_accumulators(L);
+  if (L->accum && L->acc16) L->acc_tmp_off = xcalloc((size_t)(L->n_acc > 0 ? L->n_acc : 1), sizeof(int64_t));
+  else L->acc16 = 0;
   build_train_tensors(L);
   build_train_io(L);
   for (int s = 0; s < L->n_shards; s++) build_scratch(L, s);
@@ -428,6 +458,7 @@ void cg_layout_free(cg_layout *L) {
   free(L->acc_vid);
   free(L->acc_index);
   free(L->acc_off);
+  free(L->acc_tmp_off);
   free(L->stage_io_bytes);
   memset(L, 0, sizeof *L);
 }

@@ -58,6 +58,11 @@ typedef struct cg_layout {
   int n_acc, *acc_vid;         /* accumulated values (produced by backward, read by update) */
   int *acc_index;              /* per value: index into acc_vid or -1 */
   int64_t *acc_off;            /* [n_acc * replicas]: state offset of value i's replica r slice */
+  int acc16;                   /* accumulator storage: 0 f32, else 1 + ir_half_format (--enable-half-partials:
+                                * 16-bit slices; pass_acc_elem_bytes) */
+  int64_t acc_stride;          /* bytes from replica r's slice of an accumulator to replica r + 1's */
+  int64_t *acc_tmp_off;        /* acc16: [n_acc] update-stage scratch offset of the f32 mean each
+                                * update kernel reads (cg_main.c widens into it), else NULL */
   int64_t *stage_io_bytes;     /* per stage: bytes of its io tensors (planning figures) */
 } cg_layout;
 

@@ -168,16 +168,20 @@ static LLVMValueRef stub_entry(cg_ctx *c) {
 }
 
 /* ---- training programs (docs/training.md "Pipelined training") ---------------------------- */
-/* --enable-half-partials (docs/precision.md): 1 + ir_half_format while build_train runs, the
- * accumulators' partial sums rounded at every store; 0: f32. */
-static int acc_half;
+/* --enable-half-partials (docs/precision.md): 1 + ir_half_format while build_train runs, 0: f32.
+ * acc16 (cg_layout's acc16): the accumulators are 16-bit slices (bf16/fp16 of that format) —
+ * read widened (exact), written narrowed to nearest even; acc_half without acc16
+ * (CNNC_HALF_PARTIALS_F32=1): f32 slices rounded to the 16-bit grid at every store.  Both
+ * round at the same points, so the two give bitwise the same numbers. */
+static int acc_half, acc16, acc_replicas;
 
 /* Elementwise helpers of the accumulators, split over tid like every kernel:
- * op 0: dst += src; 1: dst *= scale; 2: dst = 0.  void f(ptr dst, ptr src, i64 n, float scale, i32 tid, i32 nth). */
+ * op 0: dst += src; 1: dst *= scale; 2: dst = 0.  void f(ptr dst, ptr src, i64 n, float scale, i32 tid, i32 nth).
+ * acc16: op 0 only (dst 16-bit, src the f32 gradient); the update uses acc16_mean_helper. */
 static LLVMValueRef acc_helper(cg_ctx *c, int op) {
   static const char *const names[3] = {"cnnc_acc_add", "cnnc_acc_scale", "cnnc_acc_zero"};
-  static const char *const half_names[3] = {"cnnc_acc_add_half", "cnnc_acc_scale_half", "cnnc_acc_zero"};
-  const char *name = (acc_half ? half_names : names)[op];
+  static const char *const round_names[3] = {"cnnc_acc_add_round16", "cnnc_acc_scale_round16", "cnnc_acc_zero"};
+  const char *name = acc16 ? "cnnc_acc_add_half" : (acc_half ? round_names : names)[op];
   LLVMValueRef f = LLVMGetNamedFunction(c->mod, name);
   if (f) return f;
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(c->b);
@@ -190,11 +194,48 @@ static LLVMValueRef acc_helper(cg_ctx *c, int op) {
   cg_thread_range(c, LLVMGetParam(f, 2), LLVMGetParam(f, 4), LLVMGetParam(f, 5), &lo, &hi);
   cg_loop L;
   LLVMValueRef i = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "i");
-  LLVMValueRef v = op == 2 ? cg_f32(c, 0.0f) : cg_load_f32(c, dst, i);
+  ir_dtype dt = acc16 ? (acc_half - 1 == IR_HALF_FP16 ? IR_F16 : IR_BF16) : IR_F32;
+  LLVMValueRef v = op == 2 ? cg_f32(c, 0.0f) : cg_act_load(c, NULL, dst, i, 1, dt);
   if (op == 0) v = LLVMBuildFAdd(c->b, v, cg_load_f32(c, src, i), "");
   if (op == 1) v = LLVMBuildFMul(c->b, v, LLVMGetParam(f, 3), "");
-  if (op != 2 && acc_half) v = cg_round16_v(c, NULL, v, acc_half - 1, 1); /* a 16-bit partial */
+  if (op != 2 && acc_half && !acc16) v = cg_round16_v(c, NULL, v, acc_half - 1, 1); /* a 16-bit partial in f32 */
+  cg_act_store(c, NULL, v, dst, i, 1, dt); /* acc16: narrowed to nearest even, the same rounding */
+  cg_loop_end(c, &L);
+  LLVMBuildRetVoid(c->b);
+  if (saved) LLVMPositionBuilderAtEnd(c->b, saved);
+  return f;
+}
+
+/* acc16, update stage: dst (f32, n elements) = the mean of the replicas' 16-bit slices of one
+ * accumulator, rounded as the f32-storage path rounds it (acc_0 + acc_1, + acc_2, ..., each
+ * sum and then the product with scale rounded to the 16-bit grid), and every slice zeroed.
+ * void f(ptr dst, ptr acc_0, i64 n, float scale, i32 tid, i32 nth, i64 stride): slice r at
+ * acc_0 + r * stride bytes. */
+static LLVMValueRef acc16_mean_helper(cg_ctx *c) {
+  LLVMValueRef f = LLVMGetNamedFunction(c->mod, "cnnc_acc_mean_half");
+  if (f) return f;
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(c->b);
+  LLVMTypeRef p[7] = {c->t_ptr, c->t_ptr, c->t_i64, c->t_f32, c->t_i32, c->t_i32, c->t_i64};
+  f = LLVMAddFunction(c->mod, "cnnc_acc_mean_half", LLVMFunctionType(c->t_void, p, 7, 0));
+  LLVMSetLinkage(f, LLVMInternalLinkage);
+  cg_set_fn_attrs(c, f);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
+  LLVMValueRef dst = LLVMGetParam(f, 0), a0 = LLVMGetParam(f, 1), stride = LLVMGetParam(f, 6), lo, hi;
+  cg_thread_range(c, LLVMGetParam(f, 2), LLVMGetParam(f, 4), LLVMGetParam(f, 5), &lo, &hi);
+  ir_dtype dt = acc_half - 1 == IR_HALF_FP16 ? IR_F16 : IR_BF16;
+  LLVMValueRef slice[acc_replicas];
+  for (int r = 0; r < acc_replicas; r++) {
+    LLVMValueRef off = LLVMBuildMul(c->b, stride, cg_i64(c, r), "");
+    slice[r] = LLVMBuildInBoundsGEP2(c->b, c->t_i8, a0, &off, 1, "slice");
+  }
+  cg_loop L;
+  LLVMValueRef i = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "i");
+  LLVMValueRef v = cg_act_load(c, NULL, slice[0], i, 1, dt);
+  for (int r = 1; r < acc_replicas; r++)
+    v = cg_round16_v(c, NULL, LLVMBuildFAdd(c->b, v, cg_act_load(c, NULL, slice[r], i, 1, dt), ""), acc_half - 1, 1);
+  v = cg_round16_v(c, NULL, LLVMBuildFMul(c->b, v, LLVMGetParam(f, 3), ""), acc_half - 1, 1);
   cg_store_f32(c, v, dst, i);
+  for (int r = 0; r < acc_replicas; r++) cg_act_store(c, NULL, cg_f32(c, 0.0f), slice[r], i, 1, dt);
   cg_loop_end(c, &L);
   LLVMBuildRetVoid(c->b);
   if (saved) LLVMPositionBuilderAtEnd(c->b, saved);
@@ -217,8 +258,13 @@ static LLVMValueRef state_ptr(cg_ctx *c, LLVMValueRef state, int64_t off) {
  * which holds the replicas' averaged sum), io slot or scratch. */
 static LLVMValueRef stage_value_ptr(cg_ctx *c, const cg_layout *L, int st, int v, LLVMValueRef io, LLVMValueRef scratch,
                                     LLVMValueRef state) {
-  if (L->accum && L->acc_index[v] >= 0 && st == L->update_stage)
+  if (L->accum && L->acc_index[v] >= 0 && st == L->update_stage) {
+    if (L->acc16) { /* the f32 mean acc16_mean_helper widened into the update's scratch */
+      LLVMValueRef off = cg_i64(c, L->acc_tmp_off[L->acc_index[v]]);
+      return LLVMBuildInBoundsGEP2(c->b, c->t_i8, scratch, &off, 1, c->g->values[v].name);
+    }
     return state_ptr(c, state, L->acc_off[L->acc_index[v] * L->replicas]);
+  }
   return value_ptr(c, L, st, v, io, scratch, state);
 }
 
@@ -254,7 +300,9 @@ static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r,
     need_barrier = 1;                                                                                                  \
   } while (0)
   int upd = st == L->update_stage && L->accum;
-  if (upd) { /* acc_0 = (acc_0 + acc_1 + ... + acc_{R-1}) / (grad_accum * R): same partition, no barrier */
+  char *meaned = upd && L->acc16 ? calloc((size_t)L->n_acc + 1, 1) : NULL; /* acc16: accumulators widened so far */
+  if (upd && L->acc16 && !meaned) abort();
+  if (upd && !L->acc16) { /* acc_0 = (acc_0 + acc_1 + ... + acc_{R-1}) / (grad_accum * R): same partition, no barrier */
     float inv = 1.0f / (float)(L->grad_accum * L->replicas);
     STAGE_BARRIER();
     for (int a = 0; a < L->n_acc; a++) {
@@ -268,6 +316,19 @@ static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r,
   for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
     const cg_kernel *k = &L->k[i];
     STAGE_BARRIER();
+    int widened = 0;
+    for (int j = 0; meaned && j < k->n_act; j++) { /* acc16: the means this kernel reads first, then a barrier */
+      int a = L->acc_index[k->act[j]];
+      if (a < 0 || meaned[a]) continue;
+      meaned[a] = 1;
+      LLVMValueRef mf = acc16_mean_helper(c), off = cg_i64(c, L->acc_tmp_off[a]);
+      LLVMValueRef ma[7] = {LLVMBuildInBoundsGEP2(c->b, c->t_i8, scratch, &off, 1, ""), state_ptr(c, state, L->acc_off[a * L->replicas]),
+                            cg_i64(c, value_numel(L, L->acc_vid[a])), cg_f32(c, 1.0f / (float)(L->grad_accum * L->replicas)),
+                            tid, nth, cg_i64(c, L->acc_stride)};
+      LLVMBuildCall2(c->b, LLVMGlobalGetValueType(mf), mf, ma, 7, "");
+      widened = 1;
+    }
+    if (widened) STAGE_BARRIER();
     LLVMValueRef args[CG_MAX_ACT + 3];
     for (int j = 0; j < k->n_act; j++) args[j] = stage_value_ptr(c, L, st, k->act[j], io, scratch, state);
     args[k->n_act] = stage_value_ptr(c, L, st, k->out, io, scratch, state);
@@ -302,13 +363,14 @@ static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r,
                value_numel(L, k->out), 1, tid, nth);
     }
   }
-  if (upd) {
+  if (upd && !L->acc16) { /* (acc16: acc16_mean_helper zeroed them) */
     STAGE_BARRIER();
     for (int a = 0; a < L->n_acc; a++)
       for (int q = 0; q < L->replicas; q++)
         call_acc(c, 2, state_ptr(c, state, L->acc_off[a * L->replicas + q]), NULL, value_numel(L, L->acc_vid[a]), 0, tid, nth);
   }
 #undef STAGE_BARRIER
+  free(meaned);
   LLVMBuildRet(c->b, cg_i32(c, 0));
   return f;
 }
@@ -344,7 +406,7 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   LLVMTypeRef i32 = c->t_i32, i64 = c->t_i64, ptr = c->t_ptr, dbl = LLVMDoubleTypeInContext(c->llc);
   (void)dbl;
   const ir_graph *g = c->g;
-  acc_half = o ? o->half_partials : 0;
+  acc_half = o ? o->half_partials : 0, acc16 = L->acc16, acc_replicas = L->replicas;
   int nt = L->n_tensors + 1;
   LLVMValueRef tensors[nt];
   for (int i = 0; i < L->n_tensors; i++) tensors[i] = tensor_const(c, tensor_t, &g->values[L->tensor_vid[i]]);
@@ -384,9 +446,10 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
       else snprintf(nm, sizeof nm, "%s/accum/r%d", x->name, r);
       LLVMValueRef dims[4];
       for (int d = 0; d < 4; d++) dims[d] = cg_i64(c, d < x->shape.rank ? x->shape.dim[d] : 0);
-      LLVMValueRef f[9] = {cstr(c, nm), cg_i32(c, CNNC_ABI_F32), cg_i32(c, CNNC_ABI_STATE_GRAD_ACCUM), cg_i32(c, x->shape.rank),
+      int adt = !L->acc16 ? CNNC_ABI_F32 : L->acc16 - 1 == IR_HALF_FP16 ? CNNC_ABI_F16 : CNNC_ABI_BF16;
+      LLVMValueRef f[9] = {cstr(c, nm), cg_i32(c, adt), cg_i32(c, CNNC_ABI_STATE_GRAD_ACCUM), cg_i32(c, x->shape.rank),
                            cg_i32(c, 0), LLVMConstArray2(i64, dims, 4), cg_i64(c, L->acc_off[a * L->replicas + r]),
-                           cg_i64(c, ir_shape_numel(&x->shape) * 4), LLVMConstNull(ptr)};
+                           cg_i64(c, ir_shape_numel(&x->shape) * (L->acc16 ? 2 : 4)), LLVMConstNull(ptr)};
       st[n_state++] = LLVMConstNamedStruct(state_t, f, 9);
     }
   /* programs */

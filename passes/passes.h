@@ -80,6 +80,13 @@ typedef struct pass_usage {
  * (greedy by size, first fit).  Returns the arena size (a multiple of 64). */
 int64_t pass_plan_memory(pass_usage *u, int n);
 
+/* Bytes per element of a gradient accumulator (--gradient-accumulation / --replicas sums in
+ * the state buffer): 2 when half_partials (1 + ir_half_format, --enable-half-partials) is on —
+ * bf16/fp16 storage, docs/precision.md "Half partials" — unless CNNC_HALF_PARTIALS_F32 is set
+ * in the environment (f32 storage rounded to the 16-bit grid at every store: bitwise the same
+ * numbers, the reference the tests compare with); 4 otherwise. */
+int pass_acc_elem_bytes(int half_partials);
+
 /* ---- memory_limit.c (--memory-limit; docs/cli.md) ------------------------------------ */
 /* One shard's planned memory as plain records.  Steps are the shard's program steps. */
 typedef struct pass_mem_shard {

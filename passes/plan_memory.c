@@ -1,7 +1,9 @@
 /* plan_memory.c — scratch arena planner: plain usage records {first_step, last_step, bytes,
  * align} in, offsets out.  Largest buffers first, each at the lowest offset that does not
- * collide with an already placed buffer alive at an overlapping step (as XNNPACK/TFLite). */
+ * collide with an already placed buffer alive at an overlapping step (as XNNPACK/TFLite).
+ * Also the element size of the gradient accumulators (16-bit with half partials). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "passes/passes.h"
 
@@ -55,4 +57,9 @@ int64_t pass_plan_memory(pass_usage *u, int n) {
   }
   free(order);
   return align_up(total, 64);
+}
+
+int pass_acc_elem_bytes(int half_partials) {
+  const char *e = getenv("CNNC_HALF_PARTIALS_F32");
+  return half_partials > 0 && !(e && *e && strcmp(e, "0")) ? 2 : 4;
 }

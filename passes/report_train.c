@@ -88,7 +88,8 @@ void rp_train_init(pass_report *r, const cg_report_kernel *k) {
 /* The state buffer: every param once, in the model shard of the first kernel reading it
  * (weights and buffers in their forward stage; optimizer state in the update of its param,
  * which has the param's shard); gradient accumulators (grad_accum x replicas > 1: the values
- * a backward stage writes and the update reads, one 64-aligned slice per replica). */
+ * a backward stage writes and the update reads, one 64-aligned slice per replica, f32 or
+ * 16-bit with --enable-half-partials: pass_acc_elem_bytes). */
 static void train_state(pass_report *r, const cg_report_kernel *k) {
   const ir_graph *g = r->g;
   rp_train *t = r->tr;
@@ -115,7 +116,8 @@ static void train_state(pass_report *r, const cg_report_kernel *k) {
         if (seen[v] || p < 0 || pass_train_phase(g, p) != PASS_PHASE_BWD) continue;
         seen[v] = 1;
         int s = g->nodes[p].shard < 0 || g->nodes[p].shard >= t->S ? 0 : g->nodes[p].shard;
-        t->ts[s].accumulators += (vbytes(g, v) + 63) / 64 * 64 * t->replicas;
+        int64_t es = pass_acc_elem_bytes(g->half_partials); /* 16-bit with half partials (cg_layout.c) */
+        t->ts[s].accumulators += (ir_shape_numel(&g->values[v].shape) * es + 63) / 64 * 64 * t->replicas;
       }
     }
   }

@@ -146,7 +146,7 @@ enum cnnc_abi_state_kind {
 
 typedef struct cnnc_abi_state_tensor {
   const char *name;     /* unique; the checkpoint key */
-  int32_t dtype;        /* CNNC_ABI_F32 or CNNC_ABI_I32 */
+  int32_t dtype;        /* CNNC_ABI_F32 or CNNC_ABI_I32; kind GRAD_ACCUM also BF16 / F16 (2 bytes each) */
   int32_t kind;         /* enum cnnc_abi_state_kind */
   int32_t rank;         /* 0..4; rank 0 = scalar */
   int32_t reserved;

@@ -377,8 +377,10 @@ static cnnrt_status rt_check_state(const cnnrt_model *m) {
       return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor name '%s' is reserved for checkpoints", m->path, x->name);
     int64_t n = 1;
     for (int k = 0; k < x->rank && k < 4; k++) n = x->dims[k] >= 1 && x->dims[k] < (1ll << 40) / n ? n * x->dims[k] : -1;
-    if ((x->dtype != CNNC_ABI_F32 && x->dtype != CNNC_ABI_I32) || x->rank < 0 || x->rank > 4 || n < 1 ||
-        x->bytes != 4 * n || x->kind < 0 || x->kind > CNNC_ABI_STATE_GRAD_ACCUM)
+    /* gradient accumulators may be 16-bit (--enable-half-partials), everything else is 4-byte */
+    int h16 = x->kind == CNNC_ABI_STATE_GRAD_ACCUM && (x->dtype == CNNC_ABI_BF16 || x->dtype == CNNC_ABI_F16);
+    if ((x->dtype != CNNC_ABI_F32 && x->dtype != CNNC_ABI_I32 && !h16) || x->rank < 0 || x->rank > 4 || n < 1 ||
+        x->bytes != (h16 ? 2 : 4) * n || x->kind < 0 || x->kind > CNNC_ABI_STATE_GRAD_ACCUM)
       return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor '%s': bad dtype, kind, rank, dims or bytes", m->path, x->name);
     if (x->offset < 0 || x->offset % RT_ALIGN || x->offset > t->state_bytes - x->bytes)
       return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor '%s': offset %lld (+%lld bytes) is not 64-aligned inside %lld bytes",
