@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rt_internal.h"
@@ -245,6 +246,11 @@ static cnnrt_status rt_ckpt_read(const char *path, rt_ckpt *c) {
   memset(c, 0, sizeof *c);
   FILE *f = fopen(path, "rb");
   if (!f) return rt_fail(CNNRT_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) { /* a directory's "size" is LONG_MAX */
+    fclose(f);
+    return rt_fail(CNNRT_IO, "%s: not a regular file (a checkpoint is one .safetensors file)", path);
+  }
   long sz = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
   if (sz >= 0) rewind(f);
   c->buf = sz > 0 ? malloc((size_t)sz) : NULL;

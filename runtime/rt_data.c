@@ -68,6 +68,10 @@ static cnnrt_status rt_read_file(const char *path, rt_blob *b) {
     b->n += (size_t)got;
   }
 #ifdef CNNRT_HAVE_ZLIB
+  int zerr = Z_OK;
+  if (s == CNNRT_OK) gzerror(f, &zerr);
+  if (zerr == Z_BUF_ERROR) /* a gzip stream cut short: the data so far came back without an error */
+    s = rt_fail(CNNRT_IO, "%s: truncated gzip file (unexpected end of the compressed stream)", path);
   gzclose(f);
 #else
   fclose(f);
@@ -92,6 +96,9 @@ static cnnrt_status rt_idx_check(const char *path, const rt_blob *b, int ndim, i
     dims[k] = rt_be32(b->p + 4 + 4 * k);
     if (dims[k] < 1 || dims[k] > (1 << 28)) return rt_fail(CNNRT_BAD_MODEL, "%s: idx dimension %d is %lld", path, k, (long long)dims[k]);
     count *= (uint64_t)dims[k];
+    if (count > RT_MAX_FILE) /* 2^28-bounded dims can still wrap 64 bits: 256 x 2^28 x 2^28 = 2^64 */
+      return rt_fail(CNNRT_BAD_MODEL, "%s: idx dimensions promise more than %zu bytes of data (corrupt header?)", path,
+                     RT_MAX_FILE);
   }
   if (b->n - hdr != count)
     return rt_fail(CNNRT_BAD_MODEL, "%s: %s: the header promises %llu bytes of data, the file has %zu", path,
