@@ -10,6 +10,7 @@
 
 #include "codegen/cg_internal.h"
 #include "codegen/gen_conv.h"
+#include "codegen/gen_conv_bf16.h"
 #include "codegen/gen_round16.h"
 #include "codegen/gen_store16.h"
 #include "codegen/gen_train.h"
@@ -76,7 +77,12 @@ static int conv_io16(s16_hooks *h, int a) {
 
 static int writes16(void *ctx, const ir_graph *g, int p) {
   s16_hooks *h = ctx;
-  int a = h->plan[p].anchor;
+  int a = h->plan[p].anchor, v = g->nodes[p].out;
+  for (int i = p + 1; i < g->n_nodes; i++) /* a bf16-route conv (gen_conv_bf16.c) reads its round16 input in f32 */
+    if (g->nodes[i].op == IR_OP_conv2d && g->nodes[i].in[0] == v) {
+      h->priv.shard = g->nodes[i].shard, h->priv.node = i;
+      if (cg_conv_bf16_ok(&h->c, &g->nodes[i])) return 0;
+    }
   if (g->nodes[p].op == IR_OP_maxpool) return a == p; /* gen_pool.c */
   if (g->nodes[p].op != IR_OP_round16) return 0;
   if (a == p) return 1; /* the round16 kernel narrows in its store (gen_round16.c) */
