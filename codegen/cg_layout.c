@@ -29,6 +29,14 @@ static double node_flops(const ir_graph *g, int id) {
   return c.flops;
 }
 
+/* Training operand map: the result of a batchnorm fused with its relu (pass_fuse_train) is
+ * never stored; its remaining readers are relu_grad masks, which read the relu's result. */
+static int train_operand(const cg_layout *L, int v) {
+  int p = L->g->values[v].producer;
+  if (!L->train || p < 0 || L->g->nodes[p].op != IR_OP_batchnorm || L->plan[p].anchor != p || L->plan[p].n_post != 1) return v;
+  return L->g->nodes[L->plan[p].last].out;
+}
+
 /* Kernel for the group anchored at a, placed at its last member. */
 static int make_kernel(cg_layout *L, int a, ir_diag *d) {
   const ir_graph *g = L->g;
@@ -43,7 +51,7 @@ static int make_kernel(cg_layout *L, int a, ir_diag *d) {
   for (int j = 0; j < n->n_in; j++) {
     const ir_value *v = &g->values[j == 0 && pre ? pre->in[pre_x] : n->in[j]];
     if (L->train) { /* every operand is a pointer: params in the state buffer, labels/lr io */
-      k->act[k->n_act++] = v->id;
+      k->act[k->n_act++] = train_operand(L, v->id);
       continue;
     }
     if (v->kind == IR_VAL_PARAM) continue;
@@ -64,7 +72,7 @@ static int make_kernel(cg_layout *L, int a, ir_diag *d) {
     k->act[k->n_act++] = m->in[0] == prev ? m->in[1] : m->in[0];
   }
   if (pre) { /* the per-(image, channel) factors follow the residuals */
-    k->act[k->n_act++] = pre->in[1 - pre_x];
+    k->act[k->n_act++] = train_operand(L, pre->in[1 - pre_x]);
     k->flops += node_flops(g, pre->id);
   }
   if (p->n_side) { /* a second output (fuse.c: the depthwise kernel's pool), written by the kernel */

@@ -7,7 +7,9 @@
  * cg_inner_loop, target width): statistics in two passes (mean, then squared deviations) like
  * the interpreter, each plane summed in f32 vector lanes and the planes added in double.
  * Work is split statically over tid/nthreads by channel (batchnorm), (sample, group)
- * (groupnorm forward / dx) or group (groupnorm dgamma): one writer per output element. */
+ * (groupnorm forward / dx) or group (groupnorm dgamma): one writer per output element.
+ * Training fusions (passes/fuse.c pass_fuse_train, CNNC_NO_TRAIN_FUSION=1 off): the batchnorm
+ * forward with its relu, and the batchnorm backward with relu_grad, dgamma and dbeta. */
 #include <math.h>
 #include <stdio.h>
 
@@ -31,6 +33,8 @@ typedef struct sweep {
   LLVMValueRef mean, k0, k1, k2;
   LLVMValueRef av[2], as[2]; /* vector / scalar f32 accumulators (entry allocas) */
   LLVMValueRef tot32;        /* SW_DYSUM: when set, also the planes' sum dy added in f32 (reduce_sum's order) */
+  LLVMValueRef mask;         /* when set, dy is relu_grad's: dy loaded where mask > 0, else 0 */
+  int relu;                  /* SW_AFFINE: the result through relu (a fused relu) */
 } sweep;
 
 static LLVMValueRef ld(cg_ctx *c, LLVMValueRef p, int w) { return LLVMBuildLoad2(c->b, cg_vtype(c, w), p, ""); }
@@ -45,6 +49,8 @@ static void sweep_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
   sweep *u = user;
   LLVMValueRef i = LLVMBuildAdd(c->b, u->base, j, "");
   LLVMValueRef x = u->x ? cg_load_v(c, u->x, i, w) : NULL, dy = u->dy ? cg_load_v(c, u->dy, i, w) : NULL;
+  if (dy && u->mask) /* relu_grad's select, as gen_train.c */
+    dy = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOGT, cg_load_v(c, u->mask, i, w), cg_fzero(c, w), ""), dy, cg_fzero(c, w), "");
   LLVMValueRef d = x && u->mean ? LLVMBuildFSub(c->b, x, cg_splat(c, u->mean, w), "") : x;
   switch (u->mode) {
   case SW_SUM: acc(c, u, 0, w, x, NULL); break;
@@ -54,7 +60,11 @@ static void sweep_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
     acc(c, u, 1, w, dy, d);
     break;
   case SW_DYX: acc(c, u, 0, w, dy, d); break;
-  case SW_AFFINE: cg_store_v(c, cg_fma(c, d, cg_splat(c, u->k0, w), cg_splat(c, u->k1, w)), u->out, i, w); break;
+  case SW_AFFINE: {
+    LLVMValueRef y = cg_fma(c, d, cg_splat(c, u->k0, w), cg_splat(c, u->k1, w));
+    cg_store_v(c, u->relu ? cg_relu(c, y, w) : y, u->out, i, w);
+    break;
+  }
   case SW_DX: {
     LLVMValueRef r = cg_fma(c, d, cg_splat(c, u->k1, w), cg_splat(c, u->k2, w));
     cg_store_v(c, cg_fma(c, cg_splat(c, u->k0, w), dy, r), u->out, i, w);
@@ -140,7 +150,7 @@ static nchw dims_of(cg_ctx *c, int vid) {
 /* ---- batchnorm ----------------------------------------------------------------------------- */
 /* The batchnorm kernel fn_name: batch statistics when training (and the running statistics
  * updated), else normalisation with the running statistics read at run time. */
-static LLVMValueRef bn_forward(cg_ctx *c, const ir_node *n, const char *fn_name, int training) {
+static LLVMValueRef bn_forward(cg_ctx *c, const ir_node *n, const char *fn_name, int training, int relu) {
   const ir_batchnorm_attr *at = &n->attr.batchnorm;
   nchw d = dims_of(c, n->in[0]);
   int64_t m = d.n * d.s;
@@ -148,7 +158,7 @@ static LLVMValueRef bn_forward(cg_ctx *c, const ir_node *n, const char *fn_name,
   LLVMValueRef f = cg_kernel_begin(c, fn_name, 5, a);
   sweep u = {0};
   sweep_init(c, &u);
-  u.x = a[0], u.out = a[5];
+  u.x = a[0], u.out = a[5], u.relu = relu;
   cg_loop L;
   LLVMValueRef ch = par_begin(c, &L, d.c, a[6], a[7], "c");
   LLVMValueRef inv, var_d = NULL;
@@ -186,13 +196,15 @@ static LLVMValueRef bn_forward(cg_ctx *c, const ir_node *n, const char *fn_name,
  * operands (they change between steps) and only normalises. */
 LLVMValueRef cg_gen_batchnorm_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   int training = n->attr.batchnorm.training;
-  LLVMValueRef f = bn_forward(c, n, fn_name, training);
+  const pass_fusion *p = cg_fusion(c, n);
+  int relu = p->n_post == 1 && c->g->nodes[p->post[0]].op == IR_OP_relu; /* pass_fuse_train */
+  LLVMValueRef f = bn_forward(c, n, fn_name, training, relu);
   if (training) {
     char ev[64];
     snprintf(ev, sizeof ev, "cnnk_s%d_batchnorm_eval_n%d", ((cg_priv *)c->priv)->shard, (int)(n - c->g->nodes));
-    bn_forward(c, n, ev, 0);
+    bn_forward(c, n, ev, 0, relu);
   }
-  *kind = cg_kind(c, training ? "batchnorm_train" : "batchnorm_frozen", NULL);
+  *kind = cg_kind(c, training ? (relu ? "batchnorm_relu_train" : "batchnorm_train") : "batchnorm_frozen", NULL);
   return f;
 }
 
@@ -213,18 +225,21 @@ static LLVMValueRef bn_stats(cg_ctx *c, sweep *u, const ir_batchnorm_attr *at, n
  * batchnorm_grad_gamma node's result, the operand after the node's own) and dbeta (the
  * reduce_sum of dy, the next one) from the sums of its dy sweep: the same sums in the same
  * order as those nodes' own kernels, so both are bitwise theirs, and their 3 + 1 sweeps over
- * x and dy are gone. */
+ * x and dy are gone.  With a fused relu_grad (n_pre 1) the operands are relu_grad's dy and
+ * mask (the fused relu's result) instead of dy, the mask after the node's own operands, and
+ * dy is relu_grad's select as it is loaded (its pass and its tensor are gone). */
 LLVMValueRef cg_gen_batchnorm_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_batchnorm_attr *at = &n->attr.batchnorm_grad_input;
   nchw d = dims_of(c, n->in[1]);
-  int nin = n->n_in, nside = at->training ? cg_fusion(c, n)->n_side : 0;
+  const pass_fusion *p = cg_fusion(c, n);
+  int nin = n->n_in, npre = at->training ? p->n_pre : 0, nside = at->training ? p->n_side : 0;
   double m = (double)(d.n * d.s);
-  LLVMValueRef a[10];
-  LLVMValueRef f = cg_kernel_begin(c, fn_name, nin + nside, a);
+  LLVMValueRef a[12];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, nin + npre + nside, a);
   sweep u = {0};
   sweep_init(c, &u);
-  int no = nin + nside; /* dx */
-  u.x = a[1], u.dy = a[0], u.out = a[no];
+  int no = nin + npre + nside, so = nin + npre; /* dx; dgamma, dbeta */
+  u.x = a[1], u.dy = a[0], u.out = a[no], u.mask = npre ? a[nin] : NULL;
   if (nside > 1) u.tot32 = cg_entry_alloca(c, c->t_f32, "dbeta");
   cg_loop L;
   LLVMValueRef ch = par_begin(c, &L, d.c, a[no + 1], a[no + 2], "c");
@@ -235,8 +250,8 @@ LLVMValueRef cg_gen_batchnorm_grad_input(cg_ctx *c, const ir_node *n, const char
     LLVMValueRef s[2];
     if (u.tot32) LLVMBuildStore(c->b, cg_f32(c, 0.0f), u.tot32);
     run_sweep(c, &u, SW_DYSUM, i64mul(c, ch, d.s), d.n, d.c * d.s, d.s, s);
-    if (nside > 0) cg_store_f32(c, trunc32(c, dmul(c, s[1], inv)), a[nin], ch);
-    if (nside > 1) cg_store_f32(c, ld(c, u.tot32, 1), a[nin + 1], ch);
+    if (nside > 0) cg_store_f32(c, trunc32(c, dmul(c, s[1], inv)), a[so], ch);
+    if (nside > 1) cg_store_f32(c, ld(c, u.tot32, 1), a[so + 1], ch);
     LLVMValueRef gm = LLVMBuildFDiv(c->b, gi, dconst(c, -m), "");
     u.k1 = trunc32(c, dmul(c, dmul(c, gm, inv), dmul(c, s[1], inv)));
     u.k2 = trunc32(c, dmul(c, gm, s[0]));
@@ -246,7 +261,7 @@ LLVMValueRef cg_gen_batchnorm_grad_input(cg_ctx *c, const ir_node *n, const char
   run_sweep(c, &u, SW_DX, i64mul(c, ch, d.s), d.n, d.c * d.s, d.s, NULL);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
-  *kind = cg_kind(c, nside > 1 ? "batchnorm_grad_fused" : nside ? "batchnorm_grad_input_gamma" : "batchnorm_grad_input", NULL);
+  *kind = cg_kind(c, npre ? "relu_batchnorm_grad_fused" : nside > 1 ? "batchnorm_grad_fused" : nside ? "batchnorm_grad_input_gamma" : "batchnorm_grad_input", NULL);
   return f;
 }
 

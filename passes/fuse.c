@@ -4,7 +4,8 @@
  * and before a 1x1 conv the squeeze-excite scale (a mul by a per-(image, channel) factor);
  * a depthwise conv's group also computes a global_avgpool of its result (a second output).
  * The graph is not changed; codegen reads the plan (one kernel per group).  pass_fuse_train
- * is the training counterpart (multi-output backward groups; the inference plan is untouched). */
+ * is the training counterpart (batchnorm + relu forward; relu_grad + batchnorm backward with
+ * dgamma and dbeta as extra outputs; the inference plan is untouched). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,9 +181,44 @@ static int dbeta_of(const ir_graph *g, int i, int dy, const pass_fusion *plan) {
   return -1;
 }
 
+/* Readers of v: every one is either node a or one of the others[0..n) (-1 entries ignored). */
+static int only_read_by(const ir_graph *g, int v, int a, const int *others, int n) {
+  if (is_output(g, v)) return 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    int ok = i == a;
+    for (int k = 0; k < n && !ok; k++) ok = others[k] == i;
+    for (int j = 0; j < g->nodes[i].n_in && !ok; j++)
+      if (g->nodes[i].in[j] == v) return 0;
+  }
+  return 1;
+}
+
+/* Training batchnorm b followed by a relu: the relu as b's epilogue when b's result y is read
+ * by that relu (b's stage, after b) and otherwise only as the mask operand of relu_grads
+ * (y > 0 exactly where relu(y) > 0, so those read the relu's result instead: codegen's
+ * operand map, cg_layout.c).  y is then never stored. */
+static void fuse_bn_relu(const ir_graph *g, int b, pass_fusion *plan) {
+  int y = g->nodes[b].out, r = -1;
+  if (is_output(g, y)) return;
+  for (int i = b + 1; i < g->n_nodes; i++)
+    for (int j = 0; j < g->nodes[i].n_in; j++) {
+      if (g->nodes[i].in[j] != y) continue;
+      const ir_node *m = &g->nodes[i];
+      if (m->op == IR_OP_relu && r < 0 && plan[i].anchor == i && same_stage(g, b, i)) r = i;
+      else if (!(m->op == IR_OP_relu_grad && j == 1 && m->in[0] != y)) return;
+    }
+  if (r < 0) return;
+  plan[b].n_post = 1, plan[b].post[0] = r, plan[b].last = r, plan[r].anchor = b;
+}
+
 int pass_fuse_train(const ir_graph *g, pass_fusion *plan) {
   if (train_fusion_disabled()) return 0;
   int absorbed = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == IR_OP_batchnorm && g->nodes[i].attr.batchnorm.training && plan[i].anchor == i && plan[i].n_post == 0) {
+      fuse_bn_relu(g, i, plan);
+      absorbed += plan[i].n_post;
+    }
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = &g->nodes[i];
     if (n->op != IR_OP_batchnorm_grad_input || !n->attr.batchnorm_grad_input.training || plan[i].anchor != i) continue;
@@ -200,6 +236,13 @@ int pass_fuse_train(const ir_graph *g, pass_fusion *plan) {
     absorbed++;
     int r = dbeta_of(g, i, n->in[0], plan);
     if (r >= 0) plan[i].n_side = 2, plan[i].side2 = r, plan[r].anchor = i, absorbed++;
+    /* the relu_grad producing dy, read by this group alone: its mask applied as dy is loaded */
+    int q = g->values[n->in[0]].producer, grp[2] = {gm, r};
+    if (q >= 0 && g->nodes[q].op == IR_OP_relu_grad && plan[q].anchor == q && q < i && same_stage(g, q, i) &&
+        g->nodes[q].in[0] != g->nodes[q].in[1] && only_read_by(g, n->in[0], i, grp, 2)) {
+      plan[i].n_pre = 1, plan[i].pre = q, plan[q].anchor = i;
+      absorbed++;
+    }
   }
   return absorbed;
 }

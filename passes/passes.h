@@ -62,10 +62,13 @@ typedef struct pass_fusion {
 
 /* Fills plan[0..g->n_nodes-1].  enable = 0 gives the identity plan (every node alone). */
 void pass_fuse(const ir_graph *g, int enable, pass_fusion *plan);
-/* Training graphs (after autodiff, on the identity plan): a training batchnorm_grad_input takes
- * its batchnorm_grad_gamma (side) and the reduce_sum of the same dy to [C] (dbeta, side2) into
- * its kernel, where they are in the same shard and phase.  CNNC_NO_TRAIN_FUSION=1 keeps every
- * node alone (A/B, tests).  Returns the number of nodes absorbed. */
+/* Training graphs (after autodiff, on the identity plan), groups within one shard and phase:
+ * a training batchnorm takes the relu after it as its epilogue (post) when its result is
+ * otherwise read only as relu_grad masks (which then read the relu's result: cg_layout.c); a
+ * training batchnorm_grad_input takes its batchnorm_grad_gamma (side), the reduce_sum of the
+ * same dy to [C] (dbeta, side2) and the relu_grad producing dy when nothing else reads dy
+ * (pre: the kernel reads the relu_grad's operands).  CNNC_NO_TRAIN_FUSION=1 keeps every node
+ * alone (A/B, tests).  Returns the number of nodes absorbed. */
 int pass_fuse_train(const ir_graph *g, pass_fusion *plan);
 
 /* ---- plan_memory.c ------------------------------------------------------------------- */

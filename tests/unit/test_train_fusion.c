@@ -1,7 +1,9 @@
 /* test_train_fusion.c — the training kernels of the non-conv work (issue 5, docs/training.md
- * "Non-conv kernels"): the fused batchnorm backward (passes/fuse.c pass_fuse_train: dx, dgamma
- * and dbeta from one kernel, gen_train_norm.c) and the row-vectorised maxpool_grad
- * (gen_train_act.c).  A small residual CNN with batchnorms and three max pools (3x3 stride 2
+ * "Non-conv kernels"): the training fusions of passes/fuse.c pass_fuse_train (batchnorm + relu
+ * forward, relu_grad read through the relu's result; relu_grad + batchnorm backward writing
+ * dx, dgamma and dbeta from one kernel; gen_train_norm.c) and the row-vectorised maxpool_grad
+ * (gen_train_act.c).  bn1 and bn2 take every fusion, bn3 (into a residual add) only the
+ * dgamma / dbeta one.  A small residual CNN with batchnorms and three max pools (3x3 stride 2
  * pad 1 on a 37-wide map: vectors, a scalar tail and clipped borders; 3x3 stride 1; 2x2 with
  * ceil_mode: a clipped right column) is compiled three ways: default (fused, vector
  * maxpool_grad), CNNC_NO_TRAIN_FUSION=1 CNNC_TRAIN_SCALAR_MAXPOOL_GRAD=1 (the previous kernels)
@@ -94,6 +96,8 @@ static cnnrt_model *variant(int unfused, int threads, const char *label, int *ba
   CGT_CHECK(fused_bn == !unfused, "%s: batchnorm_grad_fused kernel %s", label, fused_bn ? "present" : "missing");
   CGT_CHECK(vec_mp == !unfused, "%s: vector maxpool_grad kernel %s", label, vec_mp ? "present" : "missing");
   CGT_CHECK(so_has(so, "_batchnorm_grad_gamma_") == unfused, "%s: batchnorm_grad_gamma kernels", label);
+  CGT_CHECK(so_has(so, "_batchnorm_relu_train_") == !unfused, "%s: batchnorm + relu forward kernels", label);
+  CGT_CHECK(so_has(so, "_relu_batchnorm_grad_fused_") == !unfused, "%s: relu_grad + batchnorm backward kernels", label);
   cgt_rng = 0x5eed;
   tct_batch b = tct_batch_alloc(gr);
   *bad += tct_steps(m, gr, &b, STEPS, 0.05f, label);
