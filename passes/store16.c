@@ -236,11 +236,14 @@ int pass_store16_infer(ir_graph *g, int fmt, const pass_store16_hooks *h, pass_s
     grid[v] = (pn->op == IR_OP_round16 && pn->n_in == 1 && g->values[pn->in[0]].kind != IR_VAL_PARAM) ||
               (pn->op == IR_OP_maxpool && grid[pn->in[0]]);
     if (!grid[v] || is_graph_output(g, v) || !h->writes16(h->ctx, g, p)) continue;
-    int cross = 0, nr = 0;
+    int cross = 0, nr = 0, direct = 0;
     for (int i = p + 1; i < n0; i++)
       for (int j = 0; j < g->nodes[i].n_in; j++)
-        if (g->nodes[i].in[j] == v) cross |= g->nodes[i].shard != pn->shard, nr++;
+        if (g->nodes[i].in[j] == v) cross |= g->nodes[i].shard != pn->shard, nr++, direct |= h->reads16(h->ctx, g, i, j);
     if (cross || !nr) continue; /* shard boundaries stay f32 (the io tensors of the ABI) */
+    /* no reader reads it in 16 bits: every reader would widen it again (an extra pass, and at
+     * the reader's step 6 bytes per element live instead of 4), so it stays f32 */
+    if (!direct) continue;
     half[v] = 1, nh++;
     if (stats) stats->values++, stats->bytes32 += ir_shape_numel(&val->shape) * 4;
   }
