@@ -1,7 +1,8 @@
 /* gen_conv_vc.c — conv2d microkernel with output channels in the vector lanes (for strided
  * convs and narrow maps, where pixel vectors would need shuffles or masks): a tile of Rv
  * vectors of V channels x P output pixels; per tap it broadcasts P input pixels (any stride
- * is a scalar load), loads Rv weight vectors from the same packed layout
+ * is a scalar load; each tap column loads its own, see vc_unshared), loads Rv weight vectors
+ * from the same packed layout
  * [group][Cout_g/R][Cin_g][KH][KW][R] and issues Rv*P llvm.fmuladd.  Border pixels are
  * compile-time positions whose out-of-range taps are simply not emitted; the epilogue
  * stores each vector's lanes to their channel planes. */
@@ -9,6 +10,15 @@
 
 #include "codegen/cg_half_partials.h"
 #include "codegen/gen_conv.h"
+
+/* Taps of more than one column load their own broadcasts (no pixel shared between taps),
+ * so the tile gets the whole accumulator budget.  Dense convs only: grouped ones (`g_vc`,
+ * ResNeXt, often one channel vector per group) keep the shared tiles they were measured
+ * with.  CNNC_VC_SHARED_TAPS in cnnc's environment restores the shared broadcasts on 2/3 of
+ * the budget for dense convs too (A/B measurements). */
+static int vc_unshared(const conv_geom *g) {
+  return g->groups == 1 && !getenv("CNNC_VC_SHARED_TAPS");
+}
 
 int cg_conv_vc_choose(conv_geom *g, int budget) {
   int V = g->V;
@@ -19,15 +29,17 @@ int cg_conv_vc_choose(conv_geom *g, int budget) {
   double px_util = (double)g->ow / (double)(((g->ow + V - 1) / V) * V);
   if (g->sw == 1 && px_util > 0.9) return 0;
   if (g->flat && g->groups > 1) return 0;
-  /* Broadcast pixels are shared between taps (pixel p+1 at tap kx-s is pixel p at tap kx),
-   * so LLVM keeps several live: two thirds of the accumulator budget avoids spills (AVX2
-   * ResNet-50, measured: 2x4 tiles beat 2x6 by ~20%).  A 1x1 conv (the stride-2 downsample
-   * convs) has one tap: nothing stays live between taps, so it gets the whole budget. */
+  /* Broadcast pixels shared between taps (pixel p+1 at tap kx-s is pixel p at tap kx) stay
+   * live in registers: with them two thirds of the accumulator budget avoids spills (AVX2
+   * ResNet-50, measured: 2x4 tiles beat 2x6 by ~20%).  Unshared (vc_tile loads every tap's
+   * broadcasts) only the accumulators and Rv weight vectors are live: the whole budget (2x6:
+   * 12 accumulators, +10-20 % on ResNet-50's 3x3 convs).  A 1x1 conv (the stride-2
+   * downsample convs) has one tap and always gets the whole budget. */
   int64_t nv = (g->cout_g + V - 1) / V;
   int rv = nv >= 2 ? 2 : 1;
   g->vc = 1;
   g->R = rv * V;
-  g->P = (g->kw > 1 ? budget * 2 / 3 : budget) / rv; /* 1x1: no pixel is shared between taps */
+  g->P = (g->kw > 1 && !vc_unshared(g) ? budget * 2 / 3 : budget) / rv; /* 1x1: no pixel is shared between taps */
   if (g->P > g->ow) g->P = (int)g->ow;
   g->ntile = (int)((g->cout_g + g->R - 1) / g->R);
   return 1;
@@ -141,6 +153,33 @@ static void vc_store_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, cons
   }
 }
 
+/* The kw taps of one (ci, ky) for np pixels into cur[v * np + p]: row is the input row's
+ * element index for ci, ky; ix0 the first input column of the tile's pixel 0; wrow the
+ * packed weights of (ci, ky).  ox_const >= 0 when the tile's column is known (border taps
+ * dropped, sub offsets). */
+static void vc_taps(cg_ctx *c, const conv_geom *g, const conv_row *r, int nrv, int np, int64_t ox_const, LLVMValueRef ix0,
+                    LLVMValueRef row, LLVMValueRef wrow, LLVMValueRef ci, LLVMValueRef *cur) {
+  int V = g->V;
+  for (int kx = 0; kx < g->kw; kx++) {
+    LLVMValueRef wv[4];
+    for (int v = 0; v < nrv; v++)
+      wv[v] = cg_load_v(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)kx * g->R + (int64_t)v * V), ""), V);
+    /* unshared taps: this tap's pixels through their own opaque pointer, so LLVM cannot see
+     * that pixel p+1 at tap kx is pixel p at tap kx+1 and keep np+2 broadcasts live */
+    LLVMValueRef xk = NULL;
+    if (g->kw > 1 && !g->sub && vc_unshared(g))
+      xk = cg_conv_opaque_ptr(c, cg_gep_f32(c, r->x, LLVMBuildAdd(c->b, row, LLVMBuildAdd(c->b, ix0, cg_i64(c, (int64_t)kx * g->dw), ""), "")));
+    for (int p = 0; p < np; p++) {
+      if (!tap_ok(g, ox_const < 0 ? -1 : ox_const + p, kx)) continue;
+      LLVMValueRef idx = g->sub ? LLVMBuildAdd(c->b, row, cg_i64(c, cg_conv_sub_off(g, ox_const + p)), "") /* ox_const >= 0 */
+                                : LLVMBuildAdd(c->b, row, LLVMBuildAdd(c->b, ix0, cg_i64(c, (int64_t)p * g->sw + (int64_t)kx * g->dw), ""), "");
+      LLVMValueRef x = xk ? cg_load_f32(c, xk, cg_i64(c, (int64_t)p * g->sw)) : cg_load_f32(c, r->x, idx);
+      LLVMValueRef xb = cg_splat(c, cg_conv_xscale(c, r, ci, x), V);
+      for (int v = 0; v < nrv; v++) cur[v * np + p] = cg_fma(c, wv[v], xb, cur[v * np + p]);
+    }
+  }
+}
+
 /* np pixels from column ox (run time; ox_const >= 0 when known: border taps dropped). */
 static void vc_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
                     LLVMValueRef ox, int64_t ox_const) {
@@ -150,18 +189,7 @@ static void vc_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv
   cg_loop CI, KY;
   LLVMValueRef ix0 = cg_conv_tile_begin(c, g, r, ox, nrv * np, acc, &CI, &KY, &row, &wrow);
   for (int i = 0; i < nrv * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
-  for (int kx = 0; kx < g->kw; kx++) {
-    LLVMValueRef wv[4];
-    for (int v = 0; v < nrv; v++)
-      wv[v] = cg_load_v(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)kx * g->R + (int64_t)v * V), ""), V);
-    for (int p = 0; p < np; p++) {
-      if (!tap_ok(g, ox_const < 0 ? -1 : ox_const + p, kx)) continue;
-      LLVMValueRef idx = g->sub ? LLVMBuildAdd(c->b, row, cg_i64(c, cg_conv_sub_off(g, ox_const + p)), "") /* ox_const >= 0 */
-                                : LLVMBuildAdd(c->b, row, LLVMBuildAdd(c->b, ix0, cg_i64(c, (int64_t)p * g->sw + (int64_t)kx * g->dw), ""), "");
-      LLVMValueRef xb = cg_splat(c, cg_conv_xscale(c, r, CI.iv, cg_load_f32(c, r->x, idx)), V);
-      for (int v = 0; v < nrv; v++) cur[v * np + p] = cg_fma(c, wv[v], xb, cur[v * np + p]);
-    }
-  }
+  vc_taps(c, g, r, nrv, np, ox_const, ix0, row, wrow, CI.iv, cur);
   for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
   cg_loop_end(c, &KY);
   cg_loop_end(c, &CI);
@@ -184,11 +212,65 @@ static void vc_const_tiles(cg_ctx *c, const conv_geom *g, const conv_row *r, con
  * loads as many weight vectors per FMA as it issues. */
 static int vc_short_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
   int64_t nt = (g->ow + g->P - 1) / g->P;
-  if (nt > 4 || nt < 2) return 0;
+  if (nt > 4 || nt < 1) return 0;
   for (int64_t t = 0, from = 0; t < nt; t++) {
     int64_t to = g->ow * (t + 1) / nt;
     vc_tile(c, g, r, e, rr, (int)(to - from), cg_i64(c, from), from);
     from = to;
+  }
+  return 1;
+}
+
+/* K-blocked short rows of kxk convs: a short row's 2-4 pixel tiles each swept the tile's
+ * packed weights of every input channel (ResNet-50 layer4's 3x3: 512 x 9 x 16 floats = 295
+ * KB per 16-channel tile, streamed from L2 twice per 7-pixel row; layer3's 147 KB three
+ * times per 14-pixel row).  Here the input channels run in blocks whose weights take at most
+ * VC_KXK_BLOCK_BYTES (L1), every tile of the row runs over a block while its weights are in
+ * L1, and the tiles' accumulators wait in a stack buffer between blocks.  The sums run in the
+ * same order as vc_tile's (ci, ky, kx ascending per accumulator; f32 in the buffer): results
+ * are bitwise those of the unblocked row.  CNNC_NO_VC_KXK_KBLOCK in cnnc's environment turns
+ * it off (A/B measurements). */
+#define VC_KXK_BLOCK_BYTES 16384
+
+static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
+  if (g->kw == 1 || g->sub || !vc_unshared(g) || getenv("CNNC_NO_VC_KXK_KBLOCK")) return 0;
+  int64_t nt = (g->ow + g->P - 1) / g->P, wci = (int64_t)g->kh * g->kw * g->R * 4; /* weight bytes per input channel */
+  if (nt < 2 || nt > 4 || g->cin_g * wci <= 2 * VC_KXK_BLOCK_BYTES) return 0;
+  int64_t kc = VC_KXK_BLOCK_BYTES / wci > 1 ? VC_KXK_BLOCK_BYTES / wci : 1, nkb = (g->cin_g + kc - 1) / kc;
+  int V = g->V, nrv = (rr + V - 1) / V, nacc = nrv * g->P;
+  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMValueRef buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)(nt * nacc)), "kxkbuf"));
+  LLVMValueRef acc[32], cur[32];
+  for (int i = 0; i < nacc; i++) acc[i] = cg_entry_alloca(c, vt, "acc");
+  for (int64_t i = 0; i < nt * nacc; i++) cg_store_v(c, cg_fzero(c, V), buf, cg_i64(c, i * V), V);
+  cg_loop KB;
+  LLVMValueRef kb = cg_loop_begin(c, &KB, cg_i64(c, 0), cg_i64(c, nkb), cg_i64(c, 1), "kb");
+  LLVMValueRef lo = LLVMBuildMul(c->b, kb, cg_i64(c, kc), "ci_lo");
+  LLVMValueRef hi = cg_min64(c, LLVMBuildAdd(c->b, lo, cg_i64(c, kc), ""), cg_i64(c, g->cin_g));
+  for (int64_t t = 0; t < nt; t++) {
+    int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
+    for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V), acc[i]);
+    cg_loop CI, KY;
+    LLVMValueRef ci = cg_loop_begin(c, &CI, lo, hi, cg_i64(c, 1), "ci");
+    LLVMValueRef ky = cg_loop_begin(c, &KY, r->ky_lo, r->ky_hi, cg_i64(c, 1), "ky");
+    LLVMValueRef iy = LLVMBuildAdd(c->b, r->iy0, LLVMBuildMul(c->b, ky, cg_i64(c, g->dh), ""), "iy");
+    LLVMValueRef row = LLVMBuildAdd(c->b, r->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""),
+                                                                   LLVMBuildMul(c->b, iy, cg_i64(c, g->w), ""), ""), "row");
+    LLVMValueRef tap_row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->kh), ""), ky, "");
+    LLVMValueRef wrow = LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, tap_row, cg_i64(c, (int64_t)g->kw * g->R), ""), "wrow");
+    for (int i = 0; i < nrv * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+    vc_taps(c, g, r, nrv, (int)np, from, cg_i64(c, from * g->sw - g->pl), row, wrow, ci, cur);
+    for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
+    cg_loop_end(c, &KY);
+    cg_loop_end(c, &CI);
+    for (int i = 0; i < nrv * np; i++)
+      cg_store_v(c, LLVMBuildLoad2(c->b, vt, acc[i], ""), buf, cg_i64(c, (t * nacc + i) * V), V);
+  }
+  cg_loop_end(c, &KB);
+  for (int64_t t = 0; t < nt; t++) {
+    int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
+    for (int i = 0; i < nrv * np; i++) cur[i] = cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V);
+    vc_store_tile(c, g, r, e, cur, rr, (int)np, cg_i64(c, from));
   }
   return 1;
 }
@@ -359,7 +441,7 @@ void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv
     }
     return;
   }
-  if (vc_short_row(c, g, r, e, rr)) return;
+  if (vc_kblocked_kxk_row(c, g, r, e, rr) || vc_short_row(c, g, r, e, rr)) return;
   int64_t a = (g->pl + g->sw - 1) / g->sw; /* first pixel whose taps are all inside */
   int64_t lim = g->w - 1 + g->pl - (int64_t)(g->kw - 1) * g->dw, b = lim < 0 ? 0 : lim / g->sw + 1;
   if (b > g->ow) b = g->ow;

@@ -2,8 +2,10 @@
  * reference interpreter: 1x1 rows read through input panels (stride-1 GEMMs on 7x7 / 5x5
  * maps, strided per-row 1x1 convs, sub convs over a subsampled plane; K-blocked and not;
  * grouped), the transposed tile epilogue (bias, BN, fused residual add and relu/swish,
- * remainder channel tiles, 1..P-pixel tiles), and 3x3 strided convs that keep the plane
- * reads; batch 1 and 3, odd channel counts and maps.  Each case runs with 1 and 2 threads:
+ * remainder channel tiles, 1..P-pixel tiles), and kxk convs that keep the plane reads
+ * (stride 1 and 2; short rows K-blocked over input channels or not; interior loops, borders,
+ * odd maps; the tiles that load every tap's broadcasts and, under CNNC_VC_SHARED_TAPS, those
+ * that share them); batch 1 and 3, odd channel counts and maps.  Each case runs with 1 and 2 threads:
  * both must match the interpreter and be bitwise equal to each other.  The cases run for
  * the AVX2 target (V = 8: the unpack/shufps/vperm2f128 transpose) and the SSE one (V = 4:
  * the perfect-shuffle transpose). */
@@ -35,6 +37,16 @@ static const vc_case cases[] = {
     {3, 20, 30, 14, 14, 3, 2, 1, 1, 2, "3x3 stride 2 padded, residual, batch 3"},
     {1, 13, 21, 7, 7, 3, 1, 1, 1, 1, "3x3 stride 1 on 7x7, odd channels"},
     {1, 32, 48, 9, 9, 3, 2, 1, 4, 1, "grouped 3x3 stride 2 (4 groups of 12)"},
+    {3, 19, 35, 14, 14, 3, 1, 1, 1, 2, "3x3 stride 1 on 14x14 (short row 4+5+5), residual, batch 3"},
+    {1, 21, 32, 28, 28, 3, 1, 1, 1, 1, "3x3 stride 1 on 28x28 (borders + interior loop)"},
+    {1, 11, 17, 27, 23, 3, 1, 1, 1, 0, "3x3 stride 1 on 27x23 (odd map, rem tile of 1)"},
+    {3, 16, 24, 28, 28, 3, 2, 1, 1, 1, "3x3 stride 2 28x28 -> 14x14, batch 3"},
+    {1, 9, 40, 56, 56, 3, 2, 1, 1, 2, "3x3 stride 2 56x56 -> 28x28 (interior loop), residual"},
+    {1, 13, 16, 13, 11, 3, 2, 1, 1, 3, "3x3 stride 2 odd map 13x11 -> 7x6, swish"},
+    {1, 8, 24, 14, 14, 3, 2, 1, 1, 1, "3x3 stride 2 14x14 -> 7x7"},
+    {1, 70, 40, 7, 7, 3, 1, 1, 1, 2, "3x3 stride 1 7x7 K-blocked (28+28+14 channels), rem tile, residual"},
+    {3, 60, 32, 14, 14, 3, 2, 1, 1, 1, "3x3 stride 2 14x14 -> 7x7 K-blocked, batch 3"},
+    {1, 64, 16, 13, 13, 3, 1, 1, 1, 3, "3x3 stride 1 13x13 K-blocked (tiles 4+4+5), swish"},
 };
 
 static ir_graph *case_graph(const vc_case *k) {
@@ -123,6 +135,11 @@ int main(void) {
   }
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &avx2, "avx2");
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &sse, "sse");
+  /* the kxk tiles with broadcasts shared between taps (2/3 of the accumulator budget) */
+  setenv("CNNC_VC_SHARED_TAPS", "1", 1);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    if (cases[i].k > 1) check_case(&cases[i], &avx2, "avx2 shared taps");
+  unsetenv("CNNC_VC_SHARED_TAPS");
   cg_target_dispose(&avx2);
   cg_target_dispose(&sse);
   cgt_cleanup_dir();
