@@ -120,6 +120,7 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
   if (co.half_partials) { /* the kernels' own partials too: recorded on g for the interpreter (docs/precision.md) */
     g->half_partials = co.half_partials, g->partial_lanes = t.vec_f32;
     g->partial_kblock = ir_alloc(g->arena, (size_t)(g->n_nodes > 0 ? g->n_nodes : 1) * sizeof *g->partial_kblock);
+    g->partial_bytes = ir_alloc(g->arena, (size_t)(g->n_nodes > 0 ? g->n_nodes : 1) * sizeof *g->partial_bytes);
   }
   int rc = cg_compile(g, &t, &co, d);
   free(json);

@@ -281,21 +281,32 @@ typedef struct gwg {
   int V, RW, KC, nkc, ntile;
 } gwg;
 
+/* dw[(g*og + o0 + r), ci, ky, kx] = the horizontal sum of the lane partials v. */
+static void gwg_store(cg_ctx *c, const gwg *k, LLVMValueRef dw, LLVMValueRef g, LLVMValueRef o0, LLVMValueRef ci, int r,
+                      int64_t ky, int64_t kx, LLVMValueRef v) {
+  LLVMValueRef co = cg_taddk(c, cg_tadd(c, cg_tmul(c, g, k->og), o0), r);
+  LLVMValueRef wi = cg_tmul(c, cg_tadd(c, cg_tmul(c, co, k->ig), ci), k->kh * k->kw);
+  cg_store_f32(c, v ? cg_hsum(c, v, k->V) : cg_f32(c, 0.0f), dw, cg_taddk(c, wi, ky * k->kw + kx));
+}
+
 /* dw[g*og + o, i, ky, kx] for the rr channels o0.. of group g and input channel i of the
- * group: stack accumulators acc[ky][kx chunk][r][k] (vectors), summed over (n, oy, ox). */
+ * group: stack partials acc[ky][kx chunk][r][k] (vectors, 16-bit with half partials:
+ * cg_half_partials.h) between images, summed over (n, oy, ox); after the last image each
+ * weight's lanes go straight from registers to one horizontal sum (not rounded). */
 static void gwg_tile(cg_ctx *c, const gwg *k, LLVMValueRef dy, LLVMValueRef x, LLVMValueRef dw, LLVMValueRef g,
                      LLVMValueRef o0, LLVMValueRef ci, LLVMValueRef stack, int rr) {
   int V = k->V, per = rr * k->KC;
-  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMTypeRef vt = cg_vtype(c, V), pt = cg_partial_vtype(c, V);
   LLVMValueRef reg[64];
   for (int i = 0; i < per; i++) reg[i] = cg_entry_alloca(c, vt, "wa");
   int64_t slots = k->kh * k->nkc * per;
   for (int64_t s = 0; s < slots; s++) {
     LLVMValueRef si = cg_i64(c, s);
-    LLVMBuildStore(c->b, cg_fzero(c, V), LLVMBuildInBoundsGEP2(c->b, vt, stack, &si, 1, ""));
+    LLVMBuildStore(c->b, LLVMConstNull(pt), LLVMBuildInBoundsGEP2(c->b, pt, stack, &si, 1, ""));
   }
   cg_loop NB, Y;
   LLVMValueRef nb = cg_loop_begin(c, &NB, cg_i64(c, 0), cg_i64(c, k->n), cg_i64(c, 1), "n");
+  LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, nb, cg_i64(c, k->n - 1), "last_image");
   LLVMValueRef ng = cg_tadd(c, cg_tmul(c, nb, k->groups), g);
   LLVMValueRef xplane = cg_tmul(c, cg_tadd(c, cg_tmul(c, ng, k->ig), ci), k->ih * k->iw);
   LLVMValueRef dplane = cg_tmul(c, cg_tadd(c, cg_tmul(c, ng, k->og), o0), k->oh * k->ow);
@@ -310,8 +321,8 @@ static void gwg_tile(cg_ctx *c, const gwg *k, LLVMValueRef dy, LLVMValueRef x, L
       LLVMValueRef sp[64], cur[64];
       for (int i = 0; i < rr * nk; i++) {
         LLVMValueRef si = cg_i64(c, sbase + i);
-        sp[i] = LLVMBuildInBoundsGEP2(c->b, vt, stack, &si, 1, "");
-        LLVMBuildStore(c->b, cg_half_partial(c, LLVMBuildLoad2(c->b, vt, sp[i], ""), V), reg[i]); /* 16-bit partial */
+        sp[i] = LLVMBuildInBoundsGEP2(c->b, pt, stack, &si, 1, "");
+        LLVMBuildStore(c->b, cg_partial_load(c, sp[i], V), reg[i]); /* a 16-bit partial, widened */
       }
       LLVMValueRef oy = cg_loop_begin(c, &Y, cg_i64(c, ylo), cg_i64(c, yhi), cg_i64(c, 1), "oy");
       for (int i = 0; i < rr * nk; i++) cur[i] = LLVMBuildLoad2(c->b, vt, reg[i], "");
@@ -336,23 +347,24 @@ static void gwg_tile(cg_ctx *c, const gwg *k, LLVMValueRef dy, LLVMValueRef x, L
       }
       for (int i = 0; i < rr * nk; i++) LLVMBuildStore(c->b, cur[i], reg[i]);
       cg_loop_end(c, &Y);
-      for (int i = 0; i < rr * nk; i++) LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, vt, reg[i], ""), sp[i]);
+      cg_if fl;
+      cg_if_begin(c, &fl, last); /* the last image: one horizontal sum per weight, dw[(g*og + o0 + r), ci, ky, kx] */
+      for (int r = 0; r < rr; r++)
+        for (int j = 0; j < nk; j++) gwg_store(c, k, dw, g, o0, ci, r, ky, kx0 + j, LLVMBuildLoad2(c->b, vt, reg[r * nk + j], ""));
+      cg_if_else(c, &fl);
+      for (int i = 0; i < rr * nk; i++) cg_partial_store(c, LLVMBuildLoad2(c->b, vt, reg[i], ""), sp[i], V);
+      cg_if_end(c, &fl);
     }
   }
   cg_loop_end(c, &NB);
-  /* one horizontal sum per weight: dw[(g*og + o0 + r), ci, ky, kx] */
-  for (int64_t ky = 0; ky < k->kh; ky++)
-    for (int kc = 0; kc < k->nkc; kc++) {
-      int kx0 = kc * k->KC, nk = (int)(k->kw - kx0 < k->KC ? k->kw - kx0 : k->KC);
-      for (int r = 0; r < rr; r++)
-        for (int j = 0; j < nk; j++) {
-          LLVMValueRef si = cg_i64(c, (ky * k->nkc + kc) * per + r * nk + j);
-          LLVMValueRef v = LLVMBuildLoad2(c->b, vt, LLVMBuildInBoundsGEP2(c->b, vt, stack, &si, 1, ""), "");
-          LLVMValueRef co = cg_taddk(c, cg_tadd(c, cg_tmul(c, g, k->og), o0), r);
-          LLVMValueRef wi = cg_tmul(c, cg_tadd(c, cg_tmul(c, co, k->ig), ci), k->kh * k->kw);
-          cg_store_f32(c, cg_hsum(c, v, V), dw, cg_taddk(c, wi, ky * k->kw + kx0 + j));
-        }
-    }
+  for (int64_t ky = 0; ky < k->kh; ky++) { /* taps no output row reaches: dw = 0 (the sum of the zeroed lanes) */
+    int64_t ylo = 0, yhi = k->oh, off = ky * k->dh - k->pt;
+    while (ylo < yhi && ylo * k->sh + off < 0) ylo++;
+    while (yhi > ylo && (yhi - 1) * k->sh + off >= k->ih) yhi--;
+    if (ylo < yhi) continue;
+    for (int r = 0; r < rr; r++)
+      for (int64_t kx = 0; kx < k->kw; kx++) gwg_store(c, k, dw, g, o0, ci, r, ky, kx, NULL);
+  }
 }
 
 /* in: dy [N,Co,OH,OW], x [N,Ci,H,W]; out dw [Co,Ci/G,KH,KW].  Items (group, channel tile,
@@ -379,7 +391,8 @@ LLVMValueRef cg_train_gconv_grad_weight(cg_ctx *c, const ir_node *n, const char 
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
   int64_t slots = k.kh * k.nkc * k.RW * k.KC;
-  LLVMValueRef stack = cg_entry_alloca(c, LLVMArrayType(cg_vtype(c, k.V), (unsigned)slots), "wacc");
+  LLVMValueRef stack = cg_entry_alloca(c, LLVMArrayType(cg_partial_vtype(c, k.V), (unsigned)slots), "wacc");
+  cg_partial_note(c, n, slots, k.V);
   LLVMValueRef lo, hi;
   cg_thread_range(c, cg_i64(c, G * k.ntile * k.ig), a[3], a[4], &lo, &hi);
   cg_loop L;

@@ -192,9 +192,13 @@ typedef struct ir_graph {
    * reduction blocks are 16-bit values (the interpreter rounds at the same points), 0 = f32;
    * partial_lanes = the kernels' f32 vector width (the lanes those partials live in);
    * partial_kblock[node id] = input channels per K block of a conv kernel that keeps its
-   * output's partial sums between blocks (written by codegen, 0 = none; NULL when off). */
+   * output's partial sums between blocks (written by codegen, 0 = none; NULL when off);
+   * partial_bytes[node id] = bytes of 16-bit partial-sum storage the node's kernel keeps (per
+   * thread; the f32 buffer it replaces is twice that, so this is also the bytes saved), 0 =
+   * none or still f32 (written by codegen; NULL when off). */
   int half_partials, partial_lanes;
   int *partial_kblock;
+  int64_t *partial_bytes;
 } ir_graph;
 
 /* New empty graph owning its arena.  Caller frees with ir_graph_free. */

@@ -54,20 +54,23 @@ void pass_report_set_half_partials(pass_report *r, const char *half_type) { r->o
  * the error against f32 partials measured for that kind of place (docs/precision.md "Half
  * partials": test_half_partials_kernels / test_precision_train_partials, 1 step on their test
  * models, relative to the f32-partials result; the figures are those runs', not this model's). */
-typedef struct hp_kind { const char *kind, *what; double bf16[2], fp16[2]; /* max, mean relative error; < 0: none */ } hp_kind;
+typedef struct hp_kind {
+  const char *kind, *what, *buffer; /* buffer: where the partials are kept */
+  double bf16[2], fp16[2];          /* max, mean relative error; < 0: none */
+} hp_kind;
 static const hp_kind hp_kinds[] = {
     {"conv_kblock", "output partial sums in a buffer between blocks of input channels (gen_conv_vc.c K-blocked 1x1 row)",
-     {0.812, 2.66e-3}, {0.0528, 3.27e-4}},
+     "stack buffer of each kernel thread", {0.812, 2.66e-3}, {0.0528, 3.27e-4}},
     {"conv_grad_input_kblock", "dx partial sums in a buffer between blocks of output channels (K-blocked 1x1 row)",
-     {-1, -1}, {-1, -1}},
-    {"grad_weight_lanes", "dw lane partials in a stack array between images (gen_train_conv.c)", {0.352, 1.66e-3},
-     {0.0244, 1.54e-4}},
+     "stack buffer of each kernel thread", {-1, -1}, {-1, -1}},
+    {"grad_weight_lanes", "dw lane partials in a stack array between images (gen_train_conv.c)",
+     "stack buffer of each kernel thread", {0.352, 1.66e-3}, {0.0244, 1.54e-4}},
     {"grad_weight_gemm", "dw lane partials of the 1x1 GEMM between images and 256-pixel chunks (gen_train_conv.c)",
-     {0.0647, 1.43e-3}, {0.00896, 1.53e-4}},
-    {"grad_weight_grouped", "dw lane partials in a stack array between images (gen_train_gconv.c)", {0.0996, 1.09e-3},
-     {0.00414, 8.51e-5}},
-    {"groupnorm_dgamma", "dgamma partial sums in the output between samples (gen_train_norm.c)", {0.0122, 3.17e-3},
-     {0.00208, 1.40e-4}},
+     "stack buffer of each kernel thread", {0.0647, 1.43e-3}, {0.00896, 1.53e-4}},
+    {"grad_weight_grouped", "dw lane partials in a stack array between images (gen_train_gconv.c)",
+     "stack buffer of each kernel thread", {0.0996, 1.09e-3}, {0.00414, 8.51e-5}},
+    {"groupnorm_dgamma", "dgamma partial sums in the output between samples (gen_train_norm.c)", "output",
+     {0.0122, 3.17e-3}, {0.00208, 1.40e-4}},
 };
 enum { HP_KBLOCK, HP_KBLOCK_DX, HP_GW, HP_GW_GEMM, HP_GW_GROUPED, HP_GN };
 
@@ -97,6 +100,14 @@ static void hp_measured(FILE *f, const char *half, const double bf16[2], const d
   else fprintf(f, "{\"max_rel\": %.3g, \"mean_rel\": %.3g}", e[0], e[1]);
 }
 
+/* "stored": how the place keeps its partials; "bytes_saved": against f32 storage, in "saved_in"
+ * (the state buffer, or the buffer of each kernel thread). */
+static void hp_stored(FILE *f, int64_t saved, const char *where) {
+  fprintf(f, ", \"stored\": \"%s\", \"bytes_saved\": %lld, \"saved_in\": ", saved > 0 ? "16 bits" : "f32, rounded to 16 bits",
+          (long long)saved);
+  rp_json_str(f, where);
+}
+
 static void json_half_partials(const pass_report *r, FILE *f) {
   const ir_graph *g = r->g;
   int ga = r->opt_grad_accum > 0 ? r->opt_grad_accum : 1, rep = r->opt_replicas > 0 ? r->opt_replicas : 1, n = 0;
@@ -110,6 +121,9 @@ static void json_half_partials(const pass_report *r, FILE *f) {
              ga == 1 ? "" : "es", rep, rep == 1 ? "" : "s");
     fprintf(f, "\n    {\"kind\": \"gradient_accumulators\", \"node\": null, \"what\": ");
     rp_json_str(f, what);
+    int64_t acc = 0;
+    for (int s = 0; s < r->tr->S; s++) acc += r->tr->ts[s].accumulators;
+    hp_stored(f, r->tr->acc_f32_bytes - acc, "state buffer");
     /* test_precision_train_partials: fmnist_cnn, accumulation 2 x replicas 2, 3 updates (kernel partials included) */
     fprintf(f, ", \"measured\": {\"update_rel_norm\": %.3g}}", half && !strcmp(half, "fp16") ? 3.78e-3 : 8.06e-3);
     n++;
@@ -122,6 +136,7 @@ static void json_half_partials(const pass_report *r, FILE *f) {
     fprintf(f, ", \"what\": ");
     rp_json_str(f, hp_kinds[k].what);
     if (kb > 0) fprintf(f, ", \"k_block\": %d", kb);
+    hp_stored(f, g->partial_bytes ? g->partial_bytes[i] : 0, hp_kinds[k].buffer);
     fprintf(f, ", \"measured\": ");
     hp_measured(f, half, hp_kinds[k].bf16, hp_kinds[k].fp16);
     fprintf(f, "}");
