@@ -4,7 +4,9 @@
  * Element-wise over the flat tensor, <V x float> <-> <V x i16> per vector (AVX2: bf16 by
  * vpaddd/vpsrld + a pack, fp16 by vcvtps2ph $4 / vcvtph2ps), the scalar tail on the last
  * thread (cg_foreach_elem).  The vector bodies are gen_round16.c's cg_narrow16_v /
- * cg_widen16_v; widen16(narrow16(x)) is bitwise round16(x). */
+ * cg_widen16_v; widen16(narrow16(x)) is bitwise round16(x).
+ * Also the back end's side of 16-bit inference storage (cg_store16_infer, at the end): which
+ * kernels read and write 16-bit activations, for passes/store16.c pass_store16_infer. */
 #include <stdlib.h>
 #include <string.h>
 

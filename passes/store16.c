@@ -19,10 +19,11 @@
  *  before the update stage).  Everything else (the logits, values the update stage reads)
  *  stays f32.
  *
- *  inference (after pass_split): a graph-order run has one "stage" per shard; the values
- *  read across shards (boundary tensors) and the values on the grid whose last reader is
- *  more than one kernel later (the residual identity of a block) get the same narrow/widen
- *  pair when that lowers the planned scratch (the caller compares the plans).
+ *  inference (after pass_split, pass_store16_infer): a value on the grid (round16 result, or
+ *  maxpool of one) whose kernel writes 16 bits and that at least one reader's kernel reads in
+ *  16 bits (hooks from the back end: codegen/gen_store16.c) gets the 16-bit dtype itself, no
+ *  extra node; every other reader gets a widen16 right before it.  Graph outputs and values
+ *  read in another shard stay f32.
  *
  * CNNC_NO_STORE16=1 in the environment skips the pass (the f32-storage build the tests
  * compare against bit for bit). */
