@@ -1,17 +1,20 @@
 /* gen_train_pgw.c — groups-1 conv2d_grad_weight of compiled training as a GEMM over pixels:
  * dw[co][k] = sum_{n, oy, ox} dy[n, co, oy, ox] * xcol[n, oy, ox][k] with k = (ci, ky, kx),
- * xcol the im2col of x.  Work items are (block of input channels: the columns ci*taps..,
- * block of output channels), split over the threads in contiguous ranges.  Per item and pixel
- * chunk (whole output rows of one image, sized so that a register tile's column slice stays in
- * L1) the thread packs the chunk's xcol transposed, [pixel][column] (zero taps at the borders,
- * columns padded to the vector width), then runs every register tile of R output channels x
- * NV vectors of columns over the chunk's pixels: per pixel NV vector loads from the packed
- * chunk, R broadcasts of dy (read in place: a dy row is contiguous over the chunk's pixels) and
- * R*NV FMAs, no horizontal sums.  The tile's accumulators start from dw (zeroed when the item
- * starts) and go back to it after each chunk, so every weight is one running sum over the
- * pixels in (n, oy, ox) order: the same for any thread count (bitwise).  dw partials live in
- * memory between chunks, which --enable-half-partials would round; that option keeps the
- * direct kernels of gen_train_conv.c (whose rounding points the interpreter mirrors). */
+ * xcol the im2col of x.  Work items are (block of input channels: the columns ci*taps.., block
+ * of output channels), output-channel blocks fastest, split over the threads in contiguous
+ * ranges; a thread's items of one input-channel block form a run.  Per run and pixel chunk
+ * (whole output rows of one image, sized so that a register tile's column slice stays in L1)
+ * the thread packs the chunk's xcol once, transposed, [pixel][column] (zero taps at the
+ * borders, columns padded to the vector width): V x V in-register transposes of V vector loads
+ * of x, masked loads at the borders.  Then every register tile of R output channels x NV
+ * vectors of columns of every block of the run goes over the chunk's pixels: per pixel NV
+ * vector loads from the packed chunk, R broadcasts of dy (read in place: a dy row is
+ * contiguous over the chunk's pixels) and R*NV FMAs, no horizontal sums.  The tile's
+ * accumulators start from dw (zeroed when the run starts) and go back to it after each chunk,
+ * so every weight is one running sum over the pixels in (n, oy, ox) order: the same for any
+ * thread count (bitwise).  dw partials live in memory between chunks, which
+ * --enable-half-partials would round; that option keeps the direct kernels of
+ * gen_train_conv.c (whose rounding points the interpreter mirrors). */
 #include "codegen/gen_train_pgw.h"
 
 #include <stdlib.h>
@@ -41,7 +44,8 @@ typedef struct pgw {
 static int64_t pgw_ldc(const pgw *k, int64_t cols) { return ((cols + k->V - 1) / k->V | 1) * k->V; }
 
 /* Plans the node; 0 when this path does not take it (grouped, --enable-half-partials, a target
- * without vectors, a packed chunk over PGW_MAX_BUF). */
+ * without vectors or with lanes not a power of two, over PGW_MAX_TAPS taps, a packed chunk
+ * over PGW_MAX_BUF). */
 static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_weight.conv;
   if (at->groups != 1 || c->g->half_partials || c->target->vec_f32 < 4) return 0;

@@ -6,7 +6,7 @@
  * with a narrower last one, output-channel blocks with a narrower last one (few input
  * channels), batch 1 and 3; the pack's plain-load blocks inside 40- and 20-wide rows at stride 1
  * and 2 beside its masked border blocks, a loop over groups of 8 channels with a remainder,
- * flat 1x1 chunks, the 12x1 and 6x2 tiles of narrow column remainders.  Each model: its LLVM module must define a packed grad_weight kernel, then
+ * flat 1x1 chunks, the 12x1 and 6x2 tiles of narrow column remainders; a 4-lane (SSE) target.  Each model: its LLVM module must define a packed grad_weight kernel, then
  * momentum steps with 1 and 2 threads vs ir_train_step (loss per step, every state tensor,
  * 1e-4), 2 threads bitwise equal to 1, the eval program vs the interpreter
  * (train_case_check.h), and the compiled first-step gradient of every weight vs central finite
@@ -61,6 +61,18 @@ static const char *d_yml = /* the pack's paths: plain loads inside rows of 40 / 
     "  - {name: c1, op: conv, filters: 30, kernel: 1}\n"
     "  - {name: c2, op: conv, filters: 13, kernel: 3, stride: 2, padding: 1}\n"
     "  - {name: c3, op: conv, filters: 40, kernel: 1, bias: false}\n"
+    "  - {name: p, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 3}\n";
+
+static const char *e_yml = /* 4 lanes (SSE): the pack's transpose by rounds of perfect shuffles */
+    "name: gw_e\n"
+    "input: {shape: [11, 6, 20], dtype: f32, classes: 3}\n"
+    "compile: {target_cpu: x86-64}\n"
+    "layers:\n"
+    "  - {name: c0, op: conv, filters: 16, kernel: 3, padding: 1}\n"
+    "  - {name: c1, op: conv, filters: 9, kernel: 1}\n"
+    "  - {name: c2, op: conv, filters: 13, kernel: 3, stride: 2, padding: 1}\n"
     "  - {name: p, op: global_avgpool}\n"
     "  - {name: f, op: flatten}\n"
     "  - {name: d, op: dense, units: 3}\n";
@@ -184,10 +196,12 @@ int main(void) {
   cgt_failures += has_pgw("gw_b", b_yml);
   cgt_failures += has_pgw("gw_c", c_yml);
   cgt_failures += has_pgw("gw_d", d_yml);
+  cgt_failures += has_pgw("gw_e", e_yml);
   cgt_failures += run_yml("gw_a", a_yml, 3);
   cgt_failures += run_yml("gw_b", b_yml, 1);
   cgt_failures += run_yml("gw_c", c_yml, 3);
   cgt_failures += run_yml("gw_d", d_yml, 2);
+  cgt_failures += run_yml("gw_e", e_yml, 2);
   cgt_failures += fd_case("gw_a", a_yml, 3);
   cgt_failures += fd_case("gw_c", c_yml, 1);
   cgt_failures += fd_case("gw_d", d_yml, 2);
