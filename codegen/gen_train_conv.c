@@ -11,10 +11,10 @@
  *    work items are (output-channel tile, input-channel block) so dy stays in L1 per image.
  *    1x1 stride-1 unpadded convs: a GEMM over the flat planes with 4x3 register sub-tiles of
  *    8x12 channel blocks, per image and pixel chunk (g1_*).
- *  - grad_input with stride > 1: one stride-1 conv per output phase (iy mod sh, ix mod sw) with
- *    the sub-kernel of the taps that reach it, through the same microkernel (the tile's
- *    transposed weights packed per thread, items tile-major), stored to the phase's sub-grid
- *    of dx.
+ *  - grad_input with stride > 1 where the packed phases of gen_train_pconv.c do not apply: one
+ *    stride-1 conv per output phase (iy mod sh, ix mod sw) with the sub-kernel of the taps that
+ *    reach it, through the same microkernel (the tile's transposed weights packed per thread,
+ *    items tile-major), stored to the phase's sub-grid of dx.
  * Every output element is written by one work item (static contiguous ranges over tid), so
  * results do not depend on the thread count. */
 #include <stdlib.h>

@@ -1,5 +1,6 @@
-/* gen_train_pconv.c — groups-1 conv2d forward and stride-1 conv2d_grad_input of compiled
- * training through the inference microkernels (gen_conv.c pixel vectors, gen_conv_vc.c channel
+/* gen_train_pconv.c — groups-1 conv2d forward and conv2d_grad_input (stride 1; stride > 1 as
+ * one stride-1 conv per output phase of dx, see pc_grad_input_strided) of compiled training
+ * through the inference microkernels (gen_conv.c pixel vectors, gen_conv_vc.c channel
  * vectors; entry cg_conv_row_pixels).  The weights [Co,Ci,KH,KW] live in the state buffer and
  * change every step, so each thread packs the ones it is about to use into the inference
  * layout [tile][Cin][KH][KW][R] (tile zero-padded; grad_input: w transposed, taps mirrored)
