@@ -153,14 +153,25 @@ static void vc_store_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, cons
   }
 }
 
-/* The kw taps of one (ci, ky) for np pixels into cur[v * np + p]: row is the input row's
- * element index for ci, ky; ix0 the first input column of the tile's pixel 0; wrow the
- * packed weights of (ci, ky).  ox_const >= 0 when the tile's column is known (border taps
- * dropped, sub offsets). */
+/* Small tiles of kxk convs (at most half the accumulator budget, e.g. the 3-pixel tile of a
+ * 7-wide row: 6 accumulators, each a chain of cin_g*kh*kw dependent FMAs, at most 6/8 of the
+ * FMA throughput at latency 4) sum their odd tap columns into a second set of accumulators,
+ * added to the first before the epilogue: twice the independent chains.  (The sum order
+ * differs from the one-set tile; the same for every thread count.)  CNNC_NO_VC_SPLIT in
+ * cnnc's environment turns it off (A/B). */
+static int vc_split(const conv_geom *g, int nrv, int np) {
+  return g->kw > 1 && !g->sub && vc_unshared(g) && 2 * nrv * np <= g->R / g->V * g->P && !getenv("CNNC_NO_VC_SPLIT");
+}
+
+/* The kw taps of one (ci, ky) for np pixels into cur[v * np + p] (split: odd tap columns
+ * into cur[nrv * np + v * np + p]): row is the input row's element index for ci, ky; ix0
+ * the first input column of the tile's pixel 0; wrow the packed weights of (ci, ky).
+ * ox_const >= 0 when the tile's column is known (border taps dropped, sub offsets). */
 static void vc_taps(cg_ctx *c, const conv_geom *g, const conv_row *r, int nrv, int np, int64_t ox_const, LLVMValueRef ix0,
-                    LLVMValueRef row, LLVMValueRef wrow, LLVMValueRef ci, LLVMValueRef *cur) {
+                    LLVMValueRef row, LLVMValueRef wrow, LLVMValueRef ci, int split, LLVMValueRef *cur0) {
   int V = g->V;
   for (int kx = 0; kx < g->kw; kx++) {
+    LLVMValueRef *cur = split && (kx & 1) ? cur0 + nrv * np : cur0;
     LLVMValueRef wv[4];
     for (int v = 0; v < nrv; v++)
       wv[v] = cg_load_v(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)kx * g->R + (int64_t)v * V), ""), V);
@@ -183,17 +194,20 @@ static void vc_taps(cg_ctx *c, const conv_geom *g, const conv_row *r, int nrv, i
 /* np pixels from column ox (run time; ox_const >= 0 when known: border taps dropped). */
 static void vc_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
                     LLVMValueRef ox, int64_t ox_const) {
-  int V = g->V, nrv = (rr + V - 1) / V;
+  int V = g->V, nrv = (rr + V - 1) / V, n = nrv * np, split = vc_split(g, nrv, np), na = split ? 2 * n : n;
   LLVMTypeRef vt = cg_vtype(c, V);
-  LLVMValueRef acc[32], cur[32], row, wrow;
+  LLVMValueRef acc[64], cur[64], row, wrow;
   cg_loop CI, KY;
-  LLVMValueRef ix0 = cg_conv_tile_begin(c, g, r, ox, nrv * np, acc, &CI, &KY, &row, &wrow);
-  for (int i = 0; i < nrv * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
-  vc_taps(c, g, r, nrv, np, ox_const, ix0, row, wrow, CI.iv, cur);
-  for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
+  LLVMValueRef ix0 = cg_conv_tile_begin(c, g, r, ox, na, acc, &CI, &KY, &row, &wrow);
+  for (int i = 0; i < na; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+  vc_taps(c, g, r, nrv, np, ox_const, ix0, row, wrow, CI.iv, split, cur);
+  for (int i = 0; i < na; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
   cg_loop_end(c, &KY);
   cg_loop_end(c, &CI);
-  for (int i = 0; i < nrv * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+  for (int i = 0; i < n; i++) {
+    cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+    if (split) cur[i] = LLVMBuildFAdd(c->b, cur[i], LLVMBuildLoad2(c->b, vt, acc[n + i], ""), "");
+  }
   vc_store_tile(c, g, r, e, cur, rr, np, ox);
 }
 
@@ -237,7 +251,7 @@ static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r,
   int64_t nt = (g->ow + g->P - 1) / g->P, wci = (int64_t)g->kh * g->kw * g->R * 4; /* weight bytes per input channel */
   if (nt < 2 || nt > 4 || g->cin_g * wci <= 2 * VC_KXK_BLOCK_BYTES) return 0;
   int64_t kc = VC_KXK_BLOCK_BYTES / wci > 1 ? VC_KXK_BLOCK_BYTES / wci : 1, nkb = (g->cin_g + kc - 1) / kc;
-  int V = g->V, nrv = (rr + V - 1) / V, nacc = nrv * g->P;
+  int V = g->V, nrv = (rr + V - 1) / V, nacc = g->R / V * g->P; /* a tile's slot: the whole budget (split tiles) */
   LLVMTypeRef vt = cg_vtype(c, V);
   LLVMValueRef buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)(nt * nacc)), "kxkbuf"));
   LLVMValueRef acc[32], cur[32];
@@ -249,7 +263,8 @@ static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r,
   LLVMValueRef hi = cg_min64(c, LLVMBuildAdd(c->b, lo, cg_i64(c, kc), ""), cg_i64(c, g->cin_g));
   for (int64_t t = 0; t < nt; t++) {
     int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
-    for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V), acc[i]);
+    int split = vc_split(g, nrv, (int)np), na = (split ? 2 : 1) * nrv * (int)np;
+    for (int i = 0; i < na; i++) LLVMBuildStore(c->b, cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V), acc[i]);
     cg_loop CI, KY;
     LLVMValueRef ci = cg_loop_begin(c, &CI, lo, hi, cg_i64(c, 1), "ci");
     LLVMValueRef ky = cg_loop_begin(c, &KY, r->ky_lo, r->ky_hi, cg_i64(c, 1), "ky");
@@ -258,18 +273,21 @@ static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r,
                                                                    LLVMBuildMul(c->b, iy, cg_i64(c, g->w), ""), ""), "row");
     LLVMValueRef tap_row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->kh), ""), ky, "");
     LLVMValueRef wrow = LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, tap_row, cg_i64(c, (int64_t)g->kw * g->R), ""), "wrow");
-    for (int i = 0; i < nrv * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
-    vc_taps(c, g, r, nrv, (int)np, from, cg_i64(c, from * g->sw - g->pl), row, wrow, ci, cur);
-    for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
+    for (int i = 0; i < na; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+    vc_taps(c, g, r, nrv, (int)np, from, cg_i64(c, from * g->sw - g->pl), row, wrow, ci, split, cur);
+    for (int i = 0; i < na; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
     cg_loop_end(c, &KY);
     cg_loop_end(c, &CI);
-    for (int i = 0; i < nrv * np; i++)
+    for (int i = 0; i < na; i++)
       cg_store_v(c, LLVMBuildLoad2(c->b, vt, acc[i], ""), buf, cg_i64(c, (t * nacc + i) * V), V);
   }
   cg_loop_end(c, &KB);
   for (int64_t t = 0; t < nt; t++) {
-    int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
-    for (int i = 0; i < nrv * np; i++) cur[i] = cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V);
+    int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from, n = nrv * np;
+    for (int i = 0; i < n; i++) {
+      cur[i] = cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V);
+      if (vc_split(g, nrv, (int)np)) cur[i] = LLVMBuildFAdd(c->b, cur[i], cg_load_v(c, buf, cg_i64(c, (t * nacc + n + i) * V), V), "");
+    }
     vc_store_tile(c, g, r, e, cur, rr, (int)np, cg_i64(c, from));
   }
   return 1;
