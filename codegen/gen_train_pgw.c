@@ -72,8 +72,11 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   int64_t l2 = cg_shard_tile_budget(c->target, pv ? pv->amp : NULL, pv ? pv->shard : 0);
   int64_t cols = (l2 / 2) / (P * 4), cibmax = cols / k->taps < 1 ? 1 : cols / k->taps;
   int64_t nci = (k->ci + cibmax - 1) / cibmax, minc = (32 + k->taps - 1) / k->taps;
-  if (nci < 4) nci = (k->ci + minc - 1) / minc < 4 ? (k->ci + minc - 1) / minc : 4;
-  if (nci > 1 && nci < 8 && nci % 2) nci++;
+  /* every input-channel block reads all of dy again, every thread packing a block all its x:
+   * where dy is the larger (1x1 expansions) the threads share output-channel blocks instead */
+  int dy_larger = getenv("CNNC_PGW_CISPLIT") ? 0 : k->co * k->oh * k->ow > k->ci * k->ih * k->iw;
+  if (nci < 4 && !dy_larger) nci = (k->ci + minc - 1) / minc < 4 ? (k->ci + minc - 1) / minc : 4;
+  if (nci > 1 && nci < 8 && nci % 2 && !dy_larger) nci++;
   if (nci > k->ci) nci = k->ci;
   int64_t cib = (k->ci + nci - 1) / nci, g = k->taps, v = k->V;
   while (v) { /* g = gcd(taps, V) */
@@ -350,13 +353,19 @@ static void pgw_chunk(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef 
   LLVMValueRef db = cg_tadd(c, dbase, cg_tmul(c, co0, k->oh * k->ow));
   int64_t nkt = (nvk + k->NV - 1) / k->NV;
   int nvl = (int)(nvk - (nkt - 1) * k->NV);
-  if (nkt > 1) {
+  int split = nvl == 1 && nkt > 1 && k->NV == 3; /* 3 + 1 vectors as two 6x2 tiles (8 loads per 12 FMAs, not 13) */
+  if (nkt - split > 1) {
     cg_loop T;
-    LLVMValueRef t = cg_loop_begin(c, &T, cg_i64(c, 0), cg_i64(c, nkt - 1), cg_i64(c, 1), "gkt");
+    LLVMValueRef t = cg_loop_begin(c, &T, cg_i64(c, 0), cg_i64(c, nkt - 1 - split), cg_i64(c, 1), "gkt");
     pgw_cols(c, k, db, np, wbase, cg_tmul(c, t, k->NV), ldc, cob, k->NV, full);
     cg_loop_end(c, &T);
   }
-  pgw_cols(c, k, db, np, wbase, cg_i64(c, (nkt - 1) * k->NV), ldc, cob, nvl, lastm);
+  if (split) {
+    pgw_cols(c, k, db, np, wbase, cg_i64(c, (nkt - 2) * k->NV), ldc, cob, 2, full);
+    pgw_cols(c, k, db, np, wbase, cg_i64(c, (nkt - 2) * k->NV + 2), ldc, cob, 2, lastm);
+  } else {
+    pgw_cols(c, k, db, np, wbase, cg_i64(c, (nkt - 1) * k->NV), ldc, cob, nvl, lastm);
+  }
 }
 
 /* A run of items of one input-channel block [ci0, ci0 + cib): output-channel blocks [obl, obh)
