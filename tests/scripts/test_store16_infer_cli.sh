@@ -5,7 +5,8 @@
 #  - the outputs of `cnnrun infer` are cmp-identical (1 and 2 threads, batch 1 and 5);
 #  - `cnnrun info`'s scratch bytes, the report's `arena` and `activations` are lower with 16-bit
 #    storage; the model's input and output stay f32 in `cnnrun info`;
-#  - `cnnc -v` reports the values stored in 16 bits; the kernels carry the 16-bit markers.
+#  - `cnnc -v` reports the values stored in 16 bits; the kernels carry the 16-bit markers;
+#  - --memory-limit counts the 16-bit sizes (a limit between the two needs fits only 16-bit).
 set -u
 BUILD=${1:?usage: test_store16_infer_cli.sh BUILD SRC}
 SRC=${2:?usage: test_store16_infer_cli.sh BUILD SRC}
@@ -45,6 +46,13 @@ for half in bf16 fp16; do
     else bad "$tag: input/output not f32 in cnnrun info"; fi
     if "$CNNRUN" "$T/s.so" benchmark --profile --batches 1 --runs 1 2>&1 | grep -q "_${half}_x16_o16_"; then ok
     else bad "$tag: no conv kernel reading and writing $half in the profile"; fi
+    if [ "$bs" = 5 ]; then # --memory-limit sees the 16-bit sizes: 800 000 bytes fit 16-bit storage (~717 000), not f32 (~1 045 000)
+      if "$CNNC" "$M" --precision 16.16 --half-type "$half" --batch-size 5 --memory-limit 800000 -o "$T/ml.so" >"$T/ml.log" 2>&1; then ok
+      else bad "$tag: --memory-limit 800000 refused with 16-bit storage: $(tail -1 "$T/ml.log")"; fi
+      if ! CNNC_NO_STORE16=1 "$CNNC" "$M" --precision 16.16 --half-type "$half" --batch-size 5 --memory-limit 800000 -o "$T/ml.so" >"$T/ml.log" 2>&1 &&
+         grep -q "over --memory-limit" "$T/ml.log"; then ok
+      else bad "$tag: --memory-limit 800000 accepted with f32 storage"; fi
+    fi
     for th in 1 2; do
       if [ "$bs" = 1 ]; then "$PY" -c "import sys; d=open(sys.argv[1],'rb').read(); open(sys.argv[2],'wb').write(d[:3*32*32*4])" "$T/x.f32" "$T/x1.f32"; X="$T/x1.f32"; else X="$T/x.f32"; fi
       "$CNNRUN" "$T/s.so" infer --input "$X" --format raw --output "$T/ys" --threads "$th" >/dev/null 2>&1 &&
