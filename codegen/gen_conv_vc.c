@@ -309,6 +309,12 @@ LLVMValueRef cg_conv_opaque_ptr(cg_ctx *c, LLVMValueRef p) {
   return LLVMBuildCall2(c->b, ft, asmv, &p, 1, "kbuf");
 }
 
+/* Slot i of a 16-bit K-blocked row's partial buffer (elements of type pt). */
+static LLVMValueRef vc_kslot(cg_ctx *c, LLVMTypeRef pt, LLVMValueRef buf, int64_t i) {
+  LLVMValueRef si = cg_i64(c, i);
+  return LLVMBuildInBoundsGEP2(c->b, pt, buf, &si, 1, "");
+}
+
 static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, LLVMValueRef panel) {
   if (g->kh != 1 || g->kw != 1 || g->pl != 0 || g->pt != 0) return 0;
   int V = g->V, nrv = (rr + V - 1) / V;
@@ -326,12 +332,16 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
   nkb = (g->cin_g + kc - 1) / kc;
   const cg_priv *pv = c->priv; /* --enable-half-partials: the block recorded for the interpreter */
   if (c->g->partial_kblock && pv && nkb > 1) c->g->partial_kblock[pv->node] = (int)kc;
-  int nacc = nrv * g->P;
-  LLVMTypeRef vt = cg_vtype(c, V);
-  LLVMValueRef buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)(nt * nacc)), "kbuf"));
+  int nacc = nrv * g->P, h16 = cg_partials16(c); /* h16: a 16-bit partial buffer (cg_half_partials.h) */
+  LLVMTypeRef vt = cg_vtype(c, V), pt = cg_partial_vtype(c, V);
+  LLVMValueRef buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(pt, (uint64_t)(nt * nacc)), "kbuf"));
+  if (h16 && nkb > 1 && pv) cg_partial_note(c, &c->g->nodes[pv->node], nt * nacc, V);
   LLVMValueRef acc[32];
   for (int i = 0; i < nacc; i++) acc[i] = cg_entry_alloca(c, vt, "acc");
-  for (int64_t i = 0; i < nt * nacc; i++) cg_store_v(c, cg_fzero(c, V), buf, cg_i64(c, i * V), V);
+  for (int64_t i = 0; i < nt * nacc; i++) {
+    if (!h16) cg_store_v(c, cg_fzero(c, V), buf, cg_i64(c, i * V), V);
+    else LLVMBuildStore(c->b, LLVMConstNull(pt), vc_kslot(c, pt, buf, i));
+  }
   LLVMValueRef in_row = LLVMBuildAdd(c->b, r->in_base, LLVMBuildMul(c->b, r->iy0, cg_i64(c, g->w), ""), "in_row");
   cg_loop KB;
   LLVMValueRef kb = cg_loop_begin(c, &KB, cg_i64(c, 0), cg_i64(c, nkb), cg_i64(c, 1), "kb");
@@ -340,7 +350,8 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
   for (int64_t t = 0; t < nt; t++) {
     int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
     for (int i = 0; i < nrv * np; i++)
-      LLVMBuildStore(c->b, cg_half_partial(c, cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V), V), acc[i]); /* 16-bit partial */
+      LLVMBuildStore(c->b, h16 ? cg_partial_load(c, vc_kslot(c, pt, buf, t * nacc + i), V)
+                               : cg_half_partial(c, cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V), V), acc[i]); /* 16-bit partial */
     cg_loop CI;
     LLVMValueRef ci = cg_loop_begin(c, &CI, lo, hi, cg_i64(c, 1), "ci");
     LLVMValueRef cur[32];
@@ -358,11 +369,22 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
     }
     for (int i = 0; i < nrv * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
     cg_loop_end(c, &CI);
+    if (h16) { /* the last block's sums go from the registers to the epilogue; earlier blocks narrowed to the buffer */
+      cg_if fl;
+      cg_if_begin(c, &fl, LLVMBuildICmp(c->b, LLVMIntEQ, kb, cg_i64(c, nkb - 1), "last_block"));
+      LLVMValueRef v[32];
+      for (int i = 0; i < nrv * np; i++) v[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+      vc_store_tile(c, g, r, e, v, rr, (int)np, cg_i64(c, from));
+      cg_if_else(c, &fl);
+      for (int i = 0; i < nrv * np; i++) cg_partial_store(c, LLVMBuildLoad2(c->b, vt, acc[i], ""), vc_kslot(c, pt, buf, t * nacc + i), V);
+      cg_if_end(c, &fl);
+      continue;
+    }
     for (int i = 0; i < nrv * np; i++)
       cg_store_v(c, LLVMBuildLoad2(c->b, vt, acc[i], ""), buf, cg_i64(c, (t * nacc + i) * V), V);
   }
   cg_loop_end(c, &KB);
-  for (int64_t t = 0; t < nt; t++) {
+  for (int64_t t = 0; !h16 && t < nt; t++) {
     int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
     LLVMValueRef v[32];
     for (int i = 0; i < nrv * np; i++) v[i] = cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V);

@@ -382,14 +382,15 @@ static void twg_tile(cg_ctx *c, const twg *k, LLVMValueRef dy, LLVMValueRef x, L
                      LLVMValueRef ci0, LLVMValueRef cbn, LLVMValueRef stack, int rr) {
   int V = k->V, per = rr * k->KC;
   int64_t slots_ci = k->kh * k->nkc * per;
-  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMTypeRef vt = cg_vtype(c, V), pt = cg_partial_vtype(c, V); /* pt: 16-bit with half partials */
   LLVMValueRef reg[64]; /* the current (ky, chunk) accumulators, promoted to registers */
   for (int i = 0; i < per; i++) reg[i] = cg_entry_alloca(c, vt, "wa");
   cg_loop Z, NB, CL, Y, F;
   LLVMValueRef z = cg_loop_begin(c, &Z, cg_i64(c, 0), cg_tmul(c, cbn, slots_ci), cg_i64(c, 1), "z");
-  LLVMBuildStore(c->b, cg_fzero(c, V), LLVMBuildInBoundsGEP2(c->b, vt, stack, &z, 1, ""));
+  LLVMBuildStore(c->b, LLVMConstNull(pt), LLVMBuildInBoundsGEP2(c->b, pt, stack, &z, 1, ""));
   cg_loop_end(c, &Z);
   LLVMValueRef nb = cg_loop_begin(c, &NB, cg_i64(c, 0), cg_i64(c, k->n), cg_i64(c, 1), "n");
+  LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, nb, cg_i64(c, k->n - 1), "last_image");
   LLVMValueRef cl = cg_loop_begin(c, &CL, cg_i64(c, 0), cbn, cg_i64(c, 1), "cl");
   LLVMValueRef xplane = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->ci), cg_tadd(c, ci0, cl)), k->ih * k->iw);
   LLVMValueRef dplane = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->co), co0), k->oh * k->ow);
@@ -405,8 +406,8 @@ static void twg_tile(cg_ctx *c, const twg *k, LLVMValueRef dy, LLVMValueRef x, L
       LLVMValueRef sp[64], cur[64];
       for (int i = 0; i < rr * nk; i++) {
         LLVMValueRef si = cg_taddk(c, sbase, i);
-        sp[i] = LLVMBuildInBoundsGEP2(c->b, vt, stack, &si, 1, "");
-        LLVMBuildStore(c->b, cg_half_partial(c, LLVMBuildLoad2(c->b, vt, sp[i], ""), V), reg[i]); /* 16-bit partial */
+        sp[i] = LLVMBuildInBoundsGEP2(c->b, pt, stack, &si, 1, "");
+        LLVMBuildStore(c->b, cg_partial_load(c, sp[i], V), reg[i]); /* a 16-bit partial (cg_half_partials.h) */
       }
       LLVMValueRef oy = cg_loop_begin(c, &Y, cg_i64(c, ylo), cg_i64(c, yhi), cg_i64(c, 1), "oy");
       for (int i = 0; i < rr * nk; i++) cur[i] = LLVMBuildLoad2(c->b, vt, reg[i], "");
@@ -430,25 +431,33 @@ static void twg_tile(cg_ctx *c, const twg *k, LLVMValueRef dy, LLVMValueRef x, L
       }
       for (int i = 0; i < rr * nk; i++) LLVMBuildStore(c->b, cur[i], reg[i]);
       cg_loop_end(c, &Y);
-      for (int i = 0; i < rr * nk; i++) LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, vt, reg[i], ""), sp[i]);
+      cg_if fl; /* after the last image one horizontal sum per weight, straight from the registers */
+      cg_if_begin(c, &fl, last);
+      for (int r = 0; r < rr; r++)
+        for (int j = 0; j < nk; j++) {
+          LLVMValueRef wi = cg_tmul(c, cg_tadd(c, cg_tmul(c, cg_taddk(c, co0, r), k->ci), cg_tadd(c, ci0, cl)), k->kh * k->kw);
+          cg_store_f32(c, cg_hsum(c, LLVMBuildLoad2(c->b, vt, reg[r * nk + j], ""), V), dw, cg_taddk(c, wi, ky * k->kw + kx0 + j));
+        }
+      cg_if_else(c, &fl);
+      for (int i = 0; i < rr * nk; i++) cg_partial_store(c, LLVMBuildLoad2(c->b, vt, reg[i], ""), sp[i], V);
+      cg_if_end(c, &fl);
     }
   }
   cg_loop_end(c, &CL);
   cg_loop_end(c, &NB);
-  /* one horizontal sum per weight */
+  /* taps no output row reaches: dw = 0 (the sum of the zeroed lanes) */
   LLVMValueRef cl2 = cg_loop_begin(c, &F, cg_i64(c, 0), cbn, cg_i64(c, 1), "cf");
-  for (int64_t ky = 0; ky < k->kh; ky++)
-    for (int kc = 0; kc < k->nkc; kc++) {
-      int kx0 = kc * k->KC, nk = (int)(k->kw - kx0 < k->KC ? k->kw - kx0 : k->KC);
-      LLVMValueRef sbase = cg_taddk(c, cg_tmul(c, cl2, slots_ci), (ky * k->nkc + kc) * per);
-      for (int r = 0; r < rr; r++)
-        for (int j = 0; j < nk; j++) {
-          LLVMValueRef si = cg_taddk(c, sbase, r * nk + j);
-          LLVMValueRef v = LLVMBuildLoad2(c->b, vt, LLVMBuildInBoundsGEP2(c->b, vt, stack, &si, 1, ""), "");
-          LLVMValueRef wi = cg_tmul(c, cg_tadd(c, cg_tmul(c, cg_taddk(c, co0, r), k->ci), cg_tadd(c, ci0, cl2)), k->kh * k->kw);
-          cg_store_f32(c, cg_hsum(c, v, V), dw, cg_taddk(c, wi, ky * k->kw + kx0 + j));
-        }
-    }
+  for (int64_t ky = 0; ky < k->kh; ky++) {
+    int64_t ylo = 0, yhi = k->oh, off = ky * k->dh - k->pt;
+    while (ylo < yhi && ylo * k->sh + off < 0) ylo++;
+    while (yhi > ylo && (yhi - 1) * k->sh + off >= k->ih) yhi--;
+    if (ylo < yhi) continue;
+    for (int r = 0; r < rr; r++)
+      for (int64_t kx = 0; kx < k->kw; kx++) {
+        LLVMValueRef wi = cg_tmul(c, cg_tadd(c, cg_tmul(c, cg_taddk(c, co0, r), k->ci), cg_tadd(c, ci0, cl2)), k->kh * k->kw);
+        cg_store_f32(c, cg_f32(c, 0.0f), dw, cg_taddk(c, wi, ky * k->kw + kx));
+      }
+  }
   cg_loop_end(c, &F);
 }
 
@@ -463,6 +472,7 @@ typedef struct tgw1 {
   int64_t n, ci, co, hw;
   int V;
   LLVMValueRef dy, x, dw, stack;
+  LLVMValueRef co0, ci0, final; /* the item's block, and (i1) whether this is its last chunk */
 } tgw1;
 
 /* Sub-tile (rows r0.. of the block: rr of them; input channels c0..: cc) over nvec full vectors
@@ -470,15 +480,15 @@ typedef struct tgw1 {
 static void g1_sub(cg_ctx *c, const tgw1 *k, LLVMValueRef dbase, LLVMValueRef xbase, LLVMValueRef p, int r0, int rr, int c0,
                    int cc, int64_t nvec, unsigned lm) {
   int V = k->V, na = rr * cc;
-  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMTypeRef vt = cg_vtype(c, V), pt = cg_partial_vtype(c, V); /* pt: 16-bit with half partials */
   LLVMValueRef sp[G1_R * G1_C], reg[G1_R * G1_C], cur[G1_R * G1_C];
   for (int j = 0; j < cc; j++)
     for (int r = 0; r < rr; r++) {
       int i = r * cc + j;
       LLVMValueRef si = cg_i64(c, (int64_t)(c0 + j) * G1_RB + r0 + r);
-      sp[i] = LLVMBuildInBoundsGEP2(c->b, vt, k->stack, &si, 1, "");
+      sp[i] = LLVMBuildInBoundsGEP2(c->b, pt, k->stack, &si, 1, "");
       reg[i] = cg_entry_alloca(c, vt, "ga");
-      LLVMBuildStore(c->b, cg_half_partial(c, LLVMBuildLoad2(c->b, vt, sp[i], ""), V), reg[i]); /* 16-bit partial */
+      LLVMBuildStore(c->b, cg_partial_load(c, sp[i], V), reg[i]); /* a 16-bit partial (cg_half_partials.h) */
     }
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 0 && nvec == 0) continue;
@@ -502,7 +512,16 @@ static void g1_sub(cg_ctx *c, const tgw1 *k, LLVMValueRef dbase, LLVMValueRef xb
     for (int i = 0; i < na; i++) LLVMBuildStore(c->b, cur[i], reg[i]);
     if (pass == 0) cg_loop_end(c, &L);
   }
-  for (int i = 0; i < na; i++) LLVMBuildStore(c->b, LLVMBuildLoad2(c->b, vt, reg[i], ""), sp[i]);
+  cg_if fl; /* the item's last chunk: one horizontal sum per weight, straight from the registers */
+  cg_if_begin(c, &fl, k->final);
+  for (int j = 0; j < cc; j++)
+    for (int r = 0; r < rr; r++) {
+      LLVMValueRef wi = cg_tadd(c, cg_tmul(c, cg_taddk(c, k->co0, r0 + r), k->ci), cg_taddk(c, k->ci0, c0 + j));
+      cg_store_f32(c, cg_hsum(c, LLVMBuildLoad2(c->b, vt, reg[r * cc + j], ""), V), k->dw, wi);
+    }
+  cg_if_else(c, &fl);
+  for (int i = 0; i < na; i++) cg_partial_store(c, LLVMBuildLoad2(c->b, vt, reg[i], ""), sp[i], V);
+  cg_if_end(c, &fl);
 }
 
 /* Every sub-tile of a block of rn x cn channels over pixels [p, p + nvec*V + popcount(lm)). */
@@ -514,32 +533,30 @@ static void g1_chunk(cg_ctx *c, const tgw1 *k, LLVMValueRef dbase, LLVMValueRef 
 }
 
 /* One work item: rn output channels from co0 x cn input channels from ci0. */
-static void g1_item(cg_ctx *c, const tgw1 *k, LLVMValueRef co0, LLVMValueRef ci0, int rn, int cn) {
-  int V = k->V;
-  LLVMTypeRef vt = cg_vtype(c, V);
+static void g1_item(cg_ctx *c, const tgw1 *k0, LLVMValueRef co0, LLVMValueRef ci0, int rn, int cn) {
+  int V = k0->V;
+  tgw1 k1 = *k0, *k = &k1;
+  k->co0 = co0, k->ci0 = ci0;
+  LLVMTypeRef pt = cg_partial_vtype(c, V);
   for (int i = 0; i < cn * G1_RB; i++) {
     LLVMValueRef si = cg_i64(c, i);
-    LLVMBuildStore(c->b, cg_fzero(c, V), LLVMBuildInBoundsGEP2(c->b, vt, k->stack, &si, 1, ""));
+    LLVMBuildStore(c->b, LLVMConstNull(pt), LLVMBuildInBoundsGEP2(c->b, pt, k->stack, &si, 1, ""));
   }
   int64_t nch = k->hw / G1_CH, rem = k->hw % G1_CH;
   cg_loop NB, CH;
   LLVMValueRef nb = cg_loop_begin(c, &NB, cg_i64(c, 0), cg_i64(c, k->n), cg_i64(c, 1), "n");
+  LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, nb, cg_i64(c, k->n - 1), "last_image");
   LLVMValueRef dbase = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->co), co0), k->hw);
   LLVMValueRef xbase = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->ci), ci0), k->hw);
   if (nch) {
     LLVMValueRef ch = cg_loop_begin(c, &CH, cg_i64(c, 0), cg_i64(c, nch), cg_i64(c, 1), "chunk");
+    k->final = rem ? LLVMConstInt(c->t_i1, 0, 0) : LLVMBuildAnd(c->b, last, LLVMBuildICmp(c->b, LLVMIntEQ, ch, cg_i64(c, nch - 1), ""), "");
     g1_chunk(c, k, dbase, xbase, cg_tmul(c, ch, G1_CH), rn, cn, G1_CH / V, 0);
     cg_loop_end(c, &CH);
   }
+  k->final = last;
   if (rem) g1_chunk(c, k, dbase, xbase, cg_i64(c, nch * G1_CH), rn, cn, rem / V, cg_lanes((int)(rem % V), V));
   cg_loop_end(c, &NB);
-  for (int cl = 0; cl < cn; cl++)
-    for (int r = 0; r < rn; r++) {
-      LLVMValueRef si = cg_i64(c, (int64_t)cl * G1_RB + r);
-      LLVMValueRef v = LLVMBuildLoad2(c->b, vt, LLVMBuildInBoundsGEP2(c->b, vt, k->stack, &si, 1, ""), "");
-      LLVMValueRef wi = cg_tadd(c, cg_tmul(c, cg_taddk(c, co0, r), k->ci), cg_taddk(c, ci0, cl));
-      cg_store_f32(c, cg_hsum(c, v, V), k->dw, wi);
-    }
 }
 
 /* The kernel body: items (co block, ci block), ci blocks fastest, contiguous ranges over the
@@ -581,8 +598,9 @@ LLVMValueRef cg_gen_conv2d_grad_weight(cg_ctx *c, const ir_node *n, const char *
       !at->pad[2] && !at->pad[3]) {
     LLVMValueRef a[5];
     LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
-    tgw1 k = {xs->dim[0], xs->dim[1], ds->dim[1], xs->dim[2] * xs->dim[3], c->target->vec_f32, a[0], a[1], a[2], NULL};
-    k.stack = cg_entry_alloca(c, LLVMArrayType(cg_vtype(c, k.V), G1_RB * G1_CB), "gacc");
+    tgw1 k = {xs->dim[0], xs->dim[1], ds->dim[1], xs->dim[2] * xs->dim[3], c->target->vec_f32, a[0], a[1], a[2], NULL, NULL, NULL, NULL};
+    k.stack = cg_entry_alloca(c, LLVMArrayType(cg_partial_vtype(c, k.V), G1_RB * G1_CB), "gacc");
+    cg_partial_note(c, n, G1_RB * G1_CB, k.V);
     g1_emit(c, &k, a[3], a[4]);
     cg_kernel_end(c);
     *kind = cg_kind(c, "conv2d_grad_weight", "g1x1_4x3");
@@ -607,7 +625,8 @@ LLVMValueRef cg_gen_conv2d_grad_weight(cg_ctx *c, const ir_node *n, const char *
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
   int64_t slots = (int64_t)k.CB * k.kh * k.nkc * k.RW * k.KC;
-  LLVMValueRef stack = cg_entry_alloca(c, LLVMArrayType(cg_vtype(c, k.V), (unsigned)slots), "wacc");
+  LLVMValueRef stack = cg_entry_alloca(c, LLVMArrayType(cg_partial_vtype(c, k.V), (unsigned)slots), "wacc");
+  cg_partial_note(c, n, slots, k.V);
   LLVMValueRef lo, hi;
   cg_thread_range(c, cg_i64(c, (int64_t)k.ntile * k.nblk), a[3], a[4], &lo, &hi);
   cg_loop L;
