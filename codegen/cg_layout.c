@@ -29,15 +29,12 @@ static double node_flops(const ir_graph *g, int id) {
   return c.flops;
 }
 
-/* Training operand map: the results inside a batchnorm [+ add] + relu group (pass_fuse_train)
- * are never stored; their remaining readers are relu_grad masks, which read the relu's result. */
+/* Training operand map: the result of a batchnorm fused with its relu (pass_fuse_train) is
+ * never stored; its remaining readers are relu_grad masks, which read the relu's result. */
 static int train_operand(const cg_layout *L, int v) {
-  const ir_graph *g = L->g;
-  int p = g->values[v].producer;
-  if (!L->train || p < 0) return v;
-  const pass_fusion *f = &L->plan[L->plan[p].anchor];
-  if (g->nodes[L->plan[p].anchor].op != IR_OP_batchnorm || f->n_post == 0 || g->nodes[f->last].op != IR_OP_relu) return v;
-  return g->nodes[f->last].out;
+  int p = L->g->values[v].producer;
+  if (!L->train || p < 0 || L->g->nodes[p].op != IR_OP_batchnorm || L->plan[p].anchor != p || L->plan[p].n_post != 1) return v;
+  return L->g->nodes[L->plan[p].last].out;
 }
 
 /* Kernel for the group anchored at a, placed at its last member. */
@@ -72,7 +69,7 @@ static int make_kernel(cg_layout *L, int a, ir_diag *d) {
     k->flops += node_flops(g, m->id);
     if (m->op != IR_OP_add) continue;
     int prev = i > 0 ? g->nodes[p->post[i - 1]].out : p->bn >= 0 ? g->nodes[p->bn].out : n->out;
-    k->act[k->n_act++] = train_operand(L, m->in[0] == prev ? m->in[1] : m->in[0]);
+    k->act[k->n_act++] = m->in[0] == prev ? m->in[1] : m->in[0];
   }
   if (pre) { /* the per-(image, channel) factors follow the residuals */
     k->act[k->n_act++] = train_operand(L, pre->in[1 - pre_x]);

@@ -193,44 +193,22 @@ static int only_read_by(const ir_graph *g, int v, int a, const int *others, int 
   return 1;
 }
 
-/* The relu reading v (b's stage, alone in its plan) when v's other readers are all relu_grads
- * reading it as their mask; else -1. */
-static int relu_of(const ir_graph *g, int b, int v, const pass_fusion *plan) {
-  int r = -1;
-  if (is_output(g, v)) return -1;
-  for (int i = 0; i < g->n_nodes; i++)
+/* Training batchnorm b followed by a relu: the relu as b's epilogue when b's result y is read
+ * by that relu (b's stage, after b) and otherwise only as the mask operand of relu_grads
+ * (y > 0 exactly where relu(y) > 0, so those read the relu's result instead: codegen's
+ * operand map, cg_layout.c).  y is then never stored. */
+static void fuse_bn_relu(const ir_graph *g, int b, pass_fusion *plan) {
+  int y = g->nodes[b].out, r = -1;
+  if (is_output(g, y)) return;
+  for (int i = b + 1; i < g->n_nodes; i++)
     for (int j = 0; j < g->nodes[i].n_in; j++) {
-      if (g->nodes[i].in[j] != v) continue;
+      if (g->nodes[i].in[j] != y) continue;
       const ir_node *m = &g->nodes[i];
       if (m->op == IR_OP_relu && r < 0 && plan[i].anchor == i && same_stage(g, b, i)) r = i;
-      else if (!(m->op == IR_OP_relu_grad && j == 1 && m->in[0] != v)) return -1;
+      else if (!(m->op == IR_OP_relu_grad && j == 1 && m->in[0] != y)) return;
     }
-  return r;
-}
-
-/* The residual add that alone reads y (b's stage, alone in its plan), whose other operand is
- * an f32 activation of y's shape computed before b (the fused kernel runs at b's place); -1. */
-static int add_of(const ir_graph *g, int b, int y, const pass_fusion *plan) {
-  int a = sole_consumer(g, y);
-  if (a < 0 || g->nodes[a].op != IR_OP_add || plan[a].anchor != a || !same_stage(g, b, a)) return -1;
-  int o = g->nodes[a].in[0] == y ? g->nodes[a].in[1] : g->nodes[a].in[0];
-  const ir_value *ov = &g->values[o];
-  if (o == y || ov->kind != IR_VAL_ACT || ov->dtype != IR_F32 || !ir_shape_eq(&ov->shape, &g->values[y].shape)) return -1;
-  return ov->producer >= 0 && ov->producer < b ? a : -1;
-}
-
-/* Training batchnorm b followed by a relu, directly or through a residual add: those as b's
- * epilogue when each intermediate result is read only by the next member, the relu's input
- * otherwise only as the mask operand of relu_grads (> 0 exactly where the relu's result is,
- * so those read the relu's result instead: codegen's operand map, cg_layout.c).  The
- * intermediate results are then never stored. */
-static void fuse_bn_relu(const ir_graph *g, int b, pass_fusion *plan) {
-  int y = g->nodes[b].out, r = relu_of(g, b, y, plan), a = -1;
-  if (r < 0 && (a = add_of(g, b, y, plan)) >= 0) r = relu_of(g, b, g->nodes[a].out, plan);
   if (r < 0) return;
-  pass_fusion *p = &plan[b];
-  if (a >= 0) p->post[p->n_post++] = a, plan[a].anchor = b;
-  p->post[p->n_post++] = r, p->last = r, plan[r].anchor = b;
+  plan[b].n_post = 1, plan[b].post[0] = r, plan[b].last = r, plan[r].anchor = b;
 }
 
 int pass_fuse_train(const ir_graph *g, pass_fusion *plan) {
