@@ -53,7 +53,9 @@ void pass_report_set_half_partials(pass_report *r, const char *half_type) { r->o
  * between reduction blocks, from the settings cg_build_model recorded on the graph), each with
  * the error against f32 partials measured for that kind of place (docs/precision.md "Half
  * partials": test_half_partials_kernels / test_precision_train_partials, 1 step on their test
- * models, relative to the f32-partials result; the figures are those runs', not this model's). */
+ * models, relative to the f32-partials result; the figures are those runs', not this model's),
+ * and how it is stored with the bytes that saves (accumulators: pass_acc_elem_bytes; kernels:
+ * the graph's partial_bytes, written by codegen). */
 typedef struct hp_kind {
   const char *kind, *what, *buffer; /* buffer: where the partials are kept */
   double bf16[2], fp16[2];          /* max, mean relative error; < 0: none */
