@@ -195,7 +195,7 @@ static void pgw_vchans(cg_ctx *c, const pgw *k, LLVMValueRef *tap0, LLVMValueRef
                        int np) {
   int V = k->V;
   int64_t ng = cib / V, rem = cib % V, ihw = k->ih * k->iw;
-  LLVMValueRef tx[256];
+  LLVMValueRef tx[PGW_MAX_TAPS];
   if (ng > 0) {
     cg_loop G;
     LLVMValueRef gi = cg_loop_begin(c, &G, cg_i64(c, 0), cg_i64(c, ng), cg_i64(c, 1), "pkg");
