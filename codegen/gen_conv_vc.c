@@ -315,8 +315,16 @@ static LLVMValueRef vc_kslot(cg_ctx *c, LLVMTypeRef pt, LLVMValueRef buf, int64_
   return LLVMBuildInBoundsGEP2(c->b, pt, buf, &si, 1, "");
 }
 
+/* A 1x1 conv with no padding on any side: the geometry keeps only the top/left pads, so the
+ * bottom/right ones are read off the output size (the last output row/column must read an
+ * input row/column inside the plane). */
+static int vc_1x1_unpadded(const conv_geom *g) {
+  return g->kh == 1 && g->kw == 1 && g->pl == 0 && g->pt == 0 && (g->ow - 1) * g->sw < g->w &&
+         (g->oh - 1) * g->sh < g->h;
+}
+
 static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, LLVMValueRef panel) {
-  if (g->kh != 1 || g->kw != 1 || g->pl != 0 || g->pt != 0) return 0;
+  if (!vc_1x1_unpadded(g)) return 0;
   int V = g->V, nrv = (rr + V - 1) / V;
   /* block: a quarter of the L2 budget (64-77 KB by default); rows under half of it stay in
    * L2 anyway (layer4 conv3, 100 KB: K-blocking it measured no gain) */
@@ -406,7 +414,7 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
 #define VC_PANEL_MAX_BYTES (512 * 1024)
 
 static int vc_panel_ok(const conv_geom *g) {
-  if (g->kh != 1 || g->kw != 1 || g->pl != 0 || g->pt != 0 || getenv("CNNC_NO_VC_PANEL")) return 0;
+  if (!vc_1x1_unpadded(g) || getenv("CNNC_NO_VC_PANEL")) return 0;
   int64_t nt = (g->ow + g->P - 1) / g->P;
   return nt <= (g->sub ? CG_CONV_SUB_MAX_TILES : VC_KBLOCK_MAX_TILES) && g->cin_g * g->ow * 4 <= VC_PANEL_MAX_BYTES;
 }

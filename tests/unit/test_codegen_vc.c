@@ -17,7 +17,7 @@ static const double TOL = 1e-4;
 
 
 typedef struct vc_case {
-  int n, cin, cout, h, w, k, s, pad, groups;
+  int n, cin, cout, h, w, k, s, pad, groups; /* pad < 0: -pad rows/columns at the bottom/right only */
   int epi; /* 0 bias only, 1 bn + relu, 2 bn + residual add (a second 1x1 conv of x) + relu, 3 bn + swish */
   const char *what;
 } vc_case;
@@ -47,6 +47,9 @@ static const vc_case cases[] = {
     {1, 70, 40, 7, 7, 3, 1, 1, 1, 2, "3x3 stride 1 7x7 K-blocked (28+28+14 channels), rem tile, residual"},
     {3, 60, 32, 14, 14, 3, 2, 1, 1, 1, "3x3 stride 2 14x14 -> 7x7 K-blocked, batch 3"},
     {1, 64, 16, 13, 13, 3, 1, 1, 1, 3, "3x3 stride 1 13x13 K-blocked (tiles 4+4+5), swish"},
+    {1, 37, 29, 7, 7, 1, 1, -1, 1, 1, "7x7 1x1 padded at the bottom/right only (no panel)"},
+    {2, 1040, 40, 7, 7, 1, 1, -1, 1, 1, "7x7 1x1 K-blocked size, padded at the bottom/right only"},
+    {1, 30, 27, 14, 14, 1, 2, -1, 1, 0, "1x1 stride 2 padded at the bottom/right only"},
 };
 
 static ir_graph *case_graph(const vc_case *k) {
@@ -54,7 +57,8 @@ static ir_graph *case_graph(const vc_case *k) {
   int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->cin, k->h, k->w));
   int in[3] = {x, cgt_param(g, "conv/weight", SHAPE(k->cout, k->cin / k->groups, k->k, k->k)), 0};
   if (k->epi == 0) in[2] = cgt_param(g, "conv/bias", SHAPE(k->cout));
-  ir_attr a = {.conv2d = {{k->k, k->k}, {k->s, k->s}, {k->pad, k->pad, k->pad, k->pad}, {1, 1}, k->groups}};
+  int pt = k->pad < 0 ? 0 : k->pad, pb = k->pad < 0 ? -k->pad : k->pad;
+  ir_attr a = {.conv2d = {{k->k, k->k}, {k->s, k->s}, {pt, pt, pb, pb}, {1, 1}, k->groups}};
   int y = cgt_node(g, IR_OP_conv2d, "conv", in, k->epi == 0 ? 3 : 2, &a);
   if (k->epi > 0) y = cgt_add_bn(g, "bn", y, k->cout);
   if (k->epi == 2) { /* residual: the same-shaped output of a second (1x1, stride s) conv of x */
