@@ -247,7 +247,9 @@ static int vc_short_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
 #define VC_KXK_BLOCK_BYTES 16384
 
 static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
-  if (g->kw == 1 || g->sub || !vc_unshared(g) || getenv("CNNC_NO_VC_KXK_KBLOCK")) return 0;
+  /* --enable-half-partials: the partials between blocks would have to be 16-bit (and recorded
+   * for the interpreter like vc_kblocked_row's); the unblocked row keeps them in registers */
+  if (g->kw == 1 || g->sub || !vc_unshared(g) || c->g->half_partials || getenv("CNNC_NO_VC_KXK_KBLOCK")) return 0;
   int64_t nt = (g->ow + g->P - 1) / g->P, wci = (int64_t)g->kh * g->kw * g->R * 4; /* weight bytes per input channel */
   if (nt < 2 || nt > 4 || g->cin_g * wci <= 2 * VC_KXK_BLOCK_BYTES) return 0;
   int64_t kc = VC_KXK_BLOCK_BYTES / wci > 1 ? VC_KXK_BLOCK_BYTES / wci : 1, nkb = (g->cin_g + kc - 1) / kc;

@@ -226,7 +226,7 @@ int pass_store16_infer(ir_graph *g, int fmt, const pass_store16_hooks *h, pass_s
   char *grid = calloc((size_t)nv0 + 1, 1); /* grid[v]: v is on the 16-bit grid (round16, maxpool of one) */
   ins *x = malloc((size_t)(n0 * IR_MAX_IN + 1) * sizeof *x);
   int *wr = malloc((size_t)(n0 * IR_MAX_IN + 1) * 2 * sizeof(int)); /* (reader, operand) pairs to widen */
-  if (!half || !x || !wr) abort();
+  if (!half || !grid || !x || !wr) abort();
   int nw = 0, nx = 0, nh = 0, rc = 0;
   /* decide in node order (a maxpool's input is decided before the maxpool) */
   for (int p = 0; p < n0; p++) {
@@ -234,7 +234,8 @@ int pass_store16_infer(ir_graph *g, int fmt, const pass_store16_hooks *h, pass_s
     int v = pn->out;
     const ir_value *val = &g->values[v];
     if (val->kind != IR_VAL_ACT || val->dtype != IR_F32) continue;
-    grid[v] = (pn->op == IR_OP_round16 && pn->n_in == 1 && g->values[pn->in[0]].kind != IR_VAL_PARAM) ||
+    grid[v] = (pn->op == IR_OP_round16 && pn->n_in == 1 && g->values[pn->in[0]].kind != IR_VAL_PARAM &&
+               pn->attr.round16.format == fmt) || /* the kernels narrow to the storage format */
               (pn->op == IR_OP_maxpool && grid[pn->in[0]]);
     if (!grid[v] || is_graph_output(g, v) || !h->writes16(h->ctx, g, p)) continue;
     int cross = 0, nr = 0, direct = 0;

@@ -245,7 +245,7 @@ typedef enum cnnrt_state_kind {
 } cnnrt_state_kind;
 typedef struct cnnrt_state_info {
   const char *name;         /* owned by the model */
-  cnnrt_dtype dtype;        /* f32 or i32 */
+  cnnrt_dtype dtype;        /* f32 or i32; GRAD_ACCUM also bf16/f16 (2 bytes) with --enable-half-partials */
   cnnrt_state_kind kind;
   int rank;                 /* 0 = scalar */
   int64_t dims[4];

@@ -79,7 +79,10 @@ static int so_has(const char *path, const char *s) {
 static cnnrt_model *variant(int unfused, int threads, const char *label, int *bad) {
   fe_options o;
   ir_graph *gc = load(&o, "0.9"), *gr = load(&o, "0.9");
-  if (!gc || !gr) return NULL;
+  if (!gc || !gr) {
+    (*bad)++;
+    return NULL;
+  }
   char so[512];
   snprintf(so, sizeof so, "%s/fusion_%d_%d.so", cgt_dir, unfused, threads);
   cnnrt_options ro;
