@@ -53,6 +53,17 @@ static const char *w_yml = /* wide rows: the 7x7 stride-2 stem (after a conv), a
     "  - {name: f, op: flatten}\n"
     "  - {name: d, op: dense, units: 3}\n";
 
+static const char *p_yml = /* padding at the bottom/right only: 1x1 stride 2 and 3x3 stride 2 on odd maps */
+    "name: ph_p\n"
+    "input: {shape: [3, 15, 13], dtype: f32, classes: 3}\n"
+    "layers:\n"
+    "  - {name: c0, op: conv, filters: 20, kernel: 3, padding: 1}\n"
+    "  - {name: q1, op: conv, filters: 24, kernel: 1, stride: 2, padding: [0, 0, 1, 1]}\n"
+    "  - {name: q2, op: conv, filters: 16, kernel: 3, stride: 2, padding: [0, 0, 1, 1]}\n"
+    "  - {name: p, op: global_avgpool}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: d, op: dense, units: 3}\n";
+
 #include "train_case_check.h"
 
 /* Compiles yml for training and checks that the .so names kernel kind want (the descriptor
@@ -184,6 +195,8 @@ int main(void) {
   cgt_failures += run_yml("ph_w", w_yml, 2);
   cgt_failures += fd_case("ph_a", a_yml, 3);
   cgt_failures += fd_case("ph_b", b_yml, 1);
+  cgt_failures += run_yml("ph_p", p_yml, 1);
+  cgt_failures += run_yml("ph_p", p_yml, 2);
   cgt_cleanup_dir();
   if (cgt_failures) {
     fprintf(stderr, "%d failure(s)\n", cgt_failures);
