@@ -37,6 +37,9 @@ LLVMValueRef cg_fzero(cg_ctx *c, int w);
 LLVMValueRef cg_fconst(cg_ctx *c, float v, int w);
 LLVMValueRef cg_load_v(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx_i64, int w);  /* unaligned */
 void cg_store_v(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx_i64, int w);
+/* In-register transpose of np <= V vectors of V lanes (V a power of two): t[l] lane p = a[p]
+ * lane l (lanes p >= np of t poison).  V = 8: the unpack / shufps / vperm2f128 network. */
+void cg_transpose_v(cg_ctx *c, int V, int np, const LLVMValueRef *a, LLVMValueRef *t);
 /* w lanes base[idx + l*stride] (stride >= 1 compile-time); stride 2 reads base[idx+2w-1]. */
 LLVMValueRef cg_load_strided(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx_i64, int stride, int w);
 LLVMValueRef cg_fma(cg_ctx *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc); /* llvm.fmuladd */

@@ -382,3 +382,37 @@ const char *cg_kind(cg_ctx *c, const char *op, const char *tile) {
 }
 
 int64_t cg_numel(cg_ctx *c, int vid) { return ir_shape_numel(&c->g->values[vid].shape); }
+
+static LLVMValueRef shuffle_m(cg_ctx *c, LLVMValueRef a, LLVMValueRef b, const int *m, int V) {
+  LLVMValueRef e[64];
+  for (int i = 0; i < V; i++) e[i] = cg_i32(c, m[i]);
+  return LLVMBuildShuffleVector(c->b, a, b, LLVMConstVector(e, (unsigned)V), "");
+}
+
+/* In-register transpose: a[p] (p < np <= V, V lanes of channels) -> t[l] whose lane p is
+ * a[p][l] (lanes >= np undefined).  V = 8: the unpack / shufps / vperm2f128 network (24
+ * single-instruction shuffles on AVX2); other powers of two: log2(V) rounds of perfect
+ * shuffles (row i interleaved with row i + V/2). */
+void cg_transpose_v(cg_ctx *c, int V, int np, const LLVMValueRef *a, LLVMValueRef *t) {
+  LLVMValueRef r[64], n[64];
+  for (int i = 0; i < V; i++) r[i] = i < np ? a[i] : LLVMGetPoison(cg_vtype(c, V));
+  if (V == 8) {
+    static const int U[8] = {0, 8, 1, 9, 4, 12, 5, 13}, H[8] = {2, 10, 3, 11, 6, 14, 7, 15};
+    static const int L[8] = {0, 1, 8, 9, 4, 5, 12, 13}, E[8] = {2, 3, 10, 11, 6, 7, 14, 15};
+    static const int A[8] = {0, 1, 2, 3, 8, 9, 10, 11}, B[8] = {4, 5, 6, 7, 12, 13, 14, 15};
+    for (int i = 0; i < 8; i += 2) n[i] = shuffle_m(c, r[i], r[i + 1], U, 8), n[i + 1] = shuffle_m(c, r[i], r[i + 1], H, 8);
+    for (int i = 0; i < 8; i += 4) {
+      r[i] = shuffle_m(c, n[i], n[i + 2], L, 8), r[i + 1] = shuffle_m(c, n[i], n[i + 2], E, 8);
+      r[i + 2] = shuffle_m(c, n[i + 1], n[i + 3], L, 8), r[i + 3] = shuffle_m(c, n[i + 1], n[i + 3], E, 8);
+    }
+    for (int i = 0; i < 4; i++) t[i] = shuffle_m(c, r[i], r[i + 4], A, 8), t[i + 4] = shuffle_m(c, r[i], r[i + 4], B, 8);
+    return;
+  }
+  int lo[64], hi[64];
+  for (int j = 0; j < V / 2; j++) lo[2 * j] = j, lo[2 * j + 1] = V + j, hi[2 * j] = V / 2 + j, hi[2 * j + 1] = V + V / 2 + j;
+  for (int k = 1; k < V; k *= 2) {
+    for (int i = 0; i < V / 2; i++) n[2 * i] = shuffle_m(c, r[i], r[i + V / 2], lo, V), n[2 * i + 1] = shuffle_m(c, r[i], r[i + V / 2], hi, V);
+    for (int i = 0; i < V; i++) r[i] = n[i];
+  }
+  for (int i = 0; i < V; i++) t[i] = r[i];
+}

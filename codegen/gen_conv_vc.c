@@ -84,40 +84,6 @@ static LLVMValueRef vc_first_lanes(cg_ctx *c, LLVMValueRef v, int np) {
   return LLVMBuildShuffleVector(c->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(m, (unsigned)np), "");
 }
 
-static LLVMValueRef vc_shuffle(cg_ctx *c, LLVMValueRef a, LLVMValueRef b, const int *m, int V) {
-  LLVMValueRef e[64];
-  for (int i = 0; i < V; i++) e[i] = cg_i32(c, m[i]);
-  return LLVMBuildShuffleVector(c->b, a, b, LLVMConstVector(e, (unsigned)V), "");
-}
-
-/* In-register transpose: a[p] (p < np <= V, V lanes of channels) -> t[l] whose lane p is
- * a[p][l] (lanes >= np undefined).  V = 8: the unpack / shufps / vperm2f128 network (24
- * single-instruction shuffles on AVX2); other powers of two: log2(V) rounds of perfect
- * shuffles (row i interleaved with row i + V/2). */
-static void vc_transpose(cg_ctx *c, int V, int np, const LLVMValueRef *a, LLVMValueRef *t) {
-  LLVMValueRef r[64], n[64];
-  for (int i = 0; i < V; i++) r[i] = i < np ? a[i] : LLVMGetPoison(cg_vtype(c, V));
-  if (V == 8) {
-    static const int U[8] = {0, 8, 1, 9, 4, 12, 5, 13}, H[8] = {2, 10, 3, 11, 6, 14, 7, 15};
-    static const int L[8] = {0, 1, 8, 9, 4, 5, 12, 13}, E[8] = {2, 3, 10, 11, 6, 7, 14, 15};
-    static const int A[8] = {0, 1, 2, 3, 8, 9, 10, 11}, B[8] = {4, 5, 6, 7, 12, 13, 14, 15};
-    for (int i = 0; i < 8; i += 2) n[i] = vc_shuffle(c, r[i], r[i + 1], U, 8), n[i + 1] = vc_shuffle(c, r[i], r[i + 1], H, 8);
-    for (int i = 0; i < 8; i += 4) {
-      r[i] = vc_shuffle(c, n[i], n[i + 2], L, 8), r[i + 1] = vc_shuffle(c, n[i], n[i + 2], E, 8);
-      r[i + 2] = vc_shuffle(c, n[i + 1], n[i + 3], L, 8), r[i + 3] = vc_shuffle(c, n[i + 1], n[i + 3], E, 8);
-    }
-    for (int i = 0; i < 4; i++) t[i] = vc_shuffle(c, r[i], r[i + 4], A, 8), t[i + 4] = vc_shuffle(c, r[i], r[i + 4], B, 8);
-    return;
-  }
-  int lo[64], hi[64];
-  for (int j = 0; j < V / 2; j++) lo[2 * j] = j, lo[2 * j + 1] = V + j, hi[2 * j] = V / 2 + j, hi[2 * j + 1] = V + V / 2 + j;
-  for (int k = 1; k < V; k *= 2) {
-    for (int i = 0; i < V / 2; i++) n[2 * i] = vc_shuffle(c, r[i], r[i + V / 2], lo, V), n[2 * i + 1] = vc_shuffle(c, r[i], r[i + V / 2], hi, V);
-    for (int i = 0; i < V; i++) r[i] = n[i];
-  }
-  for (int i = 0; i < V; i++) t[i] = r[i];
-}
-
 /* Epilogue of a whole tile, acc[v * np + p] (vector v of channels, pixel p, from column ox):
  * bias per channel vector, then the accumulators are transposed in registers so each
  * channel's np pixels are one vector: the fused ops run on it (the residual is one
@@ -140,7 +106,7 @@ static void vc_store_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, cons
     LLVMValueRef bias = cg_load_v(c, r->bp, LLVMBuildAdd(c->b, r->bbase, cg_i64(c, (int64_t)v * V), ""), V);
     LLVMValueRef a[16], t[16];
     for (int p = 0; p < np; p++) a[p] = LLVMBuildFAdd(c->b, acc[v * np + p], bias, "");
-    vc_transpose(c, V, np, a, t);
+    cg_transpose_v(c, V, np, a, t);
     LLVMValueRef base = LLVMBuildAdd(c->b, r->out_row, ox, "");
     for (int l = 0; l < lanes; l++) {
       LLVMValueRef idx = LLVMBuildAdd(c->b, base, cg_i64(c, (int64_t)(v * V + l) * plane), "");

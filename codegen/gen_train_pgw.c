@@ -101,39 +101,7 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   return P * k->ldc_max * 4 <= PGW_MAX_BUF;
 }
 
-/* ---- the transposed pack: V columns x V pixels per in-register transpose ------------------ */
-
-static LLVMValueRef pgw_shuffle(cg_ctx *c, LLVMValueRef a, LLVMValueRef b, const int *m, int V) {
-  LLVMValueRef e[64];
-  for (int i = 0; i < V; i++) e[i] = cg_i32(c, m[i]);
-  return LLVMBuildShuffleVector(c->b, a, b, LLVMConstVector(e, (unsigned)V), "");
-}
-
-/* t[l] lane p = a[p] lane l (V a power of two).  V = 8: the unpack / shufps / vperm2f128
- * network (24 single-instruction shuffles on AVX2); else log2(V) rounds of perfect shuffles. */
-static void pgw_transpose(cg_ctx *c, int V, LLVMValueRef *a, LLVMValueRef *t) {
-  LLVMValueRef r[64], n[64];
-  for (int i = 0; i < V; i++) r[i] = a[i];
-  if (V == 8) {
-    static const int U[8] = {0, 8, 1, 9, 4, 12, 5, 13}, H[8] = {2, 10, 3, 11, 6, 14, 7, 15};
-    static const int L[8] = {0, 1, 8, 9, 4, 5, 12, 13}, E[8] = {2, 3, 10, 11, 6, 7, 14, 15};
-    static const int A[8] = {0, 1, 2, 3, 8, 9, 10, 11}, B[8] = {4, 5, 6, 7, 12, 13, 14, 15};
-    for (int i = 0; i < 8; i += 2) n[i] = pgw_shuffle(c, r[i], r[i + 1], U, 8), n[i + 1] = pgw_shuffle(c, r[i], r[i + 1], H, 8);
-    for (int i = 0; i < 8; i += 4) {
-      r[i] = pgw_shuffle(c, n[i], n[i + 2], L, 8), r[i + 1] = pgw_shuffle(c, n[i], n[i + 2], E, 8);
-      r[i + 2] = pgw_shuffle(c, n[i + 1], n[i + 3], L, 8), r[i + 3] = pgw_shuffle(c, n[i + 1], n[i + 3], E, 8);
-    }
-    for (int i = 0; i < 4; i++) t[i] = pgw_shuffle(c, r[i], r[i + 4], A, 8), t[i + 4] = pgw_shuffle(c, r[i], r[i + 4], B, 8);
-    return;
-  }
-  int lo[64], hi[64];
-  for (int j = 0; j < V / 2; j++) lo[2 * j] = j, lo[2 * j + 1] = V + j, hi[2 * j] = V / 2 + j, hi[2 * j + 1] = V + V / 2 + j;
-  for (int s = 1; s < V; s *= 2) {
-    for (int i = 0; i < V / 2; i++) n[2 * i] = pgw_shuffle(c, r[i], r[i + V / 2], lo, V), n[2 * i + 1] = pgw_shuffle(c, r[i], r[i + V / 2], hi, V);
-    for (int i = 0; i < V; i++) r[i] = n[i];
-  }
-  for (int i = 0; i < V; i++) t[i] = r[i];
-}
+/* ---- the transposed pack: V columns x V pixels per in-register transpose (cg_transpose_v) --- */
 
 /* Output pixels ox of a row whose tap kx reads inside the row: [*lo, *hi). */
 static void pgw_xrange(const pgw *k, int64_t kx, int64_t *lo, int64_t *hi) {
@@ -183,7 +151,7 @@ static void pgw_vblock(cg_ctx *c, const pgw *k, LLVMValueRef *tapx, LLVMValueRef
       int64_t j = g * V + l, tap = j % k->taps;
       a[l] = j >= cols ? cg_fzero(c, V) : pgw_xload(c, k, cg_taddk(c, tapx[tap], j / k->taps * ihw), mask ? mask[tap] : NULL);
     }
-    pgw_transpose(c, V, a, t);
+    cg_transpose_v(c, V, V, a, t); /* cg_util.c */
     for (int p = 0; p < np; p++) cg_store_v(c, t[p], k->buf, cg_taddk(c, dst, p * ldc + g * V), V);
   }
 }
