@@ -55,7 +55,9 @@ CNNRT_API cnnrt_status cnnrt_parse_fraction(const char *text, double *out) {
   if (!text || !out) return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_parse_fraction: NULL argument");
   char *end;
   errno = 0;
-  double v = strtod(text, &end);
+  /* decimal only: strtod would also take hex ("0x10" = 16), "inf" and "nan" */
+  double v = text[strspn(text, "0123456789.eE+-/")] ? NAN : strtod(text, &end);
+  if (isnan(v)) end = (char *)text;
   if (end != text && *end == '/') {
     const char *d = end + 1;
     double den = strtod(d, &end);

@@ -158,7 +158,8 @@ static double parse_double(const char *opt, const char *s, double lo) {
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (errno || end == s || *end || !(v >= lo) || !isfinite(v)) die_usage("%s: '%s' is not a number >= %g", opt, s, lo);
+  if (errno || end == s || *end || !(v >= lo) || !isfinite(v) || s[strspn(s, "0123456789.eE+-")]) /* no hex/inf/nan */
+    die_usage("%s: '%s' is not a number >= %g", opt, s, lo);
   return v;
 }
 

@@ -142,11 +142,17 @@ refuse 1 "c_missing/data_batch_5.bin: cannot open" -- "$FT" train --dataset cifa
 refuse 1 "c_test/test_batch.bin: record 0 has label 255" -- "$FT" validate --dataset cifar10 --data-dir "$T/d/c_test" --checkpoint "$CK"
 
 # ---- --logs-per-epoch and unknown options -------------------------------------------------------------
-for v in 0 -1 nan inf "" 1/ /2 0/1 1/2/3 1e-308; do
+for v in 0 -1 nan inf "" 1/ /2 0/1 1/2/3 1e-308 0x10 1/0x2; do
   refuse 2 "--logs-per-epoch: '$v' is not a positive number or fraction" -- "$FT" train --dataset synthetic --logs-per-epoch "$v"
 done
 refuse 0 "warning: --logs-per-epoch 99999999999 is not possible with 4 steps per epoch; rounded to 4" -- "$FT" train --dataset synthetic --limit 64 --logs-per-epoch 99999999999
 refuse 1 "It is not possible to log 1000000000.0 epochs a time for 1 epochs" -- "$FT" train --dataset synthetic --logs-per-epoch 1e-9
+refuse 2 "--lr: '0x1' is not a number >= 0" -- "$FT" train --dataset synthetic --lr 0x1
+for v in 1,,2 ,1 1,2, ; do
+  refuse 2 "--lr-decay-epochs: '$v' has an empty or overlong item" -- "$FT" train --dataset synthetic --lr-schedule step --lr-decay-epochs "$v"
+done
+refuse 2 "--lr-decay-epochs: '2,1' is not strictly increasing" -- "$FT" train --dataset synthetic --lr-schedule step --lr-decay-epochs 2,1
+refuse 0 "note: --limit 100000 is more than the" -- "$FT" train --dataset synthetic --limit 100000 --epochs 1
 for cmd in train validate; do refuse 2 "$cmd: unknown option '--bogus'" -- "$FT" $cmd --bogus; done
 for cmd in infer benchmark; do refuse 2 "$cmd: unknown option '--frobnicate=1'" -- "$FM" $cmd --frobnicate=1; done
 refuse 2 "train: --restore needs a value" -- "$FT" train --restore
