@@ -45,6 +45,21 @@ static void fill_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
   cg_store_v(c, cg_splat(c, u->v, w), u->out, LLVMBuildAdd(c->b, u->base, j, ""), w);
 }
 
+/* The window of output (oy, ox) in input coordinates: start (ys0, xs0), end clipped to the
+ * padded plane (ye, xe), and the part inside the plane [y0, y1) x [x0, x1). */
+typedef struct pool_win { LLVMValueRef ys0, xs0, ye, xe, y0, y1, x0, x1; } pool_win;
+static pool_win pool_window(cg_ctx *c, const ir_pool_attr *pa, LLVMValueRef oy, LLVMValueRef ox, int64_t h, int64_t w) {
+  LLVMBuilderRef b = c->b;
+  pool_win W;
+  W.ys0 = LLVMBuildSub(b, LLVMBuildMul(b, oy, cg_i64(c, pa->stride[0]), ""), cg_i64(c, pa->pad[0]), "");
+  W.xs0 = LLVMBuildSub(b, LLVMBuildMul(b, ox, cg_i64(c, pa->stride[1]), ""), cg_i64(c, pa->pad[1]), "");
+  W.ye = cg_min64(c, LLVMBuildAdd(b, W.ys0, cg_i64(c, pa->kernel[0]), ""), cg_i64(c, h + pa->pad[2]));
+  W.xe = cg_min64(c, LLVMBuildAdd(b, W.xs0, cg_i64(c, pa->kernel[1]), ""), cg_i64(c, w + pa->pad[3]));
+  W.y0 = cg_max64(c, W.ys0, cg_i64(c, 0)), W.y1 = cg_min64(c, W.ye, cg_i64(c, h));
+  W.x0 = cg_max64(c, W.xs0, cg_i64(c, 0)), W.x1 = cg_min64(c, W.xe, cg_i64(c, w));
+  return W;
+}
+
 static LLVMValueRef par_begin(cg_ctx *c, cg_loop *L, int64_t n, LLVMValueRef tid, LLVMValueRef nth, const char *name) {
   LLVMValueRef lo, hi;
   cg_thread_range(c, cg_i64(c, n), tid, nth, &lo, &hi);
@@ -85,12 +100,8 @@ LLVMValueRef cg_gen_avgpool_grad(cg_ctx *c, const ir_node *n, const char *fn_nam
   cg_inner_loop(c, h * w, fill_body, &z);
   LLVMValueRef oy = cg_loop_begin(c, &OY, cg_i64(c, 0), cg_i64(c, oh), cg_i64(c, 1), "oy");
   LLVMValueRef ox = cg_loop_begin(c, &OX, cg_i64(c, 0), cg_i64(c, ow), cg_i64(c, 1), "ox");
-  LLVMValueRef ys0 = LLVMBuildSub(b, LLVMBuildMul(b, oy, cg_i64(c, pa->stride[0]), ""), cg_i64(c, pa->pad[0]), "");
-  LLVMValueRef xs0 = LLVMBuildSub(b, LLVMBuildMul(b, ox, cg_i64(c, pa->stride[1]), ""), cg_i64(c, pa->pad[1]), "");
-  LLVMValueRef ye = cg_min64(c, LLVMBuildAdd(b, ys0, cg_i64(c, pa->kernel[0]), ""), cg_i64(c, h + pa->pad[2]));
-  LLVMValueRef xe = cg_min64(c, LLVMBuildAdd(b, xs0, cg_i64(c, pa->kernel[1]), ""), cg_i64(c, w + pa->pad[3]));
-  LLVMValueRef y0 = cg_max64(c, ys0, cg_i64(c, 0)), y1 = cg_min64(c, ye, cg_i64(c, h));
-  LLVMValueRef x0 = cg_max64(c, xs0, cg_i64(c, 0)), x1 = cg_min64(c, xe, cg_i64(c, w));
+  pool_win W = pool_window(c, pa, oy, ox, h, w);
+  LLVMValueRef ys0 = W.ys0, xs0 = W.xs0, ye = W.ye, xe = W.xe, y0 = W.y0, y1 = W.y1, x0 = W.x0, x1 = W.x1;
   LLVMValueRef cnt = pa->count_include_pad
                          ? LLVMBuildMul(b, LLVMBuildSub(b, ye, ys0, ""), LLVMBuildSub(b, xe, xs0, ""), "")
                          : LLVMBuildMul(b, LLVMBuildSub(b, y1, y0, ""), LLVMBuildSub(b, x1, x0, ""), "");
@@ -272,12 +283,8 @@ static LLVMValueRef cg_gen_maxpool_grad_scalar(cg_ctx *c, const ir_node *n, cons
   cg_inner_loop(c, h * w, fill_body, &z);
   LLVMValueRef oy = cg_loop_begin(c, &OY, cg_i64(c, 0), cg_i64(c, oh), cg_i64(c, 1), "oy");
   LLVMValueRef ox = cg_loop_begin(c, &OX, cg_i64(c, 0), cg_i64(c, ow), cg_i64(c, 1), "ox");
-  LLVMValueRef ys0 = LLVMBuildSub(b, LLVMBuildMul(b, oy, cg_i64(c, pa->stride[0]), ""), cg_i64(c, pa->pad[0]), "");
-  LLVMValueRef xs0 = LLVMBuildSub(b, LLVMBuildMul(b, ox, cg_i64(c, pa->stride[1]), ""), cg_i64(c, pa->pad[1]), "");
-  LLVMValueRef ye = cg_min64(c, LLVMBuildAdd(b, ys0, cg_i64(c, pa->kernel[0]), ""), cg_i64(c, h + pa->pad[2]));
-  LLVMValueRef xe = cg_min64(c, LLVMBuildAdd(b, xs0, cg_i64(c, pa->kernel[1]), ""), cg_i64(c, w + pa->pad[3]));
-  LLVMValueRef y0 = cg_max64(c, ys0, cg_i64(c, 0)), y1 = cg_min64(c, ye, cg_i64(c, h));
-  LLVMValueRef x0 = cg_max64(c, xs0, cg_i64(c, 0)), x1 = cg_min64(c, xe, cg_i64(c, w));
+  pool_win W = pool_window(c, pa, oy, ox, h, w);
+  LLVMValueRef y0 = W.y0, y1 = W.y1, x0 = W.x0, x1 = W.x1;
   LLVMBuildStore(b, cg_f32(c, -INFINITY), m);
   LLVMBuildStore(b, cg_i64(c, -1), at);
   LLVMValueRef yy = cg_loop_begin(c, &Y, y0, y1, cg_i64(c, 1), "y");
