@@ -84,38 +84,7 @@ static const char *e_yml = /* 1x1 convs whose 1 MB blocks hold fewer tiles than 
 
 #include "train_case_check.h"
 
-/* Compiles yml for training and checks that the .so names every kernel kind in want (the
- * descriptor holds each kernel's kind string). */
-static int has_kinds(const char *name, const char *yml, const char *const *want, int n_want) {
-  char path[512], so[512];
-  snprintf(path, sizeof path, "%s/%s_k.yml", cgt_dir, name);
-  snprintf(so, sizeof so, "%s/%s_k.so", cgt_dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f || fputs(yml, f) < 0 || fclose(f)) return 1;
-  fe_options o;
-  ir_graph *g = load_case(path, 2, &o);
-  ir_diag d = {0};
-  int bad = !g || cg_build_model(g, &o, so, NULL, 0, &d);
-  if (bad) ir_diag_print(&d, stderr);
-  char *buf = NULL;
-  long len = 0;
-  FILE *sf = bad ? NULL : fopen(so, "rb");
-  if (sf && !fseek(sf, 0, SEEK_END) && (len = ftell(sf)) > 0 && !fseek(sf, 0, SEEK_SET) && (buf = malloc((size_t)len)) &&
-      fread(buf, 1, (size_t)len, sf) == (size_t)len) {
-    for (int i = 0; i < n_want; i++) {
-      int found = memmem(buf, (size_t)len, want[i], strlen(want[i])) != NULL;
-      CGT_CHECK(found, "%s: no kernel of kind %s", name, want[i]);
-      bad += !found;
-    }
-  } else {
-    bad++;
-  }
-  if (sf) fclose(sf);
-  free(buf);
-  if (g) ir_graph_free(g);
-  unlink(so), unlink(path);
-  return bad;
-}
+#include "train_kind_check.h" /* has_kinds */
 
 int main(void) {
   (void)cgt_check_graph, (void)cgt_random_params;

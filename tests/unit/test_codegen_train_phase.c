@@ -66,45 +66,17 @@ static const char *p_yml = /* padding at the bottom/right only: 1x1 stride 2 and
 
 #include "train_case_check.h"
 
-/* Compiles yml for training and checks that the .so names kernel kind want (the descriptor
- * holds each kernel's kind string): present (or, want_present 0, absent). */
-static int has_kind(const char *name, const char *yml, const char *want, int want_present) {
-  char path[512], so[512];
-  snprintf(path, sizeof path, "%s/%s_k.yml", cgt_dir, name);
-  snprintf(so, sizeof so, "%s/%s_k.so", cgt_dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f || fputs(yml, f) < 0 || fclose(f)) return 1;
-  fe_options o;
-  ir_graph *g = load_case(path, 2, &o);
-  ir_diag d = {0};
-  int bad = !g || cg_build_model(g, &o, so, NULL, 0, &d);
-  if (bad) ir_diag_print(&d, stderr);
-  char *buf = NULL;
-  long len = 0;
-  FILE *sf = bad ? NULL : fopen(so, "rb");
-  if (sf && !fseek(sf, 0, SEEK_END) && (len = ftell(sf)) > 0 && !fseek(sf, 0, SEEK_SET) && (buf = malloc((size_t)len)) &&
-      fread(buf, 1, (size_t)len, sf) == (size_t)len) {
-    int found = memmem(buf, (size_t)len, want, strlen(want)) != NULL;
-    CGT_CHECK(found == want_present, "%s: kernel kind %s %s", name, want, found ? "present" : "missing");
-    bad += found != want_present;
-  } else {
-    bad++;
-  }
-  if (sf) fclose(sf);
-  free(buf);
-  if (g) ir_graph_free(g);
-  unlink(so), unlink(path);
-  return bad;
-}
+#include "train_kind_check.h" /* has_kinds */
+static const char *const ph_kind[1] = {"conv2d_grad_input_ph_pk"};
 
 #include "train_fd_check.h" /* interp_loss, fd_case */
 
 int main(void) {
   (void)cgt_check_graph, (void)cgt_random_params;
   cgt_init_dir();
-  cgt_failures += has_kind("ph_a", a_yml, "conv2d_grad_input_ph_pk", 1);
-  cgt_failures += has_kind("ph_b", b_yml, "conv2d_grad_input_ph_pk", 1);
-  cgt_failures += has_kind("ph_w", w_yml, "conv2d_grad_input_ph_pk", 1);
+  cgt_failures += has_kinds("ph_a", a_yml, ph_kind, 1);
+  cgt_failures += has_kinds("ph_b", b_yml, ph_kind, 1);
+  cgt_failures += has_kinds("ph_w", w_yml, ph_kind, 1);
   cgt_failures += run_yml("ph_a", a_yml, 1);
   cgt_failures += run_yml("ph_a", a_yml, 3);
   cgt_failures += run_yml("ph_b", b_yml, 3);
