@@ -688,3 +688,14 @@ void cg_conv_row_pixels(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_e
   if (g->vc) cg_conv_vc_row(c, g, r, e, rr);
   else conv_row_emit(c, g, r, e, rr);
 }
+/* Training entry for flat convs (g->flat, 1x1 stride 1 unpadded; additive): pixel chunk
+ * `chunk` of the plane as conv_item runs it, with the x panel when xbuf is not NULL (xkey:
+ * an i64 slot, -1 before the first item; the buffer holds cg_conv_flat_pack_floats(g)). */
+int64_t cg_conv_flat_chunk_px(const conv_geom *g) { return flat_chunk_px(g); }
+int64_t cg_conv_flat_pack_floats(const conv_geom *g) { return conv_pack_floats(g); }
+void cg_conv_flat_pixels(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, int rr, LLVMValueRef xbuf,
+                         LLVMValueRef xkey, LLVMValueRef chunk) {
+  conv_xpack pk = {xbuf, xkey};
+  ky_range(c, g, cg_i64(c, 0), r);
+  conv_flat_chunk(c, g, r, e, rr, xbuf ? &pk : NULL, chunk, flat_chunk_px(g));
+}

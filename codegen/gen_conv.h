@@ -94,5 +94,12 @@ conv_geom cg_conv_geometry(cg_ctx *c, const ir_node *n);
  * depthwise planes, bf16) read and write f32. */
 int cg_conv_io16_ok(cg_ctx *c, const ir_node *n);
 void cg_conv_row_pixels(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, int rr, LLVMValueRef oy);
+/* Compiled training, flat convs (g->flat): pixels per chunk, x panel floats (0: no panel),
+ * and the pixels of chunk `chunk` for rr channels (r as conv_item sets it with oy = 0; xbuf
+ * NULL or a panel of cg_conv_flat_pack_floats(g) floats, xkey its i64 key slot, -1 first). */
+int64_t cg_conv_flat_chunk_px(const conv_geom *g);
+int64_t cg_conv_flat_pack_floats(const conv_geom *g);
+void cg_conv_flat_pixels(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, int rr, LLVMValueRef xbuf,
+                         LLVMValueRef xkey, LLVMValueRef chunk);
 
 #endif

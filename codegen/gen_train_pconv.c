@@ -9,10 +9,13 @@
  * a block when its range enters it (each block about once per thread per step, cheap next to
  * a batch of images), the block's packed weights stay in L2 while the thread walks its images,
  * and every output element has one writer with a fixed summation order (results do not depend
- * on the thread count).  A flat conv (1x1 stride 1 unpadded) is viewed as rows of a divisor
- * of its plane (cw pixels, ~L2-sized input rows), so its row items are the GEMM's pixel chunks
- * with the x chunk reused by the block's tiles.  Training batchnorm uses batch statistics, so
- * there is no epilogue besides the bias. */
+ * on the thread count).  A flat conv (1x1 stride 1 unpadded, pixel vectors) runs the
+ * inference GEMM's pixel chunks (cg_conv_flat_pixels: one long row of the plane, its x chunk
+ * packed into a panel by the first tile of the block that reads it and read sequentially by
+ * the others); with CNNC_TRAIN_NO_PCONV_FLAT it is viewed as rows of a divisor of its plane
+ * (cw pixels, ~L2-sized input rows).  A 1x1 strided conv that inference runs on its
+ * subsampled plane (sub) runs here on its own output rows.  Training batchnorm uses batch
+ * statistics, so there is no epilogue besides the bias. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +36,9 @@ typedef struct pconv {
   conv_geom g;
   int64_t so, si, sy, sx, w0; /* weight (o, i, ky, kx) of the conv at w0 + o*so + i*si + ky*sy + kx*sx */
   int64_t wt, B, nblk;        /* packed floats per tile, tiles per block, blocks */
+  int64_t rows;               /* row items per (image, tile): output rows, or flat chunks */
+  int64_t xfl;                /* flat: the x panel's floats (0: no panel) */
+  int unsub;                  /* a sub conv of inference on its own output rows (kind _1x1s) */
 } pconv;
 
 /* Row width for a flat conv's plane of hw pixels: a divisor (and a multiple of unit) whose
@@ -55,21 +61,39 @@ static int64_t flat_row(const conv_geom *g, int64_t hw, int64_t unit, double *ut
  * (grouped, a tile's packed weights over PC_MAX_PACK_BYTES, or --enable-half-partials: the
  * interpreter mirrors the K-blocked rows' 16-bit partials for inference convs only).  A flat
  * view's rows are whole multiples of unit pixels (strided grad_input: whole rows of the grid). */
-static int pc_plan(cg_ctx *c, const ir_node *n, int64_t unit, pconv *p) {
+static int pc_plan(cg_ctx *c, const ir_node *n, int64_t unit, int flat_ok, pconv *p) {
   if (c->g->half_partials) return 0; /* the K-blocked rows' 16-bit partials are mirrored for inference convs only */
+  memset(p, 0, sizeof *p);
   p->g = cg_conv_geometry(c, n);
   conv_geom *g = &p->g;
-  /* sub convs (one 1x1 strided row per image: every block streams all images' inputs)
-   * measured slower than the direct kernel on ResNet-50 (docs/training.md); flat views
-   * wasting over 15 % of their tiles (a masked tile per row) are left to it too */
-  if (g->groups != 1 || g->dwp || g->sub) return 0;
-  if (g->flat) {
+  if (g->groups != 1 || g->dwp) return 0;
+  if (g->sub) {
+    /* a 1x1 strided conv whose plane inference runs as one row (sub: one row per image
+     * streamed whole by every block, measured slower than the direct kernel) runs on its
+     * own output rows: the channel-vector tiles inference plans for them (ResNet-50
+     * layer4/0's downsample; CNNC_TRAIN_NO_PCONV_SUB=1 at compile time: the direct kernel) */
+    if (getenv("CNNC_TRAIN_NO_PCONV_SUB")) return 0;
+    g->h = g->w / g->sub_w, g->oh = g->ow / g->sub_ow, g->w = g->sub_w, g->ow = g->sub_ow, g->sub = 0, p->unsub = 1;
+    if (!cg_conv_vc_choose(g, cg_acc_budget(c->target))) return 0;
+  }
+  p->rows = g->oh;
+  if (g->flat && flat_ok && !getenv("CNNC_TRAIN_NO_PCONV_FLAT")) {
+    /* 1x1 stride 1 unpadded on pixel vectors: the inference GEMM's pixel chunks (one long
+     * row of the plane, whole unmasked tiles but the plane's last, x panel packed on first
+     * use and reused by the block's tiles); CNNC_TRAIN_NO_PCONV_FLAT=1 at compile time: the
+     * rows below */
+    int64_t cpx = cg_conv_flat_chunk_px(g);
+    p->rows = (g->ow + cpx - 1) / cpx, p->xfl = cg_conv_flat_pack_floats(g);
+  } else if (g->flat) {
+    /* flat views wasting over 15 % of their tiles (a masked tile per row) are left to the
+     * direct kernel */
     double util;
     int64_t hw = g->ow, cw = flat_row(g, hw, unit, &util);
     if (util < 0.85 || cw % unit) return 0;
     g->flat = 0, g->h = g->oh = hw / cw, g->w = g->ow = cw;
+    p->rows = g->oh;
   }
-  if (g->ow % unit) return 0;
+  if (!g->flat && g->ow % unit) return 0;
   p->wt = (int64_t)g->cin * g->kh * g->kw * g->R;
   if (p->wt * 4 > PC_MAX_PACK_BYTES) return 0;
   int64_t b = (g->kh == 1 && g->kw == 1 ? PC_MAX_BLOCK_1X1_BYTES : g->l2 / 2) / (p->wt * 4);
@@ -122,14 +146,20 @@ typedef struct pc_scatter {
 } pc_scatter;
 
 /* Per-kernel stack buffers shared by its phases: packed weights, bias, scatter scratch. */
-typedef struct pc_bufs { LLVMValueRef wb, bb, scr; } pc_bufs;
+typedef struct pc_bufs { LLVMValueRef wb, bb, scr, xb, xkey; } pc_bufs;
 
-static pc_bufs pc_bufs_alloc(cg_ctx *c, int64_t wfl, int64_t bfl, int64_t sfl) {
+static pc_bufs pc_bufs_alloc(cg_ctx *c, int64_t wfl, int64_t bfl, int64_t sfl, int64_t xfl) {
   int V = c->target->vec_f32;
   LLVMTypeRef vt = cg_vtype(c, V);
   pc_bufs b = {cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)((wfl + V - 1) / V)), "wpack"),
-               cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)((bfl + V - 1) / V)), "bpack"), NULL};
+               cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)((bfl + V - 1) / V)), "bpack"), NULL, NULL, NULL};
   LLVMSetAlignment(b.wb, 64);
+  if (xfl) { /* flat convs: the x panel and the input element it holds (-1: none) */
+    b.xb = cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)((xfl + V - 1) / V)), "xpack");
+    LLVMSetAlignment(b.xb, 64);
+    b.xkey = cg_entry_alloca(c, c->t_i64, "xpack_key");
+    LLVMBuildStore(c->b, cg_i64(c, -1), b.xkey);
+  }
   if (sfl) { /* + one vector: the full rows' shuffles read a vector past a row's last pixel */
     b.scr = cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)((sfl + V - 1) / V + 1)), "pscr");
     LLVMSetAlignment(b.scr, 64);
@@ -204,7 +234,7 @@ static void pc_emit(cg_ctx *c, const pconv *p, const pc_bufs *bf, const pc_scatt
                     LLVMValueRef bias, LLVMValueRef out, LLVMValueRef tid, LLVMValueRef nth) {
   const conv_geom *g = &p->g;
   int R = g->R;
-  int64_t rows = g->oh, per = g->n * rows * p->B;
+  int64_t rows = p->rows, per = g->n * rows * p->B;
   LLVMValueRef wb = bf->wb, bb = bf->bb;
   LLVMValueRef key = cg_entry_alloca(c, c->t_i64, "wpack_blk");
   LLVMBuildStore(c->b, cg_i64(c, -1), key);
@@ -228,8 +258,8 @@ static void pc_emit(cg_ctx *c, const pconv *p, const pc_bufs *bf, const pc_scatt
   memset(&r, 0, sizeof r);
   r.x = x, r.out = sc ? bf->scr : out, r.wp = wb, r.bp = bb;
   r.in_base = cg_tmul(c, nb, (int64_t)g->cin * g->h * g->w);
-  r.out_row = sc ? cg_tmul(c, oy, g->ow)
-                 : cg_tadd(c, cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, g->cout), cg_tmul(c, tile, R)), g->oh * g->ow), cg_tmul(c, oy, g->ow));
+  LLVMValueRef plane0 = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, g->cout), cg_tmul(c, tile, R)), g->oh * g->ow);
+  r.out_row = sc ? cg_tmul(c, oy, g->ow) : g->flat ? plane0 : cg_tadd(c, plane0, cg_tmul(c, oy, g->ow));
   r.wbase = cg_tmul(c, tl, p->wt);
   r.bbase = cg_tmul(c, tl, R);
   conv_epi e = {{0}, 0};
@@ -240,7 +270,8 @@ static void pc_emit(cg_ctx *c, const pconv *p, const pc_bufs *bf, const pc_scatt
     if (rem) {
       cg_if_begin(c, &f, LLVMBuildICmp(c->b, pass ? LLVMIntEQ : LLVMIntNE, tile, cg_i64(c, g->ntile - 1), ""));
     }
-    cg_conv_row_pixels(c, g, &r, &e, rr, oy);
+    if (g->flat) cg_conv_flat_pixels(c, g, &r, &e, rr, bf->xb, bf->xkey, oy); /* oy: the chunk */
+    else cg_conv_row_pixels(c, g, &r, &e, rr, oy);
     if (sc) pc_scatter_rows(c, p, sc, bf->scr, out, nb, cg_tmul(c, tile, R), oy, rr);
     if (rem) cg_if_end(c, &f);
   }
@@ -249,20 +280,20 @@ static void pc_emit(cg_ctx *c, const pconv *p, const pc_bufs *bf, const pc_scatt
 
 static const char *pc_kind(cg_ctx *c, const char *op, const pconv *p) {
   const conv_geom *g = &p->g;
-  return cg_kind(c, ir_fmt(c->arena, "%s_pk%s", op, g->vc ? "_vc" : ""),
+  return cg_kind(c, ir_fmt(c->arena, "%s_pk%s%s", op, p->unsub ? "_1x1s" : g->flat ? "_1x1" : "", g->vc ? "_vc" : ""),
                  ir_fmt(c->arena, "%dx%d", g->R, g->vc ? g->P : g->P * g->V));
 }
 
 LLVMValueRef cg_train_pconv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   if (getenv("CNNC_TRAIN_NO_PCONV")) return NULL;
   pconv p;
-  if (!pc_plan(c, n, 1, &p)) return NULL;
+  if (!pc_plan(c, n, 1, 1, &p)) return NULL;
   int64_t taps = (int64_t)p.g.kh * p.g.kw;
   p.so = p.g.cin * taps, p.si = taps, p.sy = p.g.kw, p.sx = 1, p.w0 = 0;
   int nin = n->n_in;
   LLVMValueRef a[6];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, nin, a);
-  pc_bufs bf = pc_bufs_alloc(c, p.B * p.wt, p.B * p.g.R, 0);
+  pc_bufs bf = pc_bufs_alloc(c, p.B * p.wt, p.B * p.g.R, 0, p.xfl);
   pc_emit(c, &p, &bf, NULL, a[0], a[1], nin > 2 ? a[2] : NULL, a[nin], a[nin + 1], a[nin + 2]);
   cg_kernel_end(c);
   *kind = pc_kind(c, "conv2d_train", &p);
@@ -282,7 +313,7 @@ static int pc_plan_view(cg_ctx *c, const ir_node *n, const ir_conv2d_attr *va, i
   c2.g = &g2;
   ir_node v = *n;
   v.op = IR_OP_conv2d, v.attr.conv2d = *va, v.in[0] = 0, v.out = 1;
-  return pc_plan(&c2, &v, gw, p);
+  return pc_plan(&c2, &v, gw, 0, p);
 }
 
 /* One axis of phase p of a stride-s conv (kernel K, dilation d, padding pad): the taps t with
@@ -357,7 +388,7 @@ static LLVMValueRef pc_grad_input_strided(cg_ctx *c, const ir_node *n, const cha
     }
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
-  pc_bufs bf = pc_bufs_alloc(c, wfl, bfl, sfl);
+  pc_bufs bf = pc_bufs_alloc(c, wfl, bfl, sfl, 0);
   for (int i = 0; i < np; i++) pc_emit(c, &ph[i], &bf, &sc[i], a[0], a[1], NULL, a[2], a[3], a[4]);
   cg_kernel_end(c);
   *kind = pc_kind(c, "conv2d_grad_input_ph", &ph[0]);
@@ -383,12 +414,12 @@ LLVMValueRef cg_train_pconv_grad_input(cg_ctx *c, const ir_node *n, const char *
     if (va->pad[i] < 0) return NULL;
   v.op = IR_OP_conv2d, v.in[0] = n->in[0], v.out = n->out;
   pconv p;
-  if (!pc_plan(c, &v, 1, &p)) return NULL;
+  if (!pc_plan(c, &v, 1, 1, &p)) return NULL;
   int64_t taps = (int64_t)p.g.kh * p.g.kw;
   p.so = taps, p.si = p.g.cout * taps, p.sy = -p.g.kw, p.sx = -1, p.w0 = taps - 1;
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
-  pc_bufs bf = pc_bufs_alloc(c, p.B * p.wt, p.B * p.g.R, 0);
+  pc_bufs bf = pc_bufs_alloc(c, p.B * p.wt, p.B * p.g.R, 0, p.xfl);
   pc_emit(c, &p, &bf, NULL, a[0], a[1], NULL, a[2], a[3], a[4]);
   cg_kernel_end(c);
   *kind = pc_kind(c, "conv2d_grad_input", &p);

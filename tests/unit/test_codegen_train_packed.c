@@ -1,11 +1,12 @@
 /* test_codegen_train_packed.c — compiled training's groups-1 conv forward and stride-1
  * grad_input through the inference microkernels with per-thread packed weights
  * (codegen/gen_train_pconv.c): pixel-vector rows (23 and 16 wide), several blocks of channel
- * tiles with a remainder tile (a 2-thread range starting inside a block), flat 1x1 convs viewed
- * as rows, channel vectors on 14- and 7-wide maps, stride 2 (forward; its grad_input keeps the
- * phases), a 1x1 stride-2 downsample (sub conv: the direct kernel), a K-blocked 1x1 row (900
- * input channels on 7x7), dilation 2, asymmetric padding, 3x5 kernels, and a padded 1x1 conv whose
- * grad_input would need negative padding (the direct kernel takes it).  Each model: the .so
+ * tiles with a remainder tile (a 2-thread range starting inside a block), flat 1x1 convs (the
+ * GEMM's pixel chunks; test_codegen_train_flat.c has more), channel vectors on 14- and 7-wide
+ * maps, stride 2 (forward; its grad_input keeps the phases), a 1x1 stride-2 downsample (a sub
+ * conv of inference, on its own rows here), a K-blocked 1x1 row (900 input channels on 7x7),
+ * dilation 2, asymmetric padding, 3x5 kernels, and a padded 1x1 conv whose grad_input would
+ * need negative padding (the direct kernel takes it).  Each model: the .so
  * must name the packed kernels it is meant to reach, then momentum steps with 1 and 2 threads
  * vs ir_train_step (loss per step, every state tensor, 1e-4), 2 threads bitwise equal to 1,
  * and the eval program vs the interpreter (train_case_check.h).  1x1 convs take blocks of up
@@ -90,7 +91,7 @@ int main(void) {
   (void)cgt_check_graph, (void)cgt_random_params;
   cgt_init_dir();
   const char *ka[] = {"conv2d_train_pk_f32", "conv2d_grad_input_pk_f32"};
-  const char *kb[] = {"conv2d_train_pk_vc_f32", "conv2d_train_f32", "conv2d_grad_input_pk", "conv2d_grad_input_f32"};
+  const char *kb[] = {"conv2d_train_pk_vc_f32", "conv2d_train_pk_1x1s_vc_f32", "conv2d_grad_input_pk", "conv2d_grad_input_f32"};
   const char *kc[] = {"conv2d_train_pk_vc_f32", "conv2d_grad_input_pk"};
   cgt_failures += has_kinds("pk_a", a_yml, ka, 2);
   cgt_failures += has_kinds("pk_b", b_yml, kb, 4);
