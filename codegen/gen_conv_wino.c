@@ -1,0 +1,366 @@
+/* gen_conv_wino.c — Winograd F(2x2,3x3) for inference 3x3 stride-1 convs on NCHW (issue 4):
+ * 2.25x fewer multiplies than the direct kernels of gen_conv.c / gen_conv_vc.c.
+ * Work item: (image, group of tr tile rows, block of cb output channels).  Per block of kb
+ * input channels it transforms the item's 4x4 input tiles, V = B^T d B (zero padding at the
+ * borders, V lanes = V consecutive tiles of one tile row), into a stack panel [16][kb][tb],
+ * runs the 16 GEMMs M[xi] += U[xi] (cb x kb) V[xi] (kb x tb) on R x P register tiles (P
+ * vectors of tiles, R broadcast weights) into a second panel [16][cb][tb]; after the last
+ * block, Y = A^T M A + bias, fused relu, stored to the output planes.  U = G g G^T with the
+ * batchnorm folded in is computed at compile time, packed [16][Cout/R][Cin][R]. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/gen_conv.h"
+#include "codegen/gen_conv_wino.h"
+
+/* Each of the two stack panels (transformed inputs, GEMM results) is at most this big: both
+ * together stay in a 512 KB L2 with the weights streaming through. */
+#define WINO_PANEL_BYTES (128 * 1024)
+/* Tiles per item at most (a single tile row may be wider). */
+#define WINO_TB_MAX 64
+
+typedef struct wino_plan {
+  int64_t n, cin, cout, h, w, oh, ow;
+  int pt, pl, V, R, P;
+  int64_t th, tw;   /* output tiles: rows, columns (2x2 pixels each) */
+  int64_t tr, ngrp; /* tile rows per item, row groups per image */
+  int64_t tb;       /* tile slots of an item: tr*tw rounded up to P*V */
+  int64_t nct, cbt, ncb; /* channel tiles of R (zero padded), tiles per block, blocks */
+  int64_t kb, nkb;  /* input channels per block, blocks */
+  int64_t vxs;      /* panel floats per xi: kb*tb + V (the slack takes the last channel's spill) */
+} wino_plan;
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Row groups: the tr that wastes the fewest tile slots over the image (ties: tb >= 2 vectors
+ * of tiles, which halves the weight reads per tile); blocks: the panels' byte budget, and an
+ * even item count when there are few items (2 threads). */
+static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n) {
+  const ir_conv2d_attr *a = &n->attr.conv2d;
+  const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
+  wino_plan p;
+  memset(&p, 0, sizeof p);
+  p.n = xs->dim[0], p.cin = xs->dim[1], p.h = xs->dim[2], p.w = xs->dim[3];
+  p.cout = ys->dim[1], p.oh = ys->dim[2], p.ow = ys->dim[3];
+  p.pt = a->pad[0], p.pl = a->pad[1];
+  p.V = c->target->vec_f32, p.P = 2, p.R = cg_acc_budget(c->target) / 2;
+  p.th = cdiv(p.oh, 2), p.tw = cdiv(p.ow, 2);
+  int64_t pv = (int64_t)p.P * p.V;
+  double best = -1;
+  for (int64_t tr = 1; tr <= p.th; tr++) {
+    int64_t tb = cdiv(tr * p.tw, pv) * pv, ngrp = cdiv(p.th, tr);
+    if (tb > WINO_TB_MAX && tr > 1) break;
+    double score = (double)(p.th * p.tw) / (double)(ngrp * tb) + (tb >= 2 * pv ? 1e-3 : 0);
+    if (score > best + 1e-9) best = score, p.tr = tr, p.tb = tb, p.ngrp = ngrp;
+  }
+  int64_t kbmax = WINO_PANEL_BYTES / (16 * 4 * p.tb);
+  if (kbmax < 1) kbmax = 1;
+  p.nkb = cdiv(p.cin, kbmax), p.kb = cdiv(p.cin, p.nkb), p.vxs = p.kb * p.tb + p.V;
+  p.nct = cdiv(p.cout, p.R);
+  int64_t cbmax = WINO_PANEL_BYTES / (16 * 4 * p.tb * p.R);
+  if (cbmax < 1) cbmax = 1;
+  p.ncb = cdiv(p.nct, cbmax);
+  if (p.n * p.ngrp * p.ncb < 16 && (p.n * p.ngrp * p.ncb) % 2 && p.ncb < p.nct) p.ncb++;
+  p.cbt = cdiv(p.nct, p.ncb), p.ncb = cdiv(p.nct, p.cbt);
+  return p;
+}
+
+int cg_conv_wino_ok(cg_ctx *c, const ir_node *n) {
+  const char *off = getenv("CNNC_NO_WINOGRAD");
+  if (off && *off && strcmp(off, "0") != 0) return 0;
+  const cg_priv *pv = c->priv;
+  if (!pv || pv->train || n->op != IR_OP_conv2d || c->target->vec_f32 < 8) return 0;
+  const ir_conv2d_attr *a = &n->attr.conv2d;
+  int dh = a->dilation[0] < 1 ? 1 : a->dilation[0], dw = a->dilation[1] < 1 ? 1 : a->dilation[1];
+  if (a->kernel[0] != 3 || a->kernel[1] != 3 || a->stride[0] != 1 || a->stride[1] != 1 || dh != 1 || dw != 1 ||
+      (a->groups > 1) || a->pad[0] < 0 || a->pad[1] < 0 || a->pad[0] > 2 || a->pad[1] > 2)
+    return 0;
+  const ir_value *x = &c->g->values[n->in[0]], *y = &c->g->values[n->out];
+  if (x->shape.rank != 4 || x->shape.dim[1] < CG_WINO_MIN_C || y->shape.dim[1] < CG_WINO_MIN_C) return 0;
+  if (x->dtype != IR_F32 || c->g->values[n->in[1]].data == NULL) return 0;
+  const pass_fusion *fu = cg_fusion(c, n);
+  if (fu->n_pre || fu->n_side) return 0;
+  for (int i = 0; i < fu->n_post; i++)
+    if (c->g->nodes[fu->post[i]].op != IR_OP_relu) return 0;
+  return c->g->values[c->g->nodes[fu->last].out].dtype == IR_F32;
+}
+
+/* U[xi][co/R][ci][co%R] = G (scale * g) G^T (G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]) and
+ * bias[co] = (b - mean) * scale + beta, in double rounded once; padded channels are 0. */
+static void wino_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const wino_plan *p, float *U, float *bias) {
+  static const double G[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
+  const float *w = c->g->values[n->in[1]].data, *b = n->n_in > 2 ? c->g->values[n->in[2]].data : NULL;
+  for (int64_t co = 0; co < p->cout; co++) {
+    double scale = 1.0, shift = b ? b[co] : 0.0;
+    if (bn) {
+      const float *gam = c->g->values[bn->in[1]].data, *bet = c->g->values[bn->in[2]].data;
+      const float *mean = c->g->values[bn->in[3]].data, *var = c->g->values[bn->in[4]].data;
+      scale = gam[co] / sqrt((double)var[co] + (double)bn->attr.batchnorm.eps);
+      shift = (shift - mean[co]) * scale + bet[co];
+    }
+    bias[co] = (float)shift;
+    for (int64_t ci = 0; ci < p->cin; ci++) {
+      const float *g = w + (co * p->cin + ci) * 9;
+      double gg[4][3]; /* G g */
+      for (int i = 0; i < 4; i++)
+        for (int l = 0; l < 3; l++) gg[i][l] = G[i][0] * g[l] + G[i][1] * g[3 + l] + G[i][2] * g[6 + l];
+      for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+          double u = (gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2]) * scale;
+          U[(((int64_t)(4 * i + j) * p->nct + co / p->R) * p->cin + ci) * p->R + co % p->R] = (float)u;
+        }
+    }
+  }
+}
+
+typedef struct wino_item {         /* run-time values of one work item */
+  LLVMValueRef x, out, up, bp, vb, mb; /* input, output, packed U, bias, the two panels */
+  LLVMValueRef in_img, out_img, ty0, ct0, nct_here;
+  const ir_node *post[PASS_MAX_POST];
+  int n_post;
+} wino_item;
+
+/* V lanes: input columns col0, col0+2, ... of the row at element idx (zero outside [0, w)). */
+static LLVMValueRef wino_load_cols(cg_ctx *c, const wino_plan *p, LLVMValueRef x, LLVMValueRef idx, int64_t col0) {
+  int V = p->V;
+  unsigned m = 0, full = (1u << V) - 1, lo = 0, hi = 0;
+  for (int l = 0; l < V; l++)
+    if (col0 + 2 * l >= 0 && col0 + 2 * l < p->w) m |= 1u << l;
+  if (!m) return cg_fzero(c, V);
+  LLVMValueRef at = LLVMBuildAdd(c->b, idx, cg_i64(c, col0), "");
+  if (m == full && col0 >= 0 && col0 + 2 * V - 1 < p->w) return cg_load_strided(c, x, at, 2, V);
+  for (int l = 0; l < V; l++)
+    if (m >> l & 1) {
+      if (2 * l < V) lo |= 1u << (2 * l);
+      else hi |= 1u << (2 * l - V);
+    }
+  LLVMValueRef va = lo ? cg_conv_masked_load(c, x, at, lo, V) : cg_fzero(c, V);
+  LLVMValueRef vb = hi ? cg_conv_masked_load(c, x, LLVMBuildAdd(c->b, at, cg_i64(c, V), ""), hi, V) : cg_fzero(c, V);
+  LLVMValueRef e[64];
+  for (int l = 0; l < V; l++) e[l] = cg_i32(c, 2 * l);
+  return LLVMBuildShuffleVector(c->b, va, vb, LLVMConstVector(e, (unsigned)V), "even");
+}
+
+/* Input transform of input channels [k0, k0 + kn) into the panel: vb[xi*vxs + ci*tb + r*tw
+ * + tx] for tile (ty0 + r, tx).  A chunk's lanes past the row's last tile spill into the next
+ * row's slots, which that row overwrites afterwards (the last row's spill lands in the panel's
+ * padding, in the next channel's row, also overwritten, or in the V slots of slack after each
+ * xi's last channel). */
+static void wino_input(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMValueRef k0, LLVMValueRef kn) {
+  int V = p->V;
+  cg_loop CI, RW;
+  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), kn, cg_i64(c, 1), "wci");
+  LLVMValueRef plane = LLVMBuildAdd(c->b, it->in_img, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, k0, ci, ""), cg_i64(c, p->h * p->w), ""), "plane");
+  LLVMValueRef r = cg_loop_begin(c, &RW, cg_i64(c, 0), cg_i64(c, p->tr), cg_i64(c, 1), "wr");
+  LLVMValueRef iy0 = LLVMBuildSub(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, it->ty0, r, ""), cg_i64(c, 2), ""), cg_i64(c, p->pt), "iy0");
+  LLVMValueRef rowidx[4], valid[4];
+  for (int i = 0; i < 4; i++) {
+    LLVMValueRef iy = LLVMBuildAdd(c->b, iy0, cg_i64(c, i), "");
+    valid[i] = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, iy, cg_i64(c, 0), ""),
+                            LLVMBuildICmp(c->b, LLVMIntSLT, iy, cg_i64(c, p->h), ""), "");
+    LLVMValueRef iyc = cg_max64(c, cg_i64(c, 0), cg_min64(c, iy, cg_i64(c, p->h - 1))); /* clamped: no read outside */
+    rowidx[i] = LLVMBuildAdd(c->b, plane, LLVMBuildMul(c->b, iyc, cg_i64(c, p->w), ""), "");
+  }
+  LLVMValueRef slot0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, p->tb), ""), LLVMBuildMul(c->b, r, cg_i64(c, p->tw), ""), "slot");
+  LLVMValueRef z = cg_fzero(c, V);
+  for (int64_t tx0 = 0; tx0 < p->tw; tx0 += V) {
+    LLVMValueRef d[4][4], e[4][4], v[16];
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 4; j++)
+        d[i][j] = LLVMBuildSelect(c->b, valid[i], wino_load_cols(c, p, it->x, rowidx[i], 2 * tx0 - p->pl + j), z, "");
+    for (int j = 0; j < 4; j++) { /* B^T d: rows d0-d2, d1+d2, d2-d1, d1-d3 */
+      e[0][j] = LLVMBuildFSub(c->b, d[0][j], d[2][j], "");
+      e[1][j] = LLVMBuildFAdd(c->b, d[1][j], d[2][j], "");
+      e[2][j] = LLVMBuildFSub(c->b, d[2][j], d[1][j], "");
+      e[3][j] = LLVMBuildFSub(c->b, d[1][j], d[3][j], "");
+    }
+    for (int i = 0; i < 4; i++) { /* (B^T d) B: the same on columns */
+      v[4 * i + 0] = LLVMBuildFSub(c->b, e[i][0], e[i][2], "");
+      v[4 * i + 1] = LLVMBuildFAdd(c->b, e[i][1], e[i][2], "");
+      v[4 * i + 2] = LLVMBuildFSub(c->b, e[i][2], e[i][1], "");
+      v[4 * i + 3] = LLVMBuildFSub(c->b, e[i][1], e[i][3], "");
+    }
+    for (int xi = 0; xi < 16; xi++)
+      cg_store_v(c, v[xi], it->vb, LLVMBuildAdd(c->b, slot0, cg_i64(c, xi * p->vxs + tx0), ""), V);
+  }
+  cg_loop_end(c, &RW);
+  cg_loop_end(c, &CI);
+}
+
+/* The 16 GEMMs of input block k0 (kn channels) for the item's channel tiles: mb[(xi*cb + col)
+ * *tb + t] (+)= sum over ci of U * V; first: the block starts the sums (no panel load). */
+static void wino_gemm(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMValueRef k0, LLVMValueRef kn, int first) {
+  int V = p->V, R = p->R, P = p->P;
+  LLVMTypeRef vt = cg_vtype(c, V);
+  int64_t cb = p->cbt * R;
+  cg_loop CT, XI, PG, CI;
+  LLVMValueRef ct = cg_loop_begin(c, &CT, cg_i64(c, 0), it->nct_here, cg_i64(c, 1), "wct");
+  LLVMValueRef xi = cg_loop_begin(c, &XI, cg_i64(c, 0), cg_i64(c, 16), cg_i64(c, 1), "wxi");
+  LLVMValueRef urow = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, xi, cg_i64(c, p->nct), ""),
+                                                                                            LLVMBuildAdd(c->b, it->ct0, ct, ""), ""), cg_i64(c, p->cin), ""), k0, ""),
+                                   cg_i64(c, R), "urow");
+  LLVMValueRef vrow = LLVMBuildMul(c->b, xi, cg_i64(c, p->vxs), "vrow");
+  LLVMValueRef mrow = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, xi, cg_i64(c, cb), ""), LLVMBuildMul(c->b, ct, cg_i64(c, R), ""), ""),
+                                   cg_i64(c, p->tb), "mrow");
+  LLVMValueRef pg = cg_loop_begin(c, &PG, cg_i64(c, 0), cg_i64(c, p->tb / ((int64_t)P * V)), cg_i64(c, 1), "wpg");
+  LLVMValueRef t0 = LLVMBuildMul(c->b, pg, cg_i64(c, (int64_t)P * V), "t0");
+  LLVMValueRef acc[64], cur[64];
+  for (int k = 0; k < R; k++)
+    for (int q = 0; q < P; q++) {
+      acc[k * P + q] = cg_entry_alloca(c, vt, "wacc");
+      LLVMValueRef init = first ? cg_fzero(c, V)
+                                : cg_load_v(c, it->mb, LLVMBuildAdd(c->b, LLVMBuildAdd(c->b, mrow, t0, ""), cg_i64(c, (int64_t)k * p->tb + q * V), ""), V);
+      LLVMBuildStore(c->b, init, acc[k * P + q]);
+    }
+  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), kn, cg_i64(c, 1), "wk");
+  for (int i = 0; i < R * P; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+  LLVMValueRef vi = LLVMBuildAdd(c->b, LLVMBuildAdd(c->b, vrow, LLVMBuildMul(c->b, ci, cg_i64(c, p->tb), ""), ""), t0, "");
+  LLVMValueRef ui = LLVMBuildAdd(c->b, urow, LLVMBuildMul(c->b, ci, cg_i64(c, R), ""), "");
+  LLVMValueRef xv[16];
+  for (int q = 0; q < P; q++) xv[q] = cg_load_v(c, it->vb, LLVMBuildAdd(c->b, vi, cg_i64(c, (int64_t)q * V), ""), V);
+  for (int k = 0; k < R; k++) {
+    LLVMValueRef wb = cg_splat(c, cg_load_f32(c, it->up, LLVMBuildAdd(c->b, ui, cg_i64(c, k), "")), V);
+    for (int q = 0; q < P; q++) cur[k * P + q] = cg_fma(c, wb, xv[q], cur[k * P + q]);
+  }
+  for (int i = 0; i < R * P; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
+  cg_loop_end(c, &CI);
+  for (int k = 0; k < R; k++)
+    for (int q = 0; q < P; q++)
+      cg_store_v(c, LLVMBuildLoad2(c->b, vt, acc[k * P + q], ""), it->mb,
+                 LLVMBuildAdd(c->b, LLVMBuildAdd(c->b, mrow, t0, ""), cg_i64(c, (int64_t)k * p->tb + q * V), ""), V);
+  cg_loop_end(c, &PG);
+  cg_loop_end(c, &XI);
+  cg_loop_end(c, &CT);
+}
+
+/* Output transform of the item's channels: Y = A^T M A (A^T = [1 1 1 0; 0 1 -1 -1]) + bias,
+ * the fused relu, the 2x2 pixels of V tiles interleaved into 2V-pixel row pieces (masked at
+ * the right border; the second row of the last tile row skipped when oh is odd). */
+static void wino_output(cg_ctx *c, const wino_plan *p, const wino_item *it) {
+  int V = p->V;
+  int64_t cb = p->cbt * p->R;
+  LLVMValueRef ncol = cg_min64(c, LLVMBuildMul(c->b, it->nct_here, cg_i64(c, p->R), ""),
+                               LLVMBuildSub(c->b, cg_i64(c, p->cout), LLVMBuildMul(c->b, it->ct0, cg_i64(c, p->R), ""), ""));
+  LLVMValueRef rows = cg_min64(c, cg_i64(c, p->tr), LLVMBuildSub(c->b, cg_i64(c, p->th), it->ty0, ""));
+  cg_loop CO, RW;
+  LLVMValueRef col = cg_loop_begin(c, &CO, cg_i64(c, 0), ncol, cg_i64(c, 1), "wcol");
+  LLVMValueRef co = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, it->ct0, cg_i64(c, p->R), ""), col, "co");
+  LLVMValueRef bias = cg_splat(c, cg_load_f32(c, it->bp, co), V);
+  LLVMValueRef oplane = LLVMBuildAdd(c->b, it->out_img, LLVMBuildMul(c->b, co, cg_i64(c, p->oh * p->ow), ""), "oplane");
+  LLVMValueRef r = cg_loop_begin(c, &RW, cg_i64(c, 0), rows, cg_i64(c, 1), "wor");
+  LLVMValueRef oy0 = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, it->ty0, r, ""), cg_i64(c, 2), "oy0");
+  LLVMValueRef slot0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, col, cg_i64(c, p->tb), ""), LLVMBuildMul(c->b, r, cg_i64(c, p->tw), ""), "");
+  LLVMValueRef ilo[64], ihi[64];
+  for (int k = 0; k < V / 2; k++) {
+    ilo[2 * k] = cg_i32(c, k), ilo[2 * k + 1] = cg_i32(c, V + k);
+    ihi[2 * k] = cg_i32(c, V / 2 + k), ihi[2 * k + 1] = cg_i32(c, V + V / 2 + k);
+  }
+  for (int64_t tx0 = 0; tx0 < p->tw; tx0 += V) {
+    LLVMValueRef m[16], s[2][4], y[2][2];
+    for (int xi = 0; xi < 16; xi++) m[xi] = cg_load_v(c, it->mb, LLVMBuildAdd(c->b, slot0, cg_i64(c, xi * cb * p->tb + tx0), ""), V);
+    for (int j = 0; j < 4; j++) {
+      s[0][j] = LLVMBuildFAdd(c->b, LLVMBuildFAdd(c->b, m[j], m[4 + j], ""), m[8 + j], "");
+      s[1][j] = LLVMBuildFSub(c->b, LLVMBuildFSub(c->b, m[4 + j], m[8 + j], ""), m[12 + j], "");
+    }
+    for (int a = 0; a < 2; a++) {
+      y[a][0] = LLVMBuildFAdd(c->b, LLVMBuildFAdd(c->b, s[a][0], s[a][1], ""), s[a][2], "");
+      y[a][1] = LLVMBuildFSub(c->b, LLVMBuildFSub(c->b, s[a][1], s[a][2], ""), s[a][3], "");
+      for (int b = 0; b < 2; b++) {
+        y[a][b] = LLVMBuildFAdd(c->b, y[a][b], bias, "");
+        for (int q = 0; q < it->n_post; q++) y[a][b] = cg_epilogue(c, it->post[q], y[a][b], NULL, NULL, V);
+      }
+    }
+    for (int a = 0; a < 2; a++) {
+      cg_if f;
+      int guard = a == 1 && p->oh % 2; /* the last tile row has one output row */
+      LLVMValueRef oy = LLVMBuildAdd(c->b, oy0, cg_i64(c, a), "");
+      if (guard) cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntSLT, oy, cg_i64(c, p->oh), ""));
+      LLVMValueRef orow = LLVMBuildAdd(c->b, oplane, LLVMBuildMul(c->b, oy, cg_i64(c, p->ow), ""), "");
+      LLVMValueRef half[2] = {LLVMBuildShuffleVector(c->b, y[a][0], y[a][1], LLVMConstVector(ilo, (unsigned)V), "plo"),
+                              LLVMBuildShuffleVector(c->b, y[a][0], y[a][1], LLVMConstVector(ihi, (unsigned)V), "phi")};
+      for (int h = 0; h < 2; h++) {
+        int64_t ox = 2 * tx0 + (int64_t)h * V;
+        unsigned mo = 0, full = (1u << V) - 1;
+        for (int l = 0; l < V; l++)
+          if (ox + l < p->ow) mo |= 1u << l;
+        if (!mo) continue;
+        LLVMValueRef oi = LLVMBuildAdd(c->b, orow, cg_i64(c, ox), "");
+        if (mo == full) cg_store_v(c, half[h], it->out, oi, V);
+        else cg_conv_masked_store(c, half[h], it->out, oi, mo, V);
+      }
+      if (guard) cg_if_end(c, &f);
+    }
+  }
+  cg_loop_end(c, &RW);
+  cg_loop_end(c, &CO);
+}
+
+/* One input-channel block kbi: its transform, then its GEMMs. */
+static void wino_kblock(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMValueRef kbi, int first) {
+  LLVMValueRef k0 = LLVMBuildMul(c->b, kbi, cg_i64(c, p->kb), "k0");
+  LLVMValueRef kn = cg_min64(c, cg_i64(c, p->kb), LLVMBuildSub(c->b, cg_i64(c, p->cin), k0, ""));
+  wino_input(c, p, it, k0, kn);
+  wino_gemm(c, p, it, k0, kn, first);
+}
+
+LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  wino_plan p = wino_plan_of(c, n);
+  const pass_fusion *fu = cg_fusion(c, n);
+  int V = p.V;
+  size_t un = (size_t)16 * p.nct * p.R * p.cin, bn = (size_t)p.nct * p.R;
+  float *U = calloc(un, sizeof(float)), *B = calloc(bn, sizeof(float));
+  if (!U || !B) abort();
+  wino_pack(c, n, fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL, &p, U, B);
+  LLVMValueRef a[4];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, 1, a);
+  wino_item it;
+  memset(&it, 0, sizeof it);
+  it.x = a[0], it.out = a[1];
+  it.n_post = fu->n_post;
+  for (int i = 0; i < fu->n_post; i++) it.post[i] = &c->g->nodes[fu->post[i]];
+  it.up = cg_blob_const(c, "wino.u", U, un * sizeof(float));
+  it.bp = cg_blob_const(c, "wino.b", B, bn * sizeof(float));
+  free(U);
+  free(B);
+  int64_t vfl = 16 * p.vxs, mfl = 16 * p.cbt * p.R * p.tb; 
+  LLVMValueRef vb = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, V), (uint64_t)cdiv(vfl, V)), "wino_v");
+  LLVMValueRef mb = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, V), (uint64_t)cdiv(mfl, V)), "wino_m");
+  LLVMSetAlignment(vb, 64);
+  LLVMSetAlignment(mb, 64);
+  it.vb = cg_conv_opaque_ptr(c, vb), it.mb = cg_conv_opaque_ptr(c, mb);
+  /* slots no chunk writes (padding past the last row's spill) are read by the GEMMs: zeros */
+  cg_loop Z; /* (no memset: the .so links no libc) */
+  LLVMValueRef zi = cg_loop_begin(c, &Z, cg_i64(c, 0), cg_i64(c, cdiv(vfl, V) * V), cg_i64(c, V), "wz");
+  cg_store_v(c, cg_fzero(c, V), it.vb, zi, V);
+  cg_loop_end(c, &Z);
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, p.n * p.ngrp * p.ncb), a[2], a[3], &lo, &hi);
+  cg_loop L;
+  LLVMValueRef item = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
+  LLVMValueRef cbi = LLVMBuildSRem(c->b, item, cg_i64(c, p.ncb), "cbi");
+  LLVMValueRef rest = LLVMBuildSDiv(c->b, item, cg_i64(c, p.ncb), "");
+  LLVMValueRef grp = LLVMBuildSRem(c->b, rest, cg_i64(c, p.ngrp), "grp");
+  LLVMValueRef nb = LLVMBuildSDiv(c->b, rest, cg_i64(c, p.ngrp), "nb");
+  it.ct0 = LLVMBuildMul(c->b, cbi, cg_i64(c, p.cbt), "ct0");
+  it.nct_here = cg_min64(c, cg_i64(c, p.cbt), LLVMBuildSub(c->b, cg_i64(c, p.nct), it.ct0, ""));
+  it.ty0 = LLVMBuildMul(c->b, grp, cg_i64(c, p.tr), "ty0");
+  it.in_img = LLVMBuildMul(c->b, nb, cg_i64(c, p.cin * p.h * p.w), "in_img");
+  it.out_img = LLVMBuildMul(c->b, nb, cg_i64(c, p.cout * p.oh * p.ow), "out_img");
+  wino_kblock(c, &p, &it, cg_i64(c, 0), 1);
+  if (p.nkb > 1) {
+    cg_loop K;
+    LLVMValueRef kbi = cg_loop_begin(c, &K, cg_i64(c, 1), cg_i64(c, p.nkb), cg_i64(c, 1), "kbi");
+    wino_kblock(c, &p, &it, kbi, 0);
+    cg_loop_end(c, &K);
+  }
+  wino_output(c, &p, &it);
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  char op[96], tile[32];
+  int k = snprintf(op, sizeof op, "conv2d_wino2%s", fu->bn >= 0 ? "_bn" : "");
+  for (int i = 0; i < fu->n_post && k < 80; i++) k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
+  snprintf(tile, sizeof tile, "%dx%d", p.R, p.P * V); /* channels x tiles */
+  *kind = cg_kind(c, op, tile);
+  return f;
+}

@@ -1,0 +1,19 @@
+/* gen_conv_wino.h — codegen-private: Winograd F(2x2,3x3) route of inference 3x3 stride-1
+ * convs (gen_conv_wino.c), taken from cg_gen_conv2d when cg_conv_wino_ok says so. */
+#ifndef CNNC_GEN_CONV_WINO_H
+#define CNNC_GEN_CONV_WINO_H
+
+#include "codegen/cg_internal.h"
+
+/* Whether node n (a conv2d) runs on the Winograd route: inference layout, groups 1, 3x3,
+ * stride 1, dilation 1, f32 operands and result, at least CG_WINO_MIN_C input and output
+ * channels, a fused group of at most batchnorm + relu (no residual add, squeeze-excite or
+ * side output), a target with 8 or more f32 lanes, and CNNC_NO_WINOGRAD unset (or "0") in
+ * cnnc's environment. */
+#define CG_WINO_MIN_C 32
+int cg_conv_wino_ok(cg_ctx *c, const ir_node *n);
+
+/* Emits the kernel of node n (cg_conv_wino_ok(c, n) must hold); kind as cg_gen_conv2d. */
+LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+
+#endif

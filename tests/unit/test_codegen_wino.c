@@ -1,0 +1,161 @@
+/* test_codegen_wino.c — the Winograd F(2x2,3x3) route (codegen/gen_conv_wino.c) vs the
+ * reference interpreter, to the documented tolerance (docs/precision.md: 5e-5 of the larger
+ * of |want| and the mean |want|): odd maps (tile remainders at the right and bottom), padding
+ * 1 and 0, channel counts not multiples of 8 (remainder channel tiles), input-channel blocks
+ * (K-blocked panels), several channel blocks and row groups, batch 1 and 3, bias only, BN
+ * folded, relu fused or not.  Each case: the kernel must be the wino2 one (and not with
+ * CNNC_NO_WINOGRAD=1), 1 and 2 threads bitwise equal, and the direct build's output within
+ * the same tolerance.  Convs the route refuses (residual add fused, fewer than CG_WINO_MIN_C
+ * channels, stride 2) must compile to a direct kernel and still match. */
+#include "test_codegen_harness.h"
+
+#define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
+
+static const double TOL = 5e-5; /* F(2x2,3x3) in fp32 vs the interpreter, docs/precision.md */
+
+typedef struct wino_case {
+  int n, cin, cout, h, w, s, pad; /* 3x3 convs */
+  int epi;  /* 0 bias only, 1 bn + relu, 2 bn only, 3 bn + residual add + relu (refused) */
+  int wino; /* 1: the route must take it */
+  const char *what;
+} wino_case;
+
+static const wino_case cases[] = {
+    {1, 32, 32, 8, 8, 1, 1, 1, 1, "8x8 padded, bn + relu"},
+    {1, 37, 45, 13, 11, 1, 1, 0, 1, "odd map 13x11, odd channels, bias only"},
+    {3, 40, 33, 7, 7, 1, 1, 2, 1, "7x7, batch 3, bn no relu, rem tile of 3"},
+    {1, 33, 35, 9, 15, 1, 0, 1, 1, "padding 0 (9x15 -> 7x13)"},
+    {2, 64, 64, 56, 56, 1, 1, 1, 1, "56x56 64->64 (ResNet layer1 shape), batch 2"},
+    {1, 300, 40, 14, 14, 1, 1, 1, 1, "K-blocked input (300 channels), 14x14"},
+    {1, 48, 260, 7, 7, 1, 1, 1, 1, "several channel blocks (260 out, rem tile)"},
+    {3, 35, 50, 29, 5, 1, 1, 2, 1, "narrow 29x5 (row groups of several tile rows), batch 3"},
+    {1, 32, 32, 3, 3, 1, 1, 1, 1, "3x3 map (a single 2x2 tile row, half used)"},
+    {1, 36, 40, 14, 14, 1, 1, 3, 0, "residual add fused: refused"},
+    {1, 16, 64, 14, 14, 1, 1, 1, 0, "16 input channels: refused"},
+    {1, 64, 64, 14, 14, 2, 1, 1, 0, "stride 2: refused"},
+};
+
+static ir_graph *case_graph(const wino_case *k) {
+  ir_graph *g = ir_graph_new("wino", k->n);
+  int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->cin, k->h, k->w));
+  int in[3] = {x, cgt_param(g, "conv/weight", SHAPE(k->cout, k->cin, 3, 3)), 0};
+  if (k->epi == 0) in[2] = cgt_param(g, "conv/bias", SHAPE(k->cout));
+  ir_attr a = {.conv2d = {{3, 3}, {k->s, k->s}, {k->pad, k->pad, k->pad, k->pad}, {1, 1}, 1}};
+  int y = cgt_node(g, IR_OP_conv2d, "conv", in, k->epi == 0 ? 3 : 2, &a);
+  if (k->epi > 0) y = cgt_add_bn(g, "bn", y, k->cout);
+  if (k->epi == 3) { /* residual: a second 3x3 conv of x, which the route does take */
+    int in2[2] = {x, cgt_param(g, "c2/weight", SHAPE(k->cout, k->cin, 3, 3))};
+    int r = cgt_node(g, IR_OP_conv2d, "c2", in2, 2, &a);
+    int add[2] = {y, r};
+    y = cgt_node(g, IR_OP_add, "add", add, 2, NULL);
+  }
+  ir_attr none = {0};
+  if (k->epi == 1 || k->epi == 3) y = cgt_node(g, IR_OP_relu, "relu", &y, 1, &none);
+  g->outputs[g->n_outputs++] = y;
+  g->n_shards = 1;
+  return g;
+}
+
+/* Compiles g (Winograd on or off), checks which kernel the "conv" layer got, runs it with 1
+ * and 2 threads against the interpreter (bitwise equal to each other); returns the 1-thread
+ * output (malloc'd) or NULL. */
+static float *run_case(const wino_case *k, ir_graph *g, const cg_target *t, const float *x, float **ref, int off) {
+  char label[300];
+  snprintf(label, sizeof label, "%s%s (n%d %d->%d %dx%d s%d p%d epi%d)", k->what, off ? " [CNNC_NO_WINOGRAD]" : "", k->n,
+           k->cin, k->cout, k->h, k->w, k->s, k->pad, k->epi);
+  if (off) setenv("CNNC_NO_WINOGRAD", "1", 1);
+  static int counter;
+  char so[512];
+  snprintf(so, sizeof so, "%s/wino%d.so", cgt_dir, counter++);
+  cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
+  ir_diag d = {0};
+  int rc = cg_compile(g, t, &o, &d);
+  unsetenv("CNNC_NO_WINOGRAD");
+  if (rc) {
+    CGT_CHECK(0, "%s: compile failed: %s", label, d.msg);
+    return NULL;
+  }
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  CGT_CHECK(h != NULL, "%s: dlopen: %s", label, dlerror());
+  const cnnc_abi_model *m = h ? dlsym(h, CNNC_ABI_SYMBOL) : NULL;
+  float *y1 = NULL;
+  if (m) {
+    const cnnc_abi_shard *s = &m->shards[0];
+    int found = 0;
+    for (int i = 0; i < s->n_ops; i++)
+      if (!strcmp(s->op_names[i], "conv")) {
+        int is_wino = strstr(s->kernel_names[i], "_wino2_") != NULL;
+        found = 1;
+        CGT_CHECK(is_wino == (k->wino && !off), "%s: kernel %s", label, s->kernel_names[i]);
+      }
+    CGT_CHECK(found, "%s: no op named conv", label);
+    int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
+    y1 = malloc((size_t)ny * sizeof *y1);
+    void *bufs[64];
+    for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
+    memcpy(bufs[m->input], x, (size_t)nx * sizeof *x);
+    for (int nth = 1; nth <= 2; nth++) {
+      float *out = bufs[m->outputs[0]];
+      for (int64_t i = 0; i < ny; i++) out[i] = NAN;
+      cgt_run_model(m, bufs, nth);
+      char l2[340];
+      snprintf(l2, sizeof l2, "%s [%d thread%s]", label, nth, nth > 1 ? "s" : "");
+      CGT_CHECK(cgt_compare(l2, out, ref[g->outputs[0]], ny, TOL) == 0, "%s: differs from the interpreter", l2);
+      if (nth == 1) memcpy(y1, out, (size_t)ny * sizeof *y1);
+      else CGT_CHECK(memcmp(y1, out, (size_t)ny * sizeof *y1) == 0, "%s: 1 and 2 threads not bitwise equal", label);
+    }
+    for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
+  } else CGT_CHECK(0, "%s: no model descriptor", label);
+  if (h) dlclose(h);
+  unlink(so);
+  return y1;
+}
+
+/* Largest |a - b| / max(|b|, mean |b|) over n, as cgt_compare measures it. */
+static double rel_diff(const float *a, const float *b, int64_t n) {
+  double mean = 0, worst = 0;
+  for (int64_t i = 0; i < n; i++) mean += fabs(b[i]);
+  mean /= (double)n;
+  for (int64_t i = 0; i < n; i++) {
+    double s = fabs(b[i]) > mean ? fabs(b[i]) : mean, e = fabs((double)a[i] - b[i]) / (s + 1e-30);
+    if (e > worst) worst = e;
+  }
+  return worst;
+}
+
+static void check_case(const wino_case *k, const cg_target *t) {
+  ir_graph *g = case_graph(k);
+  cgt_random_params(g, 0.5f);
+  int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
+  float *x = malloc((size_t)nx * sizeof *x);
+  for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-1.0f, 1.0f);
+  float **ref = ir_interp(g, x, NULL);
+  float *yw = run_case(k, g, t, x, ref, 0), *yd = run_case(k, g, t, x, ref, 1);
+  if (yw && yd) {
+    double e = rel_diff(yw, yd, ny), ei = rel_diff(yw, ref[g->outputs[0]], ny);
+    fprintf(stderr, "  %-62s wino vs direct %.2g, vs interpreter %.2g\n", k->what, e, ei);
+    CGT_CHECK(e <= 2 * TOL, "%s: wino vs direct build: %.3g", k->what, e);
+  }
+  free(yw);
+  free(yd);
+  ir_interp_free(g, ref);
+  free(x);
+  ir_graph_free(g);
+}
+
+int main(void) {
+  (void)cgt_check_graph; /* run_case is its variant with the kernel-name and bitwise checks */
+  cgt_init_dir();
+  cg_target avx2;
+  ir_diag d = {0};
+  if (cg_target_init(&avx2, NULL, "x86-64-v3", NULL, &d)) {
+    fprintf(stderr, "target init: %s\n", d.msg);
+    return 1;
+  }
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &avx2);
+  cg_target_dispose(&avx2);
+  cgt_cleanup_dir();
+  if (cgt_failures) fprintf(stderr, "test_codegen_wino: %d failure(s)\n", cgt_failures);
+  else fprintf(stderr, "test_codegen_wino: ok\n");
+  return cgt_failures != 0;
+}
