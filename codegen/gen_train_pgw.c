@@ -34,6 +34,7 @@ typedef struct pgw {
   int64_t ldc_max;    /* packed row length of the widest item (floats) */
   int acc;            /* accumulator registers: tiles R x NV, and budget/nv x nv for nv < NV */
   int flat;           /* 1x1 stride 1 unpadded, every chunk >= V pixels: chunks are flat x ranges */
+  int prefetch;       /* the pack prefetches the next chunk's x (CNNC_PGW_NO_PREFETCH: not) */
   LLVMValueRef dy, x, dwt, buf;
 } pgw;
 
@@ -52,7 +53,7 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->in[1]].shape;
   *k = (pgw){xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], ds->dim[1], ds->dim[2], ds->dim[3], at->kernel[0],
              at->kernel[1], at->stride[0], at->stride[1], at->pad[0], at->pad[1], at->dilation[0], at->dilation[1],
-             (int64_t)at->kernel[0] * at->kernel[1], 0, c->target->vec_f32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+             (int64_t)at->kernel[0] * at->kernel[1], 0, c->target->vec_f32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
              NULL, NULL, NULL, NULL};
   if (k->taps > PGW_MAX_TAPS || k->kh > PGW_MAX_TAPS || (k->V & (k->V - 1))) return 0;
   k->ck = k->ci * k->taps;
@@ -64,10 +65,15 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   int64_t px = 16384 / ((int64_t)k->NV * k->V * 4);
   k->rh = px / k->ow < 1 ? 1 : px / k->ow > k->oh ? k->oh : px / k->ow;
   k->nrch = (k->oh + k->rh - 1) / k->rh;
+  if (!getenv("CNNC_PGW_UNEVEN_ROWS")) { /* as many chunks, of equal rows (14 rows: 7 + 7, not 12 + 2) */
+    k->rh = (k->oh + k->nrch - 1) / k->nrch;
+    k->nrch = (k->oh + k->rh - 1) / k->rh;
+  }
   int64_t P = k->rh * k->ow;
-  /* column blocks: the packed chunk within half the L2 tile budget; at least 4 of them (down
-   * to ~32 columns) and an even number under 8, so that 2 threads get equal shares; equal
-   * blocks of whole channels, rounded up to whole vectors of columns */
+  /* column blocks: the packed chunk within half the L2 tile budget; at least 2 of them (down
+   * to ~32 columns; CNNC_PGW_MINBLK=N: N, the first round's 4 read dy twice as often) and an
+   * even number under 8, so that 2 threads get equal shares; equal blocks of whole channels,
+   * rounded up to whole vectors of columns */
   const cg_priv *pv = c->priv;
   int64_t l2 = cg_shard_tile_budget(c->target, pv ? pv->amp : NULL, pv ? pv->shard : 0);
   int64_t cols = (l2 / 2) / (P * 4), cibmax = cols / k->taps < 1 ? 1 : cols / k->taps;
@@ -75,7 +81,8 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   /* every input-channel block reads all of dy again, every thread packing a block all its x:
    * where dy is the larger (1x1 expansions) the threads share output-channel blocks instead */
   int dy_larger = getenv("CNNC_PGW_CISPLIT") ? 0 : k->co * k->oh * k->ow > k->ci * k->ih * k->iw;
-  if (nci < 4 && !dy_larger) nci = (k->ci + minc - 1) / minc < 4 ? (k->ci + minc - 1) / minc : 4;
+  int64_t minb = getenv("CNNC_PGW_MINBLK") ? atoi(getenv("CNNC_PGW_MINBLK")) : 2;
+  if (nci < minb && !dy_larger) nci = (k->ci + minc - 1) / minc < minb ? (k->ci + minc - 1) / minc : minb;
   if (nci > 1 && nci < 8 && nci % 2 && !dy_larger) nci++;
   if (nci > k->ci) nci = k->ci;
   int64_t cib = (k->ci + nci - 1) / nci, g = k->taps, v = k->V;
@@ -95,6 +102,7 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
     k->nco = (k->co + k->cob - 1) / k->cob;
   }
   k->ldc_max = pgw_ldc(k, k->cib * k->taps);
+  k->prefetch = !getenv("CNNC_PGW_NO_PREFETCH");
   int64_t rlast = k->oh - (k->nrch - 1) * k->rh;
   k->flat = k->kh == 1 && k->kw == 1 && k->sh == 1 && k->sw == 1 && k->pt == 0 && k->pl == 0 && k->oh == k->ih &&
             k->ow == k->iw && (rlast < k->rh ? rlast : k->rh) * k->ow >= k->V;
@@ -138,18 +146,33 @@ static LLVMValueRef pgw_xload(cg_ctx *c, const pgw *k, LLVMValueRef idx, LLVMVal
   return cg_intrinsic(c, "llvm.masked.gather", ov, 2, args, 4);
 }
 
+/* Prefetch (to L2) of x index idx + pfd: the same place of the thread's next chunk. */
+static void pgw_prefetch(cg_ctx *c, const pgw *k, LLVMValueRef idx, LLVMValueRef pfd) {
+  LLVMValueRef i = cg_tadd(c, idx, pfd);
+  LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_f32, k->x, &i, 1, ""), cg_i32(c, 0), cg_i32(c, 2), cg_i32(c, 1)};
+  cg_intrinsic(c, "llvm.prefetch", &c->t_ptr, 1, args, 4);
+}
+
 /* One pack block: nch channels' columns (vector g holds columns g*V.., lanes past nch*taps 0)
  * for np (<= V) pixels.  tapx[t]: x index of the block's first pixel for tap t of the block's
- * first channel; mask[t]: its lanes (NULL: all).  Pixel p goes to buf[dst + p*ldc + g*V]. */
+ * first channel; mask[t]: its lanes (NULL: all).  Pixel p goes to buf[dst + p*ldc + g*V].
+ * pfd (plain loads only, NULL: none): x offset of the thread's next chunk, prefetched for the
+ * first tap of every kernel row (the other taps read the same lines). */
 static void pgw_vblock(cg_ctx *c, const pgw *k, LLVMValueRef *tapx, LLVMValueRef *mask, LLVMValueRef dst, int64_t ldc, int nch,
-                       int np) {
+                       int np, LLVMValueRef pfd) {
   int V = k->V;
   int64_t cols = nch * k->taps, ihw = k->ih * k->iw;
   LLVMValueRef a[64], t[64];
   for (int64_t g = 0; g * V < cols; g++) {
     for (int l = 0; l < V; l++) {
       int64_t j = g * V + l, tap = j % k->taps;
-      a[l] = j >= cols ? cg_fzero(c, V) : pgw_xload(c, k, cg_taddk(c, tapx[tap], j / k->taps * ihw), mask ? mask[tap] : NULL);
+      if (j >= cols) {
+        a[l] = cg_fzero(c, V);
+        continue;
+      }
+      LLVMValueRef xi = cg_taddk(c, tapx[tap], j / k->taps * ihw);
+      a[l] = pgw_xload(c, k, xi, mask ? mask[tap] : NULL);
+      if (pfd && !mask && tap % k->kw == 0) pgw_prefetch(c, k, xi, pfd);
     }
     cg_transpose_v(c, V, V, a, t); /* cg_util.c */
     for (int p = 0; p < np; p++) cg_store_v(c, t[p], k->buf, cg_taddk(c, dst, p * ldc + g * V), V);
@@ -160,7 +183,7 @@ static void pgw_vblock(cg_ctx *c, const pgw *k, LLVMValueRef *tapx, LLVMValueRef
  * then the remainder.  tap0[t]: x index of channel ci0's pixel for tap t; dst: buf index of
  * the block's first pixel. */
 static void pgw_vchans(cg_ctx *c, const pgw *k, LLVMValueRef *tap0, LLVMValueRef *mask, LLVMValueRef dst, int64_t cib, int64_t ldc,
-                       int np) {
+                       int np, LLVMValueRef pfd) {
   int V = k->V;
   int64_t ng = cib / V, rem = cib % V, ihw = k->ih * k->iw;
   LLVMValueRef tx[PGW_MAX_TAPS];
@@ -169,24 +192,24 @@ static void pgw_vchans(cg_ctx *c, const pgw *k, LLVMValueRef *tap0, LLVMValueRef
     LLVMValueRef gi = cg_loop_begin(c, &G, cg_i64(c, 0), cg_i64(c, ng), cg_i64(c, 1), "pkg");
     LLVMValueRef xo = cg_tmul(c, gi, V * ihw);
     for (int64_t t = 0; t < k->taps; t++) tx[t] = cg_tadd(c, tap0[t], xo);
-    pgw_vblock(c, k, tx, mask, cg_tadd(c, dst, cg_tmul(c, gi, V * k->taps)), ldc, V, np);
+    pgw_vblock(c, k, tx, mask, cg_tadd(c, dst, cg_tmul(c, gi, V * k->taps)), ldc, V, np, pfd);
     cg_loop_end(c, &G);
   }
   if (rem) {
     for (int64_t t = 0; t < k->taps; t++) tx[t] = cg_taddk(c, tap0[t], ng * V * ihw);
-    pgw_vblock(c, k, tx, mask, cg_taddk(c, dst, ng * V * k->taps), ldc, (int)rem, np);
+    pgw_vblock(c, k, tx, mask, cg_taddk(c, dst, ng * V * k->taps), ldc, (int)rem, np, pfd);
   }
 }
 
 /* Flat chunks (1x1, stride 1, unpadded: xcol is x): np >= V pixels from x index src in blocks
  * of V, the last block moved back to end at np (it rewrites equal values). */
-static void pgw_pack_flat(cg_ctx *c, const pgw *k, LLVMValueRef src, LLVMValueRef np, int64_t cib, int64_t ldc) {
+static void pgw_pack_flat(cg_ctx *c, const pgw *k, LLVMValueRef src, LLVMValueRef np, int64_t cib, int64_t ldc, LLVMValueRef pfd) {
   int V = k->V;
   cg_loop B;
   LLVMValueRef nb = LLVMBuildUDiv(c->b, cg_taddk(c, np, V - 1), cg_i64(c, V), "");
   LLVMValueRef b = cg_loop_begin(c, &B, cg_i64(c, 0), nb, cg_i64(c, 1), "pkb");
   LLVMValueRef p0 = cg_min64(c, cg_tmul(c, b, V), cg_taddk(c, np, -V)), tap0 = cg_tadd(c, src, p0);
-  pgw_vchans(c, k, &tap0, NULL, cg_tmul(c, p0, ldc), cib, ldc, V);
+  pgw_vchans(c, k, &tap0, NULL, cg_tmul(c, p0, ldc), cib, ldc, V, pfd);
   cg_loop_end(c, &B);
 }
 
@@ -214,11 +237,11 @@ static void pgw_masks(cg_ctx *c, const pgw *k, LLVMValueRef ox0, LLVMValueRef *r
  * one block of OW lanes when OW < V), plain loads where every tap of the block is inside x,
  * masked loads (gathers at stride > 1) at the borders. */
 static void pgw_pack(cg_ctx *c, const pgw *k, LLVMValueRef nb, LLVMValueRef oy0, LLVMValueRef rows, LLVMValueRef ci0, int64_t cib,
-                     int64_t ldc) {
+                     int64_t ldc, LLVMValueRef pfd) {
   int V = k->V, np = k->ow < V ? (int)k->ow : V;
   LLVMValueRef plane = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->ci), ci0), k->ih * k->iw);
   if (k->flat) {
-    pgw_pack_flat(c, k, cg_tadd(c, plane, cg_tmul(c, oy0, k->iw)), cg_tmul(c, rows, k->ow), cib, ldc);
+    pgw_pack_flat(c, k, cg_tadd(c, plane, cg_tmul(c, oy0, k->iw)), cg_tmul(c, rows, k->ow), cib, ldc, pfd);
     return;
   }
   LLVMValueRef rowok[PGW_MAX_TAPS], rowx[PGW_MAX_TAPS], tap0[PGW_MAX_TAPS], mask[PGW_MAX_TAPS];
@@ -244,11 +267,11 @@ static void pgw_pack(cg_ctx *c, const pgw *k, LLVMValueRef nb, LLVMValueRef oy0,
     LLVMValueRef in = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, ox0, cg_i64(c, lo0), ""),
                                    LLVMBuildICmp(c->b, LLVMIntSLE, ox0, cg_i64(c, hi1 - V), ""), "");
     cg_if_begin(c, &f, LLVMBuildAnd(c->b, in, LLVMBuildAnd(c->b, rowok[0], rowok[k->kh - 1], ""), ""));
-    pgw_vchans(c, k, tap0, NULL, dst, cib, ldc, np);
+    pgw_vchans(c, k, tap0, NULL, dst, cib, ldc, np, pfd);
     cg_if_else(c, &f);
   }
   pgw_masks(c, k, ox0, rowok, mask);
-  pgw_vchans(c, k, tap0, mask, dst, cib, ldc, np);
+  pgw_vchans(c, k, tap0, mask, dst, cib, ldc, np, NULL);
   if (fast) cg_if_end(c, &f);
   cg_loop_end(c, &X);
   cg_loop_end(c, &R);
@@ -353,7 +376,11 @@ static void pgw_run(cg_ctx *c, const pgw *k, LLVMValueRef ci0, int64_t cib, LLVM
   LLVMValueRef ch = cg_loop_begin(c, &CH, cg_i64(c, 0), cg_i64(c, k->nrch), cg_i64(c, 1), "gch");
   LLVMValueRef oy0 = cg_tmul(c, ch, k->rh);
   LLVMValueRef rows = cg_min64(c, cg_i64(c, k->rh), LLVMBuildSub(c->b, cg_i64(c, k->oh), oy0, ""));
-  pgw_pack(c, k, nb, oy0, rows, ci0, cib, ldc);
+  LLVMValueRef pfd = NULL; /* x offset of the next chunk: the next rows, or the next image's first */
+  if (k->prefetch)
+    pfd = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, ch, cg_i64(c, k->nrch - 1), ""),
+                          cg_i64(c, k->ci * k->ih * k->iw - (k->nrch - 1) * k->rh * k->sh * k->iw), cg_i64(c, k->rh * k->sh * k->iw), "pfd");
+  pgw_pack(c, k, nb, oy0, rows, ci0, cib, ldc, pfd);
   LLVMValueRef np = cg_tmul(c, rows, k->ow);
   LLVMValueRef dbase = cg_tadd(c, cg_tmul(c, nb, k->co * k->oh * k->ow), cg_tmul(c, oy0, k->ow));
   LLVMValueRef ob = cg_loop_begin(c, &OB, obl, obh, cg_i64(c, 1), "gob");

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# test_pgw_switches.sh BUILD SRC — the packed grad_weight GEMM (codegen/gen_train_pgw.c) keeps
+# every weight one running sum over the pixels in (n, oy, ox) order, so its plan does not change
+# the trained weights.  A model with a 1x1 whose input-channel blocks depend on the minimum
+# block count, 14-row maps (chunks of 7 + 7 rows, or 12 + 2 under CNNC_PGW_UNEVEN_ROWS=1) and a
+# strided 3x3, compiled with the defaults and with each compile-time switch
+# (CNNC_PGW_NO_PREFETCH=1, CNNC_PGW_MINBLK=4, CNNC_PGW_UNEVEN_ROWS=1, all three: the plan of
+# before the third round), trained 3 updates at 2 threads: the checkpoints are byte for byte
+# equal.  The switches must change the code: the default module prefetches (llvm.prefetch),
+# CNNC_PGW_NO_PREFETCH=1's does not, and CNNC_PGW_UNEVEN_ROWS=1's differs from the default.
+set -u
+BUILD=${1:?usage: test_pgw_switches.sh BUILD SRC}
+SRC=${2:?usage: test_pgw_switches.sh BUILD SRC}
+CNNC="$BUILD/cnnc"
+CNNRUN="$BUILD/cnnrun"
+. "$(dirname "$0")/lib.sh"
+
+cat >"$T/m.yml" <<'Y'
+name: pgw_switches
+input: {shape: [96, 14, 14], dtype: f32, classes: 5}
+layers:
+  - {name: c0, op: conv, filters: 32, kernel: 1, bias: false}
+  - {name: r0, op: relu}
+  - {name: c1, op: conv, filters: 40, kernel: 3, padding: 1}
+  - {name: r1, op: relu}
+  - {name: c2, op: conv, filters: 24, kernel: 3, stride: 2, padding: 1}
+  - {name: g, op: global_avgpool}
+  - {name: f, op: flatten}
+  - {name: d, op: dense, units: 5}
+Y
+
+# build NAME ENV...: $T/NAME.so and $T/NAME.ll under the given environment
+build() {
+  local n=$1
+  shift
+  if env "$@" "$CNNC" "$T/m.yml" --mode training --optimizer momentum --batch-size 4 --seed 5 -o "$T/$n.so" >"$T/$n.out" 2>&1 &&
+    env "$@" "$CNNC" "$T/m.yml" --mode training --optimizer momentum --batch-size 4 --seed 5 --emit llvm -o "$T/$n.ll" \
+      >>"$T/$n.out" 2>&1; then
+    ok
+  else
+    bad "cnnc $n: $(head -c 400 "$T/$n.out")"
+  fi
+}
+# train NAME: 3 updates of 4 synthetic samples at 2 threads, checkpoint in $T/NAME.ck
+train() {
+  if "$CNNRUN" "$T/$1.so" train --dataset synthetic --epochs 1 --limit 12 --lr 0.05 --threads 2 \
+    --checkpoint-dir "$T/$1.ck" >"$T/$1.log" 2>&1; then ok; else bad "cnnrun $1 train: $(tail -c 400 "$T/$1.log")"; fi
+}
+
+build def X=1
+build nopf CNNC_PGW_NO_PREFETCH=1
+build min4 CNNC_PGW_MINBLK=4
+build uneven CNNC_PGW_UNEVEN_ROWS=1
+build old CNNC_PGW_NO_PREFETCH=1 CNNC_PGW_MINBLK=4 CNNC_PGW_UNEVEN_ROWS=1
+if grep -q 'define.*conv2d_grad_weight_pk_f32' "$T/def.ll"; then ok; else bad "no packed grad_weight kernel in the module"; fi
+if grep -q 'call void @llvm.prefetch' "$T/def.ll"; then ok; else bad "the default module does not prefetch"; fi
+if grep -q 'call void @llvm.prefetch' "$T/nopf.ll"; then bad "CNNC_PGW_NO_PREFETCH=1 still prefetches"; else ok; fi
+if cmp -s "$T/def.ll" "$T/uneven.ll"; then bad "CNNC_PGW_UNEVEN_ROWS=1 changed nothing"; else ok; fi
+for n in def nopf min4 uneven old; do train "$n"; done
+for n in nopf min4 uneven old; do
+  if cmp "$T/def.ck/"*.safetensors "$T/$n.ck/"*.safetensors; then ok; else bad "$n trained differently from the default"; fi
+done
+finish
