@@ -6,7 +6,8 @@
  * runs the 16 GEMMs M[xi] += U[xi] (cb x kb) V[xi] (kb x tb) on R x P register tiles (P
  * vectors of tiles, R broadcast weights) into a second panel [16][cb][tb]; after the last
  * block, Y = A^T M A + bias, fused relu, stored to the output planes.  U = G g G^T with the
- * batchnorm folded in is computed at compile time, packed [16][Cout/R][Cin][R]. */
+ * batchnorm folded in is computed at compile time, packed in the GEMMs' read order
+ * [Cin/kb][Cout/R][16][kb][R] (one sequential stream per item and input block). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,10 @@
 
 /* Each of the two stack panels (transformed inputs, GEMM results) is at most this big: both
  * together stay in a 512 KB L2 with the weights streaming through. */
-#define WINO_PANEL_BYTES (128 * 1024)
+#define WINO_PANEL_BYTES (192 * 1024)
+/* Transformed weights bigger than this (ResNet-50 layer3/4: 4 / 16 MB) take the widest row
+ * groups: every item streams its blocks of U once. */
+#define WINO_WIDE_U_BYTES (1024 * 1024)
 /* Tiles per item at most (a single tile row may be wider). */
 #define WINO_TB_MAX 64
 
@@ -34,8 +38,9 @@ typedef struct wino_plan {
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Row groups: the tr that wastes the fewest tile slots over the image (ties: tb >= 2 vectors
- * of tiles, which halves the weight reads per tile); blocks: the panels' byte budget, and an
- * even item count when there are few items (2 threads). */
+ * of tiles, and with U over WINO_WIDE_U_BYTES the most tiles, which cuts the reads of U per
+ * tile); blocks: the panels' byte budget, and an even item count when there are few items
+ * (2 threads). */
 static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n) {
   const ir_conv2d_attr *a = &n->attr.conv2d;
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
@@ -48,17 +53,19 @@ static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n) {
   p.th = cdiv(p.oh, 2), p.tw = cdiv(p.ow, 2);
   int64_t pv = (int64_t)p.P * p.V;
   double best = -1;
+  int wide = 16 * 4 * p.cin * p.cout > WINO_WIDE_U_BYTES;
   for (int64_t tr = 1; tr <= p.th; tr++) {
     int64_t tb = cdiv(tr * p.tw, pv) * pv, ngrp = cdiv(p.th, tr);
     if (tb > WINO_TB_MAX && tr > 1) break;
-    double score = (double)(p.th * p.tw) / (double)(ngrp * tb) + (tb >= 2 * pv ? 1e-3 : 0);
+    double score = (double)(p.th * p.tw) / (double)(ngrp * tb) + (tb >= 2 * pv ? 1e-3 : 0) + (wide ? 1e-5 * (double)tb : 0);
     if (score > best + 1e-9) best = score, p.tr = tr, p.tb = tb, p.ngrp = ngrp;
   }
-  int64_t kbmax = WINO_PANEL_BYTES / (16 * 4 * p.tb);
+  int64_t panel = WINO_PANEL_BYTES;
+  int64_t kbmax = panel / (16 * 4 * p.tb);
   if (kbmax < 1) kbmax = 1;
   p.nkb = cdiv(p.cin, kbmax), p.kb = cdiv(p.cin, p.nkb), p.vxs = p.kb * p.tb + p.V;
   p.nct = cdiv(p.cout, p.R);
-  int64_t cbmax = WINO_PANEL_BYTES / (16 * 4 * p.tb * p.R);
+  int64_t cbmax = panel / (16 * 4 * p.tb * p.R);
   if (cbmax < 1) cbmax = 1;
   p.ncb = cdiv(p.nct, cbmax);
   if (p.n * p.ngrp * p.ncb < 16 && (p.n * p.ngrp * p.ncb) % 2 && p.ncb < p.nct) p.ncb++;
@@ -86,7 +93,7 @@ int cg_conv_wino_ok(cg_ctx *c, const ir_node *n) {
   return c->g->values[c->g->nodes[fu->last].out].dtype == IR_F32;
 }
 
-/* U[xi][co/R][ci][co%R] = G (scale * g) G^T (G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]) and
+/* U[ci/kb][co/R][xi][ci%kb][co%R] = G (scale * g) G^T (G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]) and
  * bias[co] = (b - mean) * scale + beta, in double rounded once; padded channels are 0. */
 static void wino_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const wino_plan *p, float *U, float *bias) {
   static const double G[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
@@ -108,7 +115,8 @@ static void wino_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const wino
       for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) {
           double u = (gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2]) * scale;
-          U[(((int64_t)(4 * i + j) * p->nct + co / p->R) * p->cin + ci) * p->R + co % p->R] = (float)u;
+          int64_t kbi = ci / p->kb, cl = ci % p->kb;
+          U[((((kbi * p->nct + co / p->R) * 16 + 4 * i + j) * p->kb) + cl) * p->R + co % p->R] = (float)u;
         }
     }
   }
@@ -197,9 +205,9 @@ static void wino_gemm(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMVa
   cg_loop CT, XI, PG, CI;
   LLVMValueRef ct = cg_loop_begin(c, &CT, cg_i64(c, 0), it->nct_here, cg_i64(c, 1), "wct");
   LLVMValueRef xi = cg_loop_begin(c, &XI, cg_i64(c, 0), cg_i64(c, 16), cg_i64(c, 1), "wxi");
-  LLVMValueRef urow = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, xi, cg_i64(c, p->nct), ""),
-                                                                                            LLVMBuildAdd(c->b, it->ct0, ct, ""), ""), cg_i64(c, p->cin), ""), k0, ""),
-                                   cg_i64(c, R), "urow");
+  LLVMValueRef kbi = LLVMBuildSDiv(c->b, k0, cg_i64(c, p->kb), "");
+  LLVMValueRef uct = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kbi, cg_i64(c, p->nct), ""), LLVMBuildAdd(c->b, it->ct0, ct, ""), "");
+  LLVMValueRef urow = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, uct, cg_i64(c, 16), ""), xi, ""), cg_i64(c, p->kb * R), "urow");
   LLVMValueRef vrow = LLVMBuildMul(c->b, xi, cg_i64(c, p->vxs), "vrow");
   LLVMValueRef mrow = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, xi, cg_i64(c, cb), ""), LLVMBuildMul(c->b, ct, cg_i64(c, R), ""), ""),
                                    cg_i64(c, p->tb), "mrow");
@@ -308,7 +316,7 @@ LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name
   wino_plan p = wino_plan_of(c, n);
   const pass_fusion *fu = cg_fusion(c, n);
   int V = p.V;
-  size_t un = (size_t)16 * p.nct * p.R * p.cin, bn = (size_t)p.nct * p.R;
+  size_t un = (size_t)16 * p.nct * p.R * p.kb * p.nkb, bn = (size_t)p.nct * p.R;
   float *U = calloc(un, sizeof(float)), *B = calloc(bn, sizeof(float));
   if (!U || !B) abort();
   wino_pack(c, n, fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL, &p, U, B);
