@@ -86,8 +86,22 @@ void rt_queue_destroy(rt_queue *q);
 void rt_queue_push(rt_queue *q, void *item);
 void *rt_queue_pop(rt_queue *q);
 
-/* ---- memory (rt_load.c) ----------------------------------------------------------------- */
-void *rt_alloc(const cnnrt_model *m, size_t bytes); /* RT_ALIGN-aligned, zeroed, or NULL */
+/* ---- memory (rt_mem.c) ------------------------------------------------------------------ */
+/* With the default allocator a buffer of at least RT_HUGE_MIN bytes is a 2 MB-aligned
+ * anonymous mapping (zero pages from the kernel), advised MADV_HUGEPAGE when its use is
+ * RT_MEM_HUGE; CNNRT_NO_HUGEPAGES=1 at open keeps every buffer on aligned_alloc.  A user
+ * allocator gets every buffer, as before. */
+#define RT_HUGE_MIN ((size_t)2 << 20)
+typedef enum rt_mem_use {
+  RT_MEM_HUGE,  /* long-lived, reused every run (inference frames and scratch): THP */
+  RT_MEM_PLAIN  /* 4 KB pages (training buffers: fresh THP are slow to fault in on this VM) */
+} rt_mem_use;
+typedef struct rt_mem rt_mem;
+rt_mem *rt_mem_new(void);              /* NULL when out of memory; reads CNNRT_NO_HUGEPAGES */
+void rt_mem_free(rt_mem *r);           /* unmaps what is still mapped; NULL is a no-op */
+int rt_mem_hugepages(const rt_mem *r); /* nonzero: big buffers are mappings (not CNNRT_NO_HUGEPAGES) */
+void *rt_alloc_use(const cnnrt_model *m, size_t bytes, rt_mem_use use); /* RT_ALIGN-aligned, zeroed, or NULL */
+void *rt_alloc(const cnnrt_model *m, size_t bytes);                     /* rt_alloc_use(m, bytes, RT_MEM_HUGE) */
 void rt_free(const cnnrt_model *m, void *p);
 
 /* ---- execution (rt_exec.c) -------------------------------------------------------------- */
@@ -164,6 +178,7 @@ struct cnnrt_model {
   const cnnc_abi_model *d;       /* the descriptor, inside the .so */
   cnnrt_options opts;
   cnnrt_allocator alloc;
+  rt_mem *mem;                   /* the default allocator's big mappings (rt_mem.c) */
   int *threads;                  /* [n_shards] */
   int **cpus;                    /* [n_shards] -> pinning list or NULL */
   int *n_cpus;                   /* [n_shards] */

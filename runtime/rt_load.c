@@ -1,6 +1,6 @@
 /* rt_load.c — opening and closing a model: ELF pre-check, dlopen, descriptor lookup, magic /
- * ABI version / struct size checks, table validation; the model handle, its allocator, and
- * the query and thread-setting functions of the public API. */
+ * ABI version / struct size checks, table validation; the model handle and the query and
+ * thread-setting functions of the public API (its buffers: rt_mem.c). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -20,25 +20,6 @@ CNNRT_API void cnnrt_options_init(cnnrt_options *opts) {
   if (!opts) return;
   memset(opts, 0, sizeof *opts);
   opts->struct_size = sizeof *opts;
-}
-
-void *rt_alloc(const cnnrt_model *m, size_t bytes) {
-  size_t n = (bytes + RT_ALIGN - 1) & ~(size_t)(RT_ALIGN - 1);
-  if (n < bytes) return NULL;
-  if (n == 0) n = RT_ALIGN;
-  void *p = m->alloc.alloc ? m->alloc.alloc(m->alloc.ctx, n, RT_ALIGN) : aligned_alloc(RT_ALIGN, n);
-  if (p && ((uintptr_t)p & (RT_ALIGN - 1)) != 0) { /* a misbehaving user allocator */
-    rt_free(m, p);
-    return NULL;
-  }
-  if (p) memset(p, 0, n);
-  return p;
-}
-
-void rt_free(const cnnrt_model *m, void *p) {
-  if (!p) return;
-  if (m->alloc.free) m->alloc.free(m->alloc.ctx, p);
-  else free(p);
 }
 
 static cnnrt_status rt_copy_options(const cnnrt_options *in, cnnrt_options *o) {
@@ -118,6 +99,7 @@ static cnnrt_status rt_model_init(cnnrt_model *m) {
   for (int s = 0; s < ns; s++) m->threads[s] = t;
   for (int k = 0; k < d->n_outputs; k++) m->out_bytes += (size_t)d->tensors[d->outputs[k]].bytes;
   if (m->opts.allocator) m->alloc = *m->opts.allocator;
+  if (!(m->mem = rt_mem_new())) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
   if (pthread_mutex_init(&m->lock, NULL) != 0) return rt_fail(CNNRT_INTERNAL, "%s: cannot create a mutex", m->path);
   m->lock_ok = 1;
   return CNNRT_OK;
@@ -165,6 +147,7 @@ CNNRT_API void cnnrt_close(cnnrt_model *m) {
   if (!m) return;
   rt_exec_stop(m);
   rt_train_free(m);
+  rt_mem_free(m->mem); /* after every rt_free */
   if (m->lock_ok) pthread_mutex_destroy(&m->lock);
   for (int s = 0; m->cpus && s < m->d->n_shards; s++) free(m->cpus[s]);
   free(m->cpus);

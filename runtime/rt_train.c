@@ -186,7 +186,7 @@ static cnnrt_status rt_group_start(cnnrt_model *m, rt_pool *x, rt_tgroup *g, int
   g->tids = calloc((size_t)nthreads, sizeof *g->tids);
   g->args = calloc((size_t)nthreads, sizeof *g->args);
   g->io = calloc(nio, sizeof *g->io);
-  g->scratch = rt_alloc(m, sb);
+  g->scratch = rt_alloc_use(m, sb, RT_MEM_PLAIN);
   if (!g->tids || !g->args || !g->io || !g->scratch)
     return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for a training thread group (scratch %zu bytes)", m->path, sb);
   for (int i = 0; i < nthreads; i++) {
@@ -217,7 +217,7 @@ static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
     if (!(x->fptr[f] = calloc((size_t)t->n_tensors, sizeof **x->fptr))) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
     for (int k = 0; k < t->n_tensors; k++) {
       if (k == t->images || k == t->labels) continue;
-      if (!(x->fptr[f][k] = rt_alloc(m, (size_t)t->tensors[k].bytes)))
+      if (!(x->fptr[f][k] = rt_alloc_use(m, (size_t)t->tensors[k].bytes, RT_MEM_PLAIN)))
         return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for training tensor '%s'", m->path, t->tensors[k].name);
     }
   }
@@ -460,11 +460,10 @@ static cnnrt_status rt_check_train(const cnnrt_model *m) {
 static cnnrt_status rt_train_alloc(cnnrt_model *m) {
   rt_trainer *tr = m->tr;
   const cnnc_abi_train *t = tr->t;
-  tr->state = rt_alloc(m, (size_t)t->state_bytes);
+  tr->state = rt_alloc_use(m, (size_t)t->state_bytes, RT_MEM_PLAIN); /* zeroed */
   if (!tr->state)
     return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for the training state (%lld bytes)", m->path,
                    (long long)t->state_bytes);
-  memset(tr->state, 0, (size_t)t->state_bytes);
   for (int i = 0; i < t->n_state; i++)
     if (t->state[i].init) memcpy((char *)tr->state + t->state[i].offset, t->state[i].init, (size_t)t->state[i].bytes);
   return CNNRT_OK; /* train tensor frames and thread groups: rt_pools_ready, at the first run */
