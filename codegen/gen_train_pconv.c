@@ -10,10 +10,10 @@
  * a batch of images), the block's packed weights stay in L2 while the thread walks its images,
  * and every output element has one writer with a fixed summation order (results do not depend
  * on the thread count).  A flat conv (1x1 stride 1 unpadded, pixel vectors) runs the
- * inference GEMM's pixel chunks (cg_conv_flat_pixels: one long row of the plane, its x chunk
- * packed into a panel by the first tile of the block that reads it and read sequentially by
- * the others); with CNNC_TRAIN_NO_PCONV_FLAT it is viewed as rows of a divisor of its plane
- * (cw pixels, ~L2-sized input rows).  A 1x1 strided conv that inference runs on its
+ * inference GEMM's pixel chunks on small planes (cg_conv_flat_pixels: one long row of the
+ * plane, its x chunk packed into a panel by the first tile of the block that reads it and read
+ * sequentially by the others); on larger planes, or with CNNC_TRAIN_NO_PCONV_FLAT, it is
+ * viewed as rows of a divisor of its plane (cw pixels, ~L2-sized input rows).  A 1x1 strided conv that inference runs on its
  * subsampled plane (sub) runs here on its own output rows.  Training batchnorm uses batch
  * statistics, so there is no epilogue besides the bias. */
 #include <stdlib.h>
@@ -31,6 +31,11 @@
  * budget (which was 1.3-1.4x slower than the direct kernel), a 256->256 1x1 on 14x14 2x with
  * 16 tiles instead of 1-4 (docs/training.md).  Other convs: half the L2 tile budget. */
 #define PC_MAX_BLOCK_1X1_BYTES (1 << 20)
+/* Flat convs take the GEMM's pixel chunks (cg_conv_flat_pixels) on planes of at most this
+ * many pixels, rows of a divisor of the plane on larger ones.  ResNet-50 b16 (perf samples,
+ * two interleaved runs each, docs/training.md): on 14x14 the chunks ran 1.06-1.21x the rows
+ * (forward and grad_input), on 28x28 and 56x56 0.79-0.87x. */
+#define PC_FLAT_MAX_PX 256
 
 typedef struct pconv {
   conv_geom g;
@@ -77,11 +82,11 @@ static int pc_plan(cg_ctx *c, const ir_node *n, int64_t unit, int flat_ok, pconv
     if (!cg_conv_vc_choose(g, cg_acc_budget(c->target))) return 0;
   }
   p->rows = g->oh;
-  if (g->flat && flat_ok && !getenv("CNNC_TRAIN_NO_PCONV_FLAT")) {
-    /* 1x1 stride 1 unpadded on pixel vectors: the inference GEMM's pixel chunks (one long
-     * row of the plane, whole unmasked tiles but the plane's last, x panel packed on first
-     * use and reused by the block's tiles); CNNC_TRAIN_NO_PCONV_FLAT=1 at compile time: the
-     * rows below */
+  if (g->flat && flat_ok && g->ow <= PC_FLAT_MAX_PX && !getenv("CNNC_TRAIN_NO_PCONV_FLAT")) {
+    /* 1x1 stride 1 unpadded on pixel vectors, small plane: the inference GEMM's pixel
+     * chunks (one long row of the plane, whole unmasked tiles but the plane's last, x panel
+     * packed on first use and reused by the block's tiles); CNNC_TRAIN_NO_PCONV_FLAT=1 at
+     * compile time: the rows below */
     int64_t cpx = cg_conv_flat_chunk_px(g);
     p->rows = (g->ow + cpx - 1) / cpx, p->xfl = cg_conv_flat_pack_floats(g);
   } else if (g->flat) {
