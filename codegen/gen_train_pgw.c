@@ -156,8 +156,9 @@ static void pgw_prefetch(cg_ctx *c, const pgw *k, LLVMValueRef idx, LLVMValueRef
 /* One pack block: nch channels' columns (vector g holds columns g*V.., lanes past nch*taps 0)
  * for np (<= V) pixels.  tapx[t]: x index of the block's first pixel for tap t of the block's
  * first channel; mask[t]: its lanes (NULL: all).  Pixel p goes to buf[dst + p*ldc + g*V].
- * pfd (plain loads only, NULL: none): x offset of the thread's next chunk, prefetched for the
- * first tap of every kernel row (the other taps read the same lines). */
+ * pfd (NULL: none): x offset of the thread's next chunk, prefetched for the first tap of every
+ * kernel row (the other taps read the same lines); in border blocks too (14- and 7-wide rows
+ * have no other), where a prefetch may name a line outside x (prefetches do not fault). */
 static void pgw_vblock(cg_ctx *c, const pgw *k, LLVMValueRef *tapx, LLVMValueRef *mask, LLVMValueRef dst, int64_t ldc, int nch,
                        int np, LLVMValueRef pfd) {
   int V = k->V;
@@ -172,7 +173,7 @@ static void pgw_vblock(cg_ctx *c, const pgw *k, LLVMValueRef *tapx, LLVMValueRef
       }
       LLVMValueRef xi = cg_taddk(c, tapx[tap], j / k->taps * ihw);
       a[l] = pgw_xload(c, k, xi, mask ? mask[tap] : NULL);
-      if (pfd && !mask && tap % k->kw == 0) pgw_prefetch(c, k, xi, pfd);
+      if (pfd && tap % k->kw == 0) pgw_prefetch(c, k, xi, pfd);
     }
     cg_transpose_v(c, V, V, a, t); /* cg_util.c */
     for (int p = 0; p < np; p++) cg_store_v(c, t[p], k->buf, cg_taddk(c, dst, p * ldc + g * V), V);
@@ -271,7 +272,7 @@ static void pgw_pack(cg_ctx *c, const pgw *k, LLVMValueRef nb, LLVMValueRef oy0,
     cg_if_else(c, &f);
   }
   pgw_masks(c, k, ox0, rowok, mask);
-  pgw_vchans(c, k, tap0, mask, dst, cib, ldc, np, NULL);
+  pgw_vchans(c, k, tap0, mask, dst, cib, ldc, np, pfd);
   if (fast) cg_if_end(c, &f);
   cg_loop_end(c, &X);
   cg_loop_end(c, &R);
