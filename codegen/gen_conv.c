@@ -220,21 +220,55 @@ LLVMValueRef cg_conv_tile_begin(cg_ctx *c, const conv_geom *g, const conv_row *r
   return ix0;
 }
 
+/* Flat convs with a fused residual add (flat_prefetch): the residual lines of the rr x
+ * np-vector tile whose first output element is oi0 (the next tile flat_tiles runs: the next
+ * pixel tile, or after a chunk's last the first of the next channel tile), prefetched one
+ * microkernel ahead of the epilogue that reads them
+ * (at batch 16 they come from memory, and the epilogue's loads stalled the next tile's FMAs:
+ * ResNet-50's layer3 conv3s 77-79 % -> 83-85 % per CPU-second, layer2's +2 %; prefetching
+ * the output lines for writing as well measured 1-5 % below this on layer1/2, not kept). */
+static void flat_prefetch_epi(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, LLVMValueRef oi0,
+                              int np) {
+  for (int q = 0, ra = 0; q < e->n_post; q++) {
+    if (e->post[q]->op != IR_OP_add) continue;
+    int64_t es = r->rdt[ra] != IR_F32 ? 2 : 4, lines = ((int64_t)np * g->V * es + 63) / 64 + 1;
+    LLVMValueRef base = r->resid[ra++];
+    for (int k = 0; k < rr; k++) {
+      LLVMValueRef oi = LLVMBuildAdd(c->b, oi0, cg_i64(c, (int64_t)k * g->oh * g->ow), "");
+      for (int64_t j = 0; j < lines; j++) {
+        LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, oi, cg_i64(c, es), ""), cg_i64(c, 64 * j), "");
+        LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_i8, base, &off, 1, "pfe"), cg_i32(c, 0), cg_i32(c, 3), cg_i32(c, 1)};
+        cg_intrinsic(c, "llvm.prefetch", &c->t_ptr, 1, args, 4);
+      }
+    }
+  }
+}
+
 /* xp: a flat conv's packed input panels (flat_tiles), NULL otherwise; the tile's pixels for
  * input channel ci are at xp[xp_base + ci*np*V ..] (interior tiles only).  xmode 1 reads
- * them there, xmode 2 reads the planes and writes them there. */
+ * them there, xmode 2 reads the planes and writes them there.  pf (xmode 1, else NULL): byte
+ * offset in x of one cache line of the thread's next chunk in channel plane 0; the K loop
+ * prefetches that line of every plane ci (flat_prefetch).  epi (NULL: none): the output
+ * element of the tile whose residuals flat_prefetch_epi prefetches. */
 static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
                         LLVMValueRef ox, int64_t ox_const, int64_t ox_end, LLVMValueRef xp, LLVMValueRef xp_base,
-                        int xmode) {
+                        int xmode, LLVMValueRef pf, LLVMValueRef epi) {
   int V = g->V;
   unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
   LLVMTypeRef vt = cg_vtype(c, V);
   LLVMValueRef acc[64], row, wrow;
   cg_loop CI, KY;
+  if (epi) flat_prefetch_epi(c, g, r, e, rr, epi, np);
   LLVMValueRef ix0 = cg_conv_tile_begin(c, g, r, ox, rr * np, acc, &CI, &KY, &row, &wrow);
   LLVMValueRef cur[64];
   for (int i = 0; i < rr * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
   LLVMValueRef prow = xp ? LLVMBuildAdd(c->b, xp_base, LLVMBuildMul(c->b, CI.iv, cg_i64(c, (int64_t)np * V), ""), "prow") : NULL;
+  if (pf) {
+    int64_t plane = g->h * g->w * (r->xdt != IR_F32 ? 2 : 4);
+    LLVMValueRef off = LLVMBuildAdd(c->b, pf, LLVMBuildMul(c->b, CI.iv, cg_i64(c, plane), ""), "pf_off");
+    LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_i8, r->x, &off, 1, "pf"), cg_i32(c, 0), cg_i32(c, 2), cg_i32(c, 1)};
+    cg_intrinsic(c, "llvm.prefetch", &c->t_ptr, 1, args, 4);
+  }
   for (int kx = 0; kx < g->kw; kx++) {
     LLVMValueRef xv[16];
     unsigned ms[16];
@@ -284,7 +318,7 @@ static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
 
 static void conv_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
                       LLVMValueRef ox, int64_t ox_const, int64_t ox_end) {
-  conv_tile_x(c, g, r, e, rr, np, ox, ox_const, ox_end, NULL, NULL, 0);
+  conv_tile_x(c, g, r, e, rr, np, ox, ox_const, ox_end, NULL, NULL, 0, NULL, NULL);
 }
 
 /* Compile-time column tiles at ox0.. (np vectors each, masked), up to the end `to`. */
@@ -329,7 +363,13 @@ static void conv_row_emit(cg_ctx *c, const conv_geom *g, const conv_row *r, cons
  * chunk and read sequentially by the others (flat_tiles); consecutive items (channel tiles
  * fastest) reuse the buffer.  key: the input element of the chunk in the buffer (-1: none).
  * CNNC_NO_CONV_PACK in cnnc's environment turns it off (A/B measurements). */
-typedef struct conv_xpack { LLVMValueRef buf, key; } conv_xpack;
+typedef struct conv_xpack {
+  LLVMValueRef buf, key;
+  /* flat_prefetch (NULL: off): the thread's tiles per chunk (run time) as conv_item takes
+   * them; this item's position among them and their count in its chunk */
+  LLVMValueRef part, pf_pos, pf_cnt;
+  int pf_epi; /* flat_prefetch_epi */
+} conv_xpack;
 
 /* Packed buffer floats of a flat conv (its widest chunk), 0 when it is not packed: a single
  * channel tile (no reuse), or a chunk beyond CONV_PACK_MAX_BYTES of stack. */
@@ -352,6 +392,34 @@ static int64_t conv_pack_floats(const conv_geom *g) {
   return f * 4 <= CONV_PACK_MAX_BYTES ? f : 0;
 }
 
+/* Next-chunk prefetch (CNNC_NO_FLAT_PREFETCH in cnnc's environment turns it off).  At
+ * batch 16 a flat conv's input streams from memory (ResNet-50 layer1's 256-channel 56x56
+ * maps: 51 MB), and the item that packs a chunk (below) stalled on it: `perf annotate` of
+ * layer1/1/conv1 (16 channel tiles) put 29 % of the kernel's samples in that item's loop,
+ * which does 1/16 of the FMAs, layer3/1/conv1 (43 tiles) 16 % for 1/43 (at batch 1 the maps
+ * sit in L3).  So the chunk's other items (xmode 1, reading the panels) prefetch the thread's
+ * next chunk, spread evenly: slot s = (pos - 1) * ntl + pixel tile of the nth item's ntl
+ * tiles, of S = (cnt - 1) * ntl, takes line s * L / S of the next chunk's L lines, for every
+ * input channel (one prefetch per K step, prefetcht1; a line is prefetched by several
+ * consecutive slots when S > L).  nxt: the next chunk's input element in channel plane 0
+ * (run time); returns the byte offset of the slot's line there.  Convs with a fused residual
+ * add are left out: their epilogue streams the residual and the output from memory, and with
+ * the prefetch ResNet-50's conv3s measured 0.93-0.99x per CPU-second (the conv1s 1.05-1.17x);
+ * prefetching each line once only (a second microkernel without the prefetch) left the conv3s
+ * at 0.97-1.02x and the conv1s 2-4 % below the every-slot version.  Inputs under
+ * FLAT_PF_MIN_BYTES for the batch are left out too: at batch 1 (ResNet-50's maps 0.8-3.2 MB,
+ * in L3) layer2's 512 -> 128 convs measured 0.91-0.94x with the prefetch. */
+#define FLAT_PF_MIN_BYTES (8.0 * 1024 * 1024)
+static LLVMValueRef flat_prefetch_line(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_xpack *pk,
+                                       LLVMValueRef nxt, LLVMValueRef i, int64_t ntl) {
+  int64_t es = r->xdt != IR_F32 ? 2 : 4, L = (flat_chunk_px(g) * es + 63) / 64 + 1;
+  LLVMValueRef pos = cg_max64(c, LLVMBuildSub(c->b, pk->pf_pos, cg_i64(c, 1), ""), cg_i64(c, 0));
+  LLVMValueRef s = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, pos, cg_i64(c, ntl), ""), i, "pf_slot");
+  LLVMValueRef S = cg_max64(c, LLVMBuildMul(c->b, LLVMBuildSub(c->b, pk->pf_cnt, cg_i64(c, 1), ""), cg_i64(c, ntl), ""), cg_i64(c, 1));
+  LLVMValueRef line = cg_min64(c, LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, s, cg_i64(c, L), ""), S, ""), cg_i64(c, L - 1));
+  return LLVMBuildAdd(c->b, LLVMBuildMul(c->b, nxt, cg_i64(c, es), ""), LLVMBuildMul(c->b, line, cg_i64(c, 64), ""), "pf_line");
+}
+
 /* ntl whole unmasked tiles from pixel c0: without pk read from the planes; with pk, the
  * first item of a chunk reads the planes and writes each tile's pixels into its panel
  * ("pack on first use": the copy costs one store per loaded vector inside that item's
@@ -359,7 +427,7 @@ static int64_t conv_pack_floats(const conv_geom *g) {
  * chunk's other items read the panels.  (Packing the chunk up front in a copy loop stalled
  * on the chunk's first reads from memory: ResNet-50 layer1/2 1x1 convs 0.8x.) */
 static void flat_tiles(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, const conv_xpack *pk,
-                       LLVMValueRef c0, int64_t ntl) {
+                       LLVMValueRef c0, int64_t ntl, LLVMValueRef nxt) {
   if (ntl <= 0) return;
   int64_t tile_px = (int64_t)g->P * g->V;
   cg_if f;
@@ -373,7 +441,12 @@ static void flat_tiles(cg_ctx *c, const conv_geom *g, const conv_row *r, const c
     cg_loop L;
     LLVMValueRef i = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, ntl), cg_i64(c, 1), "ox");
     LLVMValueRef ox = LLVMBuildAdd(c->b, c0, LLVMBuildMul(c->b, i, cg_i64(c, tile_px), ""), "");
-    if (pk) conv_tile_x(c, g, r, e, rr, g->P, ox, -1, 0, pk->buf, LLVMBuildMul(c->b, i, cg_i64(c, g->cin_g * tile_px), ""), mode);
+    LLVMValueRef pf = pk && mode == 1 && pk->pf_pos && nxt ? flat_prefetch_line(c, g, r, pk, nxt, i, ntl) : NULL, epi = NULL;
+    if (pk && pk->pf_epi) /* flat_prefetch_epi: the next pixel tile, after the last the next channel tile's first */
+      epi = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, i, cg_i64(c, ntl - 1), ""),
+                            LLVMBuildAdd(c->b, r->out_row, LLVMBuildAdd(c->b, c0, cg_i64(c, (int64_t)g->R * g->oh * g->ow), ""), ""),
+                            LLVMBuildAdd(c->b, r->out_row, LLVMBuildAdd(c->b, ox, cg_i64(c, tile_px), ""), ""), "pf_epi");
+    if (pk) conv_tile_x(c, g, r, e, rr, g->P, ox, -1, 0, pk->buf, LLVMBuildMul(c->b, i, cg_i64(c, g->cin_g * tile_px), ""), mode, pf, epi);
     else conv_tile(c, g, r, e, rr, g->P, ox, -1, 0);
     cg_loop_end(c, &L);
   }
@@ -388,12 +461,17 @@ static void conv_flat_chunk(cg_ctx *c, const conv_geom *g, const conv_row *r, co
   int64_t tile_px = (int64_t)g->P * g->V, nfull = g->ow / chunk_px;
   int64_t last_tiles = (g->ow - nfull * chunk_px) / tile_px;
   LLVMValueRef c0 = LLVMBuildMul(c->b, chunk, cg_i64(c, chunk_px), "c0");
+  /* the thread's next chunk (flat_prefetch): the next one of the plane, else the next image's first */
+  LLVMValueRef next_img = LLVMBuildAdd(c->b, r->in_base, cg_i64(c, g->cin * g->h * g->w), "");
+  LLVMValueRef c1 = LLVMBuildAdd(c->b, c0, cg_i64(c, chunk_px), "");
+  LLVMValueRef nxt = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, c1, cg_i64(c, g->ow), ""),
+                                     LLVMBuildAdd(c->b, r->in_base, c1, ""), next_img, "pf_next");
   cg_if f;
   if (nfull > 0 && nfull * chunk_px < g->ow) cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntSLT, chunk, cg_i64(c, nfull), ""));
-  if (nfull > 0) flat_tiles(c, g, r, e, rr, pk, c0, chunk_px / tile_px);
+  if (nfull > 0) flat_tiles(c, g, r, e, rr, pk, c0, chunk_px / tile_px, nxt);
   if (nfull * chunk_px < g->ow) {
     if (nfull > 0) cg_if_else(c, &f);
-    flat_tiles(c, g, r, e, rr, pk, cg_i64(c, nfull * chunk_px), last_tiles);
+    flat_tiles(c, g, r, e, rr, pk, cg_i64(c, nfull * chunk_px), last_tiles, next_img);
     masked_tiles(c, g, r, e, rr, nfull * chunk_px + last_tiles * tile_px, g->ow);
     if (nfull > 0) cg_if_end(c, &f);
   }
@@ -475,11 +553,18 @@ static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi
                       LLVMValueRef it) {
   int64_t tiles = (int64_t)g->groups * g->ntile, rows = conv_rows(g), B = conv_tile_block(g);
   LLVMValueRef row, tile, nb;
+  conv_xpack pf;
   if (g->flat) {
     tile = LLVMBuildSRem(c->b, it, cg_i64(c, tiles), "tile");
     LLVMValueRef rest = LLVMBuildSDiv(c->b, it, cg_i64(c, tiles), "");
     row = LLVMBuildSRem(c->b, rest, cg_i64(c, rows), "chunk");
     nb = LLVMBuildSDiv(c->b, rest, cg_i64(c, rows), "nb");
+    if (pk && pk->part) { /* flat_prefetch: the item's place in its thread's run of tiles of the chunk */
+      pf = *pk;
+      pf.pf_pos = LLVMBuildSRem(c->b, tile, pk->part, "pf_pos");
+      pf.pf_cnt = cg_min64(c, pk->part, LLVMBuildSub(c->b, cg_i64(c, tiles), LLVMBuildSub(c->b, tile, pf.pf_pos, ""), ""));
+      pk = &pf;
+    }
   } else if (B <= 1) {
     row = LLVMBuildSRem(c->b, it, cg_i64(c, rows), "oy");
     LLVMValueRef rest = LLVMBuildSDiv(c->b, it, cg_i64(c, rows), "");
@@ -559,13 +644,15 @@ static int conv_flat_split_tiles(const conv_geom *g) {
 }
 
 /* The tiles-fastest index of the item at position it of the tile-split order (the identity
- * when the images divide among the threads). */
-static LLVMValueRef conv_flat_split_item(cg_ctx *c, const conv_geom *g, LLVMValueRef it, LLVMValueRef nthreads) {
+ * when the images divide among the threads); *part: the tiles a thread runs per chunk. */
+static LLVMValueRef conv_flat_split_item(cg_ctx *c, const conv_geom *g, LLVMValueRef it, LLVMValueRef nthreads,
+                                         LLVMValueRef *part_tiles) {
   int64_t tiles = (int64_t)g->groups * g->ntile, rows = conv_rows(g);
   LLVMValueRef nt = LLVMBuildSExt(c->b, nthreads, c->t_i64, "");
   LLVMValueRef split = LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildSRem(c->b, cg_i64(c, g->n), nt, ""), cg_i64(c, 0), "");
   LLVMValueRef part = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, cg_i64(c, tiles - 1), nt, ""), nt, "");
   LLVMValueRef B = LLVMBuildSelect(c->b, split, part, cg_i64(c, tiles), "part_tiles");
+  *part_tiles = B;
   LLVMValueRef per = cg_i64(c, rows * tiles), rb = LLVMBuildMul(c->b, cg_i64(c, rows), B, "");
   LLVMValueRef nb = LLVMBuildSDiv(c->b, it, per, ""), j = LLVMBuildSRem(c->b, it, per, "");
   LLVMValueRef t0 = LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, rb, ""), B, ""), k = LLVMBuildSRem(c->b, j, rb, "");
@@ -655,7 +742,7 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
   LLVMValueRef lo, hi;
   int64_t items = g.dwp ? g.n * g.groups : g.n * g.groups * g.ntile * conv_rows(&g);
   cg_thread_range(c, cg_i64(c, items), a[n_act + 1], a[n_act + 2], &lo, &hi);
-  conv_xpack pk = {NULL, NULL};
+  conv_xpack pk = {NULL, NULL, NULL, NULL, NULL, 0};
   int64_t pf = g.dwp ? 0 : conv_pack_floats(&g);
   if (pf > 0 && !getenv("CNNC_NO_CONV_PACK")) {
     LLVMValueRef buf = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, g.V), (uint64_t)((pf + g.V - 1) / g.V)), "xpack");
@@ -673,8 +760,15 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
     r.wbase = LLVMBuildMul(c->b, ch, cg_i64(c, (int64_t)g.kh * g.kw), "wbase");
     r.bbase = ch;
     cg_conv_dw_plane(c, &g, &r, &e);
-  } else conv_item(c, &g, &r, &e, pk.buf ? &pk : NULL,
-                    g.flat && conv_flat_split_tiles(&g) ? conv_flat_split_item(c, &g, it, a[n_act + 2]) : it);
+  } else {
+    LLVMValueRef part = cg_i64(c, (int64_t)g.groups * g.ntile);
+    if (g.flat && conv_flat_split_tiles(&g)) it = conv_flat_split_item(c, &g, it, a[n_act + 2], &part);
+    double xbytes = (double)g.n * g.cin * g.h * g.w * (r.xdt != IR_F32 ? 2 : 4);
+    if (g.flat && g.groups == 1 && !r.resid[0] && xbytes >= FLAT_PF_MIN_BYTES && !getenv("CNNC_NO_FLAT_PREFETCH"))
+      pk.part = part; /* flat_prefetch */
+    pk.pf_epi = g.flat && r.resid[0] && !getenv("CNNC_NO_FLAT_PREFETCH"); /* flat_prefetch_epi */
+    conv_item(c, &g, &r, &e, pk.buf ? &pk : NULL, it);
+  }
   cg_loop_end(c, &L);
   cg_kernel_end(c);
   *kind = conv_kind(c, n, &g, fu, &r);
