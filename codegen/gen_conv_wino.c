@@ -86,10 +86,17 @@ int cg_conv_wino_ok(cg_ctx *c, const ir_node *n) {
   const ir_value *x = &c->g->values[n->in[0]], *y = &c->g->values[n->out];
   if (x->shape.rank != 4 || x->shape.dim[1] < CG_WINO_MIN_C || y->shape.dim[1] < CG_WINO_MIN_C) return 0;
   if (x->dtype != IR_F32 || c->g->values[n->in[1]].data == NULL) return 0;
+  for (int i = 0; i < c->g->n_nodes; i++) /* --precision 16.x: the graph's results stay the direct kernels' */
+    if (c->g->nodes[i].op == IR_OP_round16) return 0; /* whether or not round16 is fused (bitwise, test_precision_fusion) */
   const pass_fusion *fu = cg_fusion(c, n);
   if (fu->n_pre || fu->n_side) return 0;
-  for (int i = 0; i < fu->n_post; i++)
-    if (c->g->nodes[fu->post[i]].op != IR_OP_relu) return 0;
+  int prev = fu->bn >= 0 ? c->g->nodes[fu->bn].out : n->out;
+  for (int i = 0; i < fu->n_post; i++) { /* relu, or a residual add of an f32 tensor */
+    const ir_node *m = &c->g->nodes[fu->post[i]];
+    if (m->op == IR_OP_add && c->g->values[m->in[0] == prev ? m->in[1] : m->in[0]].dtype != IR_F32) return 0;
+    if (m->op != IR_OP_relu && m->op != IR_OP_add) return 0;
+    prev = m->out;
+  }
   return c->g->values[c->g->nodes[fu->last].out].dtype == IR_F32;
 }
 
@@ -124,6 +131,7 @@ static void wino_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const wino
 
 typedef struct wino_item {         /* run-time values of one work item */
   LLVMValueRef x, out, up, bp, vb, mb; /* input, output, packed U, bias, the two panels */
+  LLVMValueRef resid[PASS_MAX_POST];   /* the fused adds' other operands, in post order */
   LLVMValueRef in_img, out_img, ty0, ct0, nct_here;
   const ir_node *post[PASS_MAX_POST];
   int n_post;
@@ -243,8 +251,9 @@ static void wino_gemm(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMVa
 }
 
 /* Output transform of the item's channels: Y = A^T M A (A^T = [1 1 1 0; 0 1 -1 -1]) + bias,
- * the fused relu, the 2x2 pixels of V tiles interleaved into 2V-pixel row pieces (masked at
- * the right border; the second row of the last tile row skipped when oh is odd). */
+ * the 2x2 pixels of V tiles interleaved into 2V-pixel row pieces, the fused residual add /
+ * relu on those, stored (masked at the right border; the second row of the last tile row
+ * skipped when oh is odd). */
 static void wino_output(cg_ctx *c, const wino_plan *p, const wino_item *it) {
   int V = p->V;
   int64_t cb = p->cbt * p->R;
@@ -274,10 +283,7 @@ static void wino_output(cg_ctx *c, const wino_plan *p, const wino_item *it) {
     for (int a = 0; a < 2; a++) {
       y[a][0] = LLVMBuildFAdd(c->b, LLVMBuildFAdd(c->b, s[a][0], s[a][1], ""), s[a][2], "");
       y[a][1] = LLVMBuildFSub(c->b, LLVMBuildFSub(c->b, s[a][1], s[a][2], ""), s[a][3], "");
-      for (int b = 0; b < 2; b++) {
-        y[a][b] = LLVMBuildFAdd(c->b, y[a][b], bias, "");
-        for (int q = 0; q < it->n_post; q++) y[a][b] = cg_epilogue(c, it->post[q], y[a][b], NULL, NULL, V);
-      }
+      for (int b = 0; b < 2; b++) y[a][b] = LLVMBuildFAdd(c->b, y[a][b], bias, "");
     }
     for (int a = 0; a < 2; a++) {
       cg_if f;
@@ -294,6 +300,12 @@ static void wino_output(cg_ctx *c, const wino_plan *p, const wino_item *it) {
           if (ox + l < p->ow) mo |= 1u << l;
         if (!mo) continue;
         LLVMValueRef oi = LLVMBuildAdd(c->b, orow, cg_i64(c, ox), "");
+        for (int q = 0, ra = 0; q < it->n_post; q++) { /* relu, residual add: on the output pixels */
+          if (it->post[q]->op == IR_OP_add && mo != full)
+            half[h] = LLVMBuildFAdd(c->b, half[h], cg_conv_masked_load(c, it->resid[ra], oi, mo, V), "resid");
+          else half[h] = cg_epilogue(c, it->post[q], half[h], it->post[q]->op == IR_OP_add ? it->resid[ra] : NULL, oi, V);
+          ra += it->post[q]->op == IR_OP_add;
+        }
         if (mo == full) cg_store_v(c, half[h], it->out, oi, V);
         else cg_conv_masked_store(c, half[h], it->out, oi, mo, V);
       }
@@ -320,13 +332,15 @@ LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name
   float *U = calloc(un, sizeof(float)), *B = calloc(bn, sizeof(float));
   if (!U || !B) abort();
   wino_pack(c, n, fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL, &p, U, B);
-  LLVMValueRef a[4];
-  LLVMValueRef f = cg_kernel_begin(c, fn_name, 1, a);
   wino_item it;
   memset(&it, 0, sizeof it);
-  it.x = a[0], it.out = a[1];
   it.n_post = fu->n_post;
-  for (int i = 0; i < fu->n_post; i++) it.post[i] = &c->g->nodes[fu->post[i]];
+  int n_act = 1;
+  for (int i = 0; i < fu->n_post; i++) it.post[i] = &c->g->nodes[fu->post[i]], n_act += it.post[i]->op == IR_OP_add;
+  LLVMValueRef a[PASS_MAX_POST + 4];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, n_act, a);
+  it.x = a[0], it.out = a[n_act];
+  for (int i = 1; i < n_act; i++) it.resid[i - 1] = a[i];
   it.up = cg_blob_const(c, "wino.u", U, un * sizeof(float));
   it.bp = cg_blob_const(c, "wino.b", B, bn * sizeof(float));
   free(U);
@@ -343,7 +357,7 @@ LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name
   cg_store_v(c, cg_fzero(c, V), it.vb, zi, V);
   cg_loop_end(c, &Z);
   LLVMValueRef lo, hi;
-  cg_thread_range(c, cg_i64(c, p.n * p.ngrp * p.ncb), a[2], a[3], &lo, &hi);
+  cg_thread_range(c, cg_i64(c, p.n * p.ngrp * p.ncb), a[n_act + 1], a[n_act + 2], &lo, &hi);
   cg_loop L;
   LLVMValueRef item = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
   LLVMValueRef cbi = LLVMBuildSRem(c->b, item, cg_i64(c, p.ncb), "cbi");

@@ -7,9 +7,10 @@
 
 /* Whether node n (a conv2d) runs on the Winograd route: inference layout, groups 1, 3x3,
  * stride 1, dilation 1, f32 operands and result, at least CG_WINO_MIN_C input and output
- * channels, a fused group of at most batchnorm + relu (no residual add, squeeze-excite or
- * side output), a target with 8 or more f32 lanes, and CNNC_NO_WINOGRAD unset (or "0") in
- * cnnc's environment. */
+ * channels, a fused group of at most batchnorm, residual adds of f32 tensors and relu (no
+ * squeeze-excite, side output or round16), no round16 anywhere in the graph (--precision
+ * 16.x keeps the direct kernels), a target with 8 or more f32 lanes, and
+ * CNNC_NO_WINOGRAD unset (or "0") in cnnc's environment. */
 #define CG_WINO_MIN_C 32
 int cg_conv_wino_ok(cg_ctx *c, const ir_node *n);
 

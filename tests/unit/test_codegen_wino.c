@@ -3,10 +3,10 @@
  * of |want| and the mean |want|): odd maps (tile remainders at the right and bottom), padding
  * 1 and 0, channel counts not multiples of 8 (remainder channel tiles), input-channel blocks
  * (K-blocked panels), several channel blocks and row groups, batch 1 and 3, bias only, BN
- * folded, relu fused or not.  Each case: the kernel must be the wino2 one (and not with
+ * folded, relu fused or not, a residual add fused (masked residual loads at the border).  Each case: the kernel must be the wino2 one (and not with
  * CNNC_NO_WINOGRAD=1), 1 and 2 threads bitwise equal, and the direct build's output within
- * the same tolerance.  Convs the route refuses (residual add fused, fewer than CG_WINO_MIN_C
- * channels, stride 2) must compile to a direct kernel and still match. */
+ * the same tolerance.  Convs the route refuses (fewer than CG_WINO_MIN_C channels, stride 2)
+ * must compile to a direct kernel and still match. */
 #include "test_codegen_harness.h"
 
 #define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
@@ -15,7 +15,7 @@ static const double TOL = 5e-5; /* F(2x2,3x3) in fp32 vs the interpreter, docs/p
 
 typedef struct wino_case {
   int n, cin, cout, h, w, s, pad; /* 3x3 convs */
-  int epi;  /* 0 bias only, 1 bn + relu, 2 bn only, 3 bn + residual add + relu (refused) */
+  int epi;  /* 0 bias only, 1 bn + relu, 2 bn only, 3 bn + residual add + relu */
   int wino; /* 1: the route must take it */
   const char *what;
 } wino_case;
@@ -30,7 +30,8 @@ static const wino_case cases[] = {
     {1, 48, 260, 7, 7, 1, 1, 1, 1, "several channel blocks (260 out, rem tile)"},
     {3, 35, 50, 29, 5, 1, 1, 2, 1, "narrow 29x5 (row groups of several tile rows), batch 3"},
     {1, 32, 32, 3, 3, 1, 1, 1, 1, "3x3 map (a single 2x2 tile row, half used)"},
-    {1, 36, 40, 14, 14, 1, 1, 3, 0, "residual add fused: refused"},
+    {1, 36, 40, 14, 14, 1, 1, 3, 1, "residual add fused + relu"},
+    {3, 33, 37, 13, 9, 1, 1, 3, 1, "residual add fused, odd map 13x9, batch 3"},
     {1, 16, 64, 14, 14, 1, 1, 1, 0, "16 input channels: refused"},
     {1, 64, 64, 14, 14, 2, 1, 1, 0, "stride 2: refused"},
 };
@@ -43,9 +44,10 @@ static ir_graph *case_graph(const wino_case *k) {
   ir_attr a = {.conv2d = {{3, 3}, {k->s, k->s}, {k->pad, k->pad, k->pad, k->pad}, {1, 1}, 1}};
   int y = cgt_node(g, IR_OP_conv2d, "conv", in, k->epi == 0 ? 3 : 2, &a);
   if (k->epi > 0) y = cgt_add_bn(g, "bn", y, k->cout);
-  if (k->epi == 3) { /* residual: a second 3x3 conv of x, which the route does take */
-    int in2[2] = {x, cgt_param(g, "c2/weight", SHAPE(k->cout, k->cin, 3, 3))};
-    int r = cgt_node(g, IR_OP_conv2d, "c2", in2, 2, &a);
+  if (k->epi == 3) { /* residual: a 1x1 conv of x (direct; computed before "conv", which takes the add) */
+    int in2[2] = {x, cgt_param(g, "c2/weight", SHAPE(k->cout, k->cin, 1, 1))};
+    ir_attr a2 = {.conv2d = {{1, 1}, {1, 1}, {k->pad - 1, k->pad - 1, k->pad - 1, k->pad - 1}, {1, 1}, 1}};
+    int r = cgt_node(g, IR_OP_conv2d, "c2", in2, 2, &a2);
     int add[2] = {y, r};
     y = cgt_node(g, IR_OP_add, "add", add, 2, NULL);
   }
@@ -87,6 +89,7 @@ static float *run_case(const wino_case *k, ir_graph *g, const cg_target *t, cons
         int is_wino = strstr(s->kernel_names[i], "_wino2_") != NULL;
         found = 1;
         CGT_CHECK(is_wino == (k->wino && !off), "%s: kernel %s", label, s->kernel_names[i]);
+        if (k->epi == 3 && is_wino) CGT_CHECK(strstr(s->kernel_names[i], "_bn_add_relu_") != NULL, "%s: add not fused: %s", label, s->kernel_names[i]);
       }
     CGT_CHECK(found, "%s: no op named conv", label);
     int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
