@@ -79,6 +79,9 @@ void cg_foreach_elem(cg_ctx *c, int64_t n, LLVMValueRef tid, LLVMValueRef nth, c
 
 /* Unary element-wise kernel (relu/sigmoid/swish, or a copy for other ops) named opname. */
 LLVMValueRef cg_gen_unary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind, const char *opname);
+/* Training relu_grad (gen_eltwise.c): gen_train.c's kernel, or with a fused residual gradient
+ * add (pass_fusion n_pre, passes/fuse.c pass_fuse_train) one kernel for both. */
+LLVMValueRef cg_gen_relu_grad_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 /* Vectorised loop over [0, n) inside the current thread's block: body(j, w). */
 void cg_inner_loop(cg_ctx *c, int64_t n, cg_elem_body body, void *user);
 /* Sum over base[off .. off+cnt) of x, or of (x - mean)^2 when mean != NULL (f32 scalar). */

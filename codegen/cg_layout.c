@@ -29,12 +29,15 @@ static double node_flops(const ir_graph *g, int id) {
   return c.flops;
 }
 
-/* Training operand map: the result of a batchnorm fused with its relu (pass_fuse_train) is
- * never stored; its remaining readers are relu_grad masks, which read the relu's result. */
+/* Training operand map: the results inside a batchnorm [+ add] + relu group (pass_fuse_train)
+ * are never stored; their remaining readers are relu_grad masks, which read the relu's result. */
 static int train_operand(const cg_layout *L, int v) {
-  int p = L->g->values[v].producer;
-  if (!L->train || p < 0 || L->g->nodes[p].op != IR_OP_batchnorm || L->plan[p].anchor != p || L->plan[p].n_post != 1) return v;
-  return L->g->nodes[L->plan[p].last].out;
+  const ir_graph *g = L->g;
+  int p = g->values[v].producer;
+  if (!L->train || p < 0) return v;
+  const pass_fusion *f = &L->plan[L->plan[p].anchor];
+  if (g->nodes[L->plan[p].anchor].op != IR_OP_batchnorm || f->n_post == 0 || g->nodes[f->last].op != IR_OP_relu) return v;
+  return g->nodes[f->last].out;
 }
 
 /* Kernel for the group anchored at a, placed at its last member. */
@@ -69,7 +72,7 @@ static int make_kernel(cg_layout *L, int a, ir_diag *d) {
     k->flops += node_flops(g, m->id);
     if (m->op != IR_OP_add) continue;
     int prev = i > 0 ? g->nodes[p->post[i - 1]].out : p->bn >= 0 ? g->nodes[p->bn].out : n->out;
-    k->act[k->n_act++] = m->in[0] == prev ? m->in[1] : m->in[0];
+    k->act[k->n_act++] = train_operand(L, m->in[0] == prev ? m->in[1] : m->in[0]);
   }
   if (pre) { /* the per-(image, channel) factors follow the residuals */
     k->act[k->n_act++] = train_operand(L, pre->in[1 - pre_x]);
@@ -407,9 +410,9 @@ static int build_train_layout(cg_layout *L, const cg_options *o, ir_diag *d) {
   L->sh = NULL;
   build_state(L);
   pass_fuse(g, 0, L->plan);
-  /* multi-output backward kernels; their extra gradients would also need the accumulators'
-   * per-kernel add (cg_main.c does it for k->out only), so not with accumulation */
-  if (!L->accum) pass_fuse_train(g, L->plan);
+  /* with accumulation no multi-output backward kernels: their extra gradients would also need
+   * the accumulators' per-kernel add (cg_main.c does it for k->out only) */
+  pass_fuse_train(g, L->accum, L->plan);
   if (build_train_stages(L, d)) return -1;
   build_accumulators(L);
   if (L->accum && L->acc16) L->acc_tmp_off = xcalloc((size_t)(L->n_acc > 0 ? L->n_acc : 1), sizeof(int64_t));

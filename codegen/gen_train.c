@@ -367,6 +367,7 @@ cg_gen_fn cg_train_generator(ir_op op) {
   case IR_OP_softmax_xent: return gen_xent_train;
   case IR_OP_batchnorm: return cg_gen_batchnorm_train; /* gen_train_norm.c */
   case IR_OP_groupnorm: return cg_gen_groupnorm_train;
+  case IR_OP_relu_grad: return cg_gen_relu_grad_train; /* gen_eltwise.c: with a fused add */
   default: return NULL;
   }
 }

@@ -9,7 +9,8 @@
  * Work is split statically over tid/nthreads by channel (batchnorm), (sample, group)
  * (groupnorm forward / dx) or group (groupnorm dgamma): one writer per output element.
  * Training fusions (passes/fuse.c pass_fuse_train, CNNC_NO_TRAIN_FUSION=1 off): the batchnorm
- * forward with its relu, and the batchnorm backward with relu_grad, dgamma and dbeta. */
+ * forward with its [residual add and] relu, and the batchnorm backward with relu_grad, dgamma
+ * and dbeta. */
 #include <math.h>
 #include <stdio.h>
 
@@ -35,6 +36,8 @@ typedef struct sweep {
   LLVMValueRef tot32;        /* SW_DYSUM: when set, also the planes' sum dy added in f32 (reduce_sum's order) */
   LLVMValueRef mask;         /* when set, dy is relu_grad's: dy loaded where mask > 0, else 0 */
   int relu;                  /* SW_AFFINE: the result through relu (a fused relu) */
+  LLVMValueRef res;          /* SW_AFFINE: a fused residual add's other operand, added before the relu */
+  int res_first;             /* the add's operand order: res + y (else y + res) */
 } sweep;
 
 static LLVMValueRef ld(cg_ctx *c, LLVMValueRef p, int w) { return LLVMBuildLoad2(c->b, cg_vtype(c, w), p, ""); }
@@ -62,6 +65,10 @@ static void sweep_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
   case SW_DYX: acc(c, u, 0, w, dy, d); break;
   case SW_AFFINE: {
     LLVMValueRef y = cg_fma(c, d, cg_splat(c, u->k0, w), cg_splat(c, u->k1, w));
+    if (u->res) {
+      LLVMValueRef r = cg_load_v(c, u->res, i, w);
+      y = u->res_first ? LLVMBuildFAdd(c->b, r, y, "") : LLVMBuildFAdd(c->b, y, r, "");
+    }
     cg_store_v(c, u->relu ? cg_relu(c, y, w) : y, u->out, i, w);
     break;
   }
@@ -150,17 +157,18 @@ static nchw dims_of(cg_ctx *c, int vid) {
 /* ---- batchnorm ----------------------------------------------------------------------------- */
 /* The batchnorm kernel fn_name: batch statistics when training (and the running statistics
  * updated), else normalisation with the running statistics read at run time. */
-static LLVMValueRef bn_forward(cg_ctx *c, const ir_node *n, const char *fn_name, int training, int relu) {
+static LLVMValueRef bn_forward(cg_ctx *c, const ir_node *n, const char *fn_name, int training, int relu, int res) {
   const ir_batchnorm_attr *at = &n->attr.batchnorm;
   nchw d = dims_of(c, n->in[0]);
   int64_t m = d.n * d.s;
-  LLVMValueRef a[8];
-  LLVMValueRef f = cg_kernel_begin(c, fn_name, 5, a);
+  LLVMValueRef a[9];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, 5 + (res != 0), a);
   sweep u = {0};
   sweep_init(c, &u);
-  u.x = a[0], u.out = a[5], u.relu = relu;
+  int no = 5 + (res != 0);
+  u.x = a[0], u.out = a[no], u.relu = relu, u.res = res ? a[5] : NULL, u.res_first = res > 1;
   cg_loop L;
-  LLVMValueRef ch = par_begin(c, &L, d.c, a[6], a[7], "c");
+  LLVMValueRef ch = par_begin(c, &L, d.c, a[no + 1], a[no + 2], "c");
   LLVMValueRef inv, var_d = NULL;
   if (training) {
     inv = stats(c, &u, i64mul(c, ch, d.s), d.n, d.c * d.s, d.s, at->eps, &var_d);
@@ -196,15 +204,17 @@ static LLVMValueRef bn_forward(cg_ctx *c, const ir_node *n, const char *fn_name,
  * operands (they change between steps) and only normalises. */
 LLVMValueRef cg_gen_batchnorm_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   int training = n->attr.batchnorm.training;
+  /* pass_fuse_train: [add (res 1: y + other, 2: other + y),] relu */
   const pass_fusion *p = cg_fusion(c, n);
-  int relu = p->n_post == 1 && c->g->nodes[p->post[0]].op == IR_OP_relu; /* pass_fuse_train */
-  LLVMValueRef f = bn_forward(c, n, fn_name, training, relu);
+  int relu = p->n_post > 0 && c->g->nodes[p->post[p->n_post - 1]].op == IR_OP_relu, res = 0;
+  if (relu && p->n_post == 2) res = c->g->nodes[p->post[0]].in[0] == n->out ? 1 : 2;
+  LLVMValueRef f = bn_forward(c, n, fn_name, training, relu, res);
   if (training) {
     char ev[64];
     snprintf(ev, sizeof ev, "cnnk_s%d_batchnorm_eval_n%d", ((cg_priv *)c->priv)->shard, (int)(n - c->g->nodes));
-    bn_forward(c, n, ev, 0, relu);
+    bn_forward(c, n, ev, 0, relu, res);
   }
-  *kind = cg_kind(c, training ? (relu ? "batchnorm_relu_train" : "batchnorm_train") : "batchnorm_frozen", NULL);
+  *kind = cg_kind(c, !training ? "batchnorm_frozen" : res ? "batchnorm_add_relu_train" : relu ? "batchnorm_relu_train" : "batchnorm_train", NULL);
   return f;
 }
 

@@ -4,8 +4,9 @@
  * and before a 1x1 conv the squeeze-excite scale (a mul by a per-(image, channel) factor);
  * a depthwise conv's group also computes a global_avgpool of its result (a second output).
  * The graph is not changed; codegen reads the plan (one kernel per group).  pass_fuse_train
- * is the training counterpart (batchnorm + relu forward; relu_grad + batchnorm backward with
- * dgamma and dbeta as extra outputs; the inference plan is untouched). */
+ * is the training counterpart (batchnorm [+ residual add] + relu forward; relu_grad + batchnorm
+ * backward with dgamma and dbeta as extra outputs; a residual gradient add + the relu_grad
+ * reading it; the inference plan is untouched). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,10 +150,14 @@ void pass_fuse(const ir_graph *g, int enable, pass_fusion *plan) {
 }
 
 /* ---- training ---------------------------------------------------------------------------- */
-static int train_fusion_disabled(void) {
-  const char *e = getenv("CNNC_NO_TRAIN_FUSION");
+static int env_set(const char *name) {
+  const char *e = getenv(name);
   return e && *e && strcmp(e, "0");
 }
+static int train_fusion_disabled(void) { return env_set("CNNC_NO_TRAIN_FUSION"); }
+/* CNNC_NO_TRAIN_RESIDUAL_FUSION=1 (A/B): no residual add in a group (bn + add + relu forward,
+ * add + relu_grad backward); the other training fusions stay. */
+static int residual_fusion_disabled(void) { return env_set("CNNC_NO_TRAIN_RESIDUAL_FUSION"); }
 
 static int same_stage(const ir_graph *g, int a, int b) {
   return g->nodes[a].shard == g->nodes[b].shard && pass_train_phase(g, a) == pass_train_phase(g, b);
@@ -193,25 +198,72 @@ static int only_read_by(const ir_graph *g, int v, int a, const int *others, int 
   return 1;
 }
 
-/* Training batchnorm b followed by a relu: the relu as b's epilogue when b's result y is read
- * by that relu (b's stage, after b) and otherwise only as the mask operand of relu_grads
- * (y > 0 exactly where relu(y) > 0, so those read the relu's result instead: codegen's
- * operand map, cg_layout.c).  y is then never stored. */
-static void fuse_bn_relu(const ir_graph *g, int b, pass_fusion *plan) {
-  int y = g->nodes[b].out, r = -1;
-  if (is_output(g, y)) return;
-  for (int i = b + 1; i < g->n_nodes; i++)
+/* The relu reading v (b's stage, alone in its plan) when v's other readers are all relu_grads
+ * reading it as their mask; else -1. */
+static int relu_of(const ir_graph *g, int b, int v, const pass_fusion *plan) {
+  int r = -1;
+  if (is_output(g, v)) return -1;
+  for (int i = 0; i < g->n_nodes; i++)
     for (int j = 0; j < g->nodes[i].n_in; j++) {
-      if (g->nodes[i].in[j] != y) continue;
+      if (g->nodes[i].in[j] != v) continue;
       const ir_node *m = &g->nodes[i];
       if (m->op == IR_OP_relu && r < 0 && plan[i].anchor == i && same_stage(g, b, i)) r = i;
-      else if (!(m->op == IR_OP_relu_grad && j == 1 && m->in[0] != y)) return;
+      else if (!(m->op == IR_OP_relu_grad && j == 1 && m->in[0] != v)) return -1;
     }
-  if (r < 0) return;
-  plan[b].n_post = 1, plan[b].post[0] = r, plan[b].last = r, plan[r].anchor = b;
+  return r;
 }
 
-int pass_fuse_train(const ir_graph *g, pass_fusion *plan) {
+/* The residual add that alone reads y (b's stage, alone in its plan), whose other operand is
+ * an f32 activation of y's shape computed before b (the fused kernel runs at b's place); -1. */
+static int add_of(const ir_graph *g, int b, int y, const pass_fusion *plan) {
+  int a = sole_consumer(g, y);
+  if (a < 0 || g->nodes[a].op != IR_OP_add || plan[a].anchor != a || !same_stage(g, b, a)) return -1;
+  int o = g->nodes[a].in[0] == y ? g->nodes[a].in[1] : g->nodes[a].in[0];
+  const ir_value *ov = &g->values[o];
+  if (o == y || ov->kind != IR_VAL_ACT || ov->dtype != IR_F32 || !ir_shape_eq(&ov->shape, &g->values[y].shape)) return -1;
+  return ov->producer >= 0 && ov->producer < b ? a : -1;
+}
+
+/* Training batchnorm b followed by a relu, directly or through a residual add: those as b's
+ * epilogue when each intermediate result is read only by the next member, the relu's input
+ * otherwise only as the mask operand of relu_grads (> 0 exactly where the relu's result is,
+ * so those read the relu's result instead: codegen's operand map, cg_layout.c).  The
+ * intermediate results are then never stored. */
+static void fuse_bn_relu(const ir_graph *g, int b, pass_fusion *plan) {
+  int y = g->nodes[b].out, r = relu_of(g, b, y, plan), a = -1;
+  if (r < 0 && !residual_fusion_disabled() && (a = add_of(g, b, y, plan)) >= 0) r = relu_of(g, b, g->nodes[a].out, plan);
+  if (r < 0) return;
+  pass_fusion *p = &plan[b];
+  if (a >= 0) p->post[p->n_post++] = a, plan[a].anchor = b;
+  p->post[p->n_post++] = r, p->last = r, plan[r].anchor = b;
+}
+
+/* Nonzero when v is an f32 value of shape s. */
+static int f32_of_shape(const ir_graph *g, int v, const ir_shape *s) {
+  return g->values[v].dtype == IR_F32 && ir_shape_eq(&g->values[v].shape, s);
+}
+
+/* relu_grad q (alone in its plan) whose dy is the result of an add read by q alone (the
+ * gradient sum at a residual join, ResNet's backward): the add as q's pre, so q's kernel reads
+ * the add's operands and the sum is never stored (codegen/cg_layout.c make_kernel,
+ * gen_eltwise.c cg_gen_relu_grad_train).  [N,C,H,W] f32 operands of dy's shape only (no
+ * broadcast, no 16-bit stash values).  The kernel runs at q's place: the add's operands are
+ * computed before the add, so before q. */
+static int fuse_add_relu_grad(const ir_graph *g, int q, pass_fusion *plan) {
+  const ir_node *n = &g->nodes[q];
+  int dy = n->in[0], a = g->values[dy].producer;
+  const ir_shape *s = &g->values[dy].shape;
+  if (a < 0 || a >= q || g->nodes[a].op != IR_OP_add || plan[a].anchor != a || plan[a].n_post || plan[a].n_pre ||
+      plan[a].n_side || !same_stage(g, a, q) || s->rank != 4 || n->in[1] == dy || !only_read_by(g, dy, q, NULL, 0))
+    return 0;
+  const ir_node *m = &g->nodes[a];
+  if (!f32_of_shape(g, dy, s) || !f32_of_shape(g, n->in[1], s) || !f32_of_shape(g, m->in[0], s) || !f32_of_shape(g, m->in[1], s))
+    return 0;
+  plan[q].n_pre = 1, plan[q].pre = a, plan[a].anchor = q;
+  return 1;
+}
+
+int pass_fuse_train(const ir_graph *g, int accum, pass_fusion *plan) {
   if (train_fusion_disabled()) return 0;
   int absorbed = 0;
   for (int i = 0; i < g->n_nodes; i++)
@@ -219,7 +271,7 @@ int pass_fuse_train(const ir_graph *g, pass_fusion *plan) {
       fuse_bn_relu(g, i, plan);
       absorbed += plan[i].n_post;
     }
-  for (int i = 0; i < g->n_nodes; i++) {
+  for (int i = 0; i < g->n_nodes && !accum; i++) { /* extra gradient outputs: not accumulated */
     const ir_node *n = &g->nodes[i];
     if (n->op != IR_OP_batchnorm_grad_input || !n->attr.batchnorm_grad_input.training || plan[i].anchor != i) continue;
     if (g->values[n->in[1]].shape.rank < 2) continue;
@@ -244,5 +296,8 @@ int pass_fuse_train(const ir_graph *g, pass_fusion *plan) {
       absorbed++;
     }
   }
+  /* after the batchnorm backward groups, which take a relu_grad whole when they can */
+  for (int q = 0; q < g->n_nodes && !residual_fusion_disabled(); q++)
+    if (g->nodes[q].op == IR_OP_relu_grad && plan[q].anchor == q && plan[q].n_pre == 0) absorbed += fuse_add_relu_grad(g, q, plan);
   return absorbed;
 }

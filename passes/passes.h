@@ -63,13 +63,17 @@ typedef struct pass_fusion {
 /* Fills plan[0..g->n_nodes-1].  enable = 0 gives the identity plan (every node alone). */
 void pass_fuse(const ir_graph *g, int enable, pass_fusion *plan);
 /* Training graphs (after autodiff, on the identity plan), groups within one shard and phase:
- * a training batchnorm takes the relu after it as its epilogue (post) when its result is
- * otherwise read only as relu_grad masks (which then read the relu's result: cg_layout.c); a
- * training batchnorm_grad_input takes its batchnorm_grad_gamma (side), the reduce_sum of the
- * same dy to [C] (dbeta, side2) and the relu_grad producing dy when nothing else reads dy
- * (pre: the kernel reads the relu_grad's operands).  CNNC_NO_TRAIN_FUSION=1 keeps every node
- * alone (A/B, tests).  Returns the number of nodes absorbed. */
-int pass_fuse_train(const ir_graph *g, pass_fusion *plan);
+ * a training batchnorm takes the relu after it, or a residual add and the relu after that, as
+ * its epilogue (post) when its result (the add's) is otherwise read only as relu_grad masks
+ * (which then read the relu's result: cg_layout.c); a training batchnorm_grad_input takes its
+ * batchnorm_grad_gamma (side), the reduce_sum of the same dy to [C] (dbeta, side2) and the
+ * relu_grad producing dy when nothing else reads dy (pre: the kernel reads the relu_grad's
+ * operands); a relu_grad takes the add producing its dy when nothing else reads it (pre).
+ * accum (gradient accumulation or replicas): no batchnorm_grad_input groups (their extra
+ * outputs are gradients, and the accumulators' add covers a kernel's first output only:
+ * cg_main.c).  CNNC_NO_TRAIN_FUSION=1 keeps every node alone (A/B, tests).  Returns the number
+ * of nodes absorbed. */
+int pass_fuse_train(const ir_graph *g, int accum, pass_fusion *plan);
 
 /* ---- plan_memory.c ------------------------------------------------------------------- */
 /* A buffer needed from step first_step to last_step inclusive (XNNPACK-style record). */

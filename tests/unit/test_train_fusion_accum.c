@@ -1,0 +1,78 @@
+/* test_train_fusion_accum.c — the training fusions (passes/fuse.c pass_fuse_train, issue 5,
+ * docs/training.md "Non-conv kernels, fused") with --gradient-accumulation and --replicas,
+ * see train_pipeline_common.h: the batchnorm model with a residual add (b1 + relu, b2 + add +
+ * relu forward; backward, r1's relu_grad takes the add of c2's input gradient and the join's,
+ * since the batchnorm backward groups, whose dgamma / dbeta outputs are gradients, are not
+ * made with accumulation) trained fused and with CNNC_NO_TRAIN_FUSION=1: ga 2 x batch 8, 2
+ * replicas x batch 8 and 2 shards interleaved x ga 4 give bitwise the same weights, running
+ * statistics and losses both ways; the fused .so has the fused kernels and no
+ * batchnorm_grad_fused, the unfused one none of them. */
+#include "train_pipeline_common.h"
+
+/* Nonzero when the file at path contains the string s. */
+static int file_has(const char *path, const char *s) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = n > 0 ? malloc((size_t)n) : NULL;
+  int hit = buf && fread(buf, 1, (size_t)n, f) == (size_t)n && memmem(buf, (size_t)n, s, strlen(s)) != NULL;
+  free(buf);
+  fclose(f);
+  return hit;
+}
+
+/* Compiles the model with kv and checks which training kernels the .so names. */
+static int kernels(const char *label, const char *const *kv, int n_kv, int batch, int fused) {
+  fe_options o;
+  if (load_opts(&o, kv, n_kv, batch)) return 1;
+  ir_diag d = {0};
+  ir_graph *g = fe_load(model_path, &o, &d);
+  char so[600];
+  snprintf(so, sizeof so, "%s/fusion_accum.so", cgt_dir);
+  if (!g || cg_build_model(g, &o, so, NULL, 0, &d)) {
+    fprintf(stderr, "  %s: compile failed: ", label);
+    ir_diag_print(&d, stderr);
+    if (g) ir_graph_free(g);
+    return 1;
+  }
+  ir_graph_free(g);
+  int bad = 0;
+  CGT_CHECK(file_has(so, "_batchnorm_relu_train_") == fused, "%s: batchnorm + relu kernel", label);
+  CGT_CHECK(file_has(so, "_batchnorm_add_relu_train_") == fused, "%s: batchnorm + add + relu kernel", label);
+  CGT_CHECK(file_has(so, "_add_relu_grad_") == fused, "%s: add + relu_grad kernel", label);
+  CGT_CHECK(!file_has(so, "_batchnorm_grad_fused_"), "%s: batchnorm backward fused with accumulation", label);
+  unlink(so);
+  return bad;
+}
+
+static int both_ways(const char *label, const char *const *kv, int n_kv, int batch) {
+  char l[200];
+  result a, b;
+  int bad = kernels(label, kv, n_kv, batch, 1);
+  setenv("CNNC_NO_TRAIN_FUSION", "1", 1);
+  bad += kernels(label, kv, n_kv, batch, 0);
+  snprintf(l, sizeof l, "%s, unfused", label);
+  bad += train(l, kv, n_kv, batch, &b);
+  unsetenv("CNNC_NO_TRAIN_FUSION");
+  snprintf(l, sizeof l, "%s, fused", label);
+  bad += train(l, kv, n_kv, batch, &a);
+  snprintf(l, sizeof l, "%s: fused vs unfused (bitwise)", label);
+  bad += compare(l, &a, &b, -1);
+  CGT_CHECK(a.loss == b.loss, "%s: losses %.9g vs %.9g", l, a.loss, b.loss);
+  result_free(&a), result_free(&b);
+  return bad;
+}
+
+int main(void) {
+  setup();
+  FILE *f = fopen(model_path, "w");
+  if (!f || fputs(bn_model_yml, f) < 0 || fclose(f)) return 2;
+  int bad = 0;
+  bad += both_ways("ga 2 x batch 8", KV("gradient-accumulation", "2"), 8);
+  bad += both_ways("2 replicas x batch 8", KV("replicas", "2"), 8);
+  bad += both_ways("2 shards interleaved x ga 4",
+                   KV("pipeline-splits", "c2", "pipeline-schedule", "interleaved", "gradient-accumulation", "4"), 4);
+  return finish("test_train_fusion_accum", bad);
+}
