@@ -24,12 +24,12 @@ typedef struct flat_case {
 #define PF_MIN_BYTES (8.0 * 1024 * 1024)
 
 static const flat_case cases[] = {
-    {1, 257, 37, 91, 91, 0},   /* K 257: 127-px chunks of whole tiles, a 1-px masked tail; 37 = 6*6 + 1 */
-    {3, 99, 53, 123, 125, 0},  /* batch 3: 2 threads split the tiles; a short last chunk */
+    {1, 257, 13, 91, 91, 0},   /* K 257: 127-px chunks of whole tiles, a 1-px masked tail; 13 = 2*6 + 1 */
+    {3, 64, 21, 105, 107, 0},  /* batch 3: 2 threads split the tiles; a short last chunk */
     {2, 1030, 29, 33, 35, 0},  /* K 1030: one-tile chunks, whole images per thread */
     {1, 64, 70, 11, 13, 0},    /* 36 KB of input: no next-chunk prefetch */
     {3, 48, 70, 11, 13, 1},    /* a fused residual add: its residual lines prefetched */
-    {1, 300, 45, 95, 97, 1},   /* both: the add conv's residuals, the other conv's next chunks */
+    {1, 240, 13, 95, 97, 1},   /* both: the add conv's residuals, the other conv's next chunks */
 };
 
 static int conv1x1(ir_graph *g, const char *name, int x, int cin, int cout, int bn) {
