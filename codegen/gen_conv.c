@@ -408,8 +408,9 @@ static int64_t conv_pack_floats(const conv_geom *g) {
  * prefetching each line once only (a second microkernel without the prefetch) left the conv3s
  * at 0.97-1.02x and the conv1s 2-4 % below the every-slot version.  Inputs under
  * FLAT_PF_MIN_BYTES for the batch are left out too: at batch 1 (ResNet-50's maps 0.8-3.2 MB,
- * in L3) layer2's 512 -> 128 convs measured 0.91-0.94x with the prefetch. */
-#define FLAT_PF_MIN_BYTES (8.0 * 1024 * 1024)
+ * in L3) layer2's 512 -> 128 convs measured 0.91-0.94x with the prefetch; at 8 MB
+ * EfficientNet-B0 b16's 144 -> 40 project conv (7.2 MB) lost its 1.32x. */
+#define FLAT_PF_MIN_BYTES (4.0 * 1024 * 1024)
 static LLVMValueRef flat_prefetch_line(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_xpack *pk,
                                        LLVMValueRef nxt, LLVMValueRef i, int64_t ntl) {
   int64_t es = r->xdt != IR_F32 ? 2 : 4, L = (flat_chunk_px(g) * es + 63) / 64 + 1;

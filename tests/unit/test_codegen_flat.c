@@ -6,7 +6,7 @@
  * CNNC_NO_FLAT_PREFETCH=1: every output matches the interpreter, 1, 2 and 3 threads are bitwise
  * equal, the two builds are bitwise equal (a prefetch changes no value), and the LLVM IR of
  * each build has llvm.prefetch exactly when the prefetch is on (the next chunk of x for convs
- * without a fused add whose batch input is at least 8 MB, the residual lines for those with
+ * without a fused add whose batch input is at least 4 MB, the residual lines for those with
  * one).  16-bit storage (--precision
  * 16.16, bf16 and fp16, tests/store16/resnetish.yml at batch 3: flat convs reading and writing
  * 16 bits, with residual adds): the two builds differ in code and give bitwise equal logits
@@ -21,7 +21,7 @@ typedef struct flat_case {
 } flat_case;
 
 /* gen_conv.c FLAT_PF_MIN_BYTES: smaller inputs (for the batch) get no next-chunk prefetch */
-#define PF_MIN_BYTES (8.0 * 1024 * 1024)
+#define PF_MIN_BYTES (4.0 * 1024 * 1024)
 
 static const flat_case cases[] = {
     {1, 257, 13, 91, 91, 0},   /* K 257: 127-px chunks of whole tiles, a 1-px masked tail; 13 = 2*6 + 1 */
