@@ -78,6 +78,7 @@ static conv_geom conv_geometry(cg_ctx *c, const ir_node *n) {
   g.V = c->target->vec_f32;
   const cg_priv *pv = c->priv;
   g.l2 = cg_shard_tile_budget(c->target, pv ? pv->amp : NULL, pv ? pv->shard : 0);
+  g.vc_wide_ok = c->g->label < 0; /* gen_conv_vc.c vc_wide: measured for inference only */
   if (!cg_conv_vc_choose(&g, cg_acc_budget(c->target))) conv_choose_tile(&g, cg_acc_budget(c->target));
   else g.flat = 0; /* a 1x1 GEMM on channel vectors: one output row of oh*ow pixels */
   /* 1x1 strided unpadded convs on channel vectors (ResNet's downsample convs) with a small
@@ -95,6 +96,7 @@ static conv_geom conv_geometry(cg_ctx *c, const ir_node *n) {
     g.w = g.h * g.w, g.h = 1, g.ow = px, g.oh = 1;
     if (rv3) g.R = 3 * g.V, g.P = pk > px ? (int)px : pk, g.ntile = (int)((g.cout_g + g.R - 1) / g.R);
   }
+  g.vc_plane = cg_conv_vc_plane_ok(c, &g); /* kxk channel vectors K-blocked per plane (gen_conv_vc.c) */
   return g;
 }
 
@@ -500,7 +502,7 @@ static void ky_range(cg_ctx *c, const conv_geom *g, LLVMValueRef oy, conv_row *r
 static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass_fusion *fu, const conv_row *r) {
   char op[128], tile[32];
   int k = snprintf(op, sizeof op, "conv2d%s%s", g->cin_g == 1 && g->cout_g == 1 ? "_dw" : g->groups > 1 ? "_g" : g->gemm ? "_1x1" : g->sub ? "_sub" : "",
-                   g->dwp ? "_plane" : g->vc ? "_vc" : "");
+                   g->dwp ? "_plane" : g->vc_plane ? "_vcp" : g->vc ? "_vc" : "");
   if (fu->n_pre) k += snprintf(op + k, sizeof op - (size_t)k, "_se"); /* squeeze-excite scale on its input */
   if (fu->bn >= 0) k += snprintf(op + k, sizeof op - (size_t)k, "_bn");
   for (int i = 0; i < fu->n_post && k < 100; i++)
@@ -519,13 +521,14 @@ static const char *conv_kind(cg_ctx *c, const ir_node *n, const conv_geom *g, co
 static void conv_item_body(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr,
                            const conv_xpack *pk, LLVMValueRef chunk) {
   if (g->flat) conv_flat_chunk(c, g, r, e, rr, pk, chunk, flat_chunk_px(g));
+  else if (g->vc_plane) cg_conv_vc_plane(c, g, r, e, rr);
   else if (g->vc) cg_conv_vc_row(c, g, r, e, rr);
   else conv_row_emit(c, g, r, e, rr);
 }
 
 /* Rows of work per (image, channel tile): output rows, or pixel chunks of a flat conv. */
 static int64_t conv_rows(const conv_geom *g) {
-  return g->flat ? (g->ow + flat_chunk_px(g) - 1) / flat_chunk_px(g) : g->oh;
+  return g->flat ? (g->ow + flat_chunk_px(g) - 1) / flat_chunk_px(g) : g->vc_plane ? 1 : g->oh;
 }
 
 /* Channel tiles per block of a non-flat conv: consecutive tiles whose packed weights fit the

@@ -19,6 +19,9 @@ typedef struct conv_geom {
                         * oh*ow pixels (h, w, oh, ow flattened), pixel q reading input element
                         * (q / sub_ow) * sh * sub_w + (q % sub_ow) * sw of each channel plane */
   int64_t sub_w, sub_ow; /* sub: the unflattened input and output widths */
+  int vc_wide_ok;      /* inference graph (no label): cg_conv_vc_choose may take wide stride-1 kxk maps */
+  int vc_plane;        /* kxk channel vectors, one work item per (image, channel tile) plane,
+                        * K-blocked over the plane (cg_conv_vc_plane; inference only) */
   int dwp;             /* depthwise stride-1 small plane as one flat row (gen_dwconv.c) */
   int dw_pool;         /* a global_avgpool fused as a second output (pass_fusion.n_side) */
   int64_t l2;          /* cache-blocking budget of this op: cg_shard_tile_budget (cg_budget.h) */
@@ -65,6 +68,11 @@ void cg_conv_se_item(cg_ctx *c, const conv_geom *g, conv_row *r);
 void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr);
 /* Picks the channel-vector shape (sets vc, R, P) when it beats pixel vectors; returns vc. */
 int cg_conv_vc_choose(conv_geom *g, int budget);
+/* Whether a kxk channel-vector conv runs K-blocked whole planes (its tile's weights and the
+ * input image exceed the L2 budget together), and the body of such an item: the plane of the
+ * (image, tile) whose in_base/wbase/bbase and out_row (of output row 0) are set in r. */
+int cg_conv_vc_plane_ok(cg_ctx *c, const conv_geom *g);
+void cg_conv_vc_plane(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr);
 
 /* Compile-time lane masks (bit l = lane l) as an <w x i1> constant, and llvm.masked.load /
  * store of w floats at base[idx] (lanes outside m are not touched; loads give 0 there). */

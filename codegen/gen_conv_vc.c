@@ -20,6 +20,18 @@ static int vc_unshared(const conv_geom *g) {
   return g->groups == 1 && !getenv("CNNC_VC_SHARED_TAPS");
 }
 
+/* Dense kxk stride-1 convs on maps whose rows fill pixel vectors (ResNet-50 layer1's 56x56x64
+ * 3x3) run on channel vectors too when Cout_g gives two channel vectors: the unshared 16x6
+ * tiles (12 accumulators, per tap 2 weight loads and 6 broadcasts) measured faster than the
+ * direct 6x16 pixel tiles there, 82 -> 92 % of peak per CPU-second at b1 and 80 -> 89 % at
+ * b16 (bench/opcmp.py on a one-conv model, 26 Nov 16:30).  Wider maps / other channel counts
+ * were not measured.  Inference graphs only (g->vc_wide_ok: no label): compiled training's
+ * packed convs keep their pixel-vector kernels (not measured with channel vectors).
+ * CNNC_NO_VC_WIDE in cnnc's environment keeps the pixel tiles (A/B measurements). */
+static int vc_wide(const conv_geom *g) {
+  return g->vc_wide_ok && g->kw > 1 && g->kh > 1 && vc_unshared(g) && g->cout_g >= 2 * g->V && !getenv("CNNC_NO_VC_WIDE");
+}
+
 int cg_conv_vc_choose(conv_geom *g, int budget) {
   int V = g->V;
   if (g->cout_g < V) return 0;
@@ -27,7 +39,7 @@ int cg_conv_vc_choose(conv_geom *g, int budget) {
    * flat 1x1 GEMM is one row of oh*ow pixels (49 at 7x7: 7 vectors for 49 pixels, and 12x8
    * tiles issuing 13 loads per 12 FMAs ran at ~45-60 % of peak on ResNet-50's layer4) */
   double px_util = (double)g->ow / (double)(((g->ow + V - 1) / V) * V);
-  if (g->sw == 1 && px_util > 0.9) return 0;
+  if (g->sw == 1 && px_util > 0.9 && !vc_wide(g)) return 0;
   if (g->flat && g->groups > 1) return 0;
   /* Broadcast pixels shared between taps (pixel p+1 at tap kx-s is pixel p at tap kx) stay
    * live in registers: with them two thirds of the accumulator budget avoids spills (AVX2
@@ -259,6 +271,183 @@ static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r,
     vc_store_tile(c, g, r, e, cur, rr, (int)np, cg_i64(c, from));
   }
   return 1;
+}
+
+/* K-blocked planes of kxk convs (work item = the (image, channel tile) plane, conv_item with
+ * one "row" per plane): where the tile's packed weights and the image's input do not fit the
+ * op's L2 budget together (ResNet-50 layer4/0's 3x3 stride 2: 295 KB of weights per
+ * 16-channel tile, a 401 KB 14x14x512 input), the per-row K-blocked kernel above re-read the
+ * tile's weights from L2/L3 for every output row and the input rows of every channel as one
+ * short strided stream per (ci, ky), i.e. cin_g * kh streams per row, for every tile.  Here
+ * the input channels run in blocks whose weights take at most VC_KXK_BLOCK_BYTES (L1) and
+ * every row's tiles run over a block while its weights are in L1 and its kc input planes
+ * (contiguous, kc * H * W floats) in L1/L2; the plane's accumulators wait in a stack buffer
+ * [oy][tile][slot] between blocks.  The sums run in vc_tile's order (ci, ky, kx ascending per
+ * accumulator; f32 in the buffer): plane rows are bitwise the row kernels; plane tiles (below)
+ * too, except where a row kernel's small tile splits its accumulators (vc_split).
+ * Kind `conv2d_vcp_...`.  CNNC_NO_VC_PLANE in cnnc's environment turns it off (A/B
+ * measurements), CNNC_VC_PLANE=1 takes it for every kxk conv it can run (tests); the training
+ * entry (cg_conv_row_pixels) runs rows and never takes it. */
+#define VC_PLANE_MAX_BUF (64 * 1024)
+
+/* Plane tiles: the output plane as one row of oh*ow pixels cut into compile-time tiles of
+ * balanced width (at most P; tiles span output rows: each pixel's taps are compile-time
+ * offsets, those outside the input dropped), so every tile has the whole accumulator budget
+ * (a 7-wide row's 4+3 tiles had 8 and 2x6 split accumulators).  CNNC_NO_VC_PLANE_TILES in
+ * cnnc's environment keeps the row tiles (A/B measurements). */
+static int64_t vc_plane_tiles(const conv_geom *g) {
+  int64_t nt = (g->oh * g->ow + g->P - 1) / g->P;
+  return nt <= CG_CONV_SUB_MAX_TILES && !getenv("CNNC_NO_VC_PLANE_TILES") ? nt : 0;
+}
+
+int cg_conv_vc_plane_ok(cg_ctx *c, const conv_geom *g) {
+  if (!g->vc || g->kw == 1 || g->sub || g->flat || !vc_unshared(g) || c->g->half_partials || getenv("CNNC_NO_VC_PLANE"))
+    return 0;
+  int64_t nt = (g->ow + g->P - 1) / g->P, wt = (int64_t)g->cin_g * g->kh * g->kw * g->R * 4;
+  int64_t x = (int64_t)g->cin_g * g->h * g->w * 4, nacc = g->R / g->V * g->P;
+  /* CNNC_VC_PLANE=1: every kxk conv this path can run (tests of small shapes) */
+  if (!getenv("CNNC_VC_PLANE") && (wt <= 2 * VC_KXK_BLOCK_BYTES || wt + x <= g->l2)) return 0;
+  if (vc_plane_tiles(g)) return 1;
+  return nt >= 1 && nt <= 4 && g->oh * nt * nacc * g->V * 4 <= VC_PLANE_MAX_BUF;
+}
+
+/* Plane tile of np pixels from flattened pixel q0 for input channel ci: every (ky, kx) tap
+ * of every pixel that reads a real input element, kx fastest, into cur[v * np + p]. */
+static void vc_plane_taps(cg_ctx *c, const conv_geom *g, const conv_row *r, int nrv, int np, int64_t q0, LLVMValueRef ci,
+                          LLVMValueRef *cur) {
+  int V = g->V;
+  LLVMValueRef xci = LLVMBuildAdd(c->b, r->in_base, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""), "xci");
+  LLVMValueRef wci = LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, ci, cg_i64(c, (int64_t)g->kh * g->kw * g->R), ""), "wci");
+  for (int ky = 0; ky < g->kh; ky++)
+    for (int kx = 0; kx < g->kw; kx++) {
+      int any = 0;
+      for (int p = 0; p < np; p++) {
+        int64_t q = q0 + p, iy = q / g->ow * g->sh - g->pt + (int64_t)ky * g->dh, ix = q % g->ow * g->sw - g->pl + (int64_t)kx * g->dw;
+        any |= iy >= 0 && iy < g->h && ix >= 0 && ix < g->w;
+      }
+      if (!any) continue;
+      LLVMValueRef wv[4];
+      for (int v = 0; v < nrv; v++)
+        wv[v] = cg_load_v(c, r->wp, LLVMBuildAdd(c->b, wci, cg_i64(c, (int64_t)(ky * g->kw + kx) * g->R + (int64_t)v * V), ""), V);
+      /* this tap's pixels through their own opaque pointer (vc_taps: no broadcast shared
+       * between taps, so only accumulators and weight vectors stay live) */
+      LLVMValueRef xk = cg_conv_opaque_ptr(c, cg_gep_f32(c, r->x, LLVMBuildAdd(c->b, xci, cg_i64(c, (int64_t)ky * g->dh * g->w + (int64_t)kx * g->dw), "")));
+      for (int p = 0; p < np; p++) {
+        int64_t q = q0 + p, iy0 = q / g->ow * g->sh - g->pt, ix0 = q % g->ow * g->sw - g->pl;
+        int64_t iy = iy0 + (int64_t)ky * g->dh, ix = ix0 + (int64_t)kx * g->dw;
+        if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w) continue;
+        LLVMValueRef xb = cg_splat(c, cg_conv_xscale(c, r, ci, cg_load_f32(c, xk, cg_i64(c, iy0 * g->w + ix0))), V);
+        for (int v = 0; v < nrv; v++) cur[v * np + p] = cg_fma(c, wv[v], xb, cur[v * np + p]);
+      }
+    }
+}
+
+/* The plane in plane tiles (vc_plane_tiles), K-blocked like the rows below: accumulators of
+ * every tile in buf [tile][slot] between blocks of input channels. */
+static void vc_plane_tiled(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int64_t nt) {
+  int64_t wci = (int64_t)g->kh * g->kw * g->R * 4, px = g->oh * g->ow;
+  int64_t kc = VC_KXK_BLOCK_BYTES / wci > 1 ? VC_KXK_BLOCK_BYTES / wci : 1, nkb = (g->cin_g + kc - 1) / kc;
+  int V = g->V, nrv = (rr + V - 1) / V, nacc = g->R / V * g->P;
+  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMValueRef buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)(nt * nacc)), "vcptile"));
+  LLVMValueRef acc[32], cur[32];
+  for (int i = 0; i < nacc; i++) acc[i] = cg_entry_alloca(c, vt, "acc");
+  for (int64_t i = 0; i < nt * nacc; i++) cg_store_v(c, cg_fzero(c, V), buf, cg_i64(c, i * V), V);
+  cg_loop KB;
+  LLVMValueRef kb = cg_loop_begin(c, &KB, cg_i64(c, 0), cg_i64(c, nkb), cg_i64(c, 1), "kb");
+  LLVMValueRef lo = LLVMBuildMul(c->b, kb, cg_i64(c, kc), "ci_lo");
+  LLVMValueRef hi = cg_min64(c, LLVMBuildAdd(c->b, lo, cg_i64(c, kc), ""), cg_i64(c, g->cin_g));
+  for (int64_t t = 0; t < nt; t++) {
+    int64_t from = px * t / nt, np = px * (t + 1) / nt - from, n = nrv * np;
+    for (int i = 0; i < n; i++) LLVMBuildStore(c->b, cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V), acc[i]);
+    cg_loop CI;
+    LLVMValueRef ci = cg_loop_begin(c, &CI, lo, hi, cg_i64(c, 1), "ci");
+    for (int i = 0; i < n; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+    vc_plane_taps(c, g, r, nrv, (int)np, from, ci, cur);
+    for (int i = 0; i < n; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
+    cg_loop_end(c, &CI);
+    for (int i = 0; i < n; i++) cg_store_v(c, LLVMBuildLoad2(c->b, vt, acc[i], ""), buf, cg_i64(c, (t * nacc + i) * V), V);
+  }
+  cg_loop_end(c, &KB);
+  for (int64_t t = 0; t < nt; t++) { /* flattened pixel q is element q of the output plane */
+    int64_t from = px * t / nt, np = px * (t + 1) / nt - from;
+    for (int i = 0; i < nrv * np; i++) cur[i] = cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V);
+    vc_store_tile(c, g, r, e, cur, rr, (int)np, cg_i64(c, from));
+  }
+}
+
+void cg_conv_vc_plane(cg_ctx *c, const conv_geom *g, const conv_row *r0, const conv_epi *e, int rr) {
+  int64_t pt = vc_plane_tiles(g);
+  if (pt) {
+    vc_plane_tiled(c, g, r0, e, rr, pt);
+    return;
+  }
+  int64_t nt = (g->ow + g->P - 1) / g->P, wci = (int64_t)g->kh * g->kw * g->R * 4;
+  int64_t kc = VC_KXK_BLOCK_BYTES / wci > 1 ? VC_KXK_BLOCK_BYTES / wci : 1, nkb = (g->cin_g + kc - 1) / kc;
+  int V = g->V, nrv = (rr + V - 1) / V, nacc = g->R / V * g->P, per_row = (int)nt * nacc;
+  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMValueRef buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)(g->oh * per_row)), "vcplane"));
+  LLVMValueRef acc[32], cur[32];
+  for (int i = 0; i < nacc; i++) acc[i] = cg_entry_alloca(c, vt, "acc");
+  cg_loop Z;
+  LLVMValueRef zi = cg_loop_begin(c, &Z, cg_i64(c, 0), cg_i64(c, g->oh * per_row), cg_i64(c, 1), "z");
+  cg_store_v(c, cg_fzero(c, V), buf, LLVMBuildMul(c->b, zi, cg_i64(c, V), ""), V);
+  cg_loop_end(c, &Z);
+  cg_loop KB, OY;
+  LLVMValueRef kb = cg_loop_begin(c, &KB, cg_i64(c, 0), cg_i64(c, nkb), cg_i64(c, 1), "kb");
+  LLVMValueRef lo = LLVMBuildMul(c->b, kb, cg_i64(c, kc), "ci_lo");
+  LLVMValueRef hi = cg_min64(c, LLVMBuildAdd(c->b, lo, cg_i64(c, kc), ""), cg_i64(c, g->cin_g));
+  LLVMValueRef oy = cg_loop_begin(c, &OY, cg_i64(c, 0), cg_i64(c, g->oh), cg_i64(c, 1), "oy");
+  /* kernel rows of output row oy that read real input rows (gen_conv.c's ky_range) */
+  LLVMValueRef base = LLVMBuildMul(c->b, oy, cg_i64(c, g->sh), "");
+  LLVMValueRef iy0 = LLVMBuildSub(c->b, base, cg_i64(c, g->pt), "iy0");
+  LLVMValueRef need = LLVMBuildSub(c->b, cg_i64(c, g->pt), base, "");
+  LLVMValueRef klo = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, need, cg_i64(c, g->dh - 1), ""), cg_i64(c, g->dh), "");
+  klo = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, need, cg_i64(c, 0), ""), klo, cg_i64(c, 0), "ky_lo");
+  LLVMValueRef room = LLVMBuildSub(c->b, cg_i64(c, g->h - 1 + g->pt), base, "");
+  LLVMValueRef khi = LLVMBuildAdd(c->b, LLVMBuildSDiv(c->b, room, cg_i64(c, g->dh), ""), cg_i64(c, 1), "");
+  khi = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, room, cg_i64(c, 0), ""), cg_i64(c, 0), khi, "");
+  khi = cg_min64(c, khi, cg_i64(c, g->kh));
+  LLVMValueRef slot0 = LLVMBuildMul(c->b, oy, cg_i64(c, per_row), "slot0");
+  for (int64_t t = 0; t < nt; t++) {
+    int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
+    int split = vc_split(g, nrv, (int)np), na = (split ? 2 : 1) * nrv * (int)np;
+    LLVMValueRef sb = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, slot0, cg_i64(c, t * nacc), ""), cg_i64(c, V), "");
+    for (int i = 0; i < na; i++) LLVMBuildStore(c->b, cg_load_v(c, buf, LLVMBuildAdd(c->b, sb, cg_i64(c, (int64_t)i * V), ""), V), acc[i]);
+    cg_loop CI, KY;
+    LLVMValueRef ci = cg_loop_begin(c, &CI, lo, hi, cg_i64(c, 1), "ci");
+    LLVMValueRef ky = cg_loop_begin(c, &KY, klo, khi, cg_i64(c, 1), "ky");
+    LLVMValueRef iy = LLVMBuildAdd(c->b, iy0, LLVMBuildMul(c->b, ky, cg_i64(c, g->dh), ""), "iy");
+    LLVMValueRef row = LLVMBuildAdd(c->b, r0->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""),
+                                                                    LLVMBuildMul(c->b, iy, cg_i64(c, g->w), ""), ""), "row");
+    LLVMValueRef tap_row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->kh), ""), ky, "");
+    LLVMValueRef wrow = LLVMBuildAdd(c->b, r0->wbase, LLVMBuildMul(c->b, tap_row, cg_i64(c, (int64_t)g->kw * g->R), ""), "wrow");
+    for (int i = 0; i < na; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+    vc_taps(c, g, r0, nrv, (int)np, from, cg_i64(c, from * g->sw - g->pl), row, wrow, ci, split, cur);
+    for (int i = 0; i < na; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
+    cg_loop_end(c, &KY);
+    cg_loop_end(c, &CI);
+    for (int i = 0; i < na; i++)
+      cg_store_v(c, LLVMBuildLoad2(c->b, vt, acc[i], ""), buf, LLVMBuildAdd(c->b, sb, cg_i64(c, (int64_t)i * V), ""), V);
+  }
+  cg_loop_end(c, &OY);
+  cg_loop_end(c, &KB);
+  cg_loop EY;
+  LLVMValueRef ey = cg_loop_begin(c, &EY, cg_i64(c, 0), cg_i64(c, g->oh), cg_i64(c, 1), "eoy");
+  conv_row r = *r0;
+  r.out_row = LLVMBuildAdd(c->b, r0->out_row, LLVMBuildMul(c->b, ey, cg_i64(c, g->ow), ""), "out_row");
+  LLVMValueRef eslot = LLVMBuildMul(c->b, ey, cg_i64(c, per_row), "");
+  for (int64_t t = 0; t < nt; t++) {
+    int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from, n = nrv * np;
+    int split = vc_split(g, nrv, (int)np);
+    LLVMValueRef sb = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, eslot, cg_i64(c, t * nacc), ""), cg_i64(c, V), "");
+    for (int i = 0; i < n; i++) {
+      cur[i] = cg_load_v(c, buf, LLVMBuildAdd(c->b, sb, cg_i64(c, (int64_t)i * V), ""), V);
+      if (split) cur[i] = LLVMBuildFAdd(c->b, cur[i], cg_load_v(c, buf, LLVMBuildAdd(c->b, sb, cg_i64(c, (n + i) * V), ""), V), "");
+    }
+    vc_store_tile(c, g, &r, e, cur, rr, (int)np, cg_i64(c, from));
+  }
+  cg_loop_end(c, &EY);
 }
 
 /* K-blocking of unpadded 1x1 rows whose input (cin_g planes x the row) exceeds half the

@@ -50,6 +50,8 @@ static const vc_case cases[] = {
     {1, 37, 29, 7, 7, 1, 1, -1, 1, 1, "7x7 1x1 padded at the bottom/right only (no panel)"},
     {2, 1040, 40, 7, 7, 1, 1, -1, 1, 1, "7x7 1x1 K-blocked size, padded at the bottom/right only"},
     {1, 30, 27, 14, 14, 1, 2, -1, 1, 0, "1x1 stride 2 padded at the bottom/right only"},
+    {1, 12, 20, 16, 16, 3, 1, 1, 1, 1, "3x3 stride 1 on 16x16, rows filling pixel vectors (vc_wide), rem tile"},
+    {3, 9, 32, 8, 24, 3, 1, 1, 1, 2, "3x3 stride 1 on 8x24 (vc_wide, interior loop), residual, batch 3"},
 };
 
 static ir_graph *case_graph(const vc_case *k) {
