@@ -78,7 +78,12 @@ static conv_geom conv_geometry(cg_ctx *c, const ir_node *n) {
   g.V = c->target->vec_f32;
   const cg_priv *pv = c->priv;
   g.l2 = cg_shard_tile_budget(c->target, pv ? pv->amp : NULL, pv ? pv->shard : 0);
-  g.vc_wide_ok = c->g->label < 0; /* gen_conv_vc.c vc_wide: measured for inference only */
+  /* gen_conv_vc.c vc_wide: measured for f32 inference only; --precision 16.x graphs keep the
+   * pixel tiles, whose fused round16 epilogues and 16-bit loads/stores (pass_store16_infer) the
+   * channel-vector kernels lack (test_precision_fusion, test_store16_infer_cli) */
+  g.vc_wide_ok = c->g->label < 0;
+  for (int i = 0; g.vc_wide_ok && i < c->g->n_nodes; i++)
+    if (c->g->nodes[i].op == IR_OP_round16 || c->g->nodes[i].op == IR_OP_narrow16 || c->g->nodes[i].op == IR_OP_widen16) g.vc_wide_ok = 0;
   if (!cg_conv_vc_choose(&g, cg_acc_budget(c->target))) conv_choose_tile(&g, cg_acc_budget(c->target));
   else g.flat = 0; /* a 1x1 GEMM on channel vectors: one output row of oh*ow pixels */
   /* 1x1 strided unpadded convs on channel vectors (ResNet's downsample convs) with a small
