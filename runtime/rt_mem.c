@@ -77,7 +77,9 @@ static void *rt_map_big(rt_mem *r, size_t n, int huge) {
   char *p = (char *)(((uintptr_t)raw + RT_HUGE_PAGE - 1) & ~(uintptr_t)(RT_HUGE_PAGE - 1));
   if (p > raw) munmap(raw, (size_t)(p - raw));
   if (raw + RT_HUGE_PAGE > p) munmap(p + len, (size_t)(raw + RT_HUGE_PAGE - p));
-  if (huge) (void)madvise(p, len, MADV_HUGEPAGE);
+  /* plain buffers ask for small pages explicitly: with THP "always" the kernel would otherwise
+   * back them with huge pages too (the slow first touch that training avoids) */
+  (void)madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   pthread_mutex_lock(&r->mu);
   int ok = 1;
   if (r->n == r->cap) {

@@ -56,6 +56,7 @@ if grep -q 'define.*conv2d_grad_weight_pk_f32' "$T/def.ll"; then ok; else bad "n
 if grep -q 'call void @llvm.prefetch' "$T/def.ll"; then ok; else bad "the default module does not prefetch"; fi
 if grep -q 'call void @llvm.prefetch' "$T/nopf.ll"; then bad "CNNC_PGW_NO_PREFETCH=1 still prefetches"; else ok; fi
 if cmp -s "$T/def.ll" "$T/uneven.ll"; then bad "CNNC_PGW_UNEVEN_ROWS=1 changed nothing"; else ok; fi
+if cmp -s "$T/def.ll" "$T/min4.ll"; then bad "CNNC_PGW_MINBLK=4 changed nothing"; else ok; fi
 for n in def nopf min4 uneven old; do train "$n"; done
 for n in nopf min4 uneven old; do
   if cmp "$T/def.ck/"*.safetensors "$T/$n.ck/"*.safetensors; then ok; else bad "$n trained differently from the default"; fi

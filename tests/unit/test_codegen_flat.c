@@ -2,7 +2,7 @@
  * flat_prefetch_line): the items that read a chunk's packed panels prefetch the thread's next
  * chunk of x.  Odd K (chunks of odd pixel counts), odd Cout (a leftover channel tile), planes
  * not a multiple of the tile (a masked tail, a short last chunk), batch 1 and 3 (the pixel and
- * the tile thread split), a fused residual add (no prefetch), built with the prefetch and with
+ * the tile thread split), a fused residual add (its residual lines prefetched, not x), built with the prefetch and with
  * CNNC_NO_FLAT_PREFETCH=1: every output matches the interpreter, 1, 2 and 3 threads are bitwise
  * equal, the two builds are bitwise equal (a prefetch changes no value), and the LLVM IR of
  * each build has llvm.prefetch exactly when the prefetch is on (the next chunk of x for convs
