@@ -5,7 +5,8 @@
 # blocks of channel tiles reports its tiles per block and the block's working set, which
 # never grows when P falls, fits the L2 budget P x L2 per core whenever a block holds more
 # than one tile, and is smaller in total at P 0.1 than at 0.6; the model computes the same
-# thing (FLOPs, kernels' kinds) whatever P is; report-diff lists the block changes.
+# thing (FLOPs, kernels' kinds up to the K-blocked plane variant a smaller P may select)
+# whatever P is; report-diff lists the block changes.
 set -u
 BUILD=${1:?usage: test_report_amp.sh BUILD SRC}
 SRC=${2:?usage: test_report_amp.sh BUILD SRC}
@@ -41,8 +42,15 @@ for n in blocks["0.6"]:
 tot = {p: sum(o["block_working_set"] for o in blocks[p].values()) for p in r}
 expect(tot["0.1"] < tot["0.6"], f"total block working set {tot}")
 expect(sum(blocks["0.1"][n]["tile_block"] < blocks["0.6"][n]["tile_block"] for n in blocks["0.6"]) >= 3, "few ops shrink their blocks")
+# a kxk channel-vector conv whose tile weights + input no longer fit the smaller budget runs
+# on K-blocked planes (conv2d_vcp, gen_conv_vc.c): the same conv, another loop order, and only
+# in that direction (never vcp at a larger P where the smaller one kept rows)
 kinds = {p: [k["kind"] for k in r[p]["kernels"]] for p in r}
-expect(kinds["0.1"] == kinds["0.6"] == kinds["1.0"] and r["0.1"]["totals"]["flops"] == r["1.0"]["totals"]["flops"], "P changed the model")
+base = {p: [k.replace("conv2d_vcp_", "conv2d_vc_") for k in kinds[p]] for p in r}
+expect(base["0.1"] == base["0.6"] == base["1.0"] and r["0.1"]["totals"]["flops"] == r["1.0"]["totals"]["flops"], "P changed the model")
+for lo, hi in (("0.1", "0.6"), ("0.6", "1.0")):
+    expect(not any("conv2d_vcp_" in b and "conv2d_vcp_" not in a for a, b in zip(kinds[lo], kinds[hi])),
+           f"a conv on planes at P {hi} but rows at P {lo}")
 print("block working set total:", tot, "budgets:", budget)
 if errs:
     print("\n".join(errs[:10])); sys.exit(1)
