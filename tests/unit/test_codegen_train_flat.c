@@ -56,39 +56,9 @@ static const char *b_yml = /* 16x16 plane (the largest that takes the chunks), 3
 
 #include "train_case_check.h"
 
-#include "train_kind_check.h" /* has_kinds */
+#include "train_kind_check.h" /* has_kinds, lacks_kind */
 
 #include "train_fd_check.h" /* interp_loss, fd_case */
-
-/* 1 (a failure) when the training .so of yml names a kernel kind containing frag. */
-static int lacks_kind(const char *name, const char *yml, const char *frag) {
-  char path[512], so[512];
-  snprintf(path, sizeof path, "%s/%s_l.yml", cgt_dir, name);
-  snprintf(so, sizeof so, "%s/%s_l.so", cgt_dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f || fputs(yml, f) < 0 || fclose(f)) return 1;
-  fe_options o;
-  ir_graph *g = load_case(path, 2, &o);
-  ir_diag d = {0};
-  int bad = !g || cg_build_model(g, &o, so, NULL, 0, &d);
-  if (bad) ir_diag_print(&d, stderr);
-  char *buf = NULL;
-  long len = 0;
-  FILE *sf = bad ? NULL : fopen(so, "rb");
-  if (sf && !fseek(sf, 0, SEEK_END) && (len = ftell(sf)) > 0 && !fseek(sf, 0, SEEK_SET) && (buf = malloc((size_t)len)) &&
-      fread(buf, 1, (size_t)len, sf) == (size_t)len) {
-    int found = memmem(buf, (size_t)len, frag, strlen(frag)) != NULL;
-    CGT_CHECK(!found, "%s: a kernel kind with %s", name, frag);
-    bad += found;
-  } else {
-    bad++;
-  }
-  if (sf) fclose(sf);
-  free(buf);
-  if (g) ir_graph_free(g);
-  unlink(so), unlink(path);
-  return bad;
-}
 
 int main(void) {
   (void)cgt_check_graph, (void)cgt_random_params;
