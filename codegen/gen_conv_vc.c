@@ -224,23 +224,41 @@ static int vc_short_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
  * it off (A/B measurements). */
 #define VC_KXK_BLOCK_BYTES 16384
 
+/* The K-blocked kernels' frame: nt tiles' accumulator slots (a tile's slot is the whole
+ * budget, R/V x P vectors: split tiles) in a zeroed buffer kept between blocks of input
+ * channels of ~VC_KXK_BLOCK_BYTES of weights, one accumulator alloca per slot, and the block
+ * loop opened with its input-channel range [lo, hi); close it with cg_loop_end(c, &k->KB). */
+typedef struct vc_kb {
+  int V, nrv, nacc;
+  LLVMTypeRef vt;
+  LLVMValueRef buf, lo, hi, acc[32];
+  cg_loop KB;
+} vc_kb;
+
+static void vc_kb_begin(cg_ctx *c, const conv_geom *g, int rr, int64_t nt, const char *name, vc_kb *k) {
+  int64_t wci = (int64_t)g->kh * g->kw * g->R * 4; /* weight bytes per input channel */
+  int64_t kc = VC_KXK_BLOCK_BYTES / wci > 1 ? VC_KXK_BLOCK_BYTES / wci : 1, nkb = (g->cin_g + kc - 1) / kc;
+  k->V = g->V, k->nrv = (rr + g->V - 1) / g->V, k->nacc = g->R / g->V * g->P;
+  k->vt = cg_vtype(c, k->V);
+  k->buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(k->vt, (uint64_t)(nt * k->nacc)), name));
+  for (int i = 0; i < k->nacc; i++) k->acc[i] = cg_entry_alloca(c, k->vt, "acc");
+  for (int64_t i = 0; i < nt * k->nacc; i++) cg_store_v(c, cg_fzero(c, k->V), k->buf, cg_i64(c, i * k->V), k->V);
+  LLVMValueRef kb = cg_loop_begin(c, &k->KB, cg_i64(c, 0), cg_i64(c, nkb), cg_i64(c, 1), "kb");
+  k->lo = LLVMBuildMul(c->b, kb, cg_i64(c, kc), "ci_lo");
+  k->hi = cg_min64(c, LLVMBuildAdd(c->b, k->lo, cg_i64(c, kc), ""), cg_i64(c, g->cin_g));
+}
+
 static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
   /* --enable-half-partials: the partials between blocks would have to be 16-bit (and recorded
    * for the interpreter like vc_kblocked_row's); the unblocked row keeps them in registers */
   if (g->kw == 1 || g->sub || !vc_unshared(g) || c->g->half_partials || getenv("CNNC_NO_VC_KXK_KBLOCK")) return 0;
   int64_t nt = (g->ow + g->P - 1) / g->P, wci = (int64_t)g->kh * g->kw * g->R * 4; /* weight bytes per input channel */
   if (nt < 2 || nt > 4 || g->cin_g * wci <= 2 * VC_KXK_BLOCK_BYTES) return 0;
-  int64_t kc = VC_KXK_BLOCK_BYTES / wci > 1 ? VC_KXK_BLOCK_BYTES / wci : 1, nkb = (g->cin_g + kc - 1) / kc;
-  int V = g->V, nrv = (rr + V - 1) / V, nacc = g->R / V * g->P; /* a tile's slot: the whole budget (split tiles) */
-  LLVMTypeRef vt = cg_vtype(c, V);
-  LLVMValueRef buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)(nt * nacc)), "kxkbuf"));
-  LLVMValueRef acc[32], cur[32];
-  for (int i = 0; i < nacc; i++) acc[i] = cg_entry_alloca(c, vt, "acc");
-  for (int64_t i = 0; i < nt * nacc; i++) cg_store_v(c, cg_fzero(c, V), buf, cg_i64(c, i * V), V);
-  cg_loop KB;
-  LLVMValueRef kb = cg_loop_begin(c, &KB, cg_i64(c, 0), cg_i64(c, nkb), cg_i64(c, 1), "kb");
-  LLVMValueRef lo = LLVMBuildMul(c->b, kb, cg_i64(c, kc), "ci_lo");
-  LLVMValueRef hi = cg_min64(c, LLVMBuildAdd(c->b, lo, cg_i64(c, kc), ""), cg_i64(c, g->cin_g));
+  vc_kb k;
+  vc_kb_begin(c, g, rr, nt, "kxkbuf", &k);
+  int V = k.V, nrv = k.nrv, nacc = k.nacc;
+  LLVMTypeRef vt = k.vt;
+  LLVMValueRef buf = k.buf, lo = k.lo, hi = k.hi, *acc = k.acc, cur[32];
   for (int64_t t = 0; t < nt; t++) {
     int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
     int split = vc_split(g, nrv, (int)np), na = (split ? 2 : 1) * nrv * (int)np;
@@ -261,7 +279,7 @@ static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r,
     for (int i = 0; i < na; i++)
       cg_store_v(c, LLVMBuildLoad2(c->b, vt, acc[i], ""), buf, cg_i64(c, (t * nacc + i) * V), V);
   }
-  cg_loop_end(c, &KB);
+  cg_loop_end(c, &k.KB);
   for (int64_t t = 0; t < nt; t++) {
     int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from, n = nrv * np;
     for (int i = 0; i < n; i++) {
@@ -345,18 +363,12 @@ static void vc_plane_taps(cg_ctx *c, const conv_geom *g, const conv_row *r, int 
 /* The plane in plane tiles (vc_plane_tiles), K-blocked like the rows below: accumulators of
  * every tile in buf [tile][slot] between blocks of input channels. */
 static void vc_plane_tiled(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int64_t nt) {
-  int64_t wci = (int64_t)g->kh * g->kw * g->R * 4, px = g->oh * g->ow;
-  int64_t kc = VC_KXK_BLOCK_BYTES / wci > 1 ? VC_KXK_BLOCK_BYTES / wci : 1, nkb = (g->cin_g + kc - 1) / kc;
-  int V = g->V, nrv = (rr + V - 1) / V, nacc = g->R / V * g->P;
-  LLVMTypeRef vt = cg_vtype(c, V);
-  LLVMValueRef buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(vt, (uint64_t)(nt * nacc)), "vcptile"));
-  LLVMValueRef acc[32], cur[32];
-  for (int i = 0; i < nacc; i++) acc[i] = cg_entry_alloca(c, vt, "acc");
-  for (int64_t i = 0; i < nt * nacc; i++) cg_store_v(c, cg_fzero(c, V), buf, cg_i64(c, i * V), V);
-  cg_loop KB;
-  LLVMValueRef kb = cg_loop_begin(c, &KB, cg_i64(c, 0), cg_i64(c, nkb), cg_i64(c, 1), "kb");
-  LLVMValueRef lo = LLVMBuildMul(c->b, kb, cg_i64(c, kc), "ci_lo");
-  LLVMValueRef hi = cg_min64(c, LLVMBuildAdd(c->b, lo, cg_i64(c, kc), ""), cg_i64(c, g->cin_g));
+  int64_t px = g->oh * g->ow;
+  vc_kb k;
+  vc_kb_begin(c, g, rr, nt, "vcptile", &k);
+  int V = k.V, nrv = k.nrv, nacc = k.nacc;
+  LLVMTypeRef vt = k.vt;
+  LLVMValueRef buf = k.buf, lo = k.lo, hi = k.hi, *acc = k.acc, cur[32];
   for (int64_t t = 0; t < nt; t++) {
     int64_t from = px * t / nt, np = px * (t + 1) / nt - from, n = nrv * np;
     for (int i = 0; i < n; i++) LLVMBuildStore(c->b, cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V), acc[i]);
@@ -368,7 +380,7 @@ static void vc_plane_tiled(cg_ctx *c, const conv_geom *g, const conv_row *r, con
     cg_loop_end(c, &CI);
     for (int i = 0; i < n; i++) cg_store_v(c, LLVMBuildLoad2(c->b, vt, acc[i], ""), buf, cg_i64(c, (t * nacc + i) * V), V);
   }
-  cg_loop_end(c, &KB);
+  cg_loop_end(c, &k.KB);
   for (int64_t t = 0; t < nt; t++) { /* flattened pixel q is element q of the output plane */
     int64_t from = px * t / nt, np = px * (t + 1) / nt - from;
     for (int i = 0; i < nrv * np; i++) cur[i] = cg_load_v(c, buf, cg_i64(c, (t * nacc + i) * V), V);
