@@ -1,6 +1,7 @@
 /* cnnrun.c — runs a model .so compiled by cnnc through libcnnrt (runtime/cnnrt.h):
  *   cnnrun MODEL.so info [--json]                  the descriptor
- *   cnnrun MODEL.so benchmark [--batches N] ...    img/s and latency on synthetic input
+ *   cnnrun MODEL.so benchmark [--batches N] ...    img/s and latency on synthetic input (training
+ *                                                  models: steady-state training steps)
  *   cnnrun MODEL.so infer --input FILE ...         raw or idx(.gz) tensors in, logits out
  *   cnnrun MODEL.so train --dataset D ...          train a --mode training model on a dataset
  *   cnnrun MODEL.so validate --checkpoint F|DIR    accuracy of checkpoints on the test split
@@ -26,7 +27,8 @@
 /* ---- command line ----------------------------------------------------------------------- */
 typedef struct opts {
   const char *model, *cmd;
-  int json, pin, top, warmup, runs, batches, batches_set, n_threads, profile;
+  int json, pin, top, warmup, warmup_set, runs, batches, batches_set, n_threads, profile, lr_set;
+  double seconds; /* benchmark --seconds: keep timing until at least this long (and --runs calls) */
   double peak; /* --peak: per-core GFLOP/s for the profile's % of peak (0: measure) */
   int threads[64];
   const char *input, *output, *labels, *format, *trace;
@@ -43,14 +45,16 @@ typedef struct optdef {
 
 static const optdef info_opts[] = {{"--json", NULL, "print the descriptor as JSON"}, {NULL, NULL, NULL}};
 static const optdef bench_opts[] = {
-    {"--batches", "N", "micro-batches per call (device iterations; default 8)"},
-    {"--runs", "R", "timed calls (default 5)"},
-    {"--warmup", "W", "untimed calls first (default 1: the first run is dropped)"},
+    {"--batches", "N", "micro-batches per call (device iterations; default 8); training: weight updates per call (default 1)"},
+    {"--runs", "R", "timed calls, at least (default 5)"},
+    {"--seconds", "S", "time calls until at least S seconds have passed too (default 0)"},
+    {"--warmup", "W", "untimed calls first (default 1; training: 2, as torch_bench.py)"},
+    {"--lr", "LR", "training models only: learning rate of the steps (default 0.01, as torch_bench.py)"},
     {"--threads", "T[,T...]", "threads per shard (one value for all, or one per shard)"},
     {"--pin", NULL, "pin each shard's threads to its own cores"},
     {"--json", NULL, "print the results as JSON"},
     {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"},
-    {"--profile", NULL, "time every op of the timed runs: per layer ms, GFLOP/s, % of peak, kernel"},
+    {"--profile", NULL, "time every op of the timed runs: per layer ms, GFLOP/s, % of peak, kernel (inference models only)"},
     {"--peak", "GFLOPS", "per-core fp32 peak for --profile's % columns (default: measured, AVX2 FMA)"},
     {NULL, NULL, NULL}};
 static const optdef infer_opts[] = {
@@ -94,8 +98,8 @@ static const optdef validate_opts[] = {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: cnnrun MODEL.so info [--json]\n"
-             "       cnnrun MODEL.so benchmark [--batches N] [--runs R] [--warmup W] [--threads T] [--pin] [--json]\n"
-             "                                 [--trace FILE.json] [--profile [--peak GFLOPS]]\n"
+             "       cnnrun MODEL.so benchmark [--batches N] [--runs R] [--seconds S] [--warmup W] [--threads T] [--pin]\n"
+             "                                 [--json] [--trace FILE.json] [--profile [--peak GFLOPS]] [--lr LR (training)]\n"
              "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
              "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR]\n"
              "                             [--lr-schedule KIND] [--warmup-epochs W] [--checkpoint-dir DIR] [--restore CKPT]\n"
@@ -112,6 +116,12 @@ static void command_help(const char *cmd, const optdef *defs) {
     snprintf(left, sizeof left, "%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
     printf("  %-24s %s\n", left, d->help);
   }
+  if (!strcmp(cmd, "benchmark"))
+    printf("On a --mode training model, benchmark times training steps (cnnrt_train_step: forward, backward and\n"
+           "the optimizer update) on one synthetic batch of images and labels fed every step, after W warm-up\n"
+           "steps: img/s, ms per step, GFLOP/s of the compiled training FLOPs.  The weights change in memory only:\n"
+           "nothing is written to disk.  --profile is refused there: the runtime's per-op profiler times\n"
+           "inference calls only.\n");
 }
 
 __attribute__((noreturn, format(printf, 1, 2))) static void die_usage(const char *fmt, ...) {
@@ -168,7 +178,7 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--data-dir")) o->data_dir = v;
   else if (!strcmp(name, "--epochs")) o->epochs = parse_int(name, v, 1, 1 << 20);
   else if (!strcmp(name, "--logs-per-epoch")) o->logs_per_epoch = v;
-  else if (!strcmp(name, "--lr")) o->lr = parse_double(name, v, 0);
+  else if (!strcmp(name, "--lr")) o->lr = parse_double(name, v, 0), o->lr_set = 1;
   else if (!strcmp(name, "--lr-schedule")) o->lr_schedule = v;
   else if (!strcmp(name, "--lr-decay-epochs")) o->decay_epochs = v;
   else if (!strcmp(name, "--lr-factor")) o->lr_factor = parse_double(name, v, 0);
@@ -188,7 +198,8 @@ static void set_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--pin")) o->pin = 1;
   else if (!strcmp(name, "--batches")) o->batches = parse_int(name, v, 1, 1 << 20), o->batches_set = 1;
   else if (!strcmp(name, "--runs")) o->runs = parse_int(name, v, 1, 1 << 20);
-  else if (!strcmp(name, "--warmup")) o->warmup = parse_int(name, v, 0, 1 << 20);
+  else if (!strcmp(name, "--warmup")) o->warmup = parse_int(name, v, 0, 1 << 20), o->warmup_set = 1;
+  else if (!strcmp(name, "--seconds")) o->seconds = parse_double(name, v, 0);
   else if (!strcmp(name, "--top")) o->top = parse_int(name, v, 1, 1 << 20);
   else if (!strcmp(name, "--threads")) parse_threads(o, v);
   else if (!strcmp(name, "--input")) o->input = v;
@@ -264,6 +275,7 @@ static void parse_args(opts *o, int argc, char **argv) {
   if (!strcmp(o->cmd, "infer") && !o->output && !o->top && !o->labels)
     die_usage("infer: give --output FILE, --top K or --labels FILE");
   if (!strcmp(o->cmd, "infer") && !o->batches_set) o->batches = 64;
+  if (!strcmp(o->cmd, "benchmark") && o->peak > 0 && !o->profile) die_usage("benchmark: --peak is for --profile");
   if (!strcmp(o->cmd, "validate") && !o->checkpoint) die_usage("validate: --checkpoint FILE|DIR is required");
 }
 
@@ -381,6 +393,7 @@ static void print_json_string(const char *s) {
 
 typedef struct bench_result {
   double total, mean, p50, p90, min, img_s, gflop_s;
+  double cpu; /* process CPU seconds (every thread) during the timed calls */
   double busy[MAX_SHARDS]; /* per shard: seconds busy during the timed runs, then / total */
 } bench_result;
 
@@ -520,45 +533,90 @@ static void bench_print(const opts *o, cnnrt_model *m, const bench_result *r) {
   printf(" of the time\n");
 }
 
+static int cmd_benchmark_train(const opts *o, cnnrt_model *m); /* cnnrun_train.inc */
+
+/* Untimed warm-up calls, then timed calls until o->runs of them and o->seconds have passed.
+ * Returns the number of timed calls; *ms (malloc'd) receives each one's ms per batch. */
+static int bench_calls(const opts *o, cnnrt_model *m, bench_result *r, double **ms, int (*call)(cnnrt_model *, void *),
+                       void *ctx) {
+  int cap = o->runs, n = 0;
+  *ms = malloc((size_t)cap * sizeof **ms);
+  if (!*ms) die("out of memory");
+  for (int i = 0; i < o->warmup; i++)
+    if (call(m, ctx) != CNNRT_OK) die("%s", cnnrt_last_error());
+  add_busy(m, r, -1); /* what ran before the timed calls */
+  if (o->profile && cnnrt_profile_begin(m) != CNNRT_OK) die("%s", cnnrt_last_error());
+  struct timespec c0, c1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+  while (n < o->runs || r->total < o->seconds) {
+    if (n == cap) {
+      if (cap >= 1 << 24) break;
+      double *p = realloc(*ms, (size_t)(cap *= 2) * sizeof **ms);
+      if (!p) die("out of memory");
+      *ms = p;
+    }
+    double t0 = now_seconds();
+    if (call(m, ctx) != CNNRT_OK) die("%s", cnnrt_last_error());
+    double dt = now_seconds() - t0;
+    (*ms)[n++] = dt * 1e3 / o->batches;
+    r->total += dt;
+  }
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+  r->cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+  add_busy(m, r, 1);
+  return n;
+}
+
+/* mean, p50, p90, min of ms[n] (sorted in place). */
+static void bench_stats(bench_result *r, double *ms, int n) {
+  qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+  for (int i = 0; i < n; i++) r->mean += ms[i] / n;
+  r->p50 = quantile(ms, n, 0.5);
+  r->p90 = quantile(ms, n, 0.9);
+  r->min = ms[0];
+}
+
+typedef struct infer_ctx {
+  const opts *o;
+  void *in, *out;
+  size_t in_bytes, out_bytes;
+} infer_ctx;
+
+static int infer_call(cnnrt_model *m, void *p) {
+  infer_ctx *c = p;
+  return cnnrt_infer(m, c->in, c->in_bytes, c->out, c->out_bytes, c->o->batches);
+}
+
 static int cmd_benchmark(const opts *o) {
   cnnrt_model *m = open_model(o);
-  size_t in_bytes = cnnrt_input_bytes(m) * (size_t)o->batches, out_bytes = cnnrt_output_bytes(m) * (size_t)o->batches;
+  if (cnnrt_is_training(m)) return cmd_benchmark_train(o, m);
+  if (o->lr_set) {
+    fprintf(stderr, "cnnrun: benchmark: --lr applies to training models; %s was compiled for inference\n", o->model);
+    exit(EXIT_USAGE);
+  }
+  infer_ctx c = {o, NULL, NULL, cnnrt_input_bytes(m) * (size_t)o->batches, cnnrt_output_bytes(m) * (size_t)o->batches};
   cnnrt_tensor_info t;
   cnnrt_input_info(m, &t);
-  void *in = malloc(in_bytes), *out = malloc(out_bytes);
-  double *ms = malloc((size_t)o->runs * sizeof *ms);
-  if (!in || !out || !ms) die("out of memory for %d batches", o->batches);
-  synth_input(in, in_bytes, t.dtype);
+  c.in = malloc(c.in_bytes), c.out = malloc(c.out_bytes);
+  if (!c.in || !c.out) die("out of memory for %d batches", o->batches);
+  synth_input(c.in, c.in_bytes, t.dtype);
   bench_result r = {0};
-  for (int i = 0; i < o->warmup + o->runs; i++) {
-    if (o->profile && i == o->warmup && cnnrt_profile_begin(m) != CNNRT_OK) die("%s", cnnrt_last_error());
-    double t0 = now_seconds();
-    if (cnnrt_infer(m, in, in_bytes, out, out_bytes, o->batches) != CNNRT_OK) die("%s", cnnrt_last_error());
-    double dt = now_seconds() - t0;
-    if (i + 1 == o->warmup) add_busy(m, &r, -1);
-    if (i < o->warmup) continue;
-    ms[i - o->warmup] = dt * 1e3 / o->batches;
-    r.total += dt;
-  }
-  if (o->warmup == 0) add_busy(m, &r, 0); /* nothing ran before the timed runs */
-  add_busy(m, &r, 1);
+  double *ms;
+  opts oo = *o;
+  oo.runs = bench_calls(o, m, &r, &ms, infer_call, &c);
   double busy_s[MAX_SHARDS];
   memcpy(busy_s, r.busy, sizeof busy_s);
   if (o->profile && cnnrt_profile_end(m) != CNNRT_OK) die("%s", cnnrt_last_error());
   for (int s = 0; s < cnnrt_num_shards(m) && s < MAX_SHARDS; s++) r.busy[s] /= r.total;
-  qsort(ms, (size_t)o->runs, sizeof *ms, cmp_double);
-  for (int i = 0; i < o->runs; i++) r.mean += ms[i] / o->runs;
-  r.p50 = quantile(ms, o->runs, 0.5);
-  r.p90 = quantile(ms, o->runs, 0.9);
-  r.min = ms[0];
-  double batches = (double)o->runs * o->batches;
+  bench_stats(&r, ms, oo.runs);
+  double batches = (double)oo.runs * o->batches;
   r.img_s = batches * cnnrt_batch_size(m) / r.total;
   r.gflop_s = batches * cnnrt_model_flops(m) / r.total / 1e9;
-  bench_print(o, m, &r);
-  if (o->profile) profile_print(o, m, busy_s, (uint64_t)o->runs * (uint64_t)o->batches);
+  bench_print(&oo, m, &r);
+  if (o->profile) profile_print(o, m, busy_s, (uint64_t)oo.runs * (uint64_t)o->batches);
   if (o->json) printf("}\n");
-  free(in);
-  free(out);
+  free(c.in);
+  free(c.out);
   free(ms);
   close_model(o, m);
   return 0;
