@@ -9,6 +9,18 @@ with every row.
 
   python3 bench/run.py [--build build-perf] [--work build-perf/bench] [--only resnet50/1 ...]
                        [--threads 2] [--seconds 20] [--no-torch] [--no-ort]
+  python3 bench/run.py --train [--rounds 2] [--only resnet50/16 fmnist_cnn/64] [--seconds 20]
+
+--train: steady-state training against PyTorch (issue 5).  cnnc: `cnnrun X.so benchmark` on a
+--mode training .so (2 warm-up steps, then steps for --seconds, one synthetic batch every step);
+PyTorch: the anchors as they are.  ResNet-50 batch 16 with SGD momentum 0.9, lr 0.01 (as
+torch_bench.py ... train 16: 2 warm-up steps, then steps for >= 20 s, the same random batch
+every step); fmnist_cnn batch 64 with SGD momentum 0.9, lr 0.05 (fmnist_torch.py's recipe; the
+anchor prints 60000 / the wall time of one training epoch: 937 steps over the shuffled real
+data, the first step and the per-step index gather included, no warm-up dropped; with
+--fmnist-torch steps: bench/fmnist_torch_steps.py, the same loop timed like torch_bench.py).  Each round
+runs cnnc then PyTorch (A/B/A/B), so drifts of the host's speed hit both; the table gives the
+medians over rounds and the median of the per-round ratios.
 Environment: ORT_NODE (default /work/ort/node_modules/onnxruntime-node), ANCHORS
 (default /work/shared/anchors), TORCH_PY (default /usr/bin/python3).
 """
@@ -64,6 +76,89 @@ def torch_run(a, model, batch):
     return float(re.search(r"([0-9.]+) img/s", out).group(1))
 
 
+TRAIN_WORKLOADS = {  # name/batch: (model file, cnnc options, lr, target ratio)
+    "resnet50/16": ("resnet50", ["--mode", "training", "--optimizer", "momentum", "--momentum", "0.9", "--batch-size", "16"],
+                    0.01, 1.6),
+    "fmnist_cnn/64": ("fmnist_cnn", ["--mode", "training", "--optimizer", "momentum", "--momentum", "0.9", "--batch-size", "64"],
+                      0.05, 3.0),
+}
+
+
+def median(v):
+    v = sorted(v)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+
+
+def cnnc_train_so(a, key):
+    model, opts, _, _ = TRAIN_WORKLOADS[key]
+    so = os.path.join(a.work, f"{model}_train_b{key.split('/')[1]}.so")
+    cnnc = os.path.join(a.build, "cnnc")
+    if not os.path.exists(so) or os.path.getmtime(so) < os.path.getmtime(cnnc):
+        t0 = time.time()
+        sh([cnnc, os.path.join(ROOT, "models", f"{model}.yml"), *opts, "-o", so])
+        print(f"  compiled {so} in {time.time() - t0:.1f} s: {' '.join(opts)}", file=sys.stderr)
+    return so
+
+
+def cnnc_train_run(a, key, so):
+    lr = TRAIN_WORKLOADS[key][2]
+    r = json.loads(sh([os.path.join(a.build, "cnnrun"), so, "benchmark", "--threads", str(a.threads), "--json",
+                       "--warmup", "2", "--runs", "3", "--seconds", str(a.seconds), "--lr", str(lr)]))
+    return r["images_per_second"], r
+
+
+def torch_train_run(a, key):
+    if key.startswith("fmnist_cnn/") and a.fmnist_torch == "steps":
+        out = sh([a.torch_py, os.path.join(ROOT, "bench", "fmnist_torch_steps.py"), str(a.seconds)])
+        return float(re.search(r"([0-9.]+) img/s", out).group(1)), out.strip()
+    if key.startswith("fmnist_cnn/"):
+        out = sh([a.torch_py, os.path.join(a.anchors, "fmnist_torch.py"), "1"])
+        return float(re.search(r"epoch 1: [0-9.]+ s \(([0-9.]+) img/s\)", out).group(1)), out.strip()
+    model, batch = key.split("/")
+    out = sh([a.torch_py, os.path.join(a.anchors, "torch_bench.py"), model, "train", batch, str(a.threads)])
+    return float(re.search(r"([0-9.]+) img/s", out).group(1)), out.strip()
+
+
+def main_train(a):
+    keys = [k for k in TRAIN_WORKLOADS if not a.only or k in a.only]
+    if a.only and len(keys) != len(a.only):
+        sys.exit(f"--train workloads: {', '.join(TRAIN_WORKLOADS)}")
+    sos = {k: cnnc_train_so(a, k) for k in keys}
+    rows = []
+    for k in keys:
+        cs, ts, ratios = [], [], []
+        for rnd in range(1, a.rounds + 1):
+            l0 = loadavg()
+            c, cj = cnnc_train_run(a, k, sos[k])
+            l1 = loadavg()
+            t, tline = (None, "") if a.no_torch else torch_train_run(a, k)
+            l2 = loadavg()
+            cs.append(c)
+            if t:
+                ts.append(t)
+                ratios.append(c / t)
+            print(f"{k} round {rnd}: cnnc {c:.2f} img/s ({cj['timed_steps']} steps in {cj['total_seconds']:.1f} s, "
+                  f"p50 {cj['step_ms']['p50']:.1f} ms/step, {1e3 * cj['cpu_seconds'] / cj['timed_steps']:.1f} CPU-ms/step, "
+                  f"{cj['gflops_per_second']:.1f} GFLOP/s, loss {cj['loss']['first']:.4f} -> {cj['loss']['last']:.4f}, "
+                  f"load {l0:.1f}-{l1:.1f})"
+                  + (f" | torch {t:.2f} img/s (load {l1:.1f}-{l2:.1f}): {tline.splitlines()[-1]} | ratio {c / t:.2f}"
+                     if t else ""), flush=True)
+        rows.append((k, median(cs), median(ts) if ts else None, median(ratios) if ratios else None,
+                     TRAIN_WORKLOADS[k][3], len(cs)))
+    print(f"\n{'model':<12}{'batch':>6}{'cnnc img/s':>12}{'torch img/s':>13}{'ratio':>8}{'target':>8}  rounds")
+    for k, c, t, r, tg, n in rows:
+        m, b = k.split("/")
+        f = lambda v, w: f"{v:{w}.2f}" if v is not None else f"{'-':>{w}}"
+        print(f"{m:<12}{b:>6}{f(c, 12)}{f(t, 13)}{f(r, 8)}{tg:7.1f}x  {n}"
+              + ("" if r is None else " (met)" if r >= tg else " (not met)"))
+    print(f"\nimg/s medians over rounds, ratio = median of the per-round cnnc/torch ratios; {a.threads} threads "
+          f"(fmnist_torch.py sets 2); cnnc: cnnrun benchmark, 2 warm-up steps, >= {a.seconds:g} s of steps on one synthetic "
+          "batch; torch: torch_bench.py train (same protocol) / "
+          + ("fmnist_torch.py 1 (one epoch of real data, first step and data gather included)" if a.fmnist_torch == "epoch"
+             else f"bench/fmnist_torch_steps.py {a.seconds:g} (fmnist_torch.py's loop, 2 warm-up steps, >= {a.seconds:g} s)")
+          + "; load = 1-min load average")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build-perf"))
@@ -73,12 +168,19 @@ def main():
     p.add_argument("--seconds", type=float, default=20, help="cnnc timed seconds per workload (peers: 20)")
     p.add_argument("--no-ort", action="store_true")
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--train", action="store_true", help="training against PyTorch: resnet50/16, fmnist_cnn/64")
+    p.add_argument("--rounds", type=int, default=2, help="--train: cnnc/torch rounds per workload (A/B/A/B)")
+    p.add_argument("--fmnist-torch", choices=["epoch", "steps"], default="epoch",
+                   help="--train: PyTorch fmnist_cnn figure: fmnist_torch.py's one-epoch img/s (default), or the same "
+                        "loop timed like torch_bench.py (bench/fmnist_torch_steps.py, --seconds)")
     a = p.parse_args()
     a.work = a.work or os.path.join(a.build, "bench")
     a.anchors = os.environ.get("ANCHORS", "/work/shared/anchors")
     a.ort_node = os.environ.get("ORT_NODE", "/work/ort/node_modules/onnxruntime-node")
     a.torch_py = os.environ.get("TORCH_PY", "/usr/bin/python3")
     os.makedirs(a.work, exist_ok=True)
+    if a.train:
+        return main_train(a)
     work = [w for w in WORKLOADS if not a.only or f"{w[0]}/{w[1]}" in a.only]
     g1, g2, c1, c2 = peak(a.work)
     pk = g2 if a.threads > 1 else g1
