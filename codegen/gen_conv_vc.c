@@ -7,6 +7,7 @@
  * compile-time positions whose out-of-range taps are simply not emitted; the epilogue
  * stores each vector's lanes to their channel planes. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "codegen/cg_half_partials.h"
 #include "codegen/gen_conv.h"
@@ -623,24 +624,64 @@ static void vc_panel_pack(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVM
   cg_loop_end(c, &CI);
 }
 
+/* Image panels of strided per-row 1x1 convs (ResNet-50's layer2/layer3 downsamples, 28- and
+ * 14-wide rows): conv_item walks the output rows of an image once per block of channel tiles
+ * (conv_tile_block: 3 blocks of 11 tiles at layer2, 11 of 6 at layer3), and the one-row panel
+ * was gathered again for every block, i.e. the image's strided input read 3-11 times, the
+ * first loads of each plane stalling on L3/memory (perf annotate of layer2/0/downsample/0 at
+ * b16: 13.6 % of the kernel's samples in the gather, 26 Nov).  Here the panel holds every
+ * output row of the image ([oy][tile][ci][np], at most VC_IMG_PANEL_MAX_BYTES on the stack)
+ * with one key per row: a row is gathered once per image per thread and the later blocks
+ * read it back contiguously.  The arithmetic is unchanged (the same floats, the same sums).
+ * CNNC_NO_VC_IMG_PANEL=1 in cnnc's environment keeps the one-row panel (A/B measurements). */
+#define VC_IMG_PANEL_MAX_BYTES (1024 * 1024)
+
+static int vc_img_panel(const conv_geom *g) {
+  const char *off = getenv("CNNC_NO_VC_IMG_PANEL");
+  if (off && *off && strcmp(off, "0") != 0) return 0;
+  return !g->sub && g->sw > 1 && g->oh > 1 && g->cin_g * g->ow * g->oh * 4 <= VC_IMG_PANEL_MAX_BYTES;
+}
+
+/* Sets the n i64 keys at a (an entry-block alloca) to -1 at the entry (once per call). */
+static void vc_entry_keys(cg_ctx *c, LLVMValueRef a, int64_t n) {
+  LLVMBuilderRef tb = LLVMCreateBuilderInContext(c->llc);
+  LLVMValueRef next = LLVMGetNextInstruction(a);
+  if (next) LLVMPositionBuilderBefore(tb, next);
+  else LLVMPositionBuilderAtEnd(tb, LLVMGetInstructionParent(a));
+  LLVMBuildMemSet(tb, a, LLVMConstInt(c->t_i8, 0xff, 0), cg_i64(c, n * 8), 8);
+  LLVMDisposeBuilder(tb);
+}
+
 static void vc_panel_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
-  int V = g->V;
-  int64_t floats = g->cin_g * g->ow;
-  LLVMValueRef buf = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, V), (uint64_t)((floats + V - 1) / V)), "vcpanel");
+  int V = g->V, img = vc_img_panel(g);
+  int64_t floats = g->cin_g * g->ow, rows = img ? g->oh : 1;
+  LLVMValueRef buf = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, V), (uint64_t)((floats * rows + V - 1) / V)), "vcpanel");
   LLVMSetAlignment(buf, 64);
-  LLVMValueRef key = cg_entry_alloca(c, c->t_i64, "vcpanel_key");
-  vc_entry_store(c, key, cg_i64(c, -1));
+  LLVMValueRef key;
+  if (img) {
+    key = cg_entry_alloca(c, LLVMArrayType2(c->t_i64, (uint64_t)rows), "vcpanel_keys");
+    vc_entry_keys(c, key, rows);
+  } else {
+    key = cg_entry_alloca(c, c->t_i64, "vcpanel_key");
+    vc_entry_store(c, key, cg_i64(c, -1));
+  }
   LLVMValueRef in_row = LLVMBuildAdd(c->b, r->in_base, LLVMBuildMul(c->b, r->iy0, cg_i64(c, g->w), ""), "panel_row");
+  LLVMValueRef panel = buf;
+  if (img) { /* unpadded: iy0 = oy * sh */
+    LLVMValueRef oy = LLVMBuildSDiv(c->b, r->iy0, cg_i64(c, g->sh), "panel_oy");
+    panel = cg_gep_f32(c, buf, LLVMBuildMul(c->b, oy, cg_i64(c, floats), ""));
+    key = LLVMBuildInBoundsGEP2(c->b, c->t_i64, key, &oy, 1, "panel_key");
+  }
   /* items reading the squeeze-excite buffer (gen_conv_se.c) all have in_base 0: the key adds
    * the (image, group) that buffer holds */
   LLVMValueRef k = r->xs_buf ? LLVMBuildAdd(c->b, in_row, LLVMBuildMul(c->b, r->xs_base, cg_i64(c, g->cin_g * g->h * g->w), ""), "")
                              : in_row;
   cg_if f;
   cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildLoad2(c->b, c->t_i64, key, ""), k, ""));
-  vc_panel_pack(c, g, r, buf, in_row);
+  vc_panel_pack(c, g, r, panel, in_row);
   LLVMBuildStore(c->b, k, key);
   cg_if_end(c, &f);
-  if (!vc_kblocked_row(c, g, r, e, rr, buf)) abort(); /* vc_panel_ok admitted a row the K-blocked code refuses */
+  if (!vc_kblocked_row(c, g, r, e, rr, panel)) abort(); /* vc_panel_ok admitted a row the K-blocked code refuses */
 }
 
 void cg_conv_vc_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
