@@ -22,6 +22,7 @@
 #include "codegen/cg_half_partials.h"
 #include "codegen/gen_train.h"
 #include "codegen/gen_train_pgw.h"
+#include "codegen/gen_train_wino.h"
 
 /* ---- direct convolution: out[n, o, oy, ox] = bias[o] + sum_{i, ky, kx} w(o, i, ky, kx) *
  * in[n, i, oy*sh + ty0 + ky*tdy, ox*sw + tx0 + kx*tdx] (taps outside the input read 0). ---- */
@@ -261,6 +262,8 @@ static const char *tc_kind(cg_ctx *c, const char *op, const tconv *k) {
 LLVMValueRef cg_train_conv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d;
   if (at->groups != 1) return cg_train_gconv_fwd(c, n, fn_name, kind); /* gen_train_gconv.c */
+  LLVMValueRef wf = cg_train_wino_fwd(c, n, fn_name, kind); /* gen_train_wino.c (3x3 stride 1) */
+  if (wf) return wf;
   LLVMValueRef pf = cg_train_pconv_fwd(c, n, fn_name, kind); /* gen_train_pconv.c */
   if (pf) return pf;
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
@@ -347,6 +350,8 @@ static const char *strided_grad_input(cg_ctx *c, const ir_node *n, const ir_conv
 LLVMValueRef cg_gen_conv2d_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
   if (at->groups != 1) return cg_train_gconv_grad_input(c, n, fn_name, kind);
+  LLVMValueRef wg = cg_train_wino_grad_input(c, n, fn_name, kind); /* gen_train_wino.c (3x3 stride 1) */
+  if (wg) return wg;
   LLVMValueRef pf = cg_train_pconv_grad_input(c, n, fn_name, kind); /* gen_train_pconv.c (any stride) */
   if (pf) return pf;
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->out].shape;
