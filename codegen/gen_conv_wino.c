@@ -27,7 +27,8 @@
 typedef struct wino_plan {
   int64_t n, cin, cout, h, w, oh, ow;
   int pt, pl, V, R, P;
-  int64_t th, tw;   /* output tiles: rows, columns (2x2 pixels each) */
+  int m, al, nx;    /* output tile m x m (2 or 4), input tile al = m + 2, al*al GEMMs */
+  int64_t th, tw;   /* output tiles: rows, columns (m x m pixels each) */
   int64_t tr, ngrp; /* tile rows per item, row groups per image */
   int64_t tb;       /* tile slots of an item: tr*tw rounded up to P*V */
   int64_t nct, cbt, ncb; /* channel tiles of R (zero padded), tiles per block, blocks */
@@ -37,11 +38,38 @@ typedef struct wino_plan {
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Row groups: the tr that wastes the fewest tile slots over the image (ties: tb >= 2 vectors
- * of tiles, and with U over WINO_WIDE_U_BYTES the most tiles, which cuts the reads of U per
- * tile); blocks: the panels' byte budget, and an even item count when there are few items
- * (2 threads). */
-static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n) {
+/* Input-channel and output-channel blocks of plan p for its tb: the panels' byte budget, and
+ * an even item count when there are few items (2 threads). */
+static void wino_blocks(wino_plan *p) {
+  int64_t panel = WINO_PANEL_BYTES;
+  int64_t kbmax = panel / (p->nx * 4 * p->tb);
+  if (kbmax < 1) kbmax = 1;
+  p->nkb = cdiv(p->cin, kbmax), p->kb = cdiv(p->cin, p->nkb), p->vxs = p->kb * p->tb + p->V;
+  p->nct = cdiv(p->cout, p->R);
+  int64_t cbmax = panel / (p->nx * 4 * p->tb * p->R);
+  if (cbmax < 1) cbmax = 1;
+  p->ncb = cdiv(p->nct, cbmax);
+  if (p->n * p->ngrp * p->ncb < 16 && (p->n * p->ngrp * p->ncb) % 2 && p->ncb < p->nct) p->ncb++;
+  p->cbt = cdiv(p->nct, p->ncb), p->ncb = cdiv(p->nct, p->cbt);
+}
+
+/* Rough cycles per image of plan p (F(4x4) row groups): the GEMMs' FMAs (2 a cycle), the input
+ * transform (~200 cycles per V-tile chunk and input channel, done once per output-channel
+ * block: its 36 shuffle gathers dominate), the output transform (~80 per chunk and output
+ * channel) and U streamed from beyond L2 once per row group (~16 bytes a cycle). */
+static double wino_cost(const wino_plan *p) {
+  double chunks = (double)(p->ngrp * p->tr * cdiv(p->tw, p->V)), ub = (double)p->nx * 4 * p->cin * p->nct * p->R;
+  double gemm = (double)(p->ngrp * p->tb / p->V) * (double)(p->cin * p->nx * p->nct * p->R) / 2;
+  double xin = (double)p->ncb * chunks * (double)p->cin * 200, xout = chunks * (double)p->cout * 80;
+  return gemm + xin + xout + (ub > 256 * 1024 ? (double)p->ngrp * ub / 16 : 0);
+}
+
+/* Row groups: F(2x2), the tr that wastes the fewest tile slots over the image (ties: tb >= 2
+ * vectors of tiles, and with U over WINO_WIDE_U_BYTES the most tiles, which cuts the reads of
+ * U per tile); F(4x4), the tr of the lowest wino_cost (its input transform costs more, and
+ * its 36-deep panels leave few output channels per block at large tb, each block redoing
+ * the transform); then wino_blocks. */
+static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n, int m) {
   const ir_conv2d_attr *a = &n->attr.conv2d;
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   wino_plan p;
@@ -50,26 +78,25 @@ static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n) {
   p.cout = ys->dim[1], p.oh = ys->dim[2], p.ow = ys->dim[3];
   p.pt = a->pad[0], p.pl = a->pad[1];
   p.V = c->target->vec_f32, p.P = 2, p.R = cg_acc_budget(c->target) / 2;
-  p.th = cdiv(p.oh, 2), p.tw = cdiv(p.ow, 2);
+  p.m = m, p.al = m + 2, p.nx = p.al * p.al;
+  p.th = cdiv(p.oh, m), p.tw = cdiv(p.ow, m);
   int64_t pv = (int64_t)p.P * p.V;
   double best = -1;
-  int wide = 16 * 4 * p.cin * p.cout > WINO_WIDE_U_BYTES;
+  int best_set = 0;
+  int wide = (int64_t)p.nx * 4 * p.cin * p.cout > WINO_WIDE_U_BYTES;
   for (int64_t tr = 1; tr <= p.th; tr++) {
     int64_t tb = cdiv(tr * p.tw, pv) * pv, ngrp = cdiv(p.th, tr);
     if (tb > WINO_TB_MAX && tr > 1) break;
-    double score = (double)(p.th * p.tw) / (double)(ngrp * tb) + (tb >= 2 * pv ? 1e-3 : 0) + (wide ? 1e-5 * (double)tb : 0);
-    if (score > best + 1e-9) best = score, p.tr = tr, p.tb = tb, p.ngrp = ngrp;
+    double score;
+    if (m == 4) {
+      wino_plan q = p;
+      q.tr = tr, q.tb = tb, q.ngrp = ngrp;
+      wino_blocks(&q);
+      score = -wino_cost(&q);
+    } else score = (double)(p.th * p.tw) / (double)(ngrp * tb) + (tb >= 2 * pv ? 1e-3 : 0) + (wide ? 1e-5 * (double)tb : 0);
+    if (best_set == 0 || score > best + (m == 4 ? 1e-9 * fabs(best) : 1e-9)) best = score, best_set = 1, p.tr = tr, p.tb = tb, p.ngrp = ngrp;
   }
-  int64_t panel = WINO_PANEL_BYTES;
-  int64_t kbmax = panel / (16 * 4 * p.tb);
-  if (kbmax < 1) kbmax = 1;
-  p.nkb = cdiv(p.cin, kbmax), p.kb = cdiv(p.cin, p.nkb), p.vxs = p.kb * p.tb + p.V;
-  p.nct = cdiv(p.cout, p.R);
-  int64_t cbmax = panel / (16 * 4 * p.tb * p.R);
-  if (cbmax < 1) cbmax = 1;
-  p.ncb = cdiv(p.nct, cbmax);
-  if (p.n * p.ngrp * p.ncb < 16 && (p.n * p.ngrp * p.ncb) % 2 && p.ncb < p.nct) p.ncb++;
-  p.cbt = cdiv(p.nct, p.ncb), p.ncb = cdiv(p.nct, p.cbt);
+  wino_blocks(&p);
   return p;
 }
 
@@ -105,10 +132,16 @@ int cg_conv_wino_ok(cg_ctx *c, const ir_node *n) {
   return c->g->values[c->g->nodes[fu->last].out].dtype == IR_F32;
 }
 
-/* U[ci/kb][co/R][xi][ci%kb][co%R] = G (scale * g) G^T (G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]) and
- * bias[co] = (b - mean) * scale + beta, in double rounded once; padded channels are 0. */
+/* U[ci/kb][co/R][xi][ci%kb][co%R] = G (scale * g) G^T and bias[co] = (b - mean) * scale + beta,
+ * in double rounded once; padded channels are 0.  F(2x2): G = [1 0 0; .5 .5 .5; .5 -.5 .5;
+ * 0 0 1]; F(4x4) (points 0, 1, -1, 2, -2, infinity): G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6
+ * -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]. */
 static void wino_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const wino_plan *p, float *U, float *bias) {
-  static const double G[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
+  static const double G2[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
+  static const double G4[6][3] = {{1. / 4, 0, 0},          {-1. / 6, -1. / 6, -1. / 6}, {-1. / 6, 1. / 6, -1. / 6},
+                                  {1. / 24, 1. / 12, 1. / 6}, {1. / 24, -1. / 12, 1. / 6}, {0, 0, 1}};
+  const double(*G)[3] = p->m == 4 ? G4 : G2;
+  int al = p->al;
   const float *w = c->g->values[n->in[1]].data, *b = n->n_in > 2 ? c->g->values[n->in[2]].data : NULL;
   for (int64_t co = 0; co < p->cout; co++) {
     double scale = 1.0, shift = b ? b[co] : 0.0;
@@ -121,14 +154,14 @@ static void wino_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const wino
     bias[co] = (float)shift;
     for (int64_t ci = 0; ci < p->cin; ci++) {
       const float *g = w + (co * p->cin + ci) * 9;
-      double gg[4][3]; /* G g */
-      for (int i = 0; i < 4; i++)
+      double gg[6][3]; /* G g */
+      for (int i = 0; i < al; i++)
         for (int l = 0; l < 3; l++) gg[i][l] = G[i][0] * g[l] + G[i][1] * g[3 + l] + G[i][2] * g[6 + l];
-      for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
+      for (int i = 0; i < al; i++)
+        for (int j = 0; j < al; j++) {
           double u = (gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2]) * scale;
           int64_t kbi = ci / p->kb, cl = ci % p->kb;
-          U[((((kbi * p->nct + co / p->R) * 16 + 4 * i + j) * p->kb) + cl) * p->R + co % p->R] = (float)u;
+          U[((((kbi * p->nct + co / p->R) * p->nx + al * i + j) * p->kb) + cl) * p->R + co % p->R] = (float)u;
         }
     }
   }
@@ -217,10 +250,10 @@ static void wino_gemm(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMVa
   int64_t cb = p->cbt * R;
   cg_loop CT, XI, PG, CI;
   LLVMValueRef ct = cg_loop_begin(c, &CT, cg_i64(c, 0), it->nct_here, cg_i64(c, 1), "wct");
-  LLVMValueRef xi = cg_loop_begin(c, &XI, cg_i64(c, 0), cg_i64(c, 16), cg_i64(c, 1), "wxi");
+  LLVMValueRef xi = cg_loop_begin(c, &XI, cg_i64(c, 0), cg_i64(c, p->nx), cg_i64(c, 1), "wxi");
   LLVMValueRef kbi = LLVMBuildSDiv(c->b, k0, cg_i64(c, p->kb), "");
   LLVMValueRef uct = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, kbi, cg_i64(c, p->nct), ""), LLVMBuildAdd(c->b, it->ct0, ct, ""), "");
-  LLVMValueRef urow = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, uct, cg_i64(c, 16), ""), xi, ""), cg_i64(c, p->kb * R), "urow");
+  LLVMValueRef urow = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, uct, cg_i64(c, p->nx), ""), xi, ""), cg_i64(c, p->kb * R), "urow");
   LLVMValueRef vrow = LLVMBuildMul(c->b, xi, cg_i64(c, p->vxs), "vrow");
   LLVMValueRef mrow = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, xi, cg_i64(c, cb), ""), LLVMBuildMul(c->b, ct, cg_i64(c, R), ""), ""),
                                    cg_i64(c, p->tb), "mrow");
@@ -255,12 +288,129 @@ static void wino_gemm(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMVa
   cg_loop_end(c, &CT);
 }
 
-/* Output transform of the item's channels: Y = A^T M A (A^T = [1 1 1 0; 0 1 -1 -1]) + bias,
- * the 2x2 pixels of V tiles interleaved into 2V-pixel row pieces, the fused residual add /
- * relu on those, stored (masked at the right border; the second row of the last tile row
- * skipped when oh is odd). */
+/* Lane l of the result = lane idx[l] % V of src[idx[l] / V] (idx[l] < 0: don't care), as a
+ * chain of two-source shuffles (the first source used, then one more per shuffle). */
+static LLVMValueRef wino_gather(cg_ctx *c, LLVMValueRef *src, int nsrc, const int *idx, int V) {
+  LLVMValueRef acc = NULL, e[64];
+  int at[64]; /* lane of acc holding result lane l, -1 if none yet */
+  for (int l = 0; l < V; l++) at[l] = -1;
+  int shuffled = 0;
+  for (int s = 0; s < nsrc; s++) {
+    int used = 0;
+    for (int l = 0; l < V; l++) used |= idx[l] >= 0 && idx[l] / V == s;
+    if (!used) continue;
+    if (!acc) {
+      acc = src[s];
+      for (int l = 0; l < V; l++)
+        if (idx[l] >= 0 && idx[l] / V == s) at[l] = idx[l] % V;
+      continue;
+    }
+    for (int l = 0; l < V; l++) {
+      int mine = idx[l] >= 0 && idx[l] / V == s;
+      e[l] = cg_i32(c, mine ? V + idx[l] % V : at[l] >= 0 ? at[l] : 0);
+      if (mine || at[l] >= 0) at[l] = l;
+    }
+    acc = LLVMBuildShuffleVector(c->b, acc, src[s], LLVMConstVector(e, (unsigned)V), "wg"), shuffled = 1;
+  }
+  if (!acc) return cg_fzero(c, V);
+  if (shuffled) return acc;
+  int ident = 1;
+  for (int l = 0; l < V; l++) e[l] = cg_i32(c, at[l] >= 0 ? at[l] : 0), ident &= at[l] < 0 || at[l] == l;
+  return ident ? acc : LLVMBuildShuffleVector(c->b, acc, acc, LLVMConstVector(e, (unsigned)V), "wg");
+}
+
+/* F(4x4) input transform rows / columns: B^T d with B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4
+ * -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]. */
+static void wino_bt6(cg_ctx *c, LLVMValueRef *d, LLVMValueRef *e, int V) {
+  LLVMValueRef k4 = cg_splat(c, cg_f32(c, 4.0f), V);
+  LLVMValueRef km4 = cg_splat(c, cg_f32(c, -4.0f), V);
+  LLVMValueRef km5 = cg_splat(c, cg_f32(c, -5.0f), V);
+  LLVMValueRef k2 = cg_splat(c, cg_f32(c, 2.0f), V);
+  LLVMValueRef t0 = cg_fma(c, km4, d[2], d[4]), t1 = cg_fma(c, km4, d[1], d[3]); /* d4 - 4 d2, d3 - 4 d1 */
+  LLVMValueRef t2 = LLVMBuildFSub(c->b, d[4], d[2], ""), t3 = LLVMBuildFMul(c->b, k2, LLVMBuildFSub(c->b, d[1], d[3], ""), "");
+  e[0] = cg_fma(c, k4, d[0], cg_fma(c, km5, d[2], d[4]));
+  e[1] = LLVMBuildFAdd(c->b, t0, t1, "");
+  e[2] = LLVMBuildFSub(c->b, t0, t1, "");
+  e[3] = LLVMBuildFSub(c->b, t2, t3, "");
+  e[4] = LLVMBuildFAdd(c->b, t2, t3, "");
+  e[5] = cg_fma(c, k4, d[1], cg_fma(c, km5, d[3], d[5]));
+}
+
+/* F(4x4) input transform of input channels [k0, k0 + kn), as wino_input: per row of the 6x6
+ * tiles, the row's pixels [4 tx0 - pl, 4 tx0 - pl + 4V + 2) are loaded once (masked at the
+ * borders) and the 6 tile columns gathered from them by shuffles. */
+static void wino_input4(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMValueRef k0, LLVMValueRef kn) {
+  int V = p->V, al = 6, nv = (int)cdiv(4 * V + 2, V);
+  cg_loop CI, RW;
+  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), kn, cg_i64(c, 1), "wci");
+  LLVMValueRef plane = LLVMBuildAdd(c->b, it->in_img, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, k0, ci, ""), cg_i64(c, p->h * p->w), ""), "plane");
+  LLVMValueRef r = cg_loop_begin(c, &RW, cg_i64(c, 0), cg_i64(c, p->tr), cg_i64(c, 1), "wr");
+  LLVMValueRef iy0 = LLVMBuildSub(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, it->ty0, r, ""), cg_i64(c, 4), ""), cg_i64(c, p->pt), "iy0");
+  LLVMValueRef rowidx[6], valid[6];
+  for (int i = 0; i < al; i++) {
+    LLVMValueRef iy = LLVMBuildAdd(c->b, iy0, cg_i64(c, i), "");
+    valid[i] = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, iy, cg_i64(c, 0), ""),
+                            LLVMBuildICmp(c->b, LLVMIntSLT, iy, cg_i64(c, p->h), ""), "");
+    LLVMValueRef iyc = cg_max64(c, cg_i64(c, 0), cg_min64(c, iy, cg_i64(c, p->h - 1)));
+    rowidx[i] = LLVMBuildAdd(c->b, plane, LLVMBuildMul(c->b, iyc, cg_i64(c, p->w), ""), "");
+  }
+  LLVMValueRef slot0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, p->tb), ""), LLVMBuildMul(c->b, r, cg_i64(c, p->tw), ""), "slot");
+  LLVMValueRef z = cg_fzero(c, V);
+  for (int64_t tx0 = 0; tx0 < p->tw; tx0 += V) {
+    int64_t col0 = 4 * tx0 - p->pl;
+    LLVMValueRef d[6][6], e[6][6], v[36];
+    for (int i = 0; i < al; i++) {
+      LLVMValueRef raw[8];
+      for (int k = 0; k < nv; k++) {
+        unsigned mk = 0, full = (1u << V) - 1;
+        for (int l = 0; l < V; l++) {
+          int64_t el = (int64_t)k * V + l, col = col0 + el;
+          if (el < 4 * V + 2 && col >= 0 && col < p->w) mk |= 1u << l;
+        }
+        int64_t c0 = col0 + (int64_t)k * V;
+        LLVMValueRef at = LLVMBuildAdd(c->b, rowidx[i], cg_i64(c, c0), "");
+        if (!mk) raw[k] = z;
+        else if (c0 >= 0 && c0 + V <= p->w) raw[k] = cg_load_v(c, it->x, at, V); /* in the row: whole vector */
+        else raw[k] = cg_conv_masked_load(c, it->x, at, mk == full ? full : mk, V);
+        if (mk) raw[k] = LLVMBuildSelect(c->b, valid[i], raw[k], z, "");
+      }
+      for (int j = 0; j < al; j++) {
+        int idx[64];
+        for (int l = 0; l < V; l++) idx[l] = 4 * l + j;
+        d[i][j] = wino_gather(c, raw, nv, idx, V);
+      }
+    }
+    for (int j = 0; j < al; j++) { /* B^T d */
+      LLVMValueRef col[6], out[6];
+      for (int i = 0; i < al; i++) col[i] = d[i][j];
+      wino_bt6(c, col, out, V);
+      for (int i = 0; i < al; i++) e[i][j] = out[i];
+    }
+    for (int i = 0; i < al; i++) wino_bt6(c, e[i], v + al * i, V); /* (B^T d) B */
+    for (int xi = 0; xi < 36; xi++)
+      cg_store_v(c, v[xi], it->vb, LLVMBuildAdd(c->b, slot0, cg_i64(c, xi * p->vxs + tx0), ""), V);
+  }
+  cg_loop_end(c, &RW);
+  cg_loop_end(c, &CI);
+}
+
+/* F(4x4) output transform rows / columns: A^T m with A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1
+ * 4 4 0; 0 1 -1 8 -8 1]. */
+static void wino_at6(cg_ctx *c, LLVMValueRef *m, LLVMValueRef *y, int V) {
+  LLVMValueRef a = LLVMBuildFAdd(c->b, m[1], m[2], ""), b = LLVMBuildFSub(c->b, m[1], m[2], "");
+  LLVMValueRef s = LLVMBuildFAdd(c->b, m[3], m[4], ""), d = LLVMBuildFSub(c->b, m[3], m[4], "");
+  y[0] = LLVMBuildFAdd(c->b, LLVMBuildFAdd(c->b, m[0], a, ""), s, "");
+  y[1] = cg_fma(c, cg_splat(c, cg_f32(c, 2.0f), V), d, b);
+  y[2] = cg_fma(c, cg_splat(c, cg_f32(c, 4.0f), V), s, a);
+  y[3] = LLVMBuildFAdd(c->b, cg_fma(c, cg_splat(c, cg_f32(c, 8.0f), V), d, b), m[5], "");
+}
+
+/* Output transform of the item's channels: Y = A^T M A + bias (F(2x2): A^T = [1 1 1 0; 0 1 -1
+ * -1]; F(4x4): wino_at6), the m x m pixels of V tiles interleaved into mV-pixel row pieces, the
+ * fused residual add / relu on those, stored (masked at the right border; the rows of the last
+ * tile row past oh skipped). */
 static void wino_output(cg_ctx *c, const wino_plan *p, const wino_item *it) {
-  int V = p->V;
+  int V = p->V, mt = p->m, al = p->al;
   int64_t cb = p->cbt * p->R;
   LLVMValueRef ncol = cg_min64(c, LLVMBuildMul(c->b, it->nct_here, cg_i64(c, p->R), ""),
                                LLVMBuildSub(c->b, cg_i64(c, p->cout), LLVMBuildMul(c->b, it->ct0, cg_i64(c, p->R), ""), ""));
@@ -271,48 +421,55 @@ static void wino_output(cg_ctx *c, const wino_plan *p, const wino_item *it) {
   LLVMValueRef bias = cg_splat(c, cg_load_f32(c, it->bp, co), V);
   LLVMValueRef oplane = LLVMBuildAdd(c->b, it->out_img, LLVMBuildMul(c->b, co, cg_i64(c, p->oh * p->ow), ""), "oplane");
   LLVMValueRef r = cg_loop_begin(c, &RW, cg_i64(c, 0), rows, cg_i64(c, 1), "wor");
-  LLVMValueRef oy0 = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, it->ty0, r, ""), cg_i64(c, 2), "oy0");
+  LLVMValueRef oy0 = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, it->ty0, r, ""), cg_i64(c, mt), "oy0");
   LLVMValueRef slot0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, col, cg_i64(c, p->tb), ""), LLVMBuildMul(c->b, r, cg_i64(c, p->tw), ""), "");
-  LLVMValueRef ilo[64], ihi[64];
-  for (int k = 0; k < V / 2; k++) {
-    ilo[2 * k] = cg_i32(c, k), ilo[2 * k + 1] = cg_i32(c, V + k);
-    ihi[2 * k] = cg_i32(c, V / 2 + k), ihi[2 * k + 1] = cg_i32(c, V + V / 2 + k);
-  }
   for (int64_t tx0 = 0; tx0 < p->tw; tx0 += V) {
-    LLVMValueRef m[16], s[2][4], y[2][2];
-    for (int xi = 0; xi < 16; xi++) m[xi] = cg_load_v(c, it->mb, LLVMBuildAdd(c->b, slot0, cg_i64(c, xi * cb * p->tb + tx0), ""), V);
-    for (int j = 0; j < 4; j++) {
-      s[0][j] = LLVMBuildFAdd(c->b, LLVMBuildFAdd(c->b, m[j], m[4 + j], ""), m[8 + j], "");
-      s[1][j] = LLVMBuildFSub(c->b, LLVMBuildFSub(c->b, m[4 + j], m[8 + j], ""), m[12 + j], "");
+    LLVMValueRef m[36], s[4][6], y[4][4];
+    for (int xi = 0; xi < p->nx; xi++) m[xi] = cg_load_v(c, it->mb, LLVMBuildAdd(c->b, slot0, cg_i64(c, xi * cb * p->tb + tx0), ""), V);
+    if (mt == 2) {
+      for (int j = 0; j < 4; j++) {
+        s[0][j] = LLVMBuildFAdd(c->b, LLVMBuildFAdd(c->b, m[j], m[4 + j], ""), m[8 + j], "");
+        s[1][j] = LLVMBuildFSub(c->b, LLVMBuildFSub(c->b, m[4 + j], m[8 + j], ""), m[12 + j], "");
+      }
+      for (int a = 0; a < 2; a++) {
+        y[a][0] = LLVMBuildFAdd(c->b, LLVMBuildFAdd(c->b, s[a][0], s[a][1], ""), s[a][2], "");
+        y[a][1] = LLVMBuildFSub(c->b, LLVMBuildFSub(c->b, s[a][1], s[a][2], ""), s[a][3], "");
+      }
+    } else {
+      for (int j = 0; j < al; j++) {
+        LLVMValueRef cm[6], cy[4];
+        for (int i = 0; i < al; i++) cm[i] = m[al * i + j];
+        wino_at6(c, cm, cy, V);
+        for (int a = 0; a < 4; a++) s[a][j] = cy[a];
+      }
+      for (int a = 0; a < 4; a++) wino_at6(c, s[a], y[a], V);
     }
-    for (int a = 0; a < 2; a++) {
-      y[a][0] = LLVMBuildFAdd(c->b, LLVMBuildFAdd(c->b, s[a][0], s[a][1], ""), s[a][2], "");
-      y[a][1] = LLVMBuildFSub(c->b, LLVMBuildFSub(c->b, s[a][1], s[a][2], ""), s[a][3], "");
-      for (int b = 0; b < 2; b++) y[a][b] = LLVMBuildFAdd(c->b, y[a][b], bias, "");
-    }
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < mt; a++)
+      for (int b = 0; b < mt; b++) y[a][b] = LLVMBuildFAdd(c->b, y[a][b], bias, "");
+    for (int a = 0; a < mt; a++) {
       cg_if f;
-      int guard = a == 1 && p->oh % 2; /* the last tile row has one output row */
+      int guard = p->oh % mt && a >= p->oh % mt; /* rows the last tile row does not have */
       LLVMValueRef oy = LLVMBuildAdd(c->b, oy0, cg_i64(c, a), "");
       if (guard) cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntSLT, oy, cg_i64(c, p->oh), ""));
       LLVMValueRef orow = LLVMBuildAdd(c->b, oplane, LLVMBuildMul(c->b, oy, cg_i64(c, p->ow), ""), "");
-      LLVMValueRef half[2] = {LLVMBuildShuffleVector(c->b, y[a][0], y[a][1], LLVMConstVector(ilo, (unsigned)V), "plo"),
-                              LLVMBuildShuffleVector(c->b, y[a][0], y[a][1], LLVMConstVector(ihi, (unsigned)V), "phi")};
-      for (int h = 0; h < 2; h++) {
-        int64_t ox = 2 * tx0 + (int64_t)h * V;
+      for (int h = 0; h < mt; h++) {
+        int64_t ox = mt * tx0 + (int64_t)h * V;
         unsigned mo = 0, full = (1u << V) - 1;
         for (int l = 0; l < V; l++)
           if (ox + l < p->ow) mo |= 1u << l;
         if (!mo) continue;
+        int idx[64]; /* pixel l of the piece: tile h V/m + l/m, column l%m */
+        for (int l = 0; l < V; l++) idx[l] = (l % mt) * V + h * V / mt + l / mt;
+        LLVMValueRef px = wino_gather(c, y[a], mt, idx, V);
         LLVMValueRef oi = LLVMBuildAdd(c->b, orow, cg_i64(c, ox), "");
         for (int q = 0, ra = 0; q < it->n_post; q++) { /* relu, residual add: on the output pixels */
           if (it->post[q]->op == IR_OP_add && mo != full)
-            half[h] = LLVMBuildFAdd(c->b, half[h], cg_conv_masked_load(c, it->resid[ra], oi, mo, V), "resid");
-          else half[h] = cg_epilogue(c, it->post[q], half[h], it->post[q]->op == IR_OP_add ? it->resid[ra] : NULL, oi, V);
+            px = LLVMBuildFAdd(c->b, px, cg_conv_masked_load(c, it->resid[ra], oi, mo, V), "resid");
+          else px = cg_epilogue(c, it->post[q], px, it->post[q]->op == IR_OP_add ? it->resid[ra] : NULL, oi, V);
           ra += it->post[q]->op == IR_OP_add;
         }
-        if (mo == full) cg_store_v(c, half[h], it->out, oi, V);
-        else cg_conv_masked_store(c, half[h], it->out, oi, mo, V);
+        if (mo == full) cg_store_v(c, px, it->out, oi, V);
+        else cg_conv_masked_store(c, px, it->out, oi, mo, V);
       }
       if (guard) cg_if_end(c, &f);
     }
@@ -325,15 +482,33 @@ static void wino_output(cg_ctx *c, const wino_plan *p, const wino_item *it) {
 static void wino_kblock(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMValueRef kbi, int first) {
   LLVMValueRef k0 = LLVMBuildMul(c->b, kbi, cg_i64(c, p->kb), "k0");
   LLVMValueRef kn = cg_min64(c, cg_i64(c, p->kb), LLVMBuildSub(c->b, cg_i64(c, p->cin), k0, ""));
-  wino_input(c, p, it, k0, kn);
+  if (p->m == 4) wino_input4(c, p, it, k0, kn);
+  else wino_input(c, p, it, k0, kn);
   wino_gemm(c, p, it, k0, kn, first);
 }
 
+static int env_on(const char *k) {
+  const char *v = getenv(k);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+/* Output tile of node n: CNNC_WINO_F2=1 forces 2x2, CNNC_WINO_F4=1 forces 4x4 (tests,
+ * measurements); otherwise 4x4 when the map has at least 2V 4x4 tiles (one GEMM column block
+ * of P = 2 vectors: 14x14 and up on AVX2; measured ResNet-50 56x56, 28x28, 14x14 1.3-1.6x
+ * faster than F(2x2) per CPU-second, 7x7 with its 4 tiles 0.4x). */
+static int wino_tile(cg_ctx *c, const ir_node *n) {
+  if (env_on("CNNC_WINO_F2")) return 2;
+  if (env_on("CNNC_WINO_F4")) return 4;
+  const ir_shape *ys = &c->g->values[n->out].shape;
+  return cdiv(ys->dim[2], 4) * cdiv(ys->dim[3], 4) >= 2 * c->target->vec_f32 ? 4 : 2;
+}
+
 LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  wino_plan p = wino_plan_of(c, n);
+  int m = wino_tile(c, n);
+  wino_plan p = wino_plan_of(c, n, m);
   const pass_fusion *fu = cg_fusion(c, n);
   int V = p.V;
-  size_t un = (size_t)16 * p.nct * p.R * p.kb * p.nkb, bn = (size_t)p.nct * p.R;
+  size_t un = (size_t)p.nx * p.nct * p.R * p.kb * p.nkb, bn = (size_t)p.nct * p.R;
   float *U = calloc(un, sizeof(float)), *B = calloc(bn, sizeof(float));
   if (!U || !B) {
     free(U), free(B);
@@ -353,7 +528,7 @@ LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name
   it.bp = cg_blob_const(c, "wino.b", B, bn * sizeof(float));
   free(U);
   free(B);
-  int64_t vfl = 16 * p.vxs, mfl = 16 * p.cbt * p.R * p.tb + V; /* + V: wino_output's last vector load of a short tile row */
+  int64_t vfl = p.nx * p.vxs, mfl = p.nx * p.cbt * p.R * p.tb + V; /* + V: wino_output's last vector load of a short tile row */
   LLVMValueRef vb = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, V), (uint64_t)cdiv(vfl, V)), "wino_v");
   LLVMValueRef mb = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, V), (uint64_t)cdiv(mfl, V)), "wino_m");
   LLVMSetAlignment(vb, 64);
@@ -388,7 +563,7 @@ LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name
   cg_loop_end(c, &L);
   cg_kernel_end(c);
   char op[96], tile[32];
-  int k = snprintf(op, sizeof op, "conv2d_wino2%s", fu->bn >= 0 ? "_bn" : "");
+  int k = snprintf(op, sizeof op, "conv2d_wino%d%s", p.m, fu->bn >= 0 ? "_bn" : "");
   for (int i = 0; i < fu->n_post && k < 80; i++) k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
   snprintf(tile, sizeof tile, "%dx%d", p.R, p.P * V); /* channels x tiles */
   *kind = cg_kind(c, op, tile);
