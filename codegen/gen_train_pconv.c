@@ -44,6 +44,7 @@ typedef struct pconv {
   int64_t rows;               /* row items per (image, tile): output rows, or flat chunks */
   int64_t xfl;                /* flat: the x panel's floats (0: no panel) */
   int unsub;                  /* a sub conv of inference on its own output rows (kind _1x1s) */
+  int plane;                  /* kxk channel vectors K-blocked per plane (g->vc_plane, kind _vcp) */
 } pconv;
 
 /* Row width for a flat conv's plane of hw pixels: a divisor (and a multiple of unit) whose
@@ -82,6 +83,12 @@ static int pc_plan(cg_ctx *c, const ir_node *n, int64_t unit, int flat_ok, pconv
     if (!cg_conv_vc_choose(g, cg_acc_budget(c->target))) return 0;
   }
   p->rows = g->oh;
+  /* kxk channel-vector convs that inference runs as K-blocked planes (cg_conv_vc_plane_ok:
+   * tile weights + input over the L2 budget): one item per (image, tile) plane, weights of
+   * ~16 KB of input channels reused over the whole plane from L1 instead of over one row
+   * (CNNC_TRAIN_NO_PCONV_VCP=1 at compile time: the rows) */
+  if (g->vc_plane && !getenv("CNNC_TRAIN_NO_PCONV_VCP")) p->plane = 1, p->rows = 1;
+  else g->vc_plane = 0;
   if (g->flat && flat_ok && g->ow <= PC_FLAT_MAX_PX && !getenv("CNNC_TRAIN_NO_PCONV_FLAT")) {
     /* 1x1 stride 1 unpadded on pixel vectors, small plane: the inference GEMM's pixel
      * chunks (one long row of the plane, whole unmasked tiles but the plane's last, x panel
@@ -201,7 +208,8 @@ static void pc_scatter_rows(cg_ctx *c, const pconv *p, const pc_scatter *sc, LLV
                             LLVMValueRef nb, LLVMValueRef o0, LLVMValueRef oy, int rr) {
   const conv_geom *g = &p->g;
   int V = g->V;
-  int64_t plane = g->oh * g->ow, rows = g->ow / sc->gw, HW = sc->H * sc->W;
+  /* grid rows per item: a row of the view (ow/gw grid rows), or the whole plane */
+  int64_t plane = g->oh * g->ow, rows = g->ow / sc->gw * (p->plane ? g->oh : 1), HW = sc->H * sc->W;
   cg_loop RR, Q;
   LLVMValueRef r = cg_loop_begin(c, &RR, cg_i64(c, 0), cg_i64(c, rr), cg_i64(c, 1), "sr");
   LLVMValueRef q0 = cg_tmul(c, oy, rows);
@@ -264,7 +272,7 @@ static void pc_emit(cg_ctx *c, const pconv *p, const pc_bufs *bf, const pc_scatt
   r.x = x, r.out = sc ? bf->scr : out, r.wp = wb, r.bp = bb;
   r.in_base = cg_tmul(c, nb, (int64_t)g->cin * g->h * g->w);
   LLVMValueRef plane0 = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, g->cout), cg_tmul(c, tile, R)), g->oh * g->ow);
-  r.out_row = sc ? cg_tmul(c, oy, g->ow) : g->flat ? plane0 : cg_tadd(c, plane0, cg_tmul(c, oy, g->ow));
+  r.out_row = sc ? cg_tmul(c, oy, g->ow) : g->flat || p->plane ? plane0 : cg_tadd(c, plane0, cg_tmul(c, oy, g->ow));
   r.wbase = cg_tmul(c, tl, p->wt);
   r.bbase = cg_tmul(c, tl, R);
   conv_epi e = {{0}, 0};
@@ -276,6 +284,7 @@ static void pc_emit(cg_ctx *c, const pconv *p, const pc_bufs *bf, const pc_scatt
       cg_if_begin(c, &f, LLVMBuildICmp(c->b, pass ? LLVMIntEQ : LLVMIntNE, tile, cg_i64(c, g->ntile - 1), ""));
     }
     if (g->flat) cg_conv_flat_pixels(c, g, &r, &e, rr, bf->xb, bf->xkey, oy); /* oy: the chunk */
+    else if (p->plane) cg_conv_vc_plane(c, g, &r, &e, rr); /* oy = 0: the plane */
     else cg_conv_row_pixels(c, g, &r, &e, rr, oy);
     if (sc) pc_scatter_rows(c, p, sc, bf->scr, out, nb, cg_tmul(c, tile, R), oy, rr);
     if (rem) cg_if_end(c, &f);
@@ -285,7 +294,7 @@ static void pc_emit(cg_ctx *c, const pconv *p, const pc_bufs *bf, const pc_scatt
 
 static const char *pc_kind(cg_ctx *c, const char *op, const pconv *p) {
   const conv_geom *g = &p->g;
-  return cg_kind(c, ir_fmt(c->arena, "%s_pk%s%s", op, p->unsub ? "_1x1s" : g->flat ? "_1x1" : "", g->vc ? "_vc" : ""),
+  return cg_kind(c, ir_fmt(c->arena, "%s_pk%s%s", op, p->unsub ? "_1x1s" : g->flat ? "_1x1" : "", p->plane ? "_vcp" : g->vc ? "_vc" : ""),
                  ir_fmt(c->arena, "%dx%d", g->R, g->vc ? g->P : g->P * g->V));
 }
 
