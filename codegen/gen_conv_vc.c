@@ -493,8 +493,32 @@ static int vc_1x1_unpadded(const conv_geom *g) {
          (g->oh - 1) * g->sh < g->h;
 }
 
+/* Weight prefetch distance of the K-blocked row in input channels (0: off).  The first pixel
+ * tile of a block is the one that brings the block's weights in (R floats per input channel,
+ * one line at R = 16, contiguous); at batch 1 those come from L3/memory (ResNet-50 layer4's
+ * 1x1 convs: 128 KB per channel tile, 4 MB per op), and perf annotate of layer4's conv1 at
+ * b1 put 12.4 % of the kernel's samples on that tile's weight loads (26 Nov).  That tile's K
+ * loop prefetches the weights d input channels ahead (d = 32, 2 KB at R = 16: layer4 1x1
+ * b1/b16 +6 % per CPU-second over d = 16; d = 64 no better).  CNNC_NO_VC_W_PREFETCH=1 in cnnc's
+ * environment turns it off, CNNC_VC_W_PF_DIST=d sets the distance (A/B measurements). */
+static int vc_w_pf_dist(void) {
+  const char *off = getenv("CNNC_NO_VC_W_PREFETCH"), *d = getenv("CNNC_VC_W_PF_DIST");
+  if (off && *off && strcmp(off, "0") != 0) return 0;
+  int v = d && *d ? atoi(d) : 32;
+  return v > 0 && v < 4096 ? v : 0;
+}
+
+static void vc_w_prefetch(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef wrow, int d) {
+  for (int64_t o = 0; o < g->R; o += 16) {
+    LLVMValueRef args[4] = {cg_gep_f32(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)d * g->R + o), "")), cg_i32(c, 0),
+                            cg_i32(c, 3), cg_i32(c, 1)};
+    cg_intrinsic(c, "llvm.prefetch", &c->t_ptr, 1, args, 4);
+  }
+}
+
 static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, LLVMValueRef panel) {
   if (!vc_1x1_unpadded(g)) return 0;
+  int wpf = vc_w_pf_dist();
   int V = g->V, nrv = (rr + V - 1) / V;
   /* block: a quarter of the L2 budget (64-77 KB by default); rows under half of it stay in
    * L2 anyway (layer4 conv3, 100 KB: K-blocking it measured no gain) */
@@ -536,6 +560,7 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
     for (int i = 0; i < nrv * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
     LLVMValueRef row = LLVMBuildAdd(c->b, in_row, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""), "row");
     LLVMValueRef wrow = LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, ci, cg_i64(c, g->R), ""), "wrow");
+    if (t == 0 && wpf) vc_w_prefetch(c, g, r, wrow, wpf);
     LLVMValueRef wv[4];
     for (int v = 0; v < nrv; v++) wv[v] = cg_load_v(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)v * V), ""), V);
     LLVMValueRef prow = panel ? LLVMBuildAdd(c->b, cg_i64(c, from * g->cin_g), LLVMBuildMul(c->b, ci, cg_i64(c, np), ""), "prow") : NULL;
