@@ -126,13 +126,14 @@ def main_train(a):
     sos = {k: cnnc_train_so(a, k) for k in keys}
     rows = []
     for k in keys:
-        cs, ts, ratios = [], [], []
+        cs, ts, ratios, loads = [], [], [], []
         for rnd in range(1, a.rounds + 1):
             l0 = loadavg()
             c, cj = cnnc_train_run(a, k, sos[k])
             l1 = loadavg()
             t, tline = (None, "") if a.no_torch else torch_train_run(a, k)
             l2 = loadavg()
+            loads += [l0, l1, l2]
             cs.append(c)
             if t:
                 ts.append(t)
@@ -144,13 +145,19 @@ def main_train(a):
                   + (f" | torch {t:.2f} img/s (load {l1:.1f}-{l2:.1f}): {tline.splitlines()[-1]} | ratio {c / t:.2f}"
                      if t else ""), flush=True)
         rows.append((k, median(cs), median(ts) if ts else None, median(ratios) if ratios else None,
-                     TRAIN_WORKLOADS[k][3], len(cs)))
-    print(f"\n{'model':<12}{'batch':>6}{'cnnc img/s':>12}{'torch img/s':>13}{'ratio':>8}{'target':>8}  rounds")
-    for k, c, t, r, tg, n in rows:
+                     TRAIN_WORKLOADS[k][3], len(cs), min(loads), max(loads)))
+    print(f"\n{'model':<12}{'batch':>6}{'cnnc img/s':>12}{'torch img/s':>13}{'ratio':>8}{'target':>8}{'rounds':>8}{'load':>12}")
+    busy = False
+    for k, c, t, r, tg, n, lmin, lmax in rows:
         m, b = k.split("/")
         f = lambda v, w: f"{v:{w}.2f}" if v is not None else f"{'-':>{w}}"
-        print(f"{m:<12}{b:>6}{f(c, 12)}{f(t, 13)}{f(r, 8)}{tg:7.1f}x  {n}"
-              + ("" if r is None else " (met)" if r >= tg else " (not met)"))
+        busy |= lmax > 2 * a.threads
+        print(f"{m:<12}{b:>6}{f(c, 12)}{f(t, 13)}{f(r, 8)}{tg:7.1f}x{n:>8}{f'{lmin:.1f}-{lmax:.1f}':>12}"
+              + ("" if r is None else "  (>= target)" if r >= tg else "  (below target)"))
+    if busy:
+        print(f"\nWARNING: load average up to {max(x[7] for x in rows):.1f} on this machine: both programs got a fraction of "
+              "the cores, and PyTorch slowed down more than cnnc under load when measured here (bench/README.md, 'Training "
+              "against PyTorch'), so these ratios are not quiet-machine ratios, which the issue's targets are about.")
     print(f"\nimg/s medians over rounds, ratio = median of the per-round cnnc/torch ratios; {a.threads} threads "
           f"(fmnist_torch.py sets 2); cnnc: cnnrun benchmark, 2 warm-up steps, >= {a.seconds:g} s of steps on one synthetic "
           "batch; torch: torch_bench.py train (same protocol) / "
