@@ -1,13 +1,15 @@
-/* gen_conv_wino.c — Winograd F(2x2,3x3) for inference 3x3 stride-1 convs on NCHW (issue 4):
- * 2.25x fewer multiplies than the direct kernels of gen_conv.c / gen_conv_vc.c.
- * Work item: (image, group of tr tile rows, block of cb output channels).  Per block of kb
- * input channels it transforms the item's 4x4 input tiles, V = B^T d B (zero padding at the
- * borders, V lanes = V consecutive tiles of one tile row), into a stack panel [16][kb][tb],
- * runs the 16 GEMMs M[xi] += U[xi] (cb x kb) V[xi] (kb x tb) on R x P register tiles (P
- * vectors of tiles, R broadcast weights) into a second panel [16][cb][tb]; after the last
- * block, Y = A^T M A + bias, fused relu, stored to the output planes.  U = G g G^T with the
- * batchnorm folded in is computed at compile time, packed in the GEMMs' read order
- * [Cin/kb][Cout/R][16][kb][R] (one sequential stream per item and input block). */
+/* gen_conv_wino.c — Winograd F(2x2,3x3) and F(4x4,3x3) for inference 3x3 stride-1 convs on
+ * NCHW (issue 4): 2.25x / 4x fewer multiplies than the direct kernels of gen_conv.c /
+ * gen_conv_vc.c.  Output tiles m x m (m = 2 or 4, wino_tile), input tiles al x al (al = m + 2),
+ * nx = al*al GEMMs.  Work item: (image, group of tr tile rows, block of cb output channels).
+ * Per block of kb input channels it transforms the item's al x al input tiles, V = B^T d B
+ * (zero padding at the borders, V lanes = V consecutive tiles of one tile row), into a stack
+ * panel [nx][kb][tb], runs the nx GEMMs M[xi] += U[xi] (cb x kb) V[xi] (kb x tb) on R x P
+ * register tiles (P vectors of tiles, R broadcast weights) into a second panel [nx][cb][tb];
+ * after the last block, Y = A^T M A + bias, fused residual add / relu, stored to the output
+ * planes.  U = G g G^T with the batchnorm folded in is computed at compile time, packed in
+ * the GEMMs' read order [Cin/kb][Cout/R][nx][kb][R] (one sequential stream per item and input
+ * block).  F(4x4) uses the points 0, 1, -1, 2, -2 and infinity (Lavin's matrices). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

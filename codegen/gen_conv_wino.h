@@ -1,5 +1,5 @@
-/* gen_conv_wino.h — codegen-private: Winograd F(2x2,3x3) route of inference 3x3 stride-1
- * convs (gen_conv_wino.c), taken from cg_gen_conv2d when cg_conv_wino_ok says so. */
+/* gen_conv_wino.h — codegen-private: Winograd F(2x2,3x3) / F(4x4,3x3) route of inference 3x3
+ * stride-1 convs (gen_conv_wino.c), taken from cg_gen_conv2d when cg_conv_wino_ok says so. */
 #ifndef CNNC_GEN_CONV_WINO_H
 #define CNNC_GEN_CONV_WINO_H
 
@@ -14,7 +14,9 @@
 #define CG_WINO_MIN_C 32
 int cg_conv_wino_ok(cg_ctx *c, const ir_node *n);
 
-/* Emits the kernel of node n (cg_conv_wino_ok(c, n) must hold); kind as cg_gen_conv2d. */
+/* Emits the kernel of node n (cg_conv_wino_ok(c, n) must hold); kind as cg_gen_conv2d:
+ * conv2d_wino4_... on maps of at least 2V 4x4 output tiles (16 on AVX2), conv2d_wino2_...
+ * below; CNNC_WINO_F2=1 / CNNC_WINO_F4=1 in cnnc's environment force the tile. */
 LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 
 #endif
