@@ -14,7 +14,9 @@
  * plane, its x chunk packed into a panel by the first tile of the block that reads it and read
  * sequentially by the others); on larger planes, or with CNNC_TRAIN_NO_PCONV_FLAT, it is
  * viewed as rows of a divisor of its plane (cw pixels, ~L2-sized input rows).  A 1x1 strided conv that inference runs on its
- * subsampled plane (sub) runs here on its own output rows.  Training batchnorm uses batch
+ * subsampled plane (sub) runs here on its own output rows; a kxk channel-vector conv that
+ * inference runs as K-blocked planes (vc_plane) runs as planes (one item per (image, tile)).
+ * Training batchnorm uses batch
  * statistics, so there is no epilogue besides the bias. */
 #include <stdlib.h>
 #include <string.h>
