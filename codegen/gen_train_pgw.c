@@ -29,12 +29,14 @@ typedef struct pgw {
   int64_t n, ci, ih, iw, co, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw, taps, ck;
   int V, R, NV;
   int64_t rh, nrch;   /* output rows per chunk, chunks per image */
+  int64_t ni, nich;   /* images per chunk (> 1: chunks of whole images), image chunks */
   int64_t cib, nci;   /* input channels per item (columns cib*taps), their blocks */
   int64_t cob, nco;   /* output channels per item, their blocks */
   int64_t ldc_max;    /* packed row length of the widest item (floats) */
   int acc;            /* accumulator registers: tiles R x NV, and budget/nv x nv for nv < NV */
   int flat;           /* 1x1 stride 1 unpadded, every chunk >= V pixels: chunks are flat x ranges */
   int prefetch;       /* the pack prefetches the next chunk's x (CNNC_PGW_NO_PREFETCH: not) */
+  int dwpf;           /* a tile prefetches the next tile's dw rows (CNNC_PGW_NO_DWPF: not) */
   LLVMValueRef dy, x, dwt, buf;
 } pgw;
 
@@ -53,8 +55,8 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->in[1]].shape;
   *k = (pgw){xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], ds->dim[1], ds->dim[2], ds->dim[3], at->kernel[0],
              at->kernel[1], at->stride[0], at->stride[1], at->pad[0], at->pad[1], at->dilation[0], at->dilation[1],
-             (int64_t)at->kernel[0] * at->kernel[1], 0, c->target->vec_f32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-             NULL, NULL, NULL, NULL};
+             (int64_t)at->kernel[0] * at->kernel[1], 0, c->target->vec_f32, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+             0, 0, NULL, NULL, NULL, NULL};
   if (k->taps > PGW_MAX_TAPS || k->kh > PGW_MAX_TAPS || (k->V & (k->V - 1))) return 0;
   k->ck = k->ci * k->taps;
   int budget = cg_acc_budget(c->target);
@@ -63,13 +65,24 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   k->R = budget / k->NV;
   /* chunk: the pixels whose NV-vector column slice fills ~16 KB of L1, whole rows */
   int64_t px = 16384 / ((int64_t)k->NV * k->V * 4);
+  if (getenv("CNNC_PGW_CHUNK_PX")) px = atoi(getenv("CNNC_PGW_CHUNK_PX")) > 0 ? atoi(getenv("CNNC_PGW_CHUNK_PX")) : px;
   k->rh = px / k->ow < 1 ? 1 : px / k->ow > k->oh ? k->oh : px / k->ow;
   k->nrch = (k->oh + k->rh - 1) / k->rh;
   if (!getenv("CNNC_PGW_UNEVEN_ROWS")) { /* as many chunks, of equal rows (14 rows: 7 + 7, not 12 + 2) */
     k->rh = (k->oh + k->nrch - 1) / k->nrch;
     k->nrch = (k->oh + k->rh - 1) / k->rh;
   }
-  int64_t P = k->rh * k->ow;
+  /* maps of at most half a chunk (layer4's 7x7): chunks of whole images, as many of equal count
+   * (16 images by 3: 6 chunks, the last of 1), so that the tiles' accumulators go back to dw once
+   * per ~px pixels instead of once per image (CNNC_PGW_ONE_IMAGE: one image per chunk) */
+  k->ni = 1, k->nich = k->n;
+  if (k->nrch == 1 && px / (k->oh * k->ow) >= 2 && k->n > 1 && !getenv("CNNC_PGW_ONE_IMAGE")) {
+    int64_t ni = px / (k->oh * k->ow);
+    k->nich = (k->n + ni - 1) / ni;
+    k->ni = (k->n + k->nich - 1) / k->nich;
+    k->nich = (k->n + k->ni - 1) / k->ni;
+  }
+  int64_t P = k->ni * k->rh * k->ow;
   /* column blocks: the packed chunk within half the L2 tile budget; at least 2 of them (down
    * to ~32 columns; CNNC_PGW_MINBLK=N: N, the first round's 4 read dy twice as often) and an
    * even number under 8, so that 2 threads get equal shares; equal blocks of whole channels,
@@ -103,6 +116,7 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   }
   k->ldc_max = pgw_ldc(k, k->cib * k->taps);
   k->prefetch = !getenv("CNNC_PGW_NO_PREFETCH");
+  k->dwpf = !getenv("CNNC_PGW_NO_DWPF");
   int64_t rlast = k->oh - (k->nrch - 1) * k->rh;
   k->flat = k->kh == 1 && k->kw == 1 && k->sh == 1 && k->sw == 1 && k->pt == 0 && k->pl == 0 && k->oh == k->ih &&
             k->ow == k->iw && (rlast < k->rh ? rlast : k->rh) * k->ow >= k->V;
@@ -204,13 +218,14 @@ static void pgw_vchans(cg_ctx *c, const pgw *k, LLVMValueRef *tap0, LLVMValueRef
 
 /* Flat chunks (1x1, stride 1, unpadded: xcol is x): np >= V pixels from x index src in blocks
  * of V, the last block moved back to end at np (it rewrites equal values). */
-static void pgw_pack_flat(cg_ctx *c, const pgw *k, LLVMValueRef src, LLVMValueRef np, int64_t cib, int64_t ldc, LLVMValueRef pfd) {
+static void pgw_pack_flat(cg_ctx *c, const pgw *k, LLVMValueRef src, LLVMValueRef np, int64_t cib, int64_t ldc, LLVMValueRef pfd,
+                          LLVMValueRef dst0) {
   int V = k->V;
   cg_loop B;
   LLVMValueRef nb = LLVMBuildUDiv(c->b, cg_taddk(c, np, V - 1), cg_i64(c, V), "");
   LLVMValueRef b = cg_loop_begin(c, &B, cg_i64(c, 0), nb, cg_i64(c, 1), "pkb");
   LLVMValueRef p0 = cg_min64(c, cg_tmul(c, b, V), cg_taddk(c, np, -V)), tap0 = cg_tadd(c, src, p0);
-  pgw_vchans(c, k, &tap0, NULL, cg_tmul(c, p0, ldc), cib, ldc, V, pfd);
+  pgw_vchans(c, k, &tap0, NULL, cg_tadd(c, dst0, cg_tmul(c, p0, ldc)), cib, ldc, V, pfd);
   cg_loop_end(c, &B);
 }
 
@@ -238,11 +253,11 @@ static void pgw_masks(cg_ctx *c, const pgw *k, LLVMValueRef ox0, LLVMValueRef *r
  * one block of OW lanes when OW < V), plain loads where every tap of the block is inside x,
  * masked loads (gathers at stride > 1) at the borders. */
 static void pgw_pack(cg_ctx *c, const pgw *k, LLVMValueRef nb, LLVMValueRef oy0, LLVMValueRef rows, LLVMValueRef ci0, int64_t cib,
-                     int64_t ldc, LLVMValueRef pfd) {
+                     int64_t ldc, LLVMValueRef pfd, LLVMValueRef dst0) {
   int V = k->V, np = k->ow < V ? (int)k->ow : V;
   LLVMValueRef plane = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->ci), ci0), k->ih * k->iw);
   if (k->flat) {
-    pgw_pack_flat(c, k, cg_tadd(c, plane, cg_tmul(c, oy0, k->iw)), cg_tmul(c, rows, k->ow), cib, ldc, pfd);
+    pgw_pack_flat(c, k, cg_tadd(c, plane, cg_tmul(c, oy0, k->iw)), cg_tmul(c, rows, k->ow), cib, ldc, pfd, dst0);
     return;
   }
   LLVMValueRef rowok[PGW_MAX_TAPS], rowx[PGW_MAX_TAPS], tap0[PGW_MAX_TAPS], mask[PGW_MAX_TAPS];
@@ -261,7 +276,7 @@ static void pgw_pack(cg_ctx *c, const pgw *k, LLVMValueRef nb, LLVMValueRef oy0,
   LLVMValueRef ox0 = k->ow < V ? cg_i64(c, 0) : cg_min64(c, cg_tmul(c, xb, V), cg_i64(c, k->ow - V));
   for (int64_t t = 0; t < k->taps; t++)
     tap0[t] = cg_taddk(c, cg_tadd(c, rowx[t / k->kw], cg_tmul(c, ox0, k->sw)), t % k->kw * k->dw - k->pl);
-  LLVMValueRef dst = cg_tmul(c, cg_tadd(c, cg_tmul(c, rl, k->ow), ox0), ldc);
+  LLVMValueRef dst = cg_tadd(c, dst0, cg_tmul(c, cg_tadd(c, cg_tmul(c, rl, k->ow), ox0), ldc));
   cg_if f;
   int fast = np == V && lo0 + V <= hi1;
   if (fast) {
@@ -281,7 +296,7 @@ static void pgw_pack(cg_ctx *c, const pgw *k, LLVMValueRef nb, LLVMValueRef oy0,
 /* One register tile: rr output channels x nv column vectors (the last one's lanes lastm) over
  * the chunk's np pixels.  dbase: dy index of (nb, co0, first pixel); wbase: dw index of (co0,
  * first column); bcol: the tile's first column in the packed chunk. */
-static void pgw_tile(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef np, LLVMValueRef wbase, LLVMValueRef bcol,
+static void pgw_tile(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef np, LLVMValueRef nimg, LLVMValueRef wbase, LLVMValueRef bcol,
                      int64_t ldc, int rr, int nv, unsigned lastm) {
   int V = k->V;
   int64_t ohw = k->oh * k->ow;
@@ -294,7 +309,20 @@ static void pgw_tile(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef n
       LLVMValueRef wi = cg_taddk(c, wbase, (int64_t)r * k->ck + (int64_t)v * V);
       LLVMBuildStore(c->b, cg_tload(c, k->dwt, wi, 1, v == nv - 1 ? lastm : full, V), reg[r * nv + v]);
     }
-  cg_loop L;
+  if (k->dwpf) /* the next tile's dw rows (the next rr output channels), while this one runs */
+    for (int r = 0; r < rr; r++)
+      for (int v = 0; v < nv; v++) {
+        LLVMValueRef i = cg_taddk(c, wbase, (int64_t)(rr + r) * k->ck + (int64_t)v * V);
+        LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_f32, k->dwt, &i, 1, ""), cg_i32(c, 0), cg_i32(c, 3), cg_i32(c, 1)};
+        cg_intrinsic(c, "llvm.prefetch", &c->t_ptr, 1, args, 4);
+      }
+  cg_loop L, S;
+  LLVMValueRef seg = NULL; /* chunks of whole images: image seg of the chunk, pixels [0, np) of it */
+  if (nimg) {
+    seg = cg_loop_begin(c, &S, cg_i64(c, 0), nimg, cg_i64(c, 1), "gs");
+    dbase = cg_tadd(c, dbase, cg_tmul(c, seg, k->co * ohw));
+    bcol = cg_tadd(c, bcol, cg_tmul(c, seg, ohw * ldc));
+  }
   LLVMValueRef p = cg_loop_begin(c, &L, cg_i64(c, 0), np, cg_i64(c, 1), "gp");
   for (int i = 0; i < rr * nv; i++) cur[i] = LLVMBuildLoad2(c->b, vt, reg[i], "");
   LLVMValueRef xrow = cg_tadd(c, cg_tmul(c, p, ldc), bcol);
@@ -306,6 +334,7 @@ static void pgw_tile(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef n
   }
   for (int i = 0; i < rr * nv; i++) LLVMBuildStore(c->b, cur[i], reg[i]);
   cg_loop_end(c, &L);
+  if (nimg) cg_loop_end(c, &S);
   for (int r = 0; r < rr; r++)
     for (int v = 0; v < nv; v++) {
       LLVMValueRef wi = cg_taddk(c, wbase, (int64_t)r * k->ck + (int64_t)v * V);
@@ -316,7 +345,7 @@ static void pgw_tile(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef n
 /* Every tile of column vectors [kv0, kv0 + nv) over cob output channels from dbase / wbase:
  * acc/nv channels per tile (R for nv = NV; 12 x 1 and 6 x 2 tiles for narrow remainders on
  * AVX2), the last tile narrower. */
-static void pgw_cols(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef np, LLVMValueRef wbase, LLVMValueRef kv0,
+static void pgw_cols(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef np, LLVMValueRef nimg, LLVMValueRef wbase, LLVMValueRef kv0,
                      int64_t ldc, int64_t cob, int nv, unsigned lastm) {
   int rt = k->acc / nv;
   int64_t nct = (cob + rt - 1) / rt;
@@ -326,17 +355,17 @@ static void pgw_cols(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef n
     cg_loop T;
     LLVMValueRef t = cg_loop_begin(c, &T, cg_i64(c, 0), cg_i64(c, nct - 1), cg_i64(c, 1), "gct");
     LLVMValueRef r0 = cg_tmul(c, t, rt);
-    pgw_tile(c, k, cg_tadd(c, dbase, cg_tmul(c, r0, k->oh * k->ow)), np, cg_tadd(c, wb, cg_tmul(c, r0, k->ck)), bcol, ldc, rt,
+    pgw_tile(c, k, cg_tadd(c, dbase, cg_tmul(c, r0, k->oh * k->ow)), np, nimg, cg_tadd(c, wb, cg_tmul(c, r0, k->ck)), bcol, ldc, rt,
              nv, lastm);
     cg_loop_end(c, &T);
   }
   int64_t r0 = (nct - 1) * rt;
-  pgw_tile(c, k, cg_taddk(c, dbase, r0 * k->oh * k->ow), np, cg_taddk(c, wb, r0 * k->ck), bcol, ldc, rl, nv, lastm);
+  pgw_tile(c, k, cg_taddk(c, dbase, r0 * k->oh * k->ow), np, nimg, cg_taddk(c, wb, r0 * k->ck), bcol, ldc, rl, nv, lastm);
 }
 
 /* The tiles of one packed chunk for output channels [co0, co0 + cob): column tiles of NV
  * vectors, then the remainder.  dbase: dy index of (nb, channel 0, the chunk's first pixel). */
-static void pgw_chunk(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef np, LLVMValueRef co0, LLVMValueRef ci0, int64_t cib,
+static void pgw_chunk(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef np, LLVMValueRef nimg, LLVMValueRef co0, LLVMValueRef ci0, int64_t cib,
                       int64_t cob) {
   int V = k->V;
   int64_t cols = cib * k->taps, ldc = pgw_ldc(k, cols), nvk = (cols + V - 1) / V;
@@ -349,14 +378,14 @@ static void pgw_chunk(cg_ctx *c, const pgw *k, LLVMValueRef dbase, LLVMValueRef 
   if (nkt - split > 1) {
     cg_loop T;
     LLVMValueRef t = cg_loop_begin(c, &T, cg_i64(c, 0), cg_i64(c, nkt - 1 - split), cg_i64(c, 1), "gkt");
-    pgw_cols(c, k, db, np, wbase, cg_tmul(c, t, k->NV), ldc, cob, k->NV, full);
+    pgw_cols(c, k, db, np, nimg, wbase, cg_tmul(c, t, k->NV), ldc, cob, k->NV, full);
     cg_loop_end(c, &T);
   }
   if (split) {
-    pgw_cols(c, k, db, np, wbase, cg_i64(c, (nkt - 2) * k->NV), ldc, cob, 2, full);
-    pgw_cols(c, k, db, np, wbase, cg_i64(c, (nkt - 2) * k->NV + 2), ldc, cob, 2, lastm);
+    pgw_cols(c, k, db, np, nimg, wbase, cg_i64(c, (nkt - 2) * k->NV), ldc, cob, 2, full);
+    pgw_cols(c, k, db, np, nimg, wbase, cg_i64(c, (nkt - 2) * k->NV + 2), ldc, cob, 2, lastm);
   } else {
-    pgw_cols(c, k, db, np, wbase, cg_i64(c, (nkt - 1) * k->NV), ldc, cob, nvl, lastm);
+    pgw_cols(c, k, db, np, nimg, wbase, cg_i64(c, (nkt - 1) * k->NV), ldc, cob, nvl, lastm);
   }
 }
 
@@ -373,7 +402,7 @@ static void pgw_run(cg_ctx *c, const pgw *k, LLVMValueRef ci0, int64_t cib, LLVM
   LLVMValueRef wz = cg_tadd(c, cg_tmul(c, z, k->ck), cg_tmul(c, ci0, k->taps));
   for (int64_t v = 0; v < nvk; v++) cg_tstore(c, cg_fzero(c, V), k->dwt, cg_taddk(c, wz, v * V), v == nvk - 1 ? lastm : full, V);
   cg_loop_end(c, &Z);
-  LLVMValueRef nb = cg_loop_begin(c, &NB, cg_i64(c, 0), cg_i64(c, k->n), cg_i64(c, 1), "gn");
+  LLVMValueRef nb = cg_loop_begin(c, &NB, cg_i64(c, 0), cg_i64(c, k->n), cg_i64(c, k->ni), "gn");
   LLVMValueRef ch = cg_loop_begin(c, &CH, cg_i64(c, 0), cg_i64(c, k->nrch), cg_i64(c, 1), "gch");
   LLVMValueRef oy0 = cg_tmul(c, ch, k->rh);
   LLVMValueRef rows = cg_min64(c, cg_i64(c, k->rh), LLVMBuildSub(c->b, cg_i64(c, k->oh), oy0, ""));
@@ -381,19 +410,27 @@ static void pgw_run(cg_ctx *c, const pgw *k, LLVMValueRef ci0, int64_t cib, LLVM
   if (k->prefetch)
     pfd = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, ch, cg_i64(c, k->nrch - 1), ""),
                           cg_i64(c, k->ci * k->ih * k->iw - (k->nrch - 1) * k->rh * k->sh * k->iw), cg_i64(c, k->rh * k->sh * k->iw), "pfd");
-  pgw_pack(c, k, nb, oy0, rows, ci0, cib, ldc, pfd);
-  LLVMValueRef np = cg_tmul(c, rows, k->ow);
+  LLVMValueRef np = cg_tmul(c, rows, k->ow), nimg = NULL;
+  if (k->ni > 1) { /* images [nb, nb + nimg) at buf pixels [i*OH*OW, ..): the pack prefetches the next image */
+    cg_loop I;
+    nimg = cg_min64(c, cg_i64(c, k->ni), LLVMBuildSub(c->b, cg_i64(c, k->n), nb, ""));
+    LLVMValueRef i = cg_loop_begin(c, &I, cg_i64(c, 0), nimg, cg_i64(c, 1), "gpi");
+    pgw_pack(c, k, cg_tadd(c, nb, i), oy0, rows, ci0, cib, ldc, pfd, cg_tmul(c, i, k->oh * k->ow * ldc));
+    cg_loop_end(c, &I);
+  } else {
+    pgw_pack(c, k, nb, oy0, rows, ci0, cib, ldc, pfd, cg_i64(c, 0));
+  }
   LLVMValueRef dbase = cg_tadd(c, cg_tmul(c, nb, k->co * k->oh * k->ow), cg_tmul(c, oy0, k->ow));
   LLVMValueRef ob = cg_loop_begin(c, &OB, obl, obh, cg_i64(c, 1), "gob");
   LLVMValueRef co0 = cg_tmul(c, ob, k->cob);
   if (col == k->cob) {
-    pgw_chunk(c, k, dbase, np, co0, ci0, cib, k->cob);
+    pgw_chunk(c, k, dbase, np, nimg, co0, ci0, cib, k->cob);
   } else {
     cg_if f;
     cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntEQ, ob, cg_i64(c, k->nco - 1), ""));
-    pgw_chunk(c, k, dbase, np, co0, ci0, cib, col);
+    pgw_chunk(c, k, dbase, np, nimg, co0, ci0, cib, col);
     cg_if_else(c, &f);
-    pgw_chunk(c, k, dbase, np, co0, ci0, cib, k->cob);
+    pgw_chunk(c, k, dbase, np, nimg, co0, ci0, cib, k->cob);
     cg_if_end(c, &f);
   }
   cg_loop_end(c, &OB);
@@ -436,7 +473,7 @@ LLVMValueRef cg_train_pgw(cg_ctx *c, const ir_node *n, const char *fn_name, cons
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
   k.dy = a[0], k.x = a[1], k.dwt = a[2];
-  int64_t P = k.rh * k.ow;
+  int64_t P = k.ni * k.rh * k.ow;
   k.buf = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, k.V), (uint64_t)(P * k.ldc_max / k.V)), "gwpack");
   LLVMSetAlignment(k.buf, 64);
   pgw_emit(c, &k, a[3], a[4]);

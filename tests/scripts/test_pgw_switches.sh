@@ -3,11 +3,14 @@
 # every weight one running sum over the pixels in (n, oy, ox) order, so its plan does not change
 # the trained weights.  A model with a 1x1 whose input-channel blocks depend on the minimum
 # block count, 14-row maps (chunks of 7 + 7 rows, or 12 + 2 under CNNC_PGW_UNEVEN_ROWS=1) and a
-# strided 3x3, compiled with the defaults and with each compile-time switch
-# (CNNC_PGW_NO_PREFETCH=1, CNNC_PGW_MINBLK=4, CNNC_PGW_UNEVEN_ROWS=1, all three: the plan of
-# before the third round), trained 3 updates at 2 threads: the checkpoints are byte for byte
-# equal.  The switches must change the code: the default module prefetches (llvm.prefetch),
-# CNNC_PGW_NO_PREFETCH=1's does not, and CNNC_PGW_UNEVEN_ROWS=1's differs from the default.
+# strided 3x3 onto 7x7 maps (chunks of 3 + 1 whole images, or 1 under CNNC_PGW_ONE_IMAGE=1),
+# compiled with the defaults and with each compile-time switch (CNNC_PGW_NO_PREFETCH=1 with
+# CNNC_PGW_NO_DWPF=1, CNNC_PGW_NO_DWPF=1 alone, CNNC_PGW_MINBLK=4, CNNC_PGW_UNEVEN_ROWS=1,
+# CNNC_PGW_ONE_IMAGE=1, all of them: the plan of before the fourth round), trained 3 updates at
+# 2 threads: the checkpoints are byte for byte equal.  The switches must change the code: the
+# default grad_weight kernels prefetch (llvm.prefetch), those without both prefetches do not, and
+# CNNC_PGW_NO_DWPF=1's, CNNC_PGW_UNEVEN_ROWS=1's and CNNC_PGW_ONE_IMAGE=1's differ from the
+# default.
 set -u
 BUILD=${1:?usage: test_pgw_switches.sh BUILD SRC}
 SRC=${2:?usage: test_pgw_switches.sh BUILD SRC}
@@ -48,17 +51,23 @@ train() {
 }
 
 build def X=1
-build nopf CNNC_PGW_NO_PREFETCH=1
+build nopf CNNC_PGW_NO_PREFETCH=1 CNNC_PGW_NO_DWPF=1
+build nodwpf CNNC_PGW_NO_DWPF=1
 build min4 CNNC_PGW_MINBLK=4
 build uneven CNNC_PGW_UNEVEN_ROWS=1
-build old CNNC_PGW_NO_PREFETCH=1 CNNC_PGW_MINBLK=4 CNNC_PGW_UNEVEN_ROWS=1
+build oneimg CNNC_PGW_ONE_IMAGE=1
+build old CNNC_PGW_NO_PREFETCH=1 CNNC_PGW_MINBLK=4 CNNC_PGW_UNEVEN_ROWS=1 CNNC_PGW_NO_DWPF=1 CNNC_PGW_ONE_IMAGE=1
 if grep -q 'define.*conv2d_grad_weight_pk_f32' "$T/def.ll"; then ok; else bad "no packed grad_weight kernel in the module"; fi
-if grep -q 'call void @llvm.prefetch' "$T/def.ll"; then ok; else bad "the default module does not prefetch"; fi
-if grep -q 'call void @llvm.prefetch' "$T/nopf.ll"; then bad "CNNC_PGW_NO_PREFETCH=1 still prefetches"; else ok; fi
+# gwfn NAME: the packed grad_weight functions of $T/NAME.ll (other kernels may prefetch too)
+gwfn() { awk '/^define.*conv2d_grad_weight_pk_f32/ {on = 1} on {print} /^}/ {on = 0}' "$T/$1.ll"; }
+if gwfn def | grep -q 'call void @llvm.prefetch'; then ok; else bad "the default grad_weight does not prefetch"; fi
+if gwfn nopf | grep -q 'call void @llvm.prefetch'; then bad "CNNC_PGW_NO_PREFETCH=1 CNNC_PGW_NO_DWPF=1 still prefetches"; else ok; fi
+if cmp -s "$T/def.ll" "$T/nodwpf.ll"; then bad "CNNC_PGW_NO_DWPF=1 changed nothing"; else ok; fi
+if cmp -s "$T/def.ll" "$T/oneimg.ll"; then bad "CNNC_PGW_ONE_IMAGE=1 changed nothing"; else ok; fi
 if cmp -s "$T/def.ll" "$T/uneven.ll"; then bad "CNNC_PGW_UNEVEN_ROWS=1 changed nothing"; else ok; fi
 if cmp -s "$T/def.ll" "$T/min4.ll"; then bad "CNNC_PGW_MINBLK=4 changed nothing"; else ok; fi
-for n in def nopf min4 uneven old; do train "$n"; done
-for n in nopf min4 uneven old; do
+for n in def nopf nodwpf min4 uneven oneimg old; do train "$n"; done
+for n in nopf nodwpf min4 uneven oneimg old; do
   if cmp "$T/def.ck/"*.safetensors "$T/$n.ck/"*.safetensors; then ok; else bad "$n trained differently from the default"; fi
 done
 finish
