@@ -3,7 +3,9 @@
  * xcol the im2col of x.  Work items are (block of input channels: the columns ci*taps.., block
  * of output channels), output-channel blocks fastest, split over the threads in contiguous
  * ranges; a thread's items of one input-channel block form a run.  Per run and pixel chunk
- * (whole output rows of one image, sized so that a register tile's column slice stays in L1)
+ * (whole output rows of one image, sized so that a register tile's column slice stays in L1;
+ * on maps of at most half that size whole images, the tiles going over them one after the
+ * other)
  * the thread packs the chunk's xcol once, transposed, [pixel][column] (zero taps at the
  * borders, columns padded to the vector width): V x V in-register transposes of V vector loads
  * of x, masked loads at the borders.  Then every register tile of R output channels x NV
@@ -12,7 +14,7 @@
  * contiguous over the chunk's pixels) and R*NV FMAs, no horizontal sums.  The tile's
  * accumulators start from dw (zeroed when the run starts) and go back to it after each chunk,
  * so every weight is one running sum over the pixels in (n, oy, ox) order: the same for any
- * thread count (bitwise).  dw partials live in memory between chunks, which
+ * thread count (bitwise).  Before its pixel loop a tile prefetches the next tile's dw rows.  dw partials live in memory between chunks, which
  * --enable-half-partials would round; that option keeps the direct kernels of
  * gen_train_conv.c (whose rounding points the interpreter mirrors). */
 #include "codegen/gen_train_pgw.h"
