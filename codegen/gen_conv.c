@@ -418,6 +418,30 @@ static int64_t conv_pack_floats(const conv_geom *g) {
  * in L3) layer2's 512 -> 128 convs measured 0.91-0.94x with the prefetch; at 8 MB
  * EfficientNet-B0 b16's 144 -> 40 project conv (7.2 MB) lost its 1.32x. */
 #define FLAT_PF_MIN_BYTES (4.0 * 1024 * 1024)
+/* Slots per prefetched line.  The next chunk's L lines are spread over the S = (tiles - 1) x
+ * ntl pixel tiles of the chunk's other items, so each line is prefetched by ~S / L slots
+ * (~Cout / 6 with 12-accumulator tiles: S / L grows with the output channels, the chunk's
+ * bytes are fixed).  Measured at batch 16 (bench/opcmp.py, one-conv models, 2 threads, 3
+ * interleaved rounds of 12-15 repeats, CPU time, 26 Nov 19:47-19:54, load 15-19), prefetch vs
+ * CNNC_NO_FLAT_PREFETCH=1: S/L 8 (256 -> 64 at 56x56) 1.17-1.39x, 16 (512 -> 128 at 28x28)
+ * 1.05-1.06x, 17 (256 -> 128 at 56x56) 0.95-1.07x, 28 (1024 -> 256 at 14x14) 1.04-1.06x, but
+ * 32 (512 -> 256 at 28x28, ResNeXt-50's layer2 conv1s and ResNet-50's layer3/0/conv1)
+ * 0.97-0.99x, 35 (256 -> 256 at 56x56) 0.93-0.99x, 57 (1024 -> 512) 1.00-1.04x, 64 (512 ->
+ * 512) 0.94-0.98x, 113 (1024 -> 1024) 0.97-1.01x: the wider convs do enough FMAs per chunk
+ * to hide its loads, and the redundant prefetches (one per K step of every slot) only cost.
+ * Convs with at most SMALL_K_CIN input channels (504-pixel chunks, 21 tiles per item) gained
+ * at every width measured: 64 -> 64 / 128 / 256 at 56x56 (S/L 9 / 19 / 40) 1.20-1.22x /
+ * 1.09x / 1.03-1.04x (2 rounds of 15, 20:00, load 15-16).  So the prefetch is left out above
+ * FLAT_PF_MAX_SPL slots per line unless Cin_g <= SMALL_K_CIN (CNNC_FLAT_PF_MAX_SPL in cnnc's
+ * environment sets another limit, 0: none, for A/B measurements). */
+#define FLAT_PF_MAX_SPL 30
+static int flat_prefetch_ok(const conv_geom *g, const conv_row *r) {
+  int64_t es = r->xdt != IR_F32 ? 2 : 4, L = (flat_chunk_px(g) * es + 63) / 64 + 1;
+  int64_t S = ((int64_t)g->groups * g->ntile - 1) * (flat_chunk_px(g) / ((int64_t)g->P * g->V));
+  const char *env = getenv("CNNC_FLAT_PF_MAX_SPL");
+  int64_t lim = env ? strtoll(env, NULL, 10) : FLAT_PF_MAX_SPL;
+  return lim <= 0 || S <= lim * L || g->cin_g <= SMALL_K_CIN;
+}
 static LLVMValueRef flat_prefetch_line(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_xpack *pk,
                                        LLVMValueRef nxt, LLVMValueRef i, int64_t ntl) {
   int64_t es = r->xdt != IR_F32 ? 2 : 4, L = (flat_chunk_px(g) * es + 63) / 64 + 1;
@@ -773,7 +797,8 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
     LLVMValueRef part = cg_i64(c, (int64_t)g.groups * g.ntile);
     if (g.flat && conv_flat_split_tiles(&g)) it = conv_flat_split_item(c, &g, it, a[n_act + 2], &part);
     double xbytes = (double)g.n * g.cin * g.h * g.w * (r.xdt != IR_F32 ? 2 : 4);
-    if (g.flat && g.groups == 1 && !r.resid[0] && xbytes >= FLAT_PF_MIN_BYTES && !getenv("CNNC_NO_FLAT_PREFETCH"))
+    if (g.flat && g.groups == 1 && !r.resid[0] && xbytes >= FLAT_PF_MIN_BYTES && flat_prefetch_ok(&g, &r) &&
+        !getenv("CNNC_NO_FLAT_PREFETCH"))
       pk.part = part; /* flat_prefetch */
     pk.pf_epi = g.flat && r.resid[0] && !getenv("CNNC_NO_FLAT_PREFETCH"); /* flat_prefetch_epi */
     conv_item(c, &g, &r, &e, pk.buf ? &pk : NULL, it);

@@ -7,7 +7,8 @@
  * equal, the two builds are bitwise equal (a prefetch changes no value), and the LLVM IR of
  * each build has llvm.prefetch exactly when the prefetch is on (the next chunk of x for convs
  * without a fused add whose batch input is at least 4 MB, the residual lines for those with
- * one).  16-bit storage (--precision
+ * one; a wide conv, over gen_conv.c's FLAT_PF_MAX_SPL slots per prefetched line, has none
+ * unless CNNC_FLAT_PF_MAX_SPL=0).  16-bit storage (--precision
  * 16.16, bf16 and fp16, tests/store16/resnetish.yml at batch 3: flat convs reading and writing
  * 16 bits, with residual adds): the two builds differ in code and give bitwise equal logits
  * with 1 and 2 threads, within test_store16_infer's 5e-3 of the interpreter. */
@@ -18,6 +19,7 @@
 
 typedef struct flat_case {
   int n, cin, cout, h, w, resid; /* resid: bn + residual add of a second 1x1 conv + relu */
+  int wide; /* more than FLAT_PF_MAX_SPL slots per line, Cin > 64: no x prefetch unless CNNC_FLAT_PF_MAX_SPL=0 */
 } flat_case;
 
 /* gen_conv.c FLAT_PF_MIN_BYTES: smaller inputs (for the batch) get no next-chunk prefetch */
@@ -30,6 +32,7 @@ static const flat_case cases[] = {
     {1, 64, 70, 11, 13, 0},    /* 36 KB of input: no next-chunk prefetch */
     {3, 48, 70, 11, 13, 1},    /* a fused residual add: its residual lines prefetched */
     {1, 240, 13, 95, 97, 1},   /* both: the add conv's residuals, the other conv's next chunks */
+    {1, 96, 289, 107, 109, 0, 1}, /* 4.5 MB, 73 channel tiles (a 1-channel leftover): ~46 slots per line, x prefetch off by default */
 };
 
 static int conv1x1(ir_graph *g, const char *name, int x, int cin, int cout, int bn) {
@@ -82,6 +85,7 @@ static int build_run(ir_graph *g, const cg_target *t, const char *label, int pf,
                      float *got) {
   if (pf) unsetenv("CNNC_NO_FLAT_PREFETCH");
   else setenv("CNNC_NO_FLAT_PREFETCH", "1", 1);
+  if (pf == 2) setenv("CNNC_FLAT_PF_MAX_SPL", "0", 1); /* no slots-per-line limit */
   int hp = has_prefetch(g, t);
   CGT_CHECK(hp == want, "%s: llvm.prefetch in the IR of kernels without (1) / with (2) an add: %d, want %d", label, hp, want);
   char so[512];
@@ -90,6 +94,7 @@ static int build_run(ir_graph *g, const cg_target *t, const char *label, int pf,
   ir_diag d = {0};
   int rc = cg_compile(g, t, &o, &d);
   unsetenv("CNNC_NO_FLAT_PREFETCH");
+  unsetenv("CNNC_FLAT_PF_MAX_SPL");
   if (rc) {
     ir_diag_print(&d, stderr);
     CGT_CHECK(0, "%s: compile failed", label);
@@ -137,8 +142,16 @@ static void run_case(const flat_case *k, const cg_target *t, const char *pfx) {
   float **ref = ir_interp(g, x, NULL);
   char l[200];
   snprintf(l, sizeof l, "%s prefetch", label);
-  int want = (4.0 * (double)nx >= PF_MIN_BYTES ? 1 : 0) | (k->resid ? 2 : 0);
+  if (k->wide) CGT_CHECK(4.0 * (double)nx >= PF_MIN_BYTES, "%s: input under the prefetch floor", label);
+  int want = (4.0 * (double)nx >= PF_MIN_BYTES && !k->wide ? 1 : 0) | (k->resid ? 2 : 0);
   int a = build_run(g, t, l, 1, want, ref, x, on);
+  if (k->wide) { /* CNNC_FLAT_PF_MAX_SPL=0 puts the x prefetch back; same values */
+    float *lim = malloc((size_t)ny * sizeof *lim);
+    snprintf(l, sizeof l, "%s CNNC_FLAT_PF_MAX_SPL=0", label);
+    if (!build_run(g, t, l, 2, want | 1, ref, x, lim) && !a)
+      CGT_CHECK(!memcmp(on, lim, (size_t)ny * sizeof *on), "%s: not bitwise equal to the default build", l);
+    free(lim);
+  }
   snprintf(l, sizeof l, "%s CNNC_NO_FLAT_PREFETCH", label);
   int b = build_run(g, t, l, 0, 0, ref, x, off);
   if (!a && !b) CGT_CHECK(!memcmp(on, off, (size_t)ny * sizeof *on), "%s: prefetch build not bitwise equal to the other", label);
