@@ -67,6 +67,7 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   k->R = budget / k->NV;
   /* chunk: the pixels whose NV-vector column slice fills ~16 KB of L1, whole rows */
   int64_t px = 16384 / ((int64_t)k->NV * k->V * 4);
+  /* CNNC_PGW_CHUNK_PX=N at compile time: chunks of ~N pixels (for measurements; the same sums) */
   if (getenv("CNNC_PGW_CHUNK_PX")) px = atoi(getenv("CNNC_PGW_CHUNK_PX")) > 0 ? atoi(getenv("CNNC_PGW_CHUNK_PX")) : px;
   k->rh = px / k->ow < 1 ? 1 : px / k->ow > k->oh ? k->oh : px / k->ow;
   k->nrch = (k->oh + k->rh - 1) / k->rh;
