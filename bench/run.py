@@ -181,6 +181,8 @@ def main():
                    help="--train: PyTorch fmnist_cnn figure: fmnist_torch.py's one-epoch img/s (default), or the same "
                         "loop timed like torch_bench.py (bench/fmnist_torch_steps.py, --seconds)")
     a = p.parse_args()
+    if a.rounds < 1:
+        p.error("--rounds must be at least 1")
     a.work = a.work or os.path.join(a.build, "bench")
     a.anchors = os.environ.get("ANCHORS", "/work/shared/anchors")
     a.ort_node = os.environ.get("ORT_NODE", "/work/ort/node_modules/onnxruntime-node")

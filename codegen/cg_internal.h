@@ -30,6 +30,10 @@ int cg_acc_budget(const cg_target *t);
 /* Creates another target machine equal to t's (one per codegen thread). */
 LLVMTargetMachineRef cg_target_clone_tm(const cg_target *t, int opt_level);
 
+/* A/B and test switches (CNNC_NO_* etc.): on when the variable is set, non-empty and not
+ * "0", so CNNC_NO_X=0 means "not disabled" for every switch alike (cg_util.c). */
+int cg_env_on(const char *name);
+
 /* ---- vectors (cg_util.c) ---------------------------------------------------------------- */
 LLVMTypeRef cg_vtype(cg_ctx *c, int w);                       /* float for w == 1, <w x float> else */
 LLVMValueRef cg_splat(cg_ctx *c, LLVMValueRef s, int w);      /* scalar f32 -> w lanes */

@@ -777,7 +777,7 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
   cg_thread_range(c, cg_i64(c, items), a[n_act + 1], a[n_act + 2], &lo, &hi);
   conv_xpack pk = {NULL, NULL, NULL, NULL, NULL, 0};
   int64_t pf = g.dwp ? 0 : conv_pack_floats(&g);
-  if (pf > 0 && !getenv("CNNC_NO_CONV_PACK")) {
+  if (pf > 0 && !cg_env_on("CNNC_NO_CONV_PACK")) {
     LLVMValueRef buf = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, g.V), (uint64_t)((pf + g.V - 1) / g.V)), "xpack");
     LLVMSetAlignment(buf, 64);
     pk.buf = buf, pk.key = cg_entry_alloca(c, c->t_i64, "xpack_key");
@@ -798,9 +798,9 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
     if (g.flat && conv_flat_split_tiles(&g)) it = conv_flat_split_item(c, &g, it, a[n_act + 2], &part);
     double xbytes = (double)g.n * g.cin * g.h * g.w * (r.xdt != IR_F32 ? 2 : 4);
     if (g.flat && g.groups == 1 && !r.resid[0] && xbytes >= FLAT_PF_MIN_BYTES && flat_prefetch_ok(&g, &r) &&
-        !getenv("CNNC_NO_FLAT_PREFETCH"))
+        !cg_env_on("CNNC_NO_FLAT_PREFETCH"))
       pk.part = part; /* flat_prefetch */
-    pk.pf_epi = g.flat && r.resid[0] && !getenv("CNNC_NO_FLAT_PREFETCH"); /* flat_prefetch_epi */
+    pk.pf_epi = g.flat && r.resid[0] && !cg_env_on("CNNC_NO_FLAT_PREFETCH"); /* flat_prefetch_epi */
     conv_item(c, &g, &r, &e, pk.buf ? &pk : NULL, it);
   }
   cg_loop_end(c, &L);

@@ -21,7 +21,8 @@ typedef struct conv_geom {
   int64_t sub_w, sub_ow; /* sub: the unflattened input and output widths */
   int vc_wide_ok;      /* inference graph (no label): cg_conv_vc_choose may take wide stride-1 kxk maps */
   int vc_plane;        /* kxk channel vectors, one work item per (image, channel tile) plane,
-                        * K-blocked over the plane (cg_conv_vc_plane; inference only) */
+                        * K-blocked over the plane (cg_conv_vc_plane; inference and
+                        * training's packed route, gen_train_pconv.c) */
   int dwp;             /* depthwise stride-1 small plane as one flat row (gen_dwconv.c) */
   int dw_pool;         /* a global_avgpool fused as a second output (pass_fusion.n_side) */
   int64_t l2;          /* cache-blocking budget of this op: cg_shard_tile_budget (cg_budget.h) */

@@ -91,7 +91,7 @@ static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
 
 int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
   const cg_priv *pv = c->priv;
-  if (n->op != IR_OP_conv2d || (pv && pv->train) || !cg_bf16_dot(c->target) || getenv("CNNC_NO_BF16")) return 0;
+  if (n->op != IR_OP_conv2d || (pv && pv->train) || !cg_bf16_dot(c->target) || cg_env_on("CNNC_NO_BF16")) return 0;
   const ir_conv2d_attr *a = &n->attr.conv2d;
   if (a->kernel[0] != 1 || a->kernel[1] != 1 || a->stride[0] != 1 || a->stride[1] != 1 || a->pad[0] || a->pad[1] ||
       a->pad[2] || a->pad[3] || a->groups > 1)

@@ -18,7 +18,7 @@
  * with.  CNNC_VC_SHARED_TAPS in cnnc's environment restores the shared broadcasts on 2/3 of
  * the budget for dense convs too (A/B measurements). */
 static int vc_unshared(const conv_geom *g) {
-  return g->groups == 1 && !getenv("CNNC_VC_SHARED_TAPS");
+  return g->groups == 1 && !cg_env_on("CNNC_VC_SHARED_TAPS");
 }
 
 /* Dense kxk stride-1 convs on maps whose rows fill pixel vectors (ResNet-50 layer1's 56x56x64
@@ -30,7 +30,7 @@ static int vc_unshared(const conv_geom *g) {
  * packed convs keep their pixel-vector kernels (not measured with channel vectors).
  * CNNC_NO_VC_WIDE in cnnc's environment keeps the pixel tiles (A/B measurements). */
 static int vc_wide(const conv_geom *g) {
-  return g->vc_wide_ok && g->kw > 1 && g->kh > 1 && vc_unshared(g) && g->cout_g >= 2 * g->V && !getenv("CNNC_NO_VC_WIDE");
+  return g->vc_wide_ok && g->kw > 1 && g->kh > 1 && vc_unshared(g) && g->cout_g >= 2 * g->V && !cg_env_on("CNNC_NO_VC_WIDE");
 }
 
 int cg_conv_vc_choose(conv_geom *g, int budget) {
@@ -108,7 +108,7 @@ static void vc_store_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, cons
                           int rr, int np, LLVMValueRef ox) {
   int V = g->V, nrv = (rr + V - 1) / V;
   int64_t plane = g->oh * g->ow;
-  if (V < 2 || V > 16 || (V & (V - 1)) || np > V || getenv("CNNC_NO_VC_TRANSPOSE")) { /* lane by lane (env: A/B) */
+  if (V < 2 || V > 16 || (V & (V - 1)) || np > V || cg_env_on("CNNC_NO_VC_TRANSPOSE")) { /* lane by lane (env: A/B) */
     for (int v = 0; v < nrv; v++)
       for (int p = 0; p < np; p++)
         vc_store(c, g, r, e, acc[v * np + p], v, rr - v * V < V ? rr - v * V : V, LLVMBuildAdd(c->b, ox, cg_i64(c, p), ""));
@@ -139,7 +139,7 @@ static void vc_store_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, cons
  * differs from the one-set tile; the same for every thread count.)  CNNC_NO_VC_SPLIT in
  * cnnc's environment turns it off (A/B). */
 static int vc_split(const conv_geom *g, int nrv, int np) {
-  return g->kw > 1 && !g->sub && vc_unshared(g) && 2 * nrv * np <= g->R / g->V * g->P && !getenv("CNNC_NO_VC_SPLIT");
+  return g->kw > 1 && !g->sub && vc_unshared(g) && 2 * nrv * np <= g->R / g->V * g->P && !cg_env_on("CNNC_NO_VC_SPLIT");
 }
 
 /* The kw taps of one (ci, ky) for np pixels into cur[v * np + p] (split: odd tap columns
@@ -252,7 +252,7 @@ static void vc_kb_begin(cg_ctx *c, const conv_geom *g, int rr, int64_t nt, const
 static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
   /* --enable-half-partials: the partials between blocks would have to be 16-bit (and recorded
    * for the interpreter like vc_kblocked_row's); the unblocked row keeps them in registers */
-  if (g->kw == 1 || g->sub || !vc_unshared(g) || c->g->half_partials || getenv("CNNC_NO_VC_KXK_KBLOCK")) return 0;
+  if (g->kw == 1 || g->sub || !vc_unshared(g) || c->g->half_partials || cg_env_on("CNNC_NO_VC_KXK_KBLOCK")) return 0;
   int64_t nt = (g->ow + g->P - 1) / g->P, wci = (int64_t)g->kh * g->kw * g->R * 4; /* weight bytes per input channel */
   if (nt < 2 || nt > 4 || g->cin_g * wci <= 2 * VC_KXK_BLOCK_BYTES) return 0;
   vc_kb k;
@@ -305,8 +305,9 @@ static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r,
  * accumulator; f32 in the buffer): plane rows are bitwise the row kernels; plane tiles (below)
  * too, except where a row kernel's small tile splits its accumulators (vc_split).
  * Kind `conv2d_vcp_...`.  CNNC_NO_VC_PLANE in cnnc's environment turns it off (A/B
- * measurements), CNNC_VC_PLANE=1 takes it for every kxk conv it can run (tests); the training
- * entry (cg_conv_row_pixels) runs rows and never takes it. */
+ * measurements), CNNC_VC_PLANE=1 takes it for every kxk conv it can run (tests).  Training's
+ * packed route (gen_train_pconv.c) calls cg_conv_vc_plane for the convs inference runs here
+ * (kind `_pk_vcp_`); its row entry (cg_conv_row_pixels) never takes it. */
 #define VC_PLANE_MAX_BUF (64 * 1024)
 
 /* Plane tiles: the output plane as one row of oh*ow pixels cut into compile-time tiles of
@@ -316,16 +317,16 @@ static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r,
  * cnnc's environment keeps the row tiles (A/B measurements). */
 static int64_t vc_plane_tiles(const conv_geom *g) {
   int64_t nt = (g->oh * g->ow + g->P - 1) / g->P;
-  return nt <= CG_CONV_SUB_MAX_TILES && !getenv("CNNC_NO_VC_PLANE_TILES") ? nt : 0;
+  return nt <= CG_CONV_SUB_MAX_TILES && !cg_env_on("CNNC_NO_VC_PLANE_TILES") ? nt : 0;
 }
 
 int cg_conv_vc_plane_ok(cg_ctx *c, const conv_geom *g) {
-  if (!g->vc || g->kw == 1 || g->sub || g->flat || !vc_unshared(g) || c->g->half_partials || getenv("CNNC_NO_VC_PLANE"))
+  if (!g->vc || g->kw == 1 || g->sub || g->flat || !vc_unshared(g) || c->g->half_partials || cg_env_on("CNNC_NO_VC_PLANE"))
     return 0;
   int64_t nt = (g->ow + g->P - 1) / g->P, wt = (int64_t)g->cin_g * g->kh * g->kw * g->R * 4;
   int64_t x = (int64_t)g->cin_g * g->h * g->w * 4, nacc = g->R / g->V * g->P;
   /* CNNC_VC_PLANE=1: every kxk conv this path can run (tests of small shapes) */
-  if (!getenv("CNNC_VC_PLANE") && (wt <= 2 * VC_KXK_BLOCK_BYTES || wt + x <= g->l2)) return 0;
+  if (!cg_env_on("CNNC_VC_PLANE") && (wt <= 2 * VC_KXK_BLOCK_BYTES || wt + x <= g->l2)) return 0;
   if (vc_plane_tiles(g)) return 1;
   return nt >= 1 && nt <= 4 && g->oh * nt * nacc * g->V * 4 <= VC_PLANE_MAX_BUF;
 }
@@ -502,16 +503,17 @@ static int vc_1x1_unpadded(const conv_geom *g) {
  * b1/b16 +6 % per CPU-second over d = 16; d = 64 no better).  CNNC_NO_VC_W_PREFETCH=1 in cnnc's
  * environment turns it off, CNNC_VC_W_PF_DIST=d sets the distance (A/B measurements). */
 static int vc_w_pf_dist(void) {
-  const char *off = getenv("CNNC_NO_VC_W_PREFETCH"), *d = getenv("CNNC_VC_W_PF_DIST");
-  if (off && *off && strcmp(off, "0") != 0) return 0;
+  const char *d = getenv("CNNC_VC_W_PF_DIST");
+  if (cg_env_on("CNNC_NO_VC_W_PREFETCH")) return 0;
   int v = d && *d ? atoi(d) : 32;
   return v > 0 && v < 4096 ? v : 0;
 }
 
 static void vc_w_prefetch(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef wrow, int d) {
   for (int64_t o = 0; o < g->R; o += 16) {
-    LLVMValueRef args[4] = {cg_gep_f32(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)d * g->R + o), "")), cg_i32(c, 0),
-                            cg_i32(c, 3), cg_i32(c, 1)};
+    /* a plain GEP, not inbounds: near the last channels the address lies past the weights */
+    LLVMValueRef off = LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)d * g->R + o), "");
+    LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_f32, r->wp, &off, 1, "wpf"), cg_i32(c, 0), cg_i32(c, 3), cg_i32(c, 1)};
     cg_intrinsic(c, "llvm.prefetch", &c->t_ptr, 1, args, 4);
   }
 }
@@ -609,7 +611,7 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
 #define VC_PANEL_MAX_BYTES (512 * 1024)
 
 static int vc_panel_ok(const conv_geom *g) {
-  if (!vc_1x1_unpadded(g) || getenv("CNNC_NO_VC_PANEL")) return 0;
+  if (!vc_1x1_unpadded(g) || cg_env_on("CNNC_NO_VC_PANEL")) return 0;
   int64_t nt = (g->ow + g->P - 1) / g->P;
   return nt <= (g->sub ? CG_CONV_SUB_MAX_TILES : VC_KBLOCK_MAX_TILES) && g->cin_g * g->ow * 4 <= VC_PANEL_MAX_BYTES;
 }
@@ -662,8 +664,7 @@ static void vc_panel_pack(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVM
 #define VC_IMG_PANEL_MAX_BYTES (1024 * 1024)
 
 static int vc_img_panel(const conv_geom *g) {
-  const char *off = getenv("CNNC_NO_VC_IMG_PANEL");
-  if (off && *off && strcmp(off, "0") != 0) return 0;
+  if (cg_env_on("CNNC_NO_VC_IMG_PANEL")) return 0;
   return !g->sub && g->sw > 1 && g->oh > 1 && g->cin_g * g->ow * g->oh * 4 <= VC_IMG_PANEL_MAX_BYTES;
 }
 

@@ -103,8 +103,7 @@ static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n, int m) {
 }
 
 int cg_conv_wino_ok(cg_ctx *c, const ir_node *n) {
-  const char *off = getenv("CNNC_NO_WINOGRAD");
-  if (off && *off && strcmp(off, "0") != 0) return 0;
+  if (cg_env_on("CNNC_NO_WINOGRAD")) return 0;
   const cg_priv *pv = c->priv;
   if (!pv || pv->train || n->op != IR_OP_conv2d || c->target->vec_f32 < 8) return 0;
   const ir_conv2d_attr *a = &n->attr.conv2d;
@@ -489,18 +488,14 @@ static void wino_kblock(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVM
   wino_gemm(c, p, it, k0, kn, first);
 }
 
-static int env_on(const char *k) {
-  const char *v = getenv(k);
-  return v && *v && strcmp(v, "0") != 0;
-}
 
 /* Output tile of node n: CNNC_WINO_F2=1 forces 2x2, CNNC_WINO_F4=1 forces 4x4 (tests,
  * measurements); otherwise 4x4 when the map has at least 2V 4x4 tiles (one GEMM column block
  * of P = 2 vectors: 14x14 and up on AVX2; measured ResNet-50 56x56, 28x28, 14x14 1.3-1.6x
  * faster than F(2x2) per CPU-second, 7x7 with its 4 tiles 0.4x). */
 static int wino_tile(cg_ctx *c, const ir_node *n) {
-  if (env_on("CNNC_WINO_F2")) return 2;
-  if (env_on("CNNC_WINO_F4")) return 4;
+  if (cg_env_on("CNNC_WINO_F2")) return 2;
+  if (cg_env_on("CNNC_WINO_F4")) return 4;
   const ir_shape *ys = &c->g->values[n->out].shape;
   return cdiv(ys->dim[2], 4) * cdiv(ys->dim[3], 4) >= 2 * c->target->vec_f32 ? 4 : 2;
 }

@@ -320,9 +320,8 @@ LLVMValueRef cg_gen_maxpool_grad(cg_ctx *c, const ir_node *n, const char *fn_nam
   int64_t planes = xs->dim[0] * xs->dim[1], oxa, oxb, oya, oyb;
   mp_interior(u.w, u.ow, pa->kernel[1], pa->stride[1], pa->pad[1], &oxa, &oxb);
   mp_interior(u.h, u.oh, pa->kernel[0], pa->stride[0], pa->pad[0], &oya, &oyb);
-  const char *e = getenv("CNNC_TRAIN_SCALAR_MAXPOOL_GRAD");
   /* many clipped columns (a window wider than the image) would unroll too much code */
-  if ((e && *e && strcmp(e, "0")) || oxa + (u.ow - oxb) > 16 || (int64_t)pa->kernel[0] * pa->kernel[1] > 64)
+  if (cg_env_on("CNNC_TRAIN_SCALAR_MAXPOOL_GRAD") || oxa + (u.ow - oxb) > 16 || (int64_t)pa->kernel[0] * pa->kernel[1] > 64)
     return cg_gen_maxpool_grad_scalar(c, n, fn_name, kind);
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);

@@ -71,7 +71,7 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   if (getenv("CNNC_PGW_CHUNK_PX")) px = atoi(getenv("CNNC_PGW_CHUNK_PX")) > 0 ? atoi(getenv("CNNC_PGW_CHUNK_PX")) : px;
   k->rh = px / k->ow < 1 ? 1 : px / k->ow > k->oh ? k->oh : px / k->ow;
   k->nrch = (k->oh + k->rh - 1) / k->rh;
-  if (!getenv("CNNC_PGW_UNEVEN_ROWS")) { /* as many chunks, of equal rows (14 rows: 7 + 7, not 12 + 2) */
+  if (!cg_env_on("CNNC_PGW_UNEVEN_ROWS")) { /* as many chunks, of equal rows (14 rows: 7 + 7, not 12 + 2) */
     k->rh = (k->oh + k->nrch - 1) / k->nrch;
     k->nrch = (k->oh + k->rh - 1) / k->rh;
   }
@@ -79,7 +79,7 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
    * (16 images by 3: 6 chunks, the last of 1), so that the tiles' accumulators go back to dw once
    * per ~px pixels instead of once per image (CNNC_PGW_ONE_IMAGE: one image per chunk) */
   k->ni = 1, k->nich = k->n;
-  if (k->nrch == 1 && px / (k->oh * k->ow) >= 2 && k->n > 1 && !getenv("CNNC_PGW_ONE_IMAGE")) {
+  if (k->nrch == 1 && px / (k->oh * k->ow) >= 2 && k->n > 1 && !cg_env_on("CNNC_PGW_ONE_IMAGE")) {
     int64_t ni = px / (k->oh * k->ow);
     k->nich = (k->n + ni - 1) / ni;
     k->ni = (k->n + k->nich - 1) / k->nich;
@@ -96,7 +96,7 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   int64_t nci = (k->ci + cibmax - 1) / cibmax, minc = (32 + k->taps - 1) / k->taps;
   /* every input-channel block reads all of dy again, every thread packing a block all its x:
    * where dy is the larger (1x1 expansions) the threads share output-channel blocks instead */
-  int dy_larger = getenv("CNNC_PGW_CISPLIT") ? 0 : k->co * k->oh * k->ow > k->ci * k->ih * k->iw;
+  int dy_larger = cg_env_on("CNNC_PGW_CISPLIT") ? 0 : k->co * k->oh * k->ow > k->ci * k->ih * k->iw;
   int64_t minb = getenv("CNNC_PGW_MINBLK") ? atoi(getenv("CNNC_PGW_MINBLK")) : 2;
   if (nci < minb && !dy_larger) nci = (k->ci + minc - 1) / minc < minb ? (k->ci + minc - 1) / minc : minb;
   if (nci > 1 && nci < 8 && nci % 2 && !dy_larger) nci++;
@@ -118,8 +118,8 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
     k->nco = (k->co + k->cob - 1) / k->cob;
   }
   k->ldc_max = pgw_ldc(k, k->cib * k->taps);
-  k->prefetch = !getenv("CNNC_PGW_NO_PREFETCH");
-  k->dwpf = !getenv("CNNC_PGW_NO_DWPF");
+  k->prefetch = !cg_env_on("CNNC_PGW_NO_PREFETCH");
+  k->dwpf = !cg_env_on("CNNC_PGW_NO_DWPF");
   int64_t rlast = k->oh - (k->nrch - 1) * k->rh;
   k->flat = k->kh == 1 && k->kw == 1 && k->sh == 1 && k->sw == 1 && k->pt == 0 && k->pl == 0 && k->oh == k->ih &&
             k->ow == k->iw && (rlast < k->rh ? rlast : k->rh) * k->ow >= k->V;
@@ -472,7 +472,7 @@ static void pgw_emit(cg_ctx *c, const pgw *k, LLVMValueRef tid, LLVMValueRef nth
 
 LLVMValueRef cg_train_pgw(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   pgw k;
-  if (getenv("CNNC_TRAIN_NO_PGW") || !pgw_plan(c, n, &k)) return NULL;
+  if (cg_env_on("CNNC_TRAIN_NO_PGW") || !pgw_plan(c, n, &k)) return NULL;
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
   k.dy = a[0], k.x = a[1], k.dwt = a[2];

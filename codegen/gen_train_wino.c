@@ -23,6 +23,8 @@
 /* A block's transformed weights at most this big (CNNC_TRAIN_WINO_U_KB at compile time
  * overrides it, for measurements): fewer, wider blocks transform the inputs fewer times. */
 #define TW_U_BYTES (1024 * 1024)
+/* CNNC_TRAIN_WINO_U_KB (measurements) is capped here: U lives in the kernel's frame. */
+#define TW_U_MAX_BYTES (8 * 1024 * 1024)
 #define TW_TB_MAX 64 /* tile slots per item at most (a single tile row may be wider) */
 
 typedef struct twplan {
@@ -38,8 +40,7 @@ static int64_t tw_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* The conditions of gen_train_wino.h on the attributes and the graph. */
 static int tw_route_ok(cg_ctx *c, const ir_conv2d_attr *a) {
-  const char *off = getenv("CNNC_TRAIN_NO_WINOGRAD");
-  if (off && *off && strcmp(off, "0") != 0) return 0;
+  if (cg_env_on("CNNC_TRAIN_NO_WINOGRAD")) return 0;
   if (c->target->vec_f32 < 8 || c->g->half_partials) return 0;
   int dh = a->dilation[0] < 1 ? 1 : a->dilation[0], dw = a->dilation[1] < 1 ? 1 : a->dilation[1];
   if (a->kernel[0] != 3 || a->kernel[1] != 3 || a->stride[0] != 1 || a->stride[1] != 1 || dh != 1 || dw != 1 || a->groups > 1)
@@ -77,6 +78,7 @@ static int tw_plan(cg_ctx *c, const int64_t *xd, const int64_t *yd, int pt, int 
   int64_t ubytes = TW_U_BYTES;
   const char *ukb = getenv("CNNC_TRAIN_WINO_U_KB");
   if (ukb && atoi(ukb) > 0) ubytes = (int64_t)atoi(ukb) * 1024;
+  if (ubytes > TW_U_MAX_BYTES) ubytes = TW_U_MAX_BYTES; /* a stack buffer: kernels do not probe their frames */
   int64_t cbmax = TW_PANEL_BYTES / (64 * p->tb * p->R), ubmax = ubytes / (64 * p->kb * p->nkb * p->R);
   if (ubmax < cbmax) cbmax = ubmax;
   if (cbmax < 1) cbmax = 1;

@@ -550,7 +550,10 @@ static int bench_calls(const opts *o, cnnrt_model *m, bench_result *r, double **
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
   while (n < o->runs || r->total < o->seconds) {
     if (n == cap) {
-      if (cap >= 1 << 24) break;
+      if (cap >= 1 << 24) { /* 16.7M timed calls: --seconds is not reached, say so */
+        fprintf(stderr, "cnnrun: benchmark: stopped after %d calls (%.3f s of --seconds %g)\n", n, r->total, o->seconds);
+        break;
+      }
       double *p = realloc(*ms, (size_t)(cap *= 2) * sizeof **ms);
       if (!p) die("out of memory");
       *ms = p;

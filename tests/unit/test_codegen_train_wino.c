@@ -1,6 +1,6 @@
 /* test_codegen_train_wino.c — compiled training's Winograd F(2x2,3x3) route for 3x3 stride-1
  * convs (codegen/gen_train_wino.c): forward and stride-1 grad_input with the weight transform
- * at run time.  Models: odd maps (13x11, 9x7: tile remainders at the right and bottom),
+ * at run time.  Models: odd maps (13x11, 11x9, 8x8: tile remainders at the right and bottom),
  * padding 1 and 0 (grad_input of a pad-0 conv: a pad-2 view), channel counts not multiples of
  * 8 (remainder channel tiles, several channel blocks), a K-blocked input (more channels than
  * one panel holds), bias and conv + batchnorm + relu, batch 1 and 3.  Each model: the .so
