@@ -46,6 +46,8 @@ void cg_store_v(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx_i
 void cg_transpose_v(cg_ctx *c, int V, int np, const LLVMValueRef *a, LLVMValueRef *t);
 /* w lanes base[idx + l*stride] (stride >= 1 compile-time); stride 2 reads base[idx+2w-1]. */
 LLVMValueRef cg_load_strided(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx_i64, int stride, int w);
+/* Lanes 0, 2, 4, ... of the 2w-lane concatenation a:b (a stride-2 pick of two loaded vectors). */
+LLVMValueRef cg_even_lanes(cg_ctx *c, LLVMValueRef a, LLVMValueRef b, int w);
 LLVMValueRef cg_fma(cg_ctx *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef acc); /* llvm.fmuladd */
 LLVMValueRef cg_hsum(cg_ctx *c, LLVMValueRef v, int w);      /* horizontal sum (tree) */
 LLVMValueRef cg_hmax(cg_ctx *c, LLVMValueRef v, int w);

@@ -189,6 +189,12 @@ static LLVMValueRef shuffle_const(cg_ctx *c, const int *m, int n) {
   return LLVMConstVector(e, (unsigned)n);
 }
 
+LLVMValueRef cg_even_lanes(cg_ctx *c, LLVMValueRef a, LLVMValueRef b, int w) {
+  int m[64];
+  for (int i = 0; i < w; i++) m[i] = 2 * i;
+  return LLVMBuildShuffleVector(c->b, a, b, shuffle_const(c, m, w), "even");
+}
+
 LLVMValueRef cg_load_strided(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, int stride, int w) {
   if (w == 1) return cg_load_f32(c, base, idx);
   if (stride == 1) return cg_load_v(c, base, idx, w);

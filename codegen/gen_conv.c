@@ -194,9 +194,7 @@ static LLVMValueRef load_pixels(cg_ctx *c, const conv_geom *g, LLVMValueRef x, L
       }
     LLVMValueRef a = lo ? cg_conv_masked_load(c, x, idx, lo, V) : cg_fzero(c, V);
     LLVMValueRef b = hi ? cg_conv_masked_load(c, x, LLVMBuildAdd(c->b, idx, cg_i64(c, V), ""), hi, V) : cg_fzero(c, V);
-    LLVMValueRef e[64];
-    for (int l = 0; l < V; l++) e[l] = cg_i32(c, 2 * l);
-    return LLVMBuildShuffleVector(c->b, a, b, LLVMConstVector(e, (unsigned)V), "even");
+    return cg_even_lanes(c, a, b, V);
   }
   LLVMValueRef v = cg_fzero(c, V);
   for (int l = 0; l < V; l++)

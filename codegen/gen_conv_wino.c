@@ -192,9 +192,7 @@ static LLVMValueRef wino_load_cols(cg_ctx *c, const wino_plan *p, LLVMValueRef x
     }
   LLVMValueRef va = lo ? cg_conv_masked_load(c, x, at, lo, V) : cg_fzero(c, V);
   LLVMValueRef vb = hi ? cg_conv_masked_load(c, x, LLVMBuildAdd(c->b, at, cg_i64(c, V), ""), hi, V) : cg_fzero(c, V);
-  LLVMValueRef e[64];
-  for (int l = 0; l < V; l++) e[l] = cg_i32(c, 2 * l);
-  return LLVMBuildShuffleVector(c->b, va, vb, LLVMConstVector(e, (unsigned)V), "even");
+  return cg_even_lanes(c, va, vb, V);
 }
 
 /* Input transform of input channels [k0, k0 + kn) into the panel: vb[xi*vxs + ci*tb + r*tw

@@ -151,9 +151,7 @@ static LLVMValueRef tw_cols(cg_ctx *c, const twplan *p, LLVMValueRef x, LLVMValu
   if (col0 >= 0 && col0 + 2 * V - 2 < p->w) return cg_load_strided(c, x, at, 2, V);
   LLVMValueRef va = lo ? cg_tload(c, x, at, 1, lo, V) : cg_fzero(c, V);
   LLVMValueRef vb = hi ? cg_tload(c, x, cg_taddk(c, at, V), 1, hi, V) : cg_fzero(c, V);
-  LLVMValueRef e[64];
-  for (int l = 0; l < V; l++) e[l] = cg_i32(c, 2 * l);
-  return LLVMBuildShuffleVector(c->b, va, vb, LLVMConstVector(e, (unsigned)V), "even");
+  return cg_even_lanes(c, va, vb, V);
 }
 
 /* Input transform of channels [k0, k0 + kn) of the item's rows into the panel: vb[xi*vxs +
