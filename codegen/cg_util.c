@@ -304,13 +304,23 @@ LLVMValueRef cg_exp(cg_ctx *c, LLVMValueRef x, int w) { return exp_core(c, x, w,
  * 1/d to within rounding, and exactly 1 for d = 1, which a plain Newton step, error eps^2 =
  * 2^-24, misses by an ulp), three FMAs instead of a vdivps (Zen 3: latency 10-11, one per
  * 3.5 cycles for 256 bits).  rcpps flushes results below 2^-126 to 0, so d >= 2^126
- * gives 0 (1/d would be denormal); d = NaN gives NaN.  Elsewhere (non-x86 triples, AVX-512
- * widths) a plain fdiv. */
+ * gives 0 (1/d would be denormal); d = NaN gives NaN.  16 lanes (AVX-512): vrcp14ps, the same
+ * step, and an explicit 0 for d >= 2^126.  Elsewhere (non-x86 triples) a plain fdiv. */
 static LLVMValueRef recip_ge1(cg_ctx *c, LLVMValueRef d, int w) {
   LLVMValueRef one = cg_fconst(c, 1.0f, w);
   const char *tr = c->target->triple;
   int x86 = strncmp(tr, "x86_64", 6) == 0 || (tr[0] == 'i' && strstr(tr, "86"));
   LLVMValueRef r0 = NULL;
+  if (x86 && w == 16 && c->target->vec_f32 >= 16) {
+    /* vrcp14ps (relative error <= 2^-14) gives denormal results where rcpps flushes: the
+     * select below restores rcpps' 0 for d >= 2^126, so every width returns the same values */
+    LLVMValueRef a[3] = {d, LLVMConstNull(LLVMTypeOf(d)), LLVMConstAllOnes(LLVMInt16TypeInContext(c->llc))};
+    r0 = cg_intrinsic(c, "llvm.x86.avx512.rcp14.ps.512", NULL, 0, a, 3);
+    LLVMValueRef e = cg_fma(c, LLVMBuildFNeg(c->b, d, ""), r0, one);
+    LLVMValueRef r = cg_fma(c, r0, cg_fma(c, e, e, e), r0);
+    LLVMValueRef big = LLVMBuildFCmp(c->b, LLVMRealOGE, d, cg_fconst(c, 0x1p126f, w), "");
+    return LLVMBuildSelect(c->b, big, LLVMConstNull(LLVMTypeOf(d)), r, "recip");
+  }
   if (x86 && w == 8 && c->target->vec_f32 >= 8) {
     r0 = cg_intrinsic(c, "llvm.x86.avx.rcp.ps.256", NULL, 0, &d, 1);
   } else if (x86 && w == 4 && c->target->vec_f32 >= 4) {

@@ -2,7 +2,7 @@
  * one Newton-Raphson step on x86, docs/codegen.md "Fused epilogues") against double-precision
  * references, over a dense sweep: every 4099th float bit pattern (all exponents, both signs,
  * denormals, NaNs), a fine linear sweep of [-20, 20], [-110, 110], and -inf, +inf, NaN, +-0,
- * the smallest denormals, +-88, +-100, FLT_MAX.  Compiled for the host (8 lanes here), x86-64-v3
+ * the smallest denormals, +-88, +-100, FLT_MAX.  Compiled for the host (8 or 16 lanes), x86-64-v3
  * and x86-64 (4 lanes, SSE rcpps); the element count is not a multiple of 8, so the scalar
  * tail runs too.  Error: |got - want| / max(|want|, 1e-29) (relative, absolute below 1e-29:
  * sigmoid below 2^-126 is flushed to 0 by rcpps, swish there is < 1.1e-36); NaN exactly where
