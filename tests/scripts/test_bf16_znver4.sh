@@ -7,7 +7,12 @@
 #     itself) touches a fixed stack slot (a spill or reload would be `N(%rsp)`; the packed
 #     input panel is read as `N(%rsp,%reg)`).  32.32 and fp16 builds for znver4 have no vdpbf16ps.
 #  2. A .so for znver4 is refused at open on a CPU without avx512f/avx512bf16 with a clear
-#     message and exit status 1 (not SIGILL); on a CPU with them it must run.  The host build runs.
+#     message and exit status 1 (not SIGILL).  The host build runs.
+#  3. On a CPU with them the znver4 .so runs: its logits (6 N(0,1) samples, 3 micro-batches, 2
+#     threads) must be bitwise those of the same kernels with vdpbf16ps emulated (znver4
+#     -avx512bf16 with CNNC_BF16_EMULATE=1: the same tiles, an exact emulation), within 5e-3 of
+#     the max |logit| of the f32 kernels' 16.16 build (CNNC_NO_BF16=1; docs/precision.md "bf16
+#     arithmetic": an f32 sum in another order) and within 0.1 of fp32's (32.32).
 set -u
 BUILD=${1:?usage: test_bf16_znver4.sh BUILD SRC}
 SRC=${2:?usage: test_bf16_znver4.sh BUILD SRC}
@@ -62,8 +67,53 @@ done
 # 2. refused at open, not SIGILL
 "$CNNC" "$M" --precision 16.16 --target-cpu znver4 --batch-size 2 -o "$T/z4.so" >"$T/log" 2>&1 || bad "znver4 .so: $(tail -3 "$T/log")"
 "$CNNC" "$M" --precision 16.16 --batch-size 2 -o "$T/h.so" >"$T/log" 2>&1 || bad "host .so: $(tail -3 "$T/log")"
-if grep -q avx512bf16 /proc/cpuinfo && grep -q avx512f /proc/cpuinfo; then
+if grep -qwE "avx512_?bf16" /proc/cpuinfo && grep -qw avx512f /proc/cpuinfo; then # Linux: avx512_bf16
   expect 0 "img/s|latency" -- "$T/z4.so" benchmark --batches 1 --runs 1 --warmup 0
+  # 3. the vdpbf16ps kernels executed: vs their emulation, the f32 kernels and fp32
+  z4() { "$CNNC" "$M" --target-cpu znver4 --batch-size 2 "$@" >>"$T/log" 2>&1; }
+  CNNC_BF16_EMULATE=1 z4 --precision 16.16 --target-features=-avx512bf16 -o "$T/e4.so" || bad "emulated znver4 .so: $(tail -3 "$T/log")"
+  CNNC_NO_BF16=1 z4 --precision 16.16 -o "$T/n4.so" || bad "CNNC_NO_BF16=1 znver4 .so: $(tail -3 "$T/log")"
+  z4 --precision 32.32 -o "$T/f4.so" || bad "32.32 znver4 .so: $(tail -3 "$T/log")"
+  if "$CNNC" "$M" --precision 16.16 --target-cpu znver4 --target-features=-avx512bf16 --batch-size 2 --emit asm \
+    -o "$T/e4.s" >>"$T/log" 2>&1 && CNNC_BF16_EMULATE=1 "$CNNC" "$M" --precision 16.16 --target-cpu znver4 \
+    --target-features=-avx512bf16 --batch-size 2 --emit asm -o "$T/e4.s" >>"$T/log" 2>&1; then
+    # the emulated build has the same bf16 tiles as the native one, and no vdpbf16ps
+    want=$(grep -o '_bf16_[0-9]*x[0-9]*__avx512bf16' "$T/kernels" | sed 's/bf16$//' | sort | tr '\n' ' ')
+    got=$(grep -o '^cnnk_[A-Za-z0-9_]*_bf16_[0-9]*x[0-9]*__avx512_bf16emu' "$T/e4.s" | grep -o '_bf16_[0-9]*x[0-9]*__avx512' |
+      sort | tr '\n' ' ')
+    [ -n "$want" ] && [ "$want" = "$got" ] && ok || bad "emulated tiles '$got', native '$want'"
+    [ "$(grep -c vdpbf16ps "$T/e4.s")" = 0 ] && ok || bad "the emulated build has vdpbf16ps"
+  else
+    bad "emulated znver4 --emit asm: $(tail -3 "$T/log")"
+  fi
+  python3 -c "
+import random, struct
+random.seed(3)
+n = 6 * 5 * 14 * 14
+open('$T/x.raw', 'wb').write(struct.pack('%df' % n, *[random.gauss(0, 1) for _ in range(n)]))"
+  for s in z4 e4 n4 f4; do
+    "$CNNRUN" "$T/$s.so" infer --input "$T/x.raw" --output "$T/$s.y" --threads 2 >"$T/out" 2>&1 || bad "infer $s: $(tail -3 "$T/out")"
+  done
+  if cmp -s "$T/z4.y" "$T/e4.y" && [ -s "$T/z4.y" ]; then ok; else bad "vdpbf16ps logits not bitwise the emulation's"; fi
+  if msg=$(python3 - "$T" <<'P'
+import struct, sys
+def rd(p):
+    b = open(sys.argv[1] + "/" + p + ".y", "rb").read()
+    return struct.unpack("%df" % (len(b) // 4), b)
+z, n, f = rd("z4"), rd("n4"), rd("f4")
+assert len(z) == 60 and len(n) == len(z) and len(f) == len(z), (len(z), len(n), len(f))
+def rel(a, b):
+    return max(abs(x - y) for x, y in zip(a, b)) / max(abs(y) for y in b)
+rn, rf = rel(z, n), rel(z, f)
+print("vdpbf16ps vs the f32 kernels' 16.16 %.3g (bound 5e-3), vs fp32 %.3g (bound 0.1)" % (rn, rf))
+sys.exit(0 if rn <= 5e-3 and rf <= 0.1 else 1)
+P
+  ); then
+    ok
+    echo "$msg"
+  else
+    bad "$msg"
+  fi
 else
   expect 1 "compiled for CPU features this CPU lacks: .*avx512bf16" -- "$T/z4.so" benchmark --batches 1 --runs 1 --warmup 0
   expect 1 "compiled for CPU features this CPU lacks" -- "$T/z4.so" info

@@ -14,6 +14,8 @@ typedef struct dw_case {
   int plane; /* 1: must be conv2d_dw_plane; 2: with 8+ lanes only (4 lanes: too many vectors);
               * 0: must not be; 3: must not be with 8+ lanes (4 lanes: more vectors, either) */
   int stride; /* 0 = 1 */
+  int vmax;   /* 1 and 2 only up to this many lanes (0: any): a stride-2 plane pays for its phase split
+               * (h*w copies) with its vector FMAs, half as many on 16 lanes (gen_dwconv.c dw_flat_ok) */
 } dw_case;
 
 static const dw_case cases[] = {
@@ -29,10 +31,13 @@ static const dw_case cases[] = {
     {1, 3, 5, 16, 1, 5, {0, 2, 0, 2}, 1, 1, 1, 1, 1},    /* 1x5 kernel */
     /* stride 2 through the four phase planes (5x5: enough taps to pay for the split) */
     {1, 3, 14, 14, 5, 5, {2, 2, 2, 2}, 1, 0, 1, 1, 1, 2},  /* 14 -> 7 (EfficientNet features/6/0) */
-    {2, 2, 28, 28, 5, 5, {2, 2, 2, 2}, 1, 1, 1, 1, 2, 2},  /* 28 -> 14, 25 vectors, batch 2 */
-    {1, 3, 15, 15, 5, 5, {2, 2, 2, 2}, 1, 1, 0, 2, 1, 2},  /* odd map: 15 -> 8 (short odd phases), relu */
+    {2, 2, 28, 28, 5, 5, {2, 2, 2, 2}, 1, 1, 1, 1, 2, 2, 8}, /* 28 -> 14, 25 vectors, batch 2 */
+    {1, 3, 15, 15, 5, 5, {2, 2, 2, 2}, 1, 1, 0, 2, 1, 2, 8}, /* odd map: 15 -> 8 (short odd phases), relu */
     {1, 4, 14, 14, 5, 5, {1, 1, 2, 2}, 1, 0, 1, 1, 1, 2},  /* asymmetric "same" padding */
-    {1, 2, 10, 12, 5, 5, {4, 4, 4, 4}, 2, 0, 0, 0, 1, 2},  /* dilation 2: 10x12 -> 5x6 */
+    {1, 2, 10, 12, 5, 5, {4, 4, 4, 4}, 2, 0, 0, 0, 1, 2, 8}, /* dilation 2: 10x12 -> 5x6 */
+    /* the same paths with 49 taps, enough for the split on 16 lanes too */
+    {1, 3, 15, 15, 7, 7, {3, 3, 3, 3}, 1, 1, 0, 2, 2, 2},  /* odd map: 15 -> 8 (4 lanes: too many vectors) */
+    {1, 2, 10, 12, 7, 7, {6, 6, 6, 6}, 2, 0, 1, 1, 1, 2},  /* dilation 2: 10x12 -> 5x6 */
     /* refused: the per-row engine keeps them */
     {1, 2, 28, 28, 5, 5, {2, 2, 2, 2}, 1, 0, 1, 1, 0},   /* plane too large to unroll (98 vectors x 25 taps) */
     {1, 3, 10, 10, 3, 3, {0, 0, 0, 0}, 1, 0, 0, 0, 0},   /* valid padding: ow != w */
@@ -80,6 +85,7 @@ static void run_cases(const cg_target *t, const char *pfx, size_t ncases) {
     if (kn) {
       int is_plane = strstr(kn, "conv2d_dw_plane") != NULL && dw_is_rows_kernel(g, t) != 1, want = k->plane == 2 ? t->vec_f32 >= 8 : k->plane;
       if (k->plane == 3) want = t->vec_f32 >= 8 ? 0 : is_plane;
+      if (k->vmax && t->vec_f32 > k->vmax) want = 0;
       CGT_CHECK(is_plane == want, "%s: kernel %s, expected %s", label, kn, want ? "conv2d_dw_plane" : "another kernel");
       free(kn);
     }

@@ -25,23 +25,25 @@ static const rows_case cases[] = {
     {1, 2, 56, 56, 5, 5, 2, {2, 2, 2, 2}, 1, 0, 1, 1, 1},    /* features/3/0: 56 -> 28 */
     {1, 2, 28, 28, 5, 5, 1, {2, 2, 2, 2}, 1, 0, 1, 1, 1},    /* features/3/1 */
     {1, 3, 28, 28, 3, 3, 2, {1, 1, 1, 1}, 1, 0, 1, 1, 2},    /* features/4/0: 28 -> 14 (4 lanes: the flat plane) */
-    /* odd maps: row-tile remainders (oh % 4, oh % 2), partial last vectors, odd phases */
-    {1, 3, 29, 31, 3, 3, 1, {1, 1, 1, 1}, 1, 1, 0, 2, 1},
+    /* odd maps: row-tile remainders (oh % 4, oh % 2), partial last vectors, odd phases.  The
+     * stride-1 planes have over gen_dwconv.c's DW_MAX_VECTOR_TAPS (vectors x taps) on 16 lanes
+     * too, so that the flat-plane kernel does not take them on AVX-512 */
+    {1, 3, 37, 41, 3, 3, 1, {1, 1, 1, 1}, 1, 1, 0, 2, 1},
     {1, 2, 30, 27, 3, 3, 2, {1, 1, 1, 1}, 1, 0, 1, 1, 2},    /* 27 wide: ow 14, the odd phase 13 */
     {2, 2, 33, 37, 5, 5, 2, {2, 2, 2, 2}, 1, 1, 1, 2, 1},    /* 17 x 19 out */
-    {1, 2, 3, 100, 5, 5, 1, {2, 2, 2, 2}, 1, 0, 1, 1, 1},    /* oh 3 < row tile 4 */
+    {1, 2, 3, 100, 7, 7, 1, {3, 3, 3, 3}, 1, 0, 1, 1, 1},    /* oh 3 < row tile 4 */
     {1, 2, 2, 61, 3, 3, 2, {1, 1, 1, 1}, 1, 0, 0, 0, 2},     /* one output row */
     /* padding, dilation, kernel shapes */
     {1, 3, 20, 20, 3, 3, 1, {0, 0, 0, 0}, 1, 0, 0, 0, 1},    /* valid: 18 x 18 */
     {1, 3, 21, 21, 3, 3, 2, {0, 0, 0, 0}, 1, 1, 0, 0, 1},    /* valid stride 2: 10 x 10 */
-    {1, 2, 20, 40, 3, 3, 1, {0, 1, 2, 1}, 1, 0, 1, 1, 1},    /* asymmetric rows */
+    {1, 2, 36, 40, 3, 3, 1, {0, 1, 2, 1}, 1, 0, 1, 1, 1},    /* asymmetric rows */
     {1, 2, 24, 40, 5, 5, 2, {1, 1, 2, 2}, 1, 0, 1, 1, 1},    /* asymmetric "same" stride 2 */
-    {1, 2, 24, 24, 3, 3, 1, {2, 2, 2, 2}, 2, 1, 0, 2, 1},    /* dilation 2 */
+    {1, 2, 40, 40, 3, 3, 1, {2, 2, 2, 2}, 2, 1, 0, 2, 1},    /* dilation 2 */
     {1, 2, 50, 60, 5, 5, 2, {4, 4, 4, 4}, 2, 0, 1, 1, 1},    /* dilation 2, stride 2 */
     {1, 2, 60, 60, 3, 1, 1, {1, 0, 1, 0}, 1, 0, 0, 0, 1},    /* 3x1 */
     {1, 2, 17, 45, 1, 5, 2, {0, 2, 0, 2}, 1, 1, 1, 1, 1},    /* 1x5 stride 2 */
     {1, 2, 30, 33, 7, 7, 1, {3, 3, 3, 3}, 1, 0, 1, 1, 1},    /* 7x7: 49 taps */
-    {1, 3, 30, 30, 3, 3, 1, {1, 1, 1, 1}, 1, 1, 1, 3, 1},    /* residual add, masked last vector */
+    {1, 3, 42, 30, 3, 3, 1, {1, 1, 1, 1}, 1, 1, 1, 3, 1},    /* residual add, masked last vector */
     {1, 2, 200, 200, 3, 3, 1, {1, 1, 1, 1}, 1, 0, 1, 1, 2}, /* 25 vectors a row (50 with 4 lanes: refused) */
     /* refused */
     {1, 2, 20, 20, 3, 3, 3, {1, 1, 1, 1}, 1, 0, 0, 0, 0},    /* stride 3 */
