@@ -2,8 +2,11 @@
 # test_pgw_switches.sh BUILD SRC — the packed grad_weight GEMM (codegen/gen_train_pgw.c) keeps
 # every weight one running sum over the pixels in (n, oy, ox) order, so its plan does not change
 # the trained weights.  A model with a 1x1 whose input-channel blocks depend on the minimum
-# block count, 14-row maps (chunks of 7 + 7 rows, or 12 + 2 under CNNC_PGW_UNEVEN_ROWS=1) and a
-# strided 3x3 onto 7x7 maps (chunks of 3 + 1 whole images, or 1 under CNNC_PGW_ONE_IMAGE=1),
+# block count, 14-row maps (AVX2: chunks of 7 + 7 rows, or 12 + 2 under CNNC_PGW_UNEVEN_ROWS=1;
+# AVX-512's chunks hold half the pixels: 5 + 5 + 4, or 6 + 6 + 2) and strided 3x3s onto 7x7
+# maps (AVX2: chunks of 3 + 1 whole images, or 1 under CNNC_PGW_ONE_IMAGE=1; AVX-512: one
+# image, a 7x7 map is more than half of its chunk) and onto 4x4 maps (one chunk of 4 images on
+# either, or 1 image under CNNC_PGW_ONE_IMAGE=1),
 # compiled with the defaults and with each compile-time switch (CNNC_PGW_NO_PREFETCH=1 with
 # CNNC_PGW_NO_DWPF=1, CNNC_PGW_NO_DWPF=1 alone, CNNC_PGW_MINBLK=4, CNNC_PGW_UNEVEN_ROWS=1,
 # CNNC_PGW_ONE_IMAGE=1, all of them: the plan of before the fourth round), trained 3 updates at
@@ -27,6 +30,8 @@ layers:
   - {name: c1, op: conv, filters: 40, kernel: 3, padding: 1}
   - {name: r1, op: relu}
   - {name: c2, op: conv, filters: 24, kernel: 3, stride: 2, padding: 1}
+  - {name: r2, op: relu}
+  - {name: c3, op: conv, filters: 16, kernel: 3, stride: 2, padding: 1}
   - {name: g, op: global_avgpool}
   - {name: f, op: flatten}
   - {name: d, op: dense, units: 5}

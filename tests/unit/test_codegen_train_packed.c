@@ -1,6 +1,7 @@
 /* test_codegen_train_packed.c — compiled training's groups-1 conv forward and stride-1
  * grad_input through the inference microkernels with per-thread packed weights
- * (codegen/gen_train_pconv.c): pixel-vector rows (23 and 16 wide), several blocks of channel
+ * (codegen/gen_train_pconv.c): pixel-vector rows (31 and 16 wide: full enough vectors of 8 and
+ * 16 lanes for the pixel route, gen_conv_vc.c cg_conv_vc_choose), several blocks of channel
  * tiles with a remainder tile (a 2-thread range starting inside a block), flat 1x1 convs (the
  * GEMM's pixel chunks; test_codegen_train_flat.c has more), channel vectors on 14- and 7-wide
  * maps, stride 2 (forward; its grad_input keeps the phases), a 1x1 stride-2 downsample (a sub
@@ -18,9 +19,9 @@
 
 enum { KSTEPS = 2 };
 
-static const char *a_yml = /* pixel vectors, blocks of tiles with a remainder */
+static const char *a_yml = /* pixel vectors (31 of 32 lanes), blocks of tiles with a remainder */
     "name: pk_a\n"
-    "input: {shape: [6, 7, 23], dtype: f32, classes: 3}\n"
+    "input: {shape: [6, 7, 31], dtype: f32, classes: 3}\n"
     "layers:\n"
     "  - {name: c0, op: conv, filters: 40, kernel: 3, padding: 1}\n"
     "  - {name: r0, op: relu}\n"
@@ -30,7 +31,8 @@ static const char *a_yml = /* pixel vectors, blocks of tiles with a remainder */
     "  - {name: p, op: global_avgpool}\n"
     "  - {name: f, op: flatten}\n"
     "  - {name: d, op: dense, units: 3}\n";
-static const char *b_yml = /* channel vectors, flat 1x1, stride 2, subsampled 1x1, padded 1x1 */
+static const char *b_yml = /* channel vectors, flat 1x1, stride 2, subsampled 1x1 (20 channels: at least one
+                           * channel vector of 16 lanes), padded 1x1 */
     "name: pk_b\n"
     "input: {shape: [5, 14, 14], dtype: f32, classes: 3}\n"
     "layers:\n"
@@ -40,7 +42,7 @@ static const char *b_yml = /* channel vectors, flat 1x1, stride 2, subsampled 1x
     "  - {name: r1, op: relu}\n"
     "  - {name: s2, op: conv, filters: 20, kernel: 3, stride: 2, padding: 1}\n"
     "  - {name: r2, op: relu}\n"
-    "  - {name: s3, op: conv, filters: 12, kernel: 1, stride: 2, bias: false}\n"
+    "  - {name: s3, op: conv, filters: 20, kernel: 1, stride: 2, bias: false}\n"
     "  - {name: r3, op: relu}\n"
     "  - {name: e4, op: conv, filters: 10, kernel: 1, padding: 1}\n"
     "  - {name: p, op: global_avgpool}\n"
