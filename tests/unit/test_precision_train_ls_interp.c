@@ -1,13 +1,24 @@
 /* test_precision_train_ls_interp.c — --auto-loss-scaling (docs/precision.md): the reference
  * interpreter's training step skips non-finite updates as the compiled runtime does
  * (runtime/rt_train.c): a small conv/groupnorm/dense model, 16.32 fp16, momentum, initial
- * scale 2^40 and growth interval 3, 12 steps compiled (cnnrt_train_step) and interpreted
+ * scale 2^22 and growth interval 3, 12 steps compiled (cnnrt_train_step) and interpreted
  * (ir_train_step on the same passed graph) on the same batches:
  *  - after every step the loss scale {S, good steps, skipped steps} is the same in both, the
- *    run has skipped steps (overflow at 2^40) and later good steps with at least one growth;
+ *    run has skipped steps (overflow) and later good steps with at least one growth;
  *  - a skipped step leaves weights and momentum bitwise as they were (in the interpreter too);
- *  - after the run every state tensor matches within 1e-3 (relative), and is finite;
- *  - with --enable-half-partials too (the kernels' 16-bit partials, mirrored). */
+ *  - every step starts both from the interpreter's state (copied into the model), and after it
+ *    every state tensor matches within 5e-3 (relative to the larger of the element and the
+ *    tensor's mean magnitude: about 10 fp16 ulps);
+ *  - with --enable-half-partials too (the kernels' 16-bit partials, mirrored).
+ * Why per step: 16.32 rounds activations (and half partials the partial sums) to fp16, and the
+ * kernels' f32 sums before a rounding are not in the interpreter's order, so a near-tie can
+ * round the other way: one fp16 ulp (2^-11..2^-10 of the element) in a gradient, up to ~2e-3
+ * of a momentum tensor's mean where the new gradient cancels the old momentum.  Run free, 12
+ * steps amplify those flips chaotically at any vector width (other data seeds, cgt_rng + k:
+ * 0.38 relative at V = 8 (AVX2), 0.26 at V = 16; 2.5e-3 without half partials, so the old 1e-3
+ * after 12 steps held for this seed only).  From a shared state, seeds k = 0..7: worst step
+ * 1.7e-3 without / 1.9e-3 with half partials at V = 16, 1.7e-3 / 1.4e-3 at V = 8; an
+ * interpreter lr 1 % off fails (9e-3 on gn1/beta after the first good step). */
 #include <math.h>
 
 #include "frontend/fe.h"
@@ -44,6 +55,38 @@ static float *weights_of(const ir_graph *g, long *n) {
   }
   *n = k;
   return w;
+}
+
+/* Copies the interpreter's f32 state (params, momentum, loss scale) into m. */
+static void sync_state(cnnrt_model *m, const ir_graph *g) {
+  for (int i = 0; i < cnnrt_num_state(m); i++) {
+    cnnrt_state_info si;
+    if (cnnrt_state_info_at(m, i, &si) != CNNRT_OK || si.dtype != CNNRT_F32) continue;
+    int v = ir_find_value(g, si.name);
+    if (v >= 0 && g->values[v].data && (size_t)ir_shape_numel(&g->values[v].shape) * 4 == si.bytes)
+      cnnrt_set_state(m, si.name, g->values[v].data, si.bytes);
+  }
+}
+
+/* Compares every state tensor of m with the interpreter's after step; returns how many. */
+static int compare_state(cnnrt_model *m, const ir_graph *g, int half_partials, int step) {
+  int seen = 0;
+  for (int i = 0; i < cnnrt_num_state(m); i++) {
+    cnnrt_state_info si;
+    if (cnnrt_state_info_at(m, i, &si) != CNNRT_OK) continue;
+    int v = ir_find_value(g, si.name);
+    if (v < 0 || !g->values[v].data) continue;
+    int64_t n = ir_shape_numel(&g->values[v].shape);
+    float *got = malloc(si.bytes);
+    if (cnnrt_get_state(m, si.name, got, si.bytes) == CNNRT_OK) {
+      char l[300];
+      snprintf(l, sizeof l, "hp %d after step %d: %s", half_partials, step, si.name);
+      cgt_failures += cgt_compare(l, got, g->values[v].data, n, 5e-3);
+      seen++;
+    }
+    free(got);
+  }
+  return seen;
 }
 
 static void run_case(const char *path, int half_partials) {
@@ -91,6 +134,7 @@ static void run_case(const char *path, int half_partials) {
     float *w0 = weights_of(g, &n0), loss, acc;
     float before[4];
     memcpy(before, g->values[ls].data, sizeof before);
+    sync_state(m, g);
     if (cnnrt_train_step(m, x, (size_t)nx * 4, labels, 1, &loss, &acc) != CNNRT_OK) {
       fprintf(stderr, "cnnrt_train_step: %s\n", cnnrt_last_error());
       cgt_failures++;
@@ -112,31 +156,12 @@ static void run_case(const char *path, int half_partials) {
     if (skipped) CGT_CHECK(n0 == n1 && !memcmp(w0, w1, (size_t)n0 * 4), "step %d: the interpreter's skipped update changed the state", s + 1);
     else CGT_CHECK(memcmp(w0, w1, (size_t)n0 * 4) != 0, "step %d: a good step left the state unchanged", s + 1);
     free(w0), free(w1);
+    int seen = compare_state(m, g, half_partials, s + 1);
+    CGT_CHECK(seen > 5, "only %d state tensors compared", seen);
   }
   fprintf(stderr, "hp %d: %d steps: %d skipped, %d good, %d growths\n", half_partials, STEPS, skips, goods, growths);
   CGT_CHECK(skips >= 3 && goods >= 3 && growths >= 1, "want skipped steps, good steps and a growth: %d / %d / %d", skips,
             goods, growths);
-  int seen = 0;
-  for (int i = 0; i < cnnrt_num_state(m); i++) {
-    cnnrt_state_info si;
-    if (cnnrt_state_info_at(m, i, &si) != CNNRT_OK) continue;
-    int v = ir_find_value(g, si.name);
-    if (v < 0 || !g->values[v].data) continue;
-    int64_t n = ir_shape_numel(&g->values[v].shape);
-    float *got = malloc(si.bytes);
-    if (cnnrt_get_state(m, si.name, got, si.bytes) == CNNRT_OK) {
-      char l[300];
-      snprintf(l, sizeof l, "hp %d after %d steps: %s", half_partials, STEPS, si.name);
-      /* fp16 half partials round each reloaded partial sum to 2^-11 relative; the kernels'
-       * f32 sums before a rounding are not in the interpreter's order, so one near-tie can
-       * round the other way and 12 steps of momentum carry it (2.7e-3 measured on d1's
-       * momentum): a few fp16 ulps, not 1e-3.  Without half partials 1e-3 holds. */
-      cgt_failures += cgt_compare(l, got, g->values[v].data, n, half_partials ? 1e-2 : 1e-3);
-      seen++;
-    }
-    free(got);
-  }
-  CGT_CHECK(seen > 5, "only %d state tensors compared", seen);
   free(x);
   cnnrt_close(m);
   unlink(so);
