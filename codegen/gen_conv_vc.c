@@ -626,6 +626,35 @@ static void vc_entry_store(cg_ctx *c, LLVMValueRef a, LLVMValueRef v) {
   LLVMDisposeBuilder(tb);
 }
 
+/* Offset of pixel q of a strided / sub row from its input row (vc_panel_pack). */
+static int64_t vc_pack_off(const conv_geom *g, int64_t q) {
+  return g->sub ? cg_conv_sub_off(g, q) : q * g->sw;
+}
+
+/* The np strided pixels from pixel from of the row at src as one value of cg_vtype(np).  Each
+ * run of pixels sw apart (a sub tile spans input rows: one run per row) is one contiguous
+ * load of its sw*(len-1)+1 floats whose every sw-th lane is kept (shuffles): scalar loads
+ * inserted lane by lane became vgatherqps/vgatherdps on AVX-512, and perf annotate of
+ * ResNet-50's layer2/0/downsample/0 at b16 put ~50 % of the kernel's samples on them (Zen 5,
+ * 26 Nov).  Only elements of the row's pixels' span are read.  CNNC_VC_PACK_SCALAR=1 in
+ * cnnc's environment keeps the lane-by-lane loads (A/B measurements). */
+static LLVMValueRef vc_pack_strided(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef src, int64_t from,
+                                    int64_t np) {
+  int scalar = cg_env_on("CNNC_VC_PACK_SCALAR");
+  LLVMValueRef v = np == 1 ? NULL : LLVMGetPoison(cg_vtype(c, (int)np));
+  for (int64_t p = 0; p < np;) {
+    int64_t off = vc_pack_off(g, from + p), len = 1;
+    while (!scalar && p + len < np && vc_pack_off(g, from + p + len) == off + len * g->sw) len++;
+    int64_t L = g->sw * (len - 1) + 1;
+    LLVMValueRef run = cg_load_v(c, r->x, LLVMBuildAdd(c->b, src, cg_i64(c, off), ""), (int)L);
+    for (int64_t j = 0; j < len; j++, p++) {
+      LLVMValueRef s = L == 1 ? run : LLVMBuildExtractElement(c->b, run, cg_i32(c, (int)(j * g->sw)), "");
+      v = np == 1 ? s : LLVMBuildInsertElement(c->b, v, s, cg_i32(c, (int)p), "");
+    }
+  }
+  return v;
+}
+
 /* Gathers the row at input element in_row (every input channel of the group; squeeze-excite
  * factors applied) into panel. */
 static void vc_panel_pack(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef panel, LLVMValueRef in_row) {
@@ -635,16 +664,8 @@ static void vc_panel_pack(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVM
   LLVMValueRef src = LLVMBuildAdd(c->b, in_row, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""), "psrc");
   for (int64_t t = 0; t < nt; t++) {
     int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
-    LLVMValueRef v;
-    if (!g->sub && g->sw == 1) v = cg_load_v(c, r->x, LLVMBuildAdd(c->b, src, cg_i64(c, from), ""), (int)np);
-    else {
-      v = np == 1 ? NULL : LLVMGetPoison(cg_vtype(c, (int)np));
-      for (int64_t p = 0; p < np; p++) {
-        int64_t off = g->sub ? cg_conv_sub_off(g, from + p) : (from + p) * g->sw;
-        LLVMValueRef s = cg_load_f32(c, r->x, LLVMBuildAdd(c->b, src, cg_i64(c, off), ""));
-        v = np == 1 ? s : LLVMBuildInsertElement(c->b, v, s, cg_i32(c, (int)p), "");
-      }
-    }
+    LLVMValueRef v = !g->sub && g->sw == 1 ? cg_load_v(c, r->x, LLVMBuildAdd(c->b, src, cg_i64(c, from), ""), (int)np)
+                                           : vc_pack_strided(c, g, r, src, from, np);
     v = cg_conv_xscale(c, r, ci, v);
     cg_store_v(c, v, panel, LLVMBuildAdd(c->b, cg_i64(c, from * g->cin_g), LLVMBuildMul(c->b, ci, cg_i64(c, np), ""), ""), (int)np);
   }

@@ -7,8 +7,10 @@
  * odd maps; the tiles that load every tap's broadcasts and, under CNNC_VC_SHARED_TAPS, those
  * that share them); batch 1 and 3, odd channel counts and maps.  Each case runs with 1 and 2 threads:
  * both must match the interpreter and be bitwise equal to each other.  The cases run for
- * the AVX2 target (V = 8: the unpack/shufps/vperm2f128 transpose) and the SSE one (V = 4:
- * the perfect-shuffle transpose). */
+ * the AVX2 target (V = 8: the unpack/shufps/vperm2f128 transpose), the SSE one (V = 4:
+ * the perfect-shuffle transpose) and, where the CPU runs it, x86-64-v4 (V = 16, 24
+ * accumulators); the strided 1x1 cases also with CNNC_VC_PACK_SCALAR=1 (panels packed lane
+ * by lane instead of one contiguous load per run of pixels). */
 #include "test_codegen_harness.h"
 
 #define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
@@ -30,6 +32,9 @@ static const vc_case cases[] = {
     {1, 33, 50, 14, 14, 1, 2, 0, 1, 1, "sub conv 14x14 -> 7x7, 24x4 tiles + rem 2"},
     {3, 600, 40, 14, 14, 1, 2, 0, 1, 2, "sub conv K-blocked, residual, batch 3"},
     {1, 30, 27, 15, 15, 1, 2, 0, 1, 0, "sub conv 15x15 -> 8x8 (odd map)"},
+    {1, 33, 100, 14, 14, 1, 2, 0, 1, 2, "sub conv 14x14 -> 7x7, 3 channel vectors at 16 lanes (48x8), rem tile of 4"},
+    {2, 40, 70, 56, 56, 1, 2, 0, 1, 1, "1x1 stride 2 per row 56x56 -> 28x28 (16-lane tiles 10+9+9, rem tile of 6)"},
+    {1, 29, 36, 15, 19, 1, 3, 0, 1, 0, "1x1 stride 3 per row, odd map 15x19 -> 5x7, bias only"},
     {3, 24, 40, 28, 28, 1, 2, 0, 1, 2, "1x1 stride 2 per row (14 wide), residual, batch 3"},
     {1, 17, 19, 9, 11, 1, 2, 0, 1, 1, "1x1 stride 2 per row, odd map and channels"},
     {2, 32, 32, 14, 14, 1, 2, 0, 2, 1, "grouped 1x1 stride 2 (2 groups of 16)"},
@@ -146,8 +151,21 @@ int main(void) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     if (cases[i].k > 1) check_case(&cases[i], &avx2, "avx2 shared taps");
   unsetenv("CNNC_VC_SHARED_TAPS");
+  /* strided / sub input panels packed lane by lane (vc_pack_strided's A/B switch) */
+  setenv("CNNC_VC_PACK_SCALAR", "1", 1);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    if (cases[i].k == 1 && cases[i].s > 1) check_case(&cases[i], &avx2, "avx2 scalar pack");
+  unsetenv("CNNC_VC_PACK_SCALAR");
   cg_target_dispose(&avx2);
   cg_target_dispose(&sse);
+  /* 16 lanes, 32 registers (the 24-accumulator tiles, 48x8 sub tiles) where this CPU can run
+   * x86-64-v4 code */
+  cg_target v4;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl") && cg_target_init(&v4, NULL, "x86-64-v4", NULL, &d) == 0) {
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &v4, "avx512");
+    cg_target_dispose(&v4);
+  } else fprintf(stderr, "x86-64-v4: not run (no AVX-512 on this CPU)\n");
   cgt_cleanup_dir();
   if (cgt_failures) fprintf(stderr, "test_codegen_vc: %d failure(s)\n", cgt_failures);
   else fprintf(stderr, "test_codegen_vc: ok\n");
