@@ -15,6 +15,12 @@
       initial loss plateau (docs/training.md);
   (3) the comparison can fail: the same steps at lr 0.0495 (1 % off) are caught by (2)'s
       step-1 weight-change tolerance.
+PyTorch runs with DNNL_MAX_CPU_ISA=AVX2 (TORCH_ENV): its oneDNN convolutions take their AVX2
+kernels on every x86 host.  Their AVX-512 kernels (a Zen 5 host) sum in another order, and the
+step-3 weight change of conv1/bias (a sum of 50176 dy values near the loss plateau, heavily
+cancelling) then moves by 1.2e-3..1.6e-3 relative, PyTorch against PyTorch, above W3_TOL.
+Measured on that host, cnnc vs PyTorch at step 3: 1.7e-4 pinned, 1.4e-3 unpinned, and 1.4e-3
+unpinned for cnnc at V = 8 (--target-cpu znver3) as at V = 16: the spread is the reference's.
 Ends with "N passed, M failed"."""
 import os
 import re
@@ -43,8 +49,11 @@ def check(ok, what):
     passed, failed = passed + bool(ok), failed + (not ok)
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
+TORCH_ENV = dict(os.environ, DNNL_MAX_CPU_ISA="AVX2")  # the reference's kernels, host-independent
+
+
+def run(cmd, env=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     return r.returncode, r.stdout + r.stderr
 
 
@@ -79,9 +88,10 @@ def main():
         if rc:
             return 1
         # (1) the file is the anchor's order
-        rc1, o1 = run([py, ORDER, "steps", "--seed", "0", "--steps", "3", "--source", "anchor"])
+        rc1, o1 = run([py, ORDER, "steps", "--seed", "0", "--steps", "3", "--source", "anchor"], TORCH_ENV)
         tw = os.path.join(t, "tw")
-        rc2, o2 = run([py, ORDER, "steps", "--seed", "0", "--steps", str(N), "--order", od, "--save", tw, "--save-steps", "1,3"])
+        rc2, o2 = run([py, ORDER, "steps", "--seed", "0", "--steps", str(N), "--order", od, "--save", tw, "--save-steps", "1,3"],
+                      TORCH_ENV)
         la, lt = torch_losses(o1), torch_losses(o2)
         check(rc1 == 0 and rc2 == 0 and len(la) == 3 and len(lt) == N and la == lt[:3],
               f"PyTorch on the order file = the anchor's randperm loop, bitwise ({la} vs {lt[:3]})")
