@@ -10,7 +10,7 @@
  * one; a wide conv, over gen_conv.c's FLAT_PF_MAX_SPL slots per prefetched line, has none
  * unless CNNC_FLAT_PF_MAX_SPL=0).  16-bit storage (--precision
  * 16.16, bf16 and fp16, tests/store16/resnetish.yml at batch 3: flat convs reading and writing
- * 16 bits, with residual adds): the two builds differ in code and give bitwise equal logits
+ * 16 bits, with residual adds; compiled for x86-64-v3): the two builds differ in code and give bitwise equal logits
  * with 1 and 2 threads, within test_store16_infer's 5e-3 of the interpreter. */
 #include "frontend/fe.h"
 #include "test_codegen_harness.h"
@@ -20,6 +20,8 @@
 typedef struct flat_case {
   int n, cin, cout, h, w, resid; /* resid: bn + residual add of a second 1x1 conv + relu */
   int wide; /* more than FLAT_PF_MAX_SPL slots per line, Cin > 64: no x prefetch unless CNNC_FLAT_PF_MAX_SPL=0 */
+  int cin16; /* Cin on 16-lane targets (0: cin): a 64-pixel tile of 1030 channels is over gen_conv.c's
+              * CONV_PACK_MAX_BYTES (no packed chunk, no prefetch), one of 1000 is not */
 } flat_case;
 
 /* gen_conv.c FLAT_PF_MIN_BYTES: smaller inputs (for the batch) get no next-chunk prefetch */
@@ -28,11 +30,13 @@ typedef struct flat_case {
 static const flat_case cases[] = {
     {1, 257, 13, 91, 91, 0},   /* K 257: 127-px chunks of whole tiles, a 1-px masked tail; 13 = 2*6 + 1 */
     {3, 64, 21, 105, 107, 0},  /* batch 3: 2 threads split the tiles; a short last chunk */
-    {2, 1030, 29, 33, 35, 0},  /* K 1030: one-tile chunks, whole images per thread */
+    {2, 1030, 29, 33, 35, 0, 0, 1000}, /* K 1030 (1000): one-tile chunks, whole images per thread */
     {1, 64, 70, 11, 13, 0},    /* 36 KB of input: no next-chunk prefetch */
     {3, 48, 70, 11, 13, 1},    /* a fused residual add: its residual lines prefetched */
     {1, 240, 13, 95, 97, 1},   /* both: the add conv's residuals, the other conv's next chunks */
-    {1, 96, 289, 107, 109, 0, 1}, /* 4.5 MB, 73 channel tiles (a 1-channel leftover): ~46 slots per line, x prefetch off by default */
+    /* 4.5 MB, 1001 channels (tiles of 4 to 8 with a leftover): ~Cout * 16 / (accumulators x
+     * lanes) slots per line, ~160 on 8 lanes, ~40 on 16: x prefetch off by default */
+    {1, 96, 1001, 107, 109, 0, 1},
 };
 
 static int conv1x1(ir_graph *g, const char *name, int x, int cin, int cout, int bn) {
@@ -48,12 +52,12 @@ static int conv1x1(ir_graph *g, const char *name, int x, int cin, int cout, int 
 }
 
 /* relu(bn(conv a(x))), with resid relu(bn(conv a(x)) + conv b(x)). */
-static ir_graph *flat_graph(const flat_case *k) {
+static ir_graph *flat_graph(const flat_case *k, int cin) {
   ir_graph *g = ir_graph_new("t", k->n);
-  int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->cin, k->h, k->w));
-  int y = conv1x1(g, "a", x, k->cin, k->cout, 1);
+  int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, cin, k->h, k->w));
+  int y = conv1x1(g, "a", x, cin, k->cout, 1);
   if (k->resid) {
-    int in2[2] = {y, conv1x1(g, "b", x, k->cin, k->cout, 0)};
+    int in2[2] = {y, conv1x1(g, "b", x, cin, k->cout, 0)};
     y = cgt_node(g, IR_OP_add, "add", in2, 2, NULL);
   }
   ir_attr none = {0};
@@ -133,8 +137,9 @@ static int build_run(ir_graph *g, const cg_target *t, const char *label, int pf,
 
 static void run_case(const flat_case *k, const cg_target *t, const char *pfx) {
   char label[160];
-  snprintf(label, sizeof label, "%s n%d %d->%d %dx%d%s", pfx, k->n, k->cin, k->cout, k->h, k->w, k->resid ? " resid" : "");
-  ir_graph *g = flat_graph(k);
+  int cin = t->vec_f32 >= 16 && k->cin16 ? k->cin16 : k->cin;
+  snprintf(label, sizeof label, "%s n%d %d->%d %dx%d%s", pfx, k->n, cin, k->cout, k->h, k->w, k->resid ? " resid" : "");
+  ir_graph *g = flat_graph(k, cin);
   cgt_random_params(g, 0.5f);
   int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
   float *x = malloc((size_t)nx * sizeof *x), *on = malloc((size_t)ny * sizeof *on), *off = malloc((size_t)ny * sizeof *off);
@@ -160,8 +165,10 @@ static void run_case(const flat_case *k, const cg_target *t, const char *pfx) {
   ir_graph_free(g);
 }
 
-/* tests/store16/resnetish.yml at --precision 16.16 (half) and batch 3, with the prefetch or
- * without, to a .so at so; the graph goes to *gp, the dlopen handle to *h. */
+/* tests/store16/resnetish.yml at --precision 16.16 (half) and batch 3 for x86-64-v3, with the
+ * prefetch or without, to a .so at so; the graph goes to *gp, the dlopen handle to *h.  AVX2:
+ * on 16 lanes its 10x10 maps fill 100 of 112 lanes and take the channel-vector kernels, and an
+ * avx512bf16 target's bf16 route reads f32 (neither has 16-bit operands, gen_store16.c). */
 static const cnnc_abi_model *build16(const char *half, int pf, char *so, size_t cap, ir_graph **gp, void **h) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/store16/resnetish.yml", CNNC_TEST_SRC);
@@ -169,8 +176,9 @@ static const cnnc_abi_model *build16(const char *half, int pf, char *so, size_t 
   fe_options o;
   fe_options_init(&o);
   ir_diag d = {0};
-  const char *kv[][2] = {{"batch-size", "3"}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", half}};
-  for (int i = 0; i < 4; i++)
+  const char *kv[][2] = {{"batch-size", "3"}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", half},
+                         {"target-cpu", "x86-64-v3"}, {"target-features", "+f16c"}};
+  for (int i = 0; i < 6; i++)
     if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), NULL;
   *gp = fe_load(path, &o, &d);
   if (!*gp) return ir_diag_print(&d, stderr), NULL;
