@@ -32,11 +32,17 @@
 
 #define BF16_PANEL_BYTES (96 * 1024)   /* input panel per chunk (bf16 pairs), L2-resident */
 #define BF16_STACK_MAX (256 * 1024)    /* largest stack buffer a kernel may take */
+#define BF16_GATHER_MIN_CIN 16         /* fewer input channels: the f32 kernels */
+#define BF16_GATHER_MIN_COUT 96        /* fewer output channels: the f32 kernels */
+#define BF16_GATHER_STACK_MAX (1024 * 1024) /* gathered panels (K = taps x Cin): one tile of 512 x 3x3 */
 
 typedef struct bgeom {
-  int64_t n, cin, cout, hw, kp; /* kp = ceil(cin / 2) pairs */
+  int64_t n, cin, cout, hw, kp; /* hw: output pixels; kp = taps * kpc pairs */
   int V, R, P, ntile, mode;
   int64_t chunk_px, nch;        /* pixels per chunk (whole tiles), chunks per plane */
+  int flat;                     /* 1x1, stride 1, unpadded: the panel is packed by plain loads */
+  int kh, kw, sh, sw, ph, pw;   /* kernel, stride, top/left padding (any conv: gathered panel) */
+  int64_t ih, iw, ow, kpc;      /* input map, output width, ceil(cin / 2) pairs per tap */
 } bgeom;
 
 static LLVMValueRef splat_i32v(cg_ctx *c, uint32_t v, int w) {
@@ -77,8 +83,13 @@ static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   memset(g, 0, sizeof *g);
   g->mode = cg_bf16_dot(c->target);
-  g->n = xs->dim[0], g->cin = xs->dim[1], g->cout = ys->dim[1], g->hw = xs->dim[2] * xs->dim[3];
-  g->kp = (g->cin + 1) / 2;
+  const ir_conv2d_attr *a = &n->attr.conv2d;
+  g->n = xs->dim[0], g->cin = xs->dim[1], g->cout = ys->dim[1], g->hw = ys->dim[2] * ys->dim[3];
+  g->kh = a->kernel[0], g->kw = a->kernel[1], g->sh = a->stride[0], g->sw = a->stride[1];
+  g->ph = a->pad[0], g->pw = a->pad[1], g->ih = xs->dim[2], g->iw = xs->dim[3], g->ow = ys->dim[3];
+  g->flat = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !a->pad[0] && !a->pad[1] && !a->pad[2] && !a->pad[3];
+  g->kpc = (g->cin + 1) / 2;
+  g->kp = g->kpc * g->kh * g->kw;
   g->V = c->target->vec_f32;
   choose_tile(g, cg_acc_budget(c->target));
   int64_t tile_px = (int64_t)g->P * g->V, k = BF16_PANEL_BYTES / (4 * g->kp) / tile_px;
@@ -86,15 +97,23 @@ static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   int64_t whole = (g->hw + tile_px - 1) / tile_px;
   g->chunk_px = (k < whole ? k : whole) * tile_px;
   g->nch = (g->hw + g->chunk_px - 1) / g->chunk_px;
-  return g->chunk_px * g->kp * 4 <= BF16_STACK_MAX;
+  return g->chunk_px * g->kp * 4 <= (g->flat ? BF16_STACK_MAX : BF16_GATHER_STACK_MAX);
 }
 
 int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
   const cg_priv *pv = c->priv;
   if (n->op != IR_OP_conv2d || (pv && pv->train) || !cg_bf16_dot(c->target) || cg_env_on("CNNC_NO_BF16")) return 0;
   const ir_conv2d_attr *a = &n->attr.conv2d;
-  if (a->kernel[0] != 1 || a->kernel[1] != 1 || a->stride[0] != 1 || a->stride[1] != 1 || a->pad[0] || a->pad[1] ||
-      a->pad[2] || a->pad[3] || a->groups > 1)
+  int flat = a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && !a->pad[0] && !a->pad[1] &&
+             !a->pad[2] && !a->pad[3];
+  if (a->groups > 1 || a->dilation[0] > 1 || a->dilation[1] > 1) return 0;
+  if (!flat && cg_env_on("CNNC_NO_BF16_KXK")) return 0; /* A/B: kxk / strided convs keep the f32 kernels */
+  /* gathered panels: a stem's few channels leave pair lanes empty, and a panel vector's
+   * gathers are paid back by Cout dot-product steps (ResNet-50 b16 per batch, CPU time:
+   * conv1 3 -> 64 7x7 31 ms vs the f32 kernel's 23, layer1's 64 -> 64 3x3 22 vs 19-21;
+   * layer2's 128 -> 128 16-17 vs 19-21) */
+  if (!flat && (c->g->values[n->in[0]].shape.dim[1] < BF16_GATHER_MIN_CIN ||
+                c->g->values[n->out].shape.dim[1] < BF16_GATHER_MIN_COUT))
     return 0;
   if (cg_fusion(c, n)->n_pre) return 0; /* squeeze-excite factors scale the input first */
   const ir_value *x = &c->g->values[n->in[0]], *w = &c->g->values[n->in[1]];
@@ -121,9 +140,11 @@ static void pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bgeom *g,
       shift = (shift - mean[co]) * scale + bet[co];
     }
     bp[co] = (float)shift, sp[co] = (float)scale;
-    for (int64_t k = 0; k < g->kp; k++) {
-      uint32_t lo = co < g->cout ? bf16_bits(w[co * g->cin + 2 * k]) : 0;
-      uint32_t hi = co < g->cout && 2 * k + 1 < g->cin ? bf16_bits(w[co * g->cin + 2 * k + 1]) : 0;
+    int taps = g->kh * g->kw;
+    for (int64_t k = 0; k < g->kp; k++) { /* pair k: tap k / kpc, channels 2 (k % kpc) and the next */
+      int64_t tap = k / g->kpc, c0 = 2 * (k % g->kpc), wi = (co * g->cin + c0) * taps + tap;
+      uint32_t lo = co < g->cout ? bf16_bits(w[wi]) : 0;
+      uint32_t hi = co < g->cout && c0 + 1 < g->cin ? bf16_bits(w[wi + taps]) : 0;
       wp[(t * g->kp + k) * g->R + r] = lo | hi << 16;
     }
   }
@@ -173,6 +194,74 @@ static void pack_chunk(cg_ctx *c, const bgeom *g, const bk *s, int64_t px) {
     }
     if (tail) pack_vec(c, g, s, k, odd, cg_i64(c, nfv), (1u << tail) - 1);
     if (!odd) cg_loop_end(c, &K);
+  }
+}
+
+/* Any conv (kxk, strided, padded): the panel is an im2col of the chunk, pair k = (tap k / kpc,
+ * channels 2 (k % kpc), +1), each vector gathered (lanes outside the map or past the plane's
+ * last pixel are 0).  The per-lane input offsets of a tap are computed once per pixel vector. */
+static LLVMValueRef gather_ch(cg_ctx *c, const bk *s, LLVMValueRef base, LLVMValueRef off, LLVMValueRef mask, int V) {
+  LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, s->x, &base, 1, "");
+  LLVMValueRef ptrs = LLVMBuildGEP2(c->b, c->t_f32, ptr, &off, 1, "");
+  LLVMTypeRef ov[2] = {cg_vtype(c, V), LLVMVectorType(c->t_ptr, (unsigned)V)};
+  LLVMValueRef args[4] = {ptrs, cg_i32(c, 4), mask, cg_fzero(c, V)};
+  return cg_intrinsic(c, "llvm.masked.gather", ov, 2, args, 4);
+}
+
+static void gather_vec(cg_ctx *c, const bgeom *g, const bk *s, int tap, LLVMValueRef j) {
+  int V = g->V;
+  LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
+  LLVMValueRef lane[64];
+  for (int l = 0; l < V; l++) lane[l] = cg_i32(c, l);
+  LLVMValueRef p0 = LLVMBuildTrunc(c->b, LLVMBuildAdd(c->b, s->c0, LLVMBuildMul(c->b, j, cg_i64(c, V), ""), ""), c->t_i32, "");
+  LLVMValueRef p0v = LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), p0, cg_i32(c, 0), "");
+  p0v = LLVMBuildShuffleVector(c->b, p0v, LLVMGetUndef(vi), LLVMConstNull(vi), "");
+  LLVMValueRef p = LLVMBuildAdd(c->b, p0v, LLVMConstVector(lane, (unsigned)V), "px");
+  LLVMValueRef oy = LLVMBuildUDiv(c->b, p, splat_i32v(c, (uint32_t)g->ow, V), "oy");
+  LLVMValueRef ox = LLVMBuildSub(c->b, p, LLVMBuildMul(c->b, oy, splat_i32v(c, (uint32_t)g->ow, V), ""), "ox");
+  int dy = tap / g->kw - g->ph, dx = tap % g->kw - g->pw;
+  LLVMValueRef iy = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, oy, splat_i32v(c, (uint32_t)g->sh, V), ""), splat_i32v(c, (uint32_t)dy, V), "iy");
+  LLVMValueRef ix = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ox, splat_i32v(c, (uint32_t)g->sw, V), ""), splat_i32v(c, (uint32_t)dx, V), "ix");
+  /* unsigned compares: a negative coordinate is out of range too */
+  LLVMValueRef in = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntULT, iy, splat_i32v(c, (uint32_t)g->ih, V), ""),
+                                 LLVMBuildICmp(c->b, LLVMIntULT, ix, splat_i32v(c, (uint32_t)g->iw, V), ""), "");
+  in = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntULT, p, splat_i32v(c, (uint32_t)g->hw, V), ""), "in");
+  LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, iy, splat_i32v(c, (uint32_t)g->iw, V), ""), ix, "off");
+  int64_t in_hw = g->ih * g->iw, kfull = g->cin / 2;
+  for (int odd = 0; odd <= (g->cin & 1); odd++) {
+    cg_loop K;
+    LLVMValueRef k = odd ? cg_i64(c, kfull) : cg_loop_begin(c, &K, cg_i64(c, 0), cg_i64(c, kfull), cg_i64(c, 1), "gk");
+    /* the channel offset joins the i32 lane offsets inside the loop (dword-index gathers) */
+    LLVMValueRef kof = LLVMBuildTrunc(c->b, LLVMBuildMul(c->b, k, cg_i64(c, 2 * in_hw), ""), c->t_i32, "");
+    LLVMValueRef kv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), kof, cg_i32(c, 0), ""),
+                                             LLVMGetUndef(vi), LLVMConstNull(vi), "");
+    LLVMValueRef o0 = LLVMBuildAdd(c->b, off, kv, "");
+    LLVMValueRef x0 = gather_ch(c, s, s->in_base, o0, in, V);
+    LLVMValueRef x1 = odd ? cg_fzero(c, V)
+                          : gather_ch(c, s, s->in_base, LLVMBuildAdd(c->b, o0, splat_i32v(c, (uint32_t)in_hw, V), ""), in, V);
+    /* on the bf16 grid (a round16 result): the pair is the two top halves */
+    LLVMValueRef u0 = LLVMBuildBitCast(c->b, x0, vi, ""), u1 = LLVMBuildBitCast(c->b, x1, vi, "");
+    LLVMValueRef pair = LLVMBuildOr(c->b, LLVMBuildLShr(c->b, u0, splat_i32v(c, 16, V), ""),
+                                    LLVMBuildAnd(c->b, u1, splat_i32v(c, 0xffff0000u, V), ""), "pair");
+    LLVMValueRef kk = LLVMBuildAdd(c->b, k, cg_i64(c, tap * g->kpc), "");
+    LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, cg_i64(c, g->P), ""), cg_i64(c, g->kp), ""), kk, ""),
+                                                        cg_i64(c, g->P), ""),
+                                       LLVMBuildSRem(c->b, j, cg_i64(c, g->P), ""), "slot");
+    LLVMValueRef st = LLVMBuildStore(c->b, pair, LLVMBuildGEP2(c->b, vi, s->buf, &slot, 1, ""));
+    LLVMSetAlignment(st, 64);
+    if (!odd) cg_loop_end(c, &K);
+  }
+}
+
+/* The gathered panel of px pixels (compile time): every vector (the last one's lanes past the
+ * plane's end are 0), per tap. */
+static void gather_chunk(cg_ctx *c, const bgeom *g, const bk *s, int64_t px) {
+  int64_t nv = (px + g->V - 1) / g->V;
+  for (int tap = 0; tap < g->kh * g->kw; tap++) {
+    cg_loop J;
+    LLVMValueRef j = cg_loop_begin(c, &J, cg_i64(c, 0), cg_i64(c, nv), cg_i64(c, 1), "gj");
+    gather_vec(c, g, s, tap, j);
+    cg_loop_end(c, &J);
   }
 }
 
@@ -268,6 +357,10 @@ static void item_body(cg_ctx *c, const bgeom *g, const bk *s, int rr, LLVMValueR
 
 static void pack_item(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef chunk) {
   int64_t last_px = g->hw - (g->nch - 1) * g->chunk_px;
+  if (!g->flat) { /* masked per lane: one body for every chunk */
+    gather_chunk(c, g, s, g->chunk_px < g->hw ? g->chunk_px : g->hw);
+    return;
+  }
   if (last_px == g->chunk_px) {
     pack_chunk(c, g, s, g->chunk_px);
     return;
@@ -282,7 +375,7 @@ static void pack_item(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef chunk
 
 static const char *bf16_kind(cg_ctx *c, const bgeom *g, const pass_fusion *fu) {
   char op[128];
-  int k = snprintf(op, sizeof op, "conv2d_1x1");
+  int k = g->flat ? snprintf(op, sizeof op, "conv2d_1x1") : snprintf(op, sizeof op, "conv2d_%dx%ds%d", g->kh, g->kw, g->sh);
   if (fu->bn >= 0) k += snprintf(op + k, sizeof op - (size_t)k, "_bn");
   for (int i = 0; i < fu->n_post && k < 100; i++)
     k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
@@ -331,7 +424,7 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   LLVMValueRef chunk = LLVMBuildSRem(c->b, rest, cg_i64(c, g.nch), "chunk");
   LLVMValueRef img = LLVMBuildSDiv(c->b, rest, cg_i64(c, g.nch), "img");
   s.c0 = LLVMBuildMul(c->b, chunk, cg_i64(c, g.chunk_px), "c0");
-  s.in_base = LLVMBuildMul(c->b, img, cg_i64(c, g.cin * g.hw), "in_base");
+  s.in_base = LLVMBuildMul(c->b, img, cg_i64(c, g.cin * g.ih * g.iw), "in_base");
   LLVMValueRef co0 = LLVMBuildMul(c->b, t, cg_i64(c, g.R), "co0");
   s.out_base = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, img, cg_i64(c, g.cout), ""), co0, ""), cg_i64(c, g.hw), ""),
                             s.c0, "out_base");

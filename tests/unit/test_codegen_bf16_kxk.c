@@ -1,0 +1,214 @@
+/* test_codegen_bf16_kxk.c — the bf16 dot-product route for kxk / strided / padded convs
+ * (codegen/gen_conv_bf16.c, gathered im2col panels; docs/codegen.md "bf16 kernels").
+ *  1. Bitwise: input -> round16 -> conv (+bias) as the graph output: the compiled result equals
+ *     a C model of the kernel's arithmetic — pair k = (tap k / kpc, channels 2 (k % kpc), +1),
+ *     per pair acc = ftz(fma(x[odd], w[odd], acc)) then ftz(fma(x[even], w[even], acc)), padding
+ *     read as 0 — on an AVX2 target with vdpbf16ps emulated (CNNC_BF16_EMULATE=1), 1 and 2
+ *     threads: 3x3 stride 1 and 2 (pad 1), 1x1 stride 2, 7x7 stride 2 pad 3, odd Cin, short
+ *     last channel tiles, partial last vectors, maps narrower than a vector, several chunks;
+ *     a 3-channel stem and a 64 -> 64 3x3 keep the f32 kernels (BF16_GATHER_MIN_CIN / _COUT).
+ *     On a host with avx512bf16 the same cases also run natively (vdpbf16ps) against the model.
+ *  2. The same graphs vs the interpreter within 5e-3 (docs/precision.md, bf16 route).
+ *  3. CNNC_NO_BF16_KXK=1: these convs keep the f32 kernels (the A/B switch), 1x1 s1 ones not. */
+#include "frontend/fe.h"
+#include "ir/ir.h"
+#include "test_codegen_harness.h"
+
+static uint32_t bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+static float from_bits(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+static float ftz(float x) { return (bits(x) & 0x7f800000u) == 0 ? from_bits(bits(x) & 0x80000000u) : x; }
+static float bf16_in(float x) { return ftz(ir_round16_f32(x, IR_HALF_BF16)); }
+
+typedef struct kcase { int n, cin, cout, h, w, k, s, p; } kcase;
+
+static ir_graph *case_graph(const kcase *k) {
+  char yml[512];
+  snprintf(yml, sizeof yml, "%s/conv.yml", cgt_dir);
+  FILE *f = fopen(yml, "w");
+  fprintf(f, "name: bf16kxk\ninput: {shape: [%d, %d, %d], classes: 10}\nlayers:\n"
+             "  - {name: c, op: conv, filters: %d, kernel: %d, stride: %d, padding: %d, bias: true}\n",
+          k->cin, k->h, k->w, k->cout, k->k, k->s, k->p);
+  fclose(f);
+  fe_options o;
+  fe_options_init(&o);
+  ir_diag d = {0};
+  char b[16];
+  snprintf(b, sizeof b, "%d", k->n);
+  ir_graph *g = NULL;
+  if (!fe_option_set(&o, fe_option_find("batch-size"), b, &d) && !fe_option_set(&o, fe_option_find("seed"), "5", &d))
+    g = fe_load(yml, &o, &d);
+  if (!g) ir_diag_print(&d, stderr);
+  unlink(yml);
+  if (g) {
+    cgt_random_params(g, 0.5f);
+    if (pass_precision(g, "16.16", "bf16", 0, &d) <= 0) ir_diag_print(&d, stderr), ir_graph_free(g), g = NULL;
+  }
+  return g;
+}
+
+typedef struct kinds { int n, bf16; char kind[160]; } kinds;
+static void kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_report_buffer *b, int n_b,
+                         const int64_t *sb, int ns, const int *tv, int nt) {
+  kinds *s = ctx;
+  for (int i = 0; i < n_k; i++)
+    if (!strncmp(k[i].kind, "conv2d", 6)) {
+      s->n++;
+      s->bf16 += strstr(k[i].kind, "_bf16_") != NULL;
+      snprintf(s->kind, sizeof s->kind, "%s", k[i].kind);
+    }
+}
+static kinds compile_kinds(ir_graph *g, const cg_target *t) {
+  kinds s = {0};
+  cg_report_sink rs = {&s, kinds_layout, NULL, NULL};
+  char so[512];
+  snprintf(so, sizeof so, "%s/kinds.so", cgt_dir);
+  cg_options o = {so, NULL, "kinds", "{}", 2, 0, &rs};
+  ir_diag d = {0};
+  if (cg_compile(g, t, &o, &d)) ir_diag_print(&d, stderr), s.n = -1;
+  unlink(so);
+  return s;
+}
+
+/* The kernel's arithmetic in C (see the header); out [n][cout][oh][ow]. */
+static void model(const kcase *k, const float *x, const float *wt, const float *bs, int oh, int ow, float *out) {
+  int kpc = (k->cin + 1) / 2, taps = k->k * k->k;
+  for (int b = 0; b < k->n; b++)
+    for (int co = 0; co < k->cout; co++)
+      for (int oy = 0; oy < oh; oy++)
+        for (int ox = 0; ox < ow; ox++) {
+          float a = 0;
+          for (int tap = 0; tap < taps; tap++) {
+            int iy = oy * k->s + tap / k->k - k->p, ix = ox * k->s + tap % k->k - k->p;
+            int in = iy >= 0 && iy < k->h && ix >= 0 && ix < k->w;
+            for (int cp = 0; cp < kpc; cp++) {
+              int c0 = 2 * cp, c1 = c0 + 1;
+              float x0 = in ? bf16_in(x[(((int64_t)b * k->cin + c0) * k->h + iy) * k->w + ix]) : 0.0f;
+              float x1 = in && c1 < k->cin ? bf16_in(x[(((int64_t)b * k->cin + c1) * k->h + iy) * k->w + ix]) : 0.0f;
+              float w0 = ftz(wt[((int64_t)co * k->cin + c0) * taps + tap]);
+              float w1 = c1 < k->cin ? ftz(wt[((int64_t)co * k->cin + c1) * taps + tap]) : 0.0f;
+              a = ftz(fmaf(x1, w1, a)), a = ftz(fmaf(x0, w0, a));
+            }
+          }
+          out[(((int64_t)b * k->cout + co) * oh + oy) * ow + ox] = a + bs[co];
+        }
+}
+
+static void bitwise_case(const cg_target *t, const char *tn, const kcase *k) {
+  char label[160];
+  snprintf(label, sizeof label, "%s %dx%dx%dx%d k%d s%d p%d -> %d", tn, k->n, k->cin, k->h, k->w, k->k, k->s, k->p, k->cout);
+  ir_graph *g = case_graph(k);
+  if (!g) {
+    cgt_failures++;
+    return;
+  }
+  kinds ks = compile_kinds(g, t);
+  CGT_CHECK(ks.n == 1 && ks.bf16 == 1, "%s: the conv is not on the bf16 route (%s)", label, ks.kind);
+  fprintf(stderr, "%s: %s\n", label, ks.kind);
+  int oh = (k->h + 2 * k->p - k->k) / k->s + 1, ow = (k->w + 2 * k->p - k->k) / k->s + 1;
+  int64_t nx = (int64_t)k->n * k->cin * k->h * k->w, ny = (int64_t)k->n * k->cout * oh * ow;
+  float *x = malloc((size_t)nx * 4), *want = malloc((size_t)ny * 4);
+  for (int64_t i = 0; i < nx; i++) {
+    x[i] = cgt_uniform(-1.0f, 1.0f);
+    if (i % 13 == 5) x[i] *= 1e-38f; /* bf16 denormals: read as zero */
+  }
+  model(k, x, g->values[ir_find_value(g, "c/weight")].data, g->values[ir_find_value(g, "c/bias")].data, oh, ow, want);
+  char so[512];
+  snprintf(so, sizeof so, "%s/bitwise.so", cgt_dir);
+  cg_options o = {so, NULL, label, "{}", 2, 0};
+  ir_diag d = {0};
+  if (cg_compile(g, t, &o, &d)) {
+    ir_diag_print(&d, stderr);
+    cgt_failures++;
+  } else {
+    void *hd = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    const cnnc_abi_model *m = hd ? dlsym(hd, CNNC_ABI_SYMBOL) : NULL;
+    CGT_CHECK(m != NULL, "%s: cannot load", label);
+    for (int nth = 1; m && nth <= 2; nth++) {
+      void *bufs[64];
+      for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
+      memcpy(bufs[m->input], x, (size_t)nx * 4);
+      cgt_run_model(m, bufs, nth);
+      const float *got = bufs[m->outputs[0]];
+      int64_t diff = 0, first = -1;
+      for (int64_t i = 0; i < ny; i++)
+        if (bits(got[i]) != bits(want[i]) && diff++ == 0) first = i;
+      CGT_CHECK(diff == 0, "%s, %d thread(s): %lld of %lld outputs differ from the model (first %lld: %a vs %a)", label, nth,
+                (long long)diff, (long long)ny, (long long)first, first >= 0 ? got[first] : 0.0, first >= 0 ? want[first] : 0.0);
+      for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
+    }
+    if (hd) dlclose(hd);
+  }
+  unlink(so);
+  /* 2. vs the interpreter (its own input) */
+  snprintf(label + strlen(label), sizeof label - strlen(label), " vs interpreter");
+  CGT_CHECK(cgt_check_graph(g, t, label, 5e-3, NULL) == 0, "%s: differs", label);
+  free(x), free(want);
+  ir_graph_free(g);
+}
+
+static const kcase cases[] = {
+    {2, 17, 97, 9, 11, 3, 1, 1},   /* odd Cin, 99 px: partial last vector */
+    {1, 16, 100, 14, 14, 3, 2, 1}, /* stride 2: 7x7 out, short last tile */
+    {2, 37, 96, 13, 13, 1, 2, 0},  /* strided 1x1 downsample, odd Cin */
+    {1, 64, 130, 15, 15, 3, 1, 1}, /* 225 px: several tiles */
+    {1, 64, 96, 60, 60, 3, 2, 1},  /* 900 px: several chunks, a short last one */
+    {2, 19, 99, 17, 17, 7, 2, 3},  /* 7x7 stride 2 pad 3, odd Cin */
+    {3, 16, 105, 3, 3, 3, 1, 1},   /* 9 px: the map is narrower than a vector */
+};
+
+int main(void) {
+  cgt_init_dir();
+  cg_target avx2, host;
+  ir_diag d = {0};
+  if (cg_target_init(&avx2, NULL, "x86-64-v3", NULL, &d) || cg_target_init(&host, NULL, NULL, NULL, &d)) {
+    ir_diag_print(&d, stderr);
+    return 1;
+  }
+  int nc = (int)(sizeof cases / sizeof cases[0]);
+  setenv("CNNC_BF16_EMULATE", "1", 1);
+  for (int i = 0; i < nc; i++) bitwise_case(&avx2, "avx2 emulated", &cases[i]);
+  /* 3. the A/B switch: kxk / strided convs back on the f32 kernels */
+  setenv("CNNC_NO_BF16_KXK", "1", 1);
+  for (int i = 0; i < nc; i += 2) {
+    ir_graph *g = case_graph(&cases[i]);
+    kinds k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
+    CGT_CHECK(k.n == 1 && k.bf16 == 0, "CNNC_NO_BF16_KXK=1, case %d: %s", i, k.kind);
+    ir_graph_free(g);
+  }
+  unsetenv("CNNC_NO_BF16_KXK");
+  /* fewer than 16 input or 96 output channels: the f32 kernels */
+  const kcase small[2] = {{1, 3, 96, 16, 16, 7, 2, 3}, {1, 64, 64, 14, 14, 3, 1, 1}};
+  for (int i = 0; i < 2; i++) {
+    ir_graph *gs = case_graph(&small[i]);
+    kinds ks = gs ? compile_kinds(gs, &avx2) : (kinds){-1, 0, ""};
+    CGT_CHECK(ks.n == 1 && ks.bf16 == 0, "%d -> %d %dx%d conv on the bf16 route (%s)", small[i].cin, small[i].cout,
+              small[i].k, small[i].k, ks.kind);
+    ir_graph_free(gs);
+  }
+  setenv("CNNC_NO_BF16_KXK", "1", 1);
+  kcase flat = {1, 16, 16, 8, 8, 1, 1, 0};
+  ir_graph *g = case_graph(&flat);
+  kinds kf = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
+  CGT_CHECK(kf.n == 1 && kf.bf16 == 1, "CNNC_NO_BF16_KXK=1: the flat 1x1 left the route (%s)", kf.kind);
+  ir_graph_free(g);
+  unsetenv("CNNC_NO_BF16_KXK");
+  unsetenv("CNNC_BF16_EMULATE");
+  if (host.has_avx512bf16) /* the same cases on vdpbf16ps */
+    for (int i = 0; i < nc; i++) bitwise_case(&host, "host avx512bf16", &cases[i]);
+  else
+    fprintf(stderr, "host without avx512bf16: native cases skipped\n");
+  cg_target_dispose(&avx2);
+  cg_target_dispose(&host);
+  cgt_cleanup_dir();
+  if (cgt_failures) fprintf(stderr, "test_codegen_bf16_kxk: %d failure(s)\n", cgt_failures);
+  else fprintf(stderr, "test_codegen_bf16_kxk: ok\n");
+  return cgt_failures != 0;
+}
