@@ -249,6 +249,28 @@ static void flat_prefetch_epi(cg_ctx *c, const conv_geom *g, const conv_row *r, 
   }
 }
 
+/* Non-temporal output stores of flat convs (flat_nt_ok): the n full f32 vectors v[i] of a
+ * tile at out[oi[i]], streamed past the caches (vmovntps) when the tile's first vector is
+ * aligned to the vector width (the planes are whole vectors of bytes, so then all are),
+ * plain stores otherwise (a caller's unaligned output). */
+static void flat_store_nt(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef *v, LLVMValueRef *oi, int n) {
+  int64_t vb = (int64_t)g->V * 4;
+  LLVMValueRef a0 = LLVMBuildPtrToInt(c->b, cg_gep_f32(c, r->out, oi[0]), c->t_i64, "");
+  LLVMValueRef al = LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildAnd(c->b, a0, cg_i64(c, vb - 1), ""), cg_i64(c, 0), "nt_al");
+  LLVMMetadataRef one = LLVMValueAsMetadata(cg_i32(c, 1));
+  unsigned kind = LLVMGetMDKindIDInContext(c->llc, "nontemporal", 11);
+  cg_if f;
+  cg_if_begin(c, &f, al);
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef s = LLVMBuildStore(c->b, v[i], cg_gep_f32(c, r->out, oi[i]));
+    LLVMSetAlignment(s, (unsigned)vb);
+    LLVMSetMetadata(s, kind, LLVMMetadataAsValue(c->llc, LLVMMDNodeInContext2(c->llc, &one, 1)));
+  }
+  cg_if_else(c, &f);
+  for (int i = 0; i < n; i++) cg_store_v(c, v[i], r->out, oi[i], g->V);
+  cg_if_end(c, &f);
+}
+
 /* xp: a flat conv's packed input panels (flat_tiles), NULL otherwise; the tile's pixels for
  * input channel ci are at xp[xp_base + ci*np*V ..] (interior tiles only).  xmode 1 reads
  * them there, xmode 2 reads the planes and writes them there.  pf (xmode 1, else NULL): byte
@@ -257,7 +279,7 @@ static void flat_prefetch_epi(cg_ctx *c, const conv_geom *g, const conv_row *r, 
  * element of the tile whose residuals flat_prefetch_epi prefetches. */
 static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
                         LLVMValueRef ox, int64_t ox_const, int64_t ox_end, LLVMValueRef xp, LLVMValueRef xp_base,
-                        int xmode, LLVMValueRef pf, LLVMValueRef epi) {
+                        int xmode, LLVMValueRef pf, LLVMValueRef epi, int nt) {
   int V = g->V;
   unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
   LLVMTypeRef vt = cg_vtype(c, V);
@@ -299,6 +321,7 @@ static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
   for (int i = 0; i < rr * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
   cg_loop_end(c, &KY);
   cg_loop_end(c, &CI);
+  LLVMValueRef ntv[64], nti[64];
   for (int k = 0; k < rr; k++) {
     LLVMValueRef bias = cg_splat(c, cg_load_f32(c, r->bp, LLVMBuildAdd(c->b, r->bbase, cg_i64(c, k), "")), V);
     LLVMValueRef orow = LLVMBuildAdd(c->b, r->out_row, cg_i64(c, k * g->oh * g->ow), "");
@@ -315,15 +338,17 @@ static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
         else if (res && rdt != IR_F32) v = LLVMBuildFAdd(c->b, v, cg_act_load(c, e->post[q], res, oi, V, rdt), "resid");
         else v = cg_epilogue(c, e->post[q], v, res, oi, V);
       }
-      if (mo == full) cg_act_store(c, e->n_post ? e->post[e->n_post - 1] : NULL, v, r->out, oi, V, r->odt);
+      if (nt) ntv[k * np + p] = v, nti[k * np + p] = oi;
+      else if (mo == full) cg_act_store(c, e->n_post ? e->post[e->n_post - 1] : NULL, v, r->out, oi, V, r->odt);
       else cg_act_masked_store(c, e->n_post ? e->post[e->n_post - 1] : NULL, v, r->out, oi, mo, V, r->odt);
     }
   }
+  if (nt) flat_store_nt(c, g, r, ntv, nti, rr * np);
 }
 
 static void conv_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
                       LLVMValueRef ox, int64_t ox_const, int64_t ox_end) {
-  conv_tile_x(c, g, r, e, rr, np, ox, ox_const, ox_end, NULL, NULL, 0, NULL, NULL);
+  conv_tile_x(c, g, r, e, rr, np, ox, ox_const, ox_end, NULL, NULL, 0, NULL, NULL, 0);
 }
 
 /* Compile-time column tiles at ox0.. (np vectors each, masked), up to the end `to`. */
@@ -374,6 +399,7 @@ typedef struct conv_xpack {
    * them; this item's position among them and their count in its chunk */
   LLVMValueRef part, pf_pos, pf_cnt;
   int pf_epi; /* flat_prefetch_epi */
+  int nt;     /* flat_store_nt */
 } conv_xpack;
 
 /* Packed buffer floats of a flat conv (its widest chunk), 0 when it is not packed: a single
@@ -450,6 +476,27 @@ static LLVMValueRef flat_prefetch_line(cg_ctx *c, const conv_geom *g, const conv
   return LLVMBuildAdd(c->b, LLVMBuildMul(c->b, nxt, cg_i64(c, es), ""), LLVMBuildMul(c->b, line, cg_i64(c, 64), ""), "pf_line");
 }
 
+/* Non-temporal output stores (flat_store_nt) for flat convs with a fused residual add whose
+ * f32 output (whole vectors per plane) is at least FLAT_NT_MIN_BYTES for the batch, on
+ * vectors of a whole cache line (V*4 >= 64).  Their epilogue streams the residual in and the
+ * output out (ResNet-50 b16 layer1: 64 -> 256 at 56x56, 3.2 MB in, 3.2 MB out per image):
+ * plain stores read each output line first (write-allocate) and fill the caches with lines
+ * the next kernel reads long after.  Measured (bench/opcmp.py, both .so from one cnnc, A with
+ * CNNC_NO_FLAT_NT=1, 2 threads, 6-8 repeats, load 18-25, Zen 5 AVX-512): ResNet-50 b16
+ * layer1 conv3s 1.03-1.20x per CPU-second, layer2 conv3s 1.09-1.11x; ResNeXt-50 b16 (K twice
+ * as large) layer1 conv3s 0.90-1.11x, layer2 1.00-1.07x over two rounds.  Not taken: convs
+ * without an add (layer1/0's downsample, whose output the next kernel reads as its residual,
+ * 0.88x; layer2/0/conv1 0.96x), and 8-lane vectors (half-line stores: a one-block model on
+ * AVX2 code, 0.93x / 0.98x on its 64 -> 256 / 128 -> 512 conv3).  CNNC_NO_FLAT_NT=1 in
+ * cnnc's environment turns them off, CNNC_FLAT_NT_ALL=1 on for every flat f32 conv of
+ * whole-vector planes (A/B measurements). */
+#define FLAT_NT_MIN_BYTES (16.0 * 1024 * 1024)
+static int flat_nt_ok(const conv_geom *g, const conv_row *r) {
+  if (r->odt != IR_F32 || (g->oh * g->ow) % g->V || cg_env_on("CNNC_NO_FLAT_NT")) return 0;
+  return cg_env_on("CNNC_FLAT_NT_ALL") ||
+         (r->resid[0] && g->V * 4 >= 64 && (double)g->n * g->cout * g->oh * g->ow * 4 >= FLAT_NT_MIN_BYTES);
+}
+
 /* ntl whole unmasked tiles from pixel c0: without pk read from the planes; with pk, the
  * first item of a chunk reads the planes and writes each tile's pixels into its panel
  * ("pack on first use": the copy costs one store per loaded vector inside that item's
@@ -476,7 +523,7 @@ static void flat_tiles(cg_ctx *c, const conv_geom *g, const conv_row *r, const c
       epi = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, i, cg_i64(c, ntl - 1), ""),
                             LLVMBuildAdd(c->b, r->out_row, LLVMBuildAdd(c->b, c0, cg_i64(c, (int64_t)g->R * g->oh * g->ow), ""), ""),
                             LLVMBuildAdd(c->b, r->out_row, LLVMBuildAdd(c->b, ox, cg_i64(c, tile_px), ""), ""), "pf_epi");
-    if (pk) conv_tile_x(c, g, r, e, rr, g->P, ox, -1, 0, pk->buf, LLVMBuildMul(c->b, i, cg_i64(c, g->cin_g * tile_px), ""), mode, pf, epi);
+    if (pk) conv_tile_x(c, g, r, e, rr, g->P, ox, -1, 0, pk->buf, LLVMBuildMul(c->b, i, cg_i64(c, g->cin_g * tile_px), ""), mode, pf, epi, pk->nt);
     else conv_tile(c, g, r, e, rr, g->P, ox, -1, 0);
     cg_loop_end(c, &L);
   }
@@ -773,7 +820,7 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
   LLVMValueRef lo, hi;
   int64_t items = g.dwp ? g.n * g.groups : g.n * g.groups * g.ntile * conv_rows(&g);
   cg_thread_range(c, cg_i64(c, items), a[n_act + 1], a[n_act + 2], &lo, &hi);
-  conv_xpack pk = {NULL, NULL, NULL, NULL, NULL, 0};
+  conv_xpack pk = {NULL, NULL, NULL, NULL, NULL, 0, 0};
   int64_t pf = g.dwp ? 0 : conv_pack_floats(&g);
   if (pf > 0 && !cg_env_on("CNNC_NO_CONV_PACK")) {
     LLVMValueRef buf = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, g.V), (uint64_t)((pf + g.V - 1) / g.V)), "xpack");
@@ -799,6 +846,7 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
         !cg_env_on("CNNC_NO_FLAT_PREFETCH"))
       pk.part = part; /* flat_prefetch */
     pk.pf_epi = g.flat && r.resid[0] && !cg_env_on("CNNC_NO_FLAT_PREFETCH"); /* flat_prefetch_epi */
+    pk.nt = g.flat && flat_nt_ok(&g, &r);
     conv_item(c, &g, &r, &e, pk.buf ? &pk : NULL, it);
   }
   cg_loop_end(c, &L);
