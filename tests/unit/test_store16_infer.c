@@ -4,7 +4,8 @@
  * 1x1 / 3x3 / stride-2 bottlenecks, projection and identity residual adds, global average
  * pool, dense) and an MBConv model (depthwise 3x3 / 5x5 s1 and s2, squeeze-excite, swish,
  * residual adds), --precision 16.16, bf16 and fp16, compiled through cg_build_model (the
- * driver's hook) with and without CNNC_NO_STORE16:
+ * driver's hook) for x86-64-v3 (and on a host with other kernels, such as AVX-512's, for the
+ * host too: there the values only) with and without CNNC_NO_STORE16:
  *  - the pass stored values in 16 bits (16-bit dtypes in the graph, a 16-bit conv epilogue
  *    store and a 16-bit maxpool in the ResNet-ish model), the model's input and outputs stay
  *    f32 at the ABI;
@@ -13,6 +14,7 @@
  *  - the compiled 16-bit model matches the interpreter running the same graph (which holds
  *    16-bit values as their f32 values) within 5e-3 of the logit scale (test_precision's
  *    16.16 tolerance: an f32 sum in another order can round to the other neighbour). */
+#include "codegen/gen_conv_bf16.h"
 #include "frontend/fe.h"
 #include "test_codegen_harness.h"
 
@@ -23,7 +25,7 @@ typedef struct built {
   char so[512];
 } built;
 
-static int build(built *b, const char *model, const char *half, int store16, int batch) {
+static int build(built *b, const char *model, const char *half, int store16, int batch, const char *cpu) {
   char path[1024], bs[16];
   snprintf(path, sizeof path, "%s/tests/store16/%s.yml", CNNC_TEST_SRC, model);
   snprintf(bs, sizeof bs, "%d", batch);
@@ -32,8 +34,9 @@ static int build(built *b, const char *model, const char *half, int store16, int
   fe_options o;
   fe_options_init(&o);
   ir_diag d = {0};
-  const char *kv[][2] = {{"batch-size", bs}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", half}};
-  for (int i = 0; i < 4; i++)
+  const char *kv[][2] = {{"batch-size", bs}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", half},
+                         {"target-cpu", cpu}, {"target-features", "+f16c"}};
+  for (int i = 0; i < (cpu ? 6 : 4); i++)
     if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), -1;
   b->g = fe_load(path, &o, &d);
   if (!b->g) return ir_diag_print(&d, stderr), -1;
@@ -73,11 +76,13 @@ static float *run(const cnnc_abi_model *m, const float *x, int64_t nx, int nth) 
   return y;
 }
 
-static void check_model(const char *model, const char *half, int batch) {
+/* cpu: the target (NULL: the host); strict: check what the pass stored (16-bit values and conv
+ * results, the 16-bit maxpool, a smaller arena), else only that the values are right. */
+static void check_model(const char *model, const char *half, int batch, const char *cpu, int strict) {
   built s = {0}, f = {0};
   char label[128];
-  snprintf(label, sizeof label, "%s %s batch %d", model, half, batch);
-  if (build(&s, model, half, 1, batch) || build(&f, model, half, 0, batch)) {
+  snprintf(label, sizeof label, "%s %s batch %d %s", model, half, batch, cpu ? cpu : "host");
+  if (build(&s, model, half, 1, batch, cpu) || build(&f, model, half, 0, batch, cpu)) {
     CGT_CHECK(0, "%s: build failed", label);
     unbuild(&s), unbuild(&f);
     return;
@@ -96,15 +101,15 @@ static void check_model(const char *model, const char *half, int batch) {
   }
   int f16 = 0;
   for (int v = 0; v < f.g->n_values; v++) f16 += f.g->values[v].kind == IR_VAL_ACT && f.g->values[v].dtype != IR_F32;
-  CGT_CHECK(n16 > 0 && conv_out16 > 0, "%s: %d values, %d conv results stored in 16 bits", label, n16, conv_out16);
+  CGT_CHECK(!strict || (n16 > 0 && conv_out16 > 0), "%s: %d values, %d conv results stored in 16 bits", label, n16, conv_out16);
   CGT_CHECK(f16 == 0, "%s: CNNC_NO_STORE16=1 still stored %d values in 16 bits", label, f16);
-  if (!strcmp(model, "resnetish")) CGT_CHECK(pool16 == 1, "%s: the maxpool does not write 16 bits", label);
+  if (strict && !strcmp(model, "resnetish")) CGT_CHECK(pool16 == 1, "%s: the maxpool does not write 16 bits", label);
   for (int i = 0; i < s.m->n_tensors; i++)
     CGT_CHECK(s.m->tensors[i].dtype == CNNC_ABI_F32, "%s: ABI tensor %s is not f32", label, s.m->tensors[i].name);
   int64_t a16 = arena(s.m), a32 = arena(f.m);
   fprintf(stderr, "%s: %d values in 16 bits, %d widen16 nodes, %d conv results; arena %lld bytes (f32 storage %lld, "
           "%.1f %%)\n", label, n16, nwiden, conv_out16, (long long)a16, (long long)a32, 100.0 * (double)a16 / (double)a32);
-  CGT_CHECK(a16 < a32, "%s: arena %lld not below f32 storage's %lld", label, (long long)a16, (long long)a32);
+  CGT_CHECK(!strict || a16 < a32, "%s: arena %lld not below f32 storage's %lld", label, (long long)a16, (long long)a32);
   /* bitwise: 16-bit vs f32 storage, 1 vs 2 threads */
   const ir_value *xv = &s.g->values[s.g->input];
   int64_t nx = ir_shape_numel(&xv->shape), ny = ir_shape_numel(&s.g->values[s.g->outputs[0]].shape);
@@ -135,10 +140,24 @@ int main(void) {
   (void)cgt_random_params;
   (void)cgt_check_graph;
   cgt_init_dir();
-  check_model("resnetish", "bf16", 3);
-  check_model("resnetish", "fp16", 3);
-  check_model("dwse", "bf16", 3);
-  check_model("dwse", "fp16", 2);
+  /* x86-64-v3: what the pass stores there.  The host (AVX-512: vectors of 16 lanes, maybe
+   * avx512bf16) only for the values: there the models' small maps (10x10 and 5x5: 100 of 112
+   * and 25 of 32 lanes) take the channel-vector kernels, and with avx512bf16 the 1x1 convs the
+   * bf16 route, neither of which reads or writes 16 bits (gen_conv.c io16_route). */
+  cg_target host;
+  ir_diag d = {0};
+  if (cg_target_init(&host, NULL, NULL, NULL, &d)) return ir_diag_print(&d, stderr), 1;
+  int same = host.vec_f32 == 8 && !cg_bf16_dot(&host);
+  cg_target_dispose(&host);
+  check_model("resnetish", "bf16", 3, "x86-64-v3", 1);
+  check_model("resnetish", "fp16", 3, "x86-64-v3", 1);
+  check_model("dwse", "bf16", 3, "x86-64-v3", 1);
+  check_model("dwse", "fp16", 2, "x86-64-v3", 1);
+  if (!same) { /* resnetish fp16 left out: its 5-10 s AVX-512 compiles (channel-vector kernels) */
+    check_model("resnetish", "bf16", 3, NULL, 0);
+    check_model("dwse", "bf16", 3, NULL, 0);
+    check_model("dwse", "fp16", 2, NULL, 0);
+  }
   cgt_cleanup_dir();
   if (cgt_failures) fprintf(stderr, "test_store16_infer: %d failure(s)\n", cgt_failures);
   else fprintf(stderr, "test_store16_infer: ok\n");
