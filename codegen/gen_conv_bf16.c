@@ -20,7 +20,12 @@
  * issues P dot-product steps (vdpbf16ps zmm, zmm, m32bcst on avx512bf16).  Epilogue as the
  * f32 kernel's, except that a folded batchnorm's scale is applied here (acc * scale + shift),
  * so the packed weights stay the exact bf16 weights.  Work items (image, chunk, channel
- * tile), tiles fastest, as gen_conv.c's flat convs; no thread-split variant. */
+ * tile), tiles fastest, as gen_conv.c's flat convs; no thread-split variant.
+ * kxk / strided / padded convs (one group, >= BF16_GATHER_MIN_CIN in, >= BF16_GATHER_MIN_COUT
+ * out channels; CNNC_NO_BF16_KXK=1: not): K = taps x channel pairs, tap-major (pair k = tap
+ * k / kpc, channels 2 (k % kpc) and the next), in the weights and in the panel, which is an
+ * im2col of the chunk gathered per tap and pixel vector (masked dword gathers, 0 outside the
+ * map); the microkernel and epilogue are the flat ones. */
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* gen_conv_bf16.h — codegen-private: the bf16 dot-product conv route (issue 4,
  * docs/codegen.md "bf16 kernels", docs/precision.md "bf16 arithmetic").  Flat 1x1 stride-1
- * unpadded convs whose input is a bf16 round16 result and whose weights are on the bf16 grid
+ * unpadded convs (and kxk / strided ones with enough channels) whose input is a bf16 round16 result and whose weights are on the bf16 grid
  * (--precision 16.16|16.32 --half-type bf16 inference) run on vdpbf16ps when the target has
  * avx512bf16, or on an exact emulation of it when CNNC_BF16_EMULATE=1 is set in cnnc's
  * environment (how the kernel is tested on CPUs without the instruction). */
