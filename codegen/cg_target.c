@@ -7,9 +7,26 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <llvm-c/Support.h>
 #include <llvm-c/Target.h>
 
 #include "codegen/cg_internal.h"
+
+/* LLVM's machine scheduler builds a dependence graph per scheduling region, and keeps every
+ * load and store of a region in its memory chains until there are -dag-maps-huge-region of
+ * them (default 1000): on the long unrolled blocks of the 16-lane kernels that graph grows
+ * quadratically (SUnit::addPred, addChainDependencies and mayAlias were 22 % of cnnc's CPU
+ * time on ResNet-50).  200 folds the chains earlier; CNNC_SCHED_HUGE_REGION=N sets N (0:
+ * LLVM's default).  docs/codegen.md, "Compile time". */
+static void set_llvm_options(void) {
+  const char *e = getenv("CNNC_SCHED_HUGE_REGION");
+  int n = e && *e ? atoi(e) : 200;
+  if (n <= 0) return;
+  char opt[64];
+  snprintf(opt, sizeof opt, "-dag-maps-huge-region=%d", n);
+  const char *argv[] = {"cnnc", opt};
+  LLVMParseCommandLineOptions(2, argv, NULL);
+}
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void init_llvm(void) {
@@ -17,6 +34,7 @@ static void init_llvm(void) {
   LLVMInitializeAllTargets();
   LLVMInitializeAllTargetMCs();
   LLVMInitializeAllAsmPrinters();
+  set_llvm_options();
 }
 
 static int is_x86(const cg_target *t) { return strncmp(t->triple, "x86_64", 6) == 0 || t->triple[0] == 'i'; }
