@@ -4,7 +4,7 @@ per kernel (per CPU-second, so it holds on a loaded machine), grouped by layer t
 
   python3 bench/profile.py MODEL.yml MODEL.so [--threads 2] [--runs 2] [--top 15] [--peak 100]
 Kernel symbols are cnnk_s<shard>_<kind>_n<node>; node = row of `cnnc MODEL.yml --summary`.
---peak is the per-core fp32 peak (bench/peak_avx2.c, per CPU-second) for the % column.
+--peak is the per-core fp32 peak (bench/peak.c, per CPU-second) for the % column.
 """
 import argparse, collections, os, re, subprocess, sys, tempfile
 

@@ -3,12 +3,18 @@
 
 For every workload it compiles the cnnc model, exports the torchvision model to ONNX (once,
 into the work dir), then runs cnnc, ORT and PyTorch back to back and prints one table:
-model, batch, img/s of each, cnnc/ORT, and % of the fp32 peak measured by bench/peak_avx2.c
-in the same run.  The machine may be shared: quote ratios, and read the load average printed
-with every row.
+model, batch, img/s of each, cnnc/ORT, cnnc/torch, and % of the peak measured by bench/peak.c
+in the same run: the AVX-512 fp32 FMA peak on hosts with avx512f, else the AVX2 one (the line
+above the table says which).  The machine may be shared: quote ratios, and read the load
+average printed with every row.
 
   python3 bench/run.py [--build build-perf] [--work build-perf/bench] [--only resnet50/1 ...]
-                       [--threads 2] [--seconds 20] [--no-torch] [--no-ort]
+                       [--threads 2] [--seconds 20] [--no-torch] [--no-ort] [--bf16]
+
+--bf16: the bf16 workload, ResNet-50 batch 16 compiled with --precision 16.16 --half-type bf16,
+against `torch_bench.py resnet50 infer 16 THREADS bf16` (CPU autocast to bfloat16); no ORT run.
+Alone it runs only that row; with --only, the listed fp32 rows too.  Its %pk is against the
+vdpbf16ps peak where the host has AVX512_BF16 (else the fp32 peak).
   python3 bench/run.py --train [--rounds 2] [--only resnet50/16 fmnist_cnn/64] [--seconds 20]
 
 --train: steady-state training against PyTorch (issue 5).  cnnc: `cnnrun X.so benchmark` on a
@@ -28,6 +34,8 @@ import argparse, json, math, os, re, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = [("resnet50", 1), ("resnet50", 16), ("resnext50_32x4d", 16), ("efficientnet_b0", 16)]
+BF16_WORKLOADS = [("resnet50", 16)]  # --bf16
+BF16_OPTS = ["--precision", "16.16", "--half-type", "bf16"]
 
 
 def sh(cmd, **kw):
@@ -42,18 +50,22 @@ def loadavg():
 
 
 def peak(work):
-    exe = os.path.join(work, "peak_avx2")
-    sh(["gcc", "-O2", "-mavx2", "-mfma", os.path.join(ROOT, "bench", "peak_avx2.c"), "-o", exe, "-lpthread"])
-    g1, g2, c1, c2 = map(float, sh([exe, "--gflops"]).split())
-    return g1, g2, c1, c2
+    """bench/peak.c's figures: (isa, {"fp32": (g1, g2, c1, c2), "bf16": (...) if the host has it})."""
+    exe = os.path.join(work, "peak")
+    sh(["gcc", "-O2", os.path.join(ROOT, "bench", "peak.c"), "-o", exe, "-lpthread"])
+    f = sh([exe, "--gflops"]).split()
+    pk = {"fp32": tuple(map(float, f[1:5]))}
+    if len(f) >= 10 and f[5] == "bf16":
+        pk["bf16"] = tuple(map(float, f[6:10]))
+    return f[0], pk
 
 
-def cnnc_run(a, model, batch):
-    so = os.path.join(a.work, f"{model}_b{batch}.so")
+def cnnc_run(a, model, batch, bf16=False):
+    so = os.path.join(a.work, f"{model}_b{batch}{'_bf16' if bf16 else ''}.so")
     yml = os.path.join(ROOT, "models", f"{model}.yml")
     if not os.path.exists(so) or os.path.getmtime(so) < os.path.getmtime(os.path.join(a.build, "cnnc")):
         t0 = time.time()
-        sh([os.path.join(a.build, "cnnc"), yml, "--batch-size", str(batch), "-o", so])
+        sh([os.path.join(a.build, "cnnc"), yml, "--batch-size", str(batch), *(BF16_OPTS if bf16 else []), "-o", so])
         print(f"  compiled {so} in {time.time() - t0:.1f} s", file=sys.stderr)
     run = [os.path.join(a.build, "cnnrun"), so, "benchmark", "--threads", str(a.threads), "--json", "--batches", "1"]
     probe = json.loads(sh(run + ["--runs", "1"]))
@@ -71,8 +83,9 @@ def ort_run(a, model, batch):
     return float(re.search(r"([0-9.]+) img/s", out).group(1))
 
 
-def torch_run(a, model, batch):
-    out = sh([a.torch_py, os.path.join(a.anchors, "torch_bench.py"), model, "infer", str(batch), str(a.threads)])
+def torch_run(a, model, batch, bf16=False):
+    out = sh([a.torch_py, os.path.join(a.anchors, "torch_bench.py"), model, "infer", str(batch), str(a.threads),
+              *(["bf16"] if bf16 else [])])
     return float(re.search(r"([0-9.]+) img/s", out).group(1))
 
 
@@ -175,6 +188,8 @@ def main():
     p.add_argument("--seconds", type=float, default=20, help="cnnc timed seconds per workload (peers: 20)")
     p.add_argument("--no-ort", action="store_true")
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--bf16", action="store_true", help="ResNet-50 b16 at --precision 16.16 --half-type bf16 vs PyTorch "
+                   "bf16 autocast (alone: only that row; with --only: those rows too)")
     p.add_argument("--train", action="store_true", help="training against PyTorch: resnet50/16, fmnist_cnn/64")
     p.add_argument("--rounds", type=int, default=2, help="--train: cnnc/torch rounds per workload (A/B/A/B)")
     p.add_argument("--fmnist-torch", choices=["epoch", "steps"], default="epoch",
@@ -190,27 +205,42 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     if a.train:
         return main_train(a)
-    work = [w for w in WORKLOADS if not a.only or f"{w[0]}/{w[1]}" in a.only]
-    g1, g2, c1, c2 = peak(a.work)
+    work = [(m, b, False) for m, b in WORKLOADS if (not a.only and not a.bf16) or (a.only and f"{m}/{b}" in a.only)]
+    work += [(m, b, True) for m, b in BF16_WORKLOADS if a.bf16]
+    isa, pks = peak(a.work)
+    g1, g2, c1, c2 = pks["fp32"]
     pk = g2 if a.threads > 1 else g1
-    print(f"fp32 AVX2 FMA peak (bench/peak_avx2.c, measured now): 1 thread {g1:.1f}, 2 threads {g2:.1f} GFLOP/s "
+    print(f"fp32 {isa} FMA peak (bench/peak.c, measured now): 1 thread {g1:.1f}, 2 threads {g2:.1f} GFLOP/s "
           f"(per CPU-second: {c1:.1f} / {c2:.1f}); % of peak below uses {pk:.1f}")
+    pk_bf = pk
+    if "bf16" in pks:
+        b1, b2, bc1, bc2 = pks["bf16"]
+        pk_bf = b2 if a.threads > 1 else b1
+        print(f"bf16 avx512_bf16 vdpbf16ps peak: 1 thread {b1:.1f}, 2 threads {b2:.1f} GFLOP/s (per CPU-second: "
+              f"{bc1:.1f} / {bc2:.1f})" + (f"; % of peak of the bf16 row uses {pk_bf:.1f}" if a.bf16 else ""))
+    elif a.bf16:
+        print("no AVX512_BF16 on this host: % of peak of the bf16 row uses the fp32 peak")
     rows = []
-    hdr = f"{'model':<17}{'batch':>5}{'cnnc':>9}{'ORT':>9}{'torch':>9}{'cnnc/ORT':>10}{'cnnc %pk':>10}{'ORT %pk':>9}{'load':>6}"
-    for model, batch in work:
+    hdr = (f"{'model':<22}{'batch':>5}{'cnnc':>9}{'ORT':>9}{'torch':>9}{'cnnc/ORT':>10}{'cnnc/torch':>11}{'cnnc %pk':>10}"
+           f"{'ORT %pk':>9}{'load':>6}")
+    for model, batch, bf16 in work:
         la = loadavg()
-        ips, gflop_img = cnnc_run(a, model, batch)
-        ort = None if a.no_ort else ort_run(a, model, batch)
-        tor = None if a.no_torch else torch_run(a, model, batch)
+        ips, gflop_img = cnnc_run(a, model, batch, bf16)
+        ort = None if a.no_ort or bf16 else ort_run(a, model, batch)
+        tor = None if a.no_torch else torch_run(a, model, batch, bf16)
+        p = pk_bf if bf16 else pk
         f = lambda v: f"{v:9.2f}" if v is not None else f"{'-':>9}"
-        row = (f"{model:<17}{batch:>5}{f(ips)}{f(ort)}{f(tor)}"
+        name = model + (" bf16" if bf16 else "")
+        row = (f"{name:<22}{batch:>5}{f(ips)}{f(ort)}{f(tor)}"
                f"{(f'{ips / ort:10.2f}' if ort else f'{chr(45):>10}')}"
-               f"{100 * ips * gflop_img / pk:9.0f}%"
-               f"{(f'{100 * ort * gflop_img / pk:8.0f}%' if ort else f'{chr(45):>9}')}"
+               f"{(f'{ips / tor:11.2f}' if tor else f'{chr(45):>11}')}"
+               f"{100 * ips * gflop_img / p:9.0f}%"
+               f"{(f'{100 * ort * gflop_img / p:8.0f}%' if ort else f'{chr(45):>9}')}"
                f"{(la + loadavg()) / 2:6.1f}")
         rows.append(row)
         print(row if len(rows) > 1 else hdr + "\n" + row, flush=True)
-    print(f"\nimg/s, {a.threads} threads; cnnc {ROOT}; peers from {a.anchors}; load = 1-min load average")
+    print(f"\nimg/s, {a.threads} threads; cnnc {ROOT}; peers from {a.anchors}; load = 1-min load average"
+          + ("; bf16 row: cnnc --precision 16.16 --half-type bf16, torch_bench.py ... bf16 (autocast)" if a.bf16 else ""))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,117 @@
+/* peak.c — FMA peak of this machine, 1 and 2 threads, for the widest fp32 ISA it has:
+ * AVX-512 (zmm vfmadd231ps) when the CPU reports avx512f, else AVX2 (ymm); plus the
+ * AVX512_BF16 vdpbf16ps peak where the CPU has it.  12 independent accumulator chains per
+ * thread (Zen 5 needs >= 2 FMA/cycle x latency 4 = 8; 12 also covers Zen 3/4 and Intel).
+ * The kernels carry target attributes and run only after __builtin_cpu_supports says the
+ * CPU has the ISA, so one plain build works on any x86-64 host:
+ *   gcc -O2 bench/peak.c -o peak -lpthread && ./peak
+ * Prints GFLOP/s by wall time and by CPU time; `--gflops` prints one line for bench/run.py:
+ *   ISA g1 g2 c1 c2 [bf16 b1 b2 bc1 bc2]
+ * (ISA avx512|avx2; g = wall, c = per CPU-second x threads; the bf16 group when available). */
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define ITERS 100000000L
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* r[0] keeps the result live, r[1] = the thread's CPU seconds */
+static void thread_cpu(double *r, float sink) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  r[0] = (double)sink;
+  r[1] = (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+#define CHAINS(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11)
+
+__attribute__((target("avx2,fma"))) static void *run256(void *p) {
+  __m256 b = _mm256_set1_ps(1.0000001f), c = _mm256_set1_ps(1e-7f), a[12];
+  for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
+  for (long n = 0; n < ITERS; n++) {
+#define F256(i) a[i] = _mm256_fmadd_ps(a[i], b, c);
+    CHAINS(F256)
+  }
+  __m256 s = a[0];
+  for (int i = 1; i < 12; i++) s = _mm256_add_ps(s, a[i]);
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  thread_cpu(p, out[0]);
+  return 0;
+}
+
+__attribute__((target("avx512f"))) static void *run512(void *p) {
+  __m512 b = _mm512_set1_ps(1.0000001f), c = _mm512_set1_ps(1e-7f), a[12];
+  for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
+  for (long n = 0; n < ITERS; n++) {
+#define F512(i) a[i] = _mm512_fmadd_ps(a[i], b, c);
+    CHAINS(F512)
+  }
+  __m512 s = a[0];
+  for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, a[i]);
+  thread_cpu(p, _mm512_reduce_add_ps(s));
+  return 0;
+}
+
+/* vdpbf16ps: 32 bf16 products summed pairwise into 16 f32 lanes = 64 FLOP per instruction */
+__attribute__((target("avx512f,avx512bf16"))) static void *runbf16(void *p) {
+  __m512bh b = (__m512bh)_mm512_set1_epi16(0x3f80), c = b;
+  __m512 a[12];
+  for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
+  for (long n = 0; n < ITERS; n++) {
+#define FBF(i) a[i] = _mm512_dpbf16_ps(a[i], b, c);
+    CHAINS(FBF)
+  }
+  __m512 s = a[0];
+  for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, a[i]);
+  thread_cpu(p, _mm512_reduce_add_ps(s));
+  return 0;
+}
+
+/* GFLOP/s of nt threads running f (flop_it FLOP per iteration), best of 3 by wall time.
+ * *per_cpu: the same work over the threads' CPU time x nt (what idle cores would give; the
+ * two differ when other processes share the cores). */
+static double go(void *(*f)(void *), double flop_it, int nt, double *per_cpu) {
+  double best = 0, best_cpu = 0, flop = (double)ITERS * flop_it;
+  for (int rep = 0; rep < 3; rep++) {
+    pthread_t th[8];
+    double r[8][2], cpu = 0, t0 = now();
+    for (int i = 0; i < nt; i++) pthread_create(&th[i], 0, f, r[i]);
+    for (int i = 0; i < nt; i++) pthread_join(th[i], 0);
+    double g = nt * flop / (now() - t0) / 1e9;
+    for (int i = 0; i < nt; i++) cpu += r[i][1];
+    if (g > best) best = g;
+    if (nt * nt * flop / cpu / 1e9 > best_cpu) best_cpu = nt * nt * flop / cpu / 1e9;
+  }
+  *per_cpu = best_cpu;
+  return best;
+}
+
+int main(int argc, char **argv) {
+  int gf = argc > 1 && !strcmp(argv[1], "--gflops");
+  __builtin_cpu_init();
+  int z = __builtin_cpu_supports("avx512f"), bf = z && __builtin_cpu_supports("avx512bf16");
+  const char *isa = z ? "avx512" : "avx2";
+  double c1, c2, w = z ? 16 : 8, g1 = go(z ? run512 : run256, 12 * w * 2, 1, &c1), g2 = go(z ? run512 : run256, 12 * w * 2, 2, &c2);
+  double bc1 = 0, bc2 = 0, b1 = bf ? go(runbf16, 12 * 64, 1, &bc1) : 0, b2 = bf ? go(runbf16, 12 * 64, 2, &bc2) : 0;
+  if (gf) {
+    printf("%s %.1f %.1f %.1f %.1f", isa, g1, g2, c1, c2);
+    if (bf) printf(" bf16 %.1f %.1f %.1f %.1f", b1, b2, bc1, bc2);
+    printf("\n");
+    return 0;
+  }
+  printf("%s fp32 FMA 1 thread:  %.1f GFLOP/s wall (%.1f per CPU-second)\n", isa, g1, c1);
+  printf("%s fp32 FMA 2 threads: %.1f GFLOP/s wall (%.1f per CPU-second x 2 threads)\n", isa, g2, c2);
+  if (bf) {
+    printf("avx512_bf16 vdpbf16ps 1 thread:  %.1f GFLOP/s wall (%.1f per CPU-second)\n", b1, bc1);
+    printf("avx512_bf16 vdpbf16ps 2 threads: %.1f GFLOP/s wall (%.1f per CPU-second x 2 threads)\n", b2, bc2);
+  }
+  return 0;
+}
