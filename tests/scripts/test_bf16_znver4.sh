@@ -74,9 +74,7 @@ if grep -qwE "avx512_?bf16" /proc/cpuinfo && grep -qw avx512f /proc/cpuinfo; the
   CNNC_BF16_EMULATE=1 z4 --precision 16.16 --target-features=-avx512bf16 -o "$T/e4.so" || bad "emulated znver4 .so: $(tail -3 "$T/log")"
   CNNC_NO_BF16=1 z4 --precision 16.16 -o "$T/n4.so" || bad "CNNC_NO_BF16=1 znver4 .so: $(tail -3 "$T/log")"
   z4 --precision 32.32 -o "$T/f4.so" || bad "32.32 znver4 .so: $(tail -3 "$T/log")"
-  if "$CNNC" "$M" --precision 16.16 --target-cpu znver4 --target-features=-avx512bf16 --batch-size 2 --emit asm \
-    -o "$T/e4.s" >>"$T/log" 2>&1 && CNNC_BF16_EMULATE=1 "$CNNC" "$M" --precision 16.16 --target-cpu znver4 \
-    --target-features=-avx512bf16 --batch-size 2 --emit asm -o "$T/e4.s" >>"$T/log" 2>&1; then
+  if CNNC_BF16_EMULATE=1 z4 --precision 16.16 --target-features=-avx512bf16 --emit asm -o "$T/e4.s"; then
     # the emulated build has the same bf16 tiles as the native one, and no vdpbf16ps
     want=$(grep -o '_bf16_[0-9]*x[0-9]*__avx512bf16' "$T/kernels" | sed 's/bf16$//' | sort | tr '\n' ' ')
     got=$(grep -o '^cnnk_[A-Za-z0-9_]*_bf16_[0-9]*x[0-9]*__avx512_bf16emu' "$T/e4.s" | grep -o '_bf16_[0-9]*x[0-9]*__avx512' |
