@@ -1,7 +1,8 @@
 /* gen_conv_wino.c — Winograd F(2x2,3x3) and F(4x4,3x3) for inference 3x3 stride-1 convs on
  * NCHW (issue 4): 2.25x / 4x fewer multiplies than the direct kernels of gen_conv.c /
  * gen_conv_vc.c.  Output tiles m x m (m = 2 or 4, wino_tile), input tiles al x al (al = m + 2),
- * nx = al*al GEMMs.  Work item: (image, group of tr tile rows, block of cb output channels).
+ * nx = al*al GEMMs.  Work item: (image, group of tr tile rows, block of cb output channels), or
+ * on 16 lanes also (ipi whole images, block of cb output channels) for small maps.
  * Per block of kb input channels it transforms the item's al x al input tiles, V = B^T d B
  * (zero padding at the borders, V lanes = V consecutive tiles of one tile row), into a stack
  * panel [nx][kb][tb], runs the nx GEMMs M[xi] += U[xi] (cb x kb) V[xi] (kb x tb) on R x P
@@ -11,6 +12,7 @@
  * the GEMMs' read order [Cin/kb][Cout/R][nx][kb][R] (one sequential stream per item and input
  * block).  F(4x4) uses the points 0, 1, -1, 2, -2 and infinity (Lavin's matrices). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +20,8 @@
 #include "codegen/gen_conv_wino.h"
 
 /* Each of the two stack panels (transformed inputs, GEMM results) is at most this big: both
- * together stay in a 512 KB L2 with the weights streaming through. */
+ * together stay in a 512 KB L2 with the weights streaming through (AVX2; wino_plan16 takes
+ * twice that: AVX-512 x86 cores have 1 MB of L2 or more). */
 #define WINO_PANEL_BYTES (192 * 1024)
 /* Transformed weights bigger than this (ResNet-50 layer3/4: 4 / 16 MB) take the widest row
  * groups: every item streams its blocks of U once. */
@@ -32,10 +35,12 @@ typedef struct wino_plan {
   int m, al, nx;    /* output tile m x m (2 or 4), input tile al = m + 2, al*al GEMMs */
   int64_t th, tw;   /* output tiles: rows, columns (m x m pixels each) */
   int64_t tr, ngrp; /* tile rows per item, row groups per image */
+  int64_t ipi, nig; /* images per item (> 1 only with tr = th), image groups */
   int64_t tb;       /* tile slots of an item: tr*tw rounded up to P*V */
   int64_t nct, cbt, ncb; /* channel tiles of R (zero padded), tiles per block, blocks */
   int64_t kb, nkb;  /* input channels per block, blocks */
   int64_t vxs;      /* panel floats per xi: kb*tb + V (the slack takes the last channel's spill) */
+  int64_t panel;    /* byte budget of each panel */
 } wino_plan;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -43,7 +48,7 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /* Input-channel and output-channel blocks of plan p for its tb: the panels' byte budget, and
  * an even item count when there are few items (2 threads). */
 static void wino_blocks(wino_plan *p) {
-  int64_t panel = WINO_PANEL_BYTES;
+  int64_t panel = p->panel;
   int64_t kbmax = panel / (p->nx * 4 * p->tb);
   if (kbmax < 1) kbmax = 1;
   p->nkb = cdiv(p->cin, kbmax), p->kb = cdiv(p->cin, p->nkb), p->vxs = p->kb * p->tb + p->V;
@@ -51,7 +56,8 @@ static void wino_blocks(wino_plan *p) {
   int64_t cbmax = panel / (p->nx * 4 * p->tb * p->R);
   if (cbmax < 1) cbmax = 1;
   p->ncb = cdiv(p->nct, cbmax);
-  if (p->n * p->ngrp * p->ncb < 16 && (p->n * p->ngrp * p->ncb) % 2 && p->ncb < p->nct) p->ncb++;
+  int64_t items = p->nig * p->ngrp * p->ncb;
+  if (items < 16 && items % 2 && p->ncb < p->nct) p->ncb++;
   p->cbt = cdiv(p->nct, p->ncb), p->ncb = cdiv(p->nct, p->cbt);
 }
 
@@ -66,12 +72,9 @@ static double wino_cost(const wino_plan *p) {
   return gemm + xin + xout + (ub > 256 * 1024 ? (double)p->ngrp * ub / 16 : 0);
 }
 
-/* Row groups: F(2x2), the tr that wastes the fewest tile slots over the image (ties: tb >= 2
- * vectors of tiles, and with U over WINO_WIDE_U_BYTES the most tiles, which cuts the reads of
- * U per tile); F(4x4), the tr of the lowest wino_cost (its input transform costs more, and
- * its 36-deep panels leave few output channels per block at large tb, each block redoing
- * the transform); then wino_blocks. */
-static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n, int m) {
+/* The shape fields of plan p of node n with m x m output tiles, P vectors of tiles and R
+ * output channels per register tile (no row groups or blocks yet). */
+static wino_plan wino_plan_base(cg_ctx *c, const ir_node *n, int m, int P) {
   const ir_conv2d_attr *a = &n->attr.conv2d;
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   wino_plan p;
@@ -79,9 +82,20 @@ static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n, int m) {
   p.n = xs->dim[0], p.cin = xs->dim[1], p.h = xs->dim[2], p.w = xs->dim[3];
   p.cout = ys->dim[1], p.oh = ys->dim[2], p.ow = ys->dim[3];
   p.pt = a->pad[0], p.pl = a->pad[1];
-  p.V = c->target->vec_f32, p.P = 2, p.R = cg_acc_budget(c->target) / 2;
+  p.V = c->target->vec_f32, p.P = P, p.R = cg_acc_budget(c->target) / P;
   p.m = m, p.al = m + 2, p.nx = p.al * p.al;
   p.th = cdiv(p.oh, m), p.tw = cdiv(p.ow, m);
+  p.ipi = 1, p.nig = p.n, p.panel = WINO_PANEL_BYTES;
+  return p;
+}
+
+/* Row groups on 8 lanes (AVX2, as measured there): P = 2; F(2x2), the tr that wastes the
+ * fewest tile slots over the image (ties: tb >= 2 vectors of tiles, and with U over
+ * WINO_WIDE_U_BYTES the most tiles, which cuts the reads of U per tile); F(4x4), the tr of the
+ * lowest wino_cost (its input transform costs more, and its 36-deep panels leave few output
+ * channels per block at large tb, each block redoing the transform); then wino_blocks. */
+static wino_plan wino_plan8(cg_ctx *c, const ir_node *n, int m) {
+  wino_plan p = wino_plan_base(c, n, m, 2);
   int64_t pv = (int64_t)p.P * p.V;
   double best = -1;
   int best_set = 0;
@@ -99,6 +113,58 @@ static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n, int m) {
     if (best_set == 0 || score > best + (m == 4 ? 1e-9 * fabs(best) : 1e-9)) best = score, best_set = 1, p.tr = tr, p.tb = tb, p.ngrp = ngrp;
   }
   wino_blocks(&p);
+  return p;
+}
+
+/* Rough cycles of the whole batch of plan p on 16 lanes (wino_plan16): the GEMMs' FMAs over
+ * the tile slots (2 a cycle), the partial sums' panel reloads per input block after the first,
+ * the input transform per V-tile chunk and input channel (F(2x2) ~60, F(4x4) ~250 cycles)
+ * once per output-channel block, the output transform per chunk and output channel (~30 /
+ * ~90), U streamed from beyond L2 once per item (~16 bytes a cycle) when it is over 512 KB;
+ * scaled by the load imbalance of the items over 2 threads. */
+static double wino_cost16(const wino_plan *p) {
+  double grps = (double)(p->nig * p->ngrp), chunks = (double)(p->n * p->th * cdiv(p->tw, p->V));
+  double ub = (double)p->nx * 4 * p->cin * p->nct * p->R, items = grps * (double)p->ncb;
+  double gemm = grps * (double)(p->tb / p->V) * (double)(p->cin * p->nx * p->nct * p->R) / 2;
+  double reload = grps * (double)((p->nkb - 1) * p->nx * p->nct * p->R * p->tb / p->V);
+  double xin = (double)p->ncb * chunks * (double)p->cin * (p->m == 4 ? 250 : 60);
+  double xout = chunks * (double)p->cout * (p->m == 4 ? 90 : 30);
+  double cyc = gemm + reload + xin + xout + (ub > 512 * 1024 ? grps * ub / 16 : 0);
+  return cyc * 2 * ceil(items / 2) / items;
+}
+
+/* Row groups on 16 lanes: the P (1 vector of tiles x 24 channels, or 2 x 12), tile rows per
+ * item (tr <= th, one image) or whole images per item (tr = th; small maps in a batch, so U
+ * is read once per several images) and tb <= 2 WINO_TB_MAX of the lowest wino_cost16. */
+static wino_plan wino_plan16(cg_ctx *c, const ir_node *n, int m) {
+  wino_plan best = wino_plan_base(c, n, m, 2);
+  double bc = -1;
+  for (int P = 1; P <= 2; P++) {
+    wino_plan p = wino_plan_base(c, n, m, P);
+    p.panel = 2 * WINO_PANEL_BYTES;
+    int64_t pv = (int64_t)P * p.V;
+    for (int64_t tr = 1; tr <= p.th; tr++)
+      for (int64_t ipi = 1; ipi <= (tr == p.th ? p.n : 1); ipi++) {
+        wino_plan q = p;
+        q.tr = tr, q.ipi = ipi, q.tb = cdiv(ipi * tr * p.tw, pv) * pv;
+        if (q.tb > 2 * WINO_TB_MAX && q.tb > pv) continue;
+        q.ngrp = cdiv(p.th, tr), q.nig = cdiv(p.n, ipi);
+        wino_blocks(&q);
+        double cost = wino_cost16(&q);
+        if (bc < 0 || cost < bc * (1 - 1e-9)) bc = cost, best = q;
+      }
+  }
+  return best;
+}
+
+/* CNNC_WINO_PLAN8=1 in cnnc's environment: the 8-lane planning and tile rule on any target (A/B). */
+static int wino_wide(cg_ctx *c) { return c->target->vec_f32 >= 16 && !cg_env_on("CNNC_WINO_PLAN8"); }
+
+static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n, int m) {
+  wino_plan p = wino_wide(c) ? wino_plan16(c, n, m) : wino_plan8(c, n, m);
+  if (getenv("CNNC_WINO_TRACE"))
+    fprintf(stderr, "wino %s m%d P%d R%d tr%ld ipi%ld tb%ld ngrp%ld nig%ld kb%ld nkb%ld cbt%ld ncb%ld\n", n->name, p.m, p.P, p.R, (long)p.tr,
+            (long)p.ipi, (long)p.tb, (long)p.ngrp, (long)p.nig, (long)p.kb, (long)p.nkb, (long)p.cbt, (long)p.ncb);
   return p;
 }
 
@@ -171,10 +237,23 @@ static void wino_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const wino
 typedef struct wino_item {         /* run-time values of one work item */
   LLVMValueRef x, out, up, bp, vb, mb; /* input, output, packed U, bias, the two panels */
   LLVMValueRef resid[PASS_MAX_POST];   /* the fused adds' other operands, in post order */
-  LLVMValueRef in_img, out_img, ty0, ct0, nct_here;
+  LLVMValueRef n0, nimg, ty0, ct0, nct_here; /* first image, images here, first tile row, channel tile */
   const ir_node *post[PASS_MAX_POST];
   int n_post;
 } wino_item;
+
+/* Loop over the item's images (none when p->ipi is 1): returns the image's index in the item;
+ * *img = its index in the batch. */
+static LLVMValueRef wino_img_begin(cg_ctx *c, const wino_plan *p, const wino_item *it, cg_loop *L, LLVMValueRef *img) {
+  if (p->ipi == 1) return *img = it->n0, cg_i64(c, 0);
+  LLVMValueRef il = cg_loop_begin(c, L, cg_i64(c, 0), it->nimg, cg_i64(c, 1), "wimg");
+  *img = LLVMBuildAdd(c->b, it->n0, il, "img");
+  return il;
+}
+
+static void wino_img_end(cg_ctx *c, const wino_plan *p, cg_loop *L) {
+  if (p->ipi > 1) cg_loop_end(c, L);
+}
 
 /* V lanes: input columns col0, col0+2, ... of the row at element idx (zero outside [0, w)). */
 static LLVMValueRef wino_load_cols(cg_ctx *c, const wino_plan *p, LLVMValueRef x, LLVMValueRef idx, int64_t col0) {
@@ -195,17 +274,20 @@ static LLVMValueRef wino_load_cols(cg_ctx *c, const wino_plan *p, LLVMValueRef x
   return cg_even_lanes(c, va, vb, V);
 }
 
-/* Input transform of input channels [k0, k0 + kn) into the panel: vb[xi*vxs + ci*tb + r*tw
- * + tx] for tile (ty0 + r, tx).  A chunk's lanes past the row's last tile spill into the next
+/* Input transform of input channels [k0, k0 + kn) into the panel: vb[xi*vxs + ci*tb + (il*tr
+ * + r)*tw + tx] for tile (ty0 + r, tx) of the item's image il.  A chunk's lanes past the row's last tile spill into the next
  * row's slots, which that row overwrites afterwards (the last row's spill lands in the panel's
  * padding, in the next channel's row, also overwritten, or in the V slots of slack after each
  * xi's last channel). */
 static void wino_input(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMValueRef k0, LLVMValueRef kn) {
   int V = p->V;
-  cg_loop CI, RW;
-  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), kn, cg_i64(c, 1), "wci");
-  LLVMValueRef plane = LLVMBuildAdd(c->b, it->in_img, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, k0, ci, ""), cg_i64(c, p->h * p->w), ""), "plane");
+  cg_loop CI, IM, RW;
+  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), kn, cg_i64(c, 1), "wci"), img;
+  LLVMValueRef il = wino_img_begin(c, p, it, &IM, &img);
+  LLVMValueRef in_img = LLVMBuildMul(c->b, img, cg_i64(c, p->cin * p->h * p->w), "in_img");
+  LLVMValueRef plane = LLVMBuildAdd(c->b, in_img, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, k0, ci, ""), cg_i64(c, p->h * p->w), ""), "plane");
   LLVMValueRef r = cg_loop_begin(c, &RW, cg_i64(c, 0), cg_i64(c, p->tr), cg_i64(c, 1), "wr");
+  LLVMValueRef rs = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, il, cg_i64(c, p->tr), ""), r, "rs"); /* the row's slot row */
   LLVMValueRef iy0 = LLVMBuildSub(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, it->ty0, r, ""), cg_i64(c, 2), ""), cg_i64(c, p->pt), "iy0");
   LLVMValueRef rowidx[4], valid[4];
   for (int i = 0; i < 4; i++) {
@@ -215,7 +297,7 @@ static void wino_input(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMV
     LLVMValueRef iyc = cg_max64(c, cg_i64(c, 0), cg_min64(c, iy, cg_i64(c, p->h - 1))); /* clamped: no read outside */
     rowidx[i] = LLVMBuildAdd(c->b, plane, LLVMBuildMul(c->b, iyc, cg_i64(c, p->w), ""), "");
   }
-  LLVMValueRef slot0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, p->tb), ""), LLVMBuildMul(c->b, r, cg_i64(c, p->tw), ""), "slot");
+  LLVMValueRef slot0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, p->tb), ""), LLVMBuildMul(c->b, rs, cg_i64(c, p->tw), ""), "slot");
   LLVMValueRef z = cg_fzero(c, V);
   for (int64_t tx0 = 0; tx0 < p->tw; tx0 += V) {
     LLVMValueRef d[4][4], e[4][4], v[16];
@@ -238,6 +320,7 @@ static void wino_input(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMV
       cg_store_v(c, v[xi], it->vb, LLVMBuildAdd(c->b, slot0, cg_i64(c, xi * p->vxs + tx0), ""), V);
   }
   cg_loop_end(c, &RW);
+  wino_img_end(c, p, &IM);
   cg_loop_end(c, &CI);
 }
 
@@ -340,10 +423,13 @@ static void wino_bt6(cg_ctx *c, LLVMValueRef *d, LLVMValueRef *e, int V) {
  * borders) and the 6 tile columns gathered from them by shuffles. */
 static void wino_input4(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVMValueRef k0, LLVMValueRef kn) {
   int V = p->V, al = 6, nv = (int)cdiv(4 * V + 2, V);
-  cg_loop CI, RW;
-  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), kn, cg_i64(c, 1), "wci");
-  LLVMValueRef plane = LLVMBuildAdd(c->b, it->in_img, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, k0, ci, ""), cg_i64(c, p->h * p->w), ""), "plane");
+  cg_loop CI, IM, RW;
+  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), kn, cg_i64(c, 1), "wci"), img;
+  LLVMValueRef il = wino_img_begin(c, p, it, &IM, &img);
+  LLVMValueRef in_img = LLVMBuildMul(c->b, img, cg_i64(c, p->cin * p->h * p->w), "in_img");
+  LLVMValueRef plane = LLVMBuildAdd(c->b, in_img, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, k0, ci, ""), cg_i64(c, p->h * p->w), ""), "plane");
   LLVMValueRef r = cg_loop_begin(c, &RW, cg_i64(c, 0), cg_i64(c, p->tr), cg_i64(c, 1), "wr");
+  LLVMValueRef rs = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, il, cg_i64(c, p->tr), ""), r, "rs"); /* the row's slot row */
   LLVMValueRef iy0 = LLVMBuildSub(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, it->ty0, r, ""), cg_i64(c, 4), ""), cg_i64(c, p->pt), "iy0");
   LLVMValueRef rowidx[6], valid[6];
   for (int i = 0; i < al; i++) {
@@ -353,7 +439,7 @@ static void wino_input4(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVM
     LLVMValueRef iyc = cg_max64(c, cg_i64(c, 0), cg_min64(c, iy, cg_i64(c, p->h - 1)));
     rowidx[i] = LLVMBuildAdd(c->b, plane, LLVMBuildMul(c->b, iyc, cg_i64(c, p->w), ""), "");
   }
-  LLVMValueRef slot0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, p->tb), ""), LLVMBuildMul(c->b, r, cg_i64(c, p->tw), ""), "slot");
+  LLVMValueRef slot0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, p->tb), ""), LLVMBuildMul(c->b, rs, cg_i64(c, p->tw), ""), "slot");
   LLVMValueRef z = cg_fzero(c, V);
   for (int64_t tx0 = 0; tx0 < p->tw; tx0 += V) {
     int64_t col0 = 4 * tx0 - p->pl;
@@ -390,6 +476,7 @@ static void wino_input4(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVM
       cg_store_v(c, v[xi], it->vb, LLVMBuildAdd(c->b, slot0, cg_i64(c, xi * p->vxs + tx0), ""), V);
   }
   cg_loop_end(c, &RW);
+  wino_img_end(c, p, &IM);
   cg_loop_end(c, &CI);
 }
 
@@ -414,14 +501,17 @@ static void wino_output(cg_ctx *c, const wino_plan *p, const wino_item *it) {
   LLVMValueRef ncol = cg_min64(c, LLVMBuildMul(c->b, it->nct_here, cg_i64(c, p->R), ""),
                                LLVMBuildSub(c->b, cg_i64(c, p->cout), LLVMBuildMul(c->b, it->ct0, cg_i64(c, p->R), ""), ""));
   LLVMValueRef rows = cg_min64(c, cg_i64(c, p->tr), LLVMBuildSub(c->b, cg_i64(c, p->th), it->ty0, ""));
-  cg_loop CO, RW;
-  LLVMValueRef col = cg_loop_begin(c, &CO, cg_i64(c, 0), ncol, cg_i64(c, 1), "wcol");
+  cg_loop CO, IM, RW;
+  LLVMValueRef col = cg_loop_begin(c, &CO, cg_i64(c, 0), ncol, cg_i64(c, 1), "wcol"), img;
   LLVMValueRef co = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, it->ct0, cg_i64(c, p->R), ""), col, "co");
   LLVMValueRef bias = cg_splat(c, cg_load_f32(c, it->bp, co), V);
-  LLVMValueRef oplane = LLVMBuildAdd(c->b, it->out_img, LLVMBuildMul(c->b, co, cg_i64(c, p->oh * p->ow), ""), "oplane");
+  LLVMValueRef il = wino_img_begin(c, p, it, &IM, &img);
+  LLVMValueRef out_img = LLVMBuildMul(c->b, img, cg_i64(c, p->cout * p->oh * p->ow), "out_img");
+  LLVMValueRef oplane = LLVMBuildAdd(c->b, out_img, LLVMBuildMul(c->b, co, cg_i64(c, p->oh * p->ow), ""), "oplane");
   LLVMValueRef r = cg_loop_begin(c, &RW, cg_i64(c, 0), rows, cg_i64(c, 1), "wor");
+  LLVMValueRef rs = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, il, cg_i64(c, p->tr), ""), r, "rs");
   LLVMValueRef oy0 = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, it->ty0, r, ""), cg_i64(c, mt), "oy0");
-  LLVMValueRef slot0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, col, cg_i64(c, p->tb), ""), LLVMBuildMul(c->b, r, cg_i64(c, p->tw), ""), "");
+  LLVMValueRef slot0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, col, cg_i64(c, p->tb), ""), LLVMBuildMul(c->b, rs, cg_i64(c, p->tw), ""), "");
   for (int64_t tx0 = 0; tx0 < p->tw; tx0 += V) {
     LLVMValueRef m[36], s[4][6], y[4][4];
     for (int xi = 0; xi < p->nx; xi++) m[xi] = cg_load_v(c, it->mb, LLVMBuildAdd(c->b, slot0, cg_i64(c, xi * cb * p->tb + tx0), ""), V);
@@ -474,6 +564,7 @@ static void wino_output(cg_ctx *c, const wino_plan *p, const wino_item *it) {
     }
   }
   cg_loop_end(c, &RW);
+  wino_img_end(c, p, &IM);
   cg_loop_end(c, &CO);
 }
 
@@ -494,6 +585,10 @@ static void wino_kblock(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVM
 static int wino_tile(cg_ctx *c, const ir_node *n) {
   if (cg_env_on("CNNC_WINO_F2")) return 2;
   if (cg_env_on("CNNC_WINO_F4")) return 4;
+  if (wino_wide(c)) { /* 16 lanes: the tile of the lower wino_cost16 */
+    wino_plan p2 = wino_plan16(c, n, 2), p4 = wino_plan16(c, n, 4);
+    return wino_cost16(&p4) < wino_cost16(&p2) ? 4 : 2;
+  }
   const ir_shape *ys = &c->g->values[n->out].shape;
   return cdiv(ys->dim[2], 4) * cdiv(ys->dim[3], 4) >= 2 * c->target->vec_f32 ? 4 : 2;
 }
@@ -535,18 +630,18 @@ LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name
   cg_store_v(c, cg_fzero(c, V), it.vb, zi, V);
   cg_loop_end(c, &Z);
   LLVMValueRef lo, hi;
-  cg_thread_range(c, cg_i64(c, p.n * p.ngrp * p.ncb), a[n_act + 1], a[n_act + 2], &lo, &hi);
+  cg_thread_range(c, cg_i64(c, p.nig * p.ngrp * p.ncb), a[n_act + 1], a[n_act + 2], &lo, &hi);
   cg_loop L;
   LLVMValueRef item = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
   LLVMValueRef cbi = LLVMBuildSRem(c->b, item, cg_i64(c, p.ncb), "cbi");
   LLVMValueRef rest = LLVMBuildSDiv(c->b, item, cg_i64(c, p.ncb), "");
   LLVMValueRef grp = LLVMBuildSRem(c->b, rest, cg_i64(c, p.ngrp), "grp");
-  LLVMValueRef nb = LLVMBuildSDiv(c->b, rest, cg_i64(c, p.ngrp), "nb");
+  LLVMValueRef ig = LLVMBuildSDiv(c->b, rest, cg_i64(c, p.ngrp), "ig");
   it.ct0 = LLVMBuildMul(c->b, cbi, cg_i64(c, p.cbt), "ct0");
   it.nct_here = cg_min64(c, cg_i64(c, p.cbt), LLVMBuildSub(c->b, cg_i64(c, p.nct), it.ct0, ""));
   it.ty0 = LLVMBuildMul(c->b, grp, cg_i64(c, p.tr), "ty0");
-  it.in_img = LLVMBuildMul(c->b, nb, cg_i64(c, p.cin * p.h * p.w), "in_img");
-  it.out_img = LLVMBuildMul(c->b, nb, cg_i64(c, p.cout * p.oh * p.ow), "out_img");
+  it.n0 = LLVMBuildMul(c->b, ig, cg_i64(c, p.ipi), "n0");
+  it.nimg = cg_min64(c, cg_i64(c, p.ipi), LLVMBuildSub(c->b, cg_i64(c, p.n), it.n0, ""));
   wino_kblock(c, &p, &it, cg_i64(c, 0), 1);
   if (p.nkb > 1) {
     cg_loop K;
