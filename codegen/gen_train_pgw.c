@@ -39,6 +39,7 @@ typedef struct pgw {
   int flat;           /* 1x1 stride 1 unpadded, every chunk >= V pixels: chunks are flat x ranges */
   int prefetch;       /* the pack prefetches the next chunk's x (CNNC_PGW_NO_PREFETCH: not) */
   int dwpf;           /* a tile prefetches the next tile's dw rows (CNNC_PGW_NO_DWPF: not) */
+  int gather;         /* stride-2 border pixels by gathers (CNNC_PGW_GATHER), not masked loads + shuffle */
   LLVMValueRef dy, x, dwt, buf;
 } pgw;
 
@@ -58,7 +59,7 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   *k = (pgw){xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], ds->dim[1], ds->dim[2], ds->dim[3], at->kernel[0],
              at->kernel[1], at->stride[0], at->stride[1], at->pad[0], at->pad[1], at->dilation[0], at->dilation[1],
              (int64_t)at->kernel[0] * at->kernel[1], 0, c->target->vec_f32, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0,
-             0, 0, NULL, NULL, NULL, NULL};
+             0, 0, 0, NULL, NULL, NULL, NULL};
   if (k->taps > PGW_MAX_TAPS || k->kh > PGW_MAX_TAPS || (k->V & (k->V - 1))) return 0;
   k->ck = k->ci * k->taps;
   int budget = cg_acc_budget(c->target);
@@ -120,6 +121,7 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   k->ldc_max = pgw_ldc(k, k->cib * k->taps);
   k->prefetch = !cg_env_on("CNNC_PGW_NO_PREFETCH");
   k->dwpf = !cg_env_on("CNNC_PGW_NO_DWPF");
+  k->gather = cg_env_on("CNNC_PGW_GATHER");
   int64_t rlast = k->oh - (k->nrch - 1) * k->rh;
   k->flat = k->kh == 1 && k->kw == 1 && k->sh == 1 && k->sw == 1 && k->pt == 0 && k->pl == 0 && k->oh == k->ih &&
             k->ow == k->iw && (rlast < k->rh ? rlast : k->rh) * k->ow >= k->V;
@@ -144,6 +146,32 @@ static LLVMValueRef pgw_splat(cg_ctx *c, int V, LLVMValueRef v, const char *name
   return LLVMBuildShuffleVector(c->b, one, LLVMGetPoison(LLVMTypeOf(one)), LLVMConstVector(z, (unsigned)V), name);
 }
 
+/* Stride 2 with mask: cg_load_strided's two vector loads [idx, idx + V), [idx + V - 1, ..) as
+ * masked loads whose element masks are the pixel mask spread to the even elements each keeps
+ * (odd ones off), then its even-lane shuffle: the gather's values (masked-out pixels 0), with no
+ * element read that the gather would not read.  16-lane gathers are two vgatherqps each, and
+ * every 14- and 7-wide row (layer3/layer4's stride-2 convs) packs through this path at V = 16. */
+static LLVMValueRef pgw_xload_s2(cg_ctx *c, const pgw *k, LLVMValueRef idx, LLVMValueRef mask) {
+  int V = k->V;
+  LLVMValueRef ml[64], mh[64], off = LLVMConstNull(LLVMVectorType(c->t_i1, (unsigned)V)), half[2];
+  int sel[64];
+  for (int h = 0; h < 2; h++) {
+    for (int e = 0; e < V; e++) { /* element e of load h is x[idx + h*(V-1) + e]: pixel a/2 if a even */
+      int a = h * (V - 1) + e, take = a % 2 == 0 && (h == 0 ? a < V : a >= V);
+      (h ? mh : ml)[e] = cg_i32(c, take ? a / 2 : V); /* lane V of the pair: off */
+    }
+    LLVMValueRef em = LLVMBuildShuffleVector(c->b, mask, off, LLVMConstVector(h ? mh : ml, (unsigned)V), "");
+    LLVMValueRef i = h ? cg_taddk(c, idx, V - 1) : idx;
+    LLVMTypeRef ov[2] = {cg_vtype(c, V), c->t_ptr};
+    LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_f32, k->x, &i, 1, ""), cg_i32(c, 4), em, cg_fzero(c, V)};
+    half[h] = cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
+  }
+  for (int l = 0; l < V; l++) sel[l] = 2 * l < V ? 2 * l : 2 * l + 1;
+  LLVMValueRef sc[64];
+  for (int l = 0; l < V; l++) sc[l] = cg_i32(c, sel[l]);
+  return LLVMBuildShuffleVector(c->b, half[0], half[1], LLVMConstVector(sc, (unsigned)V), "even");
+}
+
 /* V pixels of x at idx, idx + sw, ..: a plain (strided) load, or with mask (per lane, <V x i1>)
  * a masked load / gather that reads no masked-out lane (those are 0). */
 static LLVMValueRef pgw_xload(cg_ctx *c, const pgw *k, LLVMValueRef idx, LLVMValueRef mask) {
@@ -155,6 +183,7 @@ static LLVMValueRef pgw_xload(cg_ctx *c, const pgw *k, LLVMValueRef idx, LLVMVal
     LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_f32, k->x, &idx, 1, ""), cg_i32(c, 4), mask, cg_fzero(c, V)};
     return cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
   }
+  if (k->sw == 2 && !k->gather) return pgw_xload_s2(c, k, idx, mask);
   LLVMValueRef lane[64];
   for (int l = 0; l < V; l++) lane[l] = LLVMConstInt(c->t_i64, (unsigned long long)(l * k->sw), 0);
   LLVMValueRef vi = LLVMBuildAdd(c->b, pgw_splat(c, V, idx, ""), LLVMConstVector(lane, (unsigned)V), "");
