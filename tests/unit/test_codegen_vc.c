@@ -42,6 +42,8 @@ static const vc_case cases[] = {
     {3, 20, 30, 14, 14, 3, 2, 1, 1, 2, "3x3 stride 2 padded, residual, batch 3"},
     {1, 13, 21, 7, 7, 3, 1, 1, 1, 1, "3x3 stride 1 on 7x7, odd channels"},
     {1, 32, 48, 9, 9, 3, 2, 1, 4, 1, "grouped 3x3 stride 2 (4 groups of 12)"},
+    {2, 64, 64, 7, 7, 3, 1, 1, 2, 1, "grouped 3x3 stride 1 on 7x7, 2 groups of 32 (2 channel vectors per group at 16 lanes)"},
+    {1, 96, 99, 9, 9, 3, 1, 1, 3, 2, "grouped 3x3 stride 1 on 9x9, 3 groups of 33 (rem tile of 1 at 16 lanes), residual"},
     {3, 19, 35, 14, 14, 3, 1, 1, 1, 2, "3x3 stride 1 on 14x14 (short row 4+5+5), residual, batch 3"},
     {1, 21, 32, 28, 28, 3, 1, 1, 1, 1, "3x3 stride 1 on 28x28 (borders + interior loop)"},
     {1, 11, 17, 27, 23, 3, 1, 1, 1, 0, "3x3 stride 1 on 27x23 (odd map, rem tile of 1)"},
