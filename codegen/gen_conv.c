@@ -846,10 +846,12 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
         !cg_env_on("CNNC_NO_FLAT_PREFETCH"))
       pk.part = part; /* flat_prefetch */
     pk.pf_epi = g.flat && r.resid[0] && !cg_env_on("CNNC_NO_FLAT_PREFETCH"); /* flat_prefetch_epi */
-    pk.nt = g.flat && flat_nt_ok(&g, &r);
+    pk.nt = g.flat && flat_nt_ok(&g, &r); /* taken by packed chunks only (conv_pack_floats > 0) */
     conv_item(c, &g, &r, &e, pk.buf ? &pk : NULL, it);
   }
   cg_loop_end(c, &L);
+  if (pk.nt && pk.buf) /* vmovntps are weakly ordered: fence them before the runtime's barrier publishes y */
+    cg_intrinsic(c, "llvm.x86.sse.sfence", NULL, 0, NULL, 0);
   cg_kernel_end(c);
   *kind = conv_kind(c, n, &g, fu, &r);
   return f;

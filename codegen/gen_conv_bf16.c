@@ -181,7 +181,7 @@ static void pack_vec(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, int
                                                       cg_i64(c, g->P), ""),
                                      LLVMBuildSRem(c->b, j, cg_i64(c, g->P), ""), "slot");
   LLVMValueRef st = LLVMBuildStore(c->b, pair, LLVMBuildGEP2(c->b, vi, s->buf, &slot, 1, ""));
-  LLVMSetAlignment(st, 64);
+  LLVMSetAlignment(st, (unsigned)V * 4); /* one slot: V dwords */
 }
 
 /* Packs px pixels (compile time) of the chunk at s->c0: nfv whole vectors, then a masked one. */
@@ -253,7 +253,7 @@ static void gather_vec(cg_ctx *c, const bgeom *g, const bk *s, int tap, LLVMValu
                                                         cg_i64(c, g->P), ""),
                                        LLVMBuildSRem(c->b, j, cg_i64(c, g->P), ""), "slot");
     LLVMValueRef st = LLVMBuildStore(c->b, pair, LLVMBuildGEP2(c->b, vi, s->buf, &slot, 1, ""));
-    LLVMSetAlignment(st, 64);
+    LLVMSetAlignment(st, (unsigned)V * 4); /* one slot: V dwords */
     if (!odd) cg_loop_end(c, &K);
   }
 }
@@ -291,7 +291,7 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
   for (int p = 0; p < np; p++) {
     LLVMValueRef idx = LLVMBuildAdd(c->b, slot, cg_i64(c, p), "");
     LLVMValueRef l = LLVMBuildLoad2(c->b, vi, LLVMBuildGEP2(c->b, vi, s->buf, &idx, 1, ""), "xpair");
-    LLVMSetAlignment(l, 64);
+    LLVMSetAlignment(l, (unsigned)V * 4);
     xv[p] = l;
   }
   LLVMValueRef wrow = LLVMBuildAdd(c->b, s->wbase, LLVMBuildMul(c->b, k, cg_i64(c, g->R), ""), "");

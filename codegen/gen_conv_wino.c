@@ -147,7 +147,7 @@ static wino_plan wino_plan16(cg_ctx *c, const ir_node *n, int m) {
       for (int64_t ipi = 1; ipi <= (tr == p.th ? p.n : 1); ipi++) {
         wino_plan q = p;
         q.tr = tr, q.ipi = ipi, q.tb = cdiv(ipi * tr * p.tw, pv) * pv;
-        if (q.tb > 2 * WINO_TB_MAX && q.tb > pv) continue;
+        if (q.tb > 2 * WINO_TB_MAX && q.tb > pv && (tr > 1 || ipi > 1)) continue; /* one tile row: always a plan */
         q.ngrp = cdiv(p.th, tr), q.nig = cdiv(p.n, ipi);
         wino_blocks(&q);
         double cost = wino_cost16(&q);
@@ -162,7 +162,7 @@ static int wino_wide(cg_ctx *c) { return c->target->vec_f32 >= 16 && !cg_env_on(
 
 static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n, int m) {
   wino_plan p = wino_wide(c) ? wino_plan16(c, n, m) : wino_plan8(c, n, m);
-  if (getenv("CNNC_WINO_TRACE"))
+  if (cg_env_on("CNNC_WINO_TRACE"))
     fprintf(stderr, "wino %s m%d P%d R%d tr%ld ipi%ld tb%ld ngrp%ld nig%ld kb%ld nkb%ld cbt%ld ncb%ld\n", n->name, p.m, p.P, p.R, (long)p.tr,
             (long)p.ipi, (long)p.tb, (long)p.ngrp, (long)p.nig, (long)p.kb, (long)p.nkb, (long)p.cbt, (long)p.ncb);
   return p;
