@@ -248,20 +248,11 @@ static void check16(const char *half) {
   }
 }
 
-static int target(cg_target *t, const char *cpu) {
-  ir_diag d = {0};
-  if (cg_target_init(t, NULL, cpu, NULL, &d)) {
-    ir_diag_print(&d, stderr);
-    return 1;
-  }
-  return 0;
-}
-
 int main(void) {
   (void)cgt_check_graph; /* this test runs 1..3 threads itself */
   cgt_init_dir();
   cg_target host, avx2;
-  if (target(&host, NULL) || target(&avx2, "x86-64-v3")) return 1;
+  if (cgt_target(&host, NULL) || cgt_target(&avx2, "x86-64-v3")) return 1;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     run_case(&cases[i], &host, "host");
     run_case(&cases[i], &avx2, "avx2");

@@ -57,6 +57,16 @@ static inline FILE *cgt_llvm_of(ir_graph *g, const cg_target *t, const char *ste
   return fopen(path, "r");
 }
 
+/* t for LLVM cpu name cpu (NULL: the host); 1, with the error printed, when it fails. */
+static inline int cgt_target(cg_target *t, const char *cpu) {
+  ir_diag d = {0};
+  if (cg_target_init(t, NULL, cpu, NULL, &d)) {
+    ir_diag_print(&d, stderr);
+    return 1;
+  }
+  return 0;
+}
+
 static int cgt_failures;
 static int cgt_nan_every; /* > 0: every k-th input element is NaN */
 
