@@ -4,7 +4,9 @@
  * vectors), 3x3/5x5/3x1 kernels, dilation, asymmetric padding, stride 2 (phase planes, odd
  * maps), batches, fused BN + swish / relu and a fused residual add (masked on the last vector).  Each case also checks that the
  * kernel really is `conv2d_dw_plane` (or, for the shapes it must refuse, that it is not: those
- * now take the row-tiled kernel of the same name, which carries "cnnc-dw-rows"). */
+ * now take the row-tiled kernel of the same name, which carries "cnnc-dw-rows").
+ * CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case on one of the three targets (round
+ * robin, test_codegen_harness.h cgt_quick_skip). */
 #include "test_codegen_harness.h"
 
 #include "dw_case_check.h"
@@ -71,8 +73,10 @@ static char *first_kernel(ir_graph *g, const cg_target *t) {
   return name;
 }
 
-static void run_cases(const cg_target *t, const char *pfx, size_t ncases) {
+/* CNNC_TEST_QUICK: case i only in pass i % npasses (test_codegen_harness.h cgt_quick_skip). */
+static void run_cases(const cg_target *t, const char *pfx, size_t ncases, int pass, int npasses) {
   for (size_t i = 0; i < ncases; i++) {
+    if (cgt_quick_skip(i, pass, npasses)) continue;
     const dw_case *k = &cases[i];
     ir_graph *g = dw_graph(k, k->stride ? k->stride : 1);
     cgt_random_params(g, 0.5f);
@@ -99,11 +103,11 @@ int main(void) {
   cg_target host, avx2, sse;
   if (dw_target(&host, NULL) || dw_target(&avx2, "x86-64-v3") || dw_target(&sse, "x86-64")) return 1;
   size_t all = sizeof cases / sizeof *cases;
-  run_cases(&host, "host", all);
-  run_cases(&avx2, "avx2", all);
-  run_cases(&sse, "sse", all);
+  run_cases(&host, "host", all, 0, 3);
+  run_cases(&avx2, "avx2", all, 1, 3);
+  run_cases(&sse, "sse", all, 2, 3);
   cgt_nan_every = 7; /* NaN inputs propagate to the pixels that read them, not through padding */
-  run_cases(&avx2, "avx2 nan", 4);
+  run_cases(&avx2, "avx2 nan", 4, 0, 1);
   cgt_nan_every = 0;
   cg_target_dispose(&host);
   cg_target_dispose(&avx2);

@@ -67,6 +67,19 @@ static inline int cgt_target(cg_target *t, const char *cpu) {
   return 0;
 }
 
+/* Quick mode, CNNC_TEST_QUICK=1 (set by .ci/run for its sanitizer stage only, never by the
+ * README test command): a kernel sweep that runs one case table for npasses targets runs case
+ * i only in pass i % npasses, so every case still runs once and every target on 1/npasses of
+ * the cases.  The sanitizers instrument the compiler and the runtime, not the generated
+ * kernels: the same generator over more shapes adds little there.  Returns 1: skip case i. */
+static inline int cgt_quick(void) {
+  const char *q = getenv("CNNC_TEST_QUICK");
+  return q && *q && strcmp(q, "0") != 0;
+}
+static inline int cgt_quick_skip(size_t i, int pass, int npasses) {
+  return cgt_quick() && npasses > 1 && (int)(i % (size_t)npasses) != pass;
+}
+
 static int cgt_failures;
 static int cgt_nan_every; /* > 0: every k-th input element is NaN */
 

@@ -3,7 +3,9 @@
  * strided, padded, asymmetric, dilated, grouped, depthwise, 7x7/2, channel counts that are
  * not multiples of the vector width), fused conv epilogues (BN fold, relu, swish, sigmoid,
  * residual add), each run with 1 and 2 threads; the conv cases again for an AVX2-only
- * (x86-64-v3) and an SSE-only (x86-64) target.  Training-only ops must fail cleanly. */
+ * (x86-64-v3) and an SSE-only (x86-64) target.  Training-only ops must fail cleanly.
+ * CNNC_TEST_QUICK=1 (CI's sanitizer stage): each fixed conv case on one of the three targets
+ * (round robin, test_codegen_harness.h cgt_quick_skip) and 8 random convs instead of 24. */
 #include "test_codegen_harness.h"
 
 #define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
@@ -102,8 +104,10 @@ static void conv_label(char *buf, size_t n, const char *pfx, const conv_case *k)
            k->groups, k->bias ? " bias" : "");
 }
 
-static void test_conv_cases(const cg_target *t, const char *pfx) {
+/* pass of npasses: CNNC_TEST_QUICK runs case i only in pass i % npasses (cgt_quick_skip). */
+static void test_conv_cases(const cg_target *t, const char *pfx, int pass, int npasses) {
   for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++) {
+    if (cgt_quick_skip(i, pass, npasses)) continue;
     int y;
     char label[256];
     ir_graph *g = conv_graph(&conv_cases[i], &y);
@@ -423,8 +427,8 @@ int main(void) {
             "an unknown feature must be an error naming it (got '%s')", d.msg);
   CGT_CHECK(avx2.vec_f32 == 8, "x86-64-v3 must give 8 lanes (got %d)", avx2.vec_f32);
   CGT_CHECK(sse.vec_f32 == 4, "x86-64 must give 4 lanes (got %d)", sse.vec_f32);
-  test_conv_cases(&host, "host");
-  test_conv_random(&host, 24);
+  test_conv_cases(&host, "host", 0, 3);
+  test_conv_random(&host, cgt_quick() ? 8 : 24);
   test_conv_fused(&host);
   test_conv_sub_fused(&host);
   test_unary(&host);
@@ -436,11 +440,11 @@ int main(void) {
   test_unsupported(&host);
   test_nan(&host);
   test_nan(&sse);
-  test_conv_cases(&avx2, "avx2");
+  test_conv_cases(&avx2, "avx2", 1, 3);
   test_conv_fused(&avx2);
   test_conv_sub_fused(&avx2);
   test_pool(&avx2);
-  test_conv_cases(&sse, "sse");
+  test_conv_cases(&sse, "sse", 2, 3);
   test_avx512_emit();
   test_dense_softmax(&sse);
   cg_target_dispose(&host);

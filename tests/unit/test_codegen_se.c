@@ -7,7 +7,9 @@
  * channel counts, stride 2, 3x3 / 5x5, batch 1 and 3, flat-plane (7x7, 14x14) and row-tiled
  * (28, 56, 112 wide) depthwise kernels, pixel-vector and channel-vector project convs; each
  * checks in --emit llvm that the pool went into the depthwise kernel (`_avgpool`) and the
- * scale into the project conv (`_se_`), or not, for shapes the plan refuses. */
+ * scale into the project conv (`_se_`), or not, for shapes the plan refuses.
+ * CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case on one of the three targets (round
+ * robin, test_codegen_harness.h cgt_quick_skip). */
 #include "test_codegen_harness.h"
 
 #include "dw_case_check.h"
@@ -116,8 +118,10 @@ static float *se_run(ir_graph *g, const cg_target *t, int nth) {
   return out;
 }
 
-static void run_cases(const cg_target *t, const char *pfx) {
+/* CNNC_TEST_QUICK: case i only in pass i % npasses (test_codegen_harness.h cgt_quick_skip). */
+static void run_cases(const cg_target *t, const char *pfx, int pass, int npasses) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    if (cgt_quick_skip(i, pass, npasses)) continue;
     const se_case *k = &cases[i];
     ir_graph *g = se_graph(k);
     cgt_random_params(g, 0.5f);
@@ -150,9 +154,9 @@ int main(void) {
   cgt_init_dir();
   cg_target host, avx2, sse;
   if (dw_target(&host, NULL) || dw_target(&avx2, "x86-64-v3") || dw_target(&sse, "x86-64")) return 1;
-  run_cases(&host, "host");
-  run_cases(&avx2, "avx2");
-  run_cases(&sse, "sse");
+  run_cases(&host, "host", 0, 3);
+  run_cases(&avx2, "avx2", 1, 3);
+  run_cases(&sse, "sse", 2, 3);
   cg_target_dispose(&host);
   cg_target_dispose(&avx2);
   cg_target_dispose(&sse);

@@ -10,7 +10,9 @@
  * the AVX2 target (V = 8: the unpack/shufps/vperm2f128 transpose), the SSE one (V = 4:
  * the perfect-shuffle transpose) and, where the CPU runs it, x86-64-v4 (V = 16, 24
  * accumulators); the strided 1x1 cases also with CNNC_VC_PACK_SCALAR=1 (panels packed lane
- * by lane instead of one contiguous load per run of pixels). */
+ * by lane instead of one contiguous load per run of pixels).  CNNC_TEST_QUICK=1 (CI's sanitizer
+ * stage): each case on one of the targets (round robin, test_codegen_harness.h
+ * cgt_quick_skip), every second case of the shared-taps and scalar-pack runs. */
 #include "test_codegen_harness.h"
 
 #define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
@@ -146,26 +148,31 @@ int main(void) {
     fprintf(stderr, "target init: %s\n", d.msg);
     return 1;
   }
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &avx2, "avx2");
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &sse, "sse");
+  int has_v4 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  int npass = has_v4 ? 3 : 2; /* CNNC_TEST_QUICK: case i on target i % npass only */
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    if (!cgt_quick_skip(i, 0, npass)) check_case(&cases[i], &avx2, "avx2");
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    if (!cgt_quick_skip(i, 1, npass)) check_case(&cases[i], &sse, "sse");
   /* the kxk tiles with broadcasts shared between taps (2/3 of the accumulator budget) */
   setenv("CNNC_VC_SHARED_TAPS", "1", 1);
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-    if (cases[i].k > 1) check_case(&cases[i], &avx2, "avx2 shared taps");
+  for (size_t i = 0, j = 0; i < sizeof cases / sizeof *cases; i++)
+    if (cases[i].k > 1 && !cgt_quick_skip(j++, 0, 2)) check_case(&cases[i], &avx2, "avx2 shared taps");
   unsetenv("CNNC_VC_SHARED_TAPS");
   /* strided / sub input panels packed lane by lane (vc_pack_strided's A/B switch) */
   setenv("CNNC_VC_PACK_SCALAR", "1", 1);
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-    if (cases[i].k == 1 && cases[i].s > 1) check_case(&cases[i], &avx2, "avx2 scalar pack");
+  for (size_t i = 0, j = 0; i < sizeof cases / sizeof *cases; i++)
+    if (cases[i].k == 1 && cases[i].s > 1 && !cgt_quick_skip(j++, 0, 2)) check_case(&cases[i], &avx2, "avx2 scalar pack");
   unsetenv("CNNC_VC_PACK_SCALAR");
   cg_target_dispose(&avx2);
   cg_target_dispose(&sse);
   /* 16 lanes, 32 registers (the 24-accumulator tiles, 48x8 sub tiles) where this CPU can run
    * x86-64-v4 code */
   cg_target v4;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl") && cg_target_init(&v4, NULL, "x86-64-v4", NULL, &d) == 0) {
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &v4, "avx512");
+  if (has_v4 && cg_target_init(&v4, NULL, "x86-64-v4", NULL, &d) == 0) {
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+      if (!cgt_quick_skip(i, 2, npass)) check_case(&cases[i], &v4, "avx512");
     cg_target_dispose(&v4);
   } else fprintf(stderr, "x86-64-v4: not run (no AVX-512 on this CPU)\n");
   cgt_cleanup_dir();

@@ -9,7 +9,8 @@
  * CNNC_WINO_F2=1; none with CNNC_NO_WINOGRAD=1), 1 and 2 threads bitwise equal, the direct
  * build's output within twice the tolerance, and for F4 cases the F2 build's output too.
  * Convs the route refuses (fewer than CG_WINO_MIN_C channels, stride 2) must compile to a
- * direct kernel and still match. */
+ * direct kernel and still match.  CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case on one
+ * of the two targets (round robin, test_codegen_harness.h cgt_quick_skip). */
 #include "test_codegen_harness.h"
 
 #define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
@@ -216,7 +217,8 @@ int main(void) {
     fprintf(stderr, "target init: %s\n", d.msg);
     return 1;
   }
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &avx2);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    if (!cgt_quick_skip(i, 0, 2)) check_case(&cases[i], &avx2);
   cg_target_dispose(&avx2);
   /* 16 lanes (wino_plan16) where this CPU can run x86-64-v4 code */
   cg_target v4;
@@ -224,7 +226,8 @@ int main(void) {
       __builtin_cpu_supports("avx512vl") && cg_target_init(&v4, NULL, "x86-64-v4", NULL, &d) == 0) {
     wide = v4.vec_f32 >= 16;
     fprintf(stderr, "x86-64-v4 (%d lanes):\n", v4.vec_f32);
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &v4);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+      if (!cgt_quick_skip(i, 1, 2)) check_case(&cases[i], &v4);
     cg_target_dispose(&v4);
   } else if (cg_target_init(&v4, NULL, "x86-64-v4", NULL, &d) == 0) {
     /* no AVX-512 here: the 16-lane planning (wino_plan16) still compiles every case to IR */
