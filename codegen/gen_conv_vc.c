@@ -214,6 +214,32 @@ static int vc_short_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
   return 1;
 }
 
+/* Next-block weight prefetch spread over the tiles of a block.  In a K-blocked row or plane
+ * only the first pixel tile of a block reads the block's weights from memory (ResNet-50
+ * layer4 at b1: 4-9 MB of weights per conv, each weight used 49 times, not in L3 when the
+ * whole network runs); the other tiles re-read them from L1/L2 while the memory system
+ * idles, and the first tile stalls on the stream.  Here every tile t of the nt tiles, at
+ * iteration j of its K loop over the block, prefetches into L2 its 1/nt share of the next
+ * block's weights (bytes ((t * kc + j) * wci / nt) onward from wnext, the element where the
+ * next block's weights start, wci weight bytes per input channel): the next block's stream
+ * runs during the whole block.  After the last block wnext is the next channel tile's
+ * first block (the packed layout is [tile][ci][...]), the next work item of the thread.
+ * CNNC_NO_VC_W_SPREAD=1 in cnnc's environment turns it off (A/B measurements). */
+static int vc_w_spread(void) { return !cg_env_on("CNNC_NO_VC_W_SPREAD"); }
+
+static void vc_w_spread_pf(cg_ctx *c, const conv_row *r, LLVMValueRef wnext, LLVMValueRef j, int64_t t, int64_t nt,
+                           int64_t kc, int64_t wci) {
+  LLVMValueRef off = LLVMBuildUDiv(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, j, cg_i64(c, t * kc), ""), cg_i64(c, wci), ""),
+                                   cg_i64(c, nt), "");
+  LLVMValueRef base = LLVMBuildGEP2(c->b, c->t_f32, r->wp, &wnext, 1, "wnext"); /* may lie past the weights */
+  int64_t n = (wci + nt * 64 - 1) / (nt * 64);
+  for (int64_t m = 0; m < n; m++) {
+    LLVMValueRef o = LLVMBuildAdd(c->b, off, cg_i64(c, m * 64), "");
+    LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_i8, base, &o, 1, "wspf"), cg_i32(c, 0), cg_i32(c, 2), cg_i32(c, 1)};
+    cg_intrinsic(c, "llvm.prefetch", &c->t_ptr, 1, args, 4);
+  }
+}
+
 /* K-blocked short rows of kxk convs: a short row's 2-4 pixel tiles each swept the tile's
  * packed weights of every input channel (ResNet-50 layer4's 3x3: 512 x 9 x 16 floats = 295
  * KB per 16-channel tile, streamed from L2 twice per 7-pixel row; layer3's 147 KB three
@@ -231,6 +257,7 @@ static int vc_short_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
  * loop opened with its input-channel range [lo, hi); close it with cg_loop_end(c, &k->KB). */
 typedef struct vc_kb {
   int V, nrv, nacc;
+  int64_t kc; /* input channels per block */
   LLVMTypeRef vt;
   LLVMValueRef buf, lo, hi, acc[32];
   cg_loop KB;
@@ -239,7 +266,7 @@ typedef struct vc_kb {
 static void vc_kb_begin(cg_ctx *c, const conv_geom *g, int rr, int64_t nt, const char *name, vc_kb *k) {
   int64_t wci = (int64_t)g->kh * g->kw * g->R * 4; /* weight bytes per input channel */
   int64_t kc = VC_KXK_BLOCK_BYTES / wci > 1 ? VC_KXK_BLOCK_BYTES / wci : 1, nkb = (g->cin_g + kc - 1) / kc;
-  k->V = g->V, k->nrv = (rr + g->V - 1) / g->V, k->nacc = g->R / g->V * g->P;
+  k->V = g->V, k->nrv = (rr + g->V - 1) / g->V, k->nacc = g->R / g->V * g->P, k->kc = kc;
   k->vt = cg_vtype(c, k->V);
   k->buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(k->vt, (uint64_t)(nt * k->nacc)), name));
   for (int i = 0; i < k->nacc; i++) k->acc[i] = cg_entry_alloca(c, k->vt, "acc");
@@ -365,7 +392,8 @@ static void vc_plane_taps(cg_ctx *c, const conv_geom *g, const conv_row *r, int 
 /* The plane in plane tiles (vc_plane_tiles), K-blocked like the rows below: accumulators of
  * every tile in buf [tile][slot] between blocks of input channels. */
 static void vc_plane_tiled(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int64_t nt) {
-  int64_t px = g->oh * g->ow;
+  int64_t px = g->oh * g->ow, wci = (int64_t)g->kh * g->kw * g->R * 4; /* weight bytes per input channel */
+  int spread = vc_w_spread();
   vc_kb k;
   vc_kb_begin(c, g, rr, nt, "vcptile", &k);
   int V = k.V, nrv = k.nrv, nacc = k.nacc;
@@ -377,6 +405,9 @@ static void vc_plane_tiled(cg_ctx *c, const conv_geom *g, const conv_row *r, con
     cg_loop CI;
     LLVMValueRef ci = cg_loop_begin(c, &CI, lo, hi, cg_i64(c, 1), "ci");
     for (int i = 0; i < n; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
+    if (spread)
+      vc_w_spread_pf(c, r, LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, hi, cg_i64(c, wci / 4), ""), ""), LLVMBuildSub(c->b, ci, lo, ""),
+                     t, nt, k.kc, wci);
     vc_plane_taps(c, g, r, nrv, (int)np, from, ci, cur);
     for (int i = 0; i < n; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
     cg_loop_end(c, &CI);
@@ -480,6 +511,23 @@ LLVMValueRef cg_conv_opaque_ptr(cg_ctx *c, LLVMValueRef p) {
   return LLVMBuildCall2(c->b, ft, asmv, &p, 1, "kbuf");
 }
 
+/* The K-blocked rows' accumulator buffer inside the block loop, as a value that depends on
+ * the block index kb (an empty asm of (buf, kb)).  With the loop-invariant address LLVM's
+ * LICM promoted every slot of the buffer (nt * nacc vectors: 96-120 on 16 lanes) to values
+ * carried around the block loop; the register allocator then spilled them and also 8 of a
+ * tile's 18-20 accumulators inside its K loop (2 x 8 stack loads and stores per 36 FMAs in
+ * ResNet-50 layer4's 1x1 `32x12` and `sub_vc 48x8` kernels, 27 Nov).  A pointer that changes
+ * with kb cannot be promoted: the slots stay in the buffer.  CNNC_VC_KBUF_HOIST=1 in cnnc's
+ * environment keeps the loop-invariant pointer (A/B measurements). */
+static LLVMValueRef vc_kb_buf(cg_ctx *c, LLVMValueRef buf, LLVMValueRef kb) {
+  if (cg_env_on("CNNC_VC_KBUF_HOIST")) return buf;
+  LLVMTypeRef pr[2] = {c->t_ptr, c->t_i64};
+  LLVMTypeRef ft = LLVMFunctionType(c->t_ptr, pr, 2, 0);
+  LLVMValueRef asmv = LLVMGetInlineAsm(ft, "", 0, "=r,0,r", 6, 0, 0, LLVMInlineAsmDialectATT, 0);
+  LLVMValueRef args[2] = {buf, kb};
+  return LLVMBuildCall2(c->b, ft, asmv, args, 2, "kbuf_kb");
+}
+
 /* Slot i of a 16-bit K-blocked row's partial buffer (elements of type pt). */
 static LLVMValueRef vc_kslot(cg_ctx *c, LLVMTypeRef pt, LLVMValueRef buf, int64_t i) {
   LLVMValueRef si = cg_i64(c, i);
@@ -520,7 +568,7 @@ static void vc_w_prefetch(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVM
 
 static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, LLVMValueRef panel) {
   if (!vc_1x1_unpadded(g)) return 0;
-  int wpf = vc_w_pf_dist();
+  int wpf = vc_w_pf_dist(), spread = vc_w_spread();
   int V = g->V, nrv = (rr + V - 1) / V;
   /* block: a quarter of the L2 budget (64-77 KB by default); rows under half of it stay in
    * L2 anyway (layer4 conv3, 100 KB: K-blocking it measured no gain) */
@@ -538,7 +586,7 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
   if (c->g->partial_kblock && pv && nkb > 1) c->g->partial_kblock[pv->node] = (int)kc;
   int nacc = nrv * g->P, h16 = cg_partials16(c); /* h16: a 16-bit partial buffer (cg_half_partials.h) */
   LLVMTypeRef vt = cg_vtype(c, V), pt = cg_partial_vtype(c, V);
-  LLVMValueRef buf = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(pt, (uint64_t)(nt * nacc)), "kbuf"));
+  LLVMValueRef buf0 = cg_conv_opaque_ptr(c, cg_entry_alloca(c, LLVMArrayType2(pt, (uint64_t)(nt * nacc)), "kbuf")), buf = buf0;
   if (h16 && nkb > 1 && pv) cg_partial_note(c, &c->g->nodes[pv->node], nt * nacc, V);
   LLVMValueRef acc[32];
   for (int i = 0; i < nacc; i++) acc[i] = cg_entry_alloca(c, vt, "acc");
@@ -551,6 +599,7 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
   LLVMValueRef kb = cg_loop_begin(c, &KB, cg_i64(c, 0), cg_i64(c, nkb), cg_i64(c, 1), "kb");
   LLVMValueRef lo = LLVMBuildMul(c->b, kb, cg_i64(c, kc), "ci_lo");
   LLVMValueRef hi = cg_min64(c, LLVMBuildAdd(c->b, lo, cg_i64(c, kc), ""), cg_i64(c, g->cin_g));
+  buf = vc_kb_buf(c, buf0, kb);
   for (int64_t t = 0; t < nt; t++) {
     int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
     for (int i = 0; i < nrv * np; i++)
@@ -563,6 +612,9 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
     LLVMValueRef row = LLVMBuildAdd(c->b, in_row, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""), "row");
     LLVMValueRef wrow = LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, ci, cg_i64(c, g->R), ""), "wrow");
     if (t == 0 && wpf) vc_w_prefetch(c, g, r, wrow, wpf);
+    if (spread)
+      vc_w_spread_pf(c, r, LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, hi, cg_i64(c, g->R), ""), ""), LLVMBuildSub(c->b, ci, lo, ""),
+                     t, nt, kc, (int64_t)g->R * 4);
     LLVMValueRef wv[4];
     for (int v = 0; v < nrv; v++) wv[v] = cg_load_v(c, r->wp, LLVMBuildAdd(c->b, wrow, cg_i64(c, (int64_t)v * V), ""), V);
     LLVMValueRef prow = panel ? LLVMBuildAdd(c->b, cg_i64(c, from * g->cin_g), LLVMBuildMul(c->b, ci, cg_i64(c, np), ""), "prow") : NULL;
@@ -589,6 +641,7 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
       cg_store_v(c, LLVMBuildLoad2(c->b, vt, acc[i], ""), buf, cg_i64(c, (t * nacc + i) * V), V);
   }
   cg_loop_end(c, &KB);
+  buf = buf0;
   for (int64_t t = 0; !h16 && t < nt; t++) {
     int64_t from = g->ow * t / nt, np = g->ow * (t + 1) / nt - from;
     LLVMValueRef v[32];

@@ -2,9 +2,12 @@
  * arithmetic: image panels of strided per-row 1x1 channel-vector convs (vc_img_panel: every
  * output row's gathered input kept for the image, one key per row, so later blocks of channel
  * tiles read it back instead of gathering again) and the weight prefetch of the K-blocked 1x1
- * rows (vc_w_pf_dist).  Each case is compiled with its route on (default) and off
- * (CNNC_NO_VC_IMG_PANEL=1 / CNNC_NO_VC_W_PREFETCH=1); the LLVM IR must show the route's mark
- * (the per-row keys / llvm.prefetch) only when on; both builds run with 1 and 2 threads, must
+ * rows (vc_w_pf_dist), the next-block weight prefetch spread over a block's tiles
+ * (vc_w_spread: K-blocked 1x1 rows and 3x3 plane tiles) and the block-variant buffer pointer
+ * of the K-blocked 1x1 rows (vc_kb_buf).  Each case is compiled with its route on (default)
+ * and off (CNNC_NO_VC_IMG_PANEL=1 / CNNC_NO_VC_W_PREFETCH=1 / CNNC_NO_VC_W_SPREAD=1 /
+ * CNNC_VC_KBUF_HOIST=1); the LLVM IR must show the route's mark (the per-row keys /
+ * llvm.prefetch / the %wspf prefetches / the %kbuf_kb pointer) only when on; both builds run with 1 and 2 threads, must
  * match the interpreter, and the four outputs must be bitwise equal.  Cases: several blocks of channel tiles (rows revisited across blocks), batch 1
  * and 2-3 (a new image must re-gather every row), odd maps, channels not multiples of 8 (a
  * remainder channel tile), bias only / BN + relu / BN + residual add + relu, stride 2 and 3,
@@ -16,9 +19,10 @@
 static const double TOL = 1e-4;
 
 typedef struct ip_case {
-  int n, cin, cout, h, w, s, sw; /* sw: which switch (0 image panel, 1 weight prefetch) */
+  int n, cin, cout, h, w, s, sw; /* sw: which switch (0 image panel, 1 weight prefetch, 2 spread prefetch, 3 kbuf pointer) */
   int epi; /* 0 bias only, 1 bn + relu, 2 bn + residual add (a second conv of x) + relu */
   const char *what;
+  int k; /* kernel size (0: 1), padding k/2 */
 } ip_case;
 
 static const ip_case cases[] = {
@@ -32,17 +36,27 @@ static const ip_case cases[] = {
     {3, 37, 29, 7, 7, 1, 1, 1, "7x7 1x1 GEMM, odd channels, batch 3"},
     {3, 600, 50, 14, 14, 2, 1, 2, "sub conv 14x14 -> 7x7, K-blocked, residual, batch 3"},
     {1, 30, 27, 15, 15, 2, 1, 0, "sub conv 15x15 -> 8x8 (odd map), bias only"},
+    /* spread prefetch of the next block's weights: K-blocked 1x1 rows, sub convs, 3x3 planes */
+    {1, 1040, 40, 7, 7, 1, 2, 2, "7x7 1x1 GEMM, K-blocked panel, rem tile of 8, residual", 0},
+    {3, 600, 50, 14, 14, 2, 2, 1, "sub conv 14x14 -> 7x7, K-blocked, batch 3", 0},
+    {2, 256, 40, 14, 14, 2, 2, 1, "3x3 s2 14x14 -> 7x7, plane tiles in blocks, rem tile of 8, batch 2", 3},
+    {1, 130, 24, 13, 13, 1, 2, 2, "3x3 s1 13x13, plane tiles in blocks of odd size, residual", 3},
+    /* the K-blocked rows' buffer pointer varying with the block */
+    {1, 1040, 40, 7, 7, 1, 3, 1, "7x7 1x1 GEMM, K-blocked panel, rem tile of 8", 0},
+    {3, 600, 50, 14, 14, 2, 3, 2, "sub conv 14x14 -> 7x7, K-blocked, residual, batch 3", 0},
 };
 
 static ir_graph *case_graph(const ip_case *k) {
   ir_graph *g = ir_graph_new("ip", k->n);
   int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->cin, k->h, k->w));
-  int in[3] = {x, cgt_param(g, "conv/weight", SHAPE(k->cout, k->cin, 1, 1)), 0};
+  int kk = k->k ? k->k : 1, pd = kk / 2;
+  int in[3] = {x, cgt_param(g, "conv/weight", SHAPE(k->cout, k->cin, kk, kk)), 0};
   if (k->epi == 0) in[2] = cgt_param(g, "conv/bias", SHAPE(k->cout));
+  ir_attr ak = {.conv2d = {{kk, kk}, {k->s, k->s}, {pd, pd, pd, pd}, {1, 1}, 1}};
   ir_attr a = {.conv2d = {{1, 1}, {k->s, k->s}, {0, 0, 0, 0}, {1, 1}, 1}};
-  int y = cgt_node(g, IR_OP_conv2d, "conv", in, k->epi == 0 ? 3 : 2, &a);
+  int y = cgt_node(g, IR_OP_conv2d, "conv", in, k->epi == 0 ? 3 : 2, &ak);
   if (k->epi > 0) y = cgt_add_bn(g, "bn", y, k->cout);
-  if (k->epi == 2) { /* residual: a second 1x1 conv of x with the same stride (same output shape) */
+  if (k->epi == 2) { /* residual: a second 1x1 conv of x with the same stride (same output shape for odd maps) */
     int in2[2] = {x, cgt_param(g, "down/weight", SHAPE(k->cout, k->cin, 1, 1))};
     int r = cgt_node(g, IR_OP_conv2d, "down", in2, 2, &a);
     int add[2] = {y, r};
@@ -55,9 +69,9 @@ static ir_graph *case_graph(const ip_case *k) {
   return g;
 }
 
-static const char *const sw_env[2] = {"CNNC_NO_VC_IMG_PANEL", "CNNC_NO_VC_W_PREFETCH"};
-static const char *const sw_mark[2] = {"vcpanel_keys", "@llvm.prefetch"};
-static const char *const sw_name[2] = {"image panel", "weight prefetch"};
+static const char *const sw_env[4] = {"CNNC_NO_VC_IMG_PANEL", "CNNC_NO_VC_W_PREFETCH", "CNNC_NO_VC_W_SPREAD", "CNNC_VC_KBUF_HOIST"};
+static const char *const sw_mark[4] = {"vcpanel_keys", "@llvm.prefetch", "%wspf", "%kbuf_kb"};
+static const char *const sw_name[4] = {"image panel", "weight prefetch", "spread prefetch", "kbuf pointer"};
 
 /* Whether the LLVM IR of g for t has the mark of switch sw's route. */
 static int has_route(ir_graph *g, const cg_target *t, int sw) {
@@ -120,6 +134,8 @@ static void check_case(const ip_case *k, const cg_target *t, const char *pfx, in
   float *out[2][2] = {{NULL, NULL}, {NULL, NULL}}; /* [route off/on][threads - 1] */
   for (int on = 0; on <= 1; on++) {
     if (!on) setenv(sw_env[k->sw], "1", 1);
+    if (k->sw == 1) setenv("CNNC_NO_VC_W_SPREAD", "1", 1); /* its mark: the other prefetches only */
+    if (k->k > 1) setenv("CNNC_VC_PLANE", "1", 1);            /* plane tiles whatever the L2 budget */
     char l2[360];
     snprintf(l2, sizeof l2, "%s [%s %s]", label, sw_name[k->sw], on ? "on" : "off");
     int has = has_route(g, t, k->sw);
@@ -128,6 +144,8 @@ static void check_case(const ip_case *k, const cg_target *t, const char *pfx, in
     CGT_CHECK(strict ? has == on : has >= 0 && has <= on, "%s: route's mark in the IR: %d, want %d", l2, has, on);
     int bad = run_build(g, t, l2, x, nx, out[on]);
     unsetenv(sw_env[k->sw]);
+    unsetenv("CNNC_NO_VC_W_SPREAD");
+    unsetenv("CNNC_VC_PLANE");
     if (bad) continue;
     for (int nth = 1; nth <= 2; nth++) {
       char l3[400];
