@@ -41,6 +41,119 @@ static LLVMValueRef value_ptr(cg_ctx *c, const cg_layout *L, int s, int v, LLVMV
   return LLVMBuildInBoundsGEP2(c->b, c->t_i8, scratch, &off, 1, c->g->values[v].name);
 }
 
+/* ---- dynamic shares (docs/runtime.md "Dynamic shares") ------------------------------------
+ * At batch 1 a static split leaves one thread waiting at every op barrier for the other
+ * (uneven items, a preempted or slower core).  An inference entry therefore calls each kernel
+ * of at least DYN_MIN_FLOPS (but the first, and 1x1 convs: below) as `parts` virtual threads
+ * per thread: kernel(args, vt, nthreads * parts), vt = owner * parts + j.  Thread t runs its
+ * own parts first
+ * (together the items of the static share (t, nthreads), in the same order), then takes the
+ * remaining parts of the other threads: each thread's next part is an i64 counter on its own
+ * 128-byte line in scratch (after the planner's arena), taken with a relaxed atomic add (the
+ * op barriers order the data).  No kernel changes: every kernel computes the share (tid,
+ * nthreads) for any nthreads.  Counters are zeroed by thread 0 one dynamic op ahead: dynamic
+ * op j uses counter set j % 2 (the last one set 2 when their number is odd, so that adjacent
+ * ones and the last and the first differ), and thread 0 zeroes the next dynamic op's set
+ * while running op j (cyclically: the last zeroes the first's for the next micro-batch; the
+ * entry's start zeroes it too, published by the barrier before the first dynamic op, which
+ * is why kernel 0 stays static).  CNNC_DYN_PARTS=1 in cnnc's environment keeps the static
+ * split (A/B); =N sets the parts per thread.  nthreads above DYN_MAX_THREADS runs static.
+ * 1x1 convs stay static (CNNC_DYN_1X1=1 makes them dynamic too): a flat conv's tile split is
+ * balanced to a channel tile already, and cut finer it reads the input once per tile part
+ * (ResNet-50 b1 layer1/layer2 conv3s 0.85-0.93x per CPU-second with 4 parts).  Micro-batches
+ * of DYN_MAX_BATCH images or more stay static too (ResNet-50 b16: 48.4 vs 47.7 img/s). */
+#define DYN_MAX_THREADS 16
+#define DYN_LINE 128
+#define DYN_SETS 3
+#define DYN_PARTS 4
+#define DYN_MIN_FLOPS 4e6
+#define DYN_MAX_BATCH 4 /* from 4 images up, static shares hand whole images to the threads */
+
+static int dyn_parts(void) {
+  const char *e = getenv("CNNC_DYN_PARTS");
+  int v = e && *e ? atoi(e) : DYN_PARTS;
+  return v < 1 ? 1 : v > 64 ? 64 : v;
+}
+
+/* Fills set[i] with the counter set of shard s's i-th kernel, -1 for a static call; returns
+ * the number of dynamic kernels (0 when fewer than 2: see above). */
+static int dyn_plan(const cg_layout *L, int s, int *set) {
+  const cg_shard_plan *sp = &L->sh[s];
+  int J = 0;
+  for (int i = 0; i < sp->n_k; i++) set[i] = -1;
+  if (L->train || L->g->batch >= DYN_MAX_BATCH || dyn_parts() < 2) return 0;
+  for (int i = 1; i < sp->n_k; i++) {
+    const cg_kernel *k = &L->k[sp->first_k + i];
+    const ir_node *an = &L->g->nodes[k->anchor];
+    int one = an->op == IR_OP_conv2d && an->attr.conv2d.kernel[0] * an->attr.conv2d.kernel[1] == 1;
+    if (k->flops >= DYN_MIN_FLOPS && (!one || cg_env_on("CNNC_DYN_1X1"))) set[i] = J++ % 2;
+  }
+  if (J < 2) {
+    for (int i = 0; i < sp->n_k; i++) set[i] = -1;
+    return 0;
+  }
+  for (int i = sp->n_k - 1; J % 2 && i >= 0; i--)
+    if (set[i] >= 0) {
+      set[i] = 2;
+      break;
+    }
+  return J;
+}
+
+static int64_t dyn_off(const cg_shard_plan *sp) { return (sp->scratch_bytes + DYN_LINE - 1) / DYN_LINE * DYN_LINE; }
+
+/* Bytes of shard s's scratch: the planner's arena, plus the counters when it has dynamic ops. */
+static int64_t shard_scratch(const cg_layout *L, int s) {
+  int set[L->sh[s].n_k > 0 ? L->sh[s].n_k : 1];
+  return dyn_plan(L, s, set) ? dyn_off(&L->sh[s]) + DYN_SETS * DYN_MAX_THREADS * DYN_LINE : L->sh[s].scratch_bytes;
+}
+
+static LLVMValueRef dyn_ctr(cg_ctx *c, LLVMValueRef sets, int set, LLVMValueRef t) {
+  LLVMValueRef off = LLVMBuildAdd(c->b, cg_i64(c, (int64_t)set * DYN_MAX_THREADS * DYN_LINE),
+                                  LLVMBuildMul(c->b, LLVMBuildZExt(c->b, t, c->t_i64, ""), cg_i64(c, DYN_LINE), ""), "");
+  return LLVMBuildInBoundsGEP2(c->b, c->t_i8, sets, &off, 1, "dyn_ctr");
+}
+
+static void dyn_reset(cg_ctx *c, LLVMValueRef sets, int set) {
+  for (int t = 0; t < DYN_MAX_THREADS; t++) {
+    LLVMValueRef st = LLVMBuildStore(c->b, cg_i64(c, 0), dyn_ctr(c, sets, set, cg_i32(c, t)));
+    LLVMSetOrdering(st, LLVMAtomicOrderingMonotonic);
+    LLVMSetAlignment(st, 8);
+  }
+}
+
+/* Calls kernel fn (n_args: the pointers, then tid, nthreads) dynamically as above with counter
+ * set `set`; thread 0 first zeroes set `next` (the next dynamic op's). */
+static void dyn_call(cg_ctx *c, LLVMValueRef fn, LLVMValueRef *args, int n_args, LLVMValueRef sets, int set, int next,
+                     int parts) {
+  LLVMValueRef tid = args[n_args - 2], nth = args[n_args - 1];
+  cg_if f0;
+  cg_if_begin(c, &f0, LLVMBuildICmp(c->b, LLVMIntEQ, tid, cg_i32(c, 0), ""));
+  dyn_reset(c, sets, next);
+  cg_if_end(c, &f0);
+  LLVMValueRef a[CG_MAX_ACT + 3];
+  memcpy(a, args, (size_t)n_args * sizeof *a);
+  a[n_args - 1] = LLVMBuildMul(c->b, nth, cg_i32(c, parts), "vn");
+  cg_loop K; /* owners tid, tid + 1, ... (mod nthreads) */
+  LLVMValueRef k = cg_loop_begin(c, &K, cg_i64(c, 0), LLVMBuildZExt(c->b, nth, c->t_i64, ""), cg_i64(c, 1), "owner_k");
+  LLVMValueRef own = LLVMBuildURem(c->b, LLVMBuildAdd(c->b, tid, LLVMBuildTrunc(c->b, k, c->t_i32, ""), ""), nth, "owner");
+  LLVMValueRef ctr = dyn_ctr(c, sets, set, own);
+  LLVMValueRef fnf = LLVMGetBasicBlockParent(LLVMGetInsertBlock(c->b));
+  LLVMBasicBlockRef take = LLVMAppendBasicBlockInContext(c->llc, fnf, "dyn_take");
+  LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(c->llc, fnf, "dyn_run");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->llc, fnf, "dyn_done");
+  LLVMBuildBr(c->b, take);
+  LLVMPositionBuilderAtEnd(c->b, take);
+  LLVMValueRef j = LLVMBuildAtomicRMW(c->b, LLVMAtomicRMWBinOpAdd, ctr, cg_i64(c, 1), LLVMAtomicOrderingMonotonic, 0);
+  LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, j, cg_i64(c, parts), ""), run, done);
+  LLVMPositionBuilderAtEnd(c->b, run);
+  a[n_args - 2] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, own, cg_i32(c, parts), ""), LLVMBuildTrunc(c->b, j, c->t_i32, ""), "vt");
+  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(fn), fn, a, (unsigned)n_args, "");
+  LLVMBuildBr(c->b, take);
+  LLVMPositionBuilderAtEnd(c->b, done);
+  cg_loop_end(c, &K);
+}
+
 /* Shard entry (cnnc_abi_shard_fn), or with train a training stage (cnnc_abi_stage_fn: the
  * state pointer second; after the loss kernel, thread 0 counts top-1 hits into the io slot
  * after the shard's own io list).  train 2: the eval stage, the kernels up to the loss only
@@ -64,6 +177,20 @@ static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train)
   LLVMValueRef barrier = LLVMGetParam(f, (unsigned)a0 + 4), bctx = LLVMGetParam(f, (unsigned)a0 + 5);
   LLVMTypeRef bar_t = LLVMFunctionType(c->t_void, &c->t_ptr, 1, 0);
   const cg_shard_plan *sp = &L->sh[s];
+  int dset[sp->n_k > 0 ? sp->n_k : 1], dyn = train ? 0 : dyn_plan(L, s, dset), parts = dyn_parts(), d_first = -1;
+  LLVMValueRef dyn_ok = NULL, dsets = NULL;
+  if (dyn) { /* nthreads in 2..DYN_MAX_THREADS; thread 0 zeroes the first dynamic op's counters */
+    LLVMValueRef off = cg_i64(c, dyn_off(sp));
+    dsets = LLVMBuildInBoundsGEP2(c->b, c->t_i8, scratch, &off, 1, "dyn_sets");
+    dyn_ok = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, nth, cg_i32(c, 1), ""),
+                          LLVMBuildICmp(c->b, LLVMIntSLE, nth, cg_i32(c, DYN_MAX_THREADS), ""), "dyn_ok");
+    for (int i = 0; i < sp->n_k && d_first < 0; i++)
+      if (dset[i] >= 0) d_first = i;
+    cg_if f0;
+    cg_if_begin(c, &f0, LLVMBuildAnd(c->b, dyn_ok, LLVMBuildICmp(c->b, LLVMIntEQ, tid, cg_i32(c, 0), ""), ""));
+    dyn_reset(c, dsets, dset[d_first]);
+    cg_if_end(c, &f0);
+  }
   for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
     const cg_kernel *k = &L->k[i];
     if (i > sp->first_k && !prof) { /* every thread finished the previous op */
@@ -78,7 +205,18 @@ static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train)
     args[k->n_act + 1] = tid;
     args[k->n_act + 2] = nth;
     LLVMValueRef fn = kernel_decl(c, k);
+    int ds = dyn ? dset[i - sp->first_k] : -1;
+    cg_if fd;
+    if (ds >= 0) {
+      int next = -1; /* the next dynamic op's set, cyclically */
+      for (int q = i - sp->first_k + 1; q < sp->n_k && next < 0; q++) next = dset[q];
+      if (next < 0) next = dset[d_first];
+      cg_if_begin(c, &fd, dyn_ok);
+      dyn_call(c, fn, args, k->n_act + 3, dsets, ds, next, parts);
+      cg_if_else(c, &fd);
+    }
     LLVMBuildCall2(c->b, LLVMGlobalGetValueType(fn), fn, args, (unsigned)k->n_act + 3, "");
+    if (ds >= 0) cg_if_end(c, &fd);
     if (prof) LLVMBuildCall2(c->b, bar_t, barrier, &bctx, 1, ""); /* the runtime timestamps op i's end */
     if (train && k->out == L->loss_vid) { /* top-1 count, same step (logits still live) */
       const ir_shape *ls = &c->g->values[L->logits_vid].shape;
@@ -143,7 +281,7 @@ static LLVMValueRef shard_const(cg_ctx *c, LLVMTypeRef st, const cg_layout *L, i
   }
   const ir_node *first = &c->g->nodes[L->k[sp->first_k].anchor], *last = &c->g->nodes[L->k[sp->first_k + sp->n_k - 1].last];
   LLVMValueRef f[11] = {cstr(c, first->name), cstr(c, last->name), cg_i32(c, n_io), cg_i32(c, n_inputs),
-                        i32_array(c, io, n_io, "io"), cg_i64(c, sp->scratch_bytes), cg_i32(c, sp->n_k),
+                        i32_array(c, io, n_io, "io"), cg_i64(c, shard_scratch(L, s)), cg_i32(c, sp->n_k),
                         array_of(c, c->t_ptr, names, sp->n_k, "op_names"),
                         array_of(c, c->t_ptr, kernels, sp->n_k, "kernel_names"),
                         array_of(c, dt, flops, sp->n_k, "op_flops"), run};
