@@ -42,7 +42,6 @@ static const ip_case cases[] = {
     {2, 256, 40, 14, 14, 2, 2, 1, "3x3 s2 14x14 -> 7x7, plane tiles in blocks, rem tile of 8, batch 2", 3},
     {1, 130, 24, 13, 13, 1, 2, 2, "3x3 s1 13x13, plane tiles in blocks of odd size, residual", 3},
     /* the K-blocked rows' buffer pointer varying with the block */
-    {1, 1040, 40, 7, 7, 1, 3, 1, "7x7 1x1 GEMM, K-blocked panel, rem tile of 8", 0},
     {3, 600, 50, 14, 14, 2, 3, 2, "sub conv 14x14 -> 7x7, K-blocked, residual, batch 3", 0},
 };
 
