@@ -21,11 +21,11 @@
  * f32 kernel's, except that a folded batchnorm's scale is applied here (acc * scale + shift),
  * so the packed weights stay the exact bf16 weights.  Work items (image, chunk, channel
  * tile), tiles fastest, as gen_conv.c's flat convs; no thread-split variant.
- * kxk / strided / padded convs (one group, >= BF16_GATHER_MIN_CIN in, >= BF16_GATHER_MIN_COUT
- * out channels; CNNC_NO_BF16_KXK=1: not): K = taps x channel pairs, tap-major (pair k = tap
+ * kxk / strided / padded convs (one group, >= BF16_LOAD_MIN_CIN in, >= BF16_LOAD_MIN_COUT
+ * out channels, BF16_GATHER_MIN_* if gathered; CNNC_NO_BF16_KXK=1: not): K = taps x channel pairs, tap-major (pair k = tap
  * k / kpc, channels 2 (k % kpc) and the next), in the weights and in the panel, which is an
- * im2col of the chunk gathered per tap and pixel vector (masked dword gathers, 0 outside the
- * map); the microkernel and epilogue are the flat ones. */
+ * im2col of the chunk built per tap and pixel vector from masked row-segment loads (seg_plan)
+ * or masked dword gathers, 0 outside the map; the microkernel and epilogue are the flat ones. */
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -38,7 +38,9 @@
 #define BF16_PANEL_BYTES (96 * 1024)   /* input panel per chunk (bf16 pairs), L2-resident */
 #define BF16_STACK_MAX (256 * 1024)    /* largest stack buffer a kernel may take */
 #define BF16_GATHER_MIN_CIN 16         /* fewer input channels: the f32 kernels */
-#define BF16_GATHER_MIN_COUT 96        /* fewer output channels: the f32 kernels */
+#define BF16_GATHER_MIN_COUT 96        /* fewer output channels: the f32 kernels (gathered panels) */
+#define BF16_LOAD_MIN_CIN 3            /* the same for panels of row-segment loads (seg_plan): */
+#define BF16_LOAD_MIN_COUT 64          /* the stem (3 -> 64 7x7 s2) and layer1's 3x3s win there */
 #define BF16_GATHER_STACK_MAX (1024 * 1024) /* gathered panels (K = taps x Cin): one tile of 512 x 3x3 */
 
 typedef struct bgeom {
@@ -48,6 +50,8 @@ typedef struct bgeom {
   int flat;                     /* 1x1, stride 1, unpadded: the panel is packed by plain loads */
   int kh, kw, sh, sw, ph, pw;   /* kernel, stride, top/left padding (any conv: gathered panel) */
   int64_t ih, iw, ow, kpc;      /* input map, output width, ceil(cin / 2) pairs per tap */
+  int nseg;                     /* > 0: panel vectors as masked row-segment loads (see seg_plan), 0: gathers */
+  int64_t dseg;                 /* input offset from one output row's segment to the next's */
 } bgeom;
 
 static LLVMValueRef splat_i32v(cg_ctx *c, uint32_t v, int w) {
@@ -84,6 +88,20 @@ static void choose_tile(bgeom *g, int budget) {
   g->ntile = (int)((g->cout + g->R - 1) / g->R);
 }
 
+/* Panel vectors without gathers (stride 1 or 2 along a row): lane l of a pixel vector whose
+ * lane 0 is at input offset A and whose output row is r rows below lane 0's reads
+ * A + r * dseg + sw * l, dseg = sh iw - sw ow (0 for a 3x3 s1 pad 1: one contiguous run).  So a
+ * vector is, per output row it touches (nseg at most), one masked load (stride 1) or two and
+ * the even-lane shuffle (stride 2), each segment's lanes in-map only: the gather's lanes, 0
+ * elsewhere.  Rows narrower than a quarter vector keep the gathers; CNNC_BF16_GATHER=1: all. */
+static void seg_plan(bgeom *g) {
+  g->dseg = g->sh * g->iw - g->sw * g->ow;
+  g->nseg = g->dseg == 0 ? 1 : (int)(1 + (g->ow + g->V - 2) / g->ow);
+  int64_t oh = g->hw / g->ow;
+  if (g->nseg > oh) g->nseg = (int)oh;
+  if (g->flat || g->sw > 2 || g->nseg > 4 || cg_env_on("CNNC_BF16_GATHER")) g->nseg = 0;
+}
+
 static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   memset(g, 0, sizeof *g);
@@ -96,6 +114,7 @@ static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   g->kpc = (g->cin + 1) / 2;
   g->kp = g->kpc * g->kh * g->kw;
   g->V = c->target->vec_f32;
+  seg_plan(g);
   choose_tile(g, cg_acc_budget(c->target));
   int64_t tile_px = (int64_t)g->P * g->V, k = BF16_PANEL_BYTES / (4 * g->kp) / tile_px;
   if (k < 1) k = 1;
@@ -116,9 +135,12 @@ int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
   /* gathered panels: a stem's few channels leave pair lanes empty, and a panel vector's
    * gathers are paid back by Cout dot-product steps (ResNet-50 b16 per batch, CPU time:
    * conv1 3 -> 64 7x7 31 ms vs the f32 kernel's 23, layer1's 64 -> 64 3x3 22 vs 19-21;
-   * layer2's 128 -> 128 16-17 vs 19-21) */
-  if (!flat && (c->g->values[n->in[0]].shape.dim[1] < BF16_GATHER_MIN_CIN ||
-                c->g->values[n->out].shape.dim[1] < BF16_GATHER_MIN_COUT))
+   * layer2's 128 -> 128 16-17 vs 19-21); row-segment panels win on layer1's 3x3s too
+   * (opcmp 2 threads 1.68-1.81x per CPU-second) and on the stem (1.21x) */
+  bgeom g;
+  int ok = plan(c, n, &g);
+  if (!flat && (c->g->values[n->in[0]].shape.dim[1] < (g.nseg ? BF16_LOAD_MIN_CIN : BF16_GATHER_MIN_CIN) ||
+                c->g->values[n->out].shape.dim[1] < (g.nseg ? BF16_LOAD_MIN_COUT : BF16_GATHER_MIN_COUT)))
     return 0;
   if (cg_fusion(c, n)->n_pre) return 0; /* squeeze-excite factors scale the input first */
   const ir_value *x = &c->g->values[n->in[0]], *w = &c->g->values[n->in[1]];
@@ -127,8 +149,7 @@ int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
   if (p->op != IR_OP_round16 || p->attr.round16.format != IR_HALF_BF16) return 0;
   for (int64_t i = 0; i < ir_shape_numel(&w->shape); i++)
     if (ir_round16_f32(w->data[i], IR_HALF_BF16) != w->data[i]) return 0; /* not a bf16 weight */
-  bgeom g;
-  return plan(c, n, &g);
+  return ok;
 }
 
 /* Packs weights as bf16 pair dwords [tile][kp][R], bias (conv bias, BN shift) and the BN
@@ -213,6 +234,47 @@ static LLVMValueRef gather_ch(cg_ctx *c, const bk *s, LLVMValueRef base, LLVMVal
   return cg_intrinsic(c, "llvm.masked.gather", ov, 2, args, 4);
 }
 
+/* One channel's panel vector from its row segments (seg_plan): masked loads at base + r *
+ * dseg (lane masks m[r], stride 2: ma[r] / mb[r] for the two halves), merged through the
+ * pass-through operand (the segments' lanes are disjoint). */
+static LLVMValueRef seg_load(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef base, LLVMValueRef *m, LLVMValueRef *ma,
+                             LLVMValueRef *mb) {
+  int V = g->V;
+  LLVMTypeRef ov[2] = {cg_vtype(c, V), c->t_ptr};
+  LLVMValueRef a = cg_fzero(c, V), b = cg_fzero(c, V);
+  for (int r = 0; r < g->nseg; r++) {
+    LLVMValueRef idx = LLVMBuildAdd(c->b, base, cg_i64(c, r * g->dseg), "");
+    LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, s->x, &idx, 1, ""); /* lane 0 may be outside */
+    LLVMValueRef args[4] = {ptr, cg_i32(c, 4), g->sw == 1 ? m[r] : ma[r], a};
+    a = cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
+    if (g->sw == 1) continue;
+    LLVMValueRef idx2 = LLVMBuildAdd(c->b, idx, cg_i64(c, V), "");
+    LLVMValueRef args2[4] = {LLVMBuildGEP2(c->b, c->t_f32, s->x, &idx2, 1, ""), cg_i32(c, 4), mb[r], b};
+    b = cg_intrinsic(c, "llvm.masked.load", ov, 2, args2, 4);
+  }
+  return g->sw == 1 ? a : cg_even_lanes(c, a, b, V);
+}
+
+/* Lane masks of the row segments of a pixel vector (oy: its lanes' output rows, in: in-map
+ * lanes): m[r] = lanes of row oy[0] + r; stride 2: ma[r] / mb[r] = m[r] spread to the even
+ * lanes of the first / second loaded vector. */
+static void seg_masks(cg_ctx *c, const bgeom *g, LLVMValueRef oy, LLVMValueRef in, LLVMValueRef *m, LLVMValueRef *ma,
+                      LLVMValueRef *mb) {
+  int V = g->V;
+  LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V), vb = LLVMVectorType(c->t_i1, (unsigned)V);
+  LLVMValueRef oy0 = LLVMBuildShuffleVector(c->b, oy, LLVMGetUndef(vi), LLVMConstNull(vi), "oy0");
+  LLVMValueRef rr = LLVMBuildSub(c->b, oy, oy0, "seg");
+  LLVMValueRef ia[64], ib[64];
+  for (int l = 0; l < V; l++) /* operand 2 (index V) is all false */
+    ia[l] = cg_i32(c, l % 2 ? V : l / 2), ib[l] = cg_i32(c, l % 2 ? V : V / 2 + l / 2);
+  for (int r = 0; r < g->nseg; r++) {
+    m[r] = g->nseg == 1 ? in : LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntEQ, rr, splat_i32v(c, (uint32_t)r, V), ""), "");
+    if (g->sw == 1) continue;
+    ma[r] = LLVMBuildShuffleVector(c->b, m[r], LLVMConstNull(vb), LLVMConstVector(ia, (unsigned)V), "ma");
+    mb[r] = LLVMBuildShuffleVector(c->b, m[r], LLVMConstNull(vb), LLVMConstVector(ib, (unsigned)V), "mb");
+  }
+}
+
 static void gather_vec(cg_ctx *c, const bgeom *g, const bk *s, int tap, LLVMValueRef j) {
   int V = g->V;
   LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
@@ -233,17 +295,27 @@ static void gather_vec(cg_ctx *c, const bgeom *g, const bk *s, int tap, LLVMValu
   in = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntULT, p, splat_i32v(c, (uint32_t)g->hw, V), ""), "in");
   LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, iy, splat_i32v(c, (uint32_t)g->iw, V), ""), ix, "off");
   int64_t in_hw = g->ih * g->iw, kfull = g->cin / 2;
+  LLVMValueRef m[4], ma[4], mb[4], a0 = NULL;
+  if (g->nseg) {
+    seg_masks(c, g, oy, in, m, ma, mb);
+    a0 = LLVMBuildSExt(c->b, LLVMBuildExtractElement(c->b, off, cg_i32(c, 0), ""), c->t_i64, "a0"); /* lane 0's offset */
+  }
   for (int odd = 0; odd <= (g->cin & 1); odd++) {
     cg_loop K;
     LLVMValueRef k = odd ? cg_i64(c, kfull) : cg_loop_begin(c, &K, cg_i64(c, 0), cg_i64(c, kfull), cg_i64(c, 1), "gk");
-    /* the channel offset joins the i32 lane offsets inside the loop (dword-index gathers) */
-    LLVMValueRef kof = LLVMBuildTrunc(c->b, LLVMBuildMul(c->b, k, cg_i64(c, 2 * in_hw), ""), c->t_i32, "");
-    LLVMValueRef kv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), kof, cg_i32(c, 0), ""),
-                                             LLVMGetUndef(vi), LLVMConstNull(vi), "");
-    LLVMValueRef o0 = LLVMBuildAdd(c->b, off, kv, "");
-    LLVMValueRef x0 = gather_ch(c, s, s->in_base, o0, in, V);
-    LLVMValueRef x1 = odd ? cg_fzero(c, V)
-                          : gather_ch(c, s, s->in_base, LLVMBuildAdd(c->b, o0, splat_i32v(c, (uint32_t)in_hw, V), ""), in, V);
+    LLVMValueRef x0, x1;
+    if (g->nseg) {
+      LLVMValueRef o = LLVMBuildAdd(c->b, s->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, 2 * in_hw), ""), a0, ""), "roff");
+      x0 = seg_load(c, g, s, o, m, ma, mb);
+      x1 = odd ? cg_fzero(c, V) : seg_load(c, g, s, LLVMBuildAdd(c->b, o, cg_i64(c, in_hw), ""), m, ma, mb);
+    } else { /* the channel offset joins the i32 lane offsets inside the loop (dword-index gathers) */
+      LLVMValueRef kof = LLVMBuildTrunc(c->b, LLVMBuildMul(c->b, k, cg_i64(c, 2 * in_hw), ""), c->t_i32, "");
+      LLVMValueRef kv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), kof, cg_i32(c, 0), ""),
+                                               LLVMGetUndef(vi), LLVMConstNull(vi), "");
+      LLVMValueRef o0 = LLVMBuildAdd(c->b, off, kv, "");
+      x0 = gather_ch(c, s, s->in_base, o0, in, V);
+      x1 = odd ? cg_fzero(c, V) : gather_ch(c, s, s->in_base, LLVMBuildAdd(c->b, o0, splat_i32v(c, (uint32_t)in_hw, V), ""), in, V);
+    }
     /* on the bf16 grid (a round16 result): the pair is the two top halves */
     LLVMValueRef u0 = LLVMBuildBitCast(c->b, x0, vi, ""), u1 = LLVMBuildBitCast(c->b, x1, vi, "");
     LLVMValueRef pair = LLVMBuildOr(c->b, LLVMBuildLShr(c->b, u0, splat_i32v(c, 16, V), ""),

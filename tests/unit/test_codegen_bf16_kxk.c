@@ -5,8 +5,12 @@
  *     per pair acc = ftz(fma(x[odd], w[odd], acc)) then ftz(fma(x[even], w[even], acc)), padding
  *     read as 0 — on an AVX2 target with vdpbf16ps emulated (CNNC_BF16_EMULATE=1), 1 and 2
  *     threads: 3x3 stride 1 and 2 (pad 1), 1x1 stride 2, 7x7 stride 2 pad 3, odd Cin, short
- *     last channel tiles, partial last vectors, maps narrower than a vector, several chunks;
- *     a 3-channel stem and a 64 -> 64 3x3 keep the f32 kernels (BF16_GATHER_MIN_CIN / _COUT).
+ *     last channel tiles, partial last vectors, maps narrower than a vector, several chunks,
+ *     an unpadded 3x3 s1 (row segments apart), a 64 -> 64 3x3, a 3 -> 64 7x7 s2 stem
+ *     (BF16_LOAD_MIN_CIN / _COUT); panels of
+ *     row-segment loads, and every other case again with CNNC_BF16_GATHER=1 (gathered panels:
+ *     bitwise the same); a 3-channel stem, and with gathers a 64 -> 64 3x3, keep the f32
+ *     kernels (BF16_GATHER_MIN_CIN / _COUT).
  *     On a host with avx512bf16 the same cases also run natively (vdpbf16ps) against the model.
  *  2. The same graphs vs the interpreter within 5e-3 (docs/precision.md, bf16 route).
  *  3. CNNC_NO_BF16_KXK=1: these convs keep the f32 kernels (the A/B switch), 1x1 s1 ones not. */
@@ -162,6 +166,9 @@ static const kcase cases[] = {
     {1, 64, 96, 60, 60, 3, 2, 1},  /* 900 px: several chunks, a short last one */
     {2, 19, 99, 17, 17, 7, 2, 3},  /* 7x7 stride 2 pad 3, odd Cin */
     {3, 16, 105, 3, 3, 3, 1, 1},   /* 9 px: the map is narrower than a vector */
+    {2, 18, 96, 12, 13, 3, 1, 0},  /* stride 1 unpadded: row segments 11 wide, 2 inputs apart */
+    {1, 64, 64, 14, 14, 3, 1, 1},  /* 64 out channels: the route with row-segment panels */
+    {2, 3, 64, 20, 20, 7, 2, 3},   /* a 3-channel stem, row-segment panels (3 segments at 16 lanes) */
 };
 
 int main(void) {
@@ -184,7 +191,11 @@ int main(void) {
     ir_graph_free(g);
   }
   unsetenv("CNNC_NO_BF16_KXK");
-  /* fewer than 16 input or 96 output channels: the f32 kernels */
+  /* CNNC_BF16_GATHER=1: the gathered panels, bitwise the same model (strided, 1x1 s2, 7x7) */
+  setenv("CNNC_BF16_GATHER", "1", 1);
+  for (int i = 1; i < nc; i += 2)
+    if (cases[i].cin >= 16 && cases[i].cout >= 96) bitwise_case(&avx2, "avx2 emulated, gathers", &cases[i]);
+  /* fewer than 16 input or (gathered panels) 96 output channels: the f32 kernels */
   const kcase small[2] = {{1, 3, 96, 16, 16, 7, 2, 3}, {1, 64, 64, 14, 14, 3, 1, 1}};
   for (int i = 0; i < 2; i++) {
     ir_graph *gs = case_graph(&small[i]);
@@ -193,6 +204,7 @@ int main(void) {
               small[i].k, small[i].k, ks.kind);
     ir_graph_free(gs);
   }
+  unsetenv("CNNC_BF16_GATHER");
   setenv("CNNC_NO_BF16_KXK", "1", 1);
   kcase flat = {1, 16, 16, 8, 8, 1, 1, 0};
   ir_graph *g = case_graph(&flat);
