@@ -159,7 +159,9 @@ static void dyn_call(cg_ctx *c, LLVMValueRef fn, LLVMValueRef *args, int n_args,
  * after the shard's own io list).  train 2: the eval stage, the kernels up to the loss only
  * (the forward of the supported models is the same in training and inference: no BN/dropout).
  * train -1: the profiled entry of the profiling extension (cnnc_abi.h): barrier after every
- * op, the last one included, whatever nthreads is. */
+ * op, the last one included, whatever nthreads is, and the static split of every op: with
+ * dynamic shares the thread released first takes the parts of one woken late, so the per-op
+ * busy / CPU / bal figures described the race, not the kernel (docs/runtime.md "Profiling"). */
 static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train) {
   int prof = train < 0;
   if (prof) train = 0;
@@ -177,7 +179,7 @@ static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train)
   LLVMValueRef barrier = LLVMGetParam(f, (unsigned)a0 + 4), bctx = LLVMGetParam(f, (unsigned)a0 + 5);
   LLVMTypeRef bar_t = LLVMFunctionType(c->t_void, &c->t_ptr, 1, 0);
   const cg_shard_plan *sp = &L->sh[s];
-  int dset[sp->n_k > 0 ? sp->n_k : 1], dyn = train ? 0 : dyn_plan(L, s, dset), parts = dyn_parts(), d_first = -1;
+  int dset[sp->n_k > 0 ? sp->n_k : 1], dyn = train || prof ? 0 : dyn_plan(L, s, dset), parts = dyn_parts(), d_first = -1;
   LLVMValueRef dyn_ok = NULL, dsets = NULL;
   if (dyn) { /* nthreads in 2..DYN_MAX_THREADS; thread 0 zeroes the first dynamic op's counters */
     LLVMValueRef off = cg_i64(c, dyn_off(sp));

@@ -19,6 +19,8 @@
 
 /* Vectors of an output row that conv_row_emit puts in masked tiles (border and tail) when
  * tiles are p vectors wide; 0 for flat convs (only the plane's last chunk is masked). */
+#define FLAT_PACK_PF_DIST 48 /* planes ahead (flat_pack_prefetch), at most half of Cin_g */
+
 static double masked_fraction(const conv_geom *g, int p) {
   if (g->flat) return 0;
   int64_t tile_px = (int64_t)p * g->V, extra = g->sw == 2 ? 1 : 0;
@@ -271,6 +273,33 @@ static void flat_store_nt(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVM
   cg_if_end(c, &f);
 }
 
+/* Prefetch in the item that packs a chunk (xmode 2; flat_pack_pf_dist), opt-in: its K loop
+ * reads the tile's np*V pixels of one channel plane per step, planes H*W elements apart
+ * (`perf annotate`, ResNet-50 b1, 2 threads: the packing loop took 14-21 % of layer3's
+ * 1024 -> 256 kernels for 1/11 of their FMAs).  With CNNC_FLAT_PACK_PF=1 in cnnc's
+ * environment each K step prefetches (prefetcht0) the same pixels FLAT_PACK_PF_DIST planes
+ * ahead (CNNC_FLAT_PACK_PF_DIST=N another distance): that loop's share fell to 11-14 % (48
+ * planes; 13-17 % at 8, 12-16 % at 128), but bench/opcmp.py could not tell it from the noise
+ * on three one-stage models (layer1/2/3 cuts, 0.95-1.02x whole-cut CPU time either way), so
+ * it is off by default (docs/codegen.md "Flat tails"). */
+static int flat_pack_pf_dist(void) {
+  if (!cg_env_on("CNNC_FLAT_PACK_PF")) return 0;
+  const char *d = getenv("CNNC_FLAT_PACK_PF_DIST");
+  return d && atoi(d) > 0 ? atoi(d) : FLAT_PACK_PF_DIST;
+}
+static void flat_pack_prefetch(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef row, LLVMValueRef ix0, int np) {
+  int64_t d = flat_pack_pf_dist();
+  if (d > g->cin_g / 2) d = g->cin_g / 2;
+  if (d < 1) return;
+  int64_t es = r->xdt != IR_F32 ? 2 : 4, lines = ((int64_t)np * g->V * es + 63) / 64;
+  LLVMValueRef e0 = LLVMBuildAdd(c->b, LLVMBuildAdd(c->b, row, ix0, ""), cg_i64(c, d * g->h * g->w), "");
+  for (int64_t j = 0; j <= lines; j++) { /* one more line: the tile need not start on a line */
+    LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, e0, cg_i64(c, es), ""), cg_i64(c, 64 * j), "");
+    LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_i8, r->x, &off, 1, "ppf"), cg_i32(c, 0), cg_i32(c, 3), cg_i32(c, 1)};
+    cg_intrinsic(c, "llvm.prefetch", &c->t_ptr, 1, args, 4);
+  }
+}
+
 /* xp: a flat conv's packed input panels (flat_tiles), NULL otherwise; the tile's pixels for
  * input channel ci are at xp[xp_base + ci*np*V ..] (interior tiles only).  xmode 1 reads
  * them there, xmode 2 reads the planes and writes them there.  pf (xmode 1, else NULL): byte
@@ -290,6 +319,7 @@ static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
   LLVMValueRef cur[64];
   for (int i = 0; i < rr * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
   LLVMValueRef prow = xp ? LLVMBuildAdd(c->b, xp_base, LLVMBuildMul(c->b, CI.iv, cg_i64(c, (int64_t)np * V), ""), "prow") : NULL;
+  if (xp && xmode == 2 && ox_const < 0) flat_pack_prefetch(c, g, r, row, ix0, np);
   if (pf) {
     int64_t plane = g->h * g->w * (r->xdt != IR_F32 ? 2 : 4);
     LLVMValueRef off = LLVMBuildAdd(c->b, pf, LLVMBuildMul(c->b, CI.iv, cg_i64(c, plane), ""), "pf_off");
@@ -530,6 +560,79 @@ static void flat_tiles(cg_ctx *c, const conv_geom *g, const conv_row *r, const c
   if (pk) cg_if_end(c, &f);
 }
 
+/* The masked tail of a flat conv's plane (the last ow % (P*V) pixels, fewer than a tile) on
+ * channel vectors: a pixel tile there is one or more vectors with few lanes in use (ResNet-50
+ * b1 layer3, 196 pixels in 12x32 tiles: a 4-of-16-lane vector, 12 FMAs and 13 loads per
+ * input channel; `perf annotate`, 2 threads: 7-10 % of the 1x1 kernels' samples for 2 % of
+ * their pixels).  Here the rr <= V channels of the tile are the lanes: per input channel one
+ * masked load of the packed weights [ci][R] and one broadcast and FMA per tail pixel, then
+ * the epilogue per pixel with the residual gathered and the result scattered (lane k at plane
+ * k).  Each output is the same fmuladd chain over ci, plus the bias, as the pixel tile's:
+ * bitwise equal.  f32 operands only (not 16-bit storage, not a squeeze-excite scale);
+ * CNNC_NO_FLAT_TAIL_CV=1 in cnnc's environment keeps the masked pixel tiles (A/B). */
+#define FLAT_TAIL_CV_MAX_PX 8
+static int flat_tail_cv_ok(const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int64_t npx) {
+  if (!g->flat || rr > g->V || g->V > 32 || npx < 1 || npx > FLAT_TAIL_CV_MAX_PX || r->xdt != IR_F32 ||
+      r->odt != IR_F32 || r->xs || cg_env_on("CNNC_NO_FLAT_TAIL_CV"))
+    return 0;
+  for (int q = 0, ra = 0; q < e->n_post; q++)
+    if (e->post[q]->op == IR_OP_add && r->rdt[ra++] != IR_F32) return 0;
+  return 1;
+}
+
+/* Lane k: base + idx + k*plane, as a vector of pointers. */
+static LLVMValueRef plane_ptrs(cg_ctx *c, const conv_geom *g, LLVMValueRef base, LLVMValueRef idx) {
+  LLVMValueRef e[32];
+  for (int k = 0; k < g->V; k++) e[k] = cg_i64(c, (int64_t)k * g->oh * g->ow);
+  LLVMValueRef p = LLVMBuildGEP2(c->b, c->t_f32, base, &idx, 1, "");
+  LLVMValueRef off = LLVMConstVector(e, (unsigned)g->V);
+  return LLVMBuildGEP2(c->b, c->t_f32, p, &off, 1, "lane_ptrs");
+}
+
+static void flat_tail_cv(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int64_t px0,
+                         int npx) {
+  int V = g->V;
+  LLVMTypeRef vt = cg_vtype(c, V), pvt = LLVMVectorType(c->t_ptr, (unsigned)V);
+  unsigned m = rr >= 32 ? ~0u : (1u << rr) - 1;
+  LLVMValueRef acc[FLAT_TAIL_CV_MAX_PX], cur[FLAT_TAIL_CV_MAX_PX], mask = cg_conv_mask_const(c, m, V);
+  for (int p = 0; p < npx; p++) {
+    acc[p] = cg_entry_alloca(c, vt, "tacc");
+    LLVMBuildStore(c->b, cg_fzero(c, V), acc[p]);
+  }
+  cg_loop CI;
+  LLVMValueRef ci = cg_loop_begin(c, &CI, cg_i64(c, 0), cg_i64(c, g->cin_g), cg_i64(c, 1), "ci");
+  LLVMValueRef wv = cg_conv_masked_load(c, r->wp, LLVMBuildAdd(c->b, r->wbase, LLVMBuildMul(c->b, ci, cg_i64(c, g->R), ""), ""), m, V);
+  LLVMValueRef xrow = LLVMBuildAdd(c->b, r->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ci, cg_i64(c, g->h * g->w), ""), cg_i64(c, px0), ""), "xrow");
+  for (int p = 0; p < npx; p++) {
+    LLVMValueRef xb = cg_splat(c, cg_load_f32(c, r->x, LLVMBuildAdd(c->b, xrow, cg_i64(c, p), "")), V);
+    cur[p] = cg_fma(c, wv, xb, LLVMBuildLoad2(c->b, vt, acc[p], ""));
+    LLVMBuildStore(c->b, cur[p], acc[p]);
+  }
+  cg_loop_end(c, &CI);
+  LLVMValueRef bias = cg_conv_masked_load(c, r->bp, r->bbase, m, V);
+  LLVMTypeRef ov[2] = {vt, pvt};
+  for (int p = 0; p < npx; p++) {
+    LLVMValueRef oi = LLVMBuildAdd(c->b, r->out_row, cg_i64(c, px0 + p), "oi");
+    LLVMValueRef v = LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, vt, acc[p], ""), bias, "");
+    for (int q = 0, ra = 0; q < e->n_post; q++) {
+      if (e->post[q]->op != IR_OP_add) {
+        v = cg_epilogue(c, e->post[q], v, NULL, NULL, V);
+        continue;
+      }
+      LLVMValueRef ga[4] = {plane_ptrs(c, g, r->resid[ra++], oi), cg_i32(c, 4), mask, cg_fzero(c, V)};
+      v = LLVMBuildFAdd(c->b, v, cg_intrinsic(c, "llvm.masked.gather", ov, 2, ga, 4), "resid");
+    }
+    LLVMValueRef sa[4] = {v, plane_ptrs(c, g, r->out, oi), cg_i32(c, 4), mask};
+    cg_intrinsic(c, "llvm.masked.scatter", ov, 2, sa, 4);
+  }
+}
+
+/* The plane's pixels [from, ow) after the whole tiles: flat_tail_cv or masked pixel tiles. */
+static void flat_tail(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int64_t from) {
+  if (flat_tail_cv_ok(g, r, e, rr, g->ow - from)) flat_tail_cv(c, g, r, e, rr, from, (int)(g->ow - from));
+  else masked_tiles(c, g, r, e, rr, from, g->ow);
+}
+
 /* 1x1/s1/p0 conv (one long row): pixel chunk [c0, c0 + chunk) of the plane, unmasked tiles
  * when the chunk is whole; the last partial chunk runs its whole tiles unmasked too and the
  * rest as masked tiles. */
@@ -549,7 +652,7 @@ static void conv_flat_chunk(cg_ctx *c, const conv_geom *g, const conv_row *r, co
   if (nfull * chunk_px < g->ow) {
     if (nfull > 0) cg_if_else(c, &f);
     flat_tiles(c, g, r, e, rr, pk, cg_i64(c, nfull * chunk_px), last_tiles, next_img);
-    masked_tiles(c, g, r, e, rr, nfull * chunk_px + last_tiles * tile_px, g->ow);
+    flat_tail(c, g, r, e, rr, nfull * chunk_px + last_tiles * tile_px);
     if (nfull > 0) cg_if_end(c, &f);
   }
 }

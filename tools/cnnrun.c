@@ -462,7 +462,8 @@ static void profile_print(const opts *o, cnnrt_model *m, const double *shard_bus
     printf("\nprofile: %llu micro-batch%s; peak %.1f GFLOP/s per core (%s)\n", (unsigned long long)mbs, mbs == 1 ? "" : "es",
            peak, o->peak > 0 ? "--peak" : peak > 0 ? "measured now, AVX2 FMA, per CPU-second" : "unknown: no AVX2");
     printf("ms = wall per micro-batch (op start to the barrier after it), GFLOP/s and %%peak by wall time against\n"
-           "threads x peak; GF/cpu and %%pk/cpu per CPU-second of the threads inside the kernel; bal = mean/max thread time\n");
+           "threads x peak; GF/cpu and %%pk/cpu per CPU-second of the threads inside the kernel; bal = mean/max thread time\n"
+           "(profiled runs split every op statically: batch-1 dynamic shares are off while profiling)\n");
     printf("%5s %4s  %-22s %9s %6s %8s %6s %8s %7s %5s  %s\n", "shard", "op", "layer", "ms", "time%", "GFLOP/s", "%peak",
            "GF/cpu", "%pk/cpu", "bal", "kernel");
   }
