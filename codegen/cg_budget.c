@@ -9,6 +9,7 @@
 
 #include "codegen/cg_budget.h"
 #include "codegen/cg_layout.h"
+#include "codegen/cg_main.h"
 #include "frontend/fe.h"
 #include "ir/grad_train.h"
 
@@ -159,7 +160,7 @@ static void inference_records(const cg_layout *L, pass_mem_shard *sh) {
     if (!x->step_node) abort();
     for (int i = 0; i < sp->n_k; i++) x->step_node[i] = L->k[sp->first_k + i].last;
     x->usage = sp->usage, x->usage_vid = sp->usage_vid, x->n_usage = sp->n_usage;
-    x->arena = sp->scratch_bytes;
+    x->arena = cg_shard_scratch(L, s);
     for (int i = 0; i < sp->n_io; i++) x->io += value_bytes(L->g, L->tensor_vid[sp->io[i]]);
   }
 }

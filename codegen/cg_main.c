@@ -102,8 +102,9 @@ static int dyn_plan(const cg_layout *L, int s, int *set) {
 
 static int64_t dyn_off(const cg_shard_plan *sp) { return (sp->scratch_bytes + DYN_LINE - 1) / DYN_LINE * DYN_LINE; }
 
-/* Bytes of shard s's scratch: the planner's arena, plus the counters when it has dynamic ops. */
-static int64_t shard_scratch(const cg_layout *L, int s) {
+/* Bytes of shard s's scratch: the planner's arena, plus the counters when it has dynamic ops
+ * (cg_main.h). */
+int64_t cg_shard_scratch(const cg_layout *L, int s) {
   int set[L->sh[s].n_k > 0 ? L->sh[s].n_k : 1];
   return dyn_plan(L, s, set) ? dyn_off(&L->sh[s]) + DYN_SETS * DYN_MAX_THREADS * DYN_LINE : L->sh[s].scratch_bytes;
 }
@@ -283,7 +284,7 @@ static LLVMValueRef shard_const(cg_ctx *c, LLVMTypeRef st, const cg_layout *L, i
   }
   const ir_node *first = &c->g->nodes[L->k[sp->first_k].anchor], *last = &c->g->nodes[L->k[sp->first_k + sp->n_k - 1].last];
   LLVMValueRef f[11] = {cstr(c, first->name), cstr(c, last->name), cg_i32(c, n_io), cg_i32(c, n_inputs),
-                        i32_array(c, io, n_io, "io"), cg_i64(c, shard_scratch(L, s)), cg_i32(c, sp->n_k),
+                        i32_array(c, io, n_io, "io"), cg_i64(c, cg_shard_scratch(L, s)), cg_i32(c, sp->n_k),
                         array_of(c, c->t_ptr, names, sp->n_k, "op_names"),
                         array_of(c, c->t_ptr, kernels, sp->n_k, "kernel_names"),
                         array_of(c, dt, flops, sp->n_k, "op_flops"), run};

@@ -268,7 +268,7 @@ static void report_layout(const cg_layout *L, const cg_report_sink *r) {
   n_b = 0;
   for (int s = 0; s < L->n_shards; s++) {
     const cg_shard_plan *sp = &L->sh[s];
-    arena[s] = sp->scratch_bytes;
+    arena[s] = cg_shard_scratch(L, s);
     for (int i = 0; i < sp->n_usage; i++) {
       const pass_usage *u = &sp->usage[i];
       b[n_b++] = (cg_report_buffer){s, sp->usage_vid[i], u->first_step, u->last_step, u->bytes, u->offset};

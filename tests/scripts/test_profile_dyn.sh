@@ -32,7 +32,7 @@ import json, sys
 b = json.load(open(sys.argv[1]))
 p = b["profile"]
 peak = p["peak_gflops_per_core"]
-errs = []
+errs, big = [], []
 if not peak > 0: errs.append("no measured peak")
 for o in p["ops"]:
     tag = f"{o['name']} ({o['kernel']})"
@@ -43,10 +43,13 @@ for o in p["ops"]:
         errs.append(f"{tag}: {o['gflops_per_cpu_second']:.0f} GF per CPU-second > 10 x peak {peak:.0f}")
     # static split: both threads have items in every op of >= 4 MFLOP (the dynamic-share size),
     # so neither thread's busy time is ~0; with the dynamic entry the late-woken thread found
-    # every part taken and bal sat at 0.50-0.55 on every such op (loaded 2-vCPU host)
+    # every part taken and bal sat at 0.50-0.55 on EVERY such op (loaded 2-vCPU host).  One
+    # preempted thread can push a single op there too, so only a majority of them fails.
     if o["flops"] >= 4e6 and o["max_busy_seconds"] > 0:
-        bal = o["busy_seconds"] / (2 * o["max_busy_seconds"])
-        if bal < 0.52: errs.append(f"{tag}: bal {bal:.3f}: one thread idle in the op")
+        big.append((tag, o["busy_seconds"] / (2 * o["max_busy_seconds"])))
+low = [f"{t}: bal {b:.3f}" for t, b in big if b < 0.55]
+if not big: errs.append("no op of >= 4 MFLOP in the profile")
+elif 2 * len(low) > len(big): errs.append(f"{len(low)} of {len(big)} big ops have one thread idle: " + "; ".join(low))
 print("\n".join(errs) if errs else "ok")
 sys.exit(1 if errs else 0)
 EOF
