@@ -169,6 +169,7 @@ static const kcase cases[] = {
     {2, 18, 96, 12, 13, 3, 1, 0},  /* stride 1 unpadded: row segments 11 wide, 2 inputs apart */
     {1, 64, 64, 14, 14, 3, 1, 1},  /* 64 out channels: the route with row-segment panels */
     {2, 3, 64, 20, 20, 7, 2, 3},   /* a 3-channel stem, row-segment panels (3 segments at 16 lanes) */
+    {1, 16, 96, 40, 3, 3, 2, 1},   /* 2-wide output rows: > 4 segments per vector, the automatic gathers */
 };
 
 int main(void) {
@@ -191,7 +192,7 @@ int main(void) {
     ir_graph_free(g);
   }
   unsetenv("CNNC_NO_BF16_KXK");
-  /* CNNC_BF16_GATHER=1: the gathered panels, bitwise the same model (strided, 1x1 s2, 7x7) */
+  /* CNNC_BF16_GATHER=1: the gathered panels, bitwise the same model (the odd-numbered cases) */
   setenv("CNNC_BF16_GATHER", "1", 1);
   for (int i = 1; i < nc; i += 2)
     if (cases[i].cin >= 16 && cases[i].cout >= 96) bitwise_case(&avx2, "avx2 emulated, gathers", &cases[i]);
