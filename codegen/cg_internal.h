@@ -16,6 +16,7 @@ typedef struct cg_priv {
   int node;                   /* id of the node whose kernel is being generated */
   int train;                  /* training layout: params are kernel operands (state buffer) */
   const char *amp;            /* --available-memory-proportion text (NULL = default), for cg_budget.h */
+  struct cg_share *share;     /* kernel sharing (cg_share.c), NULL: blobs are private globals */
 } cg_priv;
 
 /* Records an error for node n (first one wins) and returns NULL, for generators. */
@@ -76,6 +77,27 @@ void cg_if_end(cg_ctx *c, cg_if *f);                        /* builder after bot
 const char *cg_kind(cg_ctx *c, const char *op, const char *tile);
 /* Number of elements of value vid. */
 int64_t cg_numel(cg_ctx *c, int vid);
+
+/* ---- kernel sharing (cg_share.c, docs/codegen.md "Compile time") ------------------------
+ * Between cg_share_begin and cg_share_end, cg_blob_const and cg_param_const return
+ * placeholders and record the blob bytes; cg_share_end turns the kernel into a body taking
+ * its constants as one extra pointer argument, keyed by its IR text (blob bytes excluded), and
+ * drops it when an earlier kernel of the unit has the same key; cg_share_finish names the
+ * kernels: a body used once gets its own blob back (the code of an unshared kernel), one used
+ * by several nodes gets a per-node wrapper passing that node's blob (an alias without blobs).
+ * CNNC_NO_KERNEL_SHARE=1: cg_share_new returns NULL (one kernel per node, blobs as before). */
+typedef struct cg_share cg_share;
+cg_share *cg_share_new(void);                      /* per compile unit; NULL when disabled */
+void cg_share_begin(cg_share *s);
+/* Finishes kernel f (generated as a temporary name) of the node whose kernel symbol is name. */
+void cg_share_end(cg_ctx *c, cg_share *s, LLVMValueRef f, const char *name);
+/* Emits the bodies, wrappers and aliases; adds the number of kernels and of distinct bodies
+ * to *n_kernels, *n_bodies; frees s. */
+void cg_share_finish(cg_ctx *c, cg_share *s, int *n_kernels, int *n_bodies);
+/* The placeholder standing for a blob (cg_blob_const while recording), or NULL. */
+LLVMValueRef cg_share_blob(cg_ctx *c, cg_share *s, const void *data, size_t bytes);
+/* While recording: this kernel's cache slot of param vid (cg_param_const), else NULL. */
+LLVMValueRef *cg_share_param_slot(cg_share *s, int vid);
 
 /* ---- element-wise work split shared by several generators (gen_eltwise.c) --------------- */
 /* Emits: for each element block of this thread's share of [0, n): body(c, idx, w, user),

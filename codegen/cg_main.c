@@ -15,6 +15,7 @@
 
 static LLVMValueRef kernel_decl(cg_ctx *c, const cg_kernel *k) {
   LLVMValueRef f = LLVMGetNamedFunction(c->mod, k->name);
+  if (!f) f = LLVMGetNamedGlobalAlias(c->mod, k->name, strlen(k->name)); /* a shared kernel (cg_share.c) */
   if (f) return f;
   LLVMTypeRef p[CG_MAX_ACT + 3];
   for (int i = 0; i <= k->n_act; i++) p[i] = c->t_ptr;

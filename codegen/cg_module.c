@@ -3,6 +3,7 @@
  * per-shard entry functions (cnnc_abi_shard_fn) and the exported cnnc_abi_model descriptor;
  * the objects are linked into the .so.  --emit llvm|asm|obj builds one module instead. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@ typedef struct cg_unit {
   char path[4200];
   ir_diag d;
   double seconds, t_gen, t_opt; /* total, IR generation, optimisation (rest: emission) */
+  int n_kernels, n_bodies;      /* kernels generated, distinct bodies emitted (cg_share.c) */
 } cg_unit;
 
 static double now_s(void) {
@@ -62,6 +64,7 @@ void cg_ctx_dispose(cg_ctx *c) {
 /* Generates the kernels assigned to unit u into c's module. */
 static int gen_unit_kernels(cg_ctx *c, cg_unit *u) {
   cg_layout *L = u->L;
+  cg_share *sh = ((cg_priv *)c->priv)->share;
   for (int i = 0; i < L->n_k; i++) {
     cg_kernel *k = &L->k[i];
     if (!u->with_main && k->unit != u->id) continue; /* single-module mode: all kernels */
@@ -71,6 +74,7 @@ static int gen_unit_kernels(cg_ctx *c, cg_unit *u) {
     char tmp[64];
     snprintf(tmp, sizeof tmp, "cnnk.tmp.%d", i);
     const char *kind = NULL;
+    if (sh) cg_share_begin(sh);
     cg_gen_fn gen = L->train ? cg_train_generator(n->op) : NULL;
     LLVMValueRef f = (gen ? gen : cg_generators[n->op])(c, n, tmp, &kind);
     if (!f) {
@@ -79,8 +83,11 @@ static int gen_unit_kernels(cg_ctx *c, cg_unit *u) {
     }
     snprintf(k->kind, sizeof k->kind, "%s", kind);
     snprintf(k->name, sizeof k->name, "cnnk_s%d_%s_n%d", k->shard, kind, k->anchor);
-    LLVMSetValueName2(f, k->name, strlen(k->name));
+    if (sh) cg_share_end(c, sh, f, k->name);
+    else LLVMSetValueName2(f, k->name, strlen(k->name)), u->n_kernels++, u->n_bodies++;
   }
+  ((cg_priv *)c->priv)->share = NULL;
+  cg_share_finish(c, sh, &u->n_kernels, &u->n_bodies); /* names the kernels before the main module's calls */
   return 0;
 }
 
@@ -101,7 +108,11 @@ static void *unit_run(void *arg) {
   priv.amp = u->o->available_memory_proportion;
   c.priv = &priv;
   int rc = 0;
-  if (u->with_kernels) rc = gen_unit_kernels(&c, u);
+  if (u->with_kernels) {
+    priv.share = cg_share_new();
+    rc = gen_unit_kernels(&c, u);
+    if (priv.share) cg_share_finish(&c, priv.share, &u->n_kernels, &u->n_bodies); /* failed: just freed */
+  }
   if (!rc && u->with_main) rc = cg_build_main(&c, u->L, u->o, &u->d);
   double t1 = now_s();
   if (!rc) rc = cg_optimize(c.mod, tm, u->o->opt_level, &u->d);
@@ -115,38 +126,87 @@ static void *unit_run(void *arg) {
   return NULL;
 }
 
+/* A hint for kernel sharing (cg_share.c): kernels whose nodes agree in op, attributes,
+ * operand shapes and fusion are likely to generate the same body, so they go to one unit
+ * (the body's IR text decides; a wrong hint only loses sharing). */
+static uint64_t mix(uint64_t h, const void *p, size_t n) {
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+  return h;
+}
+
+static uint64_t node_hint(const ir_graph *g, const ir_node *n, uint64_t h) {
+  h = mix(h, &n->op, sizeof n->op);
+  h = mix(h, &n->attr, sizeof n->attr);
+  for (int j = 0; j < n->n_in; j++) {
+    const ir_value *v = &g->values[n->in[j]];
+    h = mix(h, &v->kind, sizeof v->kind);
+    h = mix(h, &v->dtype, sizeof v->dtype);
+    h = mix(h, &v->shape, sizeof v->shape);
+  }
+  h = mix(h, &g->values[n->out].dtype, sizeof g->values[n->out].dtype);
+  return mix(h, &g->values[n->out].shape, sizeof g->values[n->out].shape);
+}
+
+static uint64_t share_hint(const cg_layout *L, const cg_kernel *k) {
+  const ir_graph *g = L->g;
+  const pass_fusion *f = L->plan ? &L->plan[k->anchor] : NULL;
+  uint64_t h = node_hint(g, &g->nodes[k->anchor], 1469598103934665603ull);
+  h = mix(h, &k->n_act, sizeof k->n_act);
+  if (!f) return h;
+  int shape[5] = {f->bn >= 0, f->n_post, f->n_pre, f->n_side, f->side2 > 0};
+  h = mix(h, shape, sizeof shape);
+  if (f->bn >= 0) h = node_hint(g, &g->nodes[f->bn], h);
+  for (int j = 0; j < f->n_post; j++) h = node_hint(g, &g->nodes[f->post[j]], h);
+  if (f->n_pre) h = node_hint(g, &g->nodes[f->pre], h);
+  if (f->n_side) h = node_hint(g, &g->nodes[f->side], h);
+  return h;
+}
+
 /* Kernels -> n units, longest first to the least loaded unit (estimate: 1 + weight elements
- * / 1e6).  The estimate is rough (a 1x1 GEMM with packed panels is more code than its weights
- * say), so compile_so makes ~4 units per worker thread and the workers take units from a
- * queue, heaviest estimate first: a misjudged unit then delays one worker by a quarter of its
- * share instead of the whole compile (ResNet-50 b1 with one unit per thread: 10.9 s vs 3.3 s
- * of work on the two threads). */
+ * / 1e6; a kernel with the same sharing hint as an earlier one joins that one's unit at a
+ * twentieth of its estimate: cg_share.c keeps one body).  The estimate is rough (a 1x1 GEMM
+ * with packed panels is more code than its weights say), so compile_so makes ~4 units per
+ * worker thread and the workers take units from a queue, heaviest estimate first: a
+ * misjudged unit then delays one worker by a quarter of its share instead of the whole
+ * compile (ResNet-50 b1 with one unit per thread: 10.9 s vs 3.3 s of work on the two
+ * threads). */
 static void assign_units(cg_layout *L, int n, double *load) {
-  int *ord = malloc((size_t)L->n_k * sizeof *ord);
+  int *ord = malloc((size_t)L->n_k * sizeof *ord), *lead = malloc((size_t)L->n_k * sizeof *lead);
   double *est = malloc((size_t)L->n_k * sizeof *est);
-  if (!ord || !est) abort();
+  uint64_t *hint = malloc((size_t)L->n_k * sizeof *hint);
+  if (!ord || !est || !lead || !hint) abort();
+  int share = !cg_env_on("CNNC_NO_KERNEL_SHARE");
   for (int i = 0; i < L->n_k; i++) {
     const ir_node *nd = &L->g->nodes[L->k[i].anchor];
     est[i] = 1.0;
     for (int j = 0; j < nd->n_in; j++)
       if (L->g->values[nd->in[j]].kind == IR_VAL_PARAM) est[i] += (double)ir_shape_numel(&L->g->values[nd->in[j]].shape) / 1e6;
-    ord[i] = i;
+    hint[i] = share ? share_hint(L, &L->k[i]) : (uint64_t)i;
+    lead[i] = i;
+    for (int j = 0; j < i && lead[i] == i; j++)
+      if (hint[j] == hint[i]) lead[i] = lead[j];
   }
+  for (int i = 0; i < L->n_k; i++) ord[i] = i;
   for (int i = 1; i < L->n_k; i++) /* insertion sort, heaviest first, stable (n_k is small) */
     for (int j = i; j > 0 && est[ord[j]] > est[ord[j - 1]]; j--) {
       int t = ord[j];
       ord[j] = ord[j - 1], ord[j - 1] = t;
     }
   for (int u = 0; u < n; u++) load[u] = 0;
-  for (int r = 0; r < L->n_k; r++) {
+  for (int r = 0; r < L->n_k; r++) { /* group leaders first */
     int i = ord[r], best = 0;
+    if (lead[i] != i) continue;
     for (int u = 1; u < n; u++)
       if (load[u] < load[best]) best = u;
     L->k[i].unit = best;
     load[best] += est[i];
   }
+  for (int i = 0; i < L->n_k; i++)
+    if (lead[i] != i) L->k[i].unit = L->k[lead[i]].unit, load[L->k[i].unit] += est[i] / 20;
   free(ord);
   free(est);
+  free(lead);
+  free(hint);
 }
 
 /* Workers take the next unit of the queue (units ordered by estimated load, heaviest first). */
@@ -241,8 +301,10 @@ static int compile_so(cg_layout *L, const cg_target *t, const cg_options *o, ir_
   }
   if (bad >= 0) *d = u[bad].d;
   if (o->verbose && bad < 0) {
-    fprintf(stderr, "cnnc: codegen %d kernels in %d units on %d threads: %.2f s, link %.2f s\n", L->n_k, n, workers, t1 - t0,
-            now_s() - t1);
+    int nb = 0;
+    for (int i = 0; i < n; i++) nb += u[i].n_bodies;
+    fprintf(stderr, "cnnc: codegen %d kernels (%d distinct bodies) in %d units on %d threads: %.2f s, link %.2f s\n",
+            L->n_k, nb, n, workers, t1 - t0, now_s() - t1);
     for (int i = 0; i <= n; i++)
       fprintf(stderr, "cnnc:   unit %d%s: IR %.2f s, optimise %.2f s, emit %.2f s\n", i, i == n ? " (main)" : "",
               u[i].t_gen, u[i].t_opt, u[i].seconds - u[i].t_gen - u[i].t_opt);

@@ -128,6 +128,9 @@ LLVMValueRef cg_intrinsic(cg_ctx *c, const char *name, LLVMTypeRef *ov, int n_ov
 }
 
 LLVMValueRef cg_blob_const(cg_ctx *c, const char *name, const void *data, size_t bytes) {
+  cg_priv *p = c->priv;
+  LLVMValueRef ph = p && p->share ? cg_share_blob(c, p->share, data, bytes) : NULL;
+  if (ph) return ph; /* a kernel argument's offset, filled by cg_share_end */
   LLVMValueRef init = LLVMConstStringInContext2(c->llc, data, bytes, 1);
   LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), name);
   LLVMSetInitializer(g, init);
@@ -140,7 +143,9 @@ LLVMValueRef cg_blob_const(cg_ctx *c, const char *name, const void *data, size_t
 
 LLVMValueRef cg_param_const(cg_ctx *c, int vid) {
   cg_priv *p = c->priv;
-  if (p->param_global[vid]) return p->param_global[vid];
+  LLVMValueRef *slot = p->share ? cg_share_param_slot(p->share, vid) : NULL; /* per kernel when shared */
+  if (!slot) slot = &p->param_global[vid];
+  if (*slot) return *slot;
   const ir_value *v = &c->g->values[vid];
   if (p->train) {
     cg_fail(c, NULL, "internal error: param '%s' read as a constant in a training kernel", v->name);
@@ -148,8 +153,8 @@ LLVMValueRef cg_param_const(cg_ctx *c, int vid) {
   }
   char name[300];
   snprintf(name, sizeof name, "p.%s", v->name);
-  p->param_global[vid] = cg_blob_const(c, name, v->data, (size_t)ir_shape_numel(&v->shape) * sizeof(float));
-  return p->param_global[vid];
+  *slot = cg_blob_const(c, name, v->data, (size_t)ir_shape_numel(&v->shape) * sizeof(float));
+  return *slot;
 }
 
 LLVMTypeRef cg_vtype(cg_ctx *c, int w) { return w == 1 ? c->t_f32 : LLVMVectorType(c->t_f32, (unsigned)w); }

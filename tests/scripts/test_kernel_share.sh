@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# test_kernel_share.sh BUILD SRC — kernel sharing (codegen/cg_share.c, docs/codegen.md "Compile
+# time"): nodes whose kernels have the same IR apart from their constant blobs call one body,
+# each with its own blob; CNNC_NO_KERNEL_SHARE=1 generates one kernel per node.  Checks that
+#  - sharing happens: cifar_resnet20's repeated blocks give fewer distinct bodies than kernels
+#    (cnnc -v), the switch gives as many as kernels, and the .so has "_shared" bodies;
+#  - results do not change: inference logits bitwise equal with and without sharing, and the
+#    single-module path (--emit llvm) shares too and names every node's kernel;
+#  - training (kernels without blobs: aliases): the weights after 4 synthetic steps are
+#    bitwise equal with and without sharing.
+set -u
+BUILD=${1:?usage: test_kernel_share.sh BUILD SRC}
+SRC=${2:?usage: test_kernel_share.sh BUILD SRC}
+CNNC="$BUILD/cnnc"
+CNNRUN="$BUILD/cnnrun"
+M="$SRC/models/cifar_resnet20.yml"
+. "$(dirname "$0")/lib.sh"
+
+# build NAME SHARE(0|1) ARGS...: cnnc -v with or without sharing, stderr in $T/NAME.log
+build() {
+  local n=$1 s=$2
+  shift 2
+  if CNNC_NO_KERNEL_SHARE=$((1 - s)) "$CNNC" "$M" -v "$@" >"$T/$n.log" 2>&1; then ok; else
+    bad "cnnc $n: $(tail -3 "$T/$n.log")"
+  fi
+}
+# counts NAME: "KERNELS BODIES" from cnnc -v's codegen line
+counts() { sed -n 's/.*codegen \([0-9]*\) kernels (\([0-9]*\) distinct bodies).*/\1 \2/p' "$T/$1.log"; }
+
+build share 1 --batch-size 2 -o "$T/share.so"
+build noshare 0 --batch-size 2 -o "$T/noshare.so"
+read -r k b <<<"$(counts share)"
+[ -n "${b:-}" ] && [ "$b" -lt "$k" ] && ok || bad "no kernel shared: '$(counts share)' (kernels, bodies)"
+read -r k b <<<"$(counts noshare)"
+[ -n "${b:-}" ] && [ "$b" = "$k" ] && ok || bad "CNNC_NO_KERNEL_SHARE=1 still shares: '$(counts noshare)'"
+if command -v nm >/dev/null; then
+  nm "$T/share.so" | grep -q "_shared$" && ok || bad "no _shared body in the shared .so"
+  nm "$T/noshare.so" | grep -q "_shared$" && bad "a _shared body with CNNC_NO_KERNEL_SHARE=1" || ok
+fi
+
+python3 -c "
+import random, struct
+random.seed(7)
+n = 2 * 3 * 32 * 32
+open('$T/x.raw', 'wb').write(struct.pack('%df' % n, *[random.gauss(0, 1) for _ in range(n)]))"
+for s in share noshare; do
+  "$CNNRUN" "$T/$s.so" infer --input "$T/x.raw" --output "$T/y.$s" >"$T/out" 2>&1 || bad "infer $s: $(tail -3 "$T/out")"
+done
+[ -s "$T/y.share" ] && cmp -s "$T/y.share" "$T/y.noshare" && ok || bad "logits differ with and without sharing"
+
+build ll 1 --batch-size 2 --emit llvm -o "$T/m.ll"
+grep -q "_shared(" "$T/m.ll" && ok || bad "--emit llvm: no shared body"
+grep -q "^define hidden void @cnnk_s0_conv2d.*_n[0-9]*(" "$T/m.ll" && ok || bad "--emit llvm: no per-node kernel"
+
+M="$SRC/models/cifar_resnet8.yml"
+build trs 1 --mode training --batch-size 4 -o "$T/trs.so"
+build trn 0 --mode training --batch-size 4 -o "$T/trn.so"
+read -r k b <<<"$(counts trs)"
+[ -n "${b:-}" ] && [ "$b" -lt "$k" ] && ok || bad "training: no kernel shared: '$(counts trs)'"
+for s in trs trn; do
+  "$CNNRUN" "$T/$s.so" train --dataset synthetic --limit 16 --epochs 1 --checkpoint-dir "$T/ck.$s" >"$T/out" 2>&1 ||
+    bad "train $s: $(tail -3 "$T/out")"
+done
+a=$(ls "$T"/ck.trs/*.safetensors 2>/dev/null | head -1)
+b=$(ls "$T"/ck.trn/*.safetensors 2>/dev/null | head -1)
+[ -n "$a" ] && [ -n "$b" ] && cmp -s "$a" "$b" && ok || bad "training: weights differ with and without sharing"
+finish
