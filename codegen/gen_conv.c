@@ -874,7 +874,8 @@ static int conv_io16(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass
 }
 
 int cg_conv_io16_ok(cg_ctx *c, const ir_node *n) {
-  if (n->op != IR_OP_conv2d || cg_conv_bf16_ok(c, n)) return 0;
+  if (n->op != IR_OP_conv2d) return 0;
+  if (cg_conv_bf16_ok(c, n)) return cg_conv_bf16_io16(c, n, 0); /* gen_conv_bf16.c: its epilogue */
   conv_geom g = conv_geometry(c, n);
   const pass_fusion *fu = cg_fusion(c, n);
   g.dw_pool = fu->n_side;

@@ -100,7 +100,8 @@ conv_geom cg_conv_geometry(cg_ctx *c, const ir_node *n);
 /* 16-bit inference storage (passes/store16.c): whether node n's kernel is gen_conv.c's pixel
  * vectors (pixel tiles or flat 1x1 chunks, no squeeze-excite scale), which read x and the
  * residuals and write the result in 16 bits directly; other routes (channel vectors,
- * depthwise planes, bf16) read and write f32. */
+ * depthwise planes) read and write f32.  A bf16-route conv (gen_conv_bf16.c): whether its
+ * epilogue writes the result and reads the residuals in 16 bits (its x: cg_conv_bf16_io16). */
 int cg_conv_io16_ok(cg_ctx *c, const ir_node *n);
 void cg_conv_row_pixels(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, int rr, LLVMValueRef oy);
 /* Compiled training, flat convs (g->flat): pixels per chunk, x panel floats (0: no panel),

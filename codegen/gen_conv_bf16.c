@@ -20,7 +20,9 @@
  * issues P dot-product steps (vdpbf16ps zmm, zmm, m32bcst on avx512bf16).  Epilogue as the
  * f32 kernel's, except that a folded batchnorm's scale is applied here (acc * scale + shift),
  * so the packed weights stay the exact bf16 weights.  Work items (image, chunk, channel
- * tile), tiles fastest, as gen_conv.c's flat convs; no thread-split variant.
+ * tile), tiles fastest, as gen_conv.c's flat convs; no thread-split variant.  16-bit inference
+ * storage (passes/store16.c, cg_conv_bf16_io16): the epilogue writes bf16 results and reads
+ * bf16 residuals, the flat panels read a bf16 x as it is.
  * kxk / strided / padded convs (one group, >= BF16_LOAD_MIN_CIN in, >= BF16_LOAD_MIN_COUT
  * out channels, BF16_GATHER_MIN_* if gathered; CNNC_NO_BF16_KXK=1: not): K = taps x channel pairs, tap-major (pair k = tap
  * k / kpc, channels 2 (k % kpc) and the next), in the weights and in the panel, which is an
@@ -124,6 +126,24 @@ static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   return g->chunk_px * g->kp * 4 <= (g->flat ? BF16_STACK_MAX : BF16_GATHER_STACK_MAX);
 }
 
+/* Whether value v is on the bf16 grid by construction: a bf16 round16 result (or its 16-bit
+ * copy widened back, passes/store16.c), or a maxpool / relu of such a value (ResNet's maxpool
+ * between the stem and layer1).  CNNC_BF16_ROUND16_IN=1: round16 results only (A/B: the
+ * maxpool's readers take the f32 kernels, "_x16" with 16-bit storage). */
+static int bf16_grid(const ir_graph *G, int v) {
+  int strict = cg_env_on("CNNC_BF16_ROUND16_IN");
+  for (;;) {
+    int p = G->values[v].producer;
+    if (p < 0) return 0;
+    const ir_node *pn = &G->nodes[p];
+    if (pn->op == IR_OP_round16) return pn->n_in == 1 && pn->attr.round16.format == IR_HALF_BF16;
+    if (strict) return 0;
+    if (pn->op == IR_OP_widen16) return pn->attr.widen16.format == IR_HALF_BF16;
+    if (pn->op != IR_OP_maxpool && pn->op != IR_OP_relu) return 0;
+    v = pn->in[0];
+  }
+}
+
 int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
   const cg_priv *pv = c->priv;
   if (n->op != IR_OP_conv2d || (pv && pv->train) || !cg_bf16_dot(c->target) || cg_env_on("CNNC_NO_BF16")) return 0;
@@ -144,9 +164,7 @@ int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
     return 0;
   if (cg_fusion(c, n)->n_pre) return 0; /* squeeze-excite factors scale the input first */
   const ir_value *x = &c->g->values[n->in[0]], *w = &c->g->values[n->in[1]];
-  if (x->shape.rank != 4 || x->producer < 0 || !w->data) return 0;
-  const ir_node *p = &c->g->nodes[x->producer];
-  if (p->op != IR_OP_round16 || p->attr.round16.format != IR_HALF_BF16) return 0;
+  if (x->shape.rank != 4 || x->producer < 0 || !w->data || !bf16_grid(c->g, n->in[0])) return 0;
   for (int64_t i = 0; i < ir_shape_numel(&w->shape); i++)
     if (ir_round16_f32(w->data[i], IR_HALF_BF16) != w->data[i]) return 0; /* not a bf16 weight */
   return ok;
@@ -181,9 +199,29 @@ typedef struct bk {
   LLVMValueRef resid[PASS_MAX_POST];
   const conv_epi *e;
   int bn;
+  /* 16-bit inference storage (passes/store16.c, cg_conv_bf16_io16): dtypes of x (flat
+   * panels only), of the result and of the residuals; IR_F32 otherwise */
+  ir_dtype xdt, odt, rdt[PASS_MAX_POST];
 } bk;
 
 /* ---- input panels ----------------------------------------------------------------------- */
+/* A 16-bit x (bf16 storage): the V u16 at x[idx] (lanes m) zero-extended to dwords, the low
+ * half of a pair (exactly what narrowing the f32 grid value gives). */
+static LLVMValueRef load_h16(cg_ctx *c, const bk *s, LLVMValueRef idx, unsigned m, int V) {
+  unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
+  LLVMTypeRef i16 = LLVMInt16TypeInContext(c->llc), ht = LLVMVectorType(i16, (unsigned)V);
+  LLVMValueRef ptr = LLVMBuildGEP2(c->b, i16, s->x, &idx, 1, ""), h;
+  if (m == full) {
+    h = LLVMBuildLoad2(c->b, ht, ptr, "h16");
+    LLVMSetAlignment(h, 2);
+  } else {
+    LLVMTypeRef ov[2] = {ht, c->t_ptr};
+    LLVMValueRef args[4] = {ptr, cg_i32(c, 2), cg_conv_mask_const(c, m, V), LLVMConstNull(ht)};
+    h = cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
+  }
+  return LLVMBuildZExt(c->b, h, LLVMVectorType(c->t_i32, (unsigned)V), "");
+}
+
 /* Vector j (run time, or jc >= 0 at compile time with lane mask m) of pair k of the chunk. */
 static void pack_vec(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, int odd_last, LLVMValueRef j, unsigned m) {
   int V = g->V;
@@ -191,11 +229,17 @@ static void pack_vec(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, int
   LLVMValueRef px = LLVMBuildAdd(c->b, s->c0, LLVMBuildMul(c->b, j, cg_i64(c, V), ""), "");
   LLVMValueRef i0 = LLVMBuildAdd(c->b, s->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, 2 * g->hw), ""), px, ""), "");
   LLVMValueRef i1 = LLVMBuildAdd(c->b, i0, cg_i64(c, g->hw), "");
-  LLVMValueRef x0 = m == full ? cg_load_v(c, s->x, i0, V) : cg_conv_masked_load(c, s->x, i0, m, V);
-  LLVMValueRef x1 = odd_last ? cg_fzero(c, V) : m == full ? cg_load_v(c, s->x, i1, V) : cg_conv_masked_load(c, s->x, i1, m, V);
   LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
-  LLVMValueRef h0 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x0, IR_HALF_BF16, 0, V), vi, "");
-  LLVMValueRef h1 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x1, IR_HALF_BF16, 0, V), vi, "");
+  LLVMValueRef h0, h1;
+  if (s->xdt != IR_F32) { /* 16-bit storage: the bf16 bits as they are */
+    h0 = load_h16(c, s, i0, m, V);
+    h1 = odd_last ? LLVMConstNull(vi) : load_h16(c, s, i1, m, V);
+  } else {
+    LLVMValueRef x0 = m == full ? cg_load_v(c, s->x, i0, V) : cg_conv_masked_load(c, s->x, i0, m, V);
+    LLVMValueRef x1 = odd_last ? cg_fzero(c, V) : m == full ? cg_load_v(c, s->x, i1, V) : cg_conv_masked_load(c, s->x, i1, m, V);
+    h0 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x0, IR_HALF_BF16, 0, V), vi, "");
+    h1 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x1, IR_HALF_BF16, 0, V), vi, "");
+  }
   LLVMValueRef pair = LLVMBuildOr(c->b, h0, LLVMBuildShl(c->b, h1, splat_i32v(c, 16, V), ""), "pair");
   /* [pixel tile][kp][P]: tile j / P, vector j % P */
   LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, cg_i64(c, g->P), ""), cg_i64(c, g->kp), ""), k, ""),
@@ -389,13 +433,17 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
       LLVMValueRef v = LLVMBuildLoad2(c->b, vt, acc[r * np + p], "");
       if (scale) v = LLVMBuildFMul(c->b, v, scale, "bn");
       v = LLVMBuildFAdd(c->b, v, bias, "");
-      for (int q = 0, ra = 0; q < e->n_post; q++) {
+      for (int q = 0, ra = 0; q < e->n_post; q++) { /* as gen_conv.c's pixel tiles, 16-bit operands too */
+        ir_dtype rdt = e->post[q]->op == IR_OP_add ? s->rdt[ra] : IR_F32;
         LLVMValueRef res = e->post[q]->op == IR_OP_add ? s->resid[ra++] : NULL;
-        if (res && mo != full) v = LLVMBuildFAdd(c->b, v, cg_conv_masked_load(c, res, oi, mo, V), "resid");
+        if (e->post[q]->op == IR_OP_round16 && s->odt != IR_F32) continue; /* the 16-bit store rounds */
+        if (res && mo != full) v = LLVMBuildFAdd(c->b, v, cg_act_masked_load(c, e->post[q], res, oi, mo, V, rdt), "resid");
+        else if (res && rdt != IR_F32) v = LLVMBuildFAdd(c->b, v, cg_act_load(c, e->post[q], res, oi, V, rdt), "resid");
         else v = cg_epilogue(c, e->post[q], v, res, oi, V);
       }
-      if (mo == full) cg_store_v(c, v, s->out, oi, V);
-      else cg_conv_masked_store(c, v, s->out, oi, mo, V);
+      const ir_node *last = e->n_post ? e->post[e->n_post - 1] : NULL;
+      if (mo == full) cg_act_store(c, last, v, s->out, oi, V, s->odt);
+      else cg_act_masked_store(c, last, v, s->out, oi, mo, V, s->odt);
     }
   }
 }
@@ -450,13 +498,42 @@ static void pack_item(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef chunk
   cg_if_end(c, &f);
 }
 
-static const char *bf16_kind(cg_ctx *c, const bgeom *g, const pass_fusion *fu) {
-  char op[128];
+static const char *bf16_kind(cg_ctx *c, const bgeom *g, const pass_fusion *fu, const bk *s) {
+  char op[160];
   int k = g->flat ? snprintf(op, sizeof op, "conv2d_1x1") : snprintf(op, sizeof op, "conv2d_%dx%ds%d", g->kh, g->kw, g->sh);
   if (fu->bn >= 0) k += snprintf(op + k, sizeof op - (size_t)k, "_bn");
   for (int i = 0; i < fu->n_post && k < 100; i++)
     k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
-  return ir_fmt(c->arena, "%s_bf16_%dx%d__%s", op, g->R, g->P * g->V, cg_bf16_isa_name(c->target));
+  int r16 = 0; /* 16-bit storage: "_x16" reads x, "_o16" writes the result, "_r16" reads a residual */
+  for (int i = 0; i < PASS_MAX_POST; i++) r16 |= s->rdt[i] != IR_F32;
+  return ir_fmt(c->arena, "%s%s%s%s_bf16_%dx%d__%s", op, s->xdt != IR_F32 ? "_x16" : "", s->odt != IR_F32 ? "_o16" : "",
+                r16 ? "_r16" : "", g->R, g->P * g->V, cg_bf16_isa_name(c->target));
+}
+
+int cg_conv_bf16_io16(cg_ctx *c, const ir_node *n, int x) {
+  if (cg_env_on("CNNC_BF16_NO_IO16")) return 0;
+  if (!x) return 1; /* the epilogue: any conv of the route */
+  bgeom g;
+  plan(c, n, &g);
+  return g.flat;
+}
+
+/* Sets s's dtypes from the values of n's group (passes/store16.c decided them with
+ * cg_conv_bf16_io16); an internal error when a 16-bit value reaches an f32 operand. */
+static int bf16_dtypes(cg_ctx *c, const ir_node *n, const bgeom *g, const pass_fusion *fu, bk *s) {
+  const ir_graph *G = c->g;
+  int prev = fu->bn >= 0 ? G->nodes[fu->bn].out : n->out, ra = 0, any = 0;
+  s->xdt = G->values[n->in[0]].dtype;
+  for (int q = 0; q < fu->n_post; q++) {
+    const ir_node *m = &G->nodes[fu->post[q]];
+    if (m->op == IR_OP_add) any |= (s->rdt[ra++] = G->values[m->in[0] == prev ? m->in[1] : m->in[0]].dtype) != IR_F32;
+    prev = m->out;
+  }
+  s->odt = G->values[G->nodes[fu->last].out].dtype;
+  any |= s->odt != IR_F32;
+  if ((s->xdt != IR_F32 && !g->flat) || (s->xdt != IR_F32 && s->xdt != IR_BF16) || (any && cg_env_on("CNNC_BF16_NO_IO16")))
+    return cg_fail(c, n, "internal error: 16-bit operand of a bf16 conv kernel that reads f32"), -1;
+  return 0;
 }
 
 LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
@@ -483,6 +560,10 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   s.x = a[0];
   for (int i = 1; i < n_act; i++) s.resid[i - 1] = a[i];
   s.out = a[n_act];
+  if (bf16_dtypes(c, n, &g, fu, &s) < 0) {
+    free(wp), free(bp), free(sp);
+    return NULL;
+  }
   s.wp = cg_blob_const(c, "conv_bf16.w", wp, wn * sizeof *wp);
   s.bp = cg_blob_const(c, "conv_bf16.b", bp, nco * sizeof(float));
   s.sp = s.bn ? cg_blob_const(c, "conv_bf16.s", sp, nco * sizeof(float)) : NULL;
@@ -526,6 +607,6 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   }
   cg_loop_end(c, &L);
   cg_kernel_end(c);
-  *kind = bf16_kind(c, &g, fu);
+  *kind = bf16_kind(c, &g, fu, &s);
   return f;
 }

@@ -77,13 +77,20 @@ static int conv_io16(s16_hooks *h, int a) {
   return cg_conv_io16_ok(&h->c, n);
 }
 
+/* Whether conv a's kernel reads its input x in 16 bits (the bf16 route: flat 1x1 panels). */
+static int conv_x16(s16_hooks *h, int a) {
+  const ir_node *n = &h->c.g->nodes[a];
+  h->priv.shard = n->shard, h->priv.node = a;
+  return cg_conv_bf16_ok(&h->c, n) ? cg_conv_bf16_io16(&h->c, n, 1) : cg_conv_io16_ok(&h->c, n);
+}
+
 static int writes16(void *ctx, const ir_graph *g, int p) {
   s16_hooks *h = ctx;
   int a = h->plan[p].anchor, v = g->nodes[p].out;
-  for (int i = p + 1; i < g->n_nodes; i++) /* a bf16-route conv (gen_conv_bf16.c) reads its round16 input in f32 */
+  for (int i = p + 1; i < g->n_nodes; i++) /* a bf16-route conv that reads its input in f32 (gen_conv_bf16.c kxk panels) */
     if (g->nodes[i].op == IR_OP_conv2d && g->nodes[i].in[0] == v) {
       h->priv.shard = g->nodes[i].shard, h->priv.node = i;
-      if (cg_conv_bf16_ok(&h->c, &g->nodes[i])) return 0;
+      if (cg_conv_bf16_ok(&h->c, &g->nodes[i]) && !conv_x16(h, i)) return 0;
     }
   if (g->nodes[p].op == IR_OP_maxpool) return a == p; /* gen_pool.c */
   if (g->nodes[p].op != IR_OP_round16) return 0;
@@ -113,7 +120,7 @@ static int reads16(void *ctx, const ir_graph *g, int i, int j) {
   case IR_OP_add: case IR_OP_mul: /* gen_eltwise.c binary, either operand */
     return 1;
   case IR_OP_dropout: return !(n->attr.dropout.training && n->attr.dropout.rate > 0.0f);
-  case IR_OP_conv2d: return j == 0 && conv_io16(h, i);
+  case IR_OP_conv2d: return j == 0 && conv_x16(h, i);
   default: return 0;
   }
 }

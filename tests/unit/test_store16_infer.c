@@ -138,6 +138,61 @@ static void check_model(const char *model, const char *half, int batch, const ch
   unbuild(&s), unbuild(&f);
 }
 
+/* Kernels of m whose name has the emulated bf16 route and contains part before "_bf16_" ("_x16_":
+ * reads x in bf16, "_o16": writes bf16, "_r16": reads a bf16 residual; NULL: any); *pool_reader: the
+ * kernel of layer1/0/conv1 (the maxpool's reader) when not NULL. */
+static int bf16_kernels(const cnnc_abi_model *m, const char *part, const char **pool_reader) {
+  int k = 0;
+  for (int s = 0; s < m->n_shards; s++)
+    for (int i = 0; i < m->shards[s].n_ops; i++) {
+      const char *kn = m->shards[s].kernel_names[i], *b = strstr(kn, "_bf16_");
+      if (pool_reader && !strcmp(m->shards[s].op_names[i], "layer1/0/conv1")) *pool_reader = kn;
+      if (!strncmp(kn, "cnnk_", 5) && strstr(kn, "conv2d") && strstr(kn, "_bf16emu") && b)
+        k += !part || (strstr(kn, part) && strstr(kn, part) < b);
+    }
+  return k;
+}
+
+/* The bf16 route's 16-bit operands (gen_conv_bf16.c, emulated on x86-64-v3: CNNC_BF16_EMULATE=1):
+ * resnetish bf16 at batch 3, its 1x1 convs on the route read x (the maxpool's result too),
+ * read the identity residual and write their results in bf16; the logits are bitwise those of
+ * f32 storage (CNNC_NO_STORE16=1) and of CNNC_BF16_NO_IO16=1 (the route on f32 operands, the
+ * maxpool's readers still on it), with 1 and 2 threads. */
+static void check_bf16_route(void) {
+  built s = {0}, f = {0}, o = {0};
+  const char *label = "resnetish bf16 emulated route x86-64-v3";
+  setenv("CNNC_BF16_EMULATE", "1", 1);
+  int rc = build(&s, "resnetish", "bf16", 1, 3, "x86-64-v3") || build(&f, "resnetish", "bf16", 0, 3, "x86-64-v3");
+  setenv("CNNC_BF16_NO_IO16", "1", 1);
+  rc = rc || build(&o, "resnetish", "bf16", 1, 3, "x86-64-v3");
+  unsetenv("CNNC_BF16_NO_IO16");
+  unsetenv("CNNC_BF16_EMULATE");
+  CGT_CHECK(!rc, "%s: build failed", label);
+  if (!rc) {
+    const char *pr = "", *pro = "";
+    int nb = bf16_kernels(s.m, NULL, &pr), x16 = bf16_kernels(s.m, "_x16_", NULL), o16 = bf16_kernels(s.m, "_o16", NULL);
+    int r16 = bf16_kernels(s.m, "_r16", NULL);
+    int io_off = bf16_kernels(o.m, "_x16_", &pro) + bf16_kernels(o.m, "_o16", NULL) + bf16_kernels(o.m, "_r16", NULL);
+    fprintf(stderr, "%s: %d bf16 convs, %d read x, %d write, %d read a residual in 16 bits; maxpool reader %s\n", label, nb,
+            x16, o16, r16, pr);
+    CGT_CHECK(nb >= 5 && x16 >= 4 && o16 >= 3 && r16 >= 1, "%s: bf16 convs %d, 16-bit x %d, out %d, residual %d", label, nb, x16,
+              o16, r16);
+    CGT_CHECK(strstr(pr, "_x16_") && strstr(pr, "_bf16emu"), "%s: the maxpool's reader is %s", label, pr);
+    CGT_CHECK(io_off == 0 && strstr(pro, "_bf16emu") && !strstr(pro, "_x16"),
+              "%s: CNNC_BF16_NO_IO16=1: %d bf16 convs on 16-bit operands, maxpool reader %s", label, io_off, pro);
+    const ir_value *xv = &s.g->values[s.g->input];
+    int64_t nx = ir_shape_numel(&xv->shape), ny = ir_shape_numel(&s.g->values[s.g->outputs[0]].shape);
+    float *x = malloc((size_t)nx * sizeof *x);
+    for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-2.0f, 2.0f);
+    float *ys1 = run(s.m, x, nx, 1), *ys2 = run(s.m, x, nx, 2), *yf = run(f.m, x, nx, 2), *yo = run(o.m, x, nx, 1);
+    CGT_CHECK(!memcmp(ys1, yf, (size_t)ny * 4), "%s: 16-bit storage logits differ from f32 storage's", label);
+    CGT_CHECK(!memcmp(ys1, yo, (size_t)ny * 4), "%s: logits differ from CNNC_BF16_NO_IO16=1's", label);
+    CGT_CHECK(!memcmp(ys1, ys2, (size_t)ny * 4), "%s: 1 vs 2 threads differ", label);
+    free(x), free(ys1), free(ys2), free(yf), free(yo);
+  }
+  unbuild(&s), unbuild(&f), unbuild(&o);
+}
+
 int main(void) {
   (void)cgt_random_params;
   (void)cgt_check_graph;
@@ -158,6 +213,7 @@ int main(void) {
   if (!quick) check_model("resnetish", "fp16", 3, "x86-64-v3", 1);
   if (!quick) check_model("dwse", "bf16", 3, "x86-64-v3", 1);
   check_model("dwse", "fp16", 2, "x86-64-v3", 1);
+  check_bf16_route();
   if (!same) { /* resnetish fp16 left out: its 5-10 s AVX-512 compiles (channel-vector kernels) */
     if (!quick) check_model("resnetish", "bf16", 3, NULL, 0);
     check_model("dwse", "bf16", 3, NULL, 0);
