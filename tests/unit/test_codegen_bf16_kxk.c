@@ -10,7 +10,9 @@
  *     (BF16_LOAD_MIN_CIN / _COUT); panels of
  *     row-segment loads, and every other case again with CNNC_BF16_GATHER=1 (gathered panels:
  *     bitwise the same); a 3-channel stem, and with gathers a 64 -> 64 3x3, keep the f32
- *     kernels (BF16_GATHER_MIN_CIN / _COUT).
+ *     kernels (BF16_GATHER_MIN_CIN / _COUT).  Pixel vectors across images (span_plan): 7x7 maps
+ *     3x3 s1 / s2 and 1x1 s2 spanned (and not with CNNC_BF16_NO_SPAN=1), once with gathers, and
+ *     three earlier cases again with CNNC_BF16_SPAN=1; a 10x10 case spans on 16 lanes only.
  *     On a host with avx512bf16 the same cases also run natively (vdpbf16ps) against the model.
  *  2. The same graphs vs the interpreter within 5e-3 (docs/precision.md, bf16 route).
  *  3. CNNC_NO_BF16_KXK=1: these convs keep the f32 kernels (the A/B switch), 1x1 s1 ones not. */
@@ -170,7 +172,13 @@ static const kcase cases[] = {
     {1, 64, 64, 14, 14, 3, 1, 1},  /* 64 out channels: the route with row-segment panels */
     {2, 3, 64, 20, 20, 7, 2, 3},   /* a 3-channel stem, row-segment panels (3 segments at 16 lanes) */
     {1, 16, 96, 40, 3, 3, 2, 1},   /* 2-wide output rows: > 4 segments per vector, the automatic gathers */
+    {3, 16, 96, 7, 7, 3, 1, 1},    /* 7x7 maps (layer4-like): pixel vectors span images (span_plan) */
+    {3, 20, 96, 14, 14, 3, 2, 1},  /* stride 2 to 7x7, spanned: per image and row segments */
+    {3, 21, 100, 13, 13, 1, 2, 0}, /* 1x1 s2 to 7x7, spanned, odd Cin, short last tile */
+    {2, 18, 96, 10, 10, 3, 1, 1},  /* 100 px: spanned at 16 lanes only (96 vs 89 % of the lanes; 8: 100 vs 96 %) */
 };
+/* cases [SPAN0, nc) take spanned panels on AVX2 (8 lanes); the last one on 16 lanes only */
+#define SPAN0 11
 
 int main(void) {
   cgt_init_dir();
@@ -183,6 +191,21 @@ int main(void) {
   int nc = (int)(sizeof cases / sizeof cases[0]);
   setenv("CNNC_BF16_EMULATE", "1", 1);
   for (int i = 0; i < nc; i++) bitwise_case(&avx2, "avx2 emulated", &cases[i]);
+  /* spanned panels: taken where they fill the lanes better, never with CNNC_BF16_NO_SPAN=1 */
+  for (int i = SPAN0; i < nc; i++) {
+    ir_graph *g = case_graph(&cases[i]);
+    kinds k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
+    CGT_CHECK(k.n == 1 && (strstr(k.kind, "_span") != NULL) == (i < nc - 1), "case %d spanned or not as planned: %s", i, k.kind);
+    setenv("CNNC_BF16_NO_SPAN", "1", 1);
+    k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
+    CGT_CHECK(k.n == 1 && !strstr(k.kind, "_span"), "CNNC_BF16_NO_SPAN=1, case %d: %s", i, k.kind);
+    unsetenv("CNNC_BF16_NO_SPAN");
+    ir_graph_free(g);
+  }
+  setenv("CNNC_BF16_SPAN", "1", 1); /* spanned wherever allowed (n > 1, hw >= lanes): 3x3 s1 pad 1 (2 image */
+  const int forced[3] = {0, 7, 9};   /* segments), unpadded (rows apart, and images), the 7x7 s2 stem */
+  for (int i = 0; i < 3; i++) bitwise_case(&avx2, "avx2 emulated, spanned", &cases[forced[i]]);
+  unsetenv("CNNC_BF16_SPAN");
   /* 3. the A/B switch: kxk / strided convs back on the f32 kernels */
   setenv("CNNC_NO_BF16_KXK", "1", 1);
   for (int i = 0; i < nc; i += 2) {
@@ -196,6 +219,7 @@ int main(void) {
   setenv("CNNC_BF16_GATHER", "1", 1);
   for (int i = 1; i < nc; i += 2)
     if (cases[i].cin >= 16 && cases[i].cout >= 96) bitwise_case(&avx2, "avx2 emulated, gathers", &cases[i]);
+  bitwise_case(&avx2, "avx2 emulated, gathers, spanned", &cases[SPAN0]);
   /* fewer than 16 input or (gathered panels) 96 output channels: the f32 kernels */
   const kcase small[2] = {{1, 3, 96, 16, 16, 7, 2, 3}, {1, 64, 64, 14, 14, 3, 1, 1}};
   for (int i = 0; i < 2; i++) {
