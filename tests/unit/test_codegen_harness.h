@@ -80,6 +80,35 @@ static inline int cgt_quick_skip(size_t i, int pass, int npasses) {
   return cgt_quick() && npasses > 1 && (int)(i % (size_t)npasses) != pass;
 }
 
+/* The same for a case that exists for one target's planner (a 16-lane shape, say): home is the
+ * pass of that target, and quick mode runs the case in that pass only, so the round robin never
+ * moves it off its target.  home < 0 (any target), or home >= npasses (that target does not run
+ * on this CPU): the round robin.  Counts the cases run per pass (cgt_quick_report). */
+#define CGT_QUICK_MAXPASS 4
+static int cgt_quick_ran[CGT_QUICK_MAXPASS], cgt_quick_kept[CGT_QUICK_MAXPASS];
+static inline int cgt_quick_skip_home(size_t i, int pass, int npasses, int home) {
+  int homed = home >= 0 && home < npasses;
+  int skip = cgt_quick() && npasses > 1 && (homed ? pass != home : (int)(i % (size_t)npasses) != pass);
+  if (!skip && pass >= 0 && pass < CGT_QUICK_MAXPASS) {
+    cgt_quick_ran[pass]++;
+    cgt_quick_kept[pass] += homed;
+  }
+  return skip;
+}
+
+/* Prints how many cases ran in each of the npasses passes named name[] (and how many of them
+ * were kept there as their home target); returns the total. */
+static inline int cgt_quick_report(const char *test, const char *const *name, int npasses) {
+  int total = 0;
+  fprintf(stderr, "%s: %s cases run per target:", test, cgt_quick() ? "CNNC_TEST_QUICK" : "all");
+  for (int p = 0; p < npasses && p < CGT_QUICK_MAXPASS; p++) {
+    fprintf(stderr, " %s %d (%d on their home target)", name[p], cgt_quick_ran[p], cgt_quick_kept[p]);
+    total += cgt_quick_ran[p];
+  }
+  fprintf(stderr, "\n");
+  return total;
+}
+
 static int cgt_failures;
 static int cgt_nan_every; /* > 0: every k-th input element is NaN */
 

@@ -12,7 +12,8 @@
  * accumulators); the strided 1x1 cases also with CNNC_VC_PACK_SCALAR=1 (panels packed lane
  * by lane instead of one contiguous load per run of pixels).  CNNC_TEST_QUICK=1 (CI's sanitizer
  * stage): each case on one of the targets (round robin, test_codegen_harness.h
- * cgt_quick_skip), every second case of the shared-taps and scalar-pack runs. */
+ * cgt_quick_skip_home; the 16-lane tile cases, v16, on x86-64-v4 where this CPU runs it),
+ * every second case of the shared-taps and scalar-pack runs. */
 #include "test_codegen_harness.h"
 
 #define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
@@ -24,6 +25,7 @@ typedef struct vc_case {
   int n, cin, cout, h, w, k, s, pad, groups; /* pad < 0: -pad rows/columns at the bottom/right only */
   int epi; /* 0 bias only, 1 bn + relu, 2 bn + residual add (a second 1x1 conv of x) + relu, 3 bn + swish */
   const char *what;
+  int v16; /* 1: a 16-lane tile case: CNNC_TEST_QUICK keeps it on x86-64-v4 where this CPU runs it */
 } vc_case;
 
 static const vc_case cases[] = {
@@ -34,8 +36,8 @@ static const vc_case cases[] = {
     {1, 33, 50, 14, 14, 1, 2, 0, 1, 1, "sub conv 14x14 -> 7x7, 24x4 tiles + rem 2"},
     {3, 600, 40, 14, 14, 1, 2, 0, 1, 2, "sub conv K-blocked, residual, batch 3"},
     {1, 30, 27, 15, 15, 1, 2, 0, 1, 0, "sub conv 15x15 -> 8x8 (odd map)"},
-    {1, 33, 100, 14, 14, 1, 2, 0, 1, 2, "sub conv 14x14 -> 7x7, 3 channel vectors at 16 lanes (48x8), rem tile of 4"},
-    {2, 40, 70, 56, 56, 1, 2, 0, 1, 1, "1x1 stride 2 per row 56x56 -> 28x28 (16-lane tiles 10+9+9, rem tile of 6)"},
+    {1, 33, 100, 14, 14, 1, 2, 0, 1, 2, "sub conv 14x14 -> 7x7, 3 channel vectors at 16 lanes (48x8), rem tile of 4", 1},
+    {2, 40, 70, 56, 56, 1, 2, 0, 1, 1, "1x1 stride 2 per row 56x56 -> 28x28 (16-lane tiles 10+9+9, rem tile of 6)", 1},
     {1, 29, 36, 15, 19, 1, 3, 0, 1, 0, "1x1 stride 3 per row, odd map 15x19 -> 5x7, bias only"},
     {3, 24, 40, 28, 28, 1, 2, 0, 1, 2, "1x1 stride 2 per row (14 wide), residual, batch 3"},
     {1, 17, 19, 9, 11, 1, 2, 0, 1, 1, "1x1 stride 2 per row, odd map and channels"},
@@ -44,8 +46,8 @@ static const vc_case cases[] = {
     {3, 20, 30, 14, 14, 3, 2, 1, 1, 2, "3x3 stride 2 padded, residual, batch 3"},
     {1, 13, 21, 7, 7, 3, 1, 1, 1, 1, "3x3 stride 1 on 7x7, odd channels"},
     {1, 32, 48, 9, 9, 3, 2, 1, 4, 1, "grouped 3x3 stride 2 (4 groups of 12)"},
-    {2, 64, 64, 7, 7, 3, 1, 1, 2, 1, "grouped 3x3 stride 1 on 7x7, 2 groups of 32 (2 channel vectors per group at 16 lanes)"},
-    {1, 96, 99, 9, 9, 3, 1, 1, 3, 2, "grouped 3x3 stride 1 on 9x9, 3 groups of 33 (rem tile of 1 at 16 lanes), residual"},
+    {2, 64, 64, 7, 7, 3, 1, 1, 2, 1, "grouped 3x3 stride 1 on 7x7, 2 groups of 32 (2 channel vectors per group at 16 lanes)", 1},
+    {1, 96, 99, 9, 9, 3, 1, 1, 3, 2, "grouped 3x3 stride 1 on 9x9, 3 groups of 33 (rem tile of 1 at 16 lanes), residual", 1},
     {3, 19, 35, 14, 14, 3, 1, 1, 1, 2, "3x3 stride 1 on 14x14 (short row 4+5+5), residual, batch 3"},
     {1, 21, 32, 28, 28, 3, 1, 1, 1, 1, "3x3 stride 1 on 28x28 (borders + interior loop)"},
     {1, 11, 17, 27, 23, 3, 1, 1, 1, 0, "3x3 stride 1 on 27x23 (odd map, rem tile of 1)"},
@@ -150,11 +152,12 @@ int main(void) {
   }
   int has_v4 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  int npass = has_v4 ? 3 : 2; /* CNNC_TEST_QUICK: case i on target i % npass only */
+  /* CNNC_TEST_QUICK: case i on target i % npass only, the v16 cases on x86-64-v4 (pass 2) */
+  int npass = has_v4 ? 3 : 2;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-    if (!cgt_quick_skip(i, 0, npass)) check_case(&cases[i], &avx2, "avx2");
+    if (!cgt_quick_skip_home(i, 0, npass, cases[i].v16 ? 2 : -1)) check_case(&cases[i], &avx2, "avx2");
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-    if (!cgt_quick_skip(i, 1, npass)) check_case(&cases[i], &sse, "sse");
+    if (!cgt_quick_skip_home(i, 1, npass, cases[i].v16 ? 2 : -1)) check_case(&cases[i], &sse, "sse");
   /* the kxk tiles with broadcasts shared between taps (2/3 of the accumulator budget) */
   setenv("CNNC_VC_SHARED_TAPS", "1", 1);
   for (size_t i = 0, j = 0; i < sizeof cases / sizeof *cases; i++)
@@ -172,9 +175,17 @@ int main(void) {
   cg_target v4;
   if (has_v4 && cg_target_init(&v4, NULL, "x86-64-v4", NULL, &d) == 0) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-      if (!cgt_quick_skip(i, 2, npass)) check_case(&cases[i], &v4, "avx512");
+      if (!cgt_quick_skip_home(i, 2, npass, cases[i].v16 ? 2 : -1)) check_case(&cases[i], &v4, "avx512");
     cg_target_dispose(&v4);
   } else fprintf(stderr, "x86-64-v4: not run (no AVX-512 on this CPU)\n");
+  static const char *const pass_name[] = {"avx2", "sse", "avx512"};
+  int nv16 = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) nv16 += cases[i].v16;
+  int total = cgt_quick_report("test_codegen_vc", pass_name, npass);
+  if (cgt_quick() && has_v4) /* every case once, the v16 ones on x86-64-v4 */
+    CGT_CHECK(total == (int)(sizeof cases / sizeof *cases) && cgt_quick_kept[2] == nv16 && cgt_quick_kept[0] + cgt_quick_kept[1] == 0,
+              "quick mode: %d of %d cases run, %d of the %d v16 cases on x86-64-v4", total,
+              (int)(sizeof cases / sizeof *cases), cgt_quick_kept[2], nv16);
   cgt_cleanup_dir();
   if (cgt_failures) fprintf(stderr, "test_codegen_vc: %d failure(s)\n", cgt_failures);
   else fprintf(stderr, "test_codegen_vc: ok\n");

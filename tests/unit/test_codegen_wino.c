@@ -10,7 +10,9 @@
  * build's output within twice the tolerance, and for F4 cases the F2 build's output too.
  * Convs the route refuses (fewer than CG_WINO_MIN_C channels, stride 2) must compile to a
  * direct kernel and still match.  CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case on one
- * of the two targets (round robin, test_codegen_harness.h cgt_quick_skip). */
+ * of the two targets (round robin, test_codegen_harness.h cgt_quick_skip_home), the 16-lane
+ * planner cases (v16) on x86-64-v4 where this CPU runs it (without AVX-512: every other case
+ * on avx2, and every case compiled for x86-64-v4, as without quick mode). */
 #include "test_codegen_harness.h"
 
 #define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
@@ -32,6 +34,7 @@ typedef struct wino_case {
   int wino; /* 1: the route must take it */
   int f4;   /* 1: compiled with CNNC_WINO_F4=1 (and compared with the CNNC_WINO_F2=1 build) */
   const char *what;
+  int v16;  /* 1: a 16-lane planner case (wino_plan16): CNNC_TEST_QUICK keeps it on x86-64-v4 */
 } wino_case;
 
 static const wino_case cases[] = {
@@ -66,13 +69,13 @@ static const wino_case cases[] = {
     {1, 40, 48, 12, 12, 1, 1, 1, 1, 0, "default F2: 12x12 (9 4x4 tiles)"},
     /* 16 lanes (wino_plan16): several whole images per item, the last group short (batch 5, 7),
      * 1 vector x 24 channels and 2 x 12 register tiles, remainder channel tiles */
-    {5, 64, 100, 7, 7, 1, 1, 3, 1, 0, "batch 5 7x7 (images per item), residual + relu"},
-    {7, 96, 70, 7, 7, 1, 1, 1, 1, 1, "F4 batch 7 7x7 (images per item)"},
-    {5, 128, 128, 14, 14, 1, 1, 1, 1, 1, "F4 batch 5 14x14 (16 tiles an image)"},
-    {3, 256, 200, 7, 7, 1, 1, 2, 1, 0, "batch 3 7x7 256->200 (U over 512 KB)"},
+    {5, 64, 100, 7, 7, 1, 1, 3, 1, 0, "batch 5 7x7 (images per item), residual + relu", 1},
+    {7, 96, 70, 7, 7, 1, 1, 1, 1, 1, "F4 batch 7 7x7 (images per item)", 1},
+    {5, 128, 128, 14, 14, 1, 1, 1, 1, 1, "F4 batch 5 14x14 (16 tiles an image)", 1},
+    {3, 256, 200, 7, 7, 1, 1, 2, 1, 0, "batch 3 7x7 256->200 (U over 512 KB)", 1},
     /* one tile row over 2 WINO_TB_MAX tiles (16 lanes: wino_plan16 must still plan one row) */
-    {1, 32, 32, 6, 300, 1, 1, 1, 1, 0, "wide 6x300 (150 2x2 tiles a row)"},
-    {1, 32, 40, 4, 600, 1, 1, 1, 1, 1, "F4 wide 4x600 (150 4x4 tiles a row)"},
+    {1, 32, 32, 6, 300, 1, 1, 1, 1, 0, "wide 6x300 (150 2x2 tiles a row)", 1},
+    {1, 32, 40, 4, 600, 1, 1, 1, 1, 1, "F4 wide 4x600 (150 4x4 tiles a row)", 1},
 };
 
 static ir_graph *case_graph(const wino_case *k) {
@@ -217,17 +220,20 @@ int main(void) {
     fprintf(stderr, "target init: %s\n", d.msg);
     return 1;
   }
+  int has_v4 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  /* CNNC_TEST_QUICK: case i on avx2 or x86-64-v4 (round robin; v16 cases on x86-64-v4 where it runs) */
+#define HOME(k) (has_v4 && (k)->v16 ? 1 : -1)
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-    if (!cgt_quick_skip(i, 0, 2)) check_case(&cases[i], &avx2);
+    if (!cgt_quick_skip_home(i, 0, 2, HOME(&cases[i]))) check_case(&cases[i], &avx2);
   cg_target_dispose(&avx2);
   /* 16 lanes (wino_plan16) where this CPU can run x86-64-v4 code */
   cg_target v4;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl") && cg_target_init(&v4, NULL, "x86-64-v4", NULL, &d) == 0) {
+  if (has_v4 && cg_target_init(&v4, NULL, "x86-64-v4", NULL, &d) == 0) {
     wide = v4.vec_f32 >= 16;
     fprintf(stderr, "x86-64-v4 (%d lanes):\n", v4.vec_f32);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-      if (!cgt_quick_skip(i, 1, 2)) check_case(&cases[i], &v4);
+      if (!cgt_quick_skip_home(i, 1, 2, HOME(&cases[i]))) check_case(&cases[i], &v4);
     cg_target_dispose(&v4);
   } else if (cg_target_init(&v4, NULL, "x86-64-v4", NULL, &d) == 0) {
     /* no AVX-512 here: the 16-lane planning (wino_plan16) still compiles every case to IR */
@@ -243,6 +249,14 @@ int main(void) {
     }
     cg_target_dispose(&v4);
   } else fprintf(stderr, "x86-64-v4: not run (no x86-64-v4 target in this LLVM)\n");
+  static const char *const pass_name[] = {"avx2", "x86-64-v4"};
+  int nv16 = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) nv16 += cases[i].v16;
+  int total = cgt_quick_report("test_codegen_wino", pass_name, 2);
+  if (cgt_quick() && has_v4) /* every case once, the v16 ones on x86-64-v4 */
+    CGT_CHECK(total == (int)(sizeof cases / sizeof *cases) && cgt_quick_kept[1] == nv16 && cgt_quick_kept[0] == 0,
+              "quick mode: %d of %d cases run, %d of the %d v16 cases on x86-64-v4", total,
+              (int)(sizeof cases / sizeof *cases), cgt_quick_kept[1], nv16);
   cgt_cleanup_dir();
   if (cgt_failures) fprintf(stderr, "test_codegen_wino: %d failure(s)\n", cgt_failures);
   else fprintf(stderr, "test_codegen_wino: ok\n");
