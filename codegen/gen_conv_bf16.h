@@ -21,9 +21,10 @@ const char *cg_bf16_isa_name(const cg_target *t);
 int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n);
 LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 /* 16-bit inference storage (passes/store16.c via gen_store16.c): whether the kernel of
- * cg_conv_bf16_ok node n reads its input x in bf16 (x = 1: flat 1x1 panels), or writes its
- * result and reads its residuals in 16 bits (x = 0: every kernel of the route's epilogue).
- * CNNC_BF16_NO_IO16=1: neither (the route reads and writes f32). */
+ * cg_conv_bf16_ok node n reads its input x in bf16 (x = 1: flat 1x1 and row-segment kxk
+ * panels, not gathered ones), or writes its result and reads its residuals in 16 bits (x = 0:
+ * every kernel of the route's epilogue).  CNNC_BF16_NO_IO16=1: neither (the route reads and
+ * writes f32); CNNC_BF16_NO_KXK_X16=1: x only on flat panels. */
 int cg_conv_bf16_io16(cg_ctx *c, const ir_node *n, int x);
 
 /* cg_target.c (the only codegen file that names ISAs).  The dot-product step, one <V x float> accumulator: per lane i, acc += a[2i+1]*b[2i+1], then

@@ -155,16 +155,19 @@ static int bf16_kernels(const cnnc_abi_model *m, const char *part, const char **
 
 /* The bf16 route's 16-bit operands (gen_conv_bf16.c, emulated on x86-64-v3: CNNC_BF16_EMULATE=1):
  * resnetish bf16 at batch 3, its 1x1 convs on the route read x (the maxpool's result too),
- * read the identity residual and write their results in bf16; the logits are bitwise those of
- * f32 storage (CNNC_NO_STORE16=1) and of CNNC_BF16_NO_IO16=1 (the route on f32 operands, the
- * maxpool's readers still on it), with 1 and 2 threads. */
-static void check_bf16_route(void) {
+ * read the identity residual and write their results in bf16; bf16kxk (kxk = 1: 64-channel
+ * 3x3 s1 / s2 and 1x1 s2 convs on the route's row-segment panels) at batch 1, those read x in
+ * bf16 too.  The logits are bitwise those of f32 storage (CNNC_NO_STORE16=1) and of
+ * CNNC_BF16_NO_IO16=1 (the route on f32 operands, the maxpool's readers still on it), with 1
+ * and 2 threads. */
+static void check_bf16_route(const char *model, int batch, int kxk) {
   built s = {0}, f = {0}, o = {0};
-  const char *label = "resnetish bf16 emulated route x86-64-v3";
+  char label[96];
+  snprintf(label, sizeof label, "%s bf16 emulated route x86-64-v3", model);
   setenv("CNNC_BF16_EMULATE", "1", 1);
-  int rc = build(&s, "resnetish", "bf16", 1, 3, "x86-64-v3") || build(&f, "resnetish", "bf16", 0, 3, "x86-64-v3");
+  int rc = build(&s, model, "bf16", 1, batch, "x86-64-v3") || build(&f, model, "bf16", 0, batch, "x86-64-v3");
   setenv("CNNC_BF16_NO_IO16", "1", 1);
-  rc = rc || build(&o, "resnetish", "bf16", 1, 3, "x86-64-v3");
+  rc = rc || build(&o, model, "bf16", 1, batch, "x86-64-v3");
   unsetenv("CNNC_BF16_NO_IO16");
   unsetenv("CNNC_BF16_EMULATE");
   CGT_CHECK(!rc, "%s: build failed", label);
@@ -175,11 +178,23 @@ static void check_bf16_route(void) {
     int io_off = bf16_kernels(o.m, "_x16_", &pro) + bf16_kernels(o.m, "_o16", NULL) + bf16_kernels(o.m, "_r16", NULL);
     fprintf(stderr, "%s: %d bf16 convs, %d read x, %d write, %d read a residual in 16 bits; maxpool reader %s\n", label, nb,
             x16, o16, r16, pr);
-    CGT_CHECK(nb >= 5 && x16 >= 4 && o16 >= 3 && r16 >= 1, "%s: bf16 convs %d, 16-bit x %d, out %d, residual %d", label, nb, x16,
-              o16, r16);
-    CGT_CHECK(strstr(pr, "_x16_") && strstr(pr, "_bf16emu"), "%s: the maxpool's reader is %s", label, pr);
-    CGT_CHECK(io_off == 0 && strstr(pro, "_bf16emu") && !strstr(pro, "_x16"),
-              "%s: CNNC_BF16_NO_IO16=1: %d bf16 convs on 16-bit operands, maxpool reader %s", label, io_off, pro);
+    CGT_CHECK(nb >= 5 && x16 >= 4 && o16 >= 3 && (r16 >= 1 || kxk), "%s: bf16 convs %d, 16-bit x %d, out %d, residual %d", label,
+              nb, x16, o16, r16);
+    if (!kxk) {
+      CGT_CHECK(strstr(pr, "_x16_") && strstr(pr, "_bf16emu"), "%s: the maxpool's reader is %s", label, pr);
+      CGT_CHECK(strstr(pro, "_bf16emu") && !strstr(pro, "_x16"), "%s: CNNC_BF16_NO_IO16=1: maxpool reader %s", label, pro);
+    } else {
+      int k[3] = {0, 0, 0}; /* kxk kernels on the route reading x in bf16: 3x3 s1, 3x3 s2, 1x1 s2 */
+      const char *kk[3] = {"conv2d_3x3s1_", "conv2d_3x3s2_", "conv2d_1x1s2_"};
+      for (int i = 0; i < s.m->shards[0].n_ops; i++)
+        for (int j = 0; j < 3; j++) {
+          const char *kn = s.m->shards[0].kernel_names[i];
+          k[j] += strstr(kn, kk[j]) && strstr(kn, "_x16_") && strstr(kn, "_bf16emu");
+        }
+      CGT_CHECK(k[0] == 1 && k[1] == 1 && k[2] == 1, "%s: kxk kernels reading bf16: 3x3 s1 %d, 3x3 s2 %d, 1x1 s2 %d", label, k[0],
+                k[1], k[2]);
+    }
+    CGT_CHECK(io_off == 0, "%s: CNNC_BF16_NO_IO16=1: %d bf16 convs on 16-bit operands", label, io_off);
     const ir_value *xv = &s.g->values[s.g->input];
     int64_t nx = ir_shape_numel(&xv->shape), ny = ir_shape_numel(&s.g->values[s.g->outputs[0]].shape);
     float *x = malloc((size_t)nx * sizeof *x);
@@ -213,7 +228,8 @@ int main(void) {
   if (!quick) check_model("resnetish", "fp16", 3, "x86-64-v3", 1);
   if (!quick) check_model("dwse", "bf16", 3, "x86-64-v3", 1);
   check_model("dwse", "fp16", 2, "x86-64-v3", 1);
-  check_bf16_route();
+  check_bf16_route("resnetish", 3, 0);
+  check_bf16_route("bf16kxk", 1, 1);
   if (!same) { /* resnetish fp16 left out: its 5-10 s AVX-512 compiles (channel-vector kernels) */
     if (!quick) check_model("resnetish", "bf16", 3, NULL, 0);
     check_model("dwse", "bf16", 3, NULL, 0);
