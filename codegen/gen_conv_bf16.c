@@ -29,6 +29,7 @@
  * im2col of the chunk built per tap and pixel vector from masked row-segment loads (seg_plan)
  * or masked dword gathers, 0 outside the map; the microkernel and epilogue are the flat ones. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,8 @@ typedef struct bgeom {
   int64_t ih, iw, ow, kpc;      /* input map, output width, ceil(cin / 2) pairs per tap */
   int nseg;                     /* > 0: panel vectors as masked row-segment loads (see seg_plan), 0: gathers */
   int64_t dseg;                 /* input offset from one output row's segment to the next's */
+  int span;                     /* pixel vectors run across images (span_plan): q = n hw, one plane */
+  int64_t q, kdiv;              /* pixels of a plane (hw, or n hw spanned); pixels per segment key */
 } bgeom;
 
 static LLVMValueRef splat_i32v(cg_ctx *c, uint32_t v, int w) {
@@ -76,14 +79,14 @@ static uint32_t bf16_bits(float x) {
 /* R x P as gen_conv.c's conv_choose_tile scores pixel tiles: accumulators x channel x pixel
  * utilisation, minus 0.25 per load of a step (R broadcasts + P panel vectors). */
 static void choose_tile(bgeom *g, int budget) {
-  int64_t pv = (g->hw + g->V - 1) / g->V;
+  int64_t pv = (g->q + g->V - 1) / g->V;
   int pmax = (int)(pv < 4 ? pv : 4);
   double best = -1;
   for (int p = 1; p <= pmax; p++)
     for (int r = 1; r <= budget / p && r <= g->cout; r++) {
       double uc = (double)g->cout / (double)(((g->cout + r - 1) / r) * r);
       int64_t tp = (int64_t)p * g->V;
-      double up = (double)g->hw / (double)(((g->hw + tp - 1) / tp) * tp);
+      double up = (double)g->q / (double)(((g->q + tp - 1) / tp) * tp);
       double score = (double)(r * p) * uc * up - 0.25 * (r + p);
       if (score > best + 1e-9) best = score, g->R = r, g->P = p;
     }
@@ -98,10 +101,31 @@ static void choose_tile(bgeom *g, int budget) {
  * elsewhere.  Rows narrower than a quarter vector keep the gathers; CNNC_BF16_GATHER=1: all. */
 static void seg_plan(bgeom *g) {
   g->dseg = g->sh * g->iw - g->sw * g->ow;
-  g->nseg = g->dseg == 0 ? 1 : (int)(1 + (g->ow + g->V - 2) / g->ow);
-  int64_t oh = g->hw / g->ow;
-  if (g->nseg > oh) g->nseg = (int)oh;
+  /* a segment = the lanes of one key p / kdiv (p: pixel of the plane, spanned: of the batch) */
+  g->kdiv = g->dseg == 0 ? g->hw : g->ow;
+  g->nseg = g->dseg == 0 && !g->span ? 1 : (int)(1 + (g->kdiv + g->V - 2) / g->kdiv);
+  int64_t nkey = g->q / g->kdiv;
+  if (g->nseg > nkey) g->nseg = (int)nkey;
   if (g->flat || g->sw > 2 || g->nseg > 4 || cg_env_on("CNNC_BF16_GATHER")) g->nseg = 0;
+}
+
+/* Pixel vectors across images (kxk / strided convs on small maps, e.g. ResNet-50's 7x7 layer4
+ * at b16: 49 pixels per image fill 4 vectors to 77 %, 784 per batch fill 49 to 100 %): the
+ * work is one plane of q = n hw pixels, a pixel vector's lanes may lie in two images (hw >= V),
+ * its panel segments are per image (and row), its results two masked stores.  Where the lanes
+ * of the batch fill the vectors better by 5 points or more; CNNC_BF16_SPAN=1: wherever
+ * allowed (tests), CNNC_BF16_NO_SPAN=1: never (A/B).  Not with a fused residual add, nor where
+ * the batch's input offsets pass 2^31 (i32 gather lanes). */
+static void span_plan(cg_ctx *c, const ir_node *n, bgeom *g) {
+  g->q = g->hw;
+  if (g->flat || g->n < 2 || g->hw < g->V || g->n * g->cin * g->ih * g->iw >= INT32_MAX || cg_env_on("CNNC_BF16_NO_SPAN")) return;
+  const pass_fusion *fu = cg_fusion(c, n);
+  for (int i = 0; i < fu->n_post; i++)
+    if (c->g->nodes[fu->post[i]].op == IR_OP_add) return;
+  int64_t q = g->n * g->hw;
+  double ui = (double)g->hw / (double)((g->hw + g->V - 1) / g->V * g->V);
+  double us = (double)q / (double)((q + g->V - 1) / g->V * g->V);
+  if (us >= ui + 0.05 || cg_env_on("CNNC_BF16_SPAN")) g->span = 1, g->q = q;
 }
 
 static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
@@ -116,13 +140,14 @@ static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   g->kpc = (g->cin + 1) / 2;
   g->kp = g->kpc * g->kh * g->kw;
   g->V = c->target->vec_f32;
+  span_plan(c, n, g);
   seg_plan(g);
   choose_tile(g, cg_acc_budget(c->target));
   int64_t tile_px = (int64_t)g->P * g->V, k = BF16_PANEL_BYTES / (4 * g->kp) / tile_px;
   if (k < 1) k = 1;
-  int64_t whole = (g->hw + tile_px - 1) / tile_px;
+  int64_t whole = (g->q + tile_px - 1) / tile_px;
   g->chunk_px = (k < whole ? k : whole) * tile_px;
-  g->nch = (g->hw + g->chunk_px - 1) / g->chunk_px;
+  g->nch = (g->q + g->chunk_px - 1) / g->chunk_px;
   return g->chunk_px * g->kp * 4 <= (g->flat ? BF16_STACK_MAX : BF16_GATHER_STACK_MAX);
 }
 
@@ -285,17 +310,17 @@ static LLVMValueRef h16_f32bits(cg_ctx *c, LLVMValueRef h, int V) {
   return LLVMBuildBitCast(c->b, e, cg_vtype(c, V), "");
 }
 
-/* One channel's panel vector from its row segments (seg_plan): masked loads at base + r *
- * dseg (lane masks m[r], stride 2: ma[r] / mb[r] for the two halves), merged through the
+/* One channel's panel vector from its row segments (seg_plan): masked loads at base + sb[r]
+ * (lane masks m[r], stride 2: ma[r] / mb[r] for the two halves), merged through the
  * pass-through operand (the segments' lanes are disjoint). */
-static LLVMValueRef seg_load(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef base, LLVMValueRef *m, LLVMValueRef *ma,
-                             LLVMValueRef *mb) {
+static LLVMValueRef seg_load(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef base, LLVMValueRef *sb, LLVMValueRef *m,
+                             LLVMValueRef *ma, LLVMValueRef *mb) {
   int V = g->V, h = s->xdt != IR_F32; /* 16-bit storage (bf16 x): u16 lanes, then their f32 bits (<< 16) */
   LLVMTypeRef et = h ? LLVMInt16TypeInContext(c->llc) : c->t_f32, vt = LLVMVectorType(et, (unsigned)V);
   LLVMTypeRef ov[2] = {vt, c->t_ptr};
   LLVMValueRef a = LLVMConstNull(vt), b = LLVMConstNull(vt), al = cg_i32(c, h ? 2 : 4);
   for (int r = 0; r < g->nseg; r++) {
-    LLVMValueRef idx = LLVMBuildAdd(c->b, base, cg_i64(c, r * g->dseg), "");
+    LLVMValueRef idx = LLVMBuildAdd(c->b, base, sb[r], "");
     LLVMValueRef ptr = LLVMBuildGEP2(c->b, et, s->x, &idx, 1, ""); /* lane 0 may be outside */
     LLVMValueRef args[4] = {ptr, al, g->sw == 1 ? m[r] : ma[r], a};
     a = cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
@@ -308,15 +333,15 @@ static LLVMValueRef seg_load(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRe
   return h ? h16_f32bits(c, v, V) : v;
 }
 
-/* Lane masks of the row segments of a pixel vector (oy: its lanes' output rows, in: in-map
- * lanes): m[r] = lanes of row oy[0] + r; stride 2: ma[r] / mb[r] = m[r] spread to the even
- * lanes of the first / second loaded vector. */
-static void seg_masks(cg_ctx *c, const bgeom *g, LLVMValueRef oy, LLVMValueRef in, LLVMValueRef *m, LLVMValueRef *ma,
+/* Lane masks of the segments of a pixel vector (key: its lanes' segment keys p / kdiv, in:
+ * in-map lanes): m[r] = lanes of key key[0] + r; stride 2: ma[r] / mb[r] = m[r] spread to the
+ * even lanes of the first / second loaded vector. */
+static void seg_masks(cg_ctx *c, const bgeom *g, LLVMValueRef key, LLVMValueRef in, LLVMValueRef *m, LLVMValueRef *ma,
                       LLVMValueRef *mb) {
   int V = g->V;
   LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V), vb = LLVMVectorType(c->t_i1, (unsigned)V);
-  LLVMValueRef oy0 = LLVMBuildShuffleVector(c->b, oy, LLVMGetUndef(vi), LLVMConstNull(vi), "oy0");
-  LLVMValueRef rr = LLVMBuildSub(c->b, oy, oy0, "seg");
+  LLVMValueRef key0 = LLVMBuildShuffleVector(c->b, key, LLVMGetUndef(vi), LLVMConstNull(vi), "key0");
+  LLVMValueRef rr = LLVMBuildSub(c->b, key, key0, "seg");
   LLVMValueRef ia[64], ib[64];
   for (int l = 0; l < V; l++) /* operand 2 (index V) is all false */
     ia[l] = cg_i32(c, l % 2 ? V : l / 2), ib[l] = cg_i32(c, l % 2 ? V : V / 2 + l / 2);
@@ -325,6 +350,24 @@ static void seg_masks(cg_ctx *c, const bgeom *g, LLVMValueRef oy, LLVMValueRef i
     if (g->sw == 1) continue;
     ma[r] = LLVMBuildShuffleVector(c->b, m[r], LLVMConstNull(vb), LLVMConstVector(ia, (unsigned)V), "ma");
     mb[r] = LLVMBuildShuffleVector(c->b, m[r], LLVMConstNull(vb), LLVMConstVector(ib, (unsigned)V), "mb");
+  }
+}
+
+/* Input offsets (from the image's channel base) of lane 0 of each segment of the pixel vector
+ * whose lane 0 is pixel p0 (i64, of the plane or spanned of the batch), for tap: segment r has
+ * key key0 + r (key = p / kdiv), image b = key kdiv / hw, first output row oy = (key kdiv - b
+ * hw) / ow, and its lane l reads b Cin ih iw + (oy sh + dy) iw + dx + sw (p0 + l - key kdiv). */
+static void seg_bases(cg_ctx *c, const bgeom *g, LLVMValueRef p0, int tap, LLVMValueRef *sb) {
+  int dy = tap / g->kw - g->ph, dx = tap % g->kw - g->pw;
+  LLVMValueRef key0 = LLVMBuildUDiv(c->b, p0, cg_i64(c, g->kdiv), "key0");
+  for (int r = 0; r < g->nseg; r++) {
+    LLVMValueRef ks = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, key0, cg_i64(c, r), ""), cg_i64(c, g->kdiv), "kstart");
+    LLVMValueRef b = LLVMBuildUDiv(c->b, ks, cg_i64(c, g->hw), "");
+    LLVMValueRef oy = LLVMBuildUDiv(c->b, LLVMBuildSub(c->b, ks, LLVMBuildMul(c->b, b, cg_i64(c, g->hw), ""), ""), cg_i64(c, g->ow), "");
+    LLVMValueRef v = LLVMBuildMul(c->b, b, cg_i64(c, g->cin * g->ih * g->iw), "");
+    v = LLVMBuildAdd(c->b, v, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, oy, cg_i64(c, g->sh), ""), cg_i64(c, dy), ""), cg_i64(c, g->iw), ""), "");
+    v = LLVMBuildAdd(c->b, v, LLVMBuildMul(c->b, LLVMBuildSub(c->b, p0, ks, ""), cg_i64(c, g->sw), ""), "");
+    sb[r] = LLVMBuildAdd(c->b, v, cg_i64(c, dx), "sbase");
   }
 }
 
@@ -337,30 +380,36 @@ static void gather_vec(cg_ctx *c, const bgeom *g, const bk *s, int tap, LLVMValu
   LLVMValueRef p0v = LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), p0, cg_i32(c, 0), "");
   p0v = LLVMBuildShuffleVector(c->b, p0v, LLVMGetUndef(vi), LLVMConstNull(vi), "");
   LLVMValueRef p = LLVMBuildAdd(c->b, p0v, LLVMConstVector(lane, (unsigned)V), "px");
-  LLVMValueRef oy = LLVMBuildUDiv(c->b, p, splat_i32v(c, (uint32_t)g->ow, V), "oy");
-  LLVMValueRef ox = LLVMBuildSub(c->b, p, LLVMBuildMul(c->b, oy, splat_i32v(c, (uint32_t)g->ow, V), ""), "ox");
+  LLVMValueRef pl = p, img = NULL; /* spanned: pixel of the batch -> image, pixel of its plane */
+  if (g->span) {
+    img = LLVMBuildUDiv(c->b, p, splat_i32v(c, (uint32_t)g->hw, V), "img");
+    pl = LLVMBuildSub(c->b, p, LLVMBuildMul(c->b, img, splat_i32v(c, (uint32_t)g->hw, V), ""), "pl");
+  }
+  LLVMValueRef oy = LLVMBuildUDiv(c->b, pl, splat_i32v(c, (uint32_t)g->ow, V), "oy");
+  LLVMValueRef ox = LLVMBuildSub(c->b, pl, LLVMBuildMul(c->b, oy, splat_i32v(c, (uint32_t)g->ow, V), ""), "ox");
   int dy = tap / g->kw - g->ph, dx = tap % g->kw - g->pw;
   LLVMValueRef iy = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, oy, splat_i32v(c, (uint32_t)g->sh, V), ""), splat_i32v(c, (uint32_t)dy, V), "iy");
   LLVMValueRef ix = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ox, splat_i32v(c, (uint32_t)g->sw, V), ""), splat_i32v(c, (uint32_t)dx, V), "ix");
   /* unsigned compares: a negative coordinate is out of range too */
   LLVMValueRef in = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntULT, iy, splat_i32v(c, (uint32_t)g->ih, V), ""),
                                  LLVMBuildICmp(c->b, LLVMIntULT, ix, splat_i32v(c, (uint32_t)g->iw, V), ""), "");
-  in = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntULT, p, splat_i32v(c, (uint32_t)g->hw, V), ""), "in");
+  in = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntULT, p, splat_i32v(c, (uint32_t)g->q, V), ""), "in");
   LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, iy, splat_i32v(c, (uint32_t)g->iw, V), ""), ix, "off");
   int64_t in_hw = g->ih * g->iw, kfull = g->cin / 2;
-  LLVMValueRef m[4], ma[4], mb[4], a0 = NULL;
+  if (g->span) off = LLVMBuildAdd(c->b, off, LLVMBuildMul(c->b, img, splat_i32v(c, (uint32_t)(g->cin * in_hw), V), ""), "off");
+  LLVMValueRef m[4], ma[4], mb[4], sb[4];
   if (g->nseg) {
-    seg_masks(c, g, oy, in, m, ma, mb);
-    a0 = LLVMBuildSExt(c->b, LLVMBuildExtractElement(c->b, off, cg_i32(c, 0), ""), c->t_i64, "a0"); /* lane 0's offset */
+    seg_masks(c, g, LLVMBuildUDiv(c->b, p, splat_i32v(c, (uint32_t)g->kdiv, V), "key"), in, m, ma, mb);
+    seg_bases(c, g, LLVMBuildAdd(c->b, s->c0, LLVMBuildMul(c->b, j, cg_i64(c, V), ""), "p0"), tap, sb);
   }
   for (int odd = 0; odd <= (g->cin & 1); odd++) {
     cg_loop K;
     LLVMValueRef k = odd ? cg_i64(c, kfull) : cg_loop_begin(c, &K, cg_i64(c, 0), cg_i64(c, kfull), cg_i64(c, 1), "gk");
     LLVMValueRef x0, x1;
     if (g->nseg) {
-      LLVMValueRef o = LLVMBuildAdd(c->b, s->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, 2 * in_hw), ""), a0, ""), "roff");
-      x0 = seg_load(c, g, s, o, m, ma, mb);
-      x1 = odd ? cg_fzero(c, V) : seg_load(c, g, s, LLVMBuildAdd(c->b, o, cg_i64(c, in_hw), ""), m, ma, mb);
+      LLVMValueRef o = LLVMBuildAdd(c->b, s->in_base, LLVMBuildMul(c->b, k, cg_i64(c, 2 * in_hw), ""), "roff");
+      x0 = seg_load(c, g, s, o, sb, m, ma, mb);
+      x1 = odd ? cg_fzero(c, V) : seg_load(c, g, s, LLVMBuildAdd(c->b, o, cg_i64(c, in_hw), ""), sb, m, ma, mb);
     } else { /* the channel offset joins the i32 lane offsets inside the loop (dword-index gathers) */
       LLVMValueRef kof = LLVMBuildTrunc(c->b, LLVMBuildMul(c->b, k, cg_i64(c, 2 * in_hw), ""), c->t_i32, "");
       LLVMValueRef kv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), kof, cg_i32(c, 0), ""),
@@ -396,6 +445,37 @@ static void gather_chunk(cg_ctx *c, const bgeom *g, const bk *s, int64_t px) {
 }
 
 /* ---- microkernel ------------------------------------------------------------------------ */
+/* Spanned planes (span_plan): the result v (f32, or narrowed as last rounds for a 16-bit
+ * result) of batch pixels qv .. qv+V-1 of one channel, whose index as if all were in image 0 is
+ * oi: lanes of image b = qv / hw go to oi + b (Cout - 1) hw, those of image b + 1 (from lane
+ * (b + 1) hw - qv on) (Cout - 1) hw further, lanes past the batch nowhere: two masked stores. */
+static void span_store(cg_ctx *c, const bgeom *g, const bk *s, const ir_node *last, LLVMValueRef v, LLVMValueRef qv, LLVMValueRef oi) {
+  int V = g->V, f = cg_dt_half(s->odt);
+  LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V), et = f < 0 ? c->t_f32 : LLVMInt16TypeInContext(c->llc);
+  if (f >= 0) v = cg_narrow16_v(c, last, v, f, 0, V);
+  LLVMTypeRef ov[2] = {LLVMTypeOf(v), c->t_ptr};
+  LLVMValueRef lane[64];
+  for (int l = 0; l < V; l++) lane[l] = cg_i32(c, l);
+  LLVMValueRef b = LLVMBuildUDiv(c->b, qv, cg_i64(c, g->hw), "simg");
+  LLVMValueRef bl = LLVMBuildSub(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, b, cg_i64(c, 1), ""), cg_i64(c, g->hw), ""), qv, "");
+  LLVMValueRef lim = LLVMBuildSub(c->b, cg_i64(c, g->q), qv, "");
+  LLVMValueRef lv = LLVMConstVector(lane, (unsigned)V), e0 = cg_i32(c, 0);
+  LLVMValueRef blv = LLVMBuildTrunc(c->b, cg_min64(c, bl, cg_i64(c, V)), c->t_i32, "");
+  LLVMValueRef limv = LLVMBuildTrunc(c->b, cg_min64(c, lim, cg_i64(c, V)), c->t_i32, "");
+  blv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), blv, e0, ""), LLVMGetUndef(vi), LLVMConstNull(vi), "");
+  limv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), limv, e0, ""), LLVMGetUndef(vi), LLVMConstNull(vi), "");
+  LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntSLT, lv, limv, "");
+  LLVMValueRef m0 = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntSLT, lv, blv, ""), "");
+  LLVMValueRef m1 = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntSGE, lv, blv, ""), "");
+  LLVMValueRef i0 = LLVMBuildAdd(c->b, oi, LLVMBuildMul(c->b, b, cg_i64(c, (g->cout - 1) * g->hw), ""), "");
+  LLVMValueRef two = LLVMBuildICmp(c->b, LLVMIntSLT, bl, lim, "two"); /* lanes in image b + 1 (else i1 = i0: no lanes) */
+  LLVMValueRef i1 = LLVMBuildAdd(c->b, i0, LLVMBuildSelect(c->b, two, cg_i64(c, (g->cout - 1) * g->hw), cg_i64(c, 0), ""), "");
+  LLVMValueRef a0[4] = {v, LLVMBuildGEP2(c->b, et, s->out, &i0, 1, ""), cg_i32(c, f < 0 ? 4 : 2), m0};
+  cg_intrinsic(c, "llvm.masked.store", ov, 2, a0, 4);
+  LLVMValueRef a1[4] = {v, LLVMBuildGEP2(c->b, et, s->out, &i1, 1, ""), cg_i32(c, f < 0 ? 4 : 2), m1};
+  cg_intrinsic(c, "llvm.masked.store", ov, 2, a1, 4);
+}
+
 /* rr channels x np vectors at chunk pixel q0 (a multiple of P*V); last_mask: lanes of the
  * last vector inside the plane (all for whole tiles). */
 static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMValueRef q0, unsigned last_mask) {
@@ -451,7 +531,8 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
         else v = cg_epilogue(c, e->post[q], v, res, oi, V);
       }
       const ir_node *last = e->n_post ? e->post[e->n_post - 1] : NULL;
-      if (mo == full) cg_act_store(c, last, v, s->out, oi, V, s->odt);
+      if (g->span) span_store(c, g, s, last, v, LLVMBuildAdd(c->b, s->c0, LLVMBuildAdd(c->b, q0, cg_i64(c, (int64_t)p * V), ""), "qv"), oi);
+      else if (mo == full) cg_act_store(c, last, v, s->out, oi, V, s->odt);
       else cg_act_masked_store(c, last, v, s->out, oi, mo, V, s->odt);
     }
   }
@@ -476,7 +557,7 @@ static void chunk_tiles(cg_ctx *c, const bgeom *g, const bk *s, int rr, int64_t 
 
 /* One work item's pixels for rr channels: the chunk is whole, or the plane's last one. */
 static void item_body(cg_ctx *c, const bgeom *g, const bk *s, int rr, LLVMValueRef chunk) {
-  int64_t last_px = g->hw - (g->nch - 1) * g->chunk_px;
+  int64_t last_px = g->q - (g->nch - 1) * g->chunk_px;
   if (last_px == g->chunk_px) {
     chunk_tiles(c, g, s, rr, g->chunk_px);
     return;
@@ -492,7 +573,7 @@ static void item_body(cg_ctx *c, const bgeom *g, const bk *s, int rr, LLVMValueR
 static void pack_item(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef chunk) {
   int64_t last_px = g->hw - (g->nch - 1) * g->chunk_px;
   if (!g->flat) { /* masked per lane: one body for every chunk */
-    gather_chunk(c, g, s, g->chunk_px < g->hw ? g->chunk_px : g->hw);
+    gather_chunk(c, g, s, g->chunk_px < g->q ? g->chunk_px : g->q);
     return;
   }
   if (last_px == g->chunk_px) {
@@ -509,7 +590,7 @@ static void pack_item(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef chunk
 
 static const char *bf16_kind(cg_ctx *c, const bgeom *g, const pass_fusion *fu, const bk *s) {
   char op[160];
-  int k = g->flat ? snprintf(op, sizeof op, "conv2d_1x1") : snprintf(op, sizeof op, "conv2d_%dx%ds%d", g->kh, g->kw, g->sh);
+  int k = g->flat ? snprintf(op, sizeof op, "conv2d_1x1") : snprintf(op, sizeof op, "conv2d_%dx%ds%d%s", g->kh, g->kw, g->sh, g->span ? "_span" : "");
   if (fu->bn >= 0) k += snprintf(op + k, sizeof op - (size_t)k, "_bn");
   for (int i = 0; i < fu->n_post && k < 100; i++)
     k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
@@ -583,7 +664,7 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   LLVMValueRef key = cg_entry_alloca(c, c->t_i64, "xpanel_key");
   LLVMBuildStore(c->b, cg_i64(c, -1), key);
   LLVMValueRef lo, hi;
-  cg_thread_range(c, cg_i64(c, g.n * g.nch * g.ntile), a[n_act + 1], a[n_act + 2], &lo, &hi);
+  cg_thread_range(c, cg_i64(c, (g.span ? 1 : g.n) * g.nch * g.ntile), a[n_act + 1], a[n_act + 2], &lo, &hi);
   cg_loop L;
   LLVMValueRef it = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "item");
   LLVMValueRef t = LLVMBuildSRem(c->b, it, cg_i64(c, g.ntile), "tile");
@@ -594,7 +675,7 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   s.in_base = LLVMBuildMul(c->b, img, cg_i64(c, g.cin * g.ih * g.iw), "in_base");
   LLVMValueRef co0 = LLVMBuildMul(c->b, t, cg_i64(c, g.R), "co0");
   s.out_base = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, img, cg_i64(c, g.cout), ""), co0, ""), cg_i64(c, g.hw), ""),
-                            s.c0, "out_base");
+                            s.c0, "out_base"); /* spanned (img 0): channel co0's plane of image 0 + c0 */
   s.wbase = LLVMBuildMul(c->b, t, cg_i64(c, g.kp * g.R), "wbase");
   s.bbase = co0;
   /* the chunk's panel, packed by the first item of this thread that needs it */
