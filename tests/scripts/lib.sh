@@ -3,7 +3,8 @@
 # `finish`, which prints the closing "N passed, M failed" line and sets the exit status;
 # `need_fmnist` for the tests that train or validate on Fashion-MNIST; `skip_all` / `skip_part`
 # for optional data or tools (exit 77 = SKIP_RETURN_CODE of the script tests, tests/CMakeLists.txt:
-# ctest reports "Skipped", not "Passed", when something was not checked).
+# ctest reports "Skipped", not "Passed", when something was not checked); `quick`: true under
+# CNNC_TEST_QUICK=1 (.ci/run's sanitizer stage), where a test may run fewer samples or cases.
 SKIP=77
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -11,6 +12,7 @@ pass=0
 fail=0
 skipped=0
 ok() { pass=$((pass + 1)); }
+quick() { [ -n "${CNNC_TEST_QUICK:-}" ] && [ "$CNNC_TEST_QUICK" != 0 ]; }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 # expect STATUS PATTERN -- ARGS...: $CNNRUN exits with STATUS and its stdout+stderr match PATTERN.
