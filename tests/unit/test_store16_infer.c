@@ -156,8 +156,8 @@ static int bf16_kernels(const cnnc_abi_model *m, const char *part, const char **
 /* The bf16 route's 16-bit operands (gen_conv_bf16.c, emulated on x86-64-v3: CNNC_BF16_EMULATE=1):
  * resnetish bf16 at batch 3, its 1x1 convs on the route read x (the maxpool's result too),
  * read the identity residual and write their results in bf16; bf16kxk (kxk = 1: 64-channel
- * 3x3 s1 / s2 and 1x1 s2 convs on the route's row-segment panels) at batch 1, those read x in
- * bf16 too.  The logits are bitwise those of f32 storage (CNNC_NO_STORE16=1) and of
+ * 3x3 s1 / s2 and 1x1 s2 convs on the route's row-segment panels) at batch 1, and at batch 2
+ * with CNNC_BF16_SPAN=1 (panels across images), those read x in bf16 too.  The logits are bitwise those of f32 storage (CNNC_NO_STORE16=1) and of
  * CNNC_BF16_NO_IO16=1 (the route on f32 operands, the maxpool's readers still on it), with 1
  * and 2 threads. */
 static void check_bf16_route(const char *model, int batch, int kxk) {
@@ -193,6 +193,12 @@ static void check_bf16_route(const char *model, int batch, int kxk) {
         }
       CGT_CHECK(k[0] == 1 && k[1] == 1 && k[2] == 1, "%s: kxk kernels reading bf16: 3x3 s1 %d, 3x3 s2 %d, 1x1 s2 %d", label, k[0],
                 k[1], k[2]);
+      int span = 0; /* CNNC_BF16_SPAN=1: the convs without a fused add (3x3 s1, 1x1 s2) span the batch */
+      for (int i = 0; i < s.m->shards[0].n_ops; i++) {
+        const char *kn = s.m->shards[0].kernel_names[i];
+        span += strstr(kn, "_span_") && strstr(kn, "_x16_");
+      }
+      CGT_CHECK(span == (batch > 1 && cg_env_on("CNNC_BF16_SPAN") ? 2 : 0), "%s: %d spanned kernels reading bf16", label, span);
     }
     CGT_CHECK(io_off == 0, "%s: CNNC_BF16_NO_IO16=1: %d bf16 convs on 16-bit operands", label, io_off);
     const ir_value *xv = &s.g->values[s.g->input];
@@ -230,6 +236,9 @@ int main(void) {
   check_model("dwse", "fp16", 2, "x86-64-v3", 1);
   check_bf16_route("resnetish", 3, 0);
   check_bf16_route("bf16kxk", 1, 1);
+  setenv("CNNC_BF16_SPAN", "1", 1); /* pixel vectors across the batch's images (span_plan) on bf16 x */
+  check_bf16_route("bf16kxk", 2, 1);
+  unsetenv("CNNC_BF16_SPAN");
   if (!same) { /* resnetish fp16 left out: its 5-10 s AVX-512 compiles (channel-vector kernels) */
     if (!quick) check_model("resnetish", "bf16", 3, NULL, 0);
     check_model("dwse", "bf16", 3, NULL, 0);
