@@ -134,6 +134,13 @@ static uint64_t mix(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
+/* rank and dims only: the padding after rank is not hashed (the hint, and so the units and
+ * which bodies are shared, must not depend on uninitialised bytes). */
+static uint64_t mix_shape(uint64_t h, const ir_shape *s) {
+  h = mix(h, &s->rank, sizeof s->rank);
+  return mix(h, s->dim, (size_t)(s->rank > 0 && s->rank <= IR_MAX_RANK ? s->rank : 0) * sizeof s->dim[0]);
+}
+
 static uint64_t node_hint(const ir_graph *g, const ir_node *n, uint64_t h) {
   h = mix(h, &n->op, sizeof n->op);
   h = mix(h, &n->attr, sizeof n->attr);
@@ -141,10 +148,10 @@ static uint64_t node_hint(const ir_graph *g, const ir_node *n, uint64_t h) {
     const ir_value *v = &g->values[n->in[j]];
     h = mix(h, &v->kind, sizeof v->kind);
     h = mix(h, &v->dtype, sizeof v->dtype);
-    h = mix(h, &v->shape, sizeof v->shape);
+    h = mix_shape(h, &v->shape);
   }
   h = mix(h, &g->values[n->out].dtype, sizeof g->values[n->out].dtype);
-  return mix(h, &g->values[n->out].shape, sizeof g->values[n->out].shape);
+  return mix_shape(h, &g->values[n->out].shape);
 }
 
 static uint64_t share_hint(const cg_layout *L, const cg_kernel *k) {

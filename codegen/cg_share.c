@@ -179,6 +179,34 @@ static char *body_key(cg_share *s, LLVMValueRef fn) {
   memcpy(t, ir, n + 1);
   LLVMDisposeMessage(ir);
   for (int i = 0; i < s->nb; i++) n += (size_t)snprintf(t + n, cap - n, " %zu", s->b[i].bytes);
+  /* The printed text names the function's attribute group only (#N), and string attributes
+   * (target-features, cnnc-* markers) are not in its comment: append them all. */
+  unsigned na = LLVMGetAttributeCountAtIndex(fn, LLVMAttributeFunctionIndex);
+  if (na) {
+    LLVMAttributeRef *at = malloc(na * sizeof *at);
+    if (!at) abort();
+    LLVMGetAttributesAtIndex(fn, LLVMAttributeFunctionIndex, at);
+    for (unsigned i = 0; i < na; i++) {
+      char buf[64];
+      const char *k, *v;
+      unsigned kl = 0, vl = 0;
+      if (LLVMIsStringAttribute(at[i])) {
+        k = LLVMGetStringAttributeKind(at[i], &kl), v = LLVMGetStringAttributeValue(at[i], &vl);
+      } else {
+        snprintf(buf, sizeof buf, "%u:%llu", LLVMGetEnumAttributeKind(at[i]),
+                 LLVMIsEnumAttribute(at[i]) ? (unsigned long long)LLVMGetEnumAttributeValue(at[i]) : 0ull);
+        k = buf, kl = (unsigned)strlen(buf), v = "", vl = 0;
+      }
+      size_t need = n + kl + vl + 4;
+      if (need > cap) {
+        cap = 2 * need;
+        t = realloc(t, cap);
+        if (!t) abort();
+      }
+      n += (size_t)snprintf(t + n, cap - n, " %.*s=%.*s", (int)kl, k, (int)vl, v);
+    }
+    free(at);
+  }
   return t;
 }
 

@@ -204,7 +204,13 @@ int main(void) {
   }
   setenv("CNNC_BF16_SPAN", "1", 1); /* spanned wherever allowed (n > 1, hw >= lanes): 3x3 s1 pad 1 (2 image */
   const int forced[3] = {0, 7, 9};   /* segments), unpadded (rows apart, and images), the 7x7 s2 stem */
-  for (int i = 0; i < 3; i++) bitwise_case(&avx2, "avx2 emulated, spanned", &cases[forced[i]]);
+  for (int i = 0; i < 3; i++) {
+    ir_graph *g = case_graph(&cases[forced[i]]);
+    kinds k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
+    CGT_CHECK(k.n == 1 && strstr(k.kind, "_span"), "CNNC_BF16_SPAN=1, case %d not spanned: %s", forced[i], k.kind);
+    ir_graph_free(g);
+    bitwise_case(&avx2, "avx2 emulated, spanned", &cases[forced[i]]);
+  }
   unsetenv("CNNC_BF16_SPAN");
   /* 3. the A/B switch: kxk / strided convs back on the f32 kernels */
   setenv("CNNC_NO_BF16_KXK", "1", 1);
@@ -219,6 +225,12 @@ int main(void) {
   setenv("CNNC_BF16_GATHER", "1", 1);
   for (int i = 1; i < nc; i += 2)
     if (cases[i].cin >= 16 && cases[i].cout >= 96) bitwise_case(&avx2, "avx2 emulated, gathers", &cases[i]);
+  {
+    ir_graph *g = case_graph(&cases[SPAN0]);
+    kinds k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
+    CGT_CHECK(k.n == 1 && strstr(k.kind, "_span"), "CNNC_BF16_GATHER=1, case %d not spanned: %s", SPAN0, k.kind);
+    ir_graph_free(g);
+  }
   bitwise_case(&avx2, "avx2 emulated, gathers, spanned", &cases[SPAN0]);
   /* fewer than 16 input or (gathered panels) 96 output channels: the f32 kernels */
   const kcase small[2] = {{1, 3, 96, 16, 16, 7, 2, 3}, {1, 64, 64, 14, 14, 3, 1, 1}};
