@@ -94,6 +94,8 @@ void cg_share_end(cg_ctx *c, cg_share *s, LLVMValueRef f, const char *name);
 /* Emits the bodies, wrappers and aliases; adds the number of kernels and of distinct bodies
  * to *n_kernels, *n_bodies; frees s. */
 void cg_share_finish(cg_ctx *c, cg_share *s, int *n_kernels, int *n_bodies);
+/* A private, constant, 64-byte aligned global holding bytes (cg_blob_const outside sharing). */
+LLVMValueRef cg_blob_global(cg_ctx *c, const char *name, const void *data, size_t bytes);
 /* The placeholder standing for a blob (cg_blob_const while recording), or NULL. */
 LLVMValueRef cg_share_blob(cg_ctx *c, cg_share *s, const void *data, size_t bytes);
 /* While recording: this kernel's cache slot of param vid (cg_param_const), else NULL. */

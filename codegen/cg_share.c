@@ -153,14 +153,7 @@ static void fill_blobs(cg_ctx *c, cg_share *s, LLVMValueRef f, LLVMValueRef base
 
 static LLVMValueRef blob_global(cg_ctx *c, cg_share *s, const char *name) {
   if (!s->nb) return NULL;
-  LLVMValueRef init = LLVMConstStringInContext2(c->llc, (const char *)s->buf, s->len, 1);
-  LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), name);
-  LLVMSetInitializer(g, init);
-  LLVMSetGlobalConstant(g, 1);
-  LLVMSetLinkage(g, LLVMPrivateLinkage);
-  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
-  LLVMSetAlignment(g, 64);
-  return g;
+  return cg_blob_global(c, name, s->buf, s->len);
 }
 
 static uint64_t fnv1a(const char *t) {

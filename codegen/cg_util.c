@@ -127,10 +127,7 @@ LLVMValueRef cg_intrinsic(cg_ctx *c, const char *name, LLVMTypeRef *ov, int n_ov
   return LLVMBuildCall2(c->b, ft, fn, args, (unsigned)n_args, "");
 }
 
-LLVMValueRef cg_blob_const(cg_ctx *c, const char *name, const void *data, size_t bytes) {
-  cg_priv *p = c->priv;
-  LLVMValueRef ph = p && p->share ? cg_share_blob(c, p->share, data, bytes) : NULL;
-  if (ph) return ph; /* a kernel argument's offset, filled by cg_share_end */
+LLVMValueRef cg_blob_global(cg_ctx *c, const char *name, const void *data, size_t bytes) {
   LLVMValueRef init = LLVMConstStringInContext2(c->llc, data, bytes, 1);
   LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), name);
   LLVMSetInitializer(g, init);
@@ -139,6 +136,13 @@ LLVMValueRef cg_blob_const(cg_ctx *c, const char *name, const void *data, size_t
   LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
   LLVMSetAlignment(g, 64);
   return g;
+}
+
+LLVMValueRef cg_blob_const(cg_ctx *c, const char *name, const void *data, size_t bytes) {
+  cg_priv *p = c->priv;
+  LLVMValueRef ph = p && p->share ? cg_share_blob(c, p->share, data, bytes) : NULL;
+  if (ph) return ph; /* a kernel argument's offset, filled by cg_share_end */
+  return cg_blob_global(c, name, data, bytes);
 }
 
 LLVMValueRef cg_param_const(cg_ctx *c, int vid) {
