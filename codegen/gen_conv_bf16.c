@@ -476,13 +476,36 @@ static void span_store(cg_ctx *c, const bgeom *g, const bk *s, const ir_node *la
   cg_intrinsic(c, "llvm.masked.store", ov, 2, a1, 4);
 }
 
+/* Fused residual adds (not spanned; CNNC_BF16_NO_EPI_PF=1: off, A/B): the residual lines of
+ * the rr x np-vector tile whose first output element is oi0 (the next tile the thread runs:
+ * the chunk's next pixel tile, after its last the next channel tile's first), prefetched one
+ * microkernel ahead of the epilogue that reads them, as gen_conv.c's flat_prefetch_epi (at
+ * batch 16 they come from L3 or memory and the epilogue's loads stalled the dot products). */
+static void prefetch_epi(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMValueRef oi0) {
+  for (int q = 0, ra = 0; q < s->e->n_post; q++) {
+    if (s->e->post[q]->op != IR_OP_add) continue;
+    int64_t es = s->rdt[ra] != IR_F32 ? 2 : 4, lines = ((int64_t)np * g->V * es + 63) / 64 + 1;
+    LLVMValueRef base = s->resid[ra++];
+    for (int k = 0; k < rr; k++) {
+      LLVMValueRef oi = LLVMBuildAdd(c->b, oi0, cg_i64(c, (int64_t)k * g->hw), "");
+      for (int64_t j = 0; j < lines; j++) {
+        LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, oi, cg_i64(c, es), ""), cg_i64(c, 64 * j), "");
+        LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_i8, base, &off, 1, "pfe"), cg_i32(c, 0), cg_i32(c, 3), cg_i32(c, 1)};
+        cg_intrinsic(c, "llvm.prefetch", &c->t_ptr, 1, args, 4);
+      }
+    }
+  }
+}
+
 /* rr channels x np vectors at chunk pixel q0 (a multiple of P*V); last_mask: lanes of the
- * last vector inside the plane (all for whole tiles). */
-static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMValueRef q0, unsigned last_mask) {
+ * last vector inside the plane (all for whole tiles); pf (NULL: none): the first output
+ * element of the next tile, whose residuals prefetch_epi prefetches. */
+static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMValueRef q0, unsigned last_mask, LLVMValueRef pf) {
   int V = g->V;
   unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
   LLVMTypeRef vt = cg_vtype(c, V), vi = LLVMVectorType(c->t_i32, (unsigned)V);
   LLVMValueRef acc[64];
+  if (pf) prefetch_epi(c, g, s, rr, g->P, pf);
   for (int i = 0; i < rr * np; i++) {
     acc[i] = cg_entry_alloca(c, vt, "acc");
     LLVMBuildStore(c->b, cg_fzero(c, V), acc[i]);
@@ -543,15 +566,24 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
 static void chunk_tiles(cg_ctx *c, const bgeom *g, const bk *s, int rr, int64_t px) {
   int64_t tile_px = (int64_t)g->P * g->V, nt = px / tile_px, rest = px % tile_px;
   unsigned full = g->V >= 32 ? ~0u : (1u << g->V) - 1;
+  int pf = !g->span && !cg_env_on("CNNC_BF16_NO_EPI_PF"), any = 0;
+  for (int q = 0; q < s->e->n_post; q++) any |= s->e->post[q]->op == IR_OP_add;
+  /* prefetch_epi: the next channel tile's first pixel tile of this chunk */
+  LLVMValueRef next_ct = pf && any ? LLVMBuildAdd(c->b, s->out_base, cg_i64(c, (int64_t)g->R * g->hw), "pf_ct") : NULL;
   if (nt > 0) {
     cg_loop L;
     LLVMValueRef i = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, nt), cg_i64(c, 1), "pt");
-    tile(c, g, s, rr, g->P, LLVMBuildMul(c->b, i, cg_i64(c, tile_px), ""), full);
+    LLVMValueRef q0 = LLVMBuildMul(c->b, i, cg_i64(c, tile_px), ""), nx = NULL;
+    if (next_ct) {
+      nx = LLVMBuildAdd(c->b, s->out_base, LLVMBuildAdd(c->b, q0, cg_i64(c, tile_px), ""), "");
+      if (!rest) nx = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, i, cg_i64(c, nt - 1), ""), nx, next_ct, "pf_next");
+    }
+    tile(c, g, s, rr, g->P, q0, full, nx);
     cg_loop_end(c, &L);
   }
   if (rest) {
     int np = (int)((rest + g->V - 1) / g->V), lt = (int)(rest % g->V);
-    tile(c, g, s, rr, np, cg_i64(c, nt * tile_px), lt ? (1u << lt) - 1 : full);
+    tile(c, g, s, rr, np, cg_i64(c, nt * tile_px), lt ? (1u << lt) - 1 : full, next_ct);
   }
 }
 
