@@ -98,6 +98,95 @@ static void pool_emit_row(cg_ctx *c, const pool_geom *p, const pool_row *r) {
   scalar_range(c, p, r, a + nvec * v, p->ow);
 }
 
+/* ---- max pooling 3 wide, stride 2, left pad 1 (ResNet's 3x3/s2 maxpool) ------------------------
+ * One output row as ceil(ow/V) chunks of V pixels, all in registers: for each input row of the
+ * window, chunk q loads the 2V contiguous inputs [2qV, 2qV + 2V) (a masked load, -inf outside
+ * the row, at the right edge) and splits them into even E (x = 2ox) and odd O (x = 2ox + 1)
+ * lanes; the tap x = 2ox - 1 is O moved up one lane with the previous chunk's last odd lane
+ * (-inf, the padding, for chunk 0).  The combine order is the scalar one (row by row, taps left
+ * to right, cg_max_nan): bitwise equal to the interpreter, NaN and signed zeros included.
+ * bf16 splits with integer ops (an i32 lane holds an even and an odd value: odd = lane &
+ * 0xffff0000, even = lane << 16).  CNNC_NO_POOL_S2=1: the generic row (pool_emit_row). */
+enum { S2_MAX_CHUNKS = 16 };
+
+static int pool_s2_ok(cg_ctx *c, const pool_geom *p) {
+  int v = c->target->vec_f32;
+  return p->is_max && p->kw == 3 && p->sw == 2 && p->pl == 1 && v >= 4 && v <= 16 &&
+         (p->ow + v - 1) / v <= S2_MAX_CHUNKS && !cg_env_on("CNNC_NO_POOL_S2");
+}
+
+static LLVMValueRef s2_splat_i(cg_ctx *c, LLVMTypeRef et, uint64_t x, int w) {
+  LLVMValueRef e[64];
+  for (int i = 0; i < w; i++) e[i] = LLVMConstInt(et, x, 0);
+  return LLVMConstVector(e, (unsigned)w);
+}
+
+static LLVMValueRef s2_lanes(cg_ctx *c, LLVMValueRef a, LLVMValueRef b, int first, int step, int w) {
+  LLVMValueRef e[64];
+  for (int i = 0; i < w; i++) e[i] = cg_i32(c, first + step * i);
+  return LLVMBuildShuffleVector(c->b, a, b, LLVMConstVector(e, (unsigned)w), "");
+}
+
+/* Inputs [x0, x0 + 2V) of a row (cnt of them inside it, the rest -inf) as even / odd f32 lanes. */
+static void s2_load(cg_ctx *c, const pool_row *r, LLVMValueRef idx, int cnt, int v, LLVMValueRef *ev, LLVMValueRef *od) {
+  int f = cg_dt_half(r->xdt), w = 2 * v;
+  LLVMTypeRef et = f < 0 ? c->t_f32 : LLVMInt16TypeInContext(c->llc), vt = LLVMVectorType(et, (unsigned)w);
+  LLVMValueRef ninf = f < 0 ? cg_fconst(c, -__builtin_inff(), w)
+                            : s2_splat_i(c, et, f == IR_HALF_FP16 ? 0xfc00u : 0xff80u, w), x;
+  LLVMValueRef ptr = LLVMBuildGEP2(c->b, et, r->x, &idx, 1, "");
+  if (cnt <= 0) x = ninf;
+  else if (cnt >= w) {
+    x = LLVMBuildLoad2(c->b, vt, ptr, "s2row");
+    LLVMSetAlignment(x, f < 0 ? 4 : 2);
+  } else {
+    LLVMValueRef m[64];
+    for (int l = 0; l < w; l++) m[l] = LLVMConstInt(c->t_i1, l < cnt, 0);
+    LLVMTypeRef ov[2] = {vt, c->t_ptr};
+    LLVMValueRef args[4] = {ptr, cg_i32(c, f < 0 ? 4 : 2), LLVMConstVector(m, (unsigned)w), ninf};
+    x = cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
+  }
+  if (f < 0) {
+    *ev = s2_lanes(c, x, x, 0, 2, v);
+    *od = s2_lanes(c, x, x, 1, 2, v);
+  } else if (f == IR_HALF_BF16) {
+    LLVMTypeRef it = LLVMVectorType(c->t_i32, (unsigned)v);
+    LLVMValueRef u = LLVMBuildBitCast(c->b, x, it, "");
+    *ev = LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, u, s2_splat_i(c, c->t_i32, 16, v), ""), cg_vtype(c, v), "even");
+    *od = LLVMBuildBitCast(c->b, LLVMBuildAnd(c->b, u, s2_splat_i(c, c->t_i32, 0xffff0000u, v), ""), cg_vtype(c, v), "odd");
+  } else {
+    *ev = cg_widen16_v(c, r->n, s2_lanes(c, x, x, 0, 2, v), f, v);
+    *od = cg_widen16_v(c, r->n, s2_lanes(c, x, x, 1, 2, v), f, v);
+  }
+}
+
+static void pool_s2_row(cg_ctx *c, const pool_geom *p, const pool_row *r) {
+  int v = c->target->vec_f32, nch = (int)((p->ow + v - 1) / v);
+  LLVMValueRef accp[S2_MAX_CHUNKS];
+  for (int q = 0; q < nch; q++) {
+    accp[q] = cg_entry_alloca(c, cg_vtype(c, v), "s2acc");
+    LLVMBuildStore(c->b, cg_fconst(c, -__builtin_inff(), v), accp[q]);
+  }
+  cg_loop L;
+  LLVMValueRef y = cg_loop_begin(c, &L, r->y0, r->y1, cg_i64(c, 1), "s2y");
+  LLVMValueRef rowi = LLVMBuildAdd(c->b, r->plane_in, LLVMBuildMul(c->b, y, cg_i64(c, p->w), ""), "");
+  LLVMValueRef carry = cg_fconst(c, -__builtin_inff(), v), ev, od;
+  for (int q = 0; q < nch; q++) {
+    int64_t x0 = 2 * (int64_t)q * v;
+    s2_load(c, r, LLVMBuildAdd(c->b, rowi, cg_i64(c, x0), ""), (int)(p->w - x0 < 2 * v ? p->w - x0 : 2 * v), v, &ev, &od);
+    LLVMValueRef left = s2_lanes(c, carry, od, v - 1, 1, v); /* x = 2ox - 1 */
+    LLVMValueRef h = cg_max_nan(c, od, cg_max_nan(c, ev, left));
+    LLVMBuildStore(c->b, cg_max_nan(c, h, LLVMBuildLoad2(c->b, cg_vtype(c, v), accp[q], "")), accp[q]);
+    carry = od;
+  }
+  cg_loop_end(c, &L);
+  for (int q = 0; q < nch; q++) {
+    int64_t n = p->ow - (int64_t)q * v;
+    LLVMValueRef acc = LLVMBuildLoad2(c->b, cg_vtype(c, v), accp[q], ""), at = LLVMBuildAdd(c->b, r->out_row, cg_i64(c, (int64_t)q * v), "");
+    if (n >= v) cg_act_store(c, r->n, acc, r->out, at, v, r->odt);
+    else cg_act_masked_store(c, r->n, acc, r->out, at, (1u << n) - 1u, v, r->odt);
+  }
+}
+
 static LLVMValueRef gen_pool(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_pool_attr *at = n->op == IR_OP_maxpool ? &n->attr.maxpool : &n->attr.avgpool;
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
@@ -118,11 +207,13 @@ static LLVMValueRef gen_pool(cg_ctx *c, const ir_node *n, const char *fn_name, c
                 cg_min64(c, ye, cg_i64(c, p.h)), LLVMBuildSub(c->b, ye, ys0, ""), c->g->values[n->in[0]].dtype,
                 c->g->values[n->out].dtype, n};
   if ((r.xdt != IR_F32 || r.odt != IR_F32) && !p.is_max) return cg_fail(c, n, "internal error: 16-bit operand of avgpool");
-  pool_emit_row(c, &p, &r);
+  int s2 = pool_s2_ok(c, &p);
+  if (s2) pool_s2_row(c, &p, &r);
+  else pool_emit_row(c, &p, &r);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
   char tile[32];
-  snprintf(tile, sizeof tile, "%dx%ds%d_v%d%s", p.kh, p.kw, p.sw, c->target->vec_f32,
+  snprintf(tile, sizeof tile, "%dx%ds%d%s_v%d%s", p.kh, p.kw, p.sw, s2 ? "_rows" : "", c->target->vec_f32,
            r.xdt == IR_BF16 || r.odt == IR_BF16 ? "_bf16" : r.xdt == IR_F16 || r.odt == IR_F16 ? "_fp16" : "");
   *kind = cg_kind(c, p.is_max ? "maxpool" : "avgpool", tile);
   return f;
