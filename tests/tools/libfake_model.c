@@ -43,13 +43,19 @@
 #define FAKE_UNUSED __attribute__((unused)) /* not every variant uses every function */
 
 /* ---- instrumentation the tests read through dlsym --------------------------------------- */
-static _Atomic int fake_active, fake_max_active, fake_calls[3], fake_nthreads[3], fake_bad_scratch;
+static _Atomic int fake_active, fake_max_active, fake_calls[3], fake_nthreads[3], fake_bad_scratch, fake_wait_ms;
 
 FAKE_EXPORT void fake_reset(void) {
   atomic_store(&fake_max_active, 0);
   atomic_store(&fake_bad_scratch, 0);
   for (int s = 0; s < 3; s++) atomic_store(&fake_calls[s], 0), atomic_store(&fake_nthreads[s], 0);
 }
+
+/* ms > 0: thread 0 of a shard after the first stays active (1 ms steps, at most ms) until
+ * two shards have been active at once; on a loaded machine a fixed 1 ms sleep can end
+ * before the other shard's thread gets a core, so overlap was missed (test_runtime_exec).
+ * A runtime that never overlaps shards still gives fake_stat(0) == 1, only slower. */
+FAKE_EXPORT void fake_wait_overlap(int ms) { atomic_store(&fake_wait_ms, ms); }
 
 /* what: 0 most shards running at once, 1..3 calls of shard 0..2 (thread 0 only), 4..6 the
  * nthreads shard 0..2 last saw, 7 misaligned scratch pointers seen. */
@@ -73,6 +79,7 @@ static void fake_enter(int shard, void *scratch, int32_t tid, int32_t nthreads) 
   while (cur > max && !atomic_compare_exchange_weak(&fake_max_active, &max, cur)) {
   }
   usleep(FAKE_DELAY_US);
+  for (int w = 0; shard > 0 && w < atomic_load(&fake_wait_ms) && atomic_load(&fake_max_active) < 2; w++) usleep(1000);
   atomic_fetch_sub(&fake_active, 1);
 }
 
