@@ -114,18 +114,24 @@ static void seg_plan(bgeom *g) {
  * work is one plane of q = n hw pixels, a pixel vector's lanes may lie in two images (hw >= V),
  * its panel segments are per image (and row), its results two masked stores.  Where the lanes
  * of the batch fill the vectors better by 5 points or more; CNNC_BF16_SPAN=1: wherever
- * allowed (tests), CNNC_BF16_NO_SPAN=1: never (A/B).  Not with a fused residual add, nor where
- * the batch's input offsets pass 2^31 (i32 gather lanes). */
+ * allowed (tests), CNNC_BF16_NO_SPAN=1: never (A/B).  Flat 1x1s too (then by 15 points or
+ * more; CNNC_BF16_NO_FLAT_SPAN=1: not, A/B): as a 1x1 s1 kxk conv, row-segment panels (two
+ * segments per vector at most).  A fused residual add reads its two images' lanes with two
+ * masked loads (span_load; CNNC_BF16_NO_SPAN_ADD=1: no span with a residual add, A/B).  Not
+ * where the batch's input offsets pass 2^31 (i32 gather lanes). */
 static void span_plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   g->q = g->hw;
-  if (g->flat || g->n < 2 || g->hw < g->V || g->n * g->cin * g->ih * g->iw >= INT32_MAX || cg_env_on("CNNC_BF16_NO_SPAN")) return;
+  if (g->n < 2 || g->hw < g->V || g->n * g->cin * g->ih * g->iw >= INT32_MAX || cg_env_on("CNNC_BF16_NO_SPAN")) return;
+  if (g->flat && cg_env_on("CNNC_BF16_NO_FLAT_SPAN")) return;
   const pass_fusion *fu = cg_fusion(c, n);
   for (int i = 0; i < fu->n_post; i++)
-    if (c->g->nodes[fu->post[i]].op == IR_OP_add) return;
+    if (c->g->nodes[fu->post[i]].op == IR_OP_add && cg_env_on("CNNC_BF16_NO_SPAN_ADD")) return;
   int64_t q = g->n * g->hw;
   double ui = (double)g->hw / (double)((g->hw + g->V - 1) / g->V * g->V);
   double us = (double)q / (double)((q + g->V - 1) / g->V * g->V);
-  if (us >= ui + 0.05 || cg_env_on("CNNC_BF16_SPAN")) g->span = 1, g->q = q;
+  /* flat 1x1s: 15 points (ResNet-50's 7x7 layer4 77 -> 100 %, not its 14x14 layer3 94 -> 100 %,
+   * where the spanned conv3s measured 0.66-0.78x: no residual prefetch, other chunks) */
+  if (us >= ui + (g->flat ? 0.15 : 0.05) || cg_env_on("CNNC_BF16_SPAN")) g->span = 1, g->q = q, g->flat = 0; /* 1x1 s1: row-segment panels */
 }
 
 static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
@@ -445,15 +451,14 @@ static void gather_chunk(cg_ctx *c, const bgeom *g, const bk *s, int64_t px) {
 }
 
 /* ---- microkernel ------------------------------------------------------------------------ */
-/* Spanned planes (span_plan): the result v (f32, or narrowed as last rounds for a 16-bit
- * result) of batch pixels qv .. qv+V-1 of one channel, whose index as if all were in image 0 is
- * oi: lanes of image b = qv / hw go to oi + b (Cout - 1) hw, those of image b + 1 (from lane
- * (b + 1) hw - qv on) (Cout - 1) hw further, lanes past the batch nowhere: two masked stores. */
-static void span_store(cg_ctx *c, const bgeom *g, const bk *s, const ir_node *last, LLVMValueRef v, LLVMValueRef qv, LLVMValueRef oi) {
-  int V = g->V, f = cg_dt_half(s->odt);
-  LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V), et = f < 0 ? c->t_f32 : LLVMInt16TypeInContext(c->llc);
-  if (f >= 0) v = cg_narrow16_v(c, last, v, f, 0, V);
-  LLVMTypeRef ov[2] = {LLVMTypeOf(v), c->t_ptr};
+/* Spanned planes (span_plan): batch pixels qv .. qv+V-1 of one channel, whose element index as
+ * if all were in image 0 is oi: lanes of image b = qv / hw are at *i0 = oi + b (Cout - 1) hw
+ * (lane mask *m0), those of image b + 1 (from lane (b + 1) hw - qv on) at *i1 = *i0 + (Cout - 1)
+ * hw (*m1), lanes past the batch nowhere. */
+static void span_addr(cg_ctx *c, const bgeom *g, LLVMValueRef qv, LLVMValueRef oi, LLVMValueRef *i0, LLVMValueRef *i1,
+                      LLVMValueRef *m0, LLVMValueRef *m1) {
+  int V = g->V;
+  LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
   LLVMValueRef lane[64];
   for (int l = 0; l < V; l++) lane[l] = cg_i32(c, l);
   LLVMValueRef b = LLVMBuildUDiv(c->b, qv, cg_i64(c, g->hw), "simg");
@@ -465,15 +470,41 @@ static void span_store(cg_ctx *c, const bgeom *g, const bk *s, const ir_node *la
   blv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), blv, e0, ""), LLVMGetUndef(vi), LLVMConstNull(vi), "");
   limv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), limv, e0, ""), LLVMGetUndef(vi), LLVMConstNull(vi), "");
   LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntSLT, lv, limv, "");
-  LLVMValueRef m0 = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntSLT, lv, blv, ""), "");
-  LLVMValueRef m1 = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntSGE, lv, blv, ""), "");
-  LLVMValueRef i0 = LLVMBuildAdd(c->b, oi, LLVMBuildMul(c->b, b, cg_i64(c, (g->cout - 1) * g->hw), ""), "");
+  *m0 = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntSLT, lv, blv, ""), "");
+  *m1 = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntSGE, lv, blv, ""), "");
+  *i0 = LLVMBuildAdd(c->b, oi, LLVMBuildMul(c->b, b, cg_i64(c, (g->cout - 1) * g->hw), ""), "");
   LLVMValueRef two = LLVMBuildICmp(c->b, LLVMIntSLT, bl, lim, "two"); /* lanes in image b + 1 (else i1 = i0: no lanes) */
-  LLVMValueRef i1 = LLVMBuildAdd(c->b, i0, LLVMBuildSelect(c->b, two, cg_i64(c, (g->cout - 1) * g->hw), cg_i64(c, 0), ""), "");
+  *i1 = LLVMBuildAdd(c->b, *i0, LLVMBuildSelect(c->b, two, cg_i64(c, (g->cout - 1) * g->hw), cg_i64(c, 0), ""), "");
+}
+
+/* The result v (f32, or narrowed as last rounds for a 16-bit result) of the spanned pixels
+ * qv .. (span_addr): two masked stores. */
+static void span_store(cg_ctx *c, const bgeom *g, const bk *s, const ir_node *last, LLVMValueRef v, LLVMValueRef qv, LLVMValueRef oi) {
+  int V = g->V, f = cg_dt_half(s->odt);
+  LLVMTypeRef et = f < 0 ? c->t_f32 : LLVMInt16TypeInContext(c->llc);
+  if (f >= 0) v = cg_narrow16_v(c, last, v, f, 0, V);
+  LLVMTypeRef ov[2] = {LLVMTypeOf(v), c->t_ptr};
+  LLVMValueRef i0, i1, m0, m1;
+  span_addr(c, g, qv, oi, &i0, &i1, &m0, &m1);
   LLVMValueRef a0[4] = {v, LLVMBuildGEP2(c->b, et, s->out, &i0, 1, ""), cg_i32(c, f < 0 ? 4 : 2), m0};
   cg_intrinsic(c, "llvm.masked.store", ov, 2, a0, 4);
   LLVMValueRef a1[4] = {v, LLVMBuildGEP2(c->b, et, s->out, &i1, 1, ""), cg_i32(c, f < 0 ? 4 : 2), m1};
   cg_intrinsic(c, "llvm.masked.store", ov, 2, a1, 4);
+}
+
+/* A residual (dtype rdt, shaped as the result) of the spanned pixels qv ..: two masked loads
+ * into one vector (lanes past the batch 0), widened to f32 if 16-bit. */
+static LLVMValueRef span_load(cg_ctx *c, const bgeom *g, const ir_node *n, LLVMValueRef base, ir_dtype rdt, LLVMValueRef qv, LLVMValueRef oi) {
+  int V = g->V, f = cg_dt_half(rdt);
+  LLVMTypeRef et = f < 0 ? c->t_f32 : LLVMInt16TypeInContext(c->llc), vt = LLVMVectorType(et, (unsigned)V);
+  LLVMTypeRef ov[2] = {vt, c->t_ptr};
+  LLVMValueRef i0, i1, m0, m1;
+  span_addr(c, g, qv, oi, &i0, &i1, &m0, &m1);
+  LLVMValueRef a0[4] = {LLVMBuildGEP2(c->b, et, base, &i0, 1, ""), cg_i32(c, f < 0 ? 4 : 2), m0, LLVMConstNull(vt)};
+  LLVMValueRef v = cg_intrinsic(c, "llvm.masked.load", ov, 2, a0, 4);
+  LLVMValueRef a1[4] = {LLVMBuildGEP2(c->b, et, base, &i1, 1, ""), cg_i32(c, f < 0 ? 4 : 2), m1, v};
+  v = cg_intrinsic(c, "llvm.masked.load", ov, 2, a1, 4);
+  return f < 0 ? v : cg_widen16_v(c, n, v, f, V);
 }
 
 /* Fused residual adds (not spanned; CNNC_BF16_NO_EPI_PF=1: off, A/B): the residual lines of
@@ -543,18 +574,20 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
       unsigned mo = p == np - 1 ? last_mask : full;
       LLVMValueRef oi = LLVMBuildAdd(c->b, orow, cg_i64(c, (int64_t)p * V), "oi");
       LLVMValueRef v = LLVMBuildLoad2(c->b, vt, acc[r * np + p], "");
+      LLVMValueRef qv = g->span ? LLVMBuildAdd(c->b, s->c0, LLVMBuildAdd(c->b, q0, cg_i64(c, (int64_t)p * V), ""), "qv") : NULL;
       if (scale) v = LLVMBuildFMul(c->b, v, scale, "bn");
       v = LLVMBuildFAdd(c->b, v, bias, "");
       for (int q = 0, ra = 0; q < e->n_post; q++) { /* as gen_conv.c's pixel tiles, 16-bit operands too */
         ir_dtype rdt = e->post[q]->op == IR_OP_add ? s->rdt[ra] : IR_F32;
         LLVMValueRef res = e->post[q]->op == IR_OP_add ? s->resid[ra++] : NULL;
         if (e->post[q]->op == IR_OP_round16 && s->odt != IR_F32) continue; /* the 16-bit store rounds */
-        if (res && mo != full) v = LLVMBuildFAdd(c->b, v, cg_act_masked_load(c, e->post[q], res, oi, mo, V, rdt), "resid");
+        if (res && g->span) v = LLVMBuildFAdd(c->b, v, span_load(c, g, e->post[q], res, rdt, qv, oi), "resid");
+        else if (res && mo != full) v = LLVMBuildFAdd(c->b, v, cg_act_masked_load(c, e->post[q], res, oi, mo, V, rdt), "resid");
         else if (res && rdt != IR_F32) v = LLVMBuildFAdd(c->b, v, cg_act_load(c, e->post[q], res, oi, V, rdt), "resid");
         else v = cg_epilogue(c, e->post[q], v, res, oi, V);
       }
       const ir_node *last = e->n_post ? e->post[e->n_post - 1] : NULL;
-      if (g->span) span_store(c, g, s, last, v, LLVMBuildAdd(c->b, s->c0, LLVMBuildAdd(c->b, q0, cg_i64(c, (int64_t)p * V), ""), "qv"), oi);
+      if (g->span) span_store(c, g, s, last, v, qv, oi);
       else if (mo == full) cg_act_store(c, last, v, s->out, oi, V, s->odt);
       else cg_act_masked_store(c, last, v, s->out, oi, mo, V, s->odt);
     }

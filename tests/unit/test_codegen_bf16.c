@@ -11,6 +11,9 @@
  *     route (kind ..._bf16_..._bf16emu), compiled vs the interpreter running the same graph
  *     (tolerance 5e-3 as test_precision: only the f32 summation order differs), vs the f32
  *     kernels' 16.16 build, and vs fp32 (32.32): max |diff| / max |output| printed, < 0.1.
+ *     tests/bf16/span_bf16.yml (3x6 maps, batch 3): every 1x1 conv's pixel vectors span images,
+ *     one with a fused residual add; logits bitwise equal to CNNC_BF16_NO_FLAT_SPAN=1's and
+ *     CNNC_BF16_NO_SPAN_ADD=1's, each vs the interpreter (AVX2 emulated; natively on avx512bf16).
  *  3. No conv takes the route without CNNC_BF16_EMULATE, in 32.32, with fp16, or on a
  *     target without FMA (SSE: the emulation would need fmaf). */
 #include "frontend/fe.h"
@@ -45,7 +48,7 @@ static ir_graph *load_yaml(const char *path, int batch) {
 }
 
 /* ---- kernel kinds through the report sink ---- */
-typedef struct kinds { int n, bf16, emu; char first[160]; } kinds;
+typedef struct kinds { int n, bf16, emu, span, span_add; char first[160]; } kinds;
 static void kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_report_buffer *b, int n_b,
                          const int64_t *sb, int ns, const int *tv, int nt) {
   kinds *s = ctx;
@@ -55,6 +58,8 @@ static void kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg
     if (strstr(k[i].kind, "_bf16_")) {
       s->bf16++;
       s->emu += strstr(k[i].kind, "_bf16emu") != NULL;
+      s->span += strstr(k[i].kind, "conv2d_1x1s1_span") != NULL;
+      s->span_add += strstr(k[i].kind, "conv2d_1x1s1_span") && strstr(k[i].kind, "_add");
       if (!s->first[0]) snprintf(s->first, sizeof s->first, "%s", k[i].kind);
     }
   }
@@ -180,10 +185,10 @@ static kinds compile_kinds_model(const cg_target *t, const char *label) {
   ir_graph_free(g);
   return k;
 }
-static float *run_model_file(const cg_target *t, const char *prec, const char *half, int emulate, const char *label,
-                             kinds *k, int vs_interp) {
+static float *run_model_yml(const char *yml, const cg_target *t, const char *prec, const char *half, int emulate,
+                            const char *label, kinds *k, int vs_interp) {
   char path[1024];
-  snprintf(path, sizeof path, "%s/tests/bf16/bottleneck_bf16.yml", CNNC_TEST_SRC);
+  snprintf(path, sizeof path, "%s/tests/bf16/%s", CNNC_TEST_SRC, yml);
   ir_graph *g = load_yaml(path, 3);
   if (!g) {
     cgt_failures++;
@@ -201,6 +206,42 @@ static float *run_model_file(const cg_target *t, const char *prec, const char *h
   unsetenv("CNNC_BF16_EMULATE");
   ir_graph_free(g);
   return out;
+}
+
+static float *run_model_file(const cg_target *t, const char *prec, const char *half, int emulate, const char *label,
+                             kinds *k, int vs_interp) {
+  return run_model_yml("bottleneck_bf16.yml", t, prec, half, emulate, label, k, vs_interp);
+}
+
+/* tests/bf16/span_bf16.yml at batch 3: every 1x1 conv spanned (span_plan), one with a fused
+ * residual add (span_load); bitwise the same logits as with CNNC_BF16_NO_FLAT_SPAN=1 (the
+ * same sums per output, only the pixel vectors differ), and CNNC_BF16_NO_SPAN_ADD=1 keeps
+ * the add's conv unspanned (the same logits again); each vs the interpreter within 5e-3. */
+static void span_case(const cg_target *t, const char *tn, int emulate) {
+  char l[3][96];
+  kinds ks, kn, ka;
+  snprintf(l[0], 96, "%s span_bf16 spanned", tn);
+  snprintf(l[1], 96, "%s span_bf16 CNNC_BF16_NO_FLAT_SPAN=1", tn);
+  snprintf(l[2], 96, "%s span_bf16 CNNC_BF16_NO_SPAN_ADD=1", tn);
+  float *a = run_model_yml("span_bf16.yml", t, "16.16", "bf16", emulate, l[0], &ks, 1);
+  setenv("CNNC_BF16_NO_FLAT_SPAN", "1", 1);
+  float *b = run_model_yml("span_bf16.yml", t, "16.16", "bf16", emulate, l[1], &kn, 1);
+  unsetenv("CNNC_BF16_NO_FLAT_SPAN");
+  setenv("CNNC_BF16_NO_SPAN_ADD", "1", 1);
+  float *c = run_model_yml("span_bf16.yml", t, "16.16", "bf16", emulate, l[2], &ka, 1);
+  unsetenv("CNNC_BF16_NO_SPAN_ADD");
+  fprintf(stderr, "%s: %d of %d convs spanned (%d with a residual add), e.g. %s\n", l[0], ks.span, ks.n, ks.span_add, ks.first);
+  CGT_CHECK(ks.n == 4 && ks.bf16 == 4 && ks.span == 4 && ks.span_add == 1, "%s: %d convs, %d bf16, %d spanned, %d with an add",
+            l[0], ks.n, ks.bf16, ks.span, ks.span_add);
+  CGT_CHECK(kn.bf16 == 4 && kn.span == 0, "%s: %d bf16, %d spanned", l[1], kn.bf16, kn.span);
+  CGT_CHECK(ka.bf16 == 4 && ka.span == 3 && ka.span_add == 0, "%s: %d bf16, %d spanned, %d with an add", l[2], ka.bf16, ka.span,
+            ka.span_add);
+  if (a && b && c) {
+    int diff = 0;
+    for (int i = 0; i < 3 * 10; i++) diff += memcmp(&a[i], &b[i], 4) != 0 || memcmp(&a[i], &c[i], 4) != 0;
+    CGT_CHECK(diff == 0, "%s: %d of 30 logits differ from the unspanned kernels'", l[0], diff);
+  } else cgt_failures++;
+  free(a), free(b), free(c);
 }
 
 static double max_rel(const float *a, const float *b, int64_t n) {
@@ -261,6 +302,12 @@ int main(void) {
   ir_graph_free(g);
   unsetenv("CNNC_BF16_EMULATE");
   model_case(&avx2, "avx2");
+  span_case(&avx2, "avx2 emulated", 1);
+  cg_target host;
+  if (!cg_target_init(&host, NULL, NULL, NULL, &d)) {
+    if (host.has_avx512bf16) span_case(&host, "host avx512bf16", 0); /* on vdpbf16ps, 16 lanes */
+    cg_target_dispose(&host);
+  }
   cg_target_dispose(&avx2);
   cg_target_dispose(&sse);
   cgt_cleanup_dir();

@@ -12,7 +12,8 @@
  *     bitwise the same); a 3-channel stem, and with gathers a 64 -> 64 3x3, keep the f32
  *     kernels (BF16_GATHER_MIN_CIN / _COUT).  Pixel vectors across images (span_plan): 7x7 maps
  *     3x3 s1 / s2 and 1x1 s2 spanned (and not with CNNC_BF16_NO_SPAN=1), once with gathers, and
- *     three earlier cases again with CNNC_BF16_SPAN=1; a 10x10 case spans on 16 lanes only.
+ *     three earlier cases again with CNNC_BF16_SPAN=1; a 10x10 case spans on 16 lanes only; a
+ *     flat 1x1 s1 on 17-pixel maps spanned (row-segment panels; CNNC_BF16_NO_FLAT_SPAN=1: not).
  *     On a host with avx512bf16 the same cases also run natively (vdpbf16ps) against the model.
  *  2. The same graphs vs the interpreter within 5e-3 (docs/precision.md, bf16 route).
  *  3. CNNC_NO_BF16_KXK=1: these convs keep the f32 kernels (the A/B switch), 1x1 s1 ones not. */
@@ -175,6 +176,7 @@ static const kcase cases[] = {
     {3, 16, 96, 7, 7, 3, 1, 1},    /* 7x7 maps (layer4-like): pixel vectors span images (span_plan) */
     {3, 20, 96, 14, 14, 3, 2, 1},  /* stride 2 to 7x7, spanned: per image and row segments */
     {3, 21, 100, 13, 13, 1, 2, 0}, /* 1x1 s2 to 7x7, spanned, odd Cin, short last tile */
+    {3, 21, 100, 1, 17, 1, 1, 0},  /* flat 1x1 s1, 17 px: spanned (by 15 points), row-segment panels, odd Cin */
     {2, 18, 96, 10, 10, 3, 1, 1},  /* 100 px: spanned at 16 lanes only (96 vs 89 % of the lanes; 8: 100 vs 96 %) */
 };
 /* cases [SPAN0, nc) take spanned panels on AVX2 (8 lanes); the last one on 16 lanes only */
@@ -200,6 +202,12 @@ int main(void) {
     k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
     CGT_CHECK(k.n == 1 && !strstr(k.kind, "_span"), "CNNC_BF16_NO_SPAN=1, case %d: %s", i, k.kind);
     unsetenv("CNNC_BF16_NO_SPAN");
+    if (cases[i].k == 1 && cases[i].s == 1) { /* a flat 1x1: CNNC_BF16_NO_FLAT_SPAN=1 keeps the flat kernel */
+      setenv("CNNC_BF16_NO_FLAT_SPAN", "1", 1);
+      k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
+      CGT_CHECK(k.n == 1 && !strncmp(k.kind, "conv2d_1x1_", 11), "CNNC_BF16_NO_FLAT_SPAN=1, case %d: %s", i, k.kind);
+      unsetenv("CNNC_BF16_NO_FLAT_SPAN");
+    }
     ir_graph_free(g);
   }
   setenv("CNNC_BF16_SPAN", "1", 1); /* spanned wherever allowed (n > 1, hw >= lanes): 3x3 s1 pad 1 (2 image */
@@ -215,6 +223,7 @@ int main(void) {
   /* 3. the A/B switch: kxk / strided convs back on the f32 kernels */
   setenv("CNNC_NO_BF16_KXK", "1", 1);
   for (int i = 0; i < nc; i += 2) {
+    if (cases[i].k == 1 && cases[i].s == 1) continue; /* flat 1x1s stay on the route */
     ir_graph *g = case_graph(&cases[i]);
     kinds k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
     CGT_CHECK(k.n == 1 && k.bf16 == 0, "CNNC_NO_BF16_KXK=1, case %d: %s", i, k.kind);
