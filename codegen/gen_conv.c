@@ -300,6 +300,24 @@ static void flat_pack_prefetch(cg_ctx *c, const conv_geom *g, const conv_row *r,
   }
 }
 
+/* Weight prefetch of flat convs at batch 1 (flat_w_prefetch; CNNC_NO_FLAT_W_PF=1 in cnnc's
+ * environment turns it off).  There each weight is used for one image only, and ResNet-50's
+ * 100 MB of weights stream from memory every pass: a channel tile's packed weights arrive
+ * with its first microkernel's loads.  Every K step of a packed chunk's microkernel now
+ * prefetches (prefetcht0) the same K step of the next channel tile, the thread's next item
+ * of the chunk (the tile order of conv_item and conv_flat_split_item): one prefetch per
+ * R*P FMAs, redundant in the chunk's later pixel tiles (the lines are cached by then).
+ * Measured on ResNet-50 b1 (bench/opcmp.py, CPU time, 2 threads, min of 8, load ~15): the
+ * 12x32 layer3 1x1 convs 1.09x (conv1s) and 1.18x (conv3s with the add), layer2 conv3s
+ * 1.11x, the other flat convs 0.97-1.02x, whole model 0.949x CPU time; prefetcht1 /
+ * prefetchnta / two tiles ahead measured 0.952 / 0.961 / 0.972x.  Not at batch 16, where a
+ * thread reuses the weights for its images (the layer3 1x1 convs 0.97x with it). */
+#define FLAT_W_PF_MAX_BATCH 1
+static int64_t flat_w_pf_dist(const conv_geom *g) {
+  if (g->n > FLAT_W_PF_MAX_BATCH || cg_env_on("CNNC_NO_FLAT_W_PF")) return 0;
+  return (int64_t)g->cin_g * g->kh * g->kw * g->R;
+}
+
 /* xp: a flat conv's packed input panels (flat_tiles), NULL otherwise; the tile's pixels for
  * input channel ci are at xp[xp_base + ci*np*V ..] (interior tiles only).  xmode 1 reads
  * them there, xmode 2 reads the planes and writes them there.  pf (xmode 1, else NULL): byte
@@ -308,7 +326,7 @@ static void flat_pack_prefetch(cg_ctx *c, const conv_geom *g, const conv_row *r,
  * element of the tile whose residuals flat_prefetch_epi prefetches. */
 static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
                         LLVMValueRef ox, int64_t ox_const, int64_t ox_end, LLVMValueRef xp, LLVMValueRef xp_base,
-                        int xmode, LLVMValueRef pf, LLVMValueRef epi, int nt) {
+                        int xmode, LLVMValueRef pf, LLVMValueRef epi, int nt, int64_t wpf) {
   int V = g->V;
   unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
   LLVMTypeRef vt = cg_vtype(c, V);
@@ -324,6 +342,11 @@ static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
     int64_t plane = g->h * g->w * (r->xdt != IR_F32 ? 2 : 4);
     LLVMValueRef off = LLVMBuildAdd(c->b, pf, LLVMBuildMul(c->b, CI.iv, cg_i64(c, plane), ""), "pf_off");
     LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_i8, r->x, &off, 1, "pf"), cg_i32(c, 0), cg_i32(c, 2), cg_i32(c, 1)};
+    cg_intrinsic(c, "llvm.prefetch", &c->t_ptr, 1, args, 4);
+  }
+  if (wpf) { /* flat_w_prefetch: the same K step's weights of the tile wpf floats ahead */
+    LLVMValueRef off = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, wrow, cg_i64(c, wpf), ""), cg_i64(c, 4), "wpf_off");
+    LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_i8, r->wp, &off, 1, "wpf"), cg_i32(c, 0), cg_i32(c, 3), cg_i32(c, 1)};
     cg_intrinsic(c, "llvm.prefetch", &c->t_ptr, 1, args, 4);
   }
   for (int kx = 0; kx < g->kw; kx++) {
@@ -378,7 +401,7 @@ static void conv_tile_x(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
 
 static void conv_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int np,
                       LLVMValueRef ox, int64_t ox_const, int64_t ox_end) {
-  conv_tile_x(c, g, r, e, rr, np, ox, ox_const, ox_end, NULL, NULL, 0, NULL, NULL, 0);
+  conv_tile_x(c, g, r, e, rr, np, ox, ox_const, ox_end, NULL, NULL, 0, NULL, NULL, 0, 0);
 }
 
 /* Compile-time column tiles at ox0.. (np vectors each, masked), up to the end `to`. */
@@ -430,6 +453,7 @@ typedef struct conv_xpack {
   LLVMValueRef part, pf_pos, pf_cnt;
   int pf_epi; /* flat_prefetch_epi */
   int nt;     /* flat_store_nt */
+  int64_t wpf; /* flat_w_prefetch: floats ahead in the packed weights, 0: off */
 } conv_xpack;
 
 /* Packed buffer floats of a flat conv (its widest chunk), 0 when it is not packed: a single
@@ -553,7 +577,8 @@ static void flat_tiles(cg_ctx *c, const conv_geom *g, const conv_row *r, const c
       epi = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, i, cg_i64(c, ntl - 1), ""),
                             LLVMBuildAdd(c->b, r->out_row, LLVMBuildAdd(c->b, c0, cg_i64(c, (int64_t)g->R * g->oh * g->ow), ""), ""),
                             LLVMBuildAdd(c->b, r->out_row, LLVMBuildAdd(c->b, ox, cg_i64(c, tile_px), ""), ""), "pf_epi");
-    if (pk) conv_tile_x(c, g, r, e, rr, g->P, ox, -1, 0, pk->buf, LLVMBuildMul(c->b, i, cg_i64(c, g->cin_g * tile_px), ""), mode, pf, epi, pk->nt);
+    if (pk) conv_tile_x(c, g, r, e, rr, g->P, ox, -1, 0, pk->buf, LLVMBuildMul(c->b, i, cg_i64(c, g->cin_g * tile_px), ""), mode, pf, epi, pk->nt,
+                        pk->wpf);
     else conv_tile(c, g, r, e, rr, g->P, ox, -1, 0);
     cg_loop_end(c, &L);
   }
@@ -951,6 +976,7 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
       pk.part = part; /* flat_prefetch */
     pk.pf_epi = g.flat && r.resid[0] && !cg_env_on("CNNC_NO_FLAT_PREFETCH"); /* flat_prefetch_epi */
     pk.nt = g.flat && flat_nt_ok(&g, &r); /* taken by packed chunks only (conv_pack_floats > 0) */
+    pk.wpf = g.flat ? flat_w_pf_dist(&g) : 0;
     conv_item(c, &g, &r, &e, pk.buf ? &pk : NULL, it);
   }
   cg_loop_end(c, &L);

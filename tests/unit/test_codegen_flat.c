@@ -253,6 +253,7 @@ static void check16(const char *half) {
 int main(void) {
   (void)cgt_check_graph; /* this test runs 1..3 threads itself */
   cgt_init_dir();
+  setenv("CNNC_NO_FLAT_W_PF", "1", 1); /* the weight prefetch (batch 1) has its own test: test_codegen_flat_wpf */
   cg_target host, avx2;
   if (cgt_target(&host, NULL) || cgt_target(&avx2, "x86-64-v3")) return 1;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

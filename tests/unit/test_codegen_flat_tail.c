@@ -157,6 +157,7 @@ static void run_case(const tail_case *k, const cg_target *t, const char *pfx, in
 int main(void) {
   (void)cgt_check_graph; /* this test runs 1..3 threads itself */
   cgt_init_dir();
+  setenv("CNNC_NO_FLAT_W_PF", "1", 1); /* the weight prefetch (batch 1) has its own test: test_codegen_flat_wpf */
   cg_target t[3];
   const char *cpu[3] = {NULL, "x86-64-v3", "x86-64-v4"}, *name[3] = {"host", "avx2", "avx512 (IR only)"};
   for (int j = 0; j < 3; j++)
