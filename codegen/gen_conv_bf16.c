@@ -227,6 +227,7 @@ static void pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bgeom *g,
 
 typedef struct bk {
   LLVMValueRef x, out, wp, bp, sp, buf, in_base, out_base, wbase, bbase, c0;
+  LLVMValueRef tix, xpf; /* channel tile; flat: byte offset in x of the thread's next chunk in plane 0 (NULL: no x prefetch) */
   LLVMValueRef resid[PASS_MAX_POST];
   const conv_epi *e;
   int bn;
@@ -531,7 +532,8 @@ static void prefetch_epi(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np,
 /* rr channels x np vectors at chunk pixel q0 (a multiple of P*V); last_mask: lanes of the
  * last vector inside the plane (all for whole tiles); pf (NULL: none): the first output
  * element of the next tile, whose residuals prefetch_epi prefetches. */
-static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMValueRef q0, unsigned last_mask, LLVMValueRef pf) {
+static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMValueRef q0, unsigned last_mask, LLVMValueRef pf,
+                 LLVMValueRef xpf) {
   int V = g->V;
   unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
   LLVMTypeRef vt = cg_vtype(c, V), vi = LLVMVectorType(c->t_i32, (unsigned)V);
@@ -552,6 +554,15 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
     LLVMValueRef l = LLVMBuildLoad2(c->b, vi, LLVMBuildGEP2(c->b, vi, s->buf, &idx, 1, ""), "xpair");
     LLVMSetAlignment(l, (unsigned)V * 4);
     xv[p] = l;
+  }
+  if (xpf) { /* next-chunk prefetch: one line of channels 2k and 2k + 1 */
+    int64_t es = s->xdt != IR_F32 ? 2 : 4;
+    LLVMValueRef off = LLVMBuildAdd(c->b, xpf, LLVMBuildMul(c->b, k, cg_i64(c, 2 * g->hw * es), ""), "xpf_off");
+    for (int h = 0; h < 2; h++) {
+      LLVMValueRef o = h ? LLVMBuildAdd(c->b, off, cg_i64(c, g->hw * es), "") : off;
+      LLVMValueRef args[4] = {LLVMBuildGEP2(c->b, c->t_i8, s->x, &o, 1, "xpf"), cg_i32(c, 0), cg_i32(c, 2), cg_i32(c, 1)};
+      cg_intrinsic(c, "llvm.prefetch", &c->t_ptr, 1, args, 4);
+    }
   }
   LLVMValueRef wrow = LLVMBuildAdd(c->b, s->wbase, LLVMBuildMul(c->b, k, cg_i64(c, g->R), ""), "");
   for (int r = 0; r < rr; r++) {
@@ -603,6 +614,11 @@ static void chunk_tiles(cg_ctx *c, const bgeom *g, const bk *s, int rr, int64_t 
   for (int q = 0; q < s->e->n_post; q++) any |= s->e->post[q]->op == IR_OP_add;
   /* prefetch_epi: the next channel tile's first pixel tile of this chunk */
   LLVMValueRef next_ct = pf && any ? LLVMBuildAdd(c->b, s->out_base, cg_i64(c, (int64_t)g->R * g->hw), "pf_ct") : NULL;
+  /* next-chunk x prefetch: tile u of the thread's chunk (channel tile x tiles per chunk + pixel
+   * tile) takes line u % lines of every channel row of the next chunk */
+  int64_t ntpc = (g->chunk_px + tile_px - 1) / tile_px, lines = g->chunk_px * (s->xdt != IR_F32 ? 2 : 4) / 64 + 1;
+  LLVMValueRef u0 = s->xpf ? LLVMBuildMul(c->b, s->tix, cg_i64(c, ntpc), "") : NULL;
+#define XPF_AT(ii) (s->xpf ? LLVMBuildAdd(c->b, s->xpf, LLVMBuildMul(c->b, LLVMBuildURem(c->b, LLVMBuildAdd(c->b, u0, (ii), ""), cg_i64(c, lines), ""), cg_i64(c, 64), ""), "xpf_l") : NULL)
   if (nt > 0) {
     cg_loop L;
     LLVMValueRef i = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, nt), cg_i64(c, 1), "pt");
@@ -611,13 +627,14 @@ static void chunk_tiles(cg_ctx *c, const bgeom *g, const bk *s, int rr, int64_t 
       nx = LLVMBuildAdd(c->b, s->out_base, LLVMBuildAdd(c->b, q0, cg_i64(c, tile_px), ""), "");
       if (!rest) nx = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, i, cg_i64(c, nt - 1), ""), nx, next_ct, "pf_next");
     }
-    tile(c, g, s, rr, g->P, q0, full, nx);
+    tile(c, g, s, rr, g->P, q0, full, nx, XPF_AT(i));
     cg_loop_end(c, &L);
   }
   if (rest) {
     int np = (int)((rest + g->V - 1) / g->V), lt = (int)(rest % g->V);
-    tile(c, g, s, rr, np, cg_i64(c, nt * tile_px), lt ? (1u << lt) - 1 : full, next_ct);
+    tile(c, g, s, rr, np, cg_i64(c, nt * tile_px), lt ? (1u << lt) - 1 : full, next_ct, XPF_AT(cg_i64(c, nt)));
   }
+#undef XPF_AT
 }
 
 /* One work item's pixels for rr channels: the chunk is whole, or the plane's last one. */
@@ -742,7 +759,13 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   s.out_base = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, img, cg_i64(c, g.cout), ""), co0, ""), cg_i64(c, g.hw), ""),
                             s.c0, "out_base"); /* spanned (img 0): channel co0's plane of image 0 + c0 */
   s.wbase = LLVMBuildMul(c->b, t, cg_i64(c, g.kp * g.R), "wbase");
-  s.bbase = co0;
+  s.bbase = co0, s.tix = t;
+  if (g.flat && g.cout <= g.cin && !cg_env_on("CNNC_BF16_NO_X_PF")) { /* the thread's next chunk: this image's next, or the next image's first */
+    LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, chunk, cg_i64(c, g.nch - 1), "");
+    LLVMValueRef nc0 = LLVMBuildSelect(c->b, last, cg_i64(c, 0), LLVMBuildAdd(c->b, s.c0, cg_i64(c, g.chunk_px), ""), "");
+    LLVMValueRef nb = LLVMBuildSelect(c->b, last, LLVMBuildAdd(c->b, s.in_base, cg_i64(c, g.cin * g.ih * g.iw), ""), s.in_base, "");
+    s.xpf = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, nb, nc0, ""), cg_i64(c, s.xdt != IR_F32 ? 2 : 4), "xpf0");
+  }
   /* the chunk's panel, packed by the first item of this thread that needs it */
   LLVMValueRef ck = rest; /* image * nch + chunk */
   cg_if pf;
