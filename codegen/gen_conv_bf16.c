@@ -452,6 +452,41 @@ static void gather_chunk(cg_ctx *c, const bgeom *g, const bk *s, int64_t px) {
 }
 
 /* ---- microkernel ------------------------------------------------------------------------ */
+/* A result vector narrowed for a 16-bit store (the last node's round16): on avx512bf16 (mode 2)
+ * one vcvtneps2bf16 (fptrunc to <V x bfloat>: nearest even, NaN quieted as cg_narrow16_v, but
+ * results below 2^-126 in magnitude become a signed zero: the route's readers, vdpbf16ps, read
+ * such bf16 denormals as zero anyway), else cg_narrow16_v's integer rounding (9 instructions).
+ * CNNC_BF16_SW_NARROW=1: the integer rounding everywhere (A/B). */
+static LLVMValueRef narrow_out(cg_ctx *c, const bgeom *g, const ir_node *last, LLVMValueRef v, int f) {
+  int V = g->V;
+  if (f != IR_HALF_BF16 || g->mode != 2 || cg_env_on("CNNC_BF16_SW_NARROW")) return cg_narrow16_v(c, last, v, f, 0, V);
+  LLVMTypeRef bt = LLVMVectorType(LLVMBFloatTypeInContext(c->llc), (unsigned)V);
+  LLVMValueRef h = LLVMBuildFPTrunc(c->b, v, bt, "bf16");
+  return LLVMBuildBitCast(c->b, h, LLVMVectorType(LLVMInt16TypeInContext(c->llc), (unsigned)V), "");
+}
+
+/* Stores result v (f32) at out[oi] in s->odt, lanes m (all: a plain store). */
+static void store_out(cg_ctx *c, const bgeom *g, const bk *s, const ir_node *last, LLVMValueRef v, LLVMValueRef oi, unsigned m) {
+  int V = g->V, f = cg_dt_half(s->odt);
+  unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
+  if (f < 0) {
+    if (m == full) cg_act_store(c, last, v, s->out, oi, V, s->odt);
+    else cg_act_masked_store(c, last, v, s->out, oi, m, V, s->odt);
+    return;
+  }
+  LLVMValueRef h = narrow_out(c, g, last, v, f);
+  LLVMTypeRef i16 = LLVMInt16TypeInContext(c->llc);
+  LLVMValueRef ptr = LLVMBuildGEP2(c->b, i16, s->out, &oi, 1, "");
+  if (m == full) {
+    LLVMValueRef st = LLVMBuildStore(c->b, h, ptr);
+    LLVMSetAlignment(st, 2);
+    return;
+  }
+  LLVMTypeRef ov[2] = {LLVMTypeOf(h), c->t_ptr};
+  LLVMValueRef args[4] = {h, ptr, cg_i32(c, 2), cg_conv_mask_const(c, m, V)};
+  cg_intrinsic(c, "llvm.masked.store", ov, 2, args, 4);
+}
+
 /* Spanned planes (span_plan): batch pixels qv .. qv+V-1 of one channel, whose element index as
  * if all were in image 0 is oi: lanes of image b = qv / hw are at *i0 = oi + b (Cout - 1) hw
  * (lane mask *m0), those of image b + 1 (from lane (b + 1) hw - qv on) at *i1 = *i0 + (Cout - 1)
@@ -481,9 +516,9 @@ static void span_addr(cg_ctx *c, const bgeom *g, LLVMValueRef qv, LLVMValueRef o
 /* The result v (f32, or narrowed as last rounds for a 16-bit result) of the spanned pixels
  * qv .. (span_addr): two masked stores. */
 static void span_store(cg_ctx *c, const bgeom *g, const bk *s, const ir_node *last, LLVMValueRef v, LLVMValueRef qv, LLVMValueRef oi) {
-  int V = g->V, f = cg_dt_half(s->odt);
+  int f = cg_dt_half(s->odt);
   LLVMTypeRef et = f < 0 ? c->t_f32 : LLVMInt16TypeInContext(c->llc);
-  if (f >= 0) v = cg_narrow16_v(c, last, v, f, 0, V);
+  if (f >= 0) v = narrow_out(c, g, last, v, f);
   LLVMTypeRef ov[2] = {LLVMTypeOf(v), c->t_ptr};
   LLVMValueRef i0, i1, m0, m1;
   span_addr(c, g, qv, oi, &i0, &i1, &m0, &m1);
@@ -599,8 +634,7 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
       }
       const ir_node *last = e->n_post ? e->post[e->n_post - 1] : NULL;
       if (g->span) span_store(c, g, s, last, v, qv, oi);
-      else if (mo == full) cg_act_store(c, last, v, s->out, oi, V, s->odt);
-      else cg_act_masked_store(c, last, v, s->out, oi, mo, V, s->odt);
+      else store_out(c, g, s, last, v, oi, mo);
     }
   }
 }

@@ -14,6 +14,8 @@
  *     tests/bf16/span_bf16.yml (3x6 maps, batch 3): every 1x1 conv's pixel vectors span images,
  *     one with a fused residual add; logits bitwise equal to CNNC_BF16_NO_FLAT_SPAN=1's and
  *     CNNC_BF16_NO_SPAN_ADD=1's, each vs the interpreter (AVX2 emulated; natively on avx512bf16).
+ *     On a host with avx512bf16, both models through cg_build_model (bf16 storage): the conv
+ *     results narrowed by vcvtneps2bf16 give the logits of CNNC_BF16_SW_NARROW=1's integer rounding.
  *  3. No conv takes the route without CNNC_BF16_EMULATE, in 32.32, with fp16, or on a
  *     target without FMA (SSE: the emulation would need fmaf). */
 #include "frontend/fe.h"
@@ -244,6 +246,72 @@ static void span_case(const cg_target *t, const char *tn, int emulate) {
   free(a), free(b), free(c);
 }
 
+/* Native narrowing (narrow_out, avx512bf16 hosts only): tests/bf16/<yml> at batch 3 through
+ * cg_build_model (the driver's hook: 16-bit storage, so the conv epilogues store bf16; flat
+ * full and masked stores, spanned stores in span_bf16.yml) with vcvtneps2bf16 and with
+ * CNNC_BF16_SW_NARROW=1 (integer rounding): bitwise equal logits, and .so files that differ. */
+static float *build_run(const char *yml, const char *label, long *so_bytes) {
+  char path[1024], so[512];
+  snprintf(path, sizeof path, "%s/tests/bf16/%s", CNNC_TEST_SRC, yml);
+  snprintf(so, sizeof so, "%s/narrow.so", cgt_dir);
+  fe_options o;
+  fe_options_init(&o);
+  ir_diag d = {0};
+  const char *kv[][2] = {{"batch-size", "3"}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", "bf16"}};
+  for (int i = 0; i < 4; i++)
+    if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), cgt_failures++, NULL;
+  ir_graph *g = fe_load(path, &o, &d);
+  if (!g || cg_build_model(g, &o, so, NULL, 0, &d)) {
+    ir_diag_print(&d, stderr);
+    CGT_CHECK(0, "%s: build failed", label);
+    ir_graph_free(g);
+    return NULL;
+  }
+  FILE *f = fopen(so, "rb"); /* FNV-1a of the .so: builds of the same code are byte-identical */
+  uint64_t hs = 1469598103934665603ull;
+  for (int ch; f && (ch = fgetc(f)) != EOF;) hs = (hs ^ (uint64_t)ch) * 1099511628211ull;
+  if (f) fclose(f);
+  *so_bytes = (long)(hs >> 1);
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  const cnnc_abi_model *m = h ? dlsym(h, CNNC_ABI_SYMBOL) : NULL;
+  float *y = NULL;
+  if (m) {
+    void *bufs[64];
+    for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
+    float *x = bufs[m->input];
+    for (int64_t i = 0; i < m->tensors[m->input].bytes / 4; i++) x[i] = cgt_uniform(-2.0f, 2.0f);
+    cgt_run_model(m, bufs, 2);
+    int64_t n = m->tensors[m->outputs[0]].bytes;
+    y = malloc((size_t)n);
+    memcpy(y, bufs[m->outputs[0]], (size_t)n);
+    for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
+  } else CGT_CHECK(0, "%s: cannot load", label);
+  if (h) dlclose(h);
+  unlink(so);
+  ir_graph_free(g);
+  return y;
+}
+static void narrow_case(const char *yml) {
+  char l[2][128];
+  long b0, b1;
+  snprintf(l[0], 128, "host %s vcvtneps2bf16", yml);
+  snprintf(l[1], 128, "host %s CNNC_BF16_SW_NARROW=1", yml);
+  cgt_rng = 11;
+  float *a = build_run(yml, l[0], &b0);
+  setenv("CNNC_BF16_SW_NARROW", "1", 1);
+  cgt_rng = 11;
+  float *b = build_run(yml, l[1], &b1);
+  unsetenv("CNNC_BF16_SW_NARROW");
+  if (a && b) {
+    int diff = 0;
+    for (int i = 0; i < 30; i++) diff += memcmp(&a[i], &b[i], 4) != 0;
+    CGT_CHECK(diff == 0, "%s: %d of 30 logits differ from the integer rounding's", l[0], diff);
+    CGT_CHECK(b0 != b1, "%s: the same .so with and without CNNC_BF16_SW_NARROW=1", l[0]);
+    fprintf(stderr, "%s: logits bitwise equal to CNNC_BF16_SW_NARROW=1's (the .so differs)\n", l[0]);
+  }
+  free(a), free(b);
+}
+
 static double max_rel(const float *a, const float *b, int64_t n) {
   double s = 0, e = 0;
   for (int64_t i = 0; i < n; i++) s = fmax(s, fabs(b[i]));
@@ -305,7 +373,11 @@ int main(void) {
   span_case(&avx2, "avx2 emulated", 1);
   cg_target host;
   if (!cg_target_init(&host, NULL, NULL, NULL, &d)) {
-    if (host.has_avx512bf16) span_case(&host, "host avx512bf16", 0); /* on vdpbf16ps, 16 lanes */
+    if (host.has_avx512bf16) { /* on vdpbf16ps, 16 lanes */
+      span_case(&host, "host avx512bf16", 0);
+      narrow_case("bottleneck_bf16.yml");
+      narrow_case("span_bf16.yml");
+    }
     cg_target_dispose(&host);
   }
   cg_target_dispose(&avx2);
