@@ -496,6 +496,15 @@ static int64_t conv_pack_floats(const conv_geom *g) {
  * in L3) layer2's 512 -> 128 convs measured 0.91-0.94x with the prefetch; at 8 MB
  * EfficientNet-B0 b16's 144 -> 40 project conv (7.2 MB) lost its 1.32x. */
 #define FLAT_PF_MIN_BYTES (4.0 * 1024 * 1024)
+/* At batch 1 with the weight prefetch (flat_w_prefetch) the floor is 512 KB: ResNet-50 b1
+ * (bench/opcmp.py, 2 threads, min of 8-10, load 15-19, both orders: A = the 4 MB floor) then
+ * measured its conv1s without an add 1.09x / 1.12x (8x48: layer1-2, layer3/0; two runs) and
+ * 1.12x / 1.07x (12x32: layer3) per CPU-second, the conv3s (no x prefetch) 0.96-1.11x as noise.
+ * CNNC_NO_FLAT_PF_B1=1 in cnnc's environment keeps the 4 MB floor at batch 1 (A/B). */
+#define FLAT_PF_MIN_BYTES_B1 (512.0 * 1024)
+static double flat_pf_min_bytes(const conv_geom *g) {
+  return g->n == 1 && !cg_env_on("CNNC_NO_FLAT_PF_B1") ? FLAT_PF_MIN_BYTES_B1 : FLAT_PF_MIN_BYTES;
+}
 /* Slots per prefetched line.  The next chunk's L lines are spread over the S = (tiles - 1) x
  * ntl pixel tiles of the chunk's other items, so each line is prefetched by ~S / L slots
  * (~Cout / 6 with 12-accumulator tiles: S / L grows with the output channels, the chunk's
@@ -971,7 +980,7 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
     LLVMValueRef part = cg_i64(c, (int64_t)g.groups * g.ntile);
     if (g.flat && conv_flat_split_tiles(&g)) it = conv_flat_split_item(c, &g, it, a[n_act + 2], &part);
     double xbytes = (double)g.n * g.cin * g.h * g.w * (r.xdt != IR_F32 ? 2 : 4);
-    if (g.flat && g.groups == 1 && !r.resid[0] && xbytes >= FLAT_PF_MIN_BYTES && flat_prefetch_ok(&g, &r) &&
+    if (g.flat && g.groups == 1 && !r.resid[0] && xbytes >= flat_pf_min_bytes(&g) && flat_prefetch_ok(&g, &r) &&
         !cg_env_on("CNNC_NO_FLAT_PREFETCH"))
       pk.part = part; /* flat_prefetch */
     pk.pf_epi = g.flat && r.resid[0] && !cg_env_on("CNNC_NO_FLAT_PREFETCH"); /* flat_prefetch_epi */

@@ -6,7 +6,7 @@
  * CNNC_NO_FLAT_PREFETCH=1: every output matches the interpreter, 1, 2 and 3 threads are bitwise
  * equal, the two builds are bitwise equal (a prefetch changes no value), and the LLVM IR of
  * each build has llvm.prefetch exactly when the prefetch is on (the next chunk of x for convs
- * without a fused add whose batch input is at least 4 MB, the residual lines for those with
+ * without a fused add whose batch input is at least 4 MB, 512 KB at batch 1, the residual lines for those with
  * one; a wide conv, over gen_conv.c's FLAT_PF_MAX_SPL slots per prefetched line, has none
  * unless CNNC_FLAT_PF_MAX_SPL=0).  16-bit storage (--precision
  * 16.16, bf16 and fp16, tests/store16/resnetish.yml at batch 3: flat convs reading and writing
@@ -26,14 +26,16 @@ typedef struct flat_case {
               * CONV_PACK_MAX_BYTES (no packed chunk, no prefetch), one of 1000 is not */
 } flat_case;
 
-/* gen_conv.c FLAT_PF_MIN_BYTES: smaller inputs (for the batch) get no next-chunk prefetch */
-#define PF_MIN_BYTES (4.0 * 1024 * 1024)
+/* gen_conv.c FLAT_PF_MIN_BYTES (FLAT_PF_MIN_BYTES_B1 at batch 1): smaller inputs (for the
+ * batch) get no next-chunk prefetch */
+#define PF_MIN_BYTES(n) ((n) == 1 ? 512.0 * 1024 : 4.0 * 1024 * 1024)
 
 static const flat_case cases[] = {
     {1, 257, 13, 91, 91, 0},   /* K 257: 127-px chunks of whole tiles, a 1-px masked tail; 13 = 2*6 + 1 */
     {3, 64, 21, 105, 107, 0},  /* batch 3: 2 threads split the tiles; a short last chunk */
     {2, 1030, 29, 33, 35, 0, 0, 1000}, /* K 1030 (1000): one-tile chunks, whole images per thread */
     {1, 64, 70, 11, 13, 0},    /* 36 KB of input: no next-chunk prefetch */
+    {1, 128, 40, 40, 40, 0},   /* 800 KB at batch 1: over the batch-1 floor */
     {3, 48, 70, 11, 13, 1},    /* a fused residual add: its residual lines prefetched */
     {1, 240, 13, 95, 97, 1},   /* both: the add conv's residuals, the other conv's next chunks */
     /* 4.5 MB, 1001 channels (tiles of 4 to 8 with a leftover): ~Cout * 16 / (accumulators x
@@ -149,8 +151,8 @@ static void run_case(const flat_case *k, const cg_target *t, const char *pfx) {
   float **ref = ir_interp(g, x, NULL);
   char l[200];
   snprintf(l, sizeof l, "%s prefetch", label);
-  if (k->wide) CGT_CHECK(4.0 * (double)nx >= PF_MIN_BYTES, "%s: input under the prefetch floor", label);
-  int want = (4.0 * (double)nx >= PF_MIN_BYTES && !k->wide ? 1 : 0) | (k->resid ? 2 : 0);
+  if (k->wide) CGT_CHECK(4.0 * (double)nx >= PF_MIN_BYTES(k->n), "%s: input under the prefetch floor", label);
+  int want = (4.0 * (double)nx >= PF_MIN_BYTES(k->n) && !k->wide ? 1 : 0) | (k->resid ? 2 : 0);
   int a = build_run(g, t, l, 1, want, ref, x, on);
   if (k->wide) { /* CNNC_FLAT_PF_MAX_SPL=0 puts the x prefetch back; same values */
     float *lim = malloc((size_t)ny * sizeof *lim);
