@@ -23,12 +23,20 @@ typedef struct cg_unit {
   char path[4200];
   ir_diag d;
   double seconds, t_gen, t_opt; /* total, IR generation, optimisation (rest: emission) */
+  double t_start, cpu;          /* now_s() when a worker took the unit, thread CPU seconds (cnnc -v) */
+  int worker;
   int n_kernels, n_bodies;      /* kernels generated, distinct bodies emitted (cg_share.c) */
 } cg_unit;
 
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double thread_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -94,6 +102,8 @@ static int gen_unit_kernels(cg_ctx *c, cg_unit *u) {
 static void *unit_run(void *arg) {
   cg_unit *u = arg;
   double t0 = now_s();
+  u->t_start = t0;
+  double c0 = thread_cpu_s();
   LLVMTargetMachineRef tm = cg_target_clone_tm(u->t, u->o->opt_level);
   if (!tm) {
     ir_diag_set(&u->d, (ir_loc){0}, NULL, "cannot create a target machine");
@@ -123,6 +133,7 @@ static void *unit_run(void *arg) {
   cg_ctx_dispose(&c);
   LLVMDisposeTargetMachine(tm);
   u->seconds = now_s() - t0;
+  u->cpu = thread_cpu_s() - c0;
   return NULL;
 }
 
@@ -169,20 +180,23 @@ static uint64_t share_hint(const cg_layout *L, const cg_kernel *k) {
   return h;
 }
 
-/* Kernels -> n units, longest first to the least loaded unit (estimate: 1 + weight elements
+/* Kernels -> units, longest first to the least loaded unit (estimate: 1 + weight elements
  * / 1e6; a kernel with the same sharing hint as an earlier one joins that one's unit at a
- * twentieth of its estimate: cg_share.c keeps one body).  The estimate is rough (a 1x1 GEMM
- * with packed panels is more code than its weights say), so compile_so makes ~4 units per
- * worker thread and the workers take units from a queue, heaviest estimate first: a
- * misjudged unit then delays one worker by a quarter of its share instead of the whole
- * compile (ResNet-50 b1 with one unit per thread: 10.9 s vs 3.3 s of work on the two
- * threads). */
-static void assign_units(cg_layout *L, int n, double *load) {
+ * twentieth of its estimate: cg_share.c keeps one body).  The estimate is rough (the code
+ * size decides: ResNet-50 b16's 1x1 s2 downsample of layer3, `sub_vc` 48x8 with 0.5 M
+ * weights, is 28 % of the compile, its layer4 twin with 2.1 M weights 8 %), so every group
+ * of kernels gets its own unit, up to CG_MAX_UNITS, and workers take units from a queue,
+ * heaviest estimate first: a misjudged unit delays one worker by at most its own time.
+ * The plan depends on the kernels only, not on the number of threads, so the .so does not
+ * either.  CNNC_UNITS_PER_THREAD=1: the previous plan, 4 units per online CPU (A/B).
+ * Returns the number of units (each holds at least one kernel). */
+#define CG_MAX_UNITS 32
+static int assign_units(cg_layout *L, int workers, double **loadp) {
   int *ord = malloc((size_t)L->n_k * sizeof *ord), *lead = malloc((size_t)L->n_k * sizeof *lead);
   double *est = malloc((size_t)L->n_k * sizeof *est);
   uint64_t *hint = malloc((size_t)L->n_k * sizeof *hint);
   if (!ord || !est || !lead || !hint) abort();
-  int share = !cg_env_on("CNNC_NO_KERNEL_SHARE");
+  int share = !cg_env_on("CNNC_NO_KERNEL_SHARE"), groups = 0;
   for (int i = 0; i < L->n_k; i++) {
     const ir_node *nd = &L->g->nodes[L->k[i].anchor];
     est[i] = 1.0;
@@ -192,14 +206,19 @@ static void assign_units(cg_layout *L, int n, double *load) {
     lead[i] = i;
     for (int j = 0; j < i && lead[i] == i; j++)
       if (hint[j] == hint[i]) lead[i] = lead[j];
+    groups += lead[i] == i;
   }
+  int n = groups < CG_MAX_UNITS ? groups : CG_MAX_UNITS;
+  if (cg_env_on("CNNC_UNITS_PER_THREAD")) n = workers == 1 ? 1 : 4 * workers < L->n_k ? 4 * workers : L->n_k;
+  if (n < 1) n = 1;
+  double *load = calloc((size_t)n, sizeof *load);
+  if (!load) abort();
   for (int i = 0; i < L->n_k; i++) ord[i] = i;
   for (int i = 1; i < L->n_k; i++) /* insertion sort, heaviest first, stable (n_k is small) */
     for (int j = i; j > 0 && est[ord[j]] > est[ord[j - 1]]; j--) {
       int t = ord[j];
       ord[j] = ord[j - 1], ord[j - 1] = t;
     }
-  for (int u = 0; u < n; u++) load[u] = 0;
   for (int r = 0; r < L->n_k; r++) { /* group leaders first */
     int i = ord[r], best = 0;
     if (lead[i] != i) continue;
@@ -214,6 +233,8 @@ static void assign_units(cg_layout *L, int n, double *load) {
   free(est);
   free(lead);
   free(hint);
+  *loadp = load;
+  return n;
 }
 
 /* Workers take the next unit of the queue (units ordered by estimated load, heaviest first). */
@@ -221,16 +242,20 @@ typedef struct unit_queue {
   pthread_mutex_t mu;
   cg_unit *u;
   const int *order;
-  int n, next;
+  int n, next, workers;
 } unit_queue;
 
 static void *unit_worker(void *arg) {
   unit_queue *q = arg;
+  pthread_mutex_lock(&q->mu);
+  int w = q->workers++;
+  pthread_mutex_unlock(&q->mu);
   for (;;) {
     pthread_mutex_lock(&q->mu);
     int i = q->next < q->n ? q->order[q->next++] : -1;
     pthread_mutex_unlock(&q->mu);
     if (i < 0) return NULL;
+    q->u[i].worker = w;
     unit_run(&q->u[i]);
   }
 }
@@ -275,15 +300,14 @@ static int compile_single(cg_layout *L, const cg_target *t, const cg_options *o,
 }
 
 static int compile_so(cg_layout *L, const cg_target *t, const cg_options *o, ir_diag *d) {
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  int workers = (int)(ncpu < 1 ? 1 : ncpu > 16 ? 16 : ncpu), n = workers == 1 ? 1 : 4 * workers;
-  if (n > L->n_k) n = L->n_k;
-  if (workers > n) workers = n;
+  const char *env = getenv("CNNC_COMPILE_THREADS"); /* worker threads; default: the online CPUs, <= 16 */
+  long ncpu = env && atoi(env) > 0 ? atoi(env) : sysconf(_SC_NPROCESSORS_ONLN);
+  int workers = (int)(ncpu < 1 ? 1 : ncpu > 16 ? 16 : ncpu);
   char dir[4096];
   if (cg_tmpdir(dir, sizeof dir, d)) return -1;
-  double *load = calloc((size_t)n, sizeof *load);
-  if (!load) abort();
-  assign_units(L, n, load);
+  double *load;
+  int n = assign_units(L, workers, &load);
+  if (workers > n) workers = n;
   cg_unit *u = calloc((size_t)n + 1, sizeof *u);
   const char **objs = calloc((size_t)n + 1, sizeof *objs);
   if (!u || !objs) abort();
@@ -312,9 +336,14 @@ static int compile_so(cg_layout *L, const cg_target *t, const cg_options *o, ir_
     for (int i = 0; i < n; i++) nb += u[i].n_bodies;
     fprintf(stderr, "cnnc: codegen %d kernels (%d distinct bodies) in %d units on %d threads: %.2f s, link %.2f s\n",
             L->n_k, nb, n, workers, t1 - t0, now_s() - t1);
-    for (int i = 0; i <= n; i++)
-      fprintf(stderr, "cnnc:   unit %d%s: IR %.2f s, optimise %.2f s, emit %.2f s\n", i, i == n ? " (main)" : "",
-              u[i].t_gen, u[i].t_opt, u[i].seconds - u[i].t_gen - u[i].t_opt);
+    for (int i = 0; i <= n; i++) {
+      fprintf(stderr, "cnnc:   unit %d%s: worker %d, %.2f-%.2f s, %.2f CPU-s: IR %.2f s, optimise %.2f s, emit %.2f s;", i,
+              i == n ? " (main)" : "", u[i].worker, u[i].t_start - t0, u[i].t_start - t0 + u[i].seconds, u[i].cpu, u[i].t_gen,
+              u[i].t_opt, u[i].seconds - u[i].t_gen - u[i].t_opt);
+      for (int k = 0; k < L->n_k && i < n; k++)
+        if (L->k[k].unit == i) fprintf(stderr, " %s", L->k[k].kind);
+      fprintf(stderr, "\n");
+    }
   }
   cg_rmtree_flat(dir, objs, n + 1);
   free(u);

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# test_compile_units.sh BUILD SRC — the compile-unit plan (codegen/cg_module.c assign_units,
+# docs/codegen.md "Compile time"): every group of kernels that may share a body gets its own
+# compile unit (up to 32), independent of the number of threads.  Checks that
+#  - the .so is reproducible: byte-identical from two compiles, and with
+#    CNNC_COMPILE_THREADS=1 and =2 (the plan does not depend on the threads);
+#  - the unit count is the number of kernel groups (cnnc -v: "in N units"), and the old plan
+#    (CNNC_UNITS_PER_THREAD=1, 4 units per thread) is reachable and gives fewer units;
+#  - the logits are bitwise the same with either plan and either thread count.
+set -u
+BUILD=${1:?usage: test_compile_units.sh BUILD SRC}
+SRC=${2:?usage: test_compile_units.sh BUILD SRC}
+CNNC="$BUILD/cnnc"
+CNNRUN="$BUILD/cnnrun"
+M="$SRC/models/cifar_resnet20.yml"
+. "$(dirname "$0")/lib.sh"
+
+# build NAME ENV...: cnnc -v with the given environment, stderr in $T/NAME.log
+build() {
+  local n=$1
+  shift
+  if env "$@" "$CNNC" "$M" -v --batch-size 2 -o "$T/$n.so" >"$T/$n.log" 2>&1; then ok; else
+    bad "cnnc $n: $(tail -3 "$T/$n.log")"
+  fi
+}
+units() { sed -n 's/.*codegen .* in \([0-9]*\) units on \([0-9]*\) thread.*/\1 \2/p' "$T/$1.log"; }
+
+build t2 CNNC_COMPILE_THREADS=2
+build t2b CNNC_COMPILE_THREADS=2
+build t1 CNNC_COMPILE_THREADS=1
+build old CNNC_COMPILE_THREADS=2 CNNC_UNITS_PER_THREAD=1
+cmp -s "$T/t2.so" "$T/t2b.so" && ok || bad "two compiles with 2 threads give different .so files"
+cmp -s "$T/t2.so" "$T/t1.so" && ok || bad "1 and 2 compile threads give different .so files"
+read -r u2 th2 <<<"$(units t2)"
+read -r u1 th1 <<<"$(units t1)"
+read -r uo tho <<<"$(units old)"
+[ "${th2:-}" = 2 ] && [ "${th1:-}" = 1 ] && ok || bad "CNNC_COMPILE_THREADS not honoured: '$(units t2)' / '$(units t1)'"
+[ -n "${u2:-}" ] && [ "$u2" = "${u1:-}" ] && ok || bad "unit counts differ with 1 and 2 threads: $u2 / $u1"
+# cifar_resnet20: more kernel groups than the old plan's 8 units, fewer than 32
+[ -n "${uo:-}" ] && [ "$uo" = 8 ] && [ "$u2" -gt "$uo" ] && [ "$u2" -le 32 ] && ok ||
+  bad "units: new plan $u2, old plan $uo (want old 8 < new <= 32)"
+b=$(sed -n 's/.*(\([0-9]*\) distinct bodies).*/\1/p' "$T/t2.log")
+bo=$(sed -n 's/.*(\([0-9]*\) distinct bodies).*/\1/p' "$T/old.log")
+[ -n "$b" ] && [ "$b" = "$bo" ] && ok || bad "distinct bodies differ between the plans: $b vs $bo"
+
+python3 -c "
+import random, struct
+random.seed(11)
+n = 2 * 3 * 32 * 32
+open('$T/x.raw', 'wb').write(struct.pack('%df' % n, *[random.gauss(0, 1) for _ in range(n)]))"
+for s in t2 t1 old; do
+  "$CNNRUN" "$T/$s.so" infer --input "$T/x.raw" --output "$T/y.$s" >"$T/out" 2>&1 || bad "infer $s: $(tail -3 "$T/out")"
+done
+[ -s "$T/y.t2" ] && cmp -s "$T/y.t2" "$T/y.t1" && ok || bad "logits differ with 1 and 2 threads"
+[ -s "$T/y.t2" ] && cmp -s "$T/y.t2" "$T/y.old" && ok || bad "logits differ between the old and new unit plans"
+finish
