@@ -15,6 +15,7 @@
 #include "codegen/gen_conv.h"
 #include "codegen/gen_round16.h"
 #include "codegen/gen_conv_bf16.h"
+#include "codegen/gen_conv_stem.h"
 #include "codegen/gen_conv_wino.h"
 
 /* Vectors of an output row that conv_row_emit puts in masked tiles (border and tail) when
@@ -919,7 +920,8 @@ int cg_conv_io16_ok(cg_ctx *c, const ir_node *n) {
 
 LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   /* bf16 route (issue 4, gen_conv_bf16.c): bf16 input and weights on avx512bf16 targets */
-  if (cg_conv_bf16_ok(c, n)) return cg_gen_conv2d_bf16(c, n, fn_name, kind);
+  if (cg_conv_bf16_ok(c, n))
+    return cg_conv_stem_ok(c, n) ? cg_gen_conv2d_stem(c, n, fn_name, kind) : cg_gen_conv2d_bf16(c, n, fn_name, kind);
   /* Winograd F(2x2,3x3) route (issue 4, gen_conv_wino.c): 3x3 stride-1 f32 inference convs */
   if (cg_conv_wino_ok(c, n)) return cg_gen_conv2d_wino(c, n, fn_name, kind);
   conv_geom g = conv_geometry(c, n);

@@ -1,0 +1,15 @@
+/* gen_conv_stem.h — codegen-private: the bf16 stem conv (gen_conv_stem.c; docs/codegen.md
+ * "Stem"), a few-channel horizontally stride-2 conv of the bf16 route (gen_conv_bf16.h) that
+ * reads its bf16 input's horizontal tap pairs as plain dwords (no panel). */
+#ifndef CNNC_GEN_CONV_STEM_H
+#define CNNC_GEN_CONV_STEM_H
+
+#include "codegen/cg_internal.h"
+
+/* Whether conv n, already on the bf16 route (cg_conv_bf16_ok), takes the stem kernel:
+ * <= 4 input channels stored in bf16, horizontal stride 2, no dilation, Cout a multiple of 4,
+ * no residual add or squeeze-excite in its group.  CNNC_NO_STEM_GEN=1: never (A/B). */
+int cg_conv_stem_ok(cg_ctx *c, const ir_node *n);
+LLVMValueRef cg_gen_conv2d_stem(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+
+#endif
