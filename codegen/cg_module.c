@@ -14,8 +14,17 @@
 #include "codegen/cg_link.h"
 #include "codegen/cg_main.h"
 
+/* The main module declares every kernel by the name its generator gave it: it is built once
+ * every kernel unit has generated its IR (the units still optimising and emitting meanwhile). */
+typedef struct gen_sync {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int left; /* kernel units whose IR is not generated yet */
+} gen_sync;
+
 typedef struct cg_unit {
   cg_layout *L;
+  gen_sync *sync; /* NULL: single module */
   const cg_target *t;
   const cg_options *o;
   int id, with_kernels, with_main;
@@ -99,6 +108,20 @@ static int gen_unit_kernels(cg_ctx *c, cg_unit *u) {
   return 0;
 }
 
+static void gen_done(cg_unit *u) {
+  if (!u->sync || !u->with_kernels) return;
+  pthread_mutex_lock(&u->sync->mu);
+  if (--u->sync->left == 0) pthread_cond_broadcast(&u->sync->cv);
+  pthread_mutex_unlock(&u->sync->mu);
+}
+
+static void gen_wait(cg_unit *u) {
+  if (!u->sync || !u->with_main) return;
+  pthread_mutex_lock(&u->sync->mu);
+  while (u->sync->left > 0) pthread_cond_wait(&u->sync->cv, &u->sync->mu);
+  pthread_mutex_unlock(&u->sync->mu);
+}
+
 static void *unit_run(void *arg) {
   cg_unit *u = arg;
   double t0 = now_s();
@@ -107,6 +130,7 @@ static void *unit_run(void *arg) {
   LLVMTargetMachineRef tm = cg_target_clone_tm(u->t, u->o->opt_level);
   if (!tm) {
     ir_diag_set(&u->d, (ir_loc){0}, NULL, "cannot create a target machine");
+    gen_done(u);
     return NULL;
   }
   char name[32];
@@ -123,6 +147,8 @@ static void *unit_run(void *arg) {
     rc = gen_unit_kernels(&c, u);
     if (priv.share) cg_share_finish(&c, priv.share, &u->n_kernels, &u->n_bodies); /* failed: just freed */
   }
+  gen_done(u);
+  gen_wait(u);
   if (!rc && u->with_main) rc = cg_build_main(&c, u->L, u->o, &u->d);
   double t1 = now_s();
   if (!rc) rc = cg_optimize(c.mod, tm, u->o->opt_level, &u->d);
@@ -260,8 +286,9 @@ static void *unit_worker(void *arg) {
   }
 }
 
+/* Units 0..n-1 hold kernels, unit n the main module: queued last, it waits for the others' IR. */
 static int run_units(cg_unit *u, int n, int workers, const double *load) {
-  int *order = malloc((size_t)n * sizeof *order);
+  int *order = malloc((size_t)(n + 1) * sizeof *order);
   pthread_t *th = calloc((size_t)workers, sizeof *th);
   int *started = calloc((size_t)workers, sizeof *started);
   if (!order || !th || !started) abort();
@@ -271,17 +298,24 @@ static int run_units(cg_unit *u, int n, int workers, const double *load) {
       int t = order[j];
       order[j] = order[j - 1], order[j - 1] = t;
     }
-  unit_queue q = {.u = u, .order = order, .n = n, .next = 0};
+  order[n] = n;
+  gen_sync sync = {.left = n};
+  pthread_mutex_init(&sync.mu, NULL);
+  pthread_cond_init(&sync.cv, NULL);
+  for (int i = 0; i <= n; i++) u[i].sync = &sync;
+  unit_queue q = {.u = u, .order = order, .n = n + 1, .next = 0};
   pthread_mutex_init(&q.mu, NULL);
   for (int i = 1; i < workers; i++) started[i] = pthread_create(&th[i], NULL, unit_worker, &q) == 0;
   unit_worker(&q); /* a worker that failed to start leaves its units to the others */
   for (int i = 1; i < workers; i++)
     if (started[i]) pthread_join(th[i], NULL);
   pthread_mutex_destroy(&q.mu);
+  pthread_cond_destroy(&sync.cv);
+  pthread_mutex_destroy(&sync.mu);
   free(order);
   free(th);
   free(started);
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i <= n; i++)
     if (u[i].d.failed) return i;
   return -1;
 }
@@ -318,12 +352,8 @@ static int compile_so(cg_layout *L, const cg_target *t, const cg_options *o, ir_
     objs[i] = u[i].path;
   }
   double t0 = now_s();
-  int bad = run_units(u, n, workers, load); /* kernel units in parallel, then the main module */
+  int bad = run_units(u, n, workers, load); /* kernel units in parallel, the main module last */
   free(load);
-  if (bad < 0) {
-    unit_run(&u[n]);
-    if (u[n].d.failed) bad = n;
-  }
   double t1 = now_s();
   int rc = bad >= 0 ? -1 : cg_link_shared(objs, n + 1, o->output, dir, d);
   if (o->report && o->report->phase && rc == 0) {
