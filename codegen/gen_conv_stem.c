@@ -8,7 +8,7 @@
  * element (0) where x leaves the row.  Microkernel: R = 4 channels x P pixel vectors; a work
  * item is (image, output row, channel group), groups fastest (the item's input rows stay in
  * L1), the output row in segments of at most P vectors.  Epilogue as gen_conv_bf16.c's
- * (the BN scale applied there, post ops, 16-bit store). */
+ * (the BN scale applied there, post ops, 16-bit store narrowed as its narrow_out). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -129,6 +129,31 @@ static LLVMValueRef pair_load(cg_ctx *c, const sgeom *g, const sk *s, LLVMValueR
   return LLVMBuildBitCast(c->b, v, vi, "");
 }
 
+/* Stores result v (f32) at out[oi] in s->odt, lanes m.  A bf16 result on avx512bf16 (mode 2)
+ * narrows with one vcvtneps2bf16 (as gen_conv_bf16.c's narrow_out: nearest even, NaN quiet,
+ * magnitudes below 2^-126 a signed zero, which vdpbf16ps readers read so anyway), else with
+ * cg_narrow16_v's integer rounding; CNNC_BF16_SW_NARROW=1: the integer rounding (A/B). */
+static void store_out(cg_ctx *c, const sgeom *g, const sk *s, const ir_node *last, LLVMValueRef v, LLVMValueRef oi, unsigned m) {
+  int V = g->V, f = cg_dt_half(s->odt);
+  unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
+  if (f != IR_HALF_BF16 || g->mode != 2 || cg_env_on("CNNC_BF16_SW_NARROW")) {
+    if (m == full) cg_act_store(c, last, v, s->out, oi, V, s->odt);
+    else cg_act_masked_store(c, last, v, s->out, oi, m, V, s->odt);
+    return;
+  }
+  LLVMTypeRef i16 = LLVMInt16TypeInContext(c->llc);
+  LLVMValueRef h = LLVMBuildFPTrunc(c->b, v, LLVMVectorType(LLVMBFloatTypeInContext(c->llc), (unsigned)V), "bf16");
+  h = LLVMBuildBitCast(c->b, h, LLVMVectorType(i16, (unsigned)V), "");
+  LLVMValueRef ptr = LLVMBuildGEP2(c->b, i16, s->out, &oi, 1, "");
+  if (m == full) {
+    LLVMSetAlignment(LLVMBuildStore(c->b, h, ptr), 2);
+    return;
+  }
+  LLVMTypeRef ov[2] = {LLVMTypeOf(h), c->t_ptr};
+  LLVMValueRef args[4] = {h, ptr, cg_i32(c, 2), cg_conv_mask_const(c, m, V)};
+  cg_intrinsic(c, "llvm.masked.store", ov, 2, args, 4);
+}
+
 /* np pixel vectors from output column ox0 of the item's row, R channels. */
 static void segment(cg_ctx *c, const sgeom *g, const sk *s, int64_t ox0, int np) {
   int V = g->V, R = g->R;
@@ -175,8 +200,7 @@ static void segment(cg_ctx *c, const sgeom *g, const sk *s, int64_t ox0, int np)
         if (e->post[k]->op == IR_OP_round16 && s->odt != IR_F32) continue; /* the 16-bit store rounds */
         v = cg_epilogue(c, e->post[k], v, NULL, oi, V);
       }
-      if (nv == V) cg_act_store(c, last, v, s->out, oi, V, s->odt);
-      else cg_act_masked_store(c, last, v, s->out, oi, (1u << nv) - 1u, V, s->odt);
+      store_out(c, g, s, last, v, oi, nv == V ? (V >= 32 ? ~0u : (1u << V) - 1) : (1u << nv) - 1u);
     }
   }
 }
