@@ -7,7 +7,9 @@ For each models/*.yml, on one seeded random input (batch 2 for CIFAR/MNIST-sized
   2. `cnnc X.yml -o X.so` built four ways — 1 shard, --shards 2, --shards 4, and an
      AVX2-only target (--target-cpu x86-64-v3) — each run with `cnnrun X.so infer`
      (ImageNet-sized models, whose compiles dominate the suite's time: two builds, 1 shard
-     and an AVX2-only build split in 4 shards);
+     and an AVX2-only build split in 4 shards; for resnet50, resnext50_32x4d and
+     efficientnet_b0 only the latter when PyTorch is installed: test_torch_parity compiles
+     them for the host, 1 shard, against PyTorch);
   3. every build must match the interpreter (|got - want| <= TOL * max|want|) and the
      sharded/AVX2 builds must match the 1-shard build (<= 1e-5 * max|want|).
 CNNC_ZOO_MODELS=a,b restricts the models (file names without .yml).
@@ -35,6 +37,18 @@ SAME = 1e-5         # between builds of one model
 VARIANTS = [("1 shard", []), ("2 shards", ["--shards", "2"]), ("4 shards", ["--shards", "4"]),
             ("avx2", ["--target-cpu", "x86-64-v3"])]
 VARIANTS_LARGE = [("1 shard", []), ("4 shards avx2", ["--shards", "4", "--target-cpu", "x86-64-v3"])]
+# test_torch_parity compiles these (host, 1 shard, batch 2) and checks them against PyTorch at
+# the same tolerance: here they get only the AVX2 4-shard build (vs the interpreter) when
+# PyTorch is there to run that test (CI: 3 ImageNet compiles, ~33 CPU-s, fewer);
+# CNNC_ZOO_ALL_BUILDS=1 builds them both ways anyway.
+TORCH_PARITY_MODELS = ("resnet50", "resnext50_32x4d", "efficientnet_b0")
+
+
+def torch_parity_runs():
+    if os.environ.get("CNNC_ZOO_ALL_BUILDS", "0") not in ("", "0"):
+        return False
+    import importlib.util
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "torchvision"))
 
 
 def run(cmd, timeout=900):
@@ -91,6 +105,8 @@ def check(yml, tmp):
     t_interp = time.time() - t0
     first, notes = None, []
     variants = VARIANTS if n_in <= SMALL_INPUT else VARIANTS_LARGE
+    if os.path.basename(yml)[:-4] in TORCH_PARITY_MODELS and torch_parity_runs():
+        variants = variants[1:]  # the 1-shard host build: test_torch_parity's
     for label, extra in variants:
         so, out = os.path.join(tmp, "m.so"), os.path.join(tmp, "got.f32")
         t0 = time.time()
