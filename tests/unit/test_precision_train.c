@@ -10,8 +10,16 @@
  *     the mean rounding error is within 5 sigma of 0;
  *  3. deterministic: the same .so from the same start, run with 1 and 2 threads, gives
  *     bitwise the same weights; the interpreter (ir_train_step on the same passed graph)
- *     picks the same neighbour for all but a few elements, never another value;
- *  4. errors: --enable-stochastic-rounding without 16.16 training. */
+ *     picks the same neighbour for all but a few elements, and another value only where the
+ *     gradient moved (within 25 % of the element's update, <= 1e-5 of the weights): its f32
+ *     sums in another order than the kernels' can put a bf16 activation on the other side of
+ *     a rounding boundary, and a maxpool argmax or relu gate then routes a dy elsewhere (as in
+ *     test_precision part 3).  Data stream 0x1a03c68561aa436f (CNNC_TEST_RNG=0x... starts it
+ *     elsewhere): conv3/weight[8948] compiled -1.5616e-05, interpreter -1.5259e-05 from
+ *     -3.99e-06, 3 % of its update off (the old "never another value" failed there);
+ *  4. errors: --enable-stochastic-rounding without 16.16 training.
+ * CNNC_TEST_QUICK=1 (CI's sanitizer stage): part 2 for bf16 only (the same generator; fp16's
+ * stochastic rounding runs in the README test command). */
 #include <math.h>
 
 #include "frontend/fe.h"
@@ -231,31 +239,40 @@ static void test_deterministic(const char *sosr, ir_graph *gr, int fmt) {
   float x[NX];
   for (int i = 0; i < NX; i++) x[i] = imgs[0][i];
   float **vals = ir_train_step(gr, x, labels[0], 0.05f);
-  if (c && !step(c, 0)) {
-    long same = 0, other = 0, far = 0;
+  cnnrt_model *c0 = open_model(sosr, 1); /* the start values */
+  if (c && c0 && !step(c, 0)) {
+    long same = 0, other = 0, near = 0, far = 0;
     for (int i = 0; i < cnnrt_num_state(c); i++) {
       cnnrt_state_info si;
       if (cnnrt_state_info_at(c, i, &si) != CNNRT_OK || si.kind != CNNRT_STATE_PARAM) continue;
       int v = ir_find_value(gr, si.name);
-      float *y = malloc(si.bytes);
-      if (v >= 0 && cnnrt_get_state(c, si.name, y, si.bytes) == CNNRT_OK)
+      float *y = malloc(si.bytes), *w0 = malloc(si.bytes);
+      if (v >= 0 && cnnrt_get_state(c, si.name, y, si.bytes) == CNNRT_OK &&
+          cnnrt_get_state(c0, si.name, w0, si.bytes) == CNNRT_OK)
         for (size_t e = 0; e < si.bytes / 4; e++) {
-          float want = gr->values[v].data[e];
-          if (y[e] == want) same++;
-          else if (fabsf(y[e] - want) <= fabsf(want) * (fmt ? 2.0f / 1024 : 2.0f / 128) + 1e-7f) other++;
-          else far++;
+          float want = gr->values[v].data[e], tol = fabsf(want) * (fmt ? 2.0f / 1024 : 2.0f / 128) + 1e-7f;
+          if (y[e] == want) {
+            same++;
+          } else if (fabsf(y[e] - want) <= tol) {
+            other++;
+          } else if (fabsf(y[e] - want) <= tol + 0.25f * fabsf(want - w0[e])) {
+            if (near++ < 3)
+              fprintf(stderr, "  near: %s[%zu]: compiled %.9g, interpreter %.9g, start %.9g\n", si.name, e, y[e], want, w0[e]);
+          } else if (far++ < 3) {
+            fprintf(stderr, "  FAR: %s[%zu]: compiled %.9g, interpreter %.9g, start %.9g\n", si.name, e, y[e], want, w0[e]);
+          }
         }
-      free(y);
+      free(y), free(w0);
     }
     fprintf(stderr, "stochastic rounding, compiled vs interpreter step 1: %ld weights equal, %ld the other neighbour, "
-            "%ld further\n", same, other, far);
-    CGT_CHECK(far == 0 && other * 50 < same, "compiled vs interpreter: %ld equal, %ld other neighbour, %ld further", same,
-              other, far);
+            "%ld within 25 %% of their update (a gradient moved by a near tie), %ld further\n", same, other, near, far);
+    CGT_CHECK(far == 0 && other * 50 < same && near * 100000 < same,
+              "compiled vs interpreter: %ld equal, %ld other neighbour, %ld near, %ld further", same, other, near, far);
   } else {
     cgt_failures++;
   }
   ir_interp_free(gr, vals);
-  cnnrt_close(a), cnnrt_close(b), cnnrt_close(c);
+  cnnrt_close(a), cnnrt_close(b), cnnrt_close(c), cnnrt_close(c0);
 }
 
 /* ---- 4. errors ------------------------------------------------------------------------------- */
@@ -271,6 +288,8 @@ static void test_errors(void) {
 int main(void) {
   (void)cgt_random_params, (void)cgt_check_graph;
   cgt_init_dir();
+  const char *rng = getenv("CNNC_TEST_RNG"); /* another data stream (images, labels) */
+  if (rng && *rng) cgt_rng = strtoull(rng, NULL, 0);
   make_data();
   char s16[512], s32[512], ssr[512], s32h[512], ssrh[512];
 #define COMMON {"mode", "training"}, {"batch-size", "8"}, {"optimizer", "momentum"}, {"seed", "7"}
@@ -280,17 +299,20 @@ int main(void) {
   const char *const k32h[][2] = {COMMON, {"precision", "16.32"}, {"half-type", "fp16"}};
   const char *const ksrh[][2] = {COMMON, {"precision", "16.16"}, {"half-type", "fp16"}, {"enable-stochastic-rounding", "1"}};
   ir_graph *gsr = NULL;
+  int quick = cgt_quick(); /* CI's sanitizer stage: no fp16 stochastic rounding (2 of the 5 compiles) */
+  s32h[0] = ssrh[0] = 0;
   if (build(k16, 5, "n16.so", s16, NULL) || build(k32, 5, "n32.so", s32, NULL) || build(ksr, 6, "sr.so", ssr, &gsr) ||
-      build(k32h, 6, "n32h.so", s32h, NULL) || build(ksrh, 7, "srh.so", ssrh, NULL)) {
+      (!quick && (build(k32h, 6, "n32h.so", s32h, NULL) || build(ksrh, 7, "srh.so", ssrh, NULL)))) {
     fprintf(stderr, "test_precision_train: compile failed\n");
     return 1;
   }
   test_nearest(s16, s32);
   test_stochastic(ssr, s32, IR_HALF_BF16, "bf16");
-  test_stochastic(ssrh, s32h, IR_HALF_FP16, "fp16");
+  if (!quick) test_stochastic(ssrh, s32h, IR_HALF_FP16, "fp16");
   test_deterministic(ssr, gsr, IR_HALF_BF16);
   test_errors();
-  unlink(s16), unlink(s32), unlink(ssr), unlink(s32h), unlink(ssrh);
+  unlink(s16), unlink(s32), unlink(ssr);
+  if (!quick) unlink(s32h), unlink(ssrh);
   ir_graph_free(gsr);
   cgt_cleanup_dir();
   if (cgt_failures) fprintf(stderr, "test_precision_train: %d failure(s)\n", cgt_failures);

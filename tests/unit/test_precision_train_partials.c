@@ -102,7 +102,14 @@ static void compare(const char *half, int no_accum_check) {
             "f32 partials; |dw_half - dw_f32| / |dw_f32| = %.3g\n", half, STEPS, differ, n, rel);
     CGT_CHECK(init_differ == 0, "%s: different initial weights", half);
     CGT_CHECK(differ > n / 100, "%s: half partials changed only %ld of %ld weights", half, differ, n);
-    CGT_CHECK(rel > 0 && rel < (strcmp(half, "fp16") ? 0.05 : 0.01), "%s: update error %.3g vs f32 partials", half, rel);
+    /* free-running: from step 2 on the two runs' weights differ, so their bf16/fp16
+     * activations can round to other neighbours (maxpool argmax / relu gate flips, as in
+     * test_precision part 3) and the figure depends on the data: fp16 3.8e-3 (default data),
+     * 5.5e-3, 7.5e-3, 8.5e-3, 3.6e-3 (CNNC_TEST_RNG=0x9e3779b97f4a7c15, 0x1a03c68561aa436f,
+     * 0x2545f4914f6cdd1d, 0xdeadbeef12345), bf16 8.1e-3 .. 1.4e-2; the bounds keep a 2.4x /
+     * 3.5x margin over the worst seen and still fail an unrounded (0) or wrongly rounded (~1)
+     * partial */
+    CGT_CHECK(rel > 0 && rel < (strcmp(half, "fp16") ? 0.05 : 0.02), "%s: update error %.3g vs f32 partials", half, rel);
   }
   free(wf), free(wh), free(w0f), free(w0h);
   unlink(sf), unlink(sh);
@@ -121,7 +128,8 @@ static void compare(const char *half, int no_accum_check) {
     double rel = sqrt(dd / (d2 > 0 ? d2 : 1));
     fprintf(stderr, "%s half partials without accumulation (kernel partials only), %d steps: |dw_half - dw_f32| / "
             "|dw_f32| = %.3g\n", half, STEPS, rel);
-    CGT_CHECK(rel > 0 && rel < 0.05, "%s: kernel partials only: update error %.3g vs f32 partials", half, rel);
+    /* 1.2e-2 (default data), 1.1e-2 .. 2.3e-2 on the four streams above */
+    CGT_CHECK(rel > 0 && rel < 0.08, "%s: kernel partials only: update error %.3g vs f32 partials", half, rel);
   }
   free(a), free(b), free(a0), free(b0);
   unlink(s1f), unlink(s1h);
@@ -130,6 +138,8 @@ static void compare(const char *half, int no_accum_check) {
 int main(void) {
   (void)cgt_random_params, (void)cgt_check_graph;
   cgt_init_dir();
+  const char *rng = getenv("CNNC_TEST_RNG"); /* another data stream (images, labels) */
+  if (rng && *rng) cgt_rng = strtoull(rng, NULL, 0);
   for (int s = 0; s < STEPS; s++)
     for (int b = 0; b < MB; b++) {
       for (int i = 0; i < NX; i++) imgs[s][b][i] = (unsigned char)cgt_int(0, 255);
