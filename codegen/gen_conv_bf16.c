@@ -453,16 +453,13 @@ static void gather_chunk(cg_ctx *c, const bgeom *g, const bk *s, int64_t px) {
 
 /* ---- microkernel ------------------------------------------------------------------------ */
 /* A result vector narrowed for a 16-bit store (the last node's round16): on avx512bf16 (mode 2)
- * one vcvtneps2bf16 (fptrunc to <V x bfloat>: nearest even, NaN quieted as cg_narrow16_v, but
- * results below 2^-126 in magnitude become a signed zero: the route's readers, vdpbf16ps, read
- * such bf16 denormals as zero anyway), else cg_narrow16_v's integer rounding (9 instructions).
- * CNNC_BF16_SW_NARROW=1: the integer rounding everywhere (A/B). */
+ * one vcvtneps2bf16 (cg_narrow_bf16_native: bitwise cg_narrow16_v's rounding, f32 denormal lanes
+ * through a branch to the integer rounding), else cg_narrow16_v's integer rounding (9
+ * instructions).  CNNC_BF16_SW_NARROW=1: the integer rounding everywhere (A/B). */
 static LLVMValueRef narrow_out(cg_ctx *c, const bgeom *g, const ir_node *last, LLVMValueRef v, int f) {
   int V = g->V;
   if (f != IR_HALF_BF16 || g->mode != 2 || cg_env_on("CNNC_BF16_SW_NARROW")) return cg_narrow16_v(c, last, v, f, 0, V);
-  LLVMTypeRef bt = LLVMVectorType(LLVMBFloatTypeInContext(c->llc), (unsigned)V);
-  LLVMValueRef h = LLVMBuildFPTrunc(c->b, v, bt, "bf16");
-  return LLVMBuildBitCast(c->b, h, LLVMVectorType(LLVMInt16TypeInContext(c->llc), (unsigned)V), "");
+  return cg_narrow_bf16_native(c, last, v, V);
 }
 
 /* Stores result v (f32) at out[oi] in s->odt, lanes m (all: a plain store). */

@@ -48,7 +48,8 @@ static void plan(cg_ctx *c, const ir_node *n, sgeom *g) {
 int cg_conv_stem_ok(cg_ctx *c, const ir_node *n) {
   if (cg_env_on("CNNC_NO_STEM_GEN") || !cg_conv_bf16_ok(c, n)) return 0;
   const ir_conv2d_attr *a = &n->attr.conv2d;
-  if (a->stride[1] != 2 || a->groups != 1 || a->dilation[0] > 1 || a->dilation[1] > 1 ||
+  /* vertical stride 2 and symmetric pads: the shapes test_codegen_stem covers */
+  if (a->stride[0] != 2 || a->stride[1] != 2 || a->pad[0] != a->pad[2] || a->pad[1] != a->pad[3] || a->groups != 1 || a->dilation[0] > 1 || a->dilation[1] > 1 ||
       c->g->values[n->in[0]].dtype != IR_BF16)
     return 0;
   sgeom g;
@@ -130,8 +131,8 @@ static LLVMValueRef pair_load(cg_ctx *c, const sgeom *g, const sk *s, LLVMValueR
 }
 
 /* Stores result v (f32) at out[oi] in s->odt, lanes m.  A bf16 result on avx512bf16 (mode 2)
- * narrows with one vcvtneps2bf16 (as gen_conv_bf16.c's narrow_out: nearest even, NaN quiet,
- * magnitudes below 2^-126 a signed zero, which vdpbf16ps readers read so anyway), else with
+ * narrows with one vcvtneps2bf16 (cg_narrow_bf16_native, as gen_conv_bf16.c's narrow_out:
+ * bitwise cg_narrow16_v's rounding, f32 denormal lanes through a branch to it), else with
  * cg_narrow16_v's integer rounding; CNNC_BF16_SW_NARROW=1: the integer rounding (A/B). */
 static void store_out(cg_ctx *c, const sgeom *g, const sk *s, const ir_node *last, LLVMValueRef v, LLVMValueRef oi, unsigned m) {
   int V = g->V, f = cg_dt_half(s->odt);
@@ -142,8 +143,7 @@ static void store_out(cg_ctx *c, const sgeom *g, const sk *s, const ir_node *las
     return;
   }
   LLVMTypeRef i16 = LLVMInt16TypeInContext(c->llc);
-  LLVMValueRef h = LLVMBuildFPTrunc(c->b, v, LLVMVectorType(LLVMBFloatTypeInContext(c->llc), (unsigned)V), "bf16");
-  h = LLVMBuildBitCast(c->b, h, LLVMVectorType(i16, (unsigned)V), "");
+  LLVMValueRef h = cg_narrow_bf16_native(c, last, v, V);
   LLVMValueRef ptr = LLVMBuildGEP2(c->b, i16, s->out, &oi, 1, "");
   if (m == full) {
     LLVMSetAlignment(LLVMBuildStore(c->b, h, ptr), 2);

@@ -31,6 +31,9 @@ LLVMValueRef cg_sr_u24(cg_ctx *c, LLVMValueRef key, LLVMValueRef i, int w);
  * vcvtph2ps).  widen(narrow(x)) is bitwise cg_round16_v(x) (keep_sign aside).  fp16 without
  * F16C records the error (node n). */
 LLVMValueRef cg_narrow16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int format, int keep_sign, int w);
+/* bf16 only, w-lane vectors, avx512bf16 targets: as cg_narrow16_v(bf16) (bitwise; one
+ * vcvtneps2bf16 and a branch to the integer rounding when a lane is an f32 denormal). */
+LLVMValueRef cg_narrow_bf16_native(cg_ctx *c, const ir_node *n, LLVMValueRef x, int w);
 LLVMValueRef cg_widen16_v(cg_ctx *c, const ir_node *n, LLVMValueRef h, int format, int w);
 
 /* Activations in 16-bit inference storage (passes/store16.c pass_store16_infer): a value of
