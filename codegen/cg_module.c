@@ -19,7 +19,8 @@
 typedef struct gen_sync {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int left; /* kernel units whose IR is not generated yet */
+  int left;   /* kernel units whose IR is not generated yet */
+  int failed; /* a kernel unit's generation failed: the main module is not built */
 } gen_sync;
 
 typedef struct cg_unit {
@@ -108,18 +109,22 @@ static int gen_unit_kernels(cg_ctx *c, cg_unit *u) {
   return 0;
 }
 
-static void gen_done(cg_unit *u) {
+static void gen_done(cg_unit *u, int rc) {
   if (!u->sync || !u->with_kernels) return;
   pthread_mutex_lock(&u->sync->mu);
+  u->sync->failed |= rc != 0;
   if (--u->sync->left == 0) pthread_cond_broadcast(&u->sync->cv);
   pthread_mutex_unlock(&u->sync->mu);
 }
 
-static void gen_wait(cg_unit *u) {
-  if (!u->sync || !u->with_main) return;
+/* 0, or -1 when a kernel unit failed (its error is reported by the unit itself). */
+static int gen_wait(cg_unit *u) {
+  if (!u->sync || !u->with_main) return 0;
   pthread_mutex_lock(&u->sync->mu);
   while (u->sync->left > 0) pthread_cond_wait(&u->sync->cv, &u->sync->mu);
+  int failed = u->sync->failed;
   pthread_mutex_unlock(&u->sync->mu);
+  return failed ? -1 : 0;
 }
 
 static void *unit_run(void *arg) {
@@ -130,7 +135,7 @@ static void *unit_run(void *arg) {
   LLVMTargetMachineRef tm = cg_target_clone_tm(u->t, u->o->opt_level);
   if (!tm) {
     ir_diag_set(&u->d, (ir_loc){0}, NULL, "cannot create a target machine");
-    gen_done(u);
+    gen_done(u, -1);
     return NULL;
   }
   char name[32];
@@ -147,9 +152,9 @@ static void *unit_run(void *arg) {
     rc = gen_unit_kernels(&c, u);
     if (priv.share) cg_share_finish(&c, priv.share, &u->n_kernels, &u->n_bodies); /* failed: just freed */
   }
-  gen_done(u);
-  gen_wait(u);
-  if (!rc && u->with_main) rc = cg_build_main(&c, u->L, u->o, &u->d);
+  gen_done(u, rc);
+  int others = gen_wait(u); /* a failed kernel unit: its diagnostic is the one reported */
+  if (!rc && u->with_main) rc = others ? others : cg_build_main(&c, u->L, u->o, &u->d);
   double t1 = now_s();
   if (!rc) rc = cg_optimize(c.mod, tm, u->o->opt_level, &u->d);
   double t2 = now_s();
