@@ -1,7 +1,8 @@
 /* test_codegen_flat_wpf.c — the flat (1x1 stride-1) convs' weight prefetch at batch 1
  * (gen_conv.c flat_w_prefetch: every K step of a packed chunk's microkernel prefetches the
  * same K step of the next channel tile's packed weights).  Convs without a fused add and with
- * inputs under the next-chunk prefetch's 4 MB floor, so that in their kernels the weight
+ * inputs under the next-chunk prefetch's floor (512 KB at batch 1: the cases read 200 and
+ * 345 KB, and the "no other prefetch" checks depend on it), so that in their kernels the weight
  * prefetch is the only llvm.prefetch: a leftover channel tile, a short last chunk and a tail,
  * batch 1 (the prefetch) and batch 2 (none), built with the prefetch (the default) and with
  * CNNC_NO_FLAT_W_PF=1, for the host and x86-64-v3: every output matches the interpreter, 1, 2
