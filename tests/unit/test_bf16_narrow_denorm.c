@@ -64,6 +64,7 @@ static float *build_run(const char *label, const float *x, float **ref, const ch
       *ref = malloc(8 * sizeof **ref);
       memcpy(*ref, r[g->outputs[0]], 8 * sizeof **ref);
     } else CGT_CHECK(0, "%s: interpreter failed", label);
+    if (r) ir_interp_free(g, r);
   }
   if (cg_build_model(g, &o, so, NULL, 0, &d)) {
     ir_diag_print(&d, stderr);
