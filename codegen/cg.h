@@ -33,6 +33,9 @@ typedef struct cg_target {
  * = host).  Returns 0 or -1 with d filled. */
 int cg_target_init(cg_target *t, const char *triple, const char *cpu, const char *features, ir_diag *d);
 void cg_target_dispose(cg_target *t);
+/* Sets LLVM's process-wide code generation options (tune sched_huge_region); the first call
+ * of a process wins.  cg_compile calls it. */
+void cg_llvm_options(int huge_region);
 
 typedef struct cg_ctx {
   LLVMContextRef llc;
@@ -131,6 +134,7 @@ typedef struct cg_options {
   int recompute;             /* --recompute: 0 none, 1 auto, 2 pipeline, 3 all */
   int half_partials;         /* --enable-half-partials: 1 + ir_half_format, the gradient accumulators'
                               * partial sums rounded at every store (docs/precision.md); 0 = f32 */
+  const char *tmpdir;        /* parent of the compile's temporary directory (NULL: /tmp) */
 } cg_options;
 
 /* Compiles graph g (nodes already assigned to shards 0..g->n_shards-1) to opts->output.

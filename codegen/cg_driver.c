@@ -60,6 +60,11 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
                           const cg_report_sink *report, ir_diag *d) {
   double t0 = seconds();
   if (check_options(o, d)) return -1;
+  /* the knobs: the graph's (NULL: the defaults), then --tune's items (ir/tuning.def) */
+  ir_tuning *tune = ir_alloc(g->arena, sizeof *tune);
+  *tune = *ir_tune(g);
+  if (fe_options_tuning(o, tune, d)) return -1;
+  g->tune = tune;
   /* --precision 16.x: round16 nodes on the forward graph, before autodiff (docs/precision.md) */
   if (pass_precision(g, o->precision, o->half_type, o->mode && !strcmp(o->mode, "training"), d) < 0) return -1;
   if (o->mode && !strcmp(o->mode, "training")) { /* backward graph + optimizer update (docs/training.md) */
@@ -81,7 +86,7 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
   if (o->mode && !strcmp(o->mode, "training")) { /* training split, then recomputation (docs/training.md) */
     if (pass_split_train(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) return -1;
     if (pass_recompute(g, o->recompute, d) < 0) return -1;
-    if (o->precision && strcmp(o->precision, "32.32") && !pass_store16_disabled()) { /* 16-bit stash (store16.c) */
+    if (o->precision && strcmp(o->precision, "32.32") && !pass_store16_disabled(g)) { /* 16-bit stash (store16.c) */
       pass_store16_stats st = {.log = verbose ? stderr : NULL};
       if (pass_store16_train(g, pass_precision_format(o->half_type), &st, d) < 0) return -1;
       if (verbose)
@@ -96,7 +101,7 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
   cg_target t;
   if (cg_target_init(&t, o->mtriple, o->target_cpu, o->target_features, d)) return -1;
   if (!(o->mode && !strcmp(o->mode, "training")) && o->precision && strcmp(o->precision, "32.32") &&
-      !pass_store16_disabled() && /* 16-bit inference activations (gen_store16.c), before the budget sees them */
+      !pass_store16_disabled(g) && /* 16-bit inference activations (gen_store16.c), before the budget sees them */
       cg_store16_infer(g, &t, o->available_memory_proportion, pass_precision_format(o->half_type), verbose ? stderr : NULL, d) < 0) {
     cg_target_dispose(&t);
     return -1;
@@ -110,8 +115,9 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
   if (verbose)
     fprintf(stderr, "cnnc: target %s cpu %s, %d f32 lanes; %d shard%s\n", t.triple, t.cpu, t.vec_f32, g->n_shards,
             g->n_shards == 1 ? "" : "s");
-  char *json = fe_options_json(o);
+  char *json = fe_options_json_tuned(o, tune);
   cg_options co = {output, emit, g->name, json, 2, verbose, report};
+  co.tmpdir = o->tmpdir;
   co.available_memory_proportion = o->available_memory_proportion;
   co.grad_accum = (int)o->gradient_accumulation, co.replicas = (int)o->replicas;
   co.half_partials = o->enable_half_partials ? 1 + pass_precision_format(o->half_type) : 0;

@@ -18,11 +18,11 @@ static inline LLVMValueRef cg_half_partial(cg_ctx *c, LLVMValueRef v, int w) {
   return c->g->half_partials ? cg_round16_v(c, NULL, v, c->g->half_partials - 1, w) : v;
 }
 
-/* Nonzero when the partial-sum buffers are 16-bit: half partials on and CNNC_HALF_PARTIALS_F32
+/* Nonzero when the partial-sum buffers are 16-bit: half partials on and tune half_partials_f32
  * not set (that keeps f32 buffers rounded at every reload: bitwise the same numbers, the
  * reference tests compare with; pass_acc_elem_bytes). */
 static inline int cg_partials16(cg_ctx *c) {
-  return c->g->half_partials && pass_acc_elem_bytes(c->g->half_partials) == 2;
+  return c->g->half_partials && pass_acc_elem_bytes(c->g, c->g->half_partials) == 2;
 }
 
 /* Element type of a partial-sum buffer of w-lane vectors: <w x i16> (the 16-bit bit patterns)

@@ -31,9 +31,9 @@ int cg_acc_budget(const cg_target *t);
 /* Creates another target machine equal to t's (one per codegen thread). */
 LLVMTargetMachineRef cg_target_clone_tm(const cg_target *t, int opt_level);
 
-/* A/B and test switches (CNNC_NO_* etc.): on when the variable is set, non-empty and not
- * "0", so CNNC_NO_X=0 means "not disabled" for every switch alike (cg_util.c). */
-int cg_env_on(const char *name);
+/* The tuning knobs of this compile (ir/tuning.def): A/B and test switches, never the
+ * environment. */
+static inline const ir_tuning *cg_tune(const cg_ctx *c) { return ir_tune(c->g); }
 
 /* ---- vectors (cg_util.c) ---------------------------------------------------------------- */
 LLVMTypeRef cg_vtype(cg_ctx *c, int w);                       /* float for w == 1, <w x float> else */
@@ -85,9 +85,9 @@ int64_t cg_numel(cg_ctx *c, int vid);
  * drops it when an earlier kernel of the unit has the same key; cg_share_finish names the
  * kernels: a body used once gets its own blob back (the code of an unshared kernel), one used
  * by several nodes gets a per-node wrapper passing that node's blob (an alias without blobs).
- * CNNC_NO_KERNEL_SHARE=1: cg_share_new returns NULL (one kernel per node, blobs as before). */
+ * Tune kernel_share=0: cg_share_new returns NULL (one kernel per node, blobs as before). */
 typedef struct cg_share cg_share;
-cg_share *cg_share_new(void);                      /* per compile unit; NULL when disabled */
+cg_share *cg_share_new(const ir_tuning *t);                   /* per compile unit; NULL when disabled */
 void cg_share_begin(cg_share *s);
 /* Finishes kernel f (generated as a temporary name) of the node whose kernel symbol is name. */
 void cg_share_end(cg_ctx *c, cg_share *s, LLVMValueRef f, const char *name);

@@ -404,7 +404,7 @@ static int build_train_layout(cg_layout *L, const cg_options *o, ir_diag *d) {
   L->schedule = o ? o->schedule : 0;
   L->recompute = o ? o->recompute : 0;
   L->accum = L->grad_accum * L->replicas > 1;
-  L->acc16 = o && o->half_partials && pass_acc_elem_bytes(o->half_partials) == 2 ? o->half_partials : 0;
+  L->acc16 = o && o->half_partials && pass_acc_elem_bytes(g, o->half_partials) == 2 ? o->half_partials : 0;
   L->n_groups = g->n_shards > 0 ? g->n_shards : 1;
   free(L->sh);
   L->sh = NULL;

@@ -102,9 +102,8 @@ int cg_link_shared(const char *const *objs, int n, const char *out, const char *
                      msg);
 }
 
-int cg_tmpdir(char *buf, size_t n, ir_diag *d) {
-  const char *t = getenv("TMPDIR");
-  snprintf(buf, n, "%s/cnnc-XXXXXX", t && *t ? t : "/tmp");
+int cg_tmpdir(char *buf, size_t n, const char *parent, ir_diag *d) {
+  snprintf(buf, n, "%s/cnnc-XXXXXX", parent && *parent ? parent : "/tmp");
   if (mkdtemp(buf)) return 0;
   ir_loc loc = {0};
   return ir_diag_set(d, loc, NULL, "cannot create a temporary directory %s: %s", buf, strerror(errno));

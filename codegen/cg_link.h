@@ -11,7 +11,7 @@ int cg_write_module(LLVMModuleRef m, LLVMTargetMachineRef tm, const char *what, 
 /* Links objs into the shared object out (linker messages go to tmpdir/link.err). */
 int cg_link_shared(const char *const *objs, int n, const char *out, const char *tmpdir, ir_diag *d);
 /* mkdtemp under $TMPDIR or /tmp into buf. */
-int cg_tmpdir(char *buf, size_t n, ir_diag *d);
+int cg_tmpdir(char *buf, size_t n, const char *parent, ir_diag *d);
 /* Removes files and then the (now empty) directory. */
 void cg_rmtree_flat(const char *dir, const char *const *files, int n);
 

@@ -57,9 +57,9 @@ static LLVMValueRef value_ptr(cg_ctx *c, const cg_layout *L, int s, int v, LLVMV
  * ones and the last and the first differ), and thread 0 zeroes the next dynamic op's set
  * while running op j (cyclically: the last zeroes the first's for the next micro-batch; the
  * entry's start zeroes it too, published by the barrier before the first dynamic op, which
- * is why kernel 0 stays static).  CNNC_DYN_PARTS=1 in cnnc's environment keeps the static
+ * is why kernel 0 stays static).  tune dyn_parts=1 keeps the static
  * split (A/B); =N sets the parts per thread.  nthreads above DYN_MAX_THREADS runs static.
- * 1x1 convs stay static (CNNC_DYN_1X1=1 makes them dynamic too): a flat conv's tile split is
+ * 1x1 convs stay static (tune dyn_1x1=1 makes them dynamic too): a flat conv's tile split is
  * balanced to a channel tile already, and cut finer it reads the input once per tile part
  * (ResNet-50 b1 layer1/layer2 conv3s 0.85-0.93x per CPU-second with 4 parts).  Micro-batches
  * of DYN_MAX_BATCH images or more stay static too (ResNet-50 b16: 48.4 vs 47.7 img/s). */
@@ -70,11 +70,7 @@ static LLVMValueRef value_ptr(cg_ctx *c, const cg_layout *L, int s, int v, LLVMV
 #define DYN_MIN_FLOPS 4e6
 #define DYN_MAX_BATCH 4 /* from 4 images up, static shares hand whole images to the threads */
 
-static int dyn_parts(void) {
-  const char *e = getenv("CNNC_DYN_PARTS");
-  int v = e && *e ? atoi(e) : DYN_PARTS;
-  return v < 1 ? 1 : v > 64 ? 64 : v;
-}
+static int dyn_parts(const ir_graph *g) { return ir_tune(g)->dyn_parts; }
 
 /* Fills set[i] with the counter set of shard s's i-th kernel, -1 for a static call; returns
  * the number of dynamic kernels (0 when fewer than 2: see above). */
@@ -82,12 +78,12 @@ static int dyn_plan(const cg_layout *L, int s, int *set) {
   const cg_shard_plan *sp = &L->sh[s];
   int J = 0;
   for (int i = 0; i < sp->n_k; i++) set[i] = -1;
-  if (L->train || L->g->batch >= DYN_MAX_BATCH || dyn_parts() < 2) return 0;
+  if (L->train || L->g->batch >= DYN_MAX_BATCH || dyn_parts(L->g) < 2) return 0;
   for (int i = 1; i < sp->n_k; i++) {
     const cg_kernel *k = &L->k[sp->first_k + i];
     const ir_node *an = &L->g->nodes[k->anchor];
     int one = an->op == IR_OP_conv2d && an->attr.conv2d.kernel[0] * an->attr.conv2d.kernel[1] == 1;
-    if (k->flops >= DYN_MIN_FLOPS && (!one || cg_env_on("CNNC_DYN_1X1"))) set[i] = J++ % 2;
+    if (k->flops >= DYN_MIN_FLOPS && (!one || ir_tune(L->g)->dyn_1x1)) set[i] = J++ % 2;
   }
   if (J < 2) {
     for (int i = 0; i < sp->n_k; i++) set[i] = -1;
@@ -181,7 +177,7 @@ static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train)
   LLVMValueRef barrier = LLVMGetParam(f, (unsigned)a0 + 4), bctx = LLVMGetParam(f, (unsigned)a0 + 5);
   LLVMTypeRef bar_t = LLVMFunctionType(c->t_void, &c->t_ptr, 1, 0);
   const cg_shard_plan *sp = &L->sh[s];
-  int dset[sp->n_k > 0 ? sp->n_k : 1], dyn = train || prof ? 0 : dyn_plan(L, s, dset), parts = dyn_parts(), d_first = -1;
+  int dset[sp->n_k > 0 ? sp->n_k : 1], dyn = train || prof ? 0 : dyn_plan(L, s, dset), parts = dyn_parts(L->g), d_first = -1;
   LLVMValueRef dyn_ok = NULL, dsets = NULL;
   if (dyn) { /* nthreads in 2..DYN_MAX_THREADS; thread 0 zeroes the first dynamic op's counters */
     LLVMValueRef off = cg_i64(c, dyn_off(sp));
@@ -313,7 +309,7 @@ static LLVMValueRef stub_entry(cg_ctx *c) {
 /* --enable-half-partials (docs/precision.md): 1 + ir_half_format while build_train runs, 0: f32.
  * acc16 (cg_layout's acc16): the accumulators are 16-bit slices (bf16/fp16 of that format) —
  * read widened (exact), written narrowed to nearest even; acc_half without acc16
- * (CNNC_HALF_PARTIALS_F32=1): f32 slices rounded to the 16-bit grid at every store.  Both
+ * (tune half_partials_f32=1): f32 slices rounded to the 16-bit grid at every store.  Both
  * round at the same points, so the two give bitwise the same numbers. */
 static int acc_half, acc16, acc_replicas;
 

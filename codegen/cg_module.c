@@ -148,7 +148,7 @@ static void *unit_run(void *arg) {
   c.priv = &priv;
   int rc = 0;
   if (u->with_kernels) {
-    priv.share = cg_share_new();
+    priv.share = cg_share_new(ir_tune(u->L->g));
     rc = gen_unit_kernels(&c, u);
     if (priv.share) cg_share_finish(&c, priv.share, &u->n_kernels, &u->n_bodies); /* failed: just freed */
   }
@@ -219,7 +219,7 @@ static uint64_t share_hint(const cg_layout *L, const cg_kernel *k) {
  * of kernels gets its own unit, up to CG_MAX_UNITS, and workers take units from a queue,
  * heaviest estimate first: a misjudged unit delays one worker by at most its own time.
  * The plan depends on the kernels only, not on the number of threads, so the .so does not
- * either.  CNNC_UNITS_PER_THREAD=1: the previous plan, 4 units per online CPU (A/B).
+ * either.  tune units_per_thread=1: the previous plan, 4 units per online CPU (A/B).
  * Returns the number of units (each holds at least one kernel). */
 #define CG_MAX_UNITS 32
 static int assign_units(cg_layout *L, int workers, double **loadp) {
@@ -227,7 +227,7 @@ static int assign_units(cg_layout *L, int workers, double **loadp) {
   double *est = malloc((size_t)L->n_k * sizeof *est);
   uint64_t *hint = malloc((size_t)L->n_k * sizeof *hint);
   if (!ord || !est || !lead || !hint) abort();
-  int share = !cg_env_on("CNNC_NO_KERNEL_SHARE"), groups = 0;
+  int share = ir_tune(L->g)->kernel_share, groups = 0;
   for (int i = 0; i < L->n_k; i++) {
     const ir_node *nd = &L->g->nodes[L->k[i].anchor];
     est[i] = 1.0;
@@ -240,7 +240,7 @@ static int assign_units(cg_layout *L, int workers, double **loadp) {
     groups += lead[i] == i;
   }
   int n = groups < CG_MAX_UNITS ? groups : CG_MAX_UNITS;
-  if (cg_env_on("CNNC_UNITS_PER_THREAD")) n = workers == 1 ? 1 : 4 * workers < L->n_k ? 4 * workers : L->n_k;
+  if (ir_tune(L->g)->units_per_thread) n = workers == 1 ? 1 : 4 * workers < L->n_k ? 4 * workers : L->n_k;
   if (n < 1) n = 1;
   double *load = calloc((size_t)n, sizeof *load);
   if (!load) abort();
@@ -339,11 +339,11 @@ static int compile_single(cg_layout *L, const cg_target *t, const cg_options *o,
 }
 
 static int compile_so(cg_layout *L, const cg_target *t, const cg_options *o, ir_diag *d) {
-  const char *env = getenv("CNNC_COMPILE_THREADS"); /* worker threads; default: the online CPUs, <= 16 */
-  long ncpu = env && atoi(env) > 0 ? atoi(env) : sysconf(_SC_NPROCESSORS_ONLN);
+  int want = ir_tune(L->g)->compile_threads; /* worker threads; default: the online CPUs, <= 16 */
+  long ncpu = want > 0 ? want : sysconf(_SC_NPROCESSORS_ONLN);
   int workers = (int)(ncpu < 1 ? 1 : ncpu > 16 ? 16 : ncpu);
   char dir[4096];
-  if (cg_tmpdir(dir, sizeof dir, d)) return -1;
+  if (cg_tmpdir(dir, sizeof dir, o->tmpdir, d)) return -1;
   double *load;
   int n = assign_units(L, workers, &load);
   if (workers > n) workers = n;
@@ -417,6 +417,7 @@ int cg_compile(const ir_graph *g, const cg_target *t, const cg_options *o, ir_di
   if (!o->output || !*o->output) return ir_diag_set(d, (ir_loc){0}, NULL, "no output file given");
   if (o->emit && strcmp(o->emit, "llvm") && strcmp(o->emit, "asm") && strcmp(o->emit, "obj"))
     return ir_diag_set(d, (ir_loc){0}, NULL, "unknown --emit kind '%s' (llvm, asm, obj)", o->emit);
+  cg_llvm_options(ir_tune(g)->sched_huge_region);
   cg_layout L;
   if (cg_layout_build_opts(&L, g, 1, o, d)) {
     cg_layout_free(&L);

@@ -51,8 +51,8 @@ struct cg_share {
     } \
   } while (0)
 
-cg_share *cg_share_new(void) {
-  if (cg_env_on("CNNC_NO_KERNEL_SHARE")) return NULL;
+cg_share *cg_share_new(const ir_tuning *t) {
+  if (!t->kernel_share) return NULL;
   cg_share *s = calloc(1, sizeof *s);
   if (!s) abort();
   return s;

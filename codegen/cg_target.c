@@ -16,16 +16,21 @@
  * load and store of a region in its memory chains until there are -dag-maps-huge-region of
  * them (default 1000): on the long unrolled blocks of the 16-lane kernels that graph grows
  * quadratically (SUnit::addPred, addChainDependencies and mayAlias were 22 % of cnnc's CPU
- * time on ResNet-50).  200 folds the chains earlier; CNNC_SCHED_HUGE_REGION=N sets N (0:
- * LLVM's default).  docs/codegen.md, "Compile time". */
-static void set_llvm_options(void) {
-  const char *e = getenv("CNNC_SCHED_HUGE_REGION");
-  int n = e && *e ? atoi(e) : 200;
-  if (n <= 0) return;
-  char opt[64];
-  snprintf(opt, sizeof opt, "-dag-maps-huge-region=%d", n);
-  const char *argv[] = {"cnnc", opt};
-  LLVMParseCommandLineOptions(2, argv, NULL);
+ * time on ResNet-50).  200 (tune sched_huge_region, 0: LLVM's default) folds the chains
+ * earlier.  LLVM's options are process-wide: the first compile of a process sets them.
+ * docs/codegen.md, "Compile time". */
+void cg_llvm_options(int huge_region) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static int done;
+  pthread_mutex_lock(&mu);
+  if (!done && huge_region > 0) {
+    char opt[64];
+    snprintf(opt, sizeof opt, "-dag-maps-huge-region=%d", huge_region);
+    const char *argv[] = {"cnnc", opt};
+    LLVMParseCommandLineOptions(2, argv, NULL);
+  }
+  done = 1;
+  pthread_mutex_unlock(&mu);
 }
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -34,7 +39,6 @@ static void init_llvm(void) {
   LLVMInitializeAllTargets();
   LLVMInitializeAllTargetMCs();
   LLVMInitializeAllAsmPrinters();
-  set_llvm_options();
 }
 
 static int is_x86(const cg_target *t) { return strncmp(t->triple, "x86_64", 6) == 0 || t->triple[0] == 'i'; }
@@ -247,14 +251,13 @@ int cg_acc_budget(const cg_target *t) {
 #include "codegen/gen_conv_bf16.h"
 
 /* 2: vdpbf16ps is executable on the target (has_avx512bf16: +avx512bf16 with 512-bit vectors);
- * 1: CNNC_BF16_EMULATE=1 in cnnc's environment on any other x86 target (the same kernels,
+ * 1: tune bf16_emulate=1 on any other x86 target (the same kernels,
  * each vdpbf16ps emulated exactly: how they are run on CPUs without the instruction);
  * 0: none (the f32 kernels). */
-int cg_bf16_dot(const cg_target *t) {
+int cg_bf16_dot(const cg_target *t, const ir_tuning *tune) {
   if (!is_x86(t)) return 0;
   if (t->has_avx512bf16) return 2;
-  const char *e = getenv("CNNC_BF16_EMULATE");
-  if (!e || strcmp(e, "1")) return 0;
+  if (!tune->bf16_emulate) return 0;
   /* the emulation's llvm.fma must be an instruction (a target without FMA would import fmaf) */
   cg_target own = *t; /* codegen threads call this: a target machine of its own */
   own.tm = cg_target_clone_tm(t, 2);

@@ -9,11 +9,6 @@
 #include "codegen/cg_internal.h"
 #include "codegen/gen_round16.h"
 
-int cg_env_on(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && strcmp(v, "0") != 0;
-}
-
 LLVMValueRef cg_fail(cg_ctx *c, const ir_node *n, const char *fmt, ...) {
   cg_priv *p = c->priv;
   if (p->d->failed) return NULL;

@@ -20,7 +20,6 @@
 
 /* Vectors of an output row that conv_row_emit puts in masked tiles (border and tail) when
  * tiles are p vectors wide; 0 for flat convs (only the plane's last chunk is masked). */
-#define FLAT_PACK_PF_DIST 48 /* planes ahead (flat_pack_prefetch), at most half of Cin_g */
 
 static double masked_fraction(const conv_geom *g, int p) {
   if (g->flat) return 0;
@@ -67,6 +66,7 @@ static conv_geom conv_geometry(cg_ctx *c, const ir_node *n) {
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   conv_geom g;
   memset(&g, 0, sizeof g);
+  g.tune = cg_tune(c);
   g.n = xs->dim[0], g.cin = xs->dim[1], g.h = xs->dim[2], g.w = xs->dim[3];
   g.cout = ys->dim[1], g.oh = ys->dim[2], g.ow = ys->dim[3];
   g.kh = a->kernel[0], g.kw = a->kernel[1], g.sh = a->stride[0], g.sw = a->stride[1];
@@ -277,19 +277,15 @@ static void flat_store_nt(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVM
 /* Prefetch in the item that packs a chunk (xmode 2; flat_pack_pf_dist), opt-in: its K loop
  * reads the tile's np*V pixels of one channel plane per step, planes H*W elements apart
  * (`perf annotate`, ResNet-50 b1, 2 threads: the packing loop took 14-21 % of layer3's
- * 1024 -> 256 kernels for 1/11 of their FMAs).  With CNNC_FLAT_PACK_PF=1 in cnnc's
- * environment each K step prefetches (prefetcht0) the same pixels FLAT_PACK_PF_DIST planes
- * ahead (CNNC_FLAT_PACK_PF_DIST=N another distance): that loop's share fell to 11-14 % (48
+ * 1024 -> 256 kernels for 1/11 of their FMAs).  With tune flat_pack_pf=N each K step
+ * prefetches (prefetcht0) the same pixels N planes ahead (at most half of Cin_g): that
+ * loop's share fell to 11-14 % (48
  * planes; 13-17 % at 8, 12-16 % at 128), but bench/opcmp.py could not tell it from the noise
  * on three one-stage models (layer1/2/3 cuts, 0.95-1.02x whole-cut CPU time either way), so
  * it is off by default (docs/codegen.md "Flat tails"). */
-static int flat_pack_pf_dist(void) {
-  if (!cg_env_on("CNNC_FLAT_PACK_PF")) return 0;
-  const char *d = getenv("CNNC_FLAT_PACK_PF_DIST");
-  return d && atoi(d) > 0 ? atoi(d) : FLAT_PACK_PF_DIST;
-}
+static int flat_pack_pf_dist(cg_ctx *c) { return cg_tune(c)->flat_pack_pf; }
 static void flat_pack_prefetch(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef row, LLVMValueRef ix0, int np) {
-  int64_t d = flat_pack_pf_dist();
+  int64_t d = flat_pack_pf_dist(c);
   if (d > g->cin_g / 2) d = g->cin_g / 2;
   if (d < 1) return;
   int64_t es = r->xdt != IR_F32 ? 2 : 4, lines = ((int64_t)np * g->V * es + 63) / 64;
@@ -301,7 +297,7 @@ static void flat_pack_prefetch(cg_ctx *c, const conv_geom *g, const conv_row *r,
   }
 }
 
-/* Weight prefetch of flat convs at batch 1 (flat_w_prefetch; CNNC_NO_FLAT_W_PF=1 in cnnc's
+/* Weight prefetch of flat convs at batch 1 (flat_w_prefetch; tune flat_w_pf=0 in cnnc's
  * environment turns it off).  There each weight is used for one image only, and ResNet-50's
  * 100 MB of weights stream from memory every pass: a channel tile's packed weights arrive
  * with its first microkernel's loads.  Every K step of a packed chunk's microkernel now
@@ -315,7 +311,7 @@ static void flat_pack_prefetch(cg_ctx *c, const conv_geom *g, const conv_row *r,
  * thread reuses the weights for its images (the layer3 1x1 convs 0.97x with it). */
 #define FLAT_W_PF_MAX_BATCH 1
 static int64_t flat_w_pf_dist(const conv_geom *g) {
-  if (g->n > FLAT_W_PF_MAX_BATCH || cg_env_on("CNNC_NO_FLAT_W_PF")) return 0;
+  if (g->n > FLAT_W_PF_MAX_BATCH || !g->tune->flat_w_pf) return 0;
   return (int64_t)g->cin_g * g->kh * g->kw * g->R;
 }
 
@@ -446,7 +442,7 @@ static void conv_row_emit(cg_ctx *c, const conv_geom *g, const conv_row *r, cons
  * [tile][ci][P*V] (the microkernel's read order), written by the first work item of the
  * chunk and read sequentially by the others (flat_tiles); consecutive items (channel tiles
  * fastest) reuse the buffer.  key: the input element of the chunk in the buffer (-1: none).
- * CNNC_NO_CONV_PACK in cnnc's environment turns it off (A/B measurements). */
+ * tune conv_pack turns it off (A/B measurements). */
 typedef struct conv_xpack {
   LLVMValueRef buf, key;
   /* flat_prefetch (NULL: off): the thread's tiles per chunk (run time) as conv_item takes
@@ -478,7 +474,7 @@ static int64_t conv_pack_floats(const conv_geom *g) {
   return f * 4 <= CONV_PACK_MAX_BYTES ? f : 0;
 }
 
-/* Next-chunk prefetch (CNNC_NO_FLAT_PREFETCH in cnnc's environment turns it off).  At
+/* Next-chunk prefetch (tune flat_prefetch turns it off).  At
  * batch 16 a flat conv's input streams from memory (ResNet-50 layer1's 256-channel 56x56
  * maps: 51 MB), and the item that packs a chunk (below) stalled on it: `perf annotate` of
  * layer1/1/conv1 (16 channel tiles) put 29 % of the kernel's samples in that item's loop,
@@ -501,17 +497,17 @@ static int64_t conv_pack_floats(const conv_geom *g) {
  * (bench/opcmp.py, 2 threads, min of 8-10, load 15-19, both orders: A = the 4 MB floor) then
  * measured its conv1s without an add 1.09x / 1.12x (8x48: layer1-2, layer3/0; two runs) and
  * 1.12x / 1.07x (12x32: layer3) per CPU-second, the conv3s (no x prefetch) 0.96-1.11x as noise.
- * CNNC_NO_FLAT_PF_B1=1 in cnnc's environment keeps the 4 MB floor at batch 1 (A/B). */
+ * tune flat_pf_b1=0 keeps the 4 MB floor at batch 1 (A/B). */
 #define FLAT_PF_MIN_BYTES_B1 (512.0 * 1024)
 static double flat_pf_min_bytes(const conv_geom *g) {
-  return g->n == 1 && !cg_env_on("CNNC_NO_FLAT_PF_B1") ? FLAT_PF_MIN_BYTES_B1 : FLAT_PF_MIN_BYTES;
+  return g->n == 1 && g->tune->flat_pf_b1 ? FLAT_PF_MIN_BYTES_B1 : FLAT_PF_MIN_BYTES;
 }
 /* Slots per prefetched line.  The next chunk's L lines are spread over the S = (tiles - 1) x
  * ntl pixel tiles of the chunk's other items, so each line is prefetched by ~S / L slots
  * (~Cout / 6 with 12-accumulator tiles: S / L grows with the output channels, the chunk's
  * bytes are fixed).  Measured at batch 16 (bench/opcmp.py, one-conv models, 2 threads, 3
  * interleaved rounds of 12-15 repeats, CPU time, 26 Nov 19:47-19:54, load 15-19), prefetch vs
- * CNNC_NO_FLAT_PREFETCH=1: S/L 8 (256 -> 64 at 56x56) 1.17-1.39x, 16 (512 -> 128 at 28x28)
+ * tune flat_prefetch=0: S/L 8 (256 -> 64 at 56x56) 1.17-1.39x, 16 (512 -> 128 at 28x28)
  * 1.05-1.06x, 17 (256 -> 128 at 56x56) 0.95-1.07x, 28 (1024 -> 256 at 14x14) 1.04-1.06x, but
  * 32 (512 -> 256 at 28x28, ResNeXt-50's layer2 conv1s and ResNet-50's layer3/0/conv1)
  * 0.97-0.99x, 35 (256 -> 256 at 56x56) 0.93-0.99x, 57 (1024 -> 512) 1.00-1.04x, 64 (512 ->
@@ -520,14 +516,12 @@ static double flat_pf_min_bytes(const conv_geom *g) {
  * Convs with at most SMALL_K_CIN input channels (504-pixel chunks, 21 tiles per item) gained
  * at every width measured: 64 -> 64 / 128 / 256 at 56x56 (S/L 9 / 19 / 40) 1.20-1.22x /
  * 1.09x / 1.03-1.04x (2 rounds of 15, 20:00, load 15-16).  So the prefetch is left out above
- * FLAT_PF_MAX_SPL slots per line unless Cin_g <= SMALL_K_CIN (CNNC_FLAT_PF_MAX_SPL in cnnc's
+ * FLAT_PF_MAX_SPL slots per line unless Cin_g <= SMALL_K_CIN (tune flat_pf_max_spl in cnnc's
  * environment sets another limit, 0: none, for A/B measurements). */
-#define FLAT_PF_MAX_SPL 30
 static int flat_prefetch_ok(const conv_geom *g, const conv_row *r) {
   int64_t es = r->xdt != IR_F32 ? 2 : 4, L = (flat_chunk_px(g) * es + 63) / 64 + 1;
   int64_t S = ((int64_t)g->groups * g->ntile - 1) * (flat_chunk_px(g) / ((int64_t)g->P * g->V));
-  const char *env = getenv("CNNC_FLAT_PF_MAX_SPL");
-  int64_t lim = env ? strtoll(env, NULL, 10) : FLAT_PF_MAX_SPL;
+  int64_t lim = g->tune->flat_pf_max_spl;
   return lim <= 0 || S <= lim * L || g->cin_g <= SMALL_K_CIN;
 }
 static LLVMValueRef flat_prefetch_line(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_xpack *pk,
@@ -546,18 +540,18 @@ static LLVMValueRef flat_prefetch_line(cg_ctx *c, const conv_geom *g, const conv
  * output out (ResNet-50 b16 layer1: 64 -> 256 at 56x56, 3.2 MB in, 3.2 MB out per image):
  * plain stores read each output line first (write-allocate) and fill the caches with lines
  * the next kernel reads long after.  Measured (bench/opcmp.py, both .so from one cnnc, A with
- * CNNC_NO_FLAT_NT=1, 2 threads, 6-8 repeats, load 18-25, Zen 5 AVX-512): ResNet-50 b16
+ * tune flat_nt=0, 2 threads, 6-8 repeats, load 18-25, Zen 5 AVX-512): ResNet-50 b16
  * layer1 conv3s 1.03-1.20x per CPU-second, layer2 conv3s 1.09-1.11x; ResNeXt-50 b16 (K twice
  * as large) layer1 conv3s 0.90-1.11x, layer2 1.00-1.07x over two rounds.  Not taken: convs
  * without an add (layer1/0's downsample, whose output the next kernel reads as its residual,
  * 0.88x; layer2/0/conv1 0.96x), and 8-lane vectors (half-line stores: a one-block model on
- * AVX2 code, 0.93x / 0.98x on its 64 -> 256 / 128 -> 512 conv3).  CNNC_NO_FLAT_NT=1 in
- * cnnc's environment turns them off, CNNC_FLAT_NT_ALL=1 on for every flat f32 conv of
+ * AVX2 code, 0.93x / 0.98x on its 64 -> 256 / 128 -> 512 conv3).  tune flat_nt=0 in
+ * cnnc's environment turns them off, tune flat_nt_all=1 on for every flat f32 conv of
  * whole-vector planes (A/B measurements). */
 #define FLAT_NT_MIN_BYTES (16.0 * 1024 * 1024)
 static int flat_nt_ok(const conv_geom *g, const conv_row *r) {
-  if (r->odt != IR_F32 || (g->oh * g->ow) % g->V || cg_env_on("CNNC_NO_FLAT_NT")) return 0;
-  return cg_env_on("CNNC_FLAT_NT_ALL") ||
+  if (r->odt != IR_F32 || (g->oh * g->ow) % g->V || !g->tune->flat_nt) return 0;
+  return g->tune->flat_nt_all ||
          (r->resid[0] && g->V * 4 >= 64 && (double)g->n * g->cout * g->oh * g->ow * 4 >= FLAT_NT_MIN_BYTES);
 }
 
@@ -604,11 +598,11 @@ static void flat_tiles(cg_ctx *c, const conv_geom *g, const conv_row *r, const c
  * the epilogue per pixel with the residual gathered and the result scattered (lane k at plane
  * k).  Each output is the same fmuladd chain over ci, plus the bias, as the pixel tile's:
  * bitwise equal.  f32 operands only (not 16-bit storage, not a squeeze-excite scale);
- * CNNC_NO_FLAT_TAIL_CV=1 in cnnc's environment keeps the masked pixel tiles (A/B). */
+ * tune flat_tail_cv=0 keeps the masked pixel tiles (A/B). */
 #define FLAT_TAIL_CV_MAX_PX 8
 static int flat_tail_cv_ok(const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int64_t npx) {
   if (!g->flat || rr > g->V || g->V > 32 || npx < 1 || npx > FLAT_TAIL_CV_MAX_PX || r->xdt != IR_F32 ||
-      r->odt != IR_F32 || r->xs || cg_env_on("CNNC_NO_FLAT_TAIL_CV"))
+      r->odt != IR_F32 || r->xs || !g->tune->flat_tail_cv)
     return 0;
   for (int q = 0, ra = 0; q < e->n_post; q++)
     if (e->post[q]->op == IR_OP_add && r->rdt[ra++] != IR_F32) return 0;
@@ -962,7 +956,7 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
   cg_thread_range(c, cg_i64(c, items), a[n_act + 1], a[n_act + 2], &lo, &hi);
   conv_xpack pk = {NULL, NULL, NULL, NULL, NULL, 0, 0};
   int64_t pf = g.dwp ? 0 : conv_pack_floats(&g);
-  if (pf > 0 && !cg_env_on("CNNC_NO_CONV_PACK")) {
+  if (pf > 0 && cg_tune(c)->conv_pack) {
     LLVMValueRef buf = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, g.V), (uint64_t)((pf + g.V - 1) / g.V)), "xpack");
     LLVMSetAlignment(buf, 64);
     pk.buf = buf, pk.key = cg_entry_alloca(c, c->t_i64, "xpack_key");
@@ -983,9 +977,9 @@ LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, con
     if (g.flat && conv_flat_split_tiles(&g)) it = conv_flat_split_item(c, &g, it, a[n_act + 2], &part);
     double xbytes = (double)g.n * g.cin * g.h * g.w * (r.xdt != IR_F32 ? 2 : 4);
     if (g.flat && g.groups == 1 && !r.resid[0] && xbytes >= flat_pf_min_bytes(&g) && flat_prefetch_ok(&g, &r) &&
-        !cg_env_on("CNNC_NO_FLAT_PREFETCH"))
+        cg_tune(c)->flat_prefetch)
       pk.part = part; /* flat_prefetch */
-    pk.pf_epi = g.flat && r.resid[0] && !cg_env_on("CNNC_NO_FLAT_PREFETCH"); /* flat_prefetch_epi */
+    pk.pf_epi = g.flat && r.resid[0] && cg_tune(c)->flat_prefetch; /* flat_prefetch_epi */
     pk.nt = g.flat && flat_nt_ok(&g, &r); /* taken by packed chunks only (conv_pack_floats > 0) */
     pk.wpf = g.flat ? flat_w_pf_dist(&g) : 0;
     conv_item(c, &g, &r, &e, pk.buf ? &pk : NULL, it);

@@ -25,6 +25,7 @@ typedef struct conv_geom {
                         * training's packed route, gen_train_pconv.c) */
   int dwp;             /* depthwise stride-1 small plane as one flat row (gen_dwconv.c) */
   int dw_pool;         /* a global_avgpool fused as a second output (pass_fusion.n_side) */
+  const ir_tuning *tune; /* the compile's knobs (ir/tuning.def) */
   int64_t l2;          /* cache-blocking budget of this op: cg_shard_tile_budget (cg_budget.h) */
 } conv_geom;
 

@@ -24,7 +24,7 @@
  * storage (passes/store16.c, cg_conv_bf16_io16): the epilogue writes bf16 results and reads
  * bf16 residuals, the flat and row-segment panels read a bf16 x (gathered panels: f32).
  * kxk / strided / padded convs (one group, >= BF16_LOAD_MIN_CIN in, >= BF16_LOAD_MIN_COUT
- * out channels, BF16_GATHER_MIN_* if gathered; CNNC_NO_BF16_KXK=1: not): K = taps x channel pairs, tap-major (pair k = tap
+ * out channels, BF16_GATHER_MIN_* if gathered; tune bf16_kxk=0: not): K = taps x channel pairs, tap-major (pair k = tap
  * k / kpc, channels 2 (k % kpc) and the next), in the weights and in the panel, which is an
  * im2col of the chunk built per tap and pixel vector from masked row-segment loads (seg_plan)
  * or masked dword gathers, 0 outside the map; the microkernel and epilogue are the flat ones. */
@@ -98,46 +98,46 @@ static void choose_tile(bgeom *g, int budget) {
  * A + r * dseg + sw * l, dseg = sh iw - sw ow (0 for a 3x3 s1 pad 1: one contiguous run).  So a
  * vector is, per output row it touches (nseg at most), one masked load (stride 1) or two and
  * the even-lane shuffle (stride 2), each segment's lanes in-map only: the gather's lanes, 0
- * elsewhere.  Rows narrower than a quarter vector keep the gathers; CNNC_BF16_GATHER=1: all. */
-static void seg_plan(bgeom *g) {
+ * elsewhere.  Rows narrower than a quarter vector keep the gathers; tune bf16_gather=1: all. */
+static void seg_plan(cg_ctx *c, bgeom *g) {
   g->dseg = g->sh * g->iw - g->sw * g->ow;
   /* a segment = the lanes of one key p / kdiv (p: pixel of the plane, spanned: of the batch) */
   g->kdiv = g->dseg == 0 ? g->hw : g->ow;
   g->nseg = g->dseg == 0 && !g->span ? 1 : (int)(1 + (g->kdiv + g->V - 2) / g->kdiv);
   int64_t nkey = g->q / g->kdiv;
   if (g->nseg > nkey) g->nseg = (int)nkey;
-  if (g->flat || g->sw > 2 || g->nseg > 4 || cg_env_on("CNNC_BF16_GATHER")) g->nseg = 0;
+  if (g->flat || g->sw > 2 || g->nseg > 4 || cg_tune(c)->bf16_gather) g->nseg = 0;
 }
 
 /* Pixel vectors across images (kxk / strided convs on small maps, e.g. ResNet-50's 7x7 layer4
  * at b16: 49 pixels per image fill 4 vectors to 77 %, 784 per batch fill 49 to 100 %): the
  * work is one plane of q = n hw pixels, a pixel vector's lanes may lie in two images (hw >= V),
  * its panel segments are per image (and row), its results two masked stores.  Where the lanes
- * of the batch fill the vectors better by 5 points or more; CNNC_BF16_SPAN=1: wherever
- * allowed (tests), CNNC_BF16_NO_SPAN=1: never (A/B).  Flat 1x1s too (then by 15 points or
- * more; CNNC_BF16_NO_FLAT_SPAN=1: not, A/B): as a 1x1 s1 kxk conv, row-segment panels (two
+ * of the batch fill the vectors better by 5 points or more; tune bf16_span_force=1: wherever
+ * allowed (tests), tune bf16_span=0: never (A/B).  Flat 1x1s too (then by 15 points or
+ * more; tune bf16_flat_span=0: not, A/B): as a 1x1 s1 kxk conv, row-segment panels (two
  * segments per vector at most).  A fused residual add reads its two images' lanes with two
- * masked loads (span_load; CNNC_BF16_NO_SPAN_ADD=1: no span with a residual add, A/B).  Not
+ * masked loads (span_load; tune bf16_span_add=0: no span with a residual add, A/B).  Not
  * where the batch's input offsets pass 2^31 (i32 gather lanes). */
 static void span_plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   g->q = g->hw;
-  if (g->n < 2 || g->hw < g->V || g->n * g->cin * g->ih * g->iw >= INT32_MAX || cg_env_on("CNNC_BF16_NO_SPAN")) return;
-  if (g->flat && cg_env_on("CNNC_BF16_NO_FLAT_SPAN")) return;
+  if (g->n < 2 || g->hw < g->V || g->n * g->cin * g->ih * g->iw >= INT32_MAX || !cg_tune(c)->bf16_span) return;
+  if (g->flat && !cg_tune(c)->bf16_flat_span) return;
   const pass_fusion *fu = cg_fusion(c, n);
   for (int i = 0; i < fu->n_post; i++)
-    if (c->g->nodes[fu->post[i]].op == IR_OP_add && cg_env_on("CNNC_BF16_NO_SPAN_ADD")) return;
+    if (c->g->nodes[fu->post[i]].op == IR_OP_add && !cg_tune(c)->bf16_span_add) return;
   int64_t q = g->n * g->hw;
   double ui = (double)g->hw / (double)((g->hw + g->V - 1) / g->V * g->V);
   double us = (double)q / (double)((q + g->V - 1) / g->V * g->V);
   /* flat 1x1s: 15 points (ResNet-50's 7x7 layer4 77 -> 100 %, not its 14x14 layer3 94 -> 100 %,
    * where the spanned conv3s measured 0.66-0.78x: no residual prefetch, other chunks) */
-  if (us >= ui + (g->flat ? 0.15 : 0.05) || cg_env_on("CNNC_BF16_SPAN")) g->span = 1, g->q = q, g->flat = 0; /* 1x1 s1: row-segment panels */
+  if (us >= ui + (g->flat ? 0.15 : 0.05) || cg_tune(c)->bf16_span_force) g->span = 1, g->q = q, g->flat = 0; /* 1x1 s1: row-segment panels */
 }
 
 static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   memset(g, 0, sizeof *g);
-  g->mode = cg_bf16_dot(c->target);
+  g->mode = cg_bf16_dot(c->target, cg_tune(c));
   const ir_conv2d_attr *a = &n->attr.conv2d;
   g->n = xs->dim[0], g->cin = xs->dim[1], g->cout = ys->dim[1], g->hw = ys->dim[2] * ys->dim[3];
   g->kh = a->kernel[0], g->kw = a->kernel[1], g->sh = a->stride[0], g->sw = a->stride[1];
@@ -147,7 +147,7 @@ static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   g->kp = g->kpc * g->kh * g->kw;
   g->V = c->target->vec_f32;
   span_plan(c, n, g);
-  seg_plan(g);
+  seg_plan(c, g);
   choose_tile(g, cg_acc_budget(c->target));
   int64_t tile_px = (int64_t)g->P * g->V, k = BF16_PANEL_BYTES / (4 * g->kp) / tile_px;
   if (k < 1) k = 1;
@@ -159,10 +159,10 @@ static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
 
 /* Whether value v is on the bf16 grid by construction: a bf16 round16 result (or its 16-bit
  * copy widened back, passes/store16.c), or a maxpool / relu of such a value (ResNet's maxpool
- * between the stem and layer1).  CNNC_BF16_ROUND16_IN=1: round16 results only (A/B: the
+ * between the stem and layer1).  tune bf16_round16_in=1: round16 results only (A/B: the
  * maxpool's readers take the f32 kernels, "_x16" with 16-bit storage). */
 static int bf16_grid(const ir_graph *G, int v) {
-  int strict = cg_env_on("CNNC_BF16_ROUND16_IN");
+  int strict = ir_tune(G)->bf16_round16_in;
   for (;;) {
     int p = G->values[v].producer;
     if (p < 0) return 0;
@@ -177,12 +177,12 @@ static int bf16_grid(const ir_graph *G, int v) {
 
 int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
   const cg_priv *pv = c->priv;
-  if (n->op != IR_OP_conv2d || (pv && pv->train) || !cg_bf16_dot(c->target) || cg_env_on("CNNC_NO_BF16")) return 0;
+  if (n->op != IR_OP_conv2d || (pv && pv->train) || !cg_bf16_dot(c->target, cg_tune(c)) || !cg_tune(c)->bf16) return 0;
   const ir_conv2d_attr *a = &n->attr.conv2d;
   int flat = a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && !a->pad[0] && !a->pad[1] &&
              !a->pad[2] && !a->pad[3];
   if (a->groups > 1 || a->dilation[0] > 1 || a->dilation[1] > 1) return 0;
-  if (!flat && cg_env_on("CNNC_NO_BF16_KXK")) return 0; /* A/B: kxk / strided convs keep the f32 kernels */
+  if (!flat && !cg_tune(c)->bf16_kxk) return 0; /* A/B: kxk / strided convs keep the f32 kernels */
   /* gathered panels: a stem's few channels leave pair lanes empty, and a panel vector's
    * gathers are paid back by Cout dot-product steps (ResNet-50 b16 per batch, CPU time:
    * conv1 3 -> 64 7x7 31 ms vs the f32 kernel's 23, layer1's 64 -> 64 3x3 22 vs 19-21;
@@ -455,10 +455,10 @@ static void gather_chunk(cg_ctx *c, const bgeom *g, const bk *s, int64_t px) {
 /* A result vector narrowed for a 16-bit store (the last node's round16): on avx512bf16 (mode 2)
  * one vcvtneps2bf16 (cg_narrow_bf16_native: bitwise cg_narrow16_v's rounding, f32 denormal lanes
  * through a branch to the integer rounding), else cg_narrow16_v's integer rounding (9
- * instructions).  CNNC_BF16_SW_NARROW=1: the integer rounding everywhere (A/B). */
+ * instructions).  tune bf16_sw_narrow=1: the integer rounding everywhere (A/B). */
 static LLVMValueRef narrow_out(cg_ctx *c, const bgeom *g, const ir_node *last, LLVMValueRef v, int f) {
   int V = g->V;
-  if (f != IR_HALF_BF16 || g->mode != 2 || cg_env_on("CNNC_BF16_SW_NARROW")) return cg_narrow16_v(c, last, v, f, 0, V);
+  if (f != IR_HALF_BF16 || g->mode != 2 || cg_tune(c)->bf16_sw_narrow) return cg_narrow16_v(c, last, v, f, 0, V);
   return cg_narrow_bf16_native(c, last, v, V);
 }
 
@@ -540,7 +540,7 @@ static LLVMValueRef span_load(cg_ctx *c, const bgeom *g, const ir_node *n, LLVMV
   return f < 0 ? v : cg_widen16_v(c, n, v, f, V);
 }
 
-/* Fused residual adds (not spanned; CNNC_BF16_NO_EPI_PF=1: off, A/B): the residual lines of
+/* Fused residual adds (not spanned; tune bf16_epi_pf=0: off, A/B): the residual lines of
  * the rr x np-vector tile whose first output element is oi0 (the next tile the thread runs:
  * the chunk's next pixel tile, after its last the next channel tile's first), prefetched one
  * microkernel ahead of the epilogue that reads them, as gen_conv.c's flat_prefetch_epi (at
@@ -641,7 +641,7 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
 static void chunk_tiles(cg_ctx *c, const bgeom *g, const bk *s, int rr, int64_t px) {
   int64_t tile_px = (int64_t)g->P * g->V, nt = px / tile_px, rest = px % tile_px;
   unsigned full = g->V >= 32 ? ~0u : (1u << g->V) - 1;
-  int pf = !g->span && !cg_env_on("CNNC_BF16_NO_EPI_PF"), any = 0;
+  int pf = !g->span && cg_tune(c)->bf16_epi_pf, any = 0;
   for (int q = 0; q < s->e->n_post; q++) any |= s->e->post[q]->op == IR_OP_add;
   /* prefetch_epi: the next channel tile's first pixel tile of this chunk */
   LLVMValueRef next_ct = pf && any ? LLVMBuildAdd(c->b, s->out_base, cg_i64(c, (int64_t)g->R * g->hw), "pf_ct") : NULL;
@@ -714,11 +714,11 @@ static const char *bf16_kind(cg_ctx *c, const bgeom *g, const pass_fusion *fu, c
 }
 
 int cg_conv_bf16_io16(cg_ctx *c, const ir_node *n, int x) {
-  if (cg_env_on("CNNC_BF16_NO_IO16")) return 0;
+  if (!cg_tune(c)->bf16_io16) return 0;
   if (!x) return 1; /* the epilogue: any conv of the route */
   bgeom g;
   plan(c, n, &g);
-  return g.flat || (g.nseg > 0 && !cg_env_on("CNNC_BF16_NO_KXK_X16")); /* plain or row-segment loads: not gathers */
+  return g.flat || (g.nseg > 0 && cg_tune(c)->bf16_kxk_x16); /* plain or row-segment loads: not gathers */
 }
 
 /* Sets s's dtypes from the values of n's group (passes/store16.c decided them with
@@ -734,7 +734,7 @@ static int bf16_dtypes(cg_ctx *c, const ir_node *n, const bgeom *g, const pass_f
   }
   s->odt = G->values[G->nodes[fu->last].out].dtype;
   any |= s->odt != IR_F32;
-  if ((s->xdt != IR_F32 && !g->flat && !g->nseg) || (s->xdt != IR_F32 && s->xdt != IR_BF16) || (any && cg_env_on("CNNC_BF16_NO_IO16")))
+  if ((s->xdt != IR_F32 && !g->flat && !g->nseg) || (s->xdt != IR_F32 && s->xdt != IR_BF16) || (any && !cg_tune(c)->bf16_io16))
     return cg_fail(c, n, "internal error: 16-bit operand of a bf16 conv kernel that reads f32"), -1;
   return 0;
 }
@@ -791,7 +791,7 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
                             s.c0, "out_base"); /* spanned (img 0): channel co0's plane of image 0 + c0 */
   s.wbase = LLVMBuildMul(c->b, t, cg_i64(c, g.kp * g.R), "wbase");
   s.bbase = co0, s.tix = t;
-  if (g.flat && g.cout <= g.cin && !cg_env_on("CNNC_BF16_NO_X_PF")) { /* the thread's next chunk: this image's next, or the next image's first */
+  if (g.flat && g.cout <= g.cin && cg_tune(c)->bf16_x_pf) { /* the thread's next chunk: this image's next, or the next image's first */
     LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, chunk, cg_i64(c, g.nch - 1), "");
     LLVMValueRef nc0 = LLVMBuildSelect(c->b, last, cg_i64(c, 0), LLVMBuildAdd(c->b, s.c0, cg_i64(c, g.chunk_px), ""), "");
     LLVMValueRef nb = LLVMBuildSelect(c->b, last, LLVMBuildAdd(c->b, s.in_base, cg_i64(c, g.cin * g.ih * g.iw), ""), s.in_base, "");

@@ -35,7 +35,7 @@ static void plan(cg_ctx *c, const ir_node *n, sgeom *g) {
   g->n = xs->dim[0], g->cin = xs->dim[1], g->ih = xs->dim[2], g->iw = xs->dim[3];
   g->cout = ys->dim[1], g->oh = ys->dim[2], g->ow = ys->dim[3];
   g->kh = a->kernel[0], g->kw = a->kernel[1], g->sh = a->stride[0], g->pt = a->pad[0], g->pl = a->pad[1];
-  g->V = c->target->vec_f32, g->R = STEM_R, g->mode = cg_bf16_dot(c->target);
+  g->V = c->target->vec_f32, g->R = STEM_R, g->mode = cg_bf16_dot(c->target, cg_tune(c));
   g->npx = (g->kw + 1) / 2, g->ncg = (int)(g->cout / g->R);
   g->nv = (int)((g->ow + g->V - 1) / g->V);
   /* registers: R x P accumulators, R broadcast weights, an input vector and a spare; the
@@ -46,7 +46,7 @@ static void plan(cg_ctx *c, const ir_node *n, sgeom *g) {
 }
 
 int cg_conv_stem_ok(cg_ctx *c, const ir_node *n) {
-  if (cg_env_on("CNNC_NO_STEM_GEN") || !cg_conv_bf16_ok(c, n)) return 0;
+  if (!cg_tune(c)->stem_gen || !cg_conv_bf16_ok(c, n)) return 0;
   const ir_conv2d_attr *a = &n->attr.conv2d;
   /* vertical stride 2 and symmetric pads: the shapes test_codegen_stem covers */
   if (a->stride[0] != 2 || a->stride[1] != 2 || a->pad[0] != a->pad[2] || a->pad[1] != a->pad[3] || a->groups != 1 || a->dilation[0] > 1 || a->dilation[1] > 1 ||
@@ -133,11 +133,11 @@ static LLVMValueRef pair_load(cg_ctx *c, const sgeom *g, const sk *s, LLVMValueR
 /* Stores result v (f32) at out[oi] in s->odt, lanes m.  A bf16 result on avx512bf16 (mode 2)
  * narrows with one vcvtneps2bf16 (cg_narrow_bf16_native, as gen_conv_bf16.c's narrow_out:
  * bitwise cg_narrow16_v's rounding, f32 denormal lanes through a branch to it), else with
- * cg_narrow16_v's integer rounding; CNNC_BF16_SW_NARROW=1: the integer rounding (A/B). */
+ * cg_narrow16_v's integer rounding; tune bf16_sw_narrow=1: the integer rounding (A/B). */
 static void store_out(cg_ctx *c, const sgeom *g, const sk *s, const ir_node *last, LLVMValueRef v, LLVMValueRef oi, unsigned m) {
   int V = g->V, f = cg_dt_half(s->odt);
   unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
-  if (f != IR_HALF_BF16 || g->mode != 2 || cg_env_on("CNNC_BF16_SW_NARROW")) {
+  if (f != IR_HALF_BF16 || g->mode != 2 || cg_tune(c)->bf16_sw_narrow) {
     if (m == full) cg_act_store(c, last, v, s->out, oi, V, s->odt);
     else cg_act_masked_store(c, last, v, s->out, oi, m, V, s->odt);
     return;

@@ -8,7 +8,7 @@
 
 /* Whether conv n, already on the bf16 route (cg_conv_bf16_ok), takes the stem kernel:
  * <= 4 input channels stored in bf16, horizontal stride 2, no dilation, Cout a multiple of 4,
- * no residual add or squeeze-excite in its group.  CNNC_NO_STEM_GEN=1: never (A/B). */
+ * no residual add or squeeze-excite in its group.  tune stem_gen=0: never (A/B). */
 int cg_conv_stem_ok(cg_ctx *c, const ir_node *n);
 LLVMValueRef cg_gen_conv2d_stem(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 

@@ -15,10 +15,10 @@
 /* Taps of more than one column load their own broadcasts (no pixel shared between taps),
  * so the tile gets the whole accumulator budget.  Dense convs only: grouped ones (`g_vc`,
  * ResNeXt, often one channel vector per group) keep the shared tiles they were measured
- * with.  CNNC_VC_SHARED_TAPS in cnnc's environment restores the shared broadcasts on 2/3 of
+ * with.  tune vc_shared_taps restores the shared broadcasts on 2/3 of
  * the budget for dense convs too (A/B measurements). */
 static int vc_unshared(const conv_geom *g) {
-  return g->groups == 1 && !cg_env_on("CNNC_VC_SHARED_TAPS");
+  return g->groups == 1 && !g->tune->vc_shared_taps;
 }
 
 /* Dense kxk stride-1 convs on maps whose rows fill pixel vectors (ResNet-50 layer1's 56x56x64
@@ -28,9 +28,9 @@ static int vc_unshared(const conv_geom *g) {
  * b16 (bench/opcmp.py on a one-conv model, 26 Nov 16:30).  Wider maps / other channel counts
  * were not measured.  Inference graphs only (g->vc_wide_ok: no label): compiled training's
  * packed convs keep their pixel-vector kernels (not measured with channel vectors).
- * CNNC_NO_VC_WIDE in cnnc's environment keeps the pixel tiles (A/B measurements). */
+ * tune vc_wide keeps the pixel tiles (A/B measurements). */
 static int vc_wide(const conv_geom *g) {
-  return g->vc_wide_ok && g->kw > 1 && g->kh > 1 && vc_unshared(g) && g->cout_g >= 2 * g->V && !cg_env_on("CNNC_NO_VC_WIDE");
+  return g->vc_wide_ok && g->kw > 1 && g->kh > 1 && vc_unshared(g) && g->cout_g >= 2 * g->V && g->tune->vc_wide;
 }
 
 int cg_conv_vc_choose(conv_geom *g, int budget) {
@@ -108,7 +108,7 @@ static void vc_store_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, cons
                           int rr, int np, LLVMValueRef ox) {
   int V = g->V, nrv = (rr + V - 1) / V;
   int64_t plane = g->oh * g->ow;
-  if (V < 2 || V > 16 || (V & (V - 1)) || np > V || cg_env_on("CNNC_NO_VC_TRANSPOSE")) { /* lane by lane (env: A/B) */
+  if (V < 2 || V > 16 || (V & (V - 1)) || np > V || !cg_tune(c)->vc_transpose) { /* lane by lane (env: A/B) */
     for (int v = 0; v < nrv; v++)
       for (int p = 0; p < np; p++)
         vc_store(c, g, r, e, acc[v * np + p], v, rr - v * V < V ? rr - v * V : V, LLVMBuildAdd(c->b, ox, cg_i64(c, p), ""));
@@ -136,10 +136,10 @@ static void vc_store_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, cons
  * 7-wide row: 6 accumulators, each a chain of cin_g*kh*kw dependent FMAs, at most 6/8 of the
  * FMA throughput at latency 4) sum their odd tap columns into a second set of accumulators,
  * added to the first before the epilogue: twice the independent chains.  (The sum order
- * differs from the one-set tile; the same for every thread count.)  CNNC_NO_VC_SPLIT in
+ * differs from the one-set tile; the same for every thread count.)  tune vc_split in
  * cnnc's environment turns it off (A/B). */
 static int vc_split(const conv_geom *g, int nrv, int np) {
-  return g->kw > 1 && !g->sub && vc_unshared(g) && 2 * nrv * np <= g->R / g->V * g->P && !cg_env_on("CNNC_NO_VC_SPLIT");
+  return g->kw > 1 && !g->sub && vc_unshared(g) && 2 * nrv * np <= g->R / g->V * g->P && g->tune->vc_split;
 }
 
 /* The kw taps of one (ci, ky) for np pixels into cur[v * np + p] (split: odd tap columns
@@ -224,8 +224,8 @@ static int vc_short_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const 
  * next block's weights start, wci weight bytes per input channel): the next block's stream
  * runs during the whole block.  After the last block wnext is the next channel tile's
  * first block (the packed layout is [tile][ci][...]), the next work item of the thread.
- * CNNC_NO_VC_W_SPREAD=1 in cnnc's environment turns it off (A/B measurements). */
-static int vc_w_spread(void) { return !cg_env_on("CNNC_NO_VC_W_SPREAD"); }
+ * tune vc_w_spread=0 turns it off (A/B measurements). */
+static int vc_w_spread(const conv_geom *g) { return g->tune->vc_w_spread; }
 
 static void vc_w_spread_pf(cg_ctx *c, const conv_row *r, LLVMValueRef wnext, LLVMValueRef j, int64_t t, int64_t nt,
                            int64_t kc, int64_t wci) {
@@ -247,7 +247,7 @@ static void vc_w_spread_pf(cg_ctx *c, const conv_row *r, LLVMValueRef wnext, LLV
  * VC_KXK_BLOCK_BYTES (L1), every tile of the row runs over a block while its weights are in
  * L1, and the tiles' accumulators wait in a stack buffer between blocks.  The sums run in the
  * same order as vc_tile's (ci, ky, kx ascending per accumulator; f32 in the buffer): results
- * are bitwise those of the unblocked row.  CNNC_NO_VC_KXK_KBLOCK in cnnc's environment turns
+ * are bitwise those of the unblocked row.  tune vc_kxk_kblock turns
  * it off (A/B measurements). */
 #define VC_KXK_BLOCK_BYTES 16384
 
@@ -279,7 +279,7 @@ static void vc_kb_begin(cg_ctx *c, const conv_geom *g, int rr, int64_t nt, const
 static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
   /* --enable-half-partials: the partials between blocks would have to be 16-bit (and recorded
    * for the interpreter like vc_kblocked_row's); the unblocked row keeps them in registers */
-  if (g->kw == 1 || g->sub || !vc_unshared(g) || c->g->half_partials || cg_env_on("CNNC_NO_VC_KXK_KBLOCK")) return 0;
+  if (g->kw == 1 || g->sub || !vc_unshared(g) || c->g->half_partials || !cg_tune(c)->vc_kxk_kblock) return 0;
   int64_t nt = (g->ow + g->P - 1) / g->P, wci = (int64_t)g->kh * g->kw * g->R * 4; /* weight bytes per input channel */
   if (nt < 2 || nt > 4 || g->cin_g * wci <= 2 * VC_KXK_BLOCK_BYTES) return 0;
   vc_kb k;
@@ -331,8 +331,8 @@ static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r,
  * [oy][tile][slot] between blocks.  The sums run in vc_tile's order (ci, ky, kx ascending per
  * accumulator; f32 in the buffer): plane rows are bitwise the row kernels; plane tiles (below)
  * too, except where a row kernel's small tile splits its accumulators (vc_split).
- * Kind `conv2d_vcp_...`.  CNNC_NO_VC_PLANE in cnnc's environment turns it off (A/B
- * measurements), CNNC_VC_PLANE=1 takes it for every kxk conv it can run (tests).  Training's
+ * Kind `conv2d_vcp_...`.  tune vc_plane turns it off (A/B
+ * measurements), tune vc_plane_force=1 takes it for every kxk conv it can run (tests).  Training's
  * packed route (gen_train_pconv.c) calls cg_conv_vc_plane for the convs inference runs here
  * (kind `_pk_vcp_`); its row entry (cg_conv_row_pixels) never takes it. */
 #define VC_PLANE_MAX_BUF (64 * 1024)
@@ -340,20 +340,20 @@ static int vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r,
 /* Plane tiles: the output plane as one row of oh*ow pixels cut into compile-time tiles of
  * balanced width (at most P; tiles span output rows: each pixel's taps are compile-time
  * offsets, those outside the input dropped), so every tile has the whole accumulator budget
- * (a 7-wide row's 4+3 tiles had 8 and 2x6 split accumulators).  CNNC_NO_VC_PLANE_TILES in
+ * (a 7-wide row's 4+3 tiles had 8 and 2x6 split accumulators).  tune vc_plane_tiles in
  * cnnc's environment keeps the row tiles (A/B measurements). */
 static int64_t vc_plane_tiles(const conv_geom *g) {
   int64_t nt = (g->oh * g->ow + g->P - 1) / g->P;
-  return nt <= CG_CONV_SUB_MAX_TILES && !cg_env_on("CNNC_NO_VC_PLANE_TILES") ? nt : 0;
+  return nt <= CG_CONV_SUB_MAX_TILES && g->tune->vc_plane_tiles ? nt : 0;
 }
 
 int cg_conv_vc_plane_ok(cg_ctx *c, const conv_geom *g) {
-  if (!g->vc || g->kw == 1 || g->sub || g->flat || !vc_unshared(g) || c->g->half_partials || cg_env_on("CNNC_NO_VC_PLANE"))
+  if (!g->vc || g->kw == 1 || g->sub || g->flat || !vc_unshared(g) || c->g->half_partials || !cg_tune(c)->vc_plane)
     return 0;
   int64_t nt = (g->ow + g->P - 1) / g->P, wt = (int64_t)g->cin_g * g->kh * g->kw * g->R * 4;
   int64_t x = (int64_t)g->cin_g * g->h * g->w * 4, nacc = g->R / g->V * g->P;
-  /* CNNC_VC_PLANE=1: every kxk conv this path can run (tests of small shapes) */
-  if (!cg_env_on("CNNC_VC_PLANE") && (wt <= 2 * VC_KXK_BLOCK_BYTES || wt + x <= g->l2)) return 0;
+  /* tune vc_plane_force=1: every kxk conv this path can run (tests of small shapes) */
+  if (!cg_tune(c)->vc_plane_force && (wt <= 2 * VC_KXK_BLOCK_BYTES || wt + x <= g->l2)) return 0;
   if (vc_plane_tiles(g)) return 1;
   return nt >= 1 && nt <= 4 && g->oh * nt * nacc * g->V * 4 <= VC_PLANE_MAX_BUF;
 }
@@ -393,7 +393,7 @@ static void vc_plane_taps(cg_ctx *c, const conv_geom *g, const conv_row *r, int 
  * every tile in buf [tile][slot] between blocks of input channels. */
 static void vc_plane_tiled(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, int64_t nt) {
   int64_t px = g->oh * g->ow, wci = (int64_t)g->kh * g->kw * g->R * 4; /* weight bytes per input channel */
-  int spread = vc_w_spread();
+  int spread = vc_w_spread(g);
   vc_kb k;
   vc_kb_begin(c, g, rr, nt, "vcptile", &k);
   int V = k.V, nrv = k.nrv, nacc = k.nacc;
@@ -517,10 +517,10 @@ LLVMValueRef cg_conv_opaque_ptr(cg_ctx *c, LLVMValueRef p) {
  * carried around the block loop; the register allocator then spilled them and also 8 of a
  * tile's 18-20 accumulators inside its K loop (2 x 8 stack loads and stores per 36 FMAs in
  * ResNet-50 layer4's 1x1 `32x12` and `sub_vc 48x8` kernels, 27 Nov).  A pointer that changes
- * with kb cannot be promoted: the slots stay in the buffer.  CNNC_VC_KBUF_HOIST=1 in cnnc's
+ * with kb cannot be promoted: the slots stay in the buffer.  tune vc_kbuf_hoist=1 in cnnc's
  * environment keeps the loop-invariant pointer (A/B measurements). */
 static LLVMValueRef vc_kb_buf(cg_ctx *c, LLVMValueRef buf, LLVMValueRef kb) {
-  if (cg_env_on("CNNC_VC_KBUF_HOIST")) return buf;
+  if (cg_tune(c)->vc_kbuf_hoist) return buf;
   LLVMTypeRef pr[2] = {c->t_ptr, c->t_i64};
   LLVMTypeRef ft = LLVMFunctionType(c->t_ptr, pr, 2, 0);
   LLVMValueRef asmv = LLVMGetInlineAsm(ft, "", 0, "=r,0,r", 6, 0, 0, LLVMInlineAsmDialectATT, 0);
@@ -548,14 +548,9 @@ static int vc_1x1_unpadded(const conv_geom *g) {
  * 1x1 convs: 128 KB per channel tile, 4 MB per op), and perf annotate of layer4's conv1 at
  * b1 put 12.4 % of the kernel's samples on that tile's weight loads (26 Nov).  That tile's K
  * loop prefetches the weights d input channels ahead (d = 32, 2 KB at R = 16: layer4 1x1
- * b1/b16 +6 % per CPU-second over d = 16; d = 64 no better).  CNNC_NO_VC_W_PREFETCH=1 in cnnc's
- * environment turns it off, CNNC_VC_W_PF_DIST=d sets the distance (A/B measurements). */
-static int vc_w_pf_dist(void) {
-  const char *d = getenv("CNNC_VC_W_PF_DIST");
-  if (cg_env_on("CNNC_NO_VC_W_PREFETCH")) return 0;
-  int v = d && *d ? atoi(d) : 32;
-  return v > 0 && v < 4096 ? v : 0;
-}
+ * b1/b16 +6 % per CPU-second over d = 16; d = 64 no better).  tune vc_w_prefetch=0 in cnnc's
+ * environment turns it off, tune vc_w_pf_dist=d sets the distance (A/B measurements). */
+static int vc_w_pf_dist(const conv_geom *g) { return g->tune->vc_w_prefetch ? g->tune->vc_w_pf_dist : 0; }
 
 static void vc_w_prefetch(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef wrow, int d) {
   for (int64_t o = 0; o < g->R; o += 16) {
@@ -568,7 +563,7 @@ static void vc_w_prefetch(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVM
 
 static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr, LLVMValueRef panel) {
   if (!vc_1x1_unpadded(g)) return 0;
-  int wpf = vc_w_pf_dist(), spread = vc_w_spread();
+  int wpf = vc_w_pf_dist(g), spread = vc_w_spread(g);
   int V = g->V, nrv = (rr + V - 1) / V;
   /* block: a quarter of the L2 budget (64-77 KB by default); rows under half of it stay in
    * L2 anyway (layer4 conv3, 100 KB: K-blocking it measured no gain) */
@@ -660,11 +655,11 @@ static int vc_kblocked_row(cg_ctx *c, const conv_geom *g, const conv_row *r, con
  * every conv as a stride-1 GEMM): a tile's np broadcasts of one ci are adjacent and its K
  * loop reads one sequential stream.  key: the input row the panel holds (-1: none); the
  * work items of one row (the channel tiles of a block / of the image, in conv_item's order)
- * pack it once.  CNNC_NO_VC_PANEL in cnnc's environment turns it off (A/B measurements). */
+ * pack it once.  tune vc_panel turns it off (A/B measurements). */
 #define VC_PANEL_MAX_BYTES (512 * 1024)
 
 static int vc_panel_ok(const conv_geom *g) {
-  if (!vc_1x1_unpadded(g) || cg_env_on("CNNC_NO_VC_PANEL")) return 0;
+  if (!vc_1x1_unpadded(g) || !g->tune->vc_panel) return 0;
   int64_t nt = (g->ow + g->P - 1) / g->P;
   return nt <= (g->sub ? CG_CONV_SUB_MAX_TILES : VC_KBLOCK_MAX_TILES) && g->cin_g * g->ow * 4 <= VC_PANEL_MAX_BYTES;
 }
@@ -689,11 +684,11 @@ static int64_t vc_pack_off(const conv_geom *g, int64_t q) {
  * load of its sw*(len-1)+1 floats whose every sw-th lane is kept (shuffles): scalar loads
  * inserted lane by lane became vgatherqps/vgatherdps on AVX-512, and perf annotate of
  * ResNet-50's layer2/0/downsample/0 at b16 put ~50 % of the kernel's samples on them (Zen 5,
- * 26 Nov).  Only elements of the row's pixels' span are read.  CNNC_VC_PACK_SCALAR=1 in
+ * 26 Nov).  Only elements of the row's pixels' span are read.  tune vc_pack_scalar=1 in
  * cnnc's environment keeps the lane-by-lane loads (A/B measurements). */
 static LLVMValueRef vc_pack_strided(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef src, int64_t from,
                                     int64_t np) {
-  int scalar = cg_env_on("CNNC_VC_PACK_SCALAR");
+  int scalar = cg_tune(c)->vc_pack_scalar;
   LLVMValueRef v = np == 1 ? NULL : LLVMGetPoison(cg_vtype(c, (int)np));
   for (int64_t p = 0; p < np;) {
     int64_t off = vc_pack_off(g, from + p), len = 1;
@@ -734,11 +729,11 @@ static void vc_panel_pack(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVM
  * output row of the image ([oy][tile][ci][np], at most VC_IMG_PANEL_MAX_BYTES on the stack)
  * with one key per row: a row is gathered once per image per thread and the later blocks
  * read it back contiguously.  The arithmetic is unchanged (the same floats, the same sums).
- * CNNC_NO_VC_IMG_PANEL=1 in cnnc's environment keeps the one-row panel (A/B measurements). */
+ * tune vc_img_panel=0 keeps the one-row panel (A/B measurements). */
 #define VC_IMG_PANEL_MAX_BYTES (1024 * 1024)
 
 static int vc_img_panel(const conv_geom *g) {
-  if (cg_env_on("CNNC_NO_VC_IMG_PANEL")) return 0;
+  if (!g->tune->vc_img_panel) return 0;
   return !g->sub && g->sw > 1 && g->oh > 1 && g->cin_g * g->ow * g->oh * 4 <= VC_IMG_PANEL_MAX_BYTES;
 }
 

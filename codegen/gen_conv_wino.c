@@ -157,19 +157,19 @@ static wino_plan wino_plan16(cg_ctx *c, const ir_node *n, int m) {
   return best;
 }
 
-/* CNNC_WINO_PLAN8=1 in cnnc's environment: the 8-lane planning and tile rule on any target (A/B). */
-static int wino_wide(cg_ctx *c) { return c->target->vec_f32 >= 16 && !cg_env_on("CNNC_WINO_PLAN8"); }
+/* tune wino_plan8=1: the 8-lane planning and tile rule on any target (A/B). */
+static int wino_wide(cg_ctx *c) { return c->target->vec_f32 >= 16 && !cg_tune(c)->wino_plan8; }
 
 static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n, int m) {
   wino_plan p = wino_wide(c) ? wino_plan16(c, n, m) : wino_plan8(c, n, m);
-  if (cg_env_on("CNNC_WINO_TRACE"))
+  if (cg_tune(c)->wino_trace)
     fprintf(stderr, "wino %s m%d P%d R%d tr%ld ipi%ld tb%ld ngrp%ld nig%ld kb%ld nkb%ld cbt%ld ncb%ld\n", n->name, p.m, p.P, p.R, (long)p.tr,
             (long)p.ipi, (long)p.tb, (long)p.ngrp, (long)p.nig, (long)p.kb, (long)p.nkb, (long)p.cbt, (long)p.ncb);
   return p;
 }
 
 int cg_conv_wino_ok(cg_ctx *c, const ir_node *n) {
-  if (cg_env_on("CNNC_NO_WINOGRAD")) return 0;
+  if (!cg_tune(c)->winograd) return 0;
   const cg_priv *pv = c->priv;
   if (!pv || pv->train || n->op != IR_OP_conv2d || c->target->vec_f32 < 8) return 0;
   const ir_conv2d_attr *a = &n->attr.conv2d;
@@ -578,13 +578,13 @@ static void wino_kblock(cg_ctx *c, const wino_plan *p, const wino_item *it, LLVM
 }
 
 
-/* Output tile of node n: CNNC_WINO_F2=1 forces 2x2, CNNC_WINO_F4=1 forces 4x4 (tests,
+/* Output tile of node n: tune wino_f2=1 forces 2x2, tune wino_f4=1 forces 4x4 (tests,
  * measurements); otherwise 4x4 when the map has at least 2V 4x4 tiles (one GEMM column block
  * of P = 2 vectors: 14x14 and up on AVX2; measured ResNet-50 56x56, 28x28, 14x14 1.3-1.6x
  * faster than F(2x2) per CPU-second, 7x7 with its 4 tiles 0.4x). */
 static int wino_tile(cg_ctx *c, const ir_node *n) {
-  if (cg_env_on("CNNC_WINO_F2")) return 2;
-  if (cg_env_on("CNNC_WINO_F4")) return 4;
+  if (cg_tune(c)->wino_f2) return 2;
+  if (cg_tune(c)->wino_f4) return 4;
   if (wino_wide(c)) { /* 16 lanes: the tile of the lower wino_cost16 */
     wino_plan p2 = wino_plan16(c, n, 2), p4 = wino_plan16(c, n, 4);
     return wino_cost16(&p4) < wino_cost16(&p2) ? 4 : 2;

@@ -10,15 +10,15 @@
  * channels, a fused group of at most batchnorm, residual adds of f32 tensors and relu (no
  * squeeze-excite, side output or round16), no round16 anywhere in the graph (--precision
  * 16.x keeps the direct kernels), a target with 8 or more f32 lanes, and
- * CNNC_NO_WINOGRAD unset (or "0") in cnnc's environment. */
+ * tune winograd unset (or "0"). */
 #define CG_WINO_MIN_C 32
 int cg_conv_wino_ok(cg_ctx *c, const ir_node *n);
 
 /* Emits the kernel of node n (cg_conv_wino_ok(c, n) must hold); kind as cg_gen_conv2d:
  * on 8 lanes conv2d_wino4_... on maps of at least 2V 4x4 output tiles (16 on AVX2),
  * conv2d_wino2_... below; on 16 lanes the tile, register tile and images per item of the
- * lower cost estimate (CNNC_WINO_PLAN8=1: the 8-lane rule); CNNC_WINO_F2=1 / CNNC_WINO_F4=1
- * in cnnc's environment force the tile. */
+ * lower cost estimate (tune wino_plan8=1: the 8-lane rule); tune wino_f2=1 / tune wino_f4=1
+ * force the tile. */
 LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 
 #endif

@@ -106,13 +106,13 @@ static void pool_emit_row(cg_ctx *c, const pool_geom *p, const pool_row *r) {
  * (-inf, the padding, for chunk 0).  The combine order is the scalar one (row by row, taps left
  * to right, cg_max_nan): bitwise equal to the interpreter, NaN and signed zeros included.
  * bf16 splits with integer ops (an i32 lane holds an even and an odd value: odd = lane &
- * 0xffff0000, even = lane << 16).  CNNC_NO_POOL_S2=1: the generic row (pool_emit_row). */
+ * 0xffff0000, even = lane << 16).  tune pool_s2=0: the generic row (pool_emit_row). */
 enum { S2_MAX_CHUNKS = 16 };
 
 static int pool_s2_ok(cg_ctx *c, const pool_geom *p) {
   int v = c->target->vec_f32;
   return p->is_max && p->kw == 3 && p->sw == 2 && p->pl == 1 && v >= 4 && v <= 16 &&
-         (p->ow + v - 1) / v <= S2_MAX_CHUNKS && !cg_env_on("CNNC_NO_POOL_S2");
+         (p->ow + v - 1) / v <= S2_MAX_CHUNKS && cg_tune(c)->pool_s2;
 }
 
 static LLVMValueRef s2_splat_i(cg_ctx *c, LLVMTypeRef et, uint64_t x, int w) {

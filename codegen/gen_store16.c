@@ -151,7 +151,7 @@ int cg_store16_infer(ir_graph *g, const cg_target *t, const char *amp, int fmt, 
         const ir_value *v = &g->values[g->nodes[i].in[j]];
         if (v->kind == IR_VAL_ACT && v->dtype != IR_F32 && g->nodes[i].op != IR_OP_widen16 && !reads16(&h, g, i, j)) {
           rc = ir_diag_set(d, g->nodes[i].loc, g->nodes[i].name, "internal error: 16-bit storage: '%s' reaches a kernel "
-                           "that reads f32 (the fusion changed); CNNC_NO_STORE16=1 avoids it", v->name);
+                           "that reads f32 (the fusion changed); tune store16=0 avoids it", v->name);
           break;
         }
       }

@@ -174,7 +174,7 @@ LLVMValueRef cg_gen_softmax_grad(cg_ctx *c, const ir_node *n, const char *fn_nam
  * at its argmax in output order, the order of the scalar kernel (so dx is bitwise the same).
  * Columns whose window is clipped (the left/right border, known at compile time) and rows whose
  * window is clipped (checked at run time: such a tap reads -inf) take the same code with
- * the clipped taps left out.  CNNC_TRAIN_SCALAR_MAXPOOL_GRAD=1: the old one-output-at-a-time
+ * the clipped taps left out.  tune train_scalar_maxpool_grad=1: the old one-output-at-a-time
  * kernel (A/B; tests compare both). */
 typedef struct mp_ctx {
   const ir_pool_attr *pa;
@@ -321,7 +321,7 @@ LLVMValueRef cg_gen_maxpool_grad(cg_ctx *c, const ir_node *n, const char *fn_nam
   mp_interior(u.w, u.ow, pa->kernel[1], pa->stride[1], pa->pad[1], &oxa, &oxb);
   mp_interior(u.h, u.oh, pa->kernel[0], pa->stride[0], pa->pad[0], &oya, &oyb);
   /* many clipped columns (a window wider than the image) would unroll too much code */
-  if (cg_env_on("CNNC_TRAIN_SCALAR_MAXPOOL_GRAD") || oxa + (u.ow - oxb) > 16 || (int64_t)pa->kernel[0] * pa->kernel[1] > 64)
+  if (cg_tune(c)->train_scalar_maxpool_grad || oxa + (u.ow - oxb) > 16 || (int64_t)pa->kernel[0] * pa->kernel[1] > 64)
     return cg_gen_maxpool_grad_scalar(c, n, fn_name, kind);
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);

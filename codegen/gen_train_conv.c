@@ -318,7 +318,7 @@ static const char *strided_grad_input(cg_ctx *c, const ir_node *n, const ir_conv
    * (ResNet-50 b16: layer4's 3x3 stride-2, dy 1.6 MB, 1.85x; with dy 3.2-26 MB, layer2/3's
    * 3x3 and downsample convs, 1.6-4x slower, layer4's downsample (6.4 MB) unchanged) */
   int64_t dy_bytes = 4 * ds->dim[0] * ds->dim[1] * ds->dim[2] * ds->dim[3];
-  if (buf_floats * 4 <= TC_PACK_MAX_BYTES && dy_bytes <= TC_PACK_MAX_DY_BYTES && !cg_env_on("CNNC_TRAIN_NO_PHASE_PACK")) {
+  if (buf_floats * 4 <= TC_PACK_MAX_BYTES && dy_bytes <= TC_PACK_MAX_DY_BYTES && cg_tune(c)->train_phase_pack) {
     int V = c->target->vec_f32;
     buf = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, V), (uint64_t)((buf_floats + V - 1) / V)), "wph");
     LLVMSetAlignment(buf, 64);

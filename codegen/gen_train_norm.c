@@ -8,7 +8,7 @@
  * the interpreter, each plane summed in f32 vector lanes and the planes added in double.
  * Work is split statically over tid/nthreads by channel (batchnorm), (sample, group)
  * (groupnorm forward / dx) or group (groupnorm dgamma): one writer per output element.
- * Training fusions (passes/fuse.c pass_fuse_train, CNNC_NO_TRAIN_FUSION=1 off): the batchnorm
+ * Training fusions (passes/fuse.c pass_fuse_train, tune train_fusion=0 off): the batchnorm
  * forward with its [residual add and] relu, and the batchnorm backward with relu_grad, dgamma
  * and dbeta. */
 #include <math.h>

@@ -12,7 +12,7 @@
  * on the thread count).  A flat conv (1x1 stride 1 unpadded, pixel vectors) runs the
  * inference GEMM's pixel chunks on small planes (cg_conv_flat_pixels: one long row of the
  * plane, its x chunk packed into a panel by the first tile of the block that reads it and read
- * sequentially by the others); on larger planes, or with CNNC_TRAIN_NO_PCONV_FLAT, it is
+ * sequentially by the others); on larger planes, or with tune train_pconv_flat, it is
  * viewed as rows of a divisor of its plane (cw pixels, ~L2-sized input rows).  A 1x1 strided conv that inference runs on its
  * subsampled plane (sub) runs here on its own output rows; a kxk channel-vector conv that
  * inference runs as K-blocked planes (vc_plane) runs as planes (one item per (image, tile)).
@@ -79,8 +79,8 @@ static int pc_plan(cg_ctx *c, const ir_node *n, int64_t unit, int flat_ok, pconv
     /* a 1x1 strided conv whose plane inference runs as one row (sub: one row per image
      * streamed whole by every block, measured slower than the direct kernel) runs on its
      * own output rows: the channel-vector tiles inference plans for them (ResNet-50
-     * layer4/0's downsample; CNNC_TRAIN_NO_PCONV_SUB=1 at compile time: the direct kernel) */
-    if (cg_env_on("CNNC_TRAIN_NO_PCONV_SUB")) return 0;
+     * layer4/0's downsample; tune train_pconv_sub=0 at compile time: the direct kernel) */
+    if (!cg_tune(c)->train_pconv_sub) return 0;
     g->h = g->w / g->sub_w, g->oh = g->ow / g->sub_ow, g->w = g->sub_w, g->ow = g->sub_ow, g->sub = 0, p->unsub = 1;
     if (!cg_conv_vc_choose(g, cg_acc_budget(c->target))) return 0;
   }
@@ -88,13 +88,13 @@ static int pc_plan(cg_ctx *c, const ir_node *n, int64_t unit, int flat_ok, pconv
   /* kxk channel-vector convs that inference runs as K-blocked planes (cg_conv_vc_plane_ok:
    * tile weights + input over the L2 budget): one item per (image, tile) plane, weights of
    * ~16 KB of input channels reused over the whole plane from L1 instead of over one row
-   * (CNNC_TRAIN_NO_PCONV_VCP=1 at compile time: the rows) */
-  if (g->vc_plane && !cg_env_on("CNNC_TRAIN_NO_PCONV_VCP")) p->plane = 1, p->rows = 1;
+   * (tune train_pconv_vcp=0 at compile time: the rows) */
+  if (g->vc_plane && cg_tune(c)->train_pconv_vcp) p->plane = 1, p->rows = 1;
   else g->vc_plane = 0;
-  if (g->flat && flat_ok && g->ow <= PC_FLAT_MAX_PX && !cg_env_on("CNNC_TRAIN_NO_PCONV_FLAT")) {
+  if (g->flat && flat_ok && g->ow <= PC_FLAT_MAX_PX && cg_tune(c)->train_pconv_flat) {
     /* 1x1 stride 1 unpadded on pixel vectors, small plane: the inference GEMM's pixel
      * chunks (one long row of the plane, whole unmasked tiles but the plane's last, x panel
-     * packed on first use and reused by the block's tiles); CNNC_TRAIN_NO_PCONV_FLAT=1 at
+     * packed on first use and reused by the block's tiles); tune train_pconv_flat=0 at
      * compile time: the rows below */
     int64_t cpx = cg_conv_flat_chunk_px(g);
     p->rows = (g->ow + cpx - 1) / cpx, p->xfl = cg_conv_flat_pack_floats(g);
@@ -301,7 +301,7 @@ static const char *pc_kind(cg_ctx *c, const char *op, const pconv *p) {
 }
 
 LLVMValueRef cg_train_pconv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  if (cg_env_on("CNNC_TRAIN_NO_PCONV")) return NULL;
+  if (!cg_tune(c)->train_pconv) return NULL;
   pconv p;
   if (!pc_plan(c, n, 1, 1, &p)) return NULL;
   int64_t taps = (int64_t)p.g.kh * p.g.kw;
@@ -362,7 +362,7 @@ static int pc_phase_axis(int64_t K, int64_t s, int64_t d, int64_t pad, int64_t p
  * gen_train_conv.c run) when a phase reads no tap (besides the 1x1 case), a view's padding
  * would be negative, or a phase does not fit the packed route. */
 static LLVMValueRef pc_grad_input_strided(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  if (cg_env_on("CNNC_TRAIN_NO_PHASE_PCONV")) return NULL;
+  if (!cg_tune(c)->train_phase_pconv) return NULL;
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->out].shape;
   int64_t H = xs->dim[2], W = xs->dim[3], KH = at->kernel[0], KW = at->kernel[1], sh = at->stride[0], sw = at->stride[1];
@@ -415,7 +415,7 @@ static LLVMValueRef pc_grad_input_strided(cg_ctx *c, const ir_node *n, const cha
  * pad on each side (a negative one: NULL, the direct kernel takes it); stride > 1: per phase
  * (pc_grad_input_strided). */
 LLVMValueRef cg_train_pconv_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  if (cg_env_on("CNNC_TRAIN_NO_PCONV")) return NULL;
+  if (!cg_tune(c)->train_pconv) return NULL;
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
   if (at->stride[0] != 1 || at->stride[1] != 1) return pc_grad_input_strided(c, n, fn_name, kind);
   ir_node v = *n; /* the conv view dy -> dx */

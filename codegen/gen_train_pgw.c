@@ -37,9 +37,9 @@ typedef struct pgw {
   int64_t ldc_max;    /* packed row length of the widest item (floats) */
   int acc;            /* accumulator registers: tiles R x NV, and budget/nv x nv for nv < NV */
   int flat;           /* 1x1 stride 1 unpadded, every chunk >= V pixels: chunks are flat x ranges */
-  int prefetch;       /* the pack prefetches the next chunk's x (CNNC_PGW_NO_PREFETCH: not) */
-  int dwpf;           /* a tile prefetches the next tile's dw rows (CNNC_PGW_NO_DWPF: not) */
-  int gather;         /* stride-2 border pixels by gathers (CNNC_PGW_GATHER), not masked loads + shuffle */
+  int prefetch;       /* the pack prefetches the next chunk's x (tune pgw_prefetch: not) */
+  int dwpf;           /* a tile prefetches the next tile's dw rows (tune pgw_dwpf: not) */
+  int gather;         /* stride-2 border pixels by gathers (tune pgw_gather), not masked loads + shuffle */
   LLVMValueRef dy, x, dwt, buf;
 } pgw;
 
@@ -68,19 +68,19 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   k->R = budget / k->NV;
   /* chunk: the pixels whose NV-vector column slice fills ~16 KB of L1, whole rows */
   int64_t px = 16384 / ((int64_t)k->NV * k->V * 4);
-  /* CNNC_PGW_CHUNK_PX=N at compile time: chunks of ~N pixels (for measurements; the same sums) */
-  if (getenv("CNNC_PGW_CHUNK_PX")) px = atoi(getenv("CNNC_PGW_CHUNK_PX")) > 0 ? atoi(getenv("CNNC_PGW_CHUNK_PX")) : px;
+  /* tune pgw_chunk_px=N at compile time: chunks of ~N pixels (for measurements; the same sums) */
+  if (cg_tune(c)->pgw_chunk_px > 0) px = cg_tune(c)->pgw_chunk_px;
   k->rh = px / k->ow < 1 ? 1 : px / k->ow > k->oh ? k->oh : px / k->ow;
   k->nrch = (k->oh + k->rh - 1) / k->rh;
-  if (!cg_env_on("CNNC_PGW_UNEVEN_ROWS")) { /* as many chunks, of equal rows (14 rows: 7 + 7, not 12 + 2) */
+  if (!cg_tune(c)->pgw_uneven_rows) { /* as many chunks, of equal rows (14 rows: 7 + 7, not 12 + 2) */
     k->rh = (k->oh + k->nrch - 1) / k->nrch;
     k->nrch = (k->oh + k->rh - 1) / k->rh;
   }
   /* maps of at most half a chunk (layer4's 7x7): chunks of whole images, as many of equal count
    * (16 images by 3: 6 chunks, the last of 1), so that the tiles' accumulators go back to dw once
-   * per ~px pixels instead of once per image (CNNC_PGW_ONE_IMAGE: one image per chunk) */
+   * per ~px pixels instead of once per image (tune pgw_one_image: one image per chunk) */
   k->ni = 1, k->nich = k->n;
-  if (k->nrch == 1 && px / (k->oh * k->ow) >= 2 && k->n > 1 && !cg_env_on("CNNC_PGW_ONE_IMAGE")) {
+  if (k->nrch == 1 && px / (k->oh * k->ow) >= 2 && k->n > 1 && !cg_tune(c)->pgw_one_image) {
     int64_t ni = px / (k->oh * k->ow);
     k->nich = (k->n + ni - 1) / ni;
     k->ni = (k->n + k->nich - 1) / k->nich;
@@ -88,7 +88,7 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   }
   int64_t P = k->ni * k->rh * k->ow;
   /* column blocks: the packed chunk within half the L2 tile budget; at least 2 of them (down
-   * to ~32 columns; CNNC_PGW_MINBLK=N: N, the first round's 4 read dy twice as often) and an
+   * to ~32 columns; tune pgw_minblk=N: N, the first round's 4 read dy twice as often) and an
    * even number under 8, so that 2 threads get equal shares; equal blocks of whole channels,
    * rounded up to whole vectors of columns */
   const cg_priv *pv = c->priv;
@@ -97,8 +97,8 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
   int64_t nci = (k->ci + cibmax - 1) / cibmax, minc = (32 + k->taps - 1) / k->taps;
   /* every input-channel block reads all of dy again, every thread packing a block all its x:
    * where dy is the larger (1x1 expansions) the threads share output-channel blocks instead */
-  int dy_larger = cg_env_on("CNNC_PGW_CISPLIT") ? 0 : k->co * k->oh * k->ow > k->ci * k->ih * k->iw;
-  int64_t minb = getenv("CNNC_PGW_MINBLK") ? atoi(getenv("CNNC_PGW_MINBLK")) : 2;
+  int dy_larger = cg_tune(c)->pgw_cisplit ? 0 : k->co * k->oh * k->ow > k->ci * k->ih * k->iw;
+  int64_t minb = cg_tune(c)->pgw_minblk;
   if (nci < minb && !dy_larger) nci = (k->ci + minc - 1) / minc < minb ? (k->ci + minc - 1) / minc : minb;
   if (nci > 1 && nci < 8 && nci % 2 && !dy_larger) nci++;
   if (nci > k->ci) nci = k->ci;
@@ -119,9 +119,9 @@ static int pgw_plan(cg_ctx *c, const ir_node *n, pgw *k) {
     k->nco = (k->co + k->cob - 1) / k->cob;
   }
   k->ldc_max = pgw_ldc(k, k->cib * k->taps);
-  k->prefetch = !cg_env_on("CNNC_PGW_NO_PREFETCH");
-  k->dwpf = !cg_env_on("CNNC_PGW_NO_DWPF");
-  k->gather = cg_env_on("CNNC_PGW_GATHER");
+  k->prefetch = cg_tune(c)->pgw_prefetch;
+  k->dwpf = cg_tune(c)->pgw_dwpf;
+  k->gather = cg_tune(c)->pgw_gather;
   int64_t rlast = k->oh - (k->nrch - 1) * k->rh;
   k->flat = k->kh == 1 && k->kw == 1 && k->sh == 1 && k->sw == 1 && k->pt == 0 && k->pl == 0 && k->oh == k->ih &&
             k->ow == k->iw && (rlast < k->rh ? rlast : k->rh) * k->ow >= k->V;
@@ -501,7 +501,7 @@ static void pgw_emit(cg_ctx *c, const pgw *k, LLVMValueRef tid, LLVMValueRef nth
 
 LLVMValueRef cg_train_pgw(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   pgw k;
-  if (cg_env_on("CNNC_TRAIN_NO_PGW") || !pgw_plan(c, n, &k)) return NULL;
+  if (!cg_tune(c)->train_pgw || !pgw_plan(c, n, &k)) return NULL;
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
   k.dy = a[0], k.x = a[1], k.dwt = a[2];

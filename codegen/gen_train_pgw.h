@@ -9,7 +9,7 @@
  * NULL (nothing emitted) when the path does not apply: groups > 1, --enable-half-partials
  * (dw partials between pixel chunks would be rounded), targets narrower than 4 lanes or with
  * lanes not a power of two, kernels over 128 taps, a packed chunk over 1 MB, or
- * CNNC_TRAIN_NO_PGW set at compile time (for measurements). */
+ * tune train_pgw set at compile time (for measurements). */
 LLVMValueRef cg_train_pgw(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 
 #endif

@@ -20,10 +20,10 @@
 
 /* Each stack panel (transformed inputs, GEMM results) at most this big. */
 #define TW_PANEL_BYTES (192 * 1024)
-/* A block's transformed weights at most this big (CNNC_TRAIN_WINO_U_KB at compile time
+/* A block's transformed weights at most this big (tune train_wino_u_kb at compile time
  * overrides it, for measurements): fewer, wider blocks transform the inputs fewer times. */
 #define TW_U_BYTES (1024 * 1024)
-/* CNNC_TRAIN_WINO_U_KB (measurements) is capped here: U lives in the kernel's frame. */
+/* tune train_wino_u_kb (measurements) is capped here: U lives in the kernel's frame. */
 #define TW_U_MAX_BYTES (8 * 1024 * 1024)
 #define TW_TB_MAX 64 /* tile slots per item at most (a single tile row may be wider) */
 
@@ -40,7 +40,7 @@ static int64_t tw_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* The conditions of gen_train_wino.h on the attributes and the graph. */
 static int tw_route_ok(cg_ctx *c, const ir_conv2d_attr *a) {
-  if (cg_env_on("CNNC_TRAIN_NO_WINOGRAD")) return 0;
+  if (!cg_tune(c)->train_winograd) return 0;
   if (c->target->vec_f32 < 8 || c->g->half_partials) return 0;
   int dh = a->dilation[0] < 1 ? 1 : a->dilation[0], dw = a->dilation[1] < 1 ? 1 : a->dilation[1];
   if (a->kernel[0] != 3 || a->kernel[1] != 3 || a->stride[0] != 1 || a->stride[1] != 1 || dh != 1 || dw != 1 || a->groups > 1)
@@ -76,8 +76,7 @@ static int tw_plan(cg_ctx *c, const int64_t *xd, const int64_t *yd, int pt, int 
   p->nkb = tw_cdiv(p->cin, kbmax), p->kb = tw_cdiv(p->cin, p->nkb), p->vxs = p->kb * p->tb + p->V;
   p->nct = tw_cdiv(p->cout, p->R);
   int64_t ubytes = TW_U_BYTES;
-  const char *ukb = getenv("CNNC_TRAIN_WINO_U_KB");
-  if (ukb && atoi(ukb) > 0) ubytes = (int64_t)atoi(ukb) * 1024;
+  if (cg_tune(c)->train_wino_u_kb > 0) ubytes = (int64_t)cg_tune(c)->train_wino_u_kb * 1024;
   if (ubytes > TW_U_MAX_BYTES) ubytes = TW_U_MAX_BYTES; /* a stack buffer: kernels do not probe their frames */
   int64_t cbmax = TW_PANEL_BYTES / (64 * p->tb * p->R), ubmax = ubytes / (64 * p->kb * p->nkb * p->R);
   if (ubmax < cbmax) cbmax = ubmax;

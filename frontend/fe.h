@@ -28,6 +28,7 @@ typedef struct fe_options {
 #define OPT(field, lname, type, def, values, help, impl) FE_OPT_CTYPE_##type field;
 #include "options.def"
   unsigned char set[FE_OPT_COUNT];
+  const char *tmpdir; /* not an option: where the compile's temporary files go (NULL: /tmp) */
 } fe_options;
 
 typedef struct fe_opt_info {
@@ -43,8 +44,12 @@ int fe_option_find(const char *long_or_field);  /* index or -1; accepts "batch-s
 /* Sets option k from text (strings must outlive o; lists take one item per call).
  * Returns 0 or -1 with d filled (loc/layer left to the caller). */
 int fe_option_set(fe_options *o, int k, const char *text, ir_diag *d);
-/* Writes the options as a JSON object (malloc'd, caller frees). */
+/* Writes the options as a JSON object (malloc'd, caller frees); "tune" holds every knob's
+ * value: the defaults with o's --tune items (fe_options_json), or tune as given. */
 char *fe_options_json(const fe_options *o);
+char *fe_options_json_tuned(const fe_options *o, const ir_tuning *tune);
+/* Applies o's --tune items, in order, to t.  Returns 0 or -1 with d filled. */
+int fe_options_tuning(const fe_options *o, ir_tuning *t, ir_diag *d);
 
 /* Parses the model file at path, merges its compile: section into o (options already set
  * stay), then lowers it into a verified graph with o->batch_size.  Params are initialised

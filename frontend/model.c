@@ -32,6 +32,17 @@ static int set_from_node(fe_ctx *c, fe_options *dst, int k, const fe_node *v) {
       return fe_err(c, v, NULL, "%s must be a single value (got %s)", label, fe_node_desc(c->a, v));
     return fe_option_set_as(dst, k, v->s, label, &sub) ? fe_err(c, v, NULL, "%s", sub.msg) : 0;
   }
+  if (k == FE_OPTK_tune && v->kind == FE_N_MAP) { /* tune: {name: value, ...} */
+    if (fe_option_set_as(dst, k, NULL, label, &sub)) return fe_err(c, v, NULL, "%s", sub.msg);
+    for (int i = 0; i < v->n; i++) {
+      const fe_node *kn = v->kids[2 * i], *vn = v->kids[2 * i + 1];
+      if (kn->kind != FE_N_SCALAR || vn->kind != FE_N_SCALAR || fe_is_null(vn))
+        return fe_err(c, vn, NULL, "%s: '%s' must be a single value (got %s)", label, kn->kind == FE_N_SCALAR ? kn->s : "?",
+                      fe_node_desc(c->a, vn));
+      if (fe_option_set_as(dst, k, ir_fmt(c->a, "%s=%s", kn->s, vn->s), label, &sub)) return fe_err(c, kn, NULL, "%s", sub.msg);
+    }
+    return 0;
+  }
   if (v->kind != FE_N_SEQ) return fe_err(c, v, NULL, "%s must be a list (got %s)", label, fe_node_desc(c->a, v));
   if (fe_option_set_as(dst, k, NULL, label, &sub)) return fe_err(c, v, NULL, "%s", sub.msg);
   for (int i = 0; i < v->n; i++) {

@@ -171,7 +171,16 @@ static int set_proportions(fe_options *o, int k, const char *text, const char *l
   return 0;
 }
 
+/* --tune name=value: checked against ir/tuning.def now, applied by fe_options_tuning. */
+static int set_tune(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  ir_tuning t = ir_tune_defaults;
+  ir_diag sub = {0};
+  if (text && ir_tune_set(&t, text, &sub)) return ir_diag_set(d, (ir_loc){0}, NULL, "%s: %s", label, sub.msg);
+  return set_list(o, k, text, label, d);
+}
+
 static int set_raw(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  if (k == FE_OPTK_tune) return set_tune(o, k, text, label, d);
   if (k == FE_OPTK_memory_limit) return set_bytes(o, k, text, label, d);
   if (k == FE_OPTK_available_memory_proportion) return set_proportions(o, k, text, label, d);
   switch (fe_opt_table[k].type) {
@@ -257,8 +266,14 @@ static void json_double(char *buf, size_t n, double v) {
   }
 }
 
-static void put_value(sbuf *b, const fe_options *o, int k) {
+static void put_value(sbuf *b, const fe_options *o, int k, const ir_tuning *tune) {
   char num[64];
+  if (k == FE_OPTK_tune) { /* every knob's value, not just the items given */
+    char *j = ir_tune_json(tune);
+    puts_(b, j ? j : "{}");
+    free(j);
+    return;
+  }
   const void *p = cfield_ptr(o, k);
   switch (fe_opt_table[k].type) {
   case OPT_INT: snprintf(num, sizeof num, "%lld", (long long)*(const int64_t *)p); puts_(b, num); break;
@@ -277,14 +292,26 @@ static void put_value(sbuf *b, const fe_options *o, int k) {
   }
 }
 
+int fe_options_tuning(const fe_options *o, ir_tuning *t, ir_diag *d) {
+  for (int i = 0; i < o->tune.n; i++)
+    if (ir_tune_set(t, o->tune.v[i], d)) return -1;
+  return 0;
+}
+
 char *fe_options_json(const fe_options *o) {
+  ir_tuning t = ir_tune_defaults;
+  fe_options_tuning(o, &t, NULL);
+  return fe_options_json_tuned(o, &t);
+}
+
+char *fe_options_json_tuned(const fe_options *o, const ir_tuning *tune) {
   sbuf b = {0};
   puts_(&b, "{");
   for (int k = 0; k < FE_OPT_COUNT; k++) {
     puts_(&b, k ? ", " : "");
     put_json_str(&b, fe_opt_table[k].field);
     puts_(&b, ": ");
-    put_value(&b, o, k);
+    put_value(&b, o, k, tune);
   }
   puts_(&b, "}");
   return b.p;

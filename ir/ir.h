@@ -199,7 +199,13 @@ typedef struct ir_graph {
   int half_partials, partial_lanes;
   int *partial_kblock;
   int64_t *partial_bytes;
+  /* The tuning knobs this graph is compiled with (ir/tuning.def; set by the driver, NULL =
+   * the defaults): read through ir_tune(g). */
+  const struct ir_tuning *tune;
 } ir_graph;
+
+/* g's tuning knobs: g->tune, or the defaults when it is NULL (ir/tuning.h). */
+const struct ir_tuning *ir_tune(const ir_graph *g);
 
 /* New empty graph owning its arena.  Caller frees with ir_graph_free. */
 ir_graph *ir_graph_new(const char *name, int batch);
@@ -264,5 +270,7 @@ void ir_init_params(ir_graph *g, uint64_t seed);
  * ir_interp_free.  Training-mode batchnorm updates running statistics in g. */
 float **ir_interp(ir_graph *g, const float *x, const float *labels);
 void ir_interp_free(const ir_graph *g, float **vals);
+
+#include "ir/tuning.h" /* ir_tune(g)->knob */
 
 #endif

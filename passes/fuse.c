@@ -41,10 +41,8 @@ static int epilogue_ok(const ir_graph *g, const ir_node *m, int v) {
   switch (m->op) {
   case IR_OP_relu: case IR_OP_sigmoid: case IR_OP_swish:
     return 1;
-  case IR_OP_round16: { /* CNNC_NO_ROUND16_FUSION=1: separate round16 kernels (tests compare) */
-    const char *e = getenv("CNNC_NO_ROUND16_FUSION");
-    return !(e && *e && strcmp(e, "0"));
-  }
+  case IR_OP_round16: /* tune round16_fusion=0: separate round16 kernels (tests compare) */
+    return ir_tune(g)->round16_fusion;
   case IR_OP_add: {
     int other = m->in[0] == v ? m->in[1] : m->in[0];
     const ir_value *o = &g->values[other];
@@ -82,12 +80,11 @@ static void grow_group(const ir_graph *g, int a, pass_fusion *plan) {
  * [N,C,H,W] activation by an [N,C,1,1] one (either operand order), read by a alone in its
  * shard.  Fused, the conv multiplies each input channel by its (image, channel) factor where
  * it loads its input (codegen/gen_conv.c), and the mul's memory pass over the map is gone.
- * Returns the mul's node id or -1.  CNNC_NO_SE_FUSION=1 keeps the mul's own kernel (A/B). */
+ * Returns the mul's node id or -1.  Tune se_fusion=0 keeps the mul's own kernel (A/B). */
 static int se_scale_mul(const ir_graph *g, int a, const pass_fusion *plan) {
   const ir_node *n = &g->nodes[a];
   const ir_conv2d_attr *ca = &n->attr.conv2d;
-  const char *env = getenv("CNNC_NO_SE_FUSION");
-  if (env && *env && strcmp(env, "0")) return -1;
+  if (!ir_tune(g)->se_fusion) return -1;
   if (ca->kernel[0] != 1 || ca->kernel[1] != 1 || ca->stride[0] != 1 || ca->stride[1] != 1 || ca->groups > 1) return -1;
   for (int k = 0; k < 4; k++)
     if (ca->pad[k]) return -1;
@@ -111,13 +108,12 @@ static int se_scale_mul(const ir_graph *g, int a, const pass_fusion *plan) {
  * stride 1 or 2, output rows of at most 32 vectors, the row tile's input rows and stride-2
  * row buffer in bounds), and its group's result is read by a global_avgpool whose own result
  * has a single reader in the shard.  The kernel sums each plane as it stores it.  Returns the
- * pool's node id or -1.  CNNC_NO_SE_FUSION=1 keeps the pool's own kernel (A/B). */
+ * pool's node id or -1.  Tune se_fusion=0 keeps the pool's own kernel (A/B). */
 static int se_pool(const ir_graph *g, int a, const pass_fusion *plan) {
   const ir_node *n = &g->nodes[a];
   const ir_conv2d_attr *ca = &n->attr.conv2d;
   const ir_shape *xs = &g->values[n->in[0]].shape, *ys = &g->values[n->out].shape;
-  const char *env = getenv("CNNC_NO_SE_FUSION");
-  if ((env && *env && strcmp(env, "0")) || xs->rank != 4 || ys->rank != 4) return -1;
+  if (!ir_tune(g)->se_fusion || xs->rank != 4 || ys->rank != 4) return -1;
   int64_t h = xs->dim[2], w = xs->dim[3], oh = ys->dim[2], ow = ys->dim[3], s = ca->stride[0];
   int dh = ca->dilation[0] > 0 ? ca->dilation[0] : 1, dw = ca->dilation[1] > 0 ? ca->dilation[1] : 1;
   int taps = ca->kernel[0] * ca->kernel[1];
@@ -150,14 +146,9 @@ void pass_fuse(const ir_graph *g, int enable, pass_fusion *plan) {
 }
 
 /* ---- training ---------------------------------------------------------------------------- */
-static int env_set(const char *name) {
-  const char *e = getenv(name);
-  return e && *e && strcmp(e, "0");
-}
-static int train_fusion_disabled(void) { return env_set("CNNC_NO_TRAIN_FUSION"); }
-/* CNNC_NO_TRAIN_RESIDUAL_FUSION=1 (A/B): no residual add in a group (bn + add + relu forward,
+/* Tune train_residual_fusion=0 (A/B): no residual add in a group (bn + add + relu forward,
  * add + relu_grad backward); the other training fusions stay. */
-static int residual_fusion_disabled(void) { return env_set("CNNC_NO_TRAIN_RESIDUAL_FUSION"); }
+static int residual_fusion_disabled(const ir_graph *g) { return !ir_tune(g)->train_residual_fusion; }
 
 static int same_stage(const ir_graph *g, int a, int b) {
   return g->nodes[a].shard == g->nodes[b].shard && pass_train_phase(g, a) == pass_train_phase(g, b);
@@ -231,7 +222,7 @@ static int add_of(const ir_graph *g, int b, int y, const pass_fusion *plan) {
  * intermediate results are then never stored. */
 static void fuse_bn_relu(const ir_graph *g, int b, pass_fusion *plan) {
   int y = g->nodes[b].out, r = relu_of(g, b, y, plan), a = -1;
-  if (r < 0 && !residual_fusion_disabled() && (a = add_of(g, b, y, plan)) >= 0) r = relu_of(g, b, g->nodes[a].out, plan);
+  if (r < 0 && !residual_fusion_disabled(g) && (a = add_of(g, b, y, plan)) >= 0) r = relu_of(g, b, g->nodes[a].out, plan);
   if (r < 0) return;
   pass_fusion *p = &plan[b];
   if (a >= 0) p->post[p->n_post++] = a, plan[a].anchor = b;
@@ -264,7 +255,7 @@ static int fuse_add_relu_grad(const ir_graph *g, int q, pass_fusion *plan) {
 }
 
 int pass_fuse_train(const ir_graph *g, int accum, pass_fusion *plan) {
-  if (train_fusion_disabled()) return 0;
+  if (!ir_tune(g)->train_fusion) return 0;
   int absorbed = 0;
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i].op == IR_OP_batchnorm && g->nodes[i].attr.batchnorm.training && plan[i].anchor == i && plan[i].n_post == 0) {
@@ -297,7 +288,7 @@ int pass_fuse_train(const ir_graph *g, int accum, pass_fusion *plan) {
     }
   }
   /* after the batchnorm backward groups, which take a relu_grad whole when they can */
-  for (int q = 0; q < g->n_nodes && !residual_fusion_disabled(); q++)
+  for (int q = 0; q < g->n_nodes && !residual_fusion_disabled(g); q++)
     if (g->nodes[q].op == IR_OP_relu_grad && plan[q].anchor == q && plan[q].n_pre == 0) absorbed += fuse_add_relu_grad(g, q, plan);
   return absorbed;
 }

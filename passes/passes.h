@@ -71,7 +71,7 @@ void pass_fuse(const ir_graph *g, int enable, pass_fusion *plan);
  * operands); a relu_grad takes the add producing its dy when nothing else reads it (pre).
  * accum (gradient accumulation or replicas): no batchnorm_grad_input groups (their extra
  * outputs are gradients, and the accumulators' add covers a kernel's first output only:
- * cg_main.c).  CNNC_NO_TRAIN_FUSION=1 keeps every node alone (A/B, tests).  Returns the number
+ * cg_main.c).  tune train_fusion=0 keeps every node alone (A/B, tests).  Returns the number
  * of nodes absorbed. */
 int pass_fuse_train(const ir_graph *g, int accum, pass_fusion *plan);
 
@@ -89,10 +89,10 @@ int64_t pass_plan_memory(pass_usage *u, int n);
 
 /* Bytes per element of a gradient accumulator (--gradient-accumulation / --replicas sums in
  * the state buffer): 2 when half_partials (1 + ir_half_format, --enable-half-partials) is on —
- * bf16/fp16 storage, docs/precision.md "Half partials" — unless CNNC_HALF_PARTIALS_F32 is set
- * in the environment (f32 storage rounded to the 16-bit grid at every store: bitwise the same
- * numbers, the reference the tests compare with); 4 otherwise. */
-int pass_acc_elem_bytes(int half_partials);
+ * bf16/fp16 storage, docs/precision.md "Half partials" — unless g's tune half_partials_f32
+ * is set (f32 storage rounded to the 16-bit grid at every store: bitwise the same numbers, the
+ * reference the tests compare with); 4 otherwise. */
+int pass_acc_elem_bytes(const ir_graph *g, int half_partials);
 
 /* ---- memory_limit.c (--memory-limit; docs/cli.md) ------------------------------------ */
 /* One shard's planned memory as plain records.  Steps are the shard's program steps. */
@@ -151,8 +151,8 @@ typedef struct pass_store16_stats {
  * (ir_half_format) via narrow16/widen16 nodes, exactly (see passes/store16.c).  Returns the
  * number of nodes inserted or -1 with d filled; stats may be NULL (its log is read first). */
 int pass_store16_train(ir_graph *g, int fmt, pass_store16_stats *stats, ir_diag *d);
-/* Nonzero when CNNC_NO_STORE16 is set (f32 storage, the reference the tests compare with). */
-int pass_store16_disabled(void);
+/* Nonzero when g's tune store16 is 0 (f32 storage, the reference the tests compare with). */
+int pass_store16_disabled(const ir_graph *g);
 /* Inference (after pass_split): what the back end's kernels can do with 16-bit operands.
  * writes16(ctx, node): the kernel whose result is node's result stores it as 16-bit values
  * (the node is a round16, the last op of its kernel, or a maxpool of a 16-bit value);

@@ -59,7 +59,6 @@ int64_t pass_plan_memory(pass_usage *u, int n) {
   return align_up(total, 64);
 }
 
-int pass_acc_elem_bytes(int half_partials) {
-  const char *e = getenv("CNNC_HALF_PARTIALS_F32");
-  return half_partials > 0 && !(e && *e && strcmp(e, "0")) ? 2 : 4;
+int pass_acc_elem_bytes(const ir_graph *g, int half_partials) {
+  return half_partials > 0 && !ir_tune(g)->half_partials_f32 ? 2 : 4;
 }

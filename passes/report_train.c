@@ -116,7 +116,7 @@ static void train_state(pass_report *r, const cg_report_kernel *k) {
         if (seen[v] || p < 0 || pass_train_phase(g, p) != PASS_PHASE_BWD) continue;
         seen[v] = 1;
         int s = g->nodes[p].shard < 0 || g->nodes[p].shard >= t->S ? 0 : g->nodes[p].shard;
-        int64_t es = pass_acc_elem_bytes(g->half_partials), numel = ir_shape_numel(&g->values[v].shape); /* 16-bit with half partials (cg_layout.c) */
+        int64_t es = pass_acc_elem_bytes(g, g->half_partials), numel = ir_shape_numel(&g->values[v].shape); /* 16-bit with half partials (cg_layout.c) */
         t->ts[s].accumulators += (numel * es + 63) / 64 * 64 * t->replicas;
         t->acc_f32_bytes += (numel * 4 + 63) / 64 * 64 * t->replicas;
       }

@@ -25,7 +25,7 @@
  *  extra node; every other reader gets a widen16 right before it.  Graph outputs and values
  *  read in another shard stay f32.
  *
- * CNNC_NO_STORE16=1 in the environment skips the pass (the f32-storage build the tests
+ * tune store16=0 skips the pass (the f32-storage build the tests
  * compare against bit for bit). */
 #include <stdlib.h>
 #include <string.h>
@@ -42,9 +42,8 @@ int pass_grad_widen16(pass_ad *ad, const ir_node *n, int dy) {
   return pass_grad_fail(ad, n, "widen16 is a storage op inserted after autodiff and has no gradient rule");
 }
 
-int pass_store16_disabled(void) {
-  const char *e = getenv("CNNC_NO_STORE16");
-  return e && *e && strcmp(e, "0");
+int pass_store16_disabled(const ir_graph *g) {
+  return !ir_tune(g)->store16;
 }
 
 /* Result exactly on the 16-bit grid whenever operand 0 is (as precision.c's keeps_grid). */

@@ -20,7 +20,7 @@ enum { EXIT_MODEL = 1, EXIT_USAGE = 2 };
 
 typedef struct driver {
   const char *model, *output, *emit, *report;
-  int summary, verbose, help, version;
+  int summary, verbose, help, help_tune, version;
   double load_seconds;
   fe_options o;
 } driver;
@@ -46,6 +46,7 @@ static const dflag driver_flags[] = {
                               "and totals, for one image", INT_FLAG(summary)},
     {"-v", "--verbose", NULL, "progress and timings on stderr", INT_FLAG(verbose)},
     {"-h", "--help", NULL, "this help", INT_FLAG(help)},
+    {NULL, "--help-tune", NULL, "the tuning knobs of --tune, their defaults and ranges", INT_FLAG(help_tune)},
     {NULL, "--version", NULL, "version of cnnc and LLVM", INT_FLAG(version)},
 };
 #define N_DFLAGS (int)(sizeof driver_flags / sizeof driver_flags[0])
@@ -463,8 +464,18 @@ int main(int argc, char **argv) {
   driver D = {0};
   if (argc >= 2 && !strcmp(argv[1], "report-diff")) return report_diff(argc, argv);
   fe_options_init(&D.o);
+  D.o.tmpdir = getenv("TMPDIR");
+  /* CNNC_TUNE=name=value,...: tuning knobs for scripts, as if given first with --tune */
+  const char *env_tune = getenv("CNNC_TUNE");
+  char *tune_copy = env_tune && *env_tune ? strdup(env_tune) : NULL;
+  int no_arg = 0;
+  if (tune_copy && parse_list(&D, FE_OPTK_tune, tune_copy, 0, argv, &no_arg)) {
+    fprintf(stderr, "cnnc: (from CNNC_TUNE='%s' in the environment)\n", env_tune);
+    return EXIT_USAGE;
+  }
   if (parse_args(&D, argc, argv) || check_emit(&D)) return EXIT_USAGE;
   if (D.help) return print_help(), 0;
+  if (D.help_tune) return ir_tune_help(stdout), 0;
   if (D.version) return print_version(), 0;
   if (!D.model) return usage_error("no model file given%s%s", "", ""), EXIT_USAGE;
   if (!D.summary && !D.emit && !D.output)
