@@ -173,8 +173,8 @@ def main_train(a):
               + ("" if r is None else "  (>= target)" if r >= tg else "  (below target)"))
     if busy:
         print(f"\nWARNING: load average up to {max(x[7] for x in rows):.1f} on this machine: both programs got a fraction of "
-              "the cores, and PyTorch slowed down more than cnnc under load when measured here (bench/RESULTS.md, Zen 3 "
-              "training), so these ratios are not quiet-machine ratios, which the issue's targets are about.")
+              "the cores, and PyTorch slowed down more than cnnc under load when measured here (bench/RESULTS.md, Zen 3, "
+              "'training on a loaded machine'), so these ratios are not quiet-machine ratios, which the issue's targets are about.")
     print(f"\nimg/s medians over rounds, ratio = median of the per-round cnnc/torch ratios; {a.threads} threads "
           f"(fmnist_torch.py sets 2); cnnc: cnnrun benchmark, 2 warm-up steps, >= {a.seconds:g} s of steps on one synthetic "
           "batch; torch: torch_bench.py train (same protocol) / "
