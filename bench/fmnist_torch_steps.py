@@ -2,9 +2,9 @@
 
 The model, optimizer (SGD momentum 0.9, lr 0.05), batch (64), data (Fashion-MNIST train split
 / 255, a torch.randperm order, the index gather xtr[j] inside every step) and thread count (2)
-are those of /work/shared/anchors/fmnist_torch.py; instead of one 937-step epoch it runs 2
-warm-up steps, then steps until >= SECONDS (default 20) and >= 3 steps, and prints img/s of
-the timed steps.  For bench/run.py --train --fmnist-torch steps, when a full epoch of the
+are those of the anchors' fmnist_torch.py (bench/README.md, "Peers"); instead of one 937-step
+epoch it runs 2 warm-up steps, then steps until >= SECONDS (default 20) and >= 3 steps, and
+prints img/s of the timed steps.  For bench/run.py --train --fmnist-torch steps, when a full epoch of the
 anchor does not fit (a loaded machine).  Usage: fmnist_torch_steps.py [SECONDS]"""
 import gzip, sys, time, numpy as np, torch, torch.nn as nn
 D = "/usr/share/datasets/fashion-mnist/"

@@ -27,8 +27,10 @@ data, the first step and the per-step index gather included, no warm-up dropped;
 --fmnist-torch steps: bench/fmnist_torch_steps.py, the same loop timed like torch_bench.py).  Each round
 runs cnnc then PyTorch (A/B/A/B), so drifts of the host's speed hit both; the table gives the
 medians over rounds and the median of the per-round ratios.
-Environment: ORT_NODE (default /work/ort/node_modules/onnxruntime-node), ANCHORS
-(default /work/shared/anchors), TORCH_PY (default /usr/bin/python3).
+Peers: the anchors (export_onnx.py, ort_bench.js, torch_bench.py, fmnist_torch.py) in ANCHORS
+(default <repo>/../shared/anchors); onnxruntime-node in ORT_NODE (default
+<repo>/bench/.ort/node_modules/onnxruntime-node, installed by `bash bench/setup.sh`); PyTorch
+through TORCH_PY (default /usr/bin/python3).
 """
 import argparse, json, math, os, re, subprocess, sys, time
 
@@ -78,6 +80,8 @@ def ort_run(a, model, batch):
     onnx = os.path.join(a.work, f"{model}.onnx")
     if not os.path.exists(onnx):
         sh([a.torch_py, os.path.join(a.anchors, "export_onnx.py"), model, onnx])
+    if not os.path.isdir(a.ort_node):
+        sys.exit(f"no onnxruntime-node at {a.ort_node}: run `bash bench/setup.sh`, set ORT_NODE, or pass --no-ort")
     env = dict(os.environ, ORT_NODE=a.ort_node)
     out = sh(["node", os.path.join(a.anchors, "ort_bench.js"), onnx, str(batch), str(a.threads)], env=env)
     return float(re.search(r"([0-9.]+) img/s", out).group(1))
@@ -169,8 +173,8 @@ def main_train(a):
               + ("" if r is None else "  (>= target)" if r >= tg else "  (below target)"))
     if busy:
         print(f"\nWARNING: load average up to {max(x[7] for x in rows):.1f} on this machine: both programs got a fraction of "
-              "the cores, and PyTorch slowed down more than cnnc under load when measured here (bench/README.md, 'Training "
-              "against PyTorch'), so these ratios are not quiet-machine ratios, which the issue's targets are about.")
+              "the cores, and PyTorch slowed down more than cnnc under load when measured here (bench/RESULTS.md, Zen 3, "
+              "'training on a loaded machine'), so these ratios are not quiet-machine ratios, which the issue's targets are about.")
     print(f"\nimg/s medians over rounds, ratio = median of the per-round cnnc/torch ratios; {a.threads} threads "
           f"(fmnist_torch.py sets 2); cnnc: cnnrun benchmark, 2 warm-up steps, >= {a.seconds:g} s of steps on one synthetic "
           "batch; torch: torch_bench.py train (same protocol) / "
@@ -199,8 +203,11 @@ def main():
     if a.rounds < 1:
         p.error("--rounds must be at least 1")
     a.work = a.work or os.path.join(a.build, "bench")
-    a.anchors = os.environ.get("ANCHORS", "/work/shared/anchors")
-    a.ort_node = os.environ.get("ORT_NODE", "/work/ort/node_modules/onnxruntime-node")
+    a.anchors = os.path.abspath(os.environ.get("ANCHORS", os.path.join(ROOT, "..", "shared", "anchors")))
+    a.ort_node = os.path.abspath(os.environ.get("ORT_NODE", os.path.join(ROOT, "bench", ".ort", "node_modules",
+                                                                          "onnxruntime-node")))
+    if not (a.no_ort and a.no_torch) and not os.path.isdir(a.anchors):
+        sys.exit(f"no peer scripts at {a.anchors}: set ANCHORS to the anchors folder (bench/README.md)")
     a.torch_py = os.environ.get("TORCH_PY", "/usr/bin/python3")
     os.makedirs(a.work, exist_ok=True)
     if a.train:
