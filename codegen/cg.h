@@ -22,17 +22,29 @@
 
 #include "ir/ir.h"
 
+/* The caches cache blocking plans for (codegen/cg_budget.h). */
+typedef struct cg_cache_sizes {
+  int64_t l2, l3;              /* bytes of one cache instance (0: none) */
+  int l2_sharing, l3_sharing;  /* logical cpus sharing one instance (>= 1) */
+  int from_sysfs;              /* 1: read from the host's sysfs; 2: --target-cache; 0: the fallbacks */
+} cg_cache_sizes;
+
 typedef struct cg_target {
   LLVMTargetMachineRef tm;
   char *triple, *cpu, *features;  /* LLVM-owned strings (LLVMDisposeMessage) */
   int vec_f32;                    /* f32 lanes of the widest usable vector: 16 AVX-512, 8 AVX2, 4 SSE */
   int has_avx512bf16;
+  cg_cache_sizes cache;           /* what cache blocking assumes: the host's, fallbacks, or --target-cache */
 } cg_target;
 
 /* Creates the target machine for the host, or for the given cpu/features/triple (NULL or ""
  * = host).  Returns 0 or -1 with d filled. */
 int cg_target_init(cg_target *t, const char *triple, const char *cpu, const char *features, ir_diag *d);
 void cg_target_dispose(cg_target *t);
+/* --target-cache "L2,L3": the per-core L2 and L3 bytes (K/M/G suffixes) cache blocking plans
+ * for, instead of the detected ones (tests pin them: the host is an input).  Returns 0 or -1
+ * with d filled. */
+int cg_target_set_cache(cg_target *t, const char *spec, ir_diag *d);
 /* Sets LLVM's process-wide code generation options (tune sched_huge_region); the first call
  * of a process wins.  cg_compile calls it. */
 void cg_llvm_options(int huge_region);

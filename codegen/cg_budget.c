@@ -78,6 +78,35 @@ int cg_cache_sizes_sysfs(const char *root, cg_cache_sizes *c) {
 }
 
 void cg_cache_sizes_for(const cg_target *t, cg_cache_sizes *c) {
+  if (t && t->cache.l2 > 0) *c = t->cache;
+  else cg_cache_sizes_detect(t, c);
+}
+
+/* One size of --target-cache: digits with an optional K, M or G; *p advances past it. */
+static int64_t cache_bytes(const char **p) {
+  const char *s = *p;
+  int64_t v = 0;
+  if (*s < '0' || *s > '9') return -1;
+  for (; *s >= '0' && *s <= '9'; s++)
+    if ((v = v * 10 + (*s - '0')) > (1LL << 36)) return -1;
+  if (*s == 'K') v <<= 10, s++;
+  else if (*s == 'M') v <<= 20, s++;
+  else if (*s == 'G') v <<= 30, s++;
+  *p = s;
+  return v <= (1LL << 36) ? v : -1;
+}
+
+int cg_target_set_cache(cg_target *t, const char *spec, ir_diag *d) {
+  const char *p = spec ? spec : "";
+  int64_t l2 = cache_bytes(&p), l3 = *p == ',' ? (p++, cache_bytes(&p)) : -1;
+  if (l2 < 4096 || l3 < 0 || *p)
+    return ir_diag_set(d, (ir_loc){0}, NULL, "--target-cache takes the per-core L2 and L3 sizes as L2,L3 with an optional "
+                       "K, M or G, e.g. 2M,4M (L2 >= 4K, each <= 64G; got '%s')", spec ? spec : "");
+  t->cache = (cg_cache_sizes){l2, l3, 1, 1, 2};
+  return 0;
+}
+
+void cg_cache_sizes_detect(const cg_target *t, cg_cache_sizes *c) {
   int host = 1;
   if (t && t->triple && t->cpu) {
     char *def = LLVMGetDefaultTargetTriple(), *norm = LLVMNormalizeTargetTriple(def), *cpu = LLVMGetHostCPUName();

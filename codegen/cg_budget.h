@@ -17,19 +17,16 @@
 #define CG_FALLBACK_L3_PER_CORE (2 * 1024 * 1024)
 #define CG_DEFAULT_PROPORTION 0.6
 
-typedef struct cg_cache_sizes {
-  int64_t l2, l3;              /* bytes of one cache instance (0: none) */
-  int l2_sharing, l3_sharing;  /* logical cpus sharing one instance (>= 1) */
-  int from_sysfs;              /* 1: read from the host's sysfs; 0: the fallbacks */
-} cg_cache_sizes;
-
 /* Reads cpu0's unified/data L2 and L3 from root (normally "/sys/devices/system/cpu"):
  * cache/index*\/{level,type,size,shared_cpu_list}.  Returns 0, or -1 when no L2 was found
  * (c then holds the fallbacks). */
 int cg_cache_sizes_sysfs(const char *root, cg_cache_sizes *c);
-/* The cache sizes code for t will meet: the host's (sysfs) when t is the host (its triple and
- * cpu are LLVM's host ones; t may be NULL = host), else the fallbacks. */
+/* The cache sizes code for t will meet: t->cache (cg_target_init fills it: the host's from
+ * sysfs when t is the host — its triple and cpu are LLVM's host ones — else the fallbacks;
+ * --target-cache sets it, cg_target_set_cache); t NULL = the host's. */
 void cg_cache_sizes_for(const cg_target *t, cg_cache_sizes *c);
+/* The detection behind cg_target_init: sysfs for the host target (or t NULL), else fallbacks. */
+void cg_cache_sizes_detect(const cg_target *t, cg_cache_sizes *c);
 
 /* The bytes one conv/matmul's working set (the input, weight and output blocks it keeps
  * hot, and any temporaries) may use on one core: p * (L2 per core + L3 per core), where a

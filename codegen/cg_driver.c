@@ -100,6 +100,10 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
   }
   cg_target t;
   if (cg_target_init(&t, o->mtriple, o->target_cpu, o->target_features, d)) return -1;
+  if (o->target_cache[0] && cg_target_set_cache(&t, o->target_cache, d)) {
+    cg_target_dispose(&t);
+    return -1;
+  }
   if (!(o->mode && !strcmp(o->mode, "training")) && o->precision && strcmp(o->precision, "32.32") &&
       !pass_store16_disabled(g) && /* 16-bit inference activations (gen_store16.c), before the budget sees them */
       cg_store16_infer(g, &t, o->available_memory_proportion, pass_precision_format(o->half_type), verbose ? stderr : NULL, d) < 0) {

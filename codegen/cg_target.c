@@ -10,6 +10,7 @@
 #include <llvm-c/Support.h>
 #include <llvm-c/Target.h>
 
+#include "codegen/cg_budget.h"
 #include "codegen/cg_internal.h"
 
 /* LLVM's machine scheduler builds a dependence graph per scheduling region, and keeps every
@@ -227,6 +228,7 @@ int cg_target_init(cg_target *t, const char *triple, const char *cpu, const char
   }
   t->vec_f32 = probe_vec_width(t);
   t->has_avx512bf16 = probe_avx512bf16(t);
+  cg_cache_sizes_detect(t, &t->cache);
   return 0;
 }
 

@@ -171,6 +171,22 @@ static int set_proportions(fe_options *o, int k, const char *text, const char *l
   return 0;
 }
 
+/* --target-cache L2,L3: two sizes, digits with an optional K, M or G (codegen/cg_budget.c
+ * cg_target_set_cache applies it and checks the ranges). */
+static int set_target_cache(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  const char *p = text ? text : "";
+  for (int i = 0; i < 2; i++) {
+    if (*p < '0' || *p > '9') break;
+    while (*p >= '0' && *p <= '9') p++;
+    if (*p == 'K' || *p == 'M' || *p == 'G') p++;
+    if (i == 0 && *p == ',') p++;
+    else if (i == 0) break;
+    else if (!*p) return *(const char **)field_ptr(o, k) = text, 0;
+  }
+  return ir_diag_set(d, (ir_loc){0}, NULL, "%s takes the per-core L2 and L3 cache sizes as L2,L3, each digits with an "
+                     "optional K, M or G, e.g. 2M,4M (got '%s')", label, text ? text : "");
+}
+
 /* --tune name=value: checked against ir/tuning.def now, applied by fe_options_tuning. */
 static int set_tune(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
   ir_tuning t = ir_tune_defaults;
@@ -181,6 +197,7 @@ static int set_tune(fe_options *o, int k, const char *text, const char *label, i
 
 static int set_raw(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
   if (k == FE_OPTK_tune) return set_tune(o, k, text, label, d);
+  if (k == FE_OPTK_target_cache && text && *text) return set_target_cache(o, k, text, label, d);
   if (k == FE_OPTK_memory_limit) return set_bytes(o, k, text, label, d);
   if (k == FE_OPTK_available_memory_proportion) return set_proportions(o, k, text, label, d);
   switch (fe_opt_table[k].type) {

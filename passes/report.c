@@ -550,7 +550,7 @@ int pass_report_write_json(const pass_report *r, FILE *f) {
           r->vec_f32, r->cores, rp_cores_per_shard(r), r->peak_flops_core / 1e9, r->peak_bw_core / 1e9);
   fprintf(f, "  \"cache\": {\"l2\": %lld, \"l2_sharing\": %d, \"l3\": %lld, \"l3_sharing\": %d, \"source\": \"%s\"},\n",
           (long long)r->cache.l2, r->cache.l2_sharing, (long long)r->cache.l3, r->cache.l3_sharing,
-          r->cache.from_sysfs ? "sysfs" : "fallback");
+          r->cache.from_sysfs == 2 ? "target-cache" : r->cache.from_sysfs ? "sysfs" : "fallback");
   fprintf(f, "  \"memory_limit\": ");
   if (r->limit > 0) fprintf(f, "%lld,\n", (long long)r->limit);
   else fprintf(f, "null,\n");

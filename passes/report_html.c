@@ -421,7 +421,7 @@ static void header(const pass_report *r, FILE *f) {
   for (int s = 0; s < n_mem_shards(r); s++) fprintf(f, "%s%.3g", s ? ", " : "", cg_budget_proportion(r->amp_text, s));
   fprintf(f, " (working-set budget = P &times; (L2 %s + L3 %s per core), caches from %s)</dd>",
           human((double)r->cache.l2 / r->cache.l2_sharing, b1, sizeof b1),
-          human((double)r->cache.l3 / r->cache.l3_sharing, b2, sizeof b2), r->cache.from_sysfs ? "sysfs" : "the fallbacks");
+          human((double)r->cache.l3 / r->cache.l3_sharing, b2, sizeof b2), r->cache.from_sysfs == 2 ? "--target-cache" : r->cache.from_sysfs ? "sysfs" : "the fallbacks");
   fprintf(f, "</dl>\n");
 }
 

@@ -59,8 +59,9 @@ compile() { # NAME ARGS...: compile to $T/NAME.so with a report $T/NAME.json
 }
 compile tr "$T/hp.yml" --mode training --batch-size 4 --precision 16.32 --half-type fp16 --enable-half-partials \
   --gradient-accumulation 2
-CNNC_NO_BF16=1 compile kb "$T/kb.yml" --batch-size 2 --precision 16.16 --available-memory-proportion 0.1 --enable-half-partials
-compile kbd "$T/kb.yml" --batch-size 2 --precision 16.16 --available-memory-proportion 0.1 --enable-half-partials
+# --target-cache: the K blocks depend on the L2 size; pinned so every host plans the same
+CNNC_NO_BF16=1 compile kb "$T/kb.yml" --batch-size 2 --precision 16.16 --available-memory-proportion 0.1 --enable-half-partials --target-cache 1M,2M
+compile kbd "$T/kb.yml" --batch-size 2 --precision 16.16 --available-memory-proportion 0.1 --enable-half-partials --target-cache 1M,2M
 compile mlp "$T/mlp.yml" --mode training --batch-size 4 --precision 16.32 --enable-half-partials
 compile off "$T/hp.yml" --mode training --batch-size 4 --precision 16.32
 

@@ -59,6 +59,21 @@ static void test_cache_sizes(void) {
   CHECK(cg_shard_tile_budget(NULL, "0.6,0.3", 1) == cg_tile_budget(&c, 0.3) &&
             cg_shard_working_set_budget(NULL, NULL, 0) == cg_working_set_budget(&c, 0.6),
         "per-shard helpers");
+  /* --target-cache: the host is an input; the target's sizes win over detection */
+  cg_target t = {0};
+  ir_diag d = {0};
+  CHECK(cg_target_set_cache(&t, "1M,2M", &d) == 0 && t.cache.l2 == 1 << 20 && t.cache.l3 == 2 << 20 &&
+            t.cache.from_sysfs == 2,
+        "--target-cache 1M,2M: l2 %lld l3 %lld", (long long)t.cache.l2, (long long)t.cache.l3);
+  cg_cache_sizes_for(&t, &c);
+  CHECK(c.l2 == 1 << 20 && cg_shard_tile_budget(&t, "0.5", 0) == 512 * 1024, "target cache sizes used: l2 %lld",
+        (long long)c.l2);
+  CHECK(cg_target_set_cache(&t, "512K,0", &d) == 0 && t.cache.l2 == 512 * 1024 && t.cache.l3 == 0, "512K,0");
+  const char *bad[] = {"", "2M", "1K,2M", "2M,", "2M,4M,1", "x,1", "2Q,1", "99999999999G,1"};
+  for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+    ir_diag e = {0};
+    CHECK(cg_target_set_cache(&t, bad[i], &e) == -1 && strstr(e.msg, "--target-cache"), "'%s' accepted", bad[i]);
+  }
 }
 
 static void test_proportions(void) {
