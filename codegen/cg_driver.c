@@ -56,6 +56,40 @@ int cg_build_model(ir_graph *g, const struct fe_options *o, const char *output, 
   return cg_build_model_report(g, o, output, emit, verbose, NULL, d);
 }
 
+/* The pass options of o (the IR passes of passes/pipeline.c). */
+static pass_pipeline_opts pipeline_opts(const struct fe_options *o, const char *stop_after, int verbose) {
+  pass_pipeline_opts p = {0};
+  p.training = o->mode && !strcmp(o->mode, "training");
+  p.precision = o->precision, p.half_type = o->half_type;
+  p.splits = o->pipeline_splits.v, p.n_splits = o->pipeline_splits.n, p.shards = (int)o->shards;
+  p.recompute = o->recompute;
+  p.stop_after = stop_after;
+  p.log = verbose ? stderr : NULL;
+  p.store16_fmt = p.training && o->precision && strcmp(o->precision, "32.32") ? pass_precision_format(o->half_type) : -1;
+  pass_optim_cfg *cfg = &p.optim;
+  cfg->optimizer = o->optimizer && *o->optimizer ? o->optimizer : "sgd";
+  cfg->momentum = (float)o->momentum;
+  cfg->weight_decay = (float)o->weight_decay;
+  cfg->l2 = (float)o->l2_regularization;
+  cfg->exempt_norm = o->exempt_norm;
+  cfg->loss_scale = o->loss_scaling > 0 ? (float)o->loss_scaling : 1.0f;
+  if (o->precision && !strcmp(o->precision, "16.16")) /* the updated weights rounded (docs/precision.md) */
+    cfg->round16 = 1 + pass_precision_format(o->half_type), cfg->stochastic = o->enable_stochastic_rounding;
+  cfg->seed = (uint64_t)o->seed;
+  if (o->auto_loss_scaling) /* S is runtime state (optimizer.c); the compile-time scale is 1 */
+    cfg->auto_loss_scale = o->loss_scaling > 0 && o->loss_scaling != 1 ? (float)o->loss_scaling : 65536.0f,
+    cfg->loss_scale = 1.0f, cfg->loss_scale_interval = o->loss_scaling_interval;
+  return p;
+}
+
+/* --emit ir-after: the graph as text in output. */
+static int dump_ir(const ir_graph *g, const char *output, ir_diag *d) {
+  FILE *f = fopen(output, "w");
+  if (!f) return ir_diag_set(d, (ir_loc){0}, NULL, "cannot write '%s'", output);
+  ir_print(g, f);
+  return fclose(f) ? ir_diag_set(d, (ir_loc){0}, NULL, "cannot write '%s'", output) : 0;
+}
+
 int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *output, const char *emit, int verbose,
                           const cg_report_sink *report, ir_diag *d) {
   double t0 = seconds();
@@ -65,39 +99,11 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
   *tune = *ir_tune(g);
   if (fe_options_tuning(o, tune, d)) return -1;
   g->tune = tune;
-  /* --precision 16.x: round16 nodes on the forward graph, before autodiff (docs/precision.md) */
-  if (pass_precision(g, o->precision, o->half_type, o->mode && !strcmp(o->mode, "training"), d) < 0) return -1;
-  if (o->mode && !strcmp(o->mode, "training")) { /* backward graph + optimizer update (docs/training.md) */
-    pass_optim_cfg cfg = {0};
-    cfg.optimizer = o->optimizer && *o->optimizer ? o->optimizer : "sgd";
-    cfg.momentum = (float)o->momentum;
-    cfg.weight_decay = (float)o->weight_decay;
-    cfg.l2 = (float)o->l2_regularization;
-    cfg.exempt_norm = o->exempt_norm;
-    cfg.loss_scale = o->loss_scaling > 0 ? (float)o->loss_scaling : 1.0f;
-    if (o->precision && !strcmp(o->precision, "16.16")) /* the updated weights rounded (docs/precision.md) */
-      cfg.round16 = 1 + pass_precision_format(o->half_type), cfg.stochastic = o->enable_stochastic_rounding;
-    cfg.seed = (uint64_t)o->seed;
-    if (o->auto_loss_scaling) /* S is runtime state (optimizer.c); the compile-time scale is 1 */
-      cfg.auto_loss_scale = o->loss_scaling > 0 && o->loss_scaling != 1 ? (float)o->loss_scaling : 65536.0f,
-      cfg.loss_scale = 1.0f, cfg.loss_scale_interval = o->loss_scaling_interval;
-    if (pass_autodiff(g, cfg.loss_scale, d) < 0 || pass_optimizer(g, &cfg, d) < 0 || ir_verify(g, d) < 0) return -1;
-  }
-  if (o->mode && !strcmp(o->mode, "training")) { /* training split, then recomputation (docs/training.md) */
-    if (pass_split_train(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) return -1;
-    if (pass_recompute(g, o->recompute, d) < 0) return -1;
-    if (o->precision && strcmp(o->precision, "32.32") && !pass_store16_disabled(g)) { /* 16-bit stash (store16.c) */
-      pass_store16_stats st = {.log = verbose ? stderr : NULL};
-      if (pass_store16_train(g, pass_precision_format(o->half_type), &st, d) < 0) return -1;
-      if (verbose)
-        fprintf(stderr, "cnnc: 16-bit storage: %d values (%d keep-sign) %lld -> %lld bytes; %d values, %lld bytes stay f32; "
-                "%d weight copies (%lld bytes) re-rounded, not stashed\n", st.values, st.keep_sign, (long long)st.bytes32,
-                (long long)st.bytes32 / 2, st.f32_values, (long long)st.f32_bytes, st.recomputed,
-                (long long)st.recomputed_bytes);
-    }
-  } else if (pass_split(g, o->pipeline_splits.v, o->pipeline_splits.n, (int)o->shards, d)) {
-    return -1;
-  }
+  const char *stop = emit && !strncmp(emit, "ir-after=", 9) ? emit + 9 : NULL;
+  pass_pipeline_opts po = pipeline_opts(o, stop, verbose);
+  int stopped = 0;
+  if (pass_pipeline(g, &po, &stopped, d) < 0) return -1; /* passes/pipeline.c */
+  if (stopped) return dump_ir(g, output, d);
   cg_target t;
   if (cg_target_init(&t, o->mtriple, o->target_cpu, o->target_features, d)) return -1;
   if (o->target_cache[0] && cg_target_set_cache(&t, o->target_cache, d)) {
@@ -109,6 +115,10 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
       cg_store16_infer(g, &t, o->available_memory_proportion, pass_precision_format(o->half_type), verbose ? stderr : NULL, d) < 0) {
     cg_target_dispose(&t);
     return -1;
+  }
+  if (stop && !strcmp(stop, "store16")) { /* inference: the 16-bit storage pass is the back end's */
+    cg_target_dispose(&t);
+    return (ir_tune(g)->verify && ir_verify(g, d) < 0) ? -1 : dump_ir(g, output, d);
   }
   if (cg_check_memory_budget(g, o, d)) { /* --memory-limit, proportions per shard (cg_budget.c) */
     cg_target_dispose(&t);

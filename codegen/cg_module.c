@@ -127,6 +127,34 @@ static int gen_wait(cg_unit *u) {
   return failed ? -1 : 0;
 }
 
+/* --emit plan: one line per kernel in execution order — shard, step, node, the nodes fused
+ * into it, its kind (op, route, tile, 16-bit operands, ISA: what the generator chose) and
+ * FLOPs — after a header naming the target and each shard's arena.  Deterministic for a
+ * pinned target (--target-cpu, --target-cache), so tests/golden/plan pins kernel choice. */
+static void plan_fused(FILE *f, const ir_graph *g, const pass_fusion *p, int anchor) {
+  for (int i = 0, n = 0; p && i < g->n_nodes; i++) /* the group: every node computed by anchor's kernel */
+    if (i != anchor && p[i].anchor == anchor) fprintf(f, "%s%s", n++ ? "," : " +", g->nodes[i].name);
+}
+
+static int write_plan(const cg_layout *L, const cg_target *t, const char *path, ir_diag *d) {
+  FILE *f = fopen(path, "w");
+  if (!f) return ir_diag_set(d, (ir_loc){0}, NULL, "cannot write '%s'", path);
+  const ir_graph *g = L->g;
+  fprintf(f, "# cnnc kernel plan: %s, batch %d, %s; target %s, cpu %s, %d f32 lanes, L2 %lld, L3 %lld\n", g->name,
+          g->batch, L->train ? "training" : "inference", t->triple, t->cpu, t->vec_f32, (long long)t->cache.l2,
+          (long long)t->cache.l3);
+  for (int s = 0; s < L->n_shards; s++)
+    fprintf(f, "# shard %d: %d kernels, arena %lld bytes\n", s, L->sh[s].n_k, (long long)cg_shard_scratch(L, s));
+  for (int i = 0; i < L->n_k; i++) {
+    const cg_kernel *k = &L->k[i];
+    fprintf(f, "s%d %3d %s", k->shard, k->step, g->nodes[k->anchor].name);
+    plan_fused(f, g, L->plan, k->anchor);
+    fprintf(f, " -> %s  %.4g MFLOP\n", k->kind, k->flops / 1e6);
+  }
+  if (fclose(f)) return ir_diag_set(d, (ir_loc){0}, NULL, "cannot write '%s'", path);
+  return 0;
+}
+
 static void *unit_run(void *arg) {
   cg_unit *u = arg;
   double t0 = now_s();
@@ -153,6 +181,13 @@ static void *unit_run(void *arg) {
     if (priv.share) cg_share_finish(&c, priv.share, &u->n_kernels, &u->n_bodies); /* failed: just freed */
   }
   gen_done(u, rc);
+  if (u->what && !strcmp(u->what, "plan")) { /* --emit plan: the kernels' choices, no machine code */
+    if (!rc) rc = write_plan(u->L, u->t, u->path, &u->d);
+    free(priv.param_global);
+    cg_ctx_dispose(&c);
+    LLVMDisposeTargetMachine(tm);
+    return NULL;
+  }
   int others = gen_wait(u); /* a failed kernel unit: its diagnostic is the one reported */
   if (!rc && u->with_main) rc = others ? others : cg_build_main(&c, u->L, u->o, &u->d);
   double t1 = now_s();
@@ -415,8 +450,8 @@ static void report_layout(const cg_layout *L, const cg_report_sink *r) {
 
 int cg_compile(const ir_graph *g, const cg_target *t, const cg_options *o, ir_diag *d) {
   if (!o->output || !*o->output) return ir_diag_set(d, (ir_loc){0}, NULL, "no output file given");
-  if (o->emit && strcmp(o->emit, "llvm") && strcmp(o->emit, "asm") && strcmp(o->emit, "obj"))
-    return ir_diag_set(d, (ir_loc){0}, NULL, "unknown --emit kind '%s' (llvm, asm, obj)", o->emit);
+  if (o->emit && strcmp(o->emit, "llvm") && strcmp(o->emit, "asm") && strcmp(o->emit, "obj") && strcmp(o->emit, "plan"))
+    return ir_diag_set(d, (ir_loc){0}, NULL, "unknown --emit kind '%s' (llvm, asm, obj, plan)", o->emit);
   cg_llvm_options(ir_tune(g)->sched_huge_region);
   cg_layout L;
   if (cg_layout_build_opts(&L, g, 1, o, d)) {

@@ -24,7 +24,9 @@ static int verify_node(const ir_graph *g, const ir_node *n, ir_diag *d) {
                        ir_shape_str(&g->values[n->out].shape, b1, sizeof b1), ir_shape_str(&s, b2, sizeof b2));
   if (n->shard < 0 || n->shard >= g->n_shards)
     return ir_diag_set(d, n->loc, n->name, "verifier: shard %d outside 0..%d", n->shard, g->n_shards - 1);
-  if (n->id > 0 && n->shard < g->nodes[n->id - 1].shard)
+  /* inference shards are contiguous runs of nodes; a training graph's backward nodes go back
+   * down the shards (passes/split.c pass_split_train) */
+  if (g->label < 0 && n->id > 0 && n->shard < g->nodes[n->id - 1].shard)
     return ir_diag_set(d, n->loc, n->name, "verifier: shards must be contiguous in node order");
   return 0;
 }

@@ -262,4 +262,23 @@ int pass_report_write_html(const pass_report *r, FILE *f);
  * in err (unreadable or malformed file). */
 int pass_report_diff(const char *a, const char *b, FILE *out, char *err, size_t err_size);
 
+/* ---- the pipeline (pipeline.c) ---------------------------------------------------------- */
+typedef struct pass_pipeline_opts {
+  int training;                      /* --mode training */
+  const char *precision, *half_type; /* --precision, --half-type */
+  const char *const *splits;         /* --pipeline-splits */
+  int n_splits, shards;              /* ... and --shards */
+  pass_optim_cfg optim;              /* training: the optimizer update */
+  const char *recompute;             /* training: --recompute */
+  int store16_fmt;                   /* training: 16-bit stash format (ir_half_format), -1: none */
+  const char *stop_after;            /* --emit ir-after=NAME: stop after that pass; NULL: run all */
+  FILE *log;                         /* progress (verbose), or NULL */
+} pass_pipeline_opts;
+/* Runs the graph passes in order: precision, then split (inference) or autodiff, optimizer,
+ * split, recompute and the 16-bit stash (training).  *stopped is set when o->stop_after
+ * ended it early.  Returns 0 or -1 with d filled. */
+int pass_pipeline(ir_graph *g, const pass_pipeline_opts *o, int *stopped, ir_diag *d);
+/* 0 when name (NULL: none) names a pass that runs for this mode, else -1 with d filled. */
+int pass_pipeline_check_stop(const char *name, int training, ir_diag *d);
+
 #endif

@@ -25,8 +25,8 @@ typedef struct driver {
   fe_options o;
 } driver;
 
-static const char *const emit_kinds[] = {"ir", "llvm", "asm", "obj"};
-#define N_EMIT 4
+static const char *const emit_kinds[] = {"ir", "llvm", "asm", "obj", "plan"};
+#define N_EMIT 5
 
 /* The driver's own flags: a value flag stores into the string at str_off, a switch sets the
  * int at int_off.  Also the source of their --help lines and of flag suggestions. */
@@ -38,7 +38,10 @@ typedef struct dflag {
 #define INT_FLAG(f) 0, offsetof(driver, f)
 static const dflag driver_flags[] = {
     {"-o", "--output", "FILE", "write the .so (or the --emit dump) to FILE", STR_FLAG(output)},
-    {NULL, "--emit", "KIND", "ir, llvm, asm or obj: dump that stage instead of linking\n"
+    {NULL, "--emit", "KIND", "ir, ir-after=PASS, plan, llvm, asm or obj: dump that stage\n"
+                             "instead of linking (plan: one line per kernel, its route and\n"
+                             "tile; ir-after: the IR after precision, autodiff, optimizer,\n"
+                             "split, recompute or store16)\n"
                              "(ir and text dumps go to stdout without -o)", STR_FLAG(emit)},
     {NULL, "--report", "FILE", "compile report: FILE.json and FILE.html (FILE may end in\n"
                                ".json or .html; both are written); docs/reports.md", STR_FLAG(report)},
@@ -203,15 +206,15 @@ static int check_emit(const driver *D) {
   if (!D->emit) return 0;
   for (int k = 0; k < N_EMIT; k++)
     if (!strcmp(D->emit, emit_kinds[k])) return 0;
-  if (!strncmp(D->emit, "ir-after=", 9)) return usage_error("--emit %s: not implemented yet%s", D->emit, "");
-  return usage_error("--emit takes ir, llvm, asm or obj (got '%s')%s", D->emit, "");
+  if (!strncmp(D->emit, "ir-after=", 9)) return 0; /* the pass name is checked by the pipeline */
+  return usage_error("--emit takes ir, ir-after=PASS, plan, llvm, asm or obj (got '%s')%s", D->emit, "");
 }
 
 /* ---- help -------------------------------------------------------------------------------- */
 static void print_help(void) {
   printf("usage: cnnc MODEL.yml [options] -o OUT.so\n"
          "       cnnc MODEL.yml --summary\n"
-         "       cnnc MODEL.yml --emit ir|llvm|asm|obj [-o FILE]\n"
+         "       cnnc MODEL.yml --emit ir|ir-after=PASS|plan|llvm|asm|obj [-o FILE]\n"
          "       cnnc MODEL.yml -o OUT.so --report FILE\n"
          "       cnnc report-diff A.json B.json\n\n"
          "Compiles a CNN described in YAML (docs/model-format.md) ahead of time into a shared\n"
@@ -438,24 +441,14 @@ static int build(driver *D, ir_graph *g) {
   return rc ? EXIT_MODEL : 0;
 }
 
-static int emit_ir(driver *D, const ir_graph *g) {
-  FILE *f = D->output ? fopen(D->output, "w") : stdout;
-  if (!f) return fprintf(stderr, "cnnc: error: cannot write '%s'\n", D->output), EXIT_MODEL;
-  ir_print(g, f);
-  if (f != stdout && fclose(f)) return fprintf(stderr, "cnnc: error: cannot write '%s'\n", D->output), EXIT_MODEL;
-  return 0;
-}
-
 static int run(driver *D) {
   ir_graph *g = load(D, &D->o);
   if (!g) return EXIT_MODEL;
   int rc = 0;
   if (D->summary && summary(D, g)) rc = EXIT_MODEL;
-  ir_diag pd = {0}; /* --precision 16.x: round16 nodes (docs/precision.md), so --emit ir shows them too */
-  if (!rc && pass_precision(g, D->o.precision, D->o.half_type, D->o.mode && !strcmp(D->o.mode, "training"), &pd) < 0)
-    ir_diag_print(&pd, stderr), rc = EXIT_MODEL;
-  if (!rc && D->emit && !strcmp(D->emit, "ir")) rc = emit_ir(D, g);
-  else if (!rc && (D->emit || D->output)) rc = build(D, g);
+  /* --emit ir: the graph after the first pass (precision: round16 nodes for 16.x) */
+  if (!rc && D->emit && !strcmp(D->emit, "ir")) D->emit = "ir-after=precision";
+  if (!rc && (D->emit || D->output)) rc = build(D, g);
   ir_graph_free(g);
   return rc;
 }
