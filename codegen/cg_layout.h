@@ -17,6 +17,7 @@ typedef struct cg_kernel {
   int out3;                    /* training: a third value written (the act after out2; pass_fuse_train), 0: none */
   double flops;
   int unit;                    /* compile unit (module) holding the kernel */
+  int route;                   /* row of codegen/kernels.def that made it, -1: the op's one generator */
   char name[256], kind[192];   /* symbol and descriptive kind, filled by codegen */
 } cg_kernel;
 

@@ -13,6 +13,7 @@
 #include "codegen/cg_layout.h"
 #include "codegen/cg_link.h"
 #include "codegen/cg_main.h"
+#include "codegen/cg_route.h"
 
 /* The main module declares every kernel by the name its generator gave it: it is built once
  * every kernel unit has generated its IR (the units still optimising and emitting meanwhile). */
@@ -93,8 +94,7 @@ static int gen_unit_kernels(cg_ctx *c, cg_unit *u) {
     snprintf(tmp, sizeof tmp, "cnnk.tmp.%d", i);
     const char *kind = NULL;
     if (sh) cg_share_begin(sh);
-    cg_gen_fn gen = L->train ? cg_train_generator(n->op) : NULL;
-    LLVMValueRef f = (gen ? gen : cg_generators[n->op])(c, n, tmp, &kind);
+    LLVMValueRef f = cg_route_gen(c, n, L->train, tmp, &kind, &k->route); /* kernels.def */
     if (!f) {
       if (!u->d.failed) ir_diag_set(&u->d, n->loc, n->name, "no code generator for %s", ir_ops[n->op].name);
       return -1;
@@ -149,7 +149,8 @@ static int write_plan(const cg_layout *L, const cg_target *t, const char *path, 
     const cg_kernel *k = &L->k[i];
     fprintf(f, "s%d %3d %s", k->shard, k->step, g->nodes[k->anchor].name);
     plan_fused(f, g, L->plan, k->anchor);
-    fprintf(f, " -> %s  %.4g MFLOP\n", k->kind, k->flops / 1e6);
+    fprintf(f, " -> %s%s%s  %.4g MFLOP\n", k->route >= 0 ? cg_routes[k->route].name : "", k->route >= 0 ? ": " : "",
+            k->kind, k->flops / 1e6);
   }
   if (fclose(f)) return ir_diag_set(d, (ir_loc){0}, NULL, "cannot write '%s'", path);
   return 0;

@@ -912,12 +912,9 @@ int cg_conv_io16_ok(cg_ctx *c, const ir_node *n) {
   return io16_route(&g, fu);
 }
 
-LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  /* bf16 route (issue 4, gen_conv_bf16.c): bf16 input and weights on avx512bf16 targets */
-  if (cg_conv_bf16_ok(c, n))
-    return cg_conv_stem_ok(c, n) ? cg_gen_conv2d_stem(c, n, fn_name, kind) : cg_gen_conv2d_bf16(c, n, fn_name, kind);
-  /* Winograd F(2x2,3x3) route (issue 4, gen_conv_wino.c): 3x3 stride-1 f32 inference convs */
-  if (cg_conv_wino_ok(c, n)) return cg_gen_conv2d_wino(c, n, fn_name, kind);
+/* The direct route (kernels.def: every inference conv the stem, bf16 and Winograd routes do
+ * not take): pixel-vector or channel-vector tiles, depthwise planes. */
+LLVMValueRef cg_gen_conv2d_direct(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   conv_geom g = conv_geometry(c, n);
   const pass_fusion *fu = cg_fusion(c, n);
   g.dw_pool = fu->n_side; /* the plane kernels sum each plane for a fused pool (gen_dwconv.c) */

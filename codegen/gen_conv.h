@@ -113,4 +113,7 @@ int64_t cg_conv_flat_pack_floats(const conv_geom *g);
 void cg_conv_flat_pixels(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi *e, int rr, LLVMValueRef xbuf,
                          LLVMValueRef xkey, LLVMValueRef chunk);
 
+/* The direct route of inference convs (kernels.def). */
+LLVMValueRef cg_gen_conv2d_direct(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+
 #endif

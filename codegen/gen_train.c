@@ -362,7 +362,6 @@ LLVMValueRef cg_gen_groupnorm_train(cg_ctx *c, const ir_node *n, const char *fn_
 cg_gen_fn cg_train_generator(ir_op op) {
   switch (op) {
   case IR_OP_dropout: return gen_dropout_train;
-  case IR_OP_conv2d: return cg_train_conv_fwd;
   case IR_OP_dense: return cg_train_dense_fwd;
   case IR_OP_softmax_xent: return gen_xent_train;
   case IR_OP_batchnorm: return cg_gen_batchnorm_train; /* gen_train_norm.c */

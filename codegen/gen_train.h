@@ -32,7 +32,10 @@ int cg_tgroup_size(int64_t n, int groups, int i);
 
 /* Training-mode forward generators (weights by pointer): conv2d (gen_train_conv.c), dense
  * (gen_train_dense.c). */
-LLVMValueRef cg_train_conv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+/* The direct training convs (kernels.def's last rows for conv2d and its gradients). */
+LLVMValueRef cg_train_conv_direct_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+LLVMValueRef cg_train_conv_direct_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+LLVMValueRef cg_train_conv_direct_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 LLVMValueRef cg_train_dense_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 /* Groups-1 conv2d forward and stride-1 grad_input through the inference microkernels with
  * per-thread weight packing (gen_train_pconv.c); NULL (nothing emitted) when that path does

@@ -259,13 +259,9 @@ static const char *tc_kind(cg_ctx *c, const char *op, const tconv *k) {
 }
 
 /* Forward conv (training: weights by pointer).  in: x, w[, b]; out y. */
-LLVMValueRef cg_train_conv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+/* The direct route of the training forward conv (kernels.def, after grouped, wino, packed). */
+LLVMValueRef cg_train_conv_direct_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d;
-  if (at->groups != 1) return cg_train_gconv_fwd(c, n, fn_name, kind); /* gen_train_gconv.c */
-  LLVMValueRef wf = cg_train_wino_fwd(c, n, fn_name, kind); /* gen_train_wino.c (3x3 stride 1) */
-  if (wf) return wf;
-  LLVMValueRef pf = cg_train_pconv_fwd(c, n, fn_name, kind); /* gen_train_pconv.c */
-  if (pf) return pf;
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   tconv k = {xs->dim[0], xs->dim[1], xs->dim[2], xs->dim[3], ys->dim[1], ys->dim[2], ys->dim[3],
              at->kernel[0], at->kernel[1], at->stride[0], at->stride[1], -at->pad[0], at->dilation[0], -at->pad[1], at->dilation[1],
@@ -347,13 +343,8 @@ static const char *strided_grad_input(cg_ctx *c, const ir_node *n, const ir_conv
 /* in: dy [N,Co,OH,OW], w [Co,Ci,KH,KW]; out dx [N,Ci,H,W].  Stride 1: the direct conv of dy
  * with w transposed and the taps mirrored: dx[y, x] = sum dy[y + pt - ky*dh, x + pl - kx*dw] *
  * w[co, ci, ky, kx]. */
-LLVMValueRef cg_gen_conv2d_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+LLVMValueRef cg_train_conv_direct_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
-  if (at->groups != 1) return cg_train_gconv_grad_input(c, n, fn_name, kind);
-  LLVMValueRef wg = cg_train_wino_grad_input(c, n, fn_name, kind); /* gen_train_wino.c (3x3 stride 1) */
-  if (wg) return wg;
-  LLVMValueRef pf = cg_train_pconv_grad_input(c, n, fn_name, kind); /* gen_train_pconv.c (any stride) */
-  if (pf) return pf;
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->out].shape;
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
@@ -593,11 +584,8 @@ static void g1_emit(cg_ctx *c, const tgw1 *k, LLVMValueRef tid, LLVMValueRef nth
 
 /* in: dy [N,Co,OH,OW], x [N,Ci,H,W]; out dw [Co,Ci,KH,KW].  Items (channel tile, ci block),
  * blocks fastest; contiguous ranges over the threads. */
-LLVMValueRef cg_gen_conv2d_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+LLVMValueRef cg_train_conv_direct_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_weight.conv;
-  if (at->groups != 1) return cg_train_gconv_grad_weight(c, n, fn_name, kind);
-  LLVMValueRef pg = cg_train_pgw(c, n, fn_name, kind); /* gen_train_pgw.c */
-  if (pg) return pg;
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->in[1]].shape;
   if (at->kernel[0] == 1 && at->kernel[1] == 1 && at->stride[0] == 1 && at->stride[1] == 1 && !at->pad[0] && !at->pad[1] &&
       !at->pad[2] && !at->pad[3]) {
