@@ -118,13 +118,15 @@ typedef struct cg_report_buffer {
   int shard, vid, first_step, last_step;
   int64_t bytes, offset;
 } cg_report_buffer;
+struct pass_fusion; /* passes/passes.h */
 /* Everything is valid only during the call; the sink copies what it keeps. */
 typedef struct cg_report_sink {
   void *ctx;
-  /* After a successful compile: kernels in execution order, scratch buffers, per-shard arena
+  /* After a successful compile: kernels in execution order, the fusion plan codegen used (one
+   * row per node: passes/fuse.c pass_fuse or pass_fuse_train), scratch buffers, per-shard arena
    * sizes, and the boundary tensors (value ids; input, outputs, cross-shard activations). */
-  void (*layout)(void *ctx, const cg_report_kernel *k, int n_k, const cg_report_buffer *b, int n_b,
-                 const int64_t *scratch_bytes, int n_shards, const int *tensor_vid, int n_tensors);
+  void (*layout)(void *ctx, const cg_report_kernel *k, int n_k, const struct pass_fusion *plan, const cg_report_buffer *b,
+                 int n_b, const int64_t *scratch_bytes, int n_shards, const int *tensor_vid, int n_tensors);
   void (*phase)(void *ctx, const char *name, double seconds); /* wall time of one phase */
   void (*target)(void *ctx, const cg_target *t);              /* the target compiled for */
 } cg_report_sink;

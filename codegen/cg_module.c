@@ -443,7 +443,7 @@ static void report_layout(const cg_layout *L, const cg_report_sink *r) {
       b[n_b++] = (cg_report_buffer){s, sp->usage_vid[i], u->first_step, u->last_step, u->bytes, u->offset};
     }
   }
-  r->layout(r->ctx, k, L->n_k, b, n_b, arena, L->n_shards, L->tensor_vid, L->n_tensors);
+  r->layout(r->ctx, k, L->n_k, L->plan, b, n_b, arena, L->n_shards, L->tensor_vid, L->n_tensors);
   free(k);
   free(b);
   free(arena);

@@ -349,8 +349,8 @@ static void derive_liveness(pass_report *r) {
   }
 }
 
-static void on_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_report_buffer *b, int n_b,
-                      const int64_t *scratch_bytes, int n_shards, const int *tensor_vid, int n_tensors) {
+static void on_layout(void *ctx, const cg_report_kernel *k, int n_k, const pass_fusion *plan, const cg_report_buffer *b,
+                      int n_b, const int64_t *scratch_bytes, int n_shards, const int *tensor_vid, int n_tensors) {
   pass_report *r = ctx;
   const ir_graph *g = r->g;
   if (r->have_layout) return;
@@ -366,15 +366,13 @@ static void on_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_re
   r->is_tensor = xcalloc((size_t)g->n_values, 1);
   r->peak_flops_core = 4.0 * r->vec_f32 * RP_CLOCK_HZ;
   r->peak_bw_core = RP_BW_PER_CORE;
-  pass_fusion *plan = xcalloc((size_t)g->n_nodes, sizeof *plan);
-  pass_fuse(g, 1, plan); /* the plan codegen used: groups are read from it */
+  /* groups are read from the plan codegen used (training: pass_fuse_train's) */
   if (r->training) rp_train_init(r, k);
   for (int t = 0; t < n_tensors; t++) r->is_tensor[tensor_vid[t]] = 1;
   derive_kernels(r, k, plan);
   derive_io(r, k, tensor_vid, n_tensors);
   if (r->training) derive_train_state(r, k);
   for (int s = 0; s < n_shards; s++) r->sh[s].amp = cg_budget_proportion(r->amp_text, s);
-  free(plan);
   derive_liveness(r);
   if (r->training) rp_train_derive(r, k, tensor_vid, n_tensors);
 }

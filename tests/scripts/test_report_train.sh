@@ -90,6 +90,16 @@ for o in r["ops"]:
     ph = "update" if o["name"].startswith("update/") else "backward" if o["name"].split("/")[0] in ("bwd", "grad", "recompute") else "forward"
     want = "update/s0" if ph == "update" else ("fwd/s%d" if ph == "forward" else "bwd/s%d") % o["shard"]
     expect(o["phase"] == ph and o["stage"] == want, f"op {o['name']}: phase {o['phase']} stage {o['stage']}, want {ph} {want}")
+# fused ops name the kernel that computes them (the training fusion plan, not the inference one):
+# an anchor of the same stage and step, and not every one the first conv
+by_name = {o["name"]: o for o in r["ops"]}
+fused = [o for o in r["ops"] if o["fused_into"]]
+for o in fused:
+    a = by_name.get(o["fused_into"])
+    expect(a is not None and a["fusion"] == "anchor" and a["stage"] == o["stage"] and a["step"] == o["step"],
+           f"op {o['name']}: fused into {o['fused_into']}, which is not its stage's anchor at step {o['step']}")
+expect(not fused or len({o["fused_into"] for o in fused}) > 1, "every fused op is attributed to one kernel")
+expect(any(o["phase"] == "backward" for o in fused) or not fused, "no backward op is fused (pass_fuse_train fuses some)")
 if errs:
     print("\n".join(errs[:12])); sys.exit(1)
 EOF

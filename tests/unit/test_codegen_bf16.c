@@ -51,7 +51,7 @@ static ir_graph *load_yaml(const char *path, int batch) {
 
 /* ---- kernel kinds through the report sink ---- */
 typedef struct kinds { int n, bf16, emu, span, span_add; char first[160]; } kinds;
-static void kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_report_buffer *b, int n_b,
+static void kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const struct pass_fusion *plan, const cg_report_buffer *b, int n_b,
                          const int64_t *sb, int ns, const int *tv, int nt) {
   kinds *s = ctx;
   for (int i = 0; i < n_k; i++) {

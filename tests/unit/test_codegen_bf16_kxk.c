@@ -62,7 +62,7 @@ static ir_graph *case_graph(const kcase *k) {
 }
 
 typedef struct kinds { int n, bf16; char kind[160]; } kinds;
-static void kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const cg_report_buffer *b, int n_b,
+static void kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const struct pass_fusion *plan, const cg_report_buffer *b, int n_b,
                          const int64_t *sb, int ns, const int *tv, int nt) {
   kinds *s = ctx;
   for (int i = 0; i < n_k; i++)

@@ -67,7 +67,7 @@ static ir_graph *case_graph(const scase *k) {
   return g;
 }
 
-static void kind_of(void *ctx, const cg_report_kernel *k, int n_k, const cg_report_buffer *b, int n_b, const int64_t *sb,
+static void kind_of(void *ctx, const cg_report_kernel *k, int n_k, const struct pass_fusion *plan, const cg_report_buffer *b, int n_b, const int64_t *sb,
                     int ns, const int *tv, int nt) {
   char *s = ctx;
   for (int i = 0; i < n_k; i++)
