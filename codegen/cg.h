@@ -103,7 +103,7 @@ typedef LLVMValueRef (*cg_gen_fn)(cg_ctx *c, const ir_node *n, const char *fn_na
 extern const cg_gen_fn cg_generators[IR_OP_COUNT];
 
 /* ---- whole-model compile (codegen/cg_module.c, cg_link.c) ------------------------------ */
-/* ---- compile report hook (optional; passes/report.c fills a report from it) ---------- */
+/* ---- compile report hook (optional; tools/report/report.c fills a report from it) ---------- */
 /* One generated kernel (a fused group) as codegen planned and named it. */
 typedef struct cg_report_kernel {
   int anchor, last, shard, step; /* node ids of the group's generator and last member; shard; op index */

@@ -234,34 +234,6 @@ typedef struct pass_optim_cfg {
  * (ir_train_apply, ir/grad_train.h).  Returns the number of updated weights or -1 with d. */
 int pass_optimizer(ir_graph *g, const pass_optim_cfg *cfg, ir_diag *d);
 
-/* ---- report.c, report_html.c, report_diff.c (compile reports; docs/reports.md) ---------- */
-typedef struct pass_report pass_report;
-struct cg_report_sink;
-/* An empty report of g (g must outlive it); memory_limit: per-shard bytes, 0 = none.  The
- * caller owns it (pass_report_free). */
-pass_report *pass_report_new(const ir_graph *g, int64_t memory_limit);
-void pass_report_free(pass_report *r);
-/* --available-memory-proportion text (one value, or one per shard; must outlive r): the
- * per-op working-set budgets in the report.  NULL = the default. */
-void pass_report_set_proportion(pass_report *r, const char *amp);
-/* Training options of the compile (--gradient-accumulation, --replicas, --pipeline-schedule,
- * --recompute; strings must outlive r): the report's schedule simulation.  Defaults 1, 1,
- * "sequential", "none". */
-void pass_report_set_training(pass_report *r, int grad_accum, int replicas, const char *schedule, const char *recompute);
-/* --enable-half-partials: the 16-bit type (must outlive r), NULL = off: the report states where
- * partial sums are stored in 16 bits ("half_partials", docs/precision.md). */
-void pass_report_set_half_partials(pass_report *r, const char *half_type);
-/* Fills *sink (the caller's) so that cg_build_model_report fills r. */
-void pass_report_sink(pass_report *r, struct cg_report_sink *sink);
-/* Adds seconds to phase name ("load", "split", "codegen", "link", ...). */
-void pass_report_phase(pass_report *r, const char *name, double seconds);
-/* Write the report to f.  Return 0, or -1 when nothing was compiled or on a write error. */
-int pass_report_write_json(const pass_report *r, FILE *f);
-int pass_report_write_html(const pass_report *r, FILE *f);
-/* Prints what changed from report JSON file a to b to out.  Returns 0, or -1 with a message
- * in err (unreadable or malformed file). */
-int pass_report_diff(const char *a, const char *b, FILE *out, char *err, size_t err_size);
-
 /* ---- the pipeline (pipeline.c) ---------------------------------------------------------- */
 typedef struct pass_pipeline_opts {
   int training;                      /* --mode training */

@@ -15,6 +15,7 @@
 #include "codegen/cg.h"
 #include "frontend/fe.h"
 #include "passes/passes.h"
+#include "tools/report/report.h"
 
 enum { EXIT_MODEL = 1, EXIT_USAGE = 2 };
 
@@ -383,7 +384,7 @@ static void report_paths(const char *arg, char *json, char *html, size_t n) {
   snprintf(html, n, "%.*s.html", (int)(len - (size_t)ext), arg);
 }
 
-static int write_one(const char *path, const pass_report *r, int (*fn)(const pass_report *, FILE *)) {
+static int write_one(const char *path, const rp_report *r, int (*fn)(const rp_report *, FILE *)) {
   FILE *f = fopen(path, "w");
   int rc = f ? fn(r, f) : -1;
   if (f && fclose(f)) rc = -1;
@@ -391,11 +392,11 @@ static int write_one(const char *path, const pass_report *r, int (*fn)(const pas
   return rc;
 }
 
-static int write_report(driver *D, pass_report *r, double compile_seconds) {
+static int write_report(driver *D, rp_report *r, double compile_seconds) {
   char json[4096], html[4096];
   report_paths(D->report, json, html, sizeof json);
-  pass_report_phase(r, "total", compile_seconds + D->load_seconds);
-  if (write_one(json, r, pass_report_write_json) || write_one(html, r, pass_report_write_html)) return -1;
+  rp_report_phase(r, "total", compile_seconds + D->load_seconds);
+  if (write_one(json, r, rp_report_write_json) || write_one(html, r, rp_report_write_html)) return -1;
   if (D->verbose) fprintf(stderr, "cnnc: wrote %s and %s\n", json, html);
   return 0;
 }
@@ -404,7 +405,7 @@ static int write_report(driver *D, pass_report *r, double compile_seconds) {
 static int report_diff(int argc, char **argv) {
   if (argc != 4) return usage_error("usage: cnnc report-diff A.json B.json%s%s", "", ""), EXIT_USAGE;
   char err[512];
-  if (pass_report_diff(argv[2], argv[3], stdout, err, sizeof err)) {
+  if (rp_report_diff(argv[2], argv[3], stdout, err, sizeof err)) {
     fprintf(stderr, "cnnc: error: %s\n", err);
     return EXIT_MODEL;
   }
@@ -424,16 +425,16 @@ static int build(driver *D, ir_graph *g) {
     out = tmp;
   }
   double t0 = now_ms();
-  pass_report *rep = D->report ? pass_report_new(g, D->o.memory_limit) : NULL;
+  rp_report *rep = D->report ? rp_report_new(g, D->o.memory_limit) : NULL;
   cg_report_sink sink;
-  if (rep) pass_report_sink(rep, &sink), pass_report_phase(rep, "load", D->load_seconds);
-  if (rep) pass_report_set_proportion(rep, D->o.available_memory_proportion);
+  if (rep) rp_report_sink(rep, &sink), rp_report_phase(rep, "load", D->load_seconds);
+  if (rep) rp_report_set_proportion(rep, D->o.available_memory_proportion);
   if (rep)
-    pass_report_set_training(rep, (int)D->o.gradient_accumulation, (int)D->o.replicas, D->o.pipeline_schedule, D->o.recompute);
-  if (rep) pass_report_set_half_partials(rep, D->o.enable_half_partials ? D->o.half_type : NULL);
+    rp_report_set_training(rep, (int)D->o.gradient_accumulation, (int)D->o.replicas, D->o.pipeline_schedule, D->o.recompute);
+  if (rep) rp_report_set_half_partials(rep, D->o.enable_half_partials ? D->o.half_type : NULL);
   int rc = cg_build_model_report(g, &D->o, out, D->emit, D->verbose, rep ? &sink : NULL, &d);
   if (rep && !rc) rc = write_report(D, rep, (now_ms() - t0) / 1e3);
-  pass_report_free(rep);
+  rp_report_free(rep);
   if (rc) ir_diag_print(&d, stderr);
   else if (out == tmp) copy_to_stdout(tmp);
   if (out == tmp) unlink(tmp);

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "ir/grad_train.h"
-#include "passes/report_internal.h"
+#include "tools/report/report_internal.h"
 
 #define RP_MAX_JOBS_JSON 512
 
@@ -27,7 +27,7 @@ static int64_t vbytes(const ir_graph *g, int v) {
 
 static const char *const phase_word[3] = {"forward", "backward", "update"};
 
-const char *rp_stage_name(const pass_report *r, int st, char *buf, size_t n) {
+const char *rp_stage_name(const rp_report *r, int st, char *buf, size_t n) {
   static const char *const ph[3] = {"fwd", "bwd", "update"};
   if (!r->tr || st < 0 || st >= r->tr->n_stages) snprintf(buf, n, "?");
   else snprintf(buf, n, "%s/s%d", ph[r->tr->st_phase[st]], r->tr->st_group[st]);
@@ -46,7 +46,7 @@ void rp_train_free(rp_train *t) {
   free(t);
 }
 
-void rp_train_init(pass_report *r, const cg_report_kernel *k) {
+void rp_train_init(rp_report *r, const cg_report_kernel *k) {
   const ir_graph *g = r->g;
   rp_train *t = tcalloc(1, sizeof *t);
   r->tr = t;
@@ -90,7 +90,7 @@ void rp_train_init(pass_report *r, const cg_report_kernel *k) {
  * which has the param's shard); gradient accumulators (grad_accum x replicas > 1: the values
  * a backward stage writes and the update reads, one 64-aligned slice per replica, f32 or
  * 16-bit with --enable-half-partials: pass_acc_elem_bytes). */
-static void train_state(pass_report *r, const cg_report_kernel *k) {
+static void train_state(rp_report *r, const cg_report_kernel *k) {
   const ir_graph *g = r->g;
   rp_train *t = r->tr;
   char *seen = tcalloc((size_t)g->n_values, 1);
@@ -135,7 +135,7 @@ static int by_time(const void *a, const void *b) {
  * share their shard's thread group, the default), each job taking its stage's roofline
  * estimate; a job starts when its group is free and its frame finished the previous stage.
  * Then the update stage on shard 0's group. */
-static void simulate(pass_report *r) {
+static void simulate(rp_report *r) {
   rp_train *t = r->tr;
   int S = t->S, N = t->grad_accum, R = t->replicas, P = 0, F = 0;
   for (int st = 0; st < t->n_stages; st++)
@@ -222,7 +222,7 @@ static void simulate(pass_report *r) {
   free(gl), free(len), free(fin), free(gfree), free(done), free(pos);
 }
 
-void rp_train_derive(pass_report *r, const cg_report_kernel *k, const int *tensor_vid, int n_tensors) {
+void rp_train_derive(rp_report *r, const cg_report_kernel *k, const int *tensor_vid, int n_tensors) {
   const ir_graph *g = r->g;
   rp_train *t = r->tr;
   /* programs */
@@ -302,15 +302,15 @@ void rp_train_derive(pass_report *r, const cg_report_kernel *k, const int *tenso
       t->bottleneck = s;
 }
 
-int64_t rp_train_limited(const pass_report *r, const rp_tshard *x) {
+int64_t rp_train_limited(const rp_report *r, const rp_tshard *x) {
   int fr = r->tr->frames;
   return x->arena + (x->stash_mb + x->io_mb) * fr + x->weights + x->optimizer_state + x->accumulators;
 }
 
-int64_t rp_train_total(const pass_report *r, const rp_tshard *x) { return rp_train_limited(r, x); }
+int64_t rp_train_total(const rp_report *r, const rp_tshard *x) { return rp_train_limited(r, x); }
 
 /* ---- JSON -------------------------------------------------------------------------------- */
-static void json_prog(const pass_report *r, FILE *f, const char *key, int st, int n_k, double flops, double est_s) {
+static void json_prog(const rp_report *r, FILE *f, const char *key, int st, int n_k, double flops, double est_s) {
   char nm[32];
   fprintf(f, "\"%s\": {\"stage\": ", key);
   if (st >= 0) rp_json_str(f, rp_stage_name(r, st, nm, sizeof nm));
@@ -320,7 +320,7 @@ static void json_prog(const pass_report *r, FILE *f, const char *key, int st, in
   fprintf(f, "}");
 }
 
-static void json_tshard(const pass_report *r, int s, FILE *f) {
+static void json_tshard(const rp_report *r, int s, FILE *f) {
   const rp_train *t = r->tr;
   const rp_tshard *x = &t->ts[s];
   const ir_graph *g = r->g;
@@ -364,7 +364,7 @@ static void json_tshard(const pass_report *r, int s, FILE *f) {
   fprintf(f, "]}");
 }
 
-void rp_train_json_shards(const pass_report *r, FILE *f) {
+void rp_train_json_shards(const rp_report *r, FILE *f) {
   fprintf(f, "  \"shards\": [\n");
   for (int s = 0; s < r->tr->S; s++) {
     json_tshard(r, s, f);
@@ -374,7 +374,7 @@ void rp_train_json_shards(const pass_report *r, FILE *f) {
 }
 
 /* "balance" and "training" (stages, program liveness, schedule). */
-void rp_train_json_section(const pass_report *r, FILE *f) {
+void rp_train_json_section(const rp_report *r, FILE *f) {
   const rp_train *t = r->tr;
   double sum = 0, max = 0;
   fprintf(f, "  \"balance\": {\"flops\": [");

@@ -8,6 +8,7 @@
 #include "codegen/cg.h"
 #include "codegen/cg_budget.h"
 #include "passes/passes.h"
+#include "tools/report/report.h"
 
 /* Roofline constants (docs/reports.md): flops per cycle per core = 4 * f32 lanes (two FMA
  * pipes), a nominal clock, and a nominal DRAM bandwidth per core. */
@@ -68,7 +69,7 @@ typedef struct rp_train {
   int bottleneck;
 } rp_train;
 
-struct pass_report {
+struct rp_report {
   const ir_graph *g;
   int64_t limit;
   const char *amp_text;  /* --available-memory-proportion as given (NULL: the default) */
@@ -97,30 +98,30 @@ struct pass_report {
 };
 
 /* Roofline estimate in seconds on `cores` cores. */
-double rp_roofline(const pass_report *r, double flops, double bytes, int cores);
-int rp_cores_per_shard(const pass_report *r);
+double rp_roofline(const rp_report *r, double flops, double bytes, int cores);
+int rp_cores_per_shard(const rp_report *r);
 /* The node's own cost and estimate (one core group of its shard). */
-void rp_node_cost(const pass_report *r, int node, double *flops, double *bytes, double *est_s);
+void rp_node_cost(const rp_report *r, int node, double *flops, double *bytes, double *est_s);
 /* Bytes of shard s counted against --memory-limit: the arena, io and (training) the state
  * buffer's weights and optimizer state; inference weights are constants in the .so. */
-int64_t rp_limited(const pass_report *r, const rp_shard *s);
+int64_t rp_limited(const rp_report *r, const rp_shard *s);
 /* The working-set budget of node n (cg_working_set_budget with its shard's proportion), or -1
  * for ops that have none (only conv/dense and their gradients block for the cache). */
-int64_t rp_node_budget(const pass_report *r, int n);
+int64_t rp_node_budget(const rp_report *r, int n);
 /* Inference conv kernels blocked by channel tiles: the block's working set (bytes) and the
  * tiles per block in *tiles, from the kernel kind and P (gen_conv.c conv_tile_block); -1 for
  * other kernels. */
-int64_t rp_conv_block(const pass_report *r, int n, const char *kind, int64_t *tiles);
+int64_t rp_conv_block(const rp_report *r, int n, const char *kind, int64_t *tiles);
 /* Training (report_train.c): stage structure before the kernels are derived, then the
  * per-shard figures, liveness and the simulated schedule; JSON parts; free. */
-void rp_train_init(pass_report *r, const cg_report_kernel *k);
-void rp_train_derive(pass_report *r, const cg_report_kernel *k, const int *tensor_vid, int n_tensors);
-void rp_train_json_shards(const pass_report *r, FILE *f);
-void rp_train_json_section(const pass_report *r, FILE *f);
+void rp_train_init(rp_report *r, const cg_report_kernel *k);
+void rp_train_derive(rp_report *r, const cg_report_kernel *k, const int *tensor_vid, int n_tensors);
+void rp_train_json_shards(const rp_report *r, FILE *f);
+void rp_train_json_section(const rp_report *r, FILE *f);
 void rp_train_free(rp_train *t);
-const char *rp_stage_name(const pass_report *r, int stage, char *buf, size_t n);
-int64_t rp_train_limited(const pass_report *r, const rp_tshard *t);
-int64_t rp_train_total(const pass_report *r, const rp_tshard *t);
+const char *rp_stage_name(const rp_report *r, int stage, char *buf, size_t n);
+int64_t rp_train_limited(const rp_report *r, const rp_tshard *t);
+int64_t rp_train_total(const rp_report *r, const rp_tshard *t);
 /* Writes s JSON-escaped (with quotes) / HTML-escaped. */
 void rp_json_str(FILE *f, const char *s);
 void rp_html_str(FILE *f, const char *s);

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "ir/grad_train.h"
-#include "passes/report_internal.h"
+#include "tools/report/report_internal.h"
 
 static void *xcalloc(size_t n, size_t s) {
   void *p = calloc(n ? n : 1, s);
@@ -26,8 +26,8 @@ static int64_t value_bytes(const ir_graph *g, int v) {
   return ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
 }
 
-pass_report *pass_report_new(const ir_graph *g, int64_t memory_limit) {
-  pass_report *r = xcalloc(1, sizeof *r);
+rp_report *rp_report_new(const ir_graph *g, int64_t memory_limit) {
+  rp_report *r = xcalloc(1, sizeof *r);
   r->g = g;
   r->limit = memory_limit;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -39,14 +39,14 @@ pass_report *pass_report_new(const ir_graph *g, int64_t memory_limit) {
   return r;
 }
 
-void pass_report_set_proportion(pass_report *r, const char *amp) { r->amp_text = amp; }
+void rp_report_set_proportion(rp_report *r, const char *amp) { r->amp_text = amp; }
 
-void pass_report_set_training(pass_report *r, int grad_accum, int replicas, const char *schedule, const char *recompute) {
+void rp_report_set_training(rp_report *r, int grad_accum, int replicas, const char *schedule, const char *recompute) {
   r->opt_grad_accum = grad_accum, r->opt_replicas = replicas;
   r->opt_schedule = schedule, r->opt_recompute = recompute;
 }
 
-void pass_report_set_half_partials(pass_report *r, const char *half_type) { r->opt_half_partials = half_type; }
+void rp_report_set_half_partials(rp_report *r, const char *half_type) { r->opt_half_partials = half_type; }
 
 /* "half_partials": where --enable-half-partials stores partial sums in 16 bits: one entry per
  * place (the gradient accumulators, and every kernel that keeps partial sums in memory
@@ -110,7 +110,7 @@ static void hp_stored(FILE *f, int64_t saved, const char *where) {
   rp_json_str(f, where);
 }
 
-static void json_half_partials(const pass_report *r, FILE *f) {
+static void json_half_partials(const rp_report *r, FILE *f) {
   const ir_graph *g = r->g;
   int ga = r->opt_grad_accum > 0 ? r->opt_grad_accum : 1, rep = r->opt_replicas > 0 ? r->opt_replicas : 1, n = 0;
   const char *half = r->opt_half_partials;
@@ -151,7 +151,7 @@ static void json_half_partials(const pass_report *r, FILE *f) {
   fprintf(f, "},\n");
 }
 
-void pass_report_free(pass_report *r) {
+void rp_report_free(rp_report *r) {
   if (!r) return;
   for (int i = 0; i < r->n_k; i++) free(r->k[i].name), free(r->k[i].kind);
   for (int s = 0; s < r->n_shards; s++) free(r->sh[s].live);
@@ -164,7 +164,7 @@ void pass_report_free(pass_report *r) {
   free(r);
 }
 
-void pass_report_phase(pass_report *r, const char *name, double seconds) {
+void rp_report_phase(rp_report *r, const char *name, double seconds) {
   for (int i = 0; i < r->n_phases; i++)
     if (!strcmp(r->phase_name[i], name)) {
       r->phase_s[i] += seconds;
@@ -176,18 +176,18 @@ void pass_report_phase(pass_report *r, const char *name, double seconds) {
 }
 
 /* ---- the roofline ------------------------------------------------------------------------ */
-int rp_cores_per_shard(const pass_report *r) {
+int rp_cores_per_shard(const rp_report *r) {
   int n = r->tr ? r->tr->S : r->n_shards; /* training: the model shards, not the stages */
   int c = r->cores / (n > 0 ? n : 1);
   return c < 1 ? 1 : c;
 }
 
-double rp_roofline(const pass_report *r, double flops, double bytes, int cores) {
+double rp_roofline(const rp_report *r, double flops, double bytes, int cores) {
   double tc = flops / (r->peak_flops_core * cores), tm = bytes / (r->peak_bw_core * cores);
   return tc > tm ? tc : tm;
 }
 
-void rp_node_cost(const pass_report *r, int node, double *flops, double *bytes, double *est_s) {
+void rp_node_cost(const rp_report *r, int node, double *flops, double *bytes, double *est_s) {
   ir_cost c;
   ir_node_cost(r->g, &r->g->nodes[node], &c);
   *flops = c.flops, *bytes = c.bytes;
@@ -195,10 +195,10 @@ void rp_node_cost(const pass_report *r, int node, double *flops, double *bytes, 
 }
 
 /* ---- sink callbacks ---------------------------------------------------------------------- */
-static void on_phase(void *ctx, const char *name, double seconds) { pass_report_phase(ctx, name, seconds); }
+static void on_phase(void *ctx, const char *name, double seconds) { rp_report_phase(ctx, name, seconds); }
 
 static void on_target(void *ctx, const cg_target *t) {
-  pass_report *r = ctx;
+  rp_report *r = ctx;
   snprintf(r->triple, sizeof r->triple, "%s", t->triple ? t->triple : "?");
   snprintf(r->cpu, sizeof r->cpu, "%s", t->cpu ? t->cpu : "?");
   r->vec_f32 = t->vec_f32 > 0 ? t->vec_f32 : 4;
@@ -210,7 +210,7 @@ static int is_budget_op(ir_op op) {
          op == IR_OP_dense_grad_input || op == IR_OP_dense_grad_weight;
 }
 
-int64_t rp_node_budget(const pass_report *r, int n) {
+int64_t rp_node_budget(const rp_report *r, int n) {
   const ir_node *nd = &r->g->nodes[n];
   if (!is_budget_op(nd->op)) return -1;
   return cg_working_set_budget(&r->cache, cg_budget_proportion(r->amp_text, nd->shard));
@@ -222,7 +222,7 @@ int64_t rp_node_budget(const pass_report *r, int n) {
  * to 1..tiles, with the L2 budget cg_tile_budget(P of the shard) and the tile's channels R
  * read from the kernel kind ("..._f32_RxP_..."); the block's working set is B tiles' packed
  * weights + those input rows.  Returns the working set and B in *tiles_out, or -1. */
-int64_t rp_conv_block(const pass_report *r, int n, const char *kind, int64_t *tiles_out) {
+int64_t rp_conv_block(const rp_report *r, int n, const char *kind, int64_t *tiles_out) {
   const ir_node *nd = &r->g->nodes[n];
   if (r->training || nd->op != IR_OP_conv2d || !kind || strncmp(kind, "conv2d", 6)) return -1;
   if (!strncmp(kind, "conv2d_1x1", 10) || !strncmp(kind, "conv2d_g", 8) || !strncmp(kind, "conv2d_dw", 9) ||
@@ -244,13 +244,13 @@ int64_t rp_conv_block(const pass_report *r, int n, const char *kind, int64_t *ti
   return b * wt + rows_in;
 }
 
-int64_t rp_limited(const pass_report *r, const rp_shard *s) {
+int64_t rp_limited(const rp_report *r, const rp_shard *s) {
   return s->arena + s->io + s->stash_io + s->temporaries + (r->training ? s->weights + s->optimizer_state : 0);
 }
 
 /* Bytes of the constants a fused group embeds: its params, where a folded batchnorm becomes
  * one bias vector (none if the conv already has a bias). */
-static int64_t group_weights(const pass_report *r, const pass_fusion *plan, int a) {
+static int64_t group_weights(const rp_report *r, const pass_fusion *plan, int a) {
   const ir_graph *g = r->g;
   int64_t w = 0;
   int n_param = 0;
@@ -268,7 +268,7 @@ static int64_t group_weights(const pass_report *r, const pass_fusion *plan, int 
 
 /* Training: every param is one 64-aligned slice of the state buffer, counted once, in the
  * shard of the first kernel reading it: weights (trainable and buffers) or optimizer state. */
-static void derive_train_state(pass_report *r, const cg_report_kernel *k) {
+static void derive_train_state(rp_report *r, const cg_report_kernel *k) {
   const ir_graph *g = r->g;
   char *seen = xcalloc((size_t)g->n_values, 1);
   for (int s = 0; s < r->n_shards; s++) r->sh[s].weights = 0;
@@ -286,7 +286,7 @@ static void derive_train_state(pass_report *r, const cg_report_kernel *k) {
   free(seen);
 }
 
-static void derive_kernels(pass_report *r, const cg_report_kernel *k, const pass_fusion *plan) {
+static void derive_kernels(rp_report *r, const cg_report_kernel *k, const pass_fusion *plan) {
   const ir_graph *g = r->g;
   int cores = rp_cores_per_shard(r);
   for (int i = 0; i < r->n_k; i++) {
@@ -310,7 +310,7 @@ static void derive_kernels(pass_report *r, const cg_report_kernel *k, const pass
 }
 
 /* io: the boundary tensors (one micro-batch) a shard reads from elsewhere or writes. */
-static void derive_io(pass_report *r, const cg_report_kernel *k, const int *tensor_vid, int n_tensors) {
+static void derive_io(rp_report *r, const cg_report_kernel *k, const int *tensor_vid, int n_tensors) {
   const ir_graph *g = r->g;
   for (int s = 0; s < r->n_shards; s++)
     for (int t = 0; t < n_tensors; t++) {
@@ -328,7 +328,7 @@ static void derive_io(pass_report *r, const cg_report_kernel *k, const int *tens
     }
 }
 
-static void derive_liveness(pass_report *r) {
+static void derive_liveness(rp_report *r) {
   for (int s = 0; s < r->n_shards; s++) r->sh[s].live = xcalloc((size_t)r->sh[s].n_k, sizeof(int64_t));
   for (int i = 0; i < r->n_b; i++) {
     const cg_report_buffer *b = &r->b[i];
@@ -351,7 +351,7 @@ static void derive_liveness(pass_report *r) {
 
 static void on_layout(void *ctx, const cg_report_kernel *k, int n_k, const pass_fusion *plan, const cg_report_buffer *b,
                       int n_b, const int64_t *scratch_bytes, int n_shards, const int *tensor_vid, int n_tensors) {
-  pass_report *r = ctx;
+  rp_report *r = ctx;
   const ir_graph *g = r->g;
   if (r->have_layout) return;
   r->have_layout = 1;
@@ -377,7 +377,7 @@ static void on_layout(void *ctx, const cg_report_kernel *k, int n_k, const pass_
   if (r->training) rp_train_derive(r, k, tensor_vid, n_tensors);
 }
 
-void pass_report_sink(pass_report *r, cg_report_sink *sink) {
+void rp_report_sink(rp_report *r, cg_report_sink *sink) {
   memset(sink, 0, sizeof *sink);
   sink->ctx = r;
   sink->layout = on_layout;
@@ -403,11 +403,11 @@ static void json_shape(FILE *f, const ir_shape *s) {
   fputc(']', f);
 }
 
-static int64_t shard_total(const pass_report *r, const rp_shard *s) {
+static int64_t shard_total(const rp_report *r, const rp_shard *s) {
   return s->weights + s->optimizer_state + s->arena + s->io + s->stash_io + s->temporaries;
 }
 
-static void json_shard(const pass_report *r, int i, FILE *f) {
+static void json_shard(const rp_report *r, int i, FILE *f) {
   const rp_shard *s = &r->sh[i];
   const ir_graph *g = r->g;
   fprintf(f, "    {\"index\": %d, \"first_layer\": ", i);
@@ -438,7 +438,7 @@ static void json_shard(const pass_report *r, int i, FILE *f) {
   fprintf(f, "]}");
 }
 
-static void json_kernels(const pass_report *r, FILE *f) {
+static void json_kernels(const rp_report *r, FILE *f) {
   fprintf(f, "  \"kernels\": [\n");
   for (int i = 0; i < r->n_k; i++) {
     const rp_kernel *k = &r->k[i];
@@ -461,12 +461,12 @@ static void json_kernels(const pass_report *r, FILE *f) {
   fprintf(f, "  ],\n");
 }
 
-static const char *fusion_role(const pass_report *r, int n, const rp_kernel *k) {
+static const char *fusion_role(const rp_report *r, int n, const rp_kernel *k) {
   if (k->anchor == n) return "anchor";
   return r->g->nodes[n].op == IR_OP_batchnorm ? "folded" : "epilogue";
 }
 
-static void json_ops(const pass_report *r, FILE *f) {
+static void json_ops(const rp_report *r, FILE *f) {
   const ir_graph *g = r->g;
   fprintf(f, "  \"ops\": [\n");
   for (int n = 0; n < g->n_nodes; n++) {
@@ -501,7 +501,7 @@ static void json_ops(const pass_report *r, FILE *f) {
   fprintf(f, "  ]\n");
 }
 
-static void json_totals(const pass_report *r, FILE *f) {
+static void json_totals(const rp_report *r, FILE *f) {
   double flops = 0, bytes = 0, est = 0, fmax = 0, emax = 0;
   int64_t mem[4] = {0};
   for (int s = 0; s < r->n_shards; s++) {
@@ -531,7 +531,7 @@ static void json_totals(const pass_report *r, FILE *f) {
           fmax, mean, mean > 0 ? fmax / mean : 0, emax * 1e3);
 }
 
-int pass_report_write_json(const pass_report *r, FILE *f) {
+int rp_report_write_json(const rp_report *r, FILE *f) {
   if (!r->have_layout) return -1;
   const ir_graph *g = r->g;
   fprintf(f, "{\n  \"cnnc_report\": 1,\n  \"model\": ");

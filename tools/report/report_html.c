@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "passes/report_internal.h"
+#include "tools/report/report_internal.h"
 
 #define W 760 /* chart width in px */
 
@@ -15,8 +15,8 @@ static const char *const cat_color[] = {"#f28e2b", "#e15759", "#d3d3d3", "#59a14
 #define N_CAT 8
 
 /* Shards drawn: the model shards (in training the layout's stages fold into them). */
-static int n_mem_shards(const pass_report *r) { return r->tr ? r->tr->S : r->n_shards; }
-static int64_t limited_of(const pass_report *r, int s) {
+static int n_mem_shards(const rp_report *r) { return r->tr ? r->tr->S : r->n_shards; }
+static int64_t limited_of(const rp_report *r, int s) {
   return r->tr ? rp_train_limited(r, &r->tr->ts[s]) : rp_limited(r, &r->sh[s]);
 }
 
@@ -41,7 +41,7 @@ static const char *human(double b, char *buf, size_t n) {
   return buf;
 }
 
-static void cats(const pass_report *r, int s, int64_t v[N_CAT]) {
+static void cats(const rp_report *r, int s, int64_t v[N_CAT]) {
   if (r->tr) {
     const rp_tshard *x = &r->tr->ts[s];
     int64_t fr = r->tr->frames;
@@ -54,7 +54,7 @@ static void cats(const pass_report *r, int s, int64_t v[N_CAT]) {
   v[3] = sh->io, v[4] = sh->temporaries, v[5] = sh->optimizer_state, v[6] = 0, v[7] = sh->weights;
 }
 
-static void chart_memory(const pass_report *r, FILE *f) {
+static void chart_memory(const rp_report *r, FILE *f) {
   double max = (double)r->limit;
   int ns = n_mem_shards(r);
   for (int s = 0; s < ns; s++) {
@@ -144,7 +144,7 @@ static void curve(FILE *f, const char *id, const char *title, const int64_t *v, 
   fprintf(f, "</text>\n</svg>\n");
 }
 
-static void chart_liveness_train(const pass_report *r, FILE *f) {
+static void chart_liveness_train(const rp_report *r, FILE *f) {
   const rp_train *t = r->tr;
   char b1[32], b2[32], foot[256], title[64];
   fprintf(f, "<h2>Liveness per program step</h2>\n<p>Per shard: bytes live at each step of its forward program, then "
@@ -172,7 +172,7 @@ static void chart_liveness_train(const pass_report *r, FILE *f) {
         "forward", "backward", foot);
 }
 
-static void chart_liveness(const pass_report *r, FILE *f) {
+static void chart_liveness(const rp_report *r, FILE *f) {
   if (r->tr) {
     chart_liveness_train(r, f);
     return;
@@ -206,7 +206,7 @@ static int by_est_desc(const void *a, const void *b) {
   return x->est < y->est ? 1 : x->est > y->est ? -1 : x->node - y->node;
 }
 
-static void chart_top_ops(const pass_report *r, FILE *f) {
+static void chart_top_ops(const rp_report *r, FILE *f) {
   int n = r->g->n_nodes, top = n < 15 ? n : 15;
   est_idx *e = calloc((size_t)n + 1, sizeof *e);
   if (!e) return;
@@ -253,7 +253,7 @@ static void bars(FILE *f, const char *id, const char *title, const char *const *
 
 /* Training: per shard forward + backward estimate (stacked), then the simulated schedule of
  * one update as a Gantt chart (one row per shard's thread group). */
-static void chart_balance_train(const pass_report *r, FILE *f) {
+static void chart_balance_train(const rp_report *r, FILE *f) {
   const rp_train *t = r->tr;
   int bar = 20, x0 = 110, w = W - x0 - 140;
   double max = 0;
@@ -308,7 +308,7 @@ static void chart_balance_train(const pass_report *r, FILE *f) {
              "micro-batch)</text>\n</svg>\n", gx, t->S * (row + 4) + 18, t->makespan_s * 1e3);
 }
 
-static void chart_balance(const pass_report *r, FILE *f) {
+static void chart_balance(const rp_report *r, FILE *f) {
   if (r->tr) {
     chart_balance_train(r, f);
     return;
@@ -331,7 +331,7 @@ static void chart_balance(const pass_report *r, FILE *f) {
   free(labels);
 }
 
-static void chart_phases(const pass_report *r, FILE *f) {
+static void chart_phases(const rp_report *r, FILE *f) {
   const char *labels[RP_MAX_PHASES];
   double v[RP_MAX_PHASES];
   int n = 0;
@@ -340,7 +340,7 @@ static void chart_phases(const pass_report *r, FILE *f) {
   bars(f, "phases", "Compile time per phase", labels, v, n, "s", 1);
 }
 
-static void op_table(const pass_report *r, FILE *f) {
+static void op_table(const rp_report *r, FILE *f) {
   const ir_graph *g = r->g;
   char b1[64];
   fprintf(f, "<h2>Ops</h2>\n<table id=\"ops\">\n<tr><th>#</th><th>name</th><th>op</th><th>%s</th><th>output shape</th>"
@@ -373,7 +373,7 @@ static void op_table(const pass_report *r, FILE *f) {
   fprintf(f, "</table>\n");
 }
 
-static void header(const pass_report *r, FILE *f) {
+static void header(const rp_report *r, FILE *f) {
   double flops = 0, est = 0, emax = 0;
   for (int s = 0; s < r->n_shards; s++) {
     flops += r->sh[s].flops, est += r->sh[s].est_s;
@@ -425,7 +425,7 @@ static void header(const pass_report *r, FILE *f) {
   fprintf(f, "</dl>\n");
 }
 
-int pass_report_write_html(const pass_report *r, FILE *f) {
+int rp_report_write_html(const rp_report *r, FILE *f) {
   if (!r->have_layout) return -1;
   header(r, f);
   chart_memory(r, f);

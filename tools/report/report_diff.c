@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "passes/passes.h"
+#include "tools/report/report.h"
 
 /* ---- a small JSON reader ------------------------------------------------------------------ */
 typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jtype;
@@ -351,7 +352,7 @@ static void diff_ops(const jv *a, const jv *b, FILE *out) {
                "changes\n", added, removed, moved, kern, slower, budget);
 }
 
-int pass_report_diff(const char *a_path, const char *b_path, FILE *out, char *err, size_t err_size) {
+int rp_report_diff(const char *a_path, const char *b_path, FILE *out, char *err, size_t err_size) {
   jv *a = load(a_path, err, err_size);
   if (!a) return -1;
   jv *b = load(b_path, err, err_size);
