@@ -10,7 +10,6 @@
 #include "codegen/cg_budget.h"
 #include "codegen/cg_layout.h"
 #include "codegen/cg_main.h"
-#include "frontend/fe.h"
 #include "ir/grad_train.h"
 
 /* ---- cache sizes ----------------------------------------------------------------------------- */
@@ -200,23 +199,23 @@ static int is_training(const ir_graph *g) {
   return 0;
 }
 
-int cg_check_memory_budget(const ir_graph *g, const struct fe_options *o, ir_diag *d) {
+int cg_check_memory_budget(const ir_graph *g, int64_t memory_limit, const char *amp, ir_diag *d) {
   int n_shards = g->n_shards > 0 ? g->n_shards : 1;
-  if (cg_budget_check_proportions(o->available_memory_proportion, n_shards, d)) return -1;
-  if (o->memory_limit <= 0) return 0;
+  if (cg_budget_check_proportions(amp, n_shards, d)) return -1;
+  if (memory_limit <= 0) return 0;
   pass_mem_shard *sh = calloc((size_t)n_shards, sizeof *sh);
   if (!sh) abort();
   int rc;
   if (is_training(g)) {
     pass_mem_train_estimate(g, sh);
-    rc = pass_memory_limit_check(g, sh, n_shards, o->memory_limit, d);
+    rc = pass_memory_limit_check(g, sh, n_shards, memory_limit, d);
     pass_mem_shards_free(sh, n_shards);
   } else {
     cg_layout L;
     rc = cg_layout_build(&L, g, 1, d);
     if (rc == 0) {
       inference_records(&L, sh);
-      rc = pass_memory_limit_check(g, sh, L.n_shards < n_shards ? L.n_shards : n_shards, o->memory_limit, d);
+      rc = pass_memory_limit_check(g, sh, L.n_shards < n_shards ? L.n_shards : n_shards, memory_limit, d);
       for (int s = 0; s < L.n_shards && s < n_shards; s++) free(sh[s].step_node);
     }
     cg_layout_free(&L);

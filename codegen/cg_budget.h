@@ -48,10 +48,9 @@ double cg_budget_proportion(const char *text, int shard);
 int cg_budget_check_proportions(const char *text, int n_shards, ir_diag *d);
 
 /* Before code generation, g split into shards: checks the --available-memory-proportion count
- * and, when o->memory_limit > 0, plans the layout as codegen will (inference: the kernels'
+ * amp (the option text) and, when memory_limit > 0, plans the layout as codegen will (inference: the kernels'
  * scratch usage records and io; training: pass_mem_train_estimate) and fails if a shard's
  * arena + io + state exceeds the limit (pass_memory_limit_check).  Returns 0 or -1 with d. */
-struct fe_options;
-int cg_check_memory_budget(const ir_graph *g, const struct fe_options *o, ir_diag *d);
+int cg_check_memory_budget(const ir_graph *g, int64_t memory_limit, const char *amp, ir_diag *d);
 
 #endif

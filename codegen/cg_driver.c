@@ -120,7 +120,7 @@ int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *o
     cg_target_dispose(&t);
     return (ir_tune(g)->verify && ir_verify(g, d) < 0) ? -1 : dump_ir(g, output, d);
   }
-  if (cg_check_memory_budget(g, o, d)) { /* --memory-limit, proportions per shard (cg_budget.c) */
+  if (cg_check_memory_budget(g, o->memory_limit, o->available_memory_proportion, d)) { /* --memory-limit, proportions per shard (cg_budget.c) */
     cg_target_dispose(&t);
     return -1;
   }
