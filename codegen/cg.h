@@ -155,15 +155,4 @@ typedef struct cg_options {
  * Returns 0 or -1 with d filled. */
 int cg_compile(const ir_graph *g, const cg_target *t, const cg_options *opts, ir_diag *d);
 
-/* The driver's entry (codegen/cg_driver.c): splits g into shards per o (pipeline_splits or
- * shards; passes/split.c), creates the target from o, and writes output (a .so), or dumps
- * emit ("llvm", "asm", "obj") to output.  Prints progress to stderr when verbose.  Returns 0
- * or -1 with d filled. */
-struct fe_options;
-int cg_build_model(ir_graph *g, const struct fe_options *o, const char *output, const char *emit,
-                   int verbose, ir_diag *d);
-/* Same, reporting the layout and phase times ("split", "codegen", "link") to report (may be NULL). */
-int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *output, const char *emit,
-                          int verbose, const cg_report_sink *report, ir_diag *d);
-
 #endif

@@ -5,7 +5,7 @@
  * still has an f32 buffer, rounded where it reloads them (cg_half_partial).  Either way that
  * is one rounding per stored partial; the final sum is not rounded.  The reference
  * interpreter rounds at the same points (ir/ref_conv.c, ir/ref_grad.c), from the settings
- * cg_build_model records on the graph. */
+ * cnnc_build_model records on the graph. */
 #ifndef CNNC_CG_HALF_PARTIALS_H
 #define CNNC_CG_HALF_PARTIALS_H
 

@@ -41,6 +41,12 @@ LLVMValueRef cg_route_gen(cg_ctx *c, const ir_node *n, int train, const char *fn
   return (gen ? gen : cg_generators[n->op])(c, n, fn_name, kind);
 }
 
+/* Every op's generator (ops.def), routed ops through the table below. */
+const cg_gen_fn cg_generators[IR_OP_COUNT] = {
+#define IR_OP(name, attr, min_in, max_in, n_out, kind) [IR_OP_##name] = cg_gen_##name,
+#include "ir/ops.def"
+};
+
 /* The ops with routes keep their cg_gen_<op> entry (cg_generators[], ops.def): the table. */
 static LLVMValueRef routed(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   int route;

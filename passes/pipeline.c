@@ -1,7 +1,7 @@
 /* pipeline.c — the graph passes of a compile, in order, in one place.  Each runs once; with
  * tune verify=1 the IR verifier runs after each; --emit ir-after=NAME stops after the pass
  * NAME (the driver prints the graph).  What follows (16-bit inference storage, the memory
- * check, fusion, layout and code generation) is the back end's: codegen/cg_driver.c. */
+ * check, fusion, layout and code generation) is the back end's, called by tools/compile.c. */
 #include <stdio.h>
 #include <string.h>
 

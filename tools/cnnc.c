@@ -1,7 +1,7 @@
 /* cnnc.c — the compiler driver: `cnnc MODEL.yml [options] -o OUT.so`.  Parses the command
  * line (driver flags plus every option of frontend/options.def as --name VALUE or
  * --name=VALUE), loads the model (fe_load), and prints a summary, dumps the IR, or hands the
- * graph to code generation (cg_build_model).  Exit status: 0 ok, 1 model/compile error,
+ * graph to code generation (cnnc_build_model, tools/compile.c).  Exit status: 0 ok, 1 model/compile error,
  * 2 usage error. */
 #include <llvm-c/Core.h>
 #include <stddef.h>
@@ -13,6 +13,7 @@
 
 #include "cnnc_config.h"
 #include "codegen/cg.h"
+#include "tools/compile.h"
 #include "frontend/fe.h"
 #include "passes/passes.h"
 #include "tools/report/report.h"
@@ -432,7 +433,7 @@ static int build(driver *D, ir_graph *g) {
   if (rep)
     rp_report_set_training(rep, (int)D->o.gradient_accumulation, (int)D->o.replicas, D->o.pipeline_schedule, D->o.recompute);
   if (rep) rp_report_set_half_partials(rep, D->o.enable_half_partials ? D->o.half_type : NULL);
-  int rc = cg_build_model_report(g, &D->o, out, D->emit, D->verbose, rep ? &sink : NULL, &d);
+  int rc = cnnc_build_model_report(g, &D->o, out, D->emit, D->verbose, rep ? &sink : NULL, &d);
   if (rep && !rc) rc = write_report(D, rep, (now_ms() - t0) / 1e3);
   rp_report_free(rep);
   if (rc) ir_diag_print(&d, stderr);

@@ -1,7 +1,7 @@
 /* ct_tune.h — the tuning knobs (ir/tuning.def) of a test's in-process compiles.  ct_tune()
  * sets knobs ("name=value,..."; aborts on a bad item), ct_tune_reset() restores the defaults
  * (then CNNC_TUNE from the test's environment, so a CTest ENVIRONMENT can steer a whole test),
- * and ct_g(g) makes g compile with them: cg_compile(ct_g(g), ...), cg_build_model(ct_g(g), ...)
+ * and ct_g(g) makes g compile with them: cg_compile(ct_g(g), ...), cnnc_build_model(ct_g(g), ...)
  * (the driver applies the options' --tune items on top).  Include once per test executable. */
 #ifndef CNNC_TEST_CT_TUNE_H
 #define CNNC_TEST_CT_TUNE_H

@@ -66,7 +66,7 @@ static float *build_run(const char *label, const float *x, float **ref, const ch
     } else CGT_CHECK(0, "%s: interpreter failed", label);
     if (r) ir_interp_free(g, r);
   }
-  if (cg_build_model(g, &o, so, NULL, 0, &d)) {
+  if (cnnc_build_model(g, &o, so, NULL, 0, &d)) {
     ir_diag_print(&d, stderr);
     CGT_CHECK(0, "%s: build failed", label);
     ir_graph_free(g);

@@ -261,7 +261,7 @@ static float *build_run(const char *yml, const char *label, long *so_bytes) {
   for (int i = 0; i < 4; i++)
     if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), cgt_failures++, NULL;
   ir_graph *g = fe_load(path, &o, &d);
-  if (!g || cg_build_model(g, &o, so, NULL, 0, &d)) {
+  if (!g || cnnc_build_model(g, &o, so, NULL, 0, &d)) {
     ir_diag_print(&d, stderr);
     CGT_CHECK(0, "%s: build failed", label);
     ir_graph_free(g);

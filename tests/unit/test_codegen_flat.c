@@ -188,7 +188,7 @@ static const cnnc_abi_model *build16(const char *half, int pf, char *so, size_t 
   if (!*gp) return ir_diag_print(&d, stderr), NULL;
   if (pf) unsetenv("CNNC_NO_FLAT_PREFETCH");
   else setenv("CNNC_NO_FLAT_PREFETCH", "1", 1);
-  int rc = cg_build_model(*gp, &o, so, NULL, 0, &d);
+  int rc = cnnc_build_model(*gp, &o, so, NULL, 0, &d);
   unsetenv("CNNC_NO_FLAT_PREFETCH");
   if (rc) return ir_diag_print(&d, stderr), NULL;
   *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);

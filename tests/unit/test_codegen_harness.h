@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "codegen/cg.h"
+#include "tools/compile.h"
 #include "passes/passes.h"
 #include "runtime/cnnc_abi.h"
 

@@ -202,7 +202,7 @@ static void model_case(const char *cpu, const char *tn) {
     snprintf(so, sizeof so, "%s/m%d.so", cgt_dir, v);
     if (v) setenv("CNNC_NO_STEM_GEN", "1", 1);
     cg_report_sink rs = {kind, kind_of, NULL, NULL};
-    int rc = cg_build_model_report(g, &o, so, NULL, 0, &rs, &d);
+    int rc = cnnc_build_model_report(g, &o, so, NULL, 0, &rs, &d);
     unsetenv("CNNC_NO_STEM_GEN");
     if (rc) {
       ir_diag_print(&d, stderr);

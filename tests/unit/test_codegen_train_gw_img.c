@@ -56,7 +56,7 @@ static char *module_ir(const char *name, const char *yml) {
   ir_graph *g = load_case(path, 3, &o);
   ir_diag d = {0};
   char *text = NULL;
-  if (!g || cg_build_model(g, &o, ll, "llvm", 0, &d)) {
+  if (!g || cnnc_build_model(g, &o, ll, "llvm", 0, &d)) {
     ir_diag_print(&d, stderr);
   } else if ((f = fopen(ll, "rb"))) {
     fseek(f, 0, SEEK_END);

@@ -91,7 +91,7 @@ static ir_graph *build(const char *yml, const char *const (*kv)[2], int nkv, con
     if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), NULL;
   ir_graph *g = fe_load(yml, &o, &d);
   if (!g) return ir_diag_print(&d, stderr), NULL;
-  if (cg_build_model(g, &o, so, NULL, 0, &d)) {
+  if (cnnc_build_model(g, &o, so, NULL, 0, &d)) {
     ir_diag_print(&d, stderr);
     ir_graph_free(g);
     return NULL;

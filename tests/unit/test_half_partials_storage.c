@@ -35,7 +35,7 @@ static int build(const char *half, const char *ga, const char *rep, int f32_stor
   snprintf(so, 512, "%s/%s", cgt_dir, so_name);
   if (f32_storage) setenv("CNNC_HALF_PARTIALS_F32", "1", 1);
   else unsetenv("CNNC_HALF_PARTIALS_F32");
-  int rc = cg_build_model(g, &o, so, NULL, 0, &d);
+  int rc = cnnc_build_model(g, &o, so, NULL, 0, &d);
   unsetenv("CNNC_HALF_PARTIALS_F32");
   if (rc) ir_diag_print(&d, stderr);
   ir_graph_free(g);

@@ -409,7 +409,7 @@ static void test_training(void) {
   CGT_CHECK(n_bwd16 > 0, "no rounded gradients (bwd/.../round16) in the training graph");
   char so[512];
   snprintf(so, sizeof so, "%s/train16.so", cgt_dir);
-  if (cg_build_model(gc, &o, so, NULL, 0, &d)) {
+  if (cnnc_build_model(gc, &o, so, NULL, 0, &d)) {
     ir_diag_print(&d, stderr);
     cgt_failures++;
     return;

@@ -44,7 +44,7 @@ static int build(built *b, const char *model, const char *half, int store16, int
   if (!b->g) return ir_diag_print(&d, stderr), -1;
   if (store16) unsetenv("CNNC_NO_STORE16");
   else setenv("CNNC_NO_STORE16", "1", 1);
-  int rc = cg_build_model(b->g, &o, b->so, NULL, 0, &d);
+  int rc = cnnc_build_model(b->g, &o, b->so, NULL, 0, &d);
   unsetenv("CNNC_NO_STORE16");
   if (rc) return ir_diag_print(&d, stderr), -1;
   b->h = dlopen(b->so, RTLD_NOW | RTLD_LOCAL);

@@ -31,7 +31,7 @@ static int kernels(const char *label, const char *const *kv, int n_kv, int batch
   ir_graph *g = fe_load(model_path, &o, &d);
   char so[600];
   snprintf(so, sizeof so, "%s/fusion_accum.so", cgt_dir);
-  if (!g || cg_build_model(g, &o, so, NULL, 0, &d)) {
+  if (!g || cnnc_build_model(g, &o, so, NULL, 0, &d)) {
     fprintf(stderr, "  %s: compile failed: ", label);
     ir_diag_print(&d, stderr);
     if (g) ir_graph_free(g);

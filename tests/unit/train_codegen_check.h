@@ -48,7 +48,7 @@ static cnnrt_model *tct_build(ir_graph *gr, ir_graph *gc, const fe_options *o, c
     ir_diag_print(&d, stderr);
     return NULL;
   }
-  if (cg_build_model(gc, o, so, NULL, 0, &d)) {
+  if (cnnc_build_model(gc, o, so, NULL, 0, &d)) {
     fprintf(stderr, "  %s: compile failed: ", label);
     ir_diag_print(&d, stderr);
     return NULL;

@@ -15,7 +15,7 @@ static int check_kinds(const char *name, const char *yml, const char *const *wan
   fe_options o;
   ir_graph *g = load_case(path, 2, &o);
   ir_diag d = {0};
-  int bad = !g || cg_build_model(g, &o, so, NULL, 0, &d);
+  int bad = !g || cnnc_build_model(g, &o, so, NULL, 0, &d);
   if (bad) ir_diag_print(&d, stderr);
   char *buf = NULL;
   long len = 0;

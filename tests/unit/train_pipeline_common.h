@@ -112,7 +112,7 @@ static int train(const char *label, const char *const *kv, int n_kv, int batch, 
   }
   char so[600];
   snprintf(so, sizeof so, "%s/pipe.so", cgt_dir);
-  if (cg_build_model(g, &o, so, NULL, 0, &d)) {
+  if (cnnc_build_model(g, &o, so, NULL, 0, &d)) {
     fprintf(stderr, "  %s: compile failed: ", label);
     ir_diag_print(&d, stderr);
     ir_graph_free(g);

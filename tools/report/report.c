@@ -50,7 +50,7 @@ void rp_report_set_half_partials(rp_report *r, const char *half_type) { r->opt_h
 
 /* "half_partials": where --enable-half-partials stores partial sums in 16 bits: one entry per
  * place (the gradient accumulators, and every kernel that keeps partial sums in memory
- * between reduction blocks, from the settings cg_build_model recorded on the graph), each with
+ * between reduction blocks, from the settings cnnc_build_model recorded on the graph), each with
  * the error against f32 partials measured for that kind of place (docs/precision.md "Half
  * partials": test_half_partials_kernels / test_precision_train_partials, 1 step on their test
  * models, relative to the f32-partials result; the figures are those runs', not this model's),

@@ -26,7 +26,7 @@ void rp_report_set_training(rp_report *r, int grad_accum, int replicas, const ch
 /* --enable-half-partials: the 16-bit type (must outlive r), NULL = off: the report states where
  * partial sums are stored in 16 bits ("half_partials", docs/precision.md). */
 void rp_report_set_half_partials(rp_report *r, const char *half_type);
-/* Fills *sink (the caller's) so that cg_build_model_report fills r. */
+/* Fills *sink (the caller's) so that cnnc_build_model_report fills r. */
 void rp_report_sink(rp_report *r, struct cg_report_sink *sink);
 /* Adds seconds to phase name ("load", "split", "codegen", "link", ...). */
 void rp_report_phase(rp_report *r, const char *name, double seconds);

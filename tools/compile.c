@@ -1,21 +1,18 @@
-/* cg_driver.c — the compiler's back half as one call: split into shards, create the target,
- * compile every shard to a .so (or dump llvm/asm/obj).  Also holds the generator table
- * expanded from ir/ops.def. */
+/* compile.c — a whole compile as one call (tools/compile.h): the options checked, the tuning
+ * knobs resolved, the graph passes (passes/pipeline.c), then the back end: the target, 16-bit
+ * inference storage, the memory check and code generation (codegen/), or a dump of a stage. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "tools/compile.h"
 #include "codegen/cg.h"
 #include "codegen/cg_budget.h"
 #include "codegen/gen_store16.h"
 #include "frontend/fe.h"
 #include "passes/passes.h"
 
-const cg_gen_fn cg_generators[IR_OP_COUNT] = {
-#define IR_OP(name, attr, min_in, max_in, n_out, kind) [IR_OP_##name] = cg_gen_##name,
-#include "ir/ops.def"
-};
 
 static double seconds(void) {
   struct timespec ts;
@@ -24,7 +21,7 @@ static double seconds(void) {
 }
 
 /* Options this back end cannot honour yet. */
-static int check_options(const struct fe_options *o, ir_diag *d) {
+static int check_options(const fe_options *o, ir_diag *d) {
   ir_loc loc = {0};
   int train = o->mode && !strcmp(o->mode, "training");
   if (o->mode && strcmp(o->mode, "inference") != 0 && !train)
@@ -51,13 +48,13 @@ static int check_options(const struct fe_options *o, ir_diag *d) {
   return 0;
 }
 
-int cg_build_model(ir_graph *g, const struct fe_options *o, const char *output, const char *emit, int verbose,
+int cnnc_build_model(ir_graph *g, const fe_options *o, const char *output, const char *emit, int verbose,
                    ir_diag *d) {
-  return cg_build_model_report(g, o, output, emit, verbose, NULL, d);
+  return cnnc_build_model_report(g, o, output, emit, verbose, NULL, d);
 }
 
 /* The pass options of o (the IR passes of passes/pipeline.c). */
-static pass_pipeline_opts pipeline_opts(const struct fe_options *o, const char *stop_after, int verbose) {
+static pass_pipeline_opts pipeline_opts(const fe_options *o, const char *stop_after, int verbose) {
   pass_pipeline_opts p = {0};
   p.training = o->mode && !strcmp(o->mode, "training");
   p.precision = o->precision, p.half_type = o->half_type;
@@ -90,7 +87,7 @@ static int dump_ir(const ir_graph *g, const char *output, ir_diag *d) {
   return fclose(f) ? ir_diag_set(d, (ir_loc){0}, NULL, "cannot write '%s'", output) : 0;
 }
 
-int cg_build_model_report(ir_graph *g, const struct fe_options *o, const char *output, const char *emit, int verbose,
+int cnnc_build_model_report(ir_graph *g, const fe_options *o, const char *output, const char *emit, int verbose,
                           const cg_report_sink *report, ir_diag *d) {
   double t0 = seconds();
   if (check_options(o, d)) return -1;

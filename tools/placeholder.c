@@ -1,2 +1,0 @@
-/* Keeps cnnc_lib non-empty until passes/ and codegen/ have sources. */
-int cnnc_placeholder_unused;
