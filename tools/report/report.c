@@ -549,6 +549,9 @@ int rp_report_write_json(const rp_report *r, FILE *f) {
   fprintf(f, "  \"cache\": {\"l2\": %lld, \"l2_sharing\": %d, \"l3\": %lld, \"l3_sharing\": %d, \"source\": \"%s\"},\n",
           (long long)r->cache.l2, r->cache.l2_sharing, (long long)r->cache.l3, r->cache.l3_sharing,
           r->cache.from_sysfs == 2 ? "target-cache" : r->cache.from_sysfs ? "sysfs" : "fallback");
+  char *tune = ir_tune_json(ir_tune(r->g)); /* the knobs of this compile (ir/tuning.def) */
+  fprintf(f, "  \"tune\": %s,\n", tune ? tune : "{}");
+  free(tune);
   fprintf(f, "  \"memory_limit\": ");
   if (r->limit > 0) fprintf(f, "%lld,\n", (long long)r->limit);
   else fprintf(f, "null,\n");
