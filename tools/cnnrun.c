@@ -79,6 +79,15 @@ static const optdef validate_opts[] = {
     {"--json", NULL, "print the results as JSON lines"},
     {NULL, NULL, NULL}};
 
+/* Runtime options (cnnrt_options), accepted by every command. */
+static const optdef runtime_opts[] = {
+    {"--spin-us", "N", "microseconds a waiting thread spins before it sleeps, 0..10000000 (default 2000; 0: sleep at once)"},
+    {"--hugepages", "MODE", "2 MB pages for the big buffers: inference (default: inference frames and scratch), "
+                            "off (none: aligned_alloc) or all (training buffers too)"},
+    {"--replica-mode", "MODE", "--replicas training: shared (default: replicas one after another on their shard's "
+                               "threads) or parallel (each on its own share of them; not with batchnorm statistics)"},
+    {NULL, NULL, NULL}};
+
 static void usage(FILE *f) {
   fprintf(f, "usage: cnnrun MODEL.so info [--json]\n"
              "       cnnrun MODEL.so benchmark [--batches N] [--runs R] [--seconds S] [--warmup W] [--threads T] [--pin]\n"
@@ -89,16 +98,23 @@ static void usage(FILE *f) {
              "                             [--limit N] [--json] [--trace FILE.json]\n"
              "       cnnrun MODEL.so validate --checkpoint FILE|DIR [--dataset D] [--data-dir DIR]\n"
              "       cnnrun --help | --version\n"
+             "runtime options, every command: [--spin-us N] [--hugepages inference|off|all] [--replica-mode shared|parallel]\n"
              "'cnnrun MODEL.so COMMAND --help' describes a command's options.\n");
 }
 
-static void command_help(const char *cmd, const optdef *defs) {
-  printf("usage: cnnrun MODEL.so %s [options]\n", cmd);
+static void print_optdefs(const optdef *defs) {
   for (const optdef *d = defs; d->name; d++) {
     char left[64];
     snprintf(left, sizeof left, "%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
     printf("  %-24s %s\n", left, d->help);
   }
+}
+
+static void command_help(const char *cmd, const optdef *defs) {
+  printf("usage: cnnrun MODEL.so %s [options]\n", cmd);
+  print_optdefs(defs);
+  printf("runtime options (cnnrt_options, docs/runtime.md):\n");
+  print_optdefs(runtime_opts);
   if (!strcmp(cmd, "benchmark"))
     printf("On a --mode training model, benchmark times training steps (cnnrt_train_step: forward, backward and\n"
            "the optimizer update) on one synthetic batch of images and labels fed every step, after W warm-up\n"
@@ -175,8 +191,26 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   return 1;
 }
 
+/* The value of v among names[n] (the enum's values in order); dies naming them otherwise. */
+static int parse_choice(const char *opt, const char *v, const char *const *names, int n) {
+  for (int k = 0; k < n; k++)
+    if (!strcmp(v, names[k])) return k;
+  die_usage("%s: '%s' is not %s%s%s%s%s", opt, v, names[0], n > 2 ? ", " : " or ", names[1], n > 2 ? " or " : "",
+            n > 2 ? names[2] : "");
+}
+
+static int set_runtime_option(opts *o, const char *name, const char *v) {
+  static const char *const huge[] = {"inference", "off", "all"};       /* CNNRT_HUGEPAGES_* */
+  static const char *const replica[] = {"shared", "parallel"};         /* CNNRT_REPLICA_* */
+  if (!strcmp(name, "--spin-us")) o->rt.spin_us = parse_int(name, v, 0, CNNRT_SPIN_US_MAX);
+  else if (!strcmp(name, "--hugepages")) o->rt.hugepages = (cnnrt_hugepages)parse_choice(name, v, huge, 3);
+  else if (!strcmp(name, "--replica-mode")) o->rt.replica_mode = (cnnrt_replica_mode)parse_choice(name, v, replica, 2);
+  else return 0;
+  return 1;
+}
+
 static void set_option(opts *o, const char *name, const char *v) {
-  if (set_train_option(o, name, v)) return;
+  if (set_train_option(o, name, v) || set_runtime_option(o, name, v)) return;
   if (!strcmp(name, "--json")) o->json = 1;
   else if (!strcmp(name, "--pin")) o->pin = 1;
   else if (!strcmp(name, "--batches")) o->batches = parse_int(name, v, 1, 1 << 20), o->batches_set = 1;
@@ -208,6 +242,8 @@ static void parse_command(opts *o, int argc, char **argv, const optdef *defs) {
     size_t len = eq ? (size_t)(eq - argv[i]) : strlen(argv[i]);
     const optdef *d = defs;
     while (d->name && (strlen(d->name) != len || strncmp(d->name, argv[i], len) != 0)) d++;
+    if (!d->name)
+      for (d = runtime_opts; d->name && (strlen(d->name) != len || strncmp(d->name, argv[i], len) != 0);) d++;
     if (!d->name) die_usage("%s: unknown option '%s'", o->cmd, argv[i]);
     const char *v = NULL;
     if (d->arg && eq) v = eq + 1;
@@ -220,6 +256,7 @@ static void parse_command(opts *o, int argc, char **argv, const optdef *defs) {
 
 static void parse_args(opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
+  cnnrt_options_init(&o->rt);
   o->runs = 5;
   o->warmup = 1;
   o->batches = 8;
@@ -264,8 +301,7 @@ static void parse_args(opts *o, int argc, char **argv) {
 
 /* ---- model ------------------------------------------------------------------------------ */
 cnnrt_model *open_model(const opts *o) {
-  cnnrt_options ro;
-  cnnrt_options_init(&ro);
+  cnnrt_options ro = o->rt;
   ro.pin = o->pin;
   cnnrt_model *m = NULL;
   if (cnnrt_open(o->model, &ro, &m) != CNNRT_OK) die("%s", cnnrt_last_error());

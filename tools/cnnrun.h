@@ -23,6 +23,9 @@ typedef struct opts {
   int epochs, limit;
   double lr, lr_factor, warmup_epochs;
   unsigned long long seed;
+  /* runtime options of every command (--spin-us, --hugepages, --replica-mode); open_model adds
+   * --pin */
+  cnnrt_options rt;
 } opts;
 
 /* Print "cnnrun: message" and exit 1 (die) or, with the usage, 2 (die_usage). */
