@@ -5,7 +5,8 @@
  *                thread 0's CPU time for a pass over a 256 KB buffer it had in L2 before the
  *                wait (what a sleep costs the next kernel: an idle vCPU's core may run someone
  *                else meanwhile);
- * with the given spin budget (CNNRT_SPIN_US semantics; the runtime default without -s).
+ * with the given spin budget (cnnrt_options.spin_us, cnnrun --spin-us; the runtime default
+ * CNNRT_SPIN_US_DEFAULT without -s).
  *   gcc -O2 -I runtime bench/barrier.c runtime/rt_sync.c -o barrier -lpthread
  *   ./barrier [-s SPIN_US] [-d DELAY_US] [-r ROUNDS] [--pin]
  */
@@ -22,7 +23,7 @@
 #define BUF_FLOATS (256 * 1024 / 4)
 
 static rt_barrier bar;
-static int rounds = 400, delay_us = 300, pin;
+static int rounds = 400, delay_us = 300, pin, spin_us = CNNRT_SPIN_US_DEFAULT;
 static double *release_lat, *pass_cpu;
 static _Atomic uint64_t arrive_ns;
 static float buf0[BUF_FLOATS];
@@ -79,7 +80,7 @@ static void report(const char *what, double *v, int n, double scale, const char 
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-s") && i + 1 < argc) setenv("CNNRT_SPIN_US", argv[++i], 1);
+    if (!strcmp(argv[i], "-s") && i + 1 < argc) spin_us = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) delay_us = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-r") && i + 1 < argc) rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--pin")) pin = 1;
@@ -88,11 +89,15 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (spin_us < 0 || spin_us > CNNRT_SPIN_US_MAX) {
+    fprintf(stderr, "%s: -s %d is not in 0..%d\n", argv[0], spin_us, CNNRT_SPIN_US_MAX);
+    return 2;
+  }
   if (pin) pin_to(0);
   release_lat = calloc((size_t)rounds, sizeof *release_lat);
   pass_cpu = calloc((size_t)rounds, sizeof *pass_cpu);
   for (int i = 0; i < BUF_FLOATS; i++) buf0[i] = (float)i;
-  rt_barrier_init(&bar, 2);
+  rt_barrier_init(&bar, 2, (uint64_t)spin_us * 1000u);
   pthread_t t;
   pthread_create(&t, NULL, thread1, NULL);
   uint64_t t0 = mono();
@@ -108,7 +113,7 @@ int main(int argc, char **argv) {
     rt_barrier_wait(&bar);
   }
   pthread_join(t, NULL);
-  printf("spin budget %llu us, delay %d us, %d rounds%s\n", (unsigned long long)(rt_spin_ns() / 1000), delay_us,
+  printf("spin budget %llu us, delay %d us, %d rounds%s\n", (unsigned long long)(bar.spin_ns / 1000), delay_us,
          rounds, pin ? ", pinned" : "");
   printf("%-34s %8.2f us\n", "round trip (no work), mean", rt / 1000.0);
   report("release latency after late arrival", release_lat, rounds, 1e-3, "us");

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""bench/envab.py — interleaved A/B of runtime environment settings on one model, for a
-loaded machine: per round every variant runs once, in turn; compare CPU, not wall time.
+"""bench/envab.py — interleaved A/B of runtime settings (cnnrt_options, given as cnnrun flags
+or trainstep arguments) on one model, for a loaded machine: per round every variant runs once,
+in turn; compare CPU, not wall time.
 
   python3 bench/envab.py infer MODEL.so [--rounds 8] [--batches 2] [--cnnrun build/cnnrun]
       cnnrun MODEL.so benchmark --profile --json --threads 2: kernel CPU-s per micro-batch
@@ -9,31 +10,27 @@ loaded machine: per round every variant runs once, in turn; compare CPU, not wal
       bench/trainstep.c: CPU-s (user + sys) of the open, step 1 and the later steps, step 1's
       page faults and the calling thread's CPU in step 1
 
-Variants (--variants a,b,...): default (no variable), nohuge (CNNRT_NO_HUGEPAGES=1),
-trainhuge (CNNRT_TRAIN_HUGEPAGES=1)."""
+Variants (--variants a,b,...): default (--hugepages inference), nohuge (--hugepages off),
+trainhuge (--hugepages all); --spin-us N applies to every variant (default: the runtime's)."""
 import argparse, json, os, re, statistics, subprocess
 
-VARIANTS = {"nohuge": {"CNNRT_NO_HUGEPAGES": "1"}, "default": {}, "trainhuge": {"CNNRT_TRAIN_HUGEPAGES": "1"}}
+VARIANTS = {"nohuge": "off", "default": "inference", "trainhuge": "all"}  # --hugepages
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def env_for(v):
-    e = {k: x for k, x in os.environ.items() if not k.startswith("CNNRT_") or k == "CNNRT_SPIN_US"}
-    e.update(VARIANTS[v])
-    return e
-
-
 def infer_once(a, v):
+    spin = ["--spin-us", str(a.spin_us)] if a.spin_us is not None else []
     out = subprocess.run([a.cnnrun, a.model, "benchmark", "--profile", "--json", "--threads", "2", "--batches",
-                          str(a.batches), "--runs", "1", "--peak", "102.5"], env=env_for(v), check=True,
-                         capture_output=True, text=True).stdout
+                          str(a.batches), "--runs", "1", "--peak", "102.5", "--hugepages", VARIANTS[v]] + spin,
+                         check=True, capture_output=True, text=True).stdout
     d = json.loads(out)
     p = d["profile"]
     return {"cpu_ms": 1e3 * sum(o["cpu_seconds"] for o in p["ops"]) / p["micro_batches"], "img_s": d["images_per_second"]}
 
 
 def train_once(a, v):
-    out = subprocess.run([a.trainstep, a.model, str(a.steps), "2"], env=env_for(v), check=True, capture_output=True,
+    spin = [str(a.spin_us)] if a.spin_us is not None else []
+    out = subprocess.run([a.trainstep, a.model, str(a.steps), "2", VARIANTS[v]] + spin, check=True, capture_output=True,
                          text=True).stdout
     rows = {}
     for line in out.splitlines():
@@ -55,6 +52,7 @@ def main():
     ap.add_argument("--batches", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--variants", default="nohuge,default")
+    ap.add_argument("--spin-us", type=int, default=None)
     ap.add_argument("--cnnrun", default=os.path.join(ROOT, "build", "cnnrun"))
     ap.add_argument("--trainstep", default="./trainstep")
     a = ap.parse_args()

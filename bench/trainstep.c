@@ -1,12 +1,14 @@
 /* trainstep.c — per-step cost of cnnrt_train_step on one random batch: wall time, process
  * user and system CPU, minor page faults, and the CPU of the calling thread (work done
  * outside the kernel threads, e.g. buffer allocation at the first step).  For A/B runs of
- * runtime settings (CNNRT_NO_HUGEPAGES=1 etc.) on a loaded machine: compare CPU, not wall.
+ * runtime settings (cnnrt_options.hugepages, spin_us) on a loaded machine: compare CPU, not
+ * wall.
  *
  *   gcc -O2 -Iruntime bench/trainstep.c -o trainstep -LBUILD -lcnnrt -Wl,-rpath,BUILD
- *   ./trainstep MODEL.so [STEPS=3] [THREADS=2] */
+ *   ./trainstep MODEL.so [STEPS=3] [THREADS=2] [HUGEPAGES=inference|off|all] [SPIN_US=2000] */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -34,14 +36,19 @@ static void show(const char *what, sample a, sample b) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: trainstep MODEL.so [STEPS] [THREADS]\n");
+  static const char *const huge[] = {"inference", "off", "all"}; /* CNNRT_HUGEPAGES_* */
+  int h = 0;
+  while (argc > 4 && h < 3 && strcmp(argv[4], huge[h])) h++;
+  if (argc < 2 || h == 3) {
+    fprintf(stderr, "usage: trainstep MODEL.so [STEPS] [THREADS] [HUGEPAGES=inference|off|all] [SPIN_US]\n");
     return 2;
   }
   int steps = argc > 2 ? atoi(argv[2]) : 3, threads = argc > 3 ? atoi(argv[3]) : 2;
   cnnrt_options o;
   cnnrt_options_init(&o);
   o.threads_per_shard = threads;
+  o.hugepages = (cnnrt_hugepages)h;
+  if (argc > 5) o.spin_us = atoi(argv[5]); /* cnnrt_open rejects a value out of range */
   cnnrt_model *m;
   sample a = take();
   if (cnnrt_open(argv[1], &o, &m) != CNNRT_OK) {

@@ -49,11 +49,40 @@ typedef struct cnnrt_allocator {
   void *ctx;
 } cnnrt_allocator;
 
+/* Where the runtime's own big buffers (2 MB or more) come from when no allocator is given
+ * (docs/runtime.md "Memory").  A user allocator gets every buffer whatever this says. */
+typedef enum cnnrt_hugepages {
+  CNNRT_HUGEPAGES_INFERENCE = 0, /* 2 MB-aligned anonymous mappings; inference frames and scratch are
+                                  * advised MADV_HUGEPAGE, training buffers ask for 4 KB pages */
+  CNNRT_HUGEPAGES_OFF = 1,       /* every buffer from aligned_alloc, none advised */
+  CNNRT_HUGEPAGES_ALL = 2        /* as INFERENCE, and training buffers are advised MADV_HUGEPAGE too */
+} cnnrt_hugepages;
+
+/* How the replicas of a --replicas training model run (docs/runtime.md "Training"). */
+typedef enum cnnrt_replica_mode {
+  CNNRT_REPLICA_SHARED = 0,  /* one after another on their shard's thread group */
+  CNNRT_REPLICA_PARALLEL = 1 /* each on its own thread groups, the shard's threads divided among the
+                              * replicas; a model with BUFFER state (batchnorm running statistics)
+                              * or one replica runs as SHARED (cnnrt_describe_json says which) */
+} cnnrt_replica_mode;
+
+#define CNNRT_SPIN_US_DEFAULT 2000     /* cnnrt_options.spin_us unless set */
+#define CNNRT_SPIN_US_MAX 10000000     /* 10 s */
+
+/* Made by cnnrt_options_init, then changed field by field.  Fields are only ever appended:
+ * a caller built against an older cnnrt.h passes its smaller struct_size and the fields it
+ * does not know take their cnnrt_options_init defaults.  cnnrt_open copies the struct and
+ * rejects a field out of range with CNNRT_INVALID_ARGUMENT naming it. */
 typedef struct cnnrt_options {
   uint32_t struct_size;     /* sizeof(cnnrt_options); set by cnnrt_options_init */
   int threads_per_shard;    /* 0 = auto: the usable cores divided among the shards */
   int pin;                  /* nonzero: pin shard s's threads to consecutive usable cores */
   const cnnrt_allocator *allocator; /* NULL = the C library; must outlive the model */
+  int spin_us;              /* microseconds a waiting thread (op barrier, next job) spins before it
+                             * sleeps in the kernel, 0..CNNRT_SPIN_US_MAX; default
+                             * CNNRT_SPIN_US_DEFAULT, 0 = sleep at once; per model, fixed at open */
+  cnnrt_hugepages hugepages; /* default CNNRT_HUGEPAGES_INFERENCE; fixed at open */
+  cnnrt_replica_mode replica_mode; /* default CNNRT_REPLICA_SHARED; training models only */
 } cnnrt_options;
 
 /* A tensor of the model: dims[0] is the micro-batch size; bytes covers one micro-batch. */
@@ -73,7 +102,8 @@ CNNRT_API const char *cnnrt_status_name(cnnrt_status s);
 /* The runtime's version and supported model ABI, e.g. "0.1.0 (model ABI 1)"; static. */
 CNNRT_API const char *cnnrt_version(void);
 
-/* Fills *opts with the defaults (auto threads, no pinning, malloc).  opts is the caller's. */
+/* Fills *opts with the defaults (auto threads, no pinning, malloc, spin CNNRT_SPIN_US_DEFAULT
+ * us, CNNRT_HUGEPAGES_INFERENCE, CNNRT_REPLICA_SHARED).  opts is the caller's. */
 CNNRT_API void cnnrt_options_init(cnnrt_options *opts);
 
 /* Loads the model .so at path and checks its descriptor (magic, ABI version, table
@@ -114,8 +144,9 @@ CNNRT_API cnnrt_status cnnrt_shard_info(const cnnrt_model *m, int shard, cnnrt_s
 /* The compile options as a JSON object (model-owned; "{}" if the model has none). */
 CNNRT_API const char *cnnrt_options_json(const cnnrt_model *m);
 /* The whole descriptor (tensors, shards with their ops, options) plus the current thread
- * settings, as one JSON object, or NULL on error.  The model owns it: regenerated on each
- * call, valid until the next call on m or cnnrt_close.  Waits for a running cnnrt_infer. */
+ * settings and the runtime options ("runtime": the cnnrt_options fields, replica_mode as the
+ * model runs it), as one JSON object, or NULL on error.  The model owns it: regenerated on
+ * each call, valid until the next call on m or cnnrt_close.  Waits for a running cnnrt_infer. */
 CNNRT_API const char *cnnrt_describe_json(cnnrt_model *m);
 
 /* ---- threads ---------------------------------------------------------------------------- */
@@ -182,7 +213,7 @@ CNNRT_API cnnrt_status cnnrt_op_profile_at(const cnnrt_model *m, int shard, int 
  * calls are serialised with each other and with the setters.  Each shard's stages run on its
  * own thread group; the micro-batches of one update are ordered per the compiled
  * --pipeline-schedule (sequential, grouped, interleaved), replicas one after another or, with
- * the environment variable CNNRT_REPLICA_MODE=parallel, each on its own thread groups. */
+ * cnnrt_options.replica_mode CNNRT_REPLICA_PARALLEL, each on its own thread groups. */
 
 /* Nonzero if m was compiled for training (has the training descriptor). */
 CNNRT_API int cnnrt_is_training(const cnnrt_model *m);

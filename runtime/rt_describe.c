@@ -1,5 +1,5 @@
 /* rt_describe.c — cnnrt_describe_json: the whole descriptor (tensors, shards and their ops,
- * compile options) plus the current thread settings, as one JSON object. */
+ * compile options) plus the current thread settings and runtime options, as one JSON object. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -60,6 +60,17 @@ static void rt_j_shard(rt_str *b, const cnnrt_model *m, int s) {
   rt_str_printf(b, "}");
 }
 
+/* "runtime": the cnnrt_options the model runs with; replica_mode as it runs (parallel only
+ * where the model allows it, rt_train_replica_parallel). */
+static void rt_j_runtime(rt_str *b, const cnnrt_model *m) {
+  static const char *const huge[3] = {"inference", "off", "all"};
+  const cnnrt_options *o = &m->opts;
+  rt_str_printf(b, "\"runtime\": {\"threads_per_shard\": %d, \"pin\": %s, \"allocator\": \"%s\", \"spin_us\": %d, "
+                "\"hugepages\": \"%s\", \"replica_mode\": \"%s\"}", o->threads_per_shard, o->pin ? "true" : "false",
+                o->allocator ? "user" : "default", o->spin_us, huge[o->hugepages % 3],
+                rt_train_replica_parallel(m) ? "parallel" : "shared");
+}
+
 static void rt_j_model(rt_str *b, const cnnrt_model *m) {
   const cnnc_abi_model *d = m->d;
   rt_str_printf(b, "{\"model\": ");
@@ -81,7 +92,9 @@ static void rt_j_model(rt_str *b, const cnnrt_model *m) {
     rt_str_printf(b, "%s", s ? ", " : "");
     rt_j_shard(b, m, s);
   }
-  rt_str_printf(b, "], \"options\": %s}", d->options_json ? d->options_json : "{}");
+  rt_str_printf(b, "], \"options\": %s, ", d->options_json ? d->options_json : "{}");
+  rt_j_runtime(b, m);
+  rt_str_printf(b, "}");
 }
 
 CNNRT_API const char *cnnrt_describe_json(cnnrt_model *m) {

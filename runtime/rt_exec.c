@@ -125,7 +125,7 @@ static void rt_leader_loop(rt_group *g) {
 static void rt_worker_loop(rt_group *g, int tid) {
   uint32_t seen = 0;
   for (;;) {
-    rt_wait_change(&g->job_gen, seen);
+    rt_wait_change(&g->job_gen, seen, g->barrier.spin_ns);
     seen = atomic_load_explicit(&g->job_gen, memory_order_acquire);
     if (atomic_load_explicit(&g->stop, memory_order_acquire)) return;
     rt_run_share(g, tid);
@@ -208,7 +208,7 @@ static cnnrt_status rt_group_init(cnnrt_model *m, rt_exec *x, int s) {
   g->shard = s;
   g->sh = &m->d->shards[s];
   g->nthreads = m->threads[s];
-  rt_barrier_init(&g->barrier, (uint32_t)g->nthreads);
+  rt_barrier_init(&g->barrier, (uint32_t)g->nthreads, rt_spin_ns(m));
   atomic_init(&g->job_gen, 0);
   atomic_init(&g->stop, 0);
   atomic_init(&g->rc, 0);

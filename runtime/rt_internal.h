@@ -50,27 +50,28 @@ const char *rt_dtype_name(int32_t dtype);
 cnnrt_status rt_validate(const cnnc_abi_model *d, const char *path, int **producer_out);
 
 /* ---- sync primitives (rt_sync.c) -------------------------------------------------------- */
-/* Spin (up to rt_spin_ns(), yielding now and then) then futex wait until *word != seen. */
-void rt_wait_change(_Atomic uint32_t *word, uint32_t seen);
+/* Spin up to spin_ns (yielding now and then), then futex wait until *word != seen.  spin_ns
+ * is how long a waiter spins before it sleeps in the kernel: the model's
+ * cnnrt_options.spin_us (rt_spin_ns; 0 = sleep at once).  Sleeping idles the vCPU
+ * (docs/runtime.md "Barrier"), which costs a wake-up latency and, on a quiet VM, the core's
+ * caches. */
+void rt_wait_change(_Atomic uint32_t *word, uint32_t seen, uint64_t spin_ns);
 void rt_wake_all(_Atomic uint32_t *word);
-/* How long a waiter spins before it sleeps in the kernel: CNNRT_SPIN_US (microseconds, read
- * once; 0 = sleep at once), default RT_SPIN_US_DEFAULT.  Sleeping idles the vCPU (docs/runtime.md
- * "Barrier"), which costs a wake-up latency and, on a quiet VM, the core's caches. */
-#define RT_SPIN_US_DEFAULT 2000
-uint64_t rt_spin_ns(void);
 
 /* Arrivals and the generation word on separate cache lines (spinners read the generation
  * while others increment the count); sleepers: waiters inside futex_wait, so the last arrival
- * makes the wake syscall only when someone sleeps. */
+ * makes the wake syscall only when someone sleeps.  spin_ns: as rt_wait_change's, for every
+ * waiter of this barrier (the thread group's other waits use it too). */
 typedef struct rt_barrier {
   _Atomic uint32_t arrived;
   uint32_t n;
-  char pad0[56];
+  uint64_t spin_ns;
+  char pad0[48];
   _Atomic uint32_t generation;
   _Atomic uint32_t sleepers;
   char pad1[56];
 } rt_barrier;
-void rt_barrier_init(rt_barrier *b, uint32_t n);
+void rt_barrier_init(rt_barrier *b, uint32_t n, uint64_t spin_ns);
 void rt_barrier_wait(rt_barrier *b); /* the cnnc_abi_barrier_fn shape, via rt_barrier_cb */
 void rt_barrier_cb(void *ctx);
 
@@ -89,17 +90,17 @@ void *rt_queue_pop(rt_queue *q);
 /* ---- memory (rt_mem.c) ------------------------------------------------------------------ */
 /* With the default allocator a buffer of at least RT_HUGE_MIN bytes is a 2 MB-aligned
  * anonymous mapping (zero pages from the kernel), advised MADV_HUGEPAGE when its use is
- * RT_MEM_HUGE; CNNRT_NO_HUGEPAGES=1 at open keeps every buffer on aligned_alloc.  A user
- * allocator gets every buffer, as before. */
+ * RT_MEM_HUGE (or always, under CNNRT_HUGEPAGES_ALL); CNNRT_HUGEPAGES_OFF keeps every buffer
+ * on aligned_alloc.  A user allocator gets every buffer, as before. */
 #define RT_HUGE_MIN ((size_t)2 << 20)
 typedef enum rt_mem_use {
   RT_MEM_HUGE,  /* long-lived, reused every run (inference frames and scratch): THP */
   RT_MEM_PLAIN  /* 4 KB pages (training buffers: fresh THP are slow to fault in on this VM) */
 } rt_mem_use;
 typedef struct rt_mem rt_mem;
-rt_mem *rt_mem_new(void);              /* NULL when out of memory; reads CNNRT_NO_HUGEPAGES */
+rt_mem *rt_mem_new(cnnrt_hugepages mode); /* NULL when out of memory; mode: cnnrt_options.hugepages */
 void rt_mem_free(rt_mem *r);           /* unmaps what is still mapped; NULL is a no-op */
-int rt_mem_hugepages(const rt_mem *r); /* nonzero: big buffers are mappings (not CNNRT_NO_HUGEPAGES) */
+int rt_mem_hugepages(const rt_mem *r); /* nonzero: big buffers are mappings (not CNNRT_HUGEPAGES_OFF) */
 void *rt_alloc_use(const cnnrt_model *m, size_t bytes, rt_mem_use use); /* RT_ALIGN-aligned, zeroed, or NULL */
 void *rt_alloc(const cnnrt_model *m, size_t bytes);                     /* rt_alloc_use(m, bytes, RT_MEM_HUGE) */
 void rt_free(const cnnrt_model *m, void *p);
@@ -167,6 +168,9 @@ typedef struct rt_trainer {
 /* Looks up the training descriptor of a mode-1 model, validates it, allocates and initialises
  * the state (m->tr).  A model without one keeps m->tr NULL.  Names m->path in messages. */
 cnnrt_status rt_train_attach(cnnrt_model *m);
+/* Nonzero if m's replicas run on their own thread groups (CNNRT_REPLICA_PARALLEL asked for,
+ * more than one replica, no BUFFER state); 0 for inference models. */
+int rt_train_replica_parallel(const cnnrt_model *m);
 void rt_train_free(cnnrt_model *m);
 /* The index of state tensor name, or -1. */
 int rt_state_find(const cnnc_abi_train *t, const char *name);
@@ -195,5 +199,8 @@ struct cnnrt_model {
   int prof_on;                   /* profiled entries in use; set and cleared under lock */
   rt_trainer *tr;                /* training models only (rt_train.c) */
 };
+
+/* The model's spin budget in ns (cnnrt_options.spin_us, checked at open). */
+static inline uint64_t rt_spin_ns(const cnnrt_model *m) { return (uint64_t)m->opts.spin_us * 1000u; }
 
 #endif

@@ -20,6 +20,9 @@ CNNRT_API void cnnrt_options_init(cnnrt_options *opts) {
   if (!opts) return;
   memset(opts, 0, sizeof *opts);
   opts->struct_size = sizeof *opts;
+  opts->spin_us = CNNRT_SPIN_US_DEFAULT;
+  opts->hugepages = CNNRT_HUGEPAGES_INFERENCE;
+  opts->replica_mode = CNNRT_REPLICA_SHARED;
 }
 
 static cnnrt_status rt_copy_options(const cnnrt_options *in, cnnrt_options *o) {
@@ -35,6 +38,17 @@ static cnnrt_status rt_copy_options(const cnnrt_options *in, cnnrt_options *o) {
                    o->threads_per_shard, RT_MAX_THREADS);
   if (o->allocator && (!o->allocator->alloc || !o->allocator->free))
     return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_open: the allocator needs both alloc and free");
+  if (o->spin_us < 0 || o->spin_us > CNNRT_SPIN_US_MAX)
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_open: spin_us is %d, must be in 0..%d (microseconds)", o->spin_us,
+                   CNNRT_SPIN_US_MAX);
+  if ((unsigned)o->hugepages > CNNRT_HUGEPAGES_ALL)
+    return rt_fail(CNNRT_INVALID_ARGUMENT,
+                   "cnnrt_open: hugepages is %d, must be CNNRT_HUGEPAGES_INFERENCE (0), CNNRT_HUGEPAGES_OFF (1) or "
+                   "CNNRT_HUGEPAGES_ALL (2)", (int)o->hugepages);
+  if ((unsigned)o->replica_mode > CNNRT_REPLICA_PARALLEL)
+    return rt_fail(CNNRT_INVALID_ARGUMENT,
+                   "cnnrt_open: replica_mode is %d, must be CNNRT_REPLICA_SHARED (0) or CNNRT_REPLICA_PARALLEL (1)",
+                   (int)o->replica_mode);
   return CNNRT_OK;
 }
 
@@ -99,7 +113,7 @@ static cnnrt_status rt_model_init(cnnrt_model *m) {
   for (int s = 0; s < ns; s++) m->threads[s] = t;
   for (int k = 0; k < d->n_outputs; k++) m->out_bytes += (size_t)d->tensors[d->outputs[k]].bytes;
   if (m->opts.allocator) m->alloc = *m->opts.allocator;
-  if (!(m->mem = rt_mem_new())) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
+  if (!(m->mem = rt_mem_new(m->opts.hugepages))) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
   if (pthread_mutex_init(&m->lock, NULL) != 0) return rt_fail(CNNRT_INTERNAL, "%s: cannot create a mutex", m->path);
   m->lock_ok = 1;
   return CNNRT_OK;

@@ -3,7 +3,8 @@
  * to 2 MB (zero pages from the kernel: no memset pass, each page is first touched by the
  * kernel thread that writes it), advised MADV_HUGEPAGE for RT_MEM_HUGE buffers (THP in
  * `madvise` mode backs them with 2 MB pages: fewer TLB misses); smaller ones come from
- * aligned_alloc.  CNNRT_NO_HUGEPAGES=1 (read at open) keeps every buffer on aligned_alloc.
+ * aligned_alloc.  cnnrt_options.hugepages (fixed at open): CNNRT_HUGEPAGES_OFF keeps every
+ * buffer on aligned_alloc, CNNRT_HUGEPAGES_ALL advises RT_MEM_PLAIN mappings too.
  * docs/runtime.md "Memory" has the measurements behind the policy. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -27,24 +28,19 @@ struct rt_mem {
   pthread_mutex_t mu;
   rt_map *v;
   int n, cap;
-  int huge;       /* 0 under CNNRT_NO_HUGEPAGES=1 */
-  int train_huge; /* CNNRT_TRAIN_HUGEPAGES=1: RT_MEM_PLAIN buffers are advised too */
+  int huge;       /* 0 under CNNRT_HUGEPAGES_OFF */
+  int train_huge; /* CNNRT_HUGEPAGES_ALL: RT_MEM_PLAIN buffers are advised too */
 };
 
-static int rt_env_flag(const char *name) {
-  const char *e = getenv(name);
-  return e && *e && strcmp(e, "0") != 0;
-}
-
-rt_mem *rt_mem_new(void) {
+rt_mem *rt_mem_new(cnnrt_hugepages mode) {
   rt_mem *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   if (pthread_mutex_init(&r->mu, NULL) != 0) {
     free(r);
     return NULL;
   }
-  r->huge = !rt_env_flag("CNNRT_NO_HUGEPAGES");
-  r->train_huge = rt_env_flag("CNNRT_TRAIN_HUGEPAGES");
+  r->huge = mode != CNNRT_HUGEPAGES_OFF;
+  r->train_huge = mode == CNNRT_HUGEPAGES_ALL;
   return r;
 }
 

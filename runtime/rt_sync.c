@@ -7,7 +7,6 @@
 #endif
 #include <linux/futex.h>
 #include <sched.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -35,28 +34,14 @@ static uint64_t rt_mono_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Read once; a benign race (every thread computes the same value). */
-uint64_t rt_spin_ns(void) {
-  static _Atomic uint64_t cached; /* value + 1; 0 = not read yet */
-  uint64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (v) return v - 1;
-  const char *e = getenv("CNNRT_SPIN_US");
-  char *end = NULL;
-  long long us = e && *e ? strtoll(e, &end, 10) : -1;
-  if (us < 0 || (end && *end) || us > 10000000) us = RT_SPIN_US_DEFAULT; /* unset or malformed: default */
-  v = (uint64_t)us * 1000u;
-  atomic_store_explicit(&cached, v + 1, memory_order_relaxed);
-  return v;
-}
-
-/* Spins until *word != seen or rt_spin_ns() have passed; returns 1 if it changed.  The clock
+/* Spins until *word != seen or budget ns have passed; returns 1 if it changed.  The clock
  * is read every 32 pauses (~1 us on Zen 3: a pause is ~60 cycles); every RT_YIELD_NS the
  * spinner yields, so on a loaded machine a runnable thread (perhaps the one we wait for, put
  * on our core) gets the CPU instead of waiting for our time slice to end: bench/barrier.c on
  * a loaded 2-vCPU VM measured a 67 us release latency (p10) when yielding every 64 us. */
 #define RT_YIELD_NS 8000
-static int rt_spin_until_change(_Atomic uint32_t *word, uint32_t seen) {
-  uint64_t budget = rt_spin_ns(), t0 = 0, next_yield = RT_YIELD_NS;
+static int rt_spin_until_change(_Atomic uint32_t *word, uint32_t seen, uint64_t budget) {
+  uint64_t t0 = 0, next_yield = RT_YIELD_NS;
   if (!budget) return atomic_load_explicit(word, memory_order_acquire) != seen;
   for (uint32_t i = 0;; i++) {
     if (atomic_load_explicit(word, memory_order_acquire) != seen) return 1;
@@ -72,17 +57,18 @@ static int rt_spin_until_change(_Atomic uint32_t *word, uint32_t seen) {
   }
 }
 
-void rt_wait_change(_Atomic uint32_t *word, uint32_t seen) {
-  if (rt_spin_until_change(word, seen)) return;
+void rt_wait_change(_Atomic uint32_t *word, uint32_t seen, uint64_t spin_ns) {
+  if (rt_spin_until_change(word, seen, spin_ns)) return;
   while (atomic_load_explicit(word, memory_order_acquire) == seen) rt_futex_wait(word, seen);
 }
 
-void rt_barrier_init(rt_barrier *b, uint32_t n) {
+void rt_barrier_init(rt_barrier *b, uint32_t n, uint64_t spin_ns) {
   memset(b, 0, sizeof *b);
   atomic_init(&b->arrived, 0);
   atomic_init(&b->generation, 0);
   atomic_init(&b->sleepers, 0);
   b->n = n;
+  b->spin_ns = spin_ns;
 }
 
 /* The last thread to arrive resets the count and opens the next generation; the others
@@ -100,7 +86,7 @@ void rt_barrier_wait(rt_barrier *b) {
     if (atomic_load_explicit(&b->sleepers, memory_order_seq_cst)) rt_wake_all(&b->generation);
     return;
   }
-  if (rt_spin_until_change(&b->generation, gen)) return;
+  if (rt_spin_until_change(&b->generation, gen, b->spin_ns)) return;
   atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_seq_cst);
   while (atomic_load_explicit(&b->generation, memory_order_seq_cst) == gen) rt_futex_wait(&b->generation, gen);
   atomic_fetch_sub_explicit(&b->sleepers, 1, memory_order_relaxed);

@@ -23,7 +23,7 @@
  * accumulation index a -> frame r * grad_accum + a).  A run hands each group an ordered job
  * list (stage, frame, position of the stage in its replica's program); a job waits until its
  * frame has completed every earlier stage (progress[frame] == position), so a list order is a
- * pipeline schedule (docs/training.md "Pipelined training").  With CNNRT_REPLICA_MODE=parallel
+ * pipeline schedule (docs/training.md "Pipelined training").  With CNNRT_REPLICA_PARALLEL
  * the replicas get their own groups (threads of a shard divided between them) and run at the
  * same time; by default they share the shard's group and run one after another. */
 typedef struct rt_job {
@@ -83,7 +83,7 @@ static void rt_tg_lead(rt_tgroup *g) {
     const rt_job *jb = &g->jobs[j];
     uint32_t p;
     while ((p = atomic_load_explicit(&x->progress[jb->frame], memory_order_acquire)) != (uint32_t)jb->seq)
-      rt_wait_change(&x->progress[jb->frame], p);
+      rt_wait_change(&x->progress[jb->frame], p, g->barrier.spin_ns);
     if (atomic_load(&x->rc) == 0) { /* after a failure the rest only passes the frames on */
       for (int k = 0; k < jb->st->n_io; k++) g->io[k] = x->fptr[jb->frame][jb->st->io[k]];
       g->stage = jb->st;
@@ -111,7 +111,7 @@ static void *rt_tg_main(void *arg) {
   _Atomic uint32_t *gen = a->tid == 0 ? &g->list_gen : &g->job_gen;
   uint32_t seen = 0;
   for (;;) {
-    rt_wait_change(gen, seen);
+    rt_wait_change(gen, seen, g->barrier.spin_ns);
     seen = atomic_load_explicit(gen, memory_order_acquire);
     if (atomic_load_explicit(&g->x->stop, memory_order_acquire)) return NULL;
     if (a->tid == 0) rt_tg_lead(g);
@@ -154,12 +154,12 @@ static void rt_pools_stop(cnnrt_model *m) {
 
 static int rt_replicas(const cnnc_abi_train *t) { return t->replicas > 1 ? t->replicas : 1; }
 
-/* Replica-parallel mode: CNNRT_REPLICA_MODE=parallel, more than one replica, and no BUFFER
- * state (batchnorm running statistics: every replica's forward updates the same slice, which
- * only one replica at a time may do; such models run their replicas one after another). */
-static int rt_replica_parallel(const cnnc_abi_train *t) {
-  const char *e = getenv("CNNRT_REPLICA_MODE");
-  if (rt_replicas(t) < 2 || !e || strcmp(e, "parallel")) return 0;
+/* Replica-parallel mode: CNNRT_REPLICA_PARALLEL, more than one replica, and no BUFFER state
+ * (batchnorm running statistics: every replica's forward updates the same slice, which only
+ * one replica at a time may do; such models run their replicas one after another). */
+int rt_train_replica_parallel(const cnnrt_model *m) {
+  const cnnc_abi_train *t = m->tr ? m->tr->t : NULL;
+  if (!t || m->opts.replica_mode != CNNRT_REPLICA_PARALLEL || rt_replicas(t) < 2) return 0;
   for (int i = 0; i < t->n_state; i++)
     if (t->state[i].kind == CNNC_ABI_STATE_BUFFER) return 0;
   return 1;
@@ -172,7 +172,7 @@ static rt_tgroup *rt_group_of(rt_pool *x, int replica, int shard) {
 static cnnrt_status rt_group_start(cnnrt_model *m, rt_pool *x, rt_tgroup *g, int shard, int nthreads) {
   const cnnc_abi_train *t = m->tr->t;
   g->x = x, g->shard = shard, g->nthreads = nthreads;
-  rt_barrier_init(&g->barrier, (uint32_t)nthreads);
+  rt_barrier_init(&g->barrier, (uint32_t)nthreads, rt_spin_ns(m));
   atomic_init(&g->job_gen, 0);
   atomic_init(&g->list_gen, 0);
   size_t sb = RT_ALIGN, nio = 1;
@@ -205,7 +205,7 @@ static cnnrt_status rt_group_start(cnnrt_model *m, rt_pool *x, rt_tgroup *g, int
 static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
   const cnnc_abi_train *t = m->tr->t;
   int ns = m->d->n_shards, R = rt_replicas(t);
-  x->par = rt_replica_parallel(t);
+  x->par = rt_train_replica_parallel(m);
   x->n_groups = (x->par ? R : 1) * ns;
   x->n_frames = R * t->grad_accum;
   x->n_tensors = t->n_tensors;
@@ -277,7 +277,7 @@ static cnnrt_status rt_run_jobs(cnnrt_model *m) {
       rt_wake_all(&x->groups[i].list_gen);
     }
   uint32_t d;
-  while ((d = atomic_load_explicit(&x->done, memory_order_acquire)) != active) rt_wait_change(&x->done, d);
+  while ((d = atomic_load_explicit(&x->done, memory_order_acquire)) != active) rt_wait_change(&x->done, d, rt_spin_ns(m));
   for (int i = 0; i < x->n_groups; i++) x->groups[i].n_jobs = 0;
   int32_t rc = atomic_load(&x->rc);
   if (rc != 0) {

@@ -3,11 +3,17 @@
 
 For each model (default: resnet50, resnext50_32x4d, efficientnet_b0 — the external-truth set
 of issue 3 — plus the cheap cifar_resnet20, cifar10_keras_cnn and fmnist_cnn):
-  * build the PyTorch model (torchvision's where it exists; tools/export_torchvision.py) in
-    eval mode with torch.manual_seed(0), randomise every BatchNorm's gamma/beta/running
-    statistics so BN is not the identity, and export the weights to safetensors with cnnc
-    names (numpy writer);
-  * run PyTorch (fp32) on a seeded random batch of 2;
+  * build the PyTorch model (torchvision's where it exists; tools/export_torchvision.py) with
+    torch.manual_seed(0), randomise every BatchNorm's gamma/beta so BN is not the identity,
+    then set its running mean/var from data: a seeded random calibration batch runs through
+    the model in eval mode and a hook gives each BatchNorm, layer by layer, the statistics of
+    the activations it sees (calibrate_bn).  Random running statistics do not normalise:
+    they blow ResNet-50's logits up to ~200 and flatten EfficientNet-B0's to the same vector
+    for every input (spread 2.7e-7).  The weights go to safetensors with cnnc names (numpy
+    writer);
+  * run PyTorch (fp32) on another seeded random batch of 2, and require its logits to differ
+    between the two samples by at least MIN_SPREAD of their max |logit| (a FAIL otherwise:
+    a comparison of near-constant logits cannot fail);
   * run cnnc's reference interpreter on the same input and weights
     (BUILD/tests/run_interp --weights W --input X --output Y, raw f32); for the ImageNet-sized
     models only on the first image, to keep the slow interpreter's time down;
@@ -16,7 +22,8 @@ of issue 3 — plus the cheap cifar_resnet20, cifar10_keras_cnn and fmnist_cnn):
     --output Y`; a compiler that answers "not implemented" is reported as SKIP;
   * compare logits: max |cnnc - torch| / max |torch| <= 1e-4.
 u8 models (fmnist_cnn) get integers 0..255 (f32 values for run_interp, raw bytes for cnnrun),
-and PyTorch gets them divided by 255 as the anchor does.  Prints one line per comparison, then "N passed, M failed[, K skipped]"."""
+and PyTorch gets them divided by 255 as the anchor does.  Prints one line per check, then
+"N passed, M failed[, K skipped]".  Exits 77 (skip) without PyTorch, torchvision or numpy."""
 import os
 import re
 import subprocess
@@ -24,16 +31,16 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
 if not BUILD or not SRC:
     sys.exit(__doc__)
 import testlib  # noqa: E402 -- tests/scripts/testlib.py: skip (77) without PyTorch
+testlib.need_module("numpy", "Debian python3-numpy")
 testlib.need_module("torch", "Debian python3-torch")
 testlib.need_module("torchvision", "Debian python3-torchvision")
 sys.path.insert(0, os.path.join(SRC, "tools"))
 import export_torchvision as E  # noqa: E402
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(2)
@@ -41,6 +48,8 @@ DEFAULT = ["resnet50", "resnext50_32x4d", "efficientnet_b0", "cifar_resnet20", "
 U8_MODELS = {"fmnist_cnn"}
 BATCH = 2
 TOL = 1e-4
+CALIB_BATCH = BATCH  # BN statistics from 2 other images (one more eval forward, same shapes)
+MIN_SPREAD = 0.01  # max_j |logit[0,j] - logit[1,j]| / max |logit|
 
 
 def rel_err(got, want):
@@ -56,21 +65,56 @@ def msg_of(r):
     return ((r.stderr or "") + (r.stdout or "")).strip().replace("\n", " | ")[:300]
 
 
+def make_input(name, n, gen):
+    """A seeded random batch of n: (what cnnc reads, what PyTorch reads)."""
+    shape = (n,) + E.INPUT_SHAPES[name]
+    if name in U8_MODELS:
+        x = torch.randint(0, 256, shape, generator=gen).float()
+        return x, x / 255.0
+    x = torch.randn(shape, generator=gen)
+    return x, x
+
+
+def calibrate_bn(model, name, gen):
+    """Sets every BatchNorm's running mean/var from data, layer by layer: a seeded random batch
+    of CALIB_BATCH runs through the model in eval mode, and a hook sets each BatchNorm's
+    statistics to those of its input just before it runs (so the layers above are already
+    set).  Each BatchNorm then normalises the calibration batch exactly; gamma/beta are not
+    touched.  One eval forward of the test batch's shape, cheaper than train mode."""
+    def set_stats(bn, inp):
+        x = inp[0]
+        var, mean = torch.var_mean(x, dim=[0] + list(range(2, x.dim())), unbiased=False)
+        bn.running_mean.copy_(mean)
+        bn.running_var.copy_(var)
+
+    hooks = [m.register_forward_pre_hook(set_stats) for m in model.modules()
+             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not hooks:
+        return
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(make_input(name, CALIB_BATCH, gen)[1])
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def spread(want):
+    """How much the logits differ between the samples, relative to their max magnitude."""
+    w = want.reshape(want.shape[0], -1).astype(np.float64)
+    return float(np.abs(w - w[:1]).max()) / max(float(np.abs(w).max()), 1e-30)
+
+
 def prepare(name, tmp):
     """Exports weights and input; returns (weights path, input path, torch logits)."""
     torch.manual_seed(0)
     m = E.build(name)
-    E.randomize_bn(m, torch.Generator().manual_seed(1))
+    E.randomize_bn(m, torch.Generator().manual_seed(1))  # gamma/beta; statistics from data:
+    calibrate_bn(m, name, torch.Generator().manual_seed(3))
     w = os.path.join(tmp, name + ".safetensors")
     E.write_safetensors(w, E.cnnc_state(m, name), {"format": "cnnc"})
-    g = torch.Generator().manual_seed(2)
-    shape = (BATCH,) + E.INPUT_SHAPES[name]
-    if name in U8_MODELS:
-        x = torch.randint(0, 256, shape, generator=g).float()
-        tx = x / 255.0
-    else:
-        x = torch.randn(shape, generator=g)
-        tx = x
+    x, tx = make_input(name, BATCH, torch.Generator().manual_seed(2))
     xp = os.path.join(tmp, name + ".in.f32")
     x.numpy().astype("<f4").tofile(xp)
     if name in U8_MODELS:  # cnnrun reads raw input in the model's dtype
@@ -138,6 +182,12 @@ def main():
             try:
                 t0 = time.time()
                 w, xp, want = prepare(name, tmp)
+                sp = spread(want)
+                report(sp >= MIN_SPREAD, name + " torch logits spread",
+                       "%.3g between samples (>= %g, %.1f s)" % (sp, MIN_SPREAD, time.time() - t0))
+                if sp < MIN_SPREAD:  # near-constant logits: the comparisons below prove nothing
+                    continue
+                t0 = time.time()
                 got = interp_logits(name, w, xp, tmp)
                 want_i = want[:interp_batch(name)]
                 if got.size != want_i.size:

@@ -100,12 +100,12 @@ grep -q "trace written to" "$T/run.out" && ok || bad "train --trace did not say 
 run "trace: tracks, jobs, optimizer, ops, schedule" python3 "$T/check.py" "$T/t2.json" "$T/f.json" 3 ops
 run "train --trace, 1 thread per shard" "$CNNRUN" "$T/f.so" train --dataset synthetic --limit 32 --threads 1 --trace "$T/t1.json"
 run "trace with one thread: jobs, no ops" python3 "$T/check.py" "$T/t1.json" "$T/f.json" 2 none
-# replicas: sharing their shard's group by default (2 tracks); CNNRT_REPLICA_MODE=parallel gives
+# replicas: sharing their shard's group by default (2 tracks); --replica-mode parallel gives
 # every (replica, shard) group its own track, each running its replica's micro-batches
 run "compile: 2 shards, 2 replicas" "$CNNC" "$M" --mode training --batch-size 8 --shards 2 --replicas 2 -o "$T/r.so"
 for mode in shared parallel; do
-  run "train --trace, replicas $mode" env CNNRT_REPLICA_MODE=$mode "$CNNRUN" "$T/r.so" train --dataset synthetic --limit 32 --threads 2 \
-    --trace "$T/r-$mode.json"
+  run "train --trace, replicas $mode" "$CNNRUN" "$T/r.so" train --dataset synthetic --limit 32 --threads 2 \
+    --replica-mode "$mode" --trace "$T/r-$mode.json"
   python3 - "$T/r-$mode.json" "$mode" <<'PY' && ok || bad "replica tracks ($mode)"
 import json, sys
 t = json.load(open(sys.argv[1]))

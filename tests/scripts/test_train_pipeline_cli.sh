@@ -5,7 +5,10 @@
 # recomputation and the planned bytes; `cnnrun train --dataset synthetic` of a small model
 # compiled with 2 replicas x 2 accumulated micro-batches on 1 shard, and with the same on
 # 2 shards, interleaved, --recompute pipeline, replicas in parallel, writes byte-identical
-# checkpoints (weights + momentum); a different lr does not.  Ends with "N passed, M failed".
+# checkpoints (weights + momentum), as does the 1-shard model with --hugepages off --spin-us 0;
+# a different lr does not.  The runtime options (--replica-mode, --hugepages, --spin-us) show
+# in `info --json` ("runtime"), and bad values exit 2 naming the option.  Ends with
+# "N passed, M failed".
 set -u
 BUILD=${1:?usage: test_train_pipeline_cli.sh BUILD SRC}
 CNNC="$BUILD/cnnc"
@@ -55,18 +58,40 @@ expect 0 "training +2 replicas x 2 micro-batches per update, schedule interleave
 expect 0 "micro_batch 8 stages, train tensors [0-9]+ bytes per micro-batch x 4 in flight" -- "$T/b.so" info
 expect 0 "shards +2" -- "$T/b.so" info
 
-train() { # SO DIR LR [ENV...]
+train() { # SO DIR LR [CNNRUN OPTION...]
   local so=$1 dir=$2 lr=$3
   shift 3
-  env "$@" "$CNNRUN" "$so" train --dataset synthetic --epochs 1 --lr "$lr" --limit 512 --logs-per-epoch 1 \
-    --checkpoint-dir "$dir" >"$T/log" 2>&1 || bad "cnnrun $so train: $(tail -3 "$T/log")"
+  "$CNNRUN" "$so" train --dataset synthetic --epochs 1 --lr "$lr" --limit 512 --logs-per-epoch 1 \
+    --checkpoint-dir "$dir" "$@" >"$T/log" 2>&1 || bad "cnnrun $so train: $(tail -3 "$T/log")"
   ls "$dir"/ckpt-step-00000016.safetensors >/dev/null 2>&1 && ok || bad "no checkpoint after 16 updates in $dir"
 }
+# runtime options: what info --json says the model runs with; bad values
+runtime_of() { # SO [CNNRUN OPTION...] -> the "runtime" object of info --json, as key=value words
+  local so=$1
+  shift
+  "$CNNRUN" "$so" info --json "$@" | python3 -c 'import json, sys; print(" ".join(f"{k}={v}" for k, v in json.load(sys.stdin)["runtime"].items()))'
+}
+r=$(runtime_of "$T/b.so")
+case "$r" in *"spin_us=2000 hugepages=inference replica_mode=shared"*) ok ;; *) bad "default runtime options: $r" ;; esac
+r=$(runtime_of "$T/b.so" --replica-mode parallel --hugepages off --spin-us 0)
+case "$r" in *"spin_us=0 hugepages=off replica_mode=parallel"*) ok ;; *) bad "runtime options not taken: $r" ;; esac
+r=$(runtime_of "$T/b.so" --replica-mode=parallel --hugepages=all --spin-us=10000000)
+case "$r" in *"spin_us=10000000 hugepages=all replica_mode=parallel"*) ok ;; *) bad "runtime options (--opt=value): $r" ;; esac
+expect 2 "--replica-mode: 'serial' is not shared or parallel" -- "$T/b.so" train --replica-mode serial
+expect 2 "--hugepages: 'on' is not inference, off or all" -- "$T/b.so" benchmark --hugepages on
+expect 2 "--spin-us: '-1' is not an integer in 0..10000000" -- "$T/b.so" validate --checkpoint x --spin-us -1
+expect 2 "--spin-us: '10000001' is not an integer in 0..10000000" -- "$T/b.so" info --spin-us 10000001
+expect 2 "--spin-us: '2ms' is not an integer" -- "$T/b.so" infer --input x --top 1 --spin-us 2ms
+expect 2 "train: --hugepages needs a value" -- "$T/b.so" train --hugepages
+
 train "$T/a.so" "$T/ca" 0.01
-train "$T/b.so" "$T/cb" 0.01 CNNRT_REPLICA_MODE=parallel
+train "$T/b.so" "$T/cb" 0.01 --replica-mode parallel
+train "$T/a.so" "$T/cd" 0.01 --hugepages off --spin-us 0
 train "$T/a.so" "$T/cc" 0.02
 if cmp -s "$T/ca/ckpt-step-00000016.safetensors" "$T/cb/ckpt-step-00000016.safetensors"; then ok
 else bad "1 shard sequential and 2 shards interleaved + recompute + parallel replicas differ"; fi
+if cmp -s "$T/ca/ckpt-step-00000016.safetensors" "$T/cd/ckpt-step-00000016.safetensors"; then ok
+else bad "--hugepages off --spin-us 0 changed the checkpoint"; fi
 if cmp -s "$T/ca/ckpt-step-00000016.safetensors" "$T/cc/ckpt-step-00000016.safetensors"; then
   bad "lr 0.01 and lr 0.02 gave identical checkpoints (the comparison cannot fail)"
 else ok; fi

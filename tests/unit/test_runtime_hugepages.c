@@ -1,7 +1,7 @@
 /* test_runtime_hugepages.c — libcnnrt's big buffers (runtime/rt_mem.c): with the default
  * allocator, buffers of 2 MB or more are 2 MB-aligned anonymous mappings, advised
- * MADV_HUGEPAGE for inference (training: only with CNNRT_TRAIN_HUGEPAGES=1);
- * CNNRT_NO_HUGEPAGES=1 keeps them on aligned_alloc; a user allocator gets every buffer as
+ * MADV_HUGEPAGE for inference (training: only with cnnrt_options.hugepages CNNRT_HUGEPAGES_ALL);
+ * CNNRT_HUGEPAGES_OFF keeps them on aligned_alloc; a user allocator gets every buffer as
  * before.  A small CNN whose activations and state exceed 2 MB is compiled with the built
  * cnnc (inference on 2 shards, so a frame tensor is big too, and training with momentum) and
  * run each way: inference outputs and, after two training steps, the losses and every state
@@ -106,16 +106,12 @@ static void count_free(void *ctx, void *p) {
   free(p);
 }
 
-static void set_no_huge(int on) {
-  if (on) setenv("CNNRT_NO_HUGEPAGES", "1", 1);
-  else unsetenv("CNNRT_NO_HUGEPAGES");
-}
-
-static cnnrt_model *open_model(const char *path, const cnnrt_allocator *a) {
+static cnnrt_model *open_model(const char *path, const cnnrt_allocator *a, cnnrt_hugepages huge) {
   cnnrt_options o;
   cnnrt_options_init(&o);
   o.threads_per_shard = 2;
   o.allocator = a;
+  o.hugepages = huge;
   cnnrt_model *m = NULL;
   cnnrt_status s = cnnrt_open(path, &o, &m);
   CHECK(s == CNNRT_OK && m, "open %s: %s", path, cnnrt_last_error());
@@ -124,9 +120,9 @@ static cnnrt_model *open_model(const char *path, const cnnrt_allocator *a) {
 
 /* NB micro-batches of inference into y; returns the advised 2 MB mappings while open minus
  * before (-1 if it failed). */
-static int infer(const float *x, size_t in, float *y, size_t out, const cnnrt_allocator *a) {
+static int infer(const float *x, size_t in, float *y, size_t out, const cnnrt_allocator *a, cnnrt_hugepages huge) {
   int before = advised_maps();
-  cnnrt_model *m = open_model(inf_so, a);
+  cnnrt_model *m = open_model(inf_so, a, huge);
   if (!m) return -1;
   cnnrt_status s = cnnrt_infer(m, x, in, y, out, NB);
   CHECK(s == CNNRT_OK, "infer: %s", cnnrt_last_error());
@@ -136,7 +132,7 @@ static int infer(const float *x, size_t in, float *y, size_t out, const cnnrt_al
 }
 
 static void test_inference(void) {
-  cnnrt_model *m = open_model(inf_so, NULL);
+  cnnrt_model *m = open_model(inf_so, NULL, CNNRT_HUGEPAGES_INFERENCE);
   if (!m) return;
   size_t in = cnnrt_input_bytes(m) * NB, out = cnnrt_output_bytes(m) * NB;
   CHECK(cnnrt_num_shards(m) == 2, "%d shards", cnnrt_num_shards(m));
@@ -146,26 +142,23 @@ static void test_inference(void) {
   for (int k = 0; k < 4; k++) y[k] = malloc(out), memset(y[k], 0xff, out);
   counting_alloc c = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
   cnnrt_allocator a = {count_alloc, count_free, &c};
-  set_no_huge(0);
-  int huge = infer(x, in, y[0], out, NULL);
-  set_no_huge(1);
-  int none = infer(x, in, y[1], out, NULL);
-  set_no_huge(0);
-  int user = infer(x, in, y[2], out, &a);
+  int huge = infer(x, in, y[0], out, NULL, CNNRT_HUGEPAGES_INFERENCE);
+  int none = infer(x, in, y[1], out, NULL, CNNRT_HUGEPAGES_OFF);
+  int user = infer(x, in, y[2], out, &a, CNNRT_HUGEPAGES_INFERENCE);
   if (thp_available()) CHECK(huge > 0, "no MADV_HUGEPAGE mapping on the default path (%d)", huge);
   else printf("THP not available: the advised-mapping check is skipped\n");
-  CHECK(none == 0, "%d advised mappings under CNNRT_NO_HUGEPAGES=1", none);
+  CHECK(none == 0, "%d advised mappings under CNNRT_HUGEPAGES_OFF", none);
   CHECK(user == 0, "%d advised mappings with a user allocator", user);
   CHECK(c.allocs > 0 && c.allocs == c.frees && c.misaligned == 0, "user allocator: %d allocs, %d frees, %d misaligned",
         c.allocs, c.frees, c.misaligned);
   CHECK(c.biggest >= (2u << 20), "user allocator's biggest request %zu bytes (a 2 MB+ buffer went elsewhere)", c.biggest);
-  CHECK(!memcmp(y[0], y[1], out), "outputs differ: default vs CNNRT_NO_HUGEPAGES=1");
+  CHECK(!memcmp(y[0], y[1], out), "outputs differ: default vs CNNRT_HUGEPAGES_OFF");
   CHECK(!memcmp(y[0], y[2], out), "outputs differ: default vs user allocator");
   int finite = 1, nonzero = 0;
   for (size_t i = 0; i < out / 4; i++) finite &= y[0][i] == y[0][i], nonzero |= y[0][i] != 0;
   CHECK(finite && nonzero, "outputs not finite or all zero");
-  /* Two models on one .so at once (one dlopen handle, shared weights). */
-  cnnrt_model *m1 = open_model(inf_so, NULL), *m2 = open_model(inf_so, NULL);
+  /* Two models on one .so at once (one dlopen handle, shared weights; options per model). */
+  cnnrt_model *m1 = open_model(inf_so, NULL, CNNRT_HUGEPAGES_INFERENCE), *m2 = open_model(inf_so, NULL, CNNRT_HUGEPAGES_ALL);
   if (m1 && m2) {
     CHECK(cnnrt_infer(m1, x, in, y[3], out, NB) == CNNRT_OK && !memcmp(y[0], y[3], out), "first of two models");
     memset(y[3], 0xff, out);
@@ -183,9 +176,9 @@ static void test_inference(void) {
 /* Two training steps; the losses and every state tensor, concatenated, into *state; the
  * advised 2 MB mappings after the steps minus before the open into *advised. */
 static size_t train(const float *x, size_t in, const float *labels, float loss[2], char **state, const cnnrt_allocator *a,
-                    int *advised) {
+                    cnnrt_hugepages huge, int *advised) {
   int before = advised_maps();
-  cnnrt_model *m = open_model(train_so, a);
+  cnnrt_model *m = open_model(train_so, a, huge);
   *state = NULL;
   if (!m) return 0;
   for (int s = 0; s < 2; s++) {
@@ -208,7 +201,7 @@ static size_t train(const float *x, size_t in, const float *labels, float loss[2
 }
 
 static void test_training(void) {
-  cnnrt_model *m = open_model(train_so, NULL);
+  cnnrt_model *m = open_model(train_so, NULL, CNNRT_HUGEPAGES_INFERENCE);
   if (!m) return;
   cnnrt_tensor_info ti;
   cnnrt_input_info(m, &ti);
@@ -220,16 +213,11 @@ static void test_training(void) {
   char *st[4];
   size_t n[4];
   int adv[4];
-  const char *what[4] = {"default", "CNNRT_NO_HUGEPAGES=1", "user allocator", "CNNRT_TRAIN_HUGEPAGES=1"};
+  const char *what[4] = {"default", "CNNRT_HUGEPAGES_OFF", "user allocator", "CNNRT_HUGEPAGES_ALL"};
+  const cnnrt_hugepages mode[4] = {CNNRT_HUGEPAGES_INFERENCE, CNNRT_HUGEPAGES_OFF, CNNRT_HUGEPAGES_INFERENCE, CNNRT_HUGEPAGES_ALL};
   counting_alloc c = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
   cnnrt_allocator a = {count_alloc, count_free, &c};
-  for (int k = 0; k < 4; k++) {
-    set_no_huge(k == 1);
-    if (k == 3) setenv("CNNRT_TRAIN_HUGEPAGES", "1", 1);
-    n[k] = train(x, in, labels, loss[k], &st[k], k == 2 ? &a : NULL, &adv[k]);
-    unsetenv("CNNRT_TRAIN_HUGEPAGES");
-  }
-  set_no_huge(0);
+  for (int k = 0; k < 4; k++) n[k] = train(x, in, labels, loss[k], &st[k], k == 2 ? &a : NULL, mode[k], &adv[k]);
   CHECK(loss[0][1] == loss[0][1] && loss[0][1] < loss[0][0], "loss %g -> %g", loss[0][0], loss[0][1]);
   for (int k = 1; k < 4; k++) {
     CHECK(n[k] == n[0] && n[0] > (2u << 20), "state bytes %zu (%s) vs %zu", n[k], what[k], n[0]);
@@ -238,7 +226,7 @@ static void test_training(void) {
     if (n[k] == n[0] && st[0] && st[k]) CHECK(!memcmp(st[0], st[k], n[0]), "state differs: default vs %s", what[k]);
   }
   CHECK(adv[0] == 0 && adv[1] == 0 && adv[2] == 0, "advised mappings in training: %d (default) %d %d", adv[0], adv[1], adv[2]);
-  if (thp_available()) CHECK(adv[3] > 0, "no advised mapping under CNNRT_TRAIN_HUGEPAGES=1");
+  if (thp_available()) CHECK(adv[3] > 0, "no advised mapping under CNNRT_HUGEPAGES_ALL");
   CHECK(c.allocs == c.frees && c.biggest >= (2u << 20), "training user allocator: %d allocs, %d frees, biggest %zu",
         c.allocs, c.frees, c.biggest);
   for (int k = 0; k < 4; k++) free(st[k]);

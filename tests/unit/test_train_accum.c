@@ -23,11 +23,11 @@ int main(void) {
   bad += train("2 replicas x batch 8 again", KV("replicas", "2"), 8, &rep2b);
   bad += compare("2 replicas run to run (bitwise)", &rep2, &rep2b, -1);
   result_free(&rep2b);
-  setenv("CNNRT_REPLICA_MODE", "parallel", 1);
+  replica_mode = CNNRT_REPLICA_PARALLEL;
   bad += train("2 replicas x batch 8, parallel", KV("replicas", "2"), 8, &rep2b);
   bad += compare("2 replicas parallel vs one after another (bitwise)", &rep2b, &rep2, -1);
   bad += train("2 replicas x ga 2 x batch 4, parallel", KV("replicas", "2", "gradient-accumulation", "2"), 4, &rep2ga2p);
-  unsetenv("CNNRT_REPLICA_MODE");
+  replica_mode = CNNRT_REPLICA_SHARED;
   bad += train("2 replicas x ga 2 x batch 4", KV("replicas", "2", "gradient-accumulation", "2"), 4, &rep2ga2);
   bad += compare("2 replicas x ga 2 parallel vs sequential (bitwise)", &rep2ga2p, &rep2ga2, -1);
   bad += compare("2 replicas x ga 2 x batch 4 vs batch 16", &rep2ga2, &b16, 1e-4);

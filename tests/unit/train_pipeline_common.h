@@ -10,7 +10,7 @@
  *   - --replicas 2 at batch 8 vs --gradient-accumulation 2 at batch 8: BITWISE (the replicas'
  *     gradients are summed in replica order, the accumulation adds micro-batches in order:
  *     the same float operations); vs batch 16 (tolerance); run to run and replicas run one
- *     after another vs on their own thread groups (CNNRT_REPLICA_MODE=parallel): bitwise;
+ *     after another vs on their own thread groups (CNNRT_REPLICA_PARALLEL): bitwise;
  *   - 2 and 3 shards (--pipeline-splits / --shards) x every --pipeline-schedule, with
  *     accumulation and replicas: bitwise equal to the single-shard sequential run;
  *   - --recompute pipeline|auto|all: bitwise equal to no recomputation, and the planned
@@ -59,6 +59,7 @@ static __attribute__((unused)) const char *bn_model_yml =
     "  - {name: d2, op: dense, units: 5}\n";
 
 static char model_path[512];
+static cnnrt_replica_mode replica_mode = CNNRT_REPLICA_SHARED; /* cnnrt_options.replica_mode of train() */
 static float *images, *labels; /* STEPS * TOTAL samples */
 static int64_t sample_elems;
 
@@ -122,6 +123,7 @@ static int train(const char *label, const char *const *kv, int n_kv, int batch, 
   cnnrt_options ro;
   cnnrt_options_init(&ro);
   ro.threads_per_shard = 1;
+  ro.replica_mode = replica_mode;
   cnnrt_model *m = NULL;
   if (cnnrt_open(so, &ro, &m) != CNNRT_OK) {
     fprintf(stderr, "  %s: cnnrt_open: %s\n", label, cnnrt_last_error());
@@ -132,6 +134,10 @@ static int train(const char *label, const char *const *kv, int n_kv, int batch, 
   int bad = 0;
   int per_update = cnnrt_grad_accum(m); /* micro-batches per update, every replica */
   CGT_CHECK(per_update * batch == TOTAL, "%s: %d micro-batches of %d per update", label, per_update, batch);
+  if (replica_mode == CNNRT_REPLICA_PARALLEL) { /* the option reached the executor (rt_train_replica_parallel) */
+    const char *js = cnnrt_describe_json(m);
+    CGT_CHECK(js && strstr(js, "\"replica_mode\": \"parallel\""), "%s: replicas not in parallel: %s", label, js ? js : "NULL");
+  }
   cnnrt_set_learning_rate(m, 0.05);
   r->tensor_bytes = tensor_bytes_of(m);
   cnnrt_train_plan plan;
@@ -229,7 +235,6 @@ static void setup(void) {
   labels = malloc((size_t)STEPS * TOTAL * 4);
   for (int64_t i = 0; i < STEPS * TOTAL * sample_elems; i++) images[i] = cgt_uniform(-1, 1);
   for (int i = 0; i < STEPS * TOTAL; i++) labels[i] = (float)cgt_int(0, 4);
-  unsetenv("CNNRT_REPLICA_MODE");
 }
 
 static int finish(const char *name, int bad) {

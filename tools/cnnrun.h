@@ -1,0 +1,61 @@
+/* cnnrun.h — what the files of cnnrun share (tools/cnnrun.c: command line, model, info,
+ * infer, and cnnrun_train.inc; tools/cnnrun_bench.c: benchmark). */
+#ifndef CNNRUN_H
+#define CNNRUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/cnnrt.h"
+
+#define EXIT_USAGE 2
+#define MAX_SHARDS 64 /* for per-shard reports */
+
+typedef struct opts {
+  const char *model, *cmd;
+  int json, pin, top, warmup, warmup_set, runs, batches, batches_set, n_threads, profile, lr_set;
+  double seconds; /* benchmark --seconds: keep timing until at least this long (and --runs calls) */
+  double peak; /* --peak: per-core GFLOP/s for the profile's % of peak (0: measure) */
+  int threads[64];
+  const char *input, *output, *labels, *format, *trace;
+  /* train / validate */
+  const char *dataset, *data_dir, *logs_per_epoch, *lr_schedule, *decay_epochs, *checkpoint_dir, *restore, *checkpoint;
+  int epochs, limit;
+  double lr, lr_factor, warmup_epochs;
+  unsigned long long seed;
+  /* runtime options of every command (--spin-us, --hugepages, --replica-mode); open_model adds
+   * --pin */
+  cnnrt_options rt;
+} opts;
+
+/* Print "cnnrun: message" and exit 1 (die) or, with the usage, 2 (die_usage). */
+__attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...);
+__attribute__((noreturn, format(printf, 1, 2))) void die_usage(const char *fmt, ...);
+
+/* Opens o->model with o's runtime options, threads and --trace; dies on failure. */
+cnnrt_model *open_model(const opts *o);
+/* Writes the --trace file, if any, and closes m. */
+void close_model(const opts *o, cnnrt_model *m);
+const char *dtype_name(cnnrt_dtype t);
+
+/* ---- benchmark (cnnrun_bench.c) --------------------------------------------------------- */
+typedef struct bench_result {
+  double total, mean, p50, p90, min, img_s, gflop_s;
+  double cpu; /* process CPU seconds (every thread) during the timed calls */
+  double busy[MAX_SHARDS]; /* per shard: seconds busy during the timed runs, then / total */
+} bench_result;
+double now_seconds(void);
+/* Deterministic synthetic input: u8 in 0..255 or f32 in [-1, 1). */
+void synth_input(void *buf, size_t bytes, cnnrt_dtype dt);
+void print_json_string(const char *s);
+/* Untimed warm-up calls, then timed calls until o->runs of them and o->seconds have passed.
+ * Returns the number of timed calls; *ms (malloc'd) receives each one's ms per batch. */
+int bench_calls(const opts *o, cnnrt_model *m, bench_result *r, double **ms, int (*call)(cnnrt_model *, void *), void *ctx);
+/* mean, p50, p90, min of ms[n] (sorted in place). */
+void bench_stats(bench_result *r, double *ms, int n);
+int cmd_benchmark(const opts *o);
+
+/* ---- training (cnnrun_train.inc) -------------------------------------------------------- */
+int cmd_benchmark_train(const opts *o, cnnrt_model *m);
+
+#endif
