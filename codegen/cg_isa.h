@@ -1,4 +1,5 @@
-/* cg_isa.h — the CPU features a compiled model needs (cg_target.c), exported from the .so as
+/* cg_isa.h — the ISA-specific parts of cg_target.c (the only codegen file that names ISAs):
+ * the CPU features a compiled model needs, exported from the .so as
  * the NUL-terminated string `cnnc_isa_v1`: comma-separated names of x86 features the target
  * enables and the kernels may use ("avx,avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,
  * avx512bf16"; "" for a non-x86 target).  The runtime (runtime/rt_isa.c) refuses to open a
@@ -17,5 +18,20 @@
 void cg_target_isa_needs(const cg_target *t, char *buf, size_t n);
 /* Adds the exported cnnc_isa_v1 string to c's module (the main unit). */
 void cg_target_emit_isa(cg_ctx *c);
+
+/* ---- bf16 dot products (the bf16 conv route, conv/bf16_plan.h; docs/codegen.md "bf16
+ * kernels") ---------------------------------------------------------------------------- */
+/* 2 = the target executes vdpbf16ps (avx512bf16 with 512-bit vectors), 1 = no such target but
+ * tune bf16_emulate=1 (x86 targets with FMA: the same kernels with every vdpbf16ps emulated
+ * exactly in f32 vector code), 0 = no bf16 route. */
+int cg_bf16_dot(const cg_target *t, const ir_tuning *tune);
+/* The ISA part of the bf16 kernels' names, "avx512bf16" or "<isa>_bf16emu". */
+const char *cg_bf16_isa_name(const cg_target *t);
+/* The dot-product step, one <V x float> accumulator: per lane i, acc += a[2i+1]*b[2i+1], then
+ * acc += a[2i]*b[2i] (each an f32 FMA rounded to nearest even, input denormals read as zero,
+ * denormal results flushed to zero: the SDM's VDPBF16PS).  a, b: <V x i32>, each lane a bf16
+ * pair (element 2i in the low half).  Native (mode 2): llvm.x86.avx512bf16.dpbf16ps.512 (V = 16);
+ * mode 1: the emulation. */
+LLVMValueRef cg_bf16_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b, int V);
 
 #endif

@@ -1,9 +1,11 @@
-/* cg_route.c — the kernel-route table of kernels.def and its dispatcher (cg_route.h). */
+/* cg_route.c — the kernel-route table of kernels.def and its dispatcher (cg_route.h): the one
+ * codegen file that includes every route's header. */
 #include "codegen/cg_route.h"
-#include "codegen/gen_conv.h"
-#include "codegen/gen_conv_bf16.h"
-#include "codegen/gen_conv_stem.h"
-#include "codegen/gen_conv_wino.h"
+#include "codegen/conv/bf16.h"
+#include "codegen/conv/bf16_plan.h"
+#include "codegen/conv/direct.h"
+#include "codegen/conv/stem.h"
+#include "codegen/conv/wino.h"
 #include "codegen/gen_train.h"
 #include "codegen/gen_train_pgw.h"
 #include "codegen/gen_train_wino.h"
@@ -61,4 +63,10 @@ LLVMValueRef cg_gen_conv2d_grad_input(cg_ctx *c, const ir_node *n, const char *f
 }
 LLVMValueRef cg_gen_conv2d_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return routed(c, n, fn_name, kind);
+}
+
+int cg_conv_io16_ok(cg_ctx *c, const ir_node *n) {
+  if (n->op != IR_OP_conv2d) return 0;
+  if (cg_conv_bf16_ok(c, n)) return cg_conv_bf16_io16(c, n, 0); /* conv/bf16_plan.c: its epilogue */
+  return cg_conv_direct_io16_ok(c, n);
 }

@@ -12,6 +12,7 @@
 
 #include "codegen/cg_budget.h"
 #include "codegen/cg_internal.h"
+#include "codegen/cg_isa.h"
 
 /* LLVM's machine scheduler builds a dependence graph per scheduling region, and keeps every
  * load and store of a region in its memory chains until there are -dag-maps-huge-region of
@@ -249,8 +250,7 @@ int cg_acc_budget(const cg_target *t) {
   return is_x86(t) && t->vec_f32 >= 16 ? 24 : 12;  /* 32 zmm vs 16 ymm/xmm registers */
 }
 
-/* ---- bf16 dot products (issue 4; gen_conv_bf16.c, docs/codegen.md "bf16 kernels") ------- */
-#include "codegen/gen_conv_bf16.h"
+/* ---- bf16 dot products (issue 4; conv/bf16.c, docs/codegen.md "bf16 kernels") ---------- */
 
 /* 2: vdpbf16ps is executable on the target (has_avx512bf16: +avx512bf16 with 512-bit vectors);
  * 1: tune bf16_emulate=1 on any other x86 target (the same kernels,
@@ -272,7 +272,6 @@ int cg_bf16_dot(const cg_target *t, const ir_tuning *tune) {
 
 /* ---- the CPU features a model needs (runtime/rt_isa.c refuses a model whose features the CPU
  * lacks instead of dying of SIGILL in a kernel) -------------------------------------------- */
-#include "codegen/cg_isa.h"
 
 /* Whether the probe kind compiles to an instruction containing want (and, if also, that too,
  * on the same line: `vpaddd %xmm` next to a `vmovdqu %ymm` load is not an AVX2 add). */
@@ -325,7 +324,7 @@ void cg_target_emit_isa(cg_ctx *c) {
   LLVMSetVisibility(g, LLVMDefaultVisibility);
 }
 
-/* ---- the bf16 dot-product step (gen_conv_bf16.h): the instruction or its exact emulation -- */
+/* ---- the bf16 dot-product step (cg_isa.h): the instruction or its exact emulation ---------- */
 static LLVMValueRef splat_i32v(cg_ctx *c, uint32_t v, int w) {
   LLVMValueRef e[64];
   for (int i = 0; i < w; i++) e[i] = LLVMConstInt(c->t_i32, v, 0);

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "codegen/cg_internal.h"
-#include "codegen/gen_conv.h"
-#include "codegen/gen_conv_bf16.h"
+#include "codegen/cg_route.h"
+#include "codegen/conv/bf16_plan.h"
 #include "codegen/gen_round16.h"
 #include "codegen/gen_store16.h"
 #include "codegen/gen_train.h"
@@ -87,7 +87,7 @@ static int conv_x16(s16_hooks *h, int a) {
 static int writes16(void *ctx, const ir_graph *g, int p) {
   s16_hooks *h = ctx;
   int a = h->plan[p].anchor, v = g->nodes[p].out;
-  for (int i = p + 1; i < g->n_nodes; i++) /* a bf16-route conv that reads its input in f32 (gen_conv_bf16.c kxk panels) */
+  for (int i = p + 1; i < g->n_nodes; i++) /* a bf16-route conv that reads its input in f32 (conv/bf16.c gathered kxk panels) */
     if (g->nodes[i].op == IR_OP_conv2d && g->nodes[i].in[0] == v) {
       h->priv.shard = g->nodes[i].shard, h->priv.node = i;
       if (cg_conv_bf16_ok(&h->c, &g->nodes[i]) && !conv_x16(h, i)) return 0;

@@ -9,7 +9,7 @@
 
 /* Runs passes/store16.c pass_store16_infer on the split inference graph g with the hooks of
  * this back end for target t (which kernels read / write 16-bit operands: the standalone
- * round16 and maxpool kernels, gen_conv.c's pixel-vector convs with their fused epilogues;
+ * round16 and maxpool kernels, the direct conv route's pixel-vector kernels (conv/pixvec.c) with their fused epilogues;
  * widen16 nodes before every other reader), then checks the fused kernels of the result
  * against the same hooks.  amp: --available-memory-proportion (the conv routes depend on it).
  * log (cnnc -v): one line per widened reader and a summary.  Returns the number of values

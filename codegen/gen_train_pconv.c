@@ -1,6 +1,6 @@
 /* gen_train_pconv.c — groups-1 conv2d forward and conv2d_grad_input (stride 1; stride > 1 as
  * one stride-1 conv per output phase of dx, see pc_grad_input_strided) of compiled training
- * through the inference microkernels (gen_conv.c pixel vectors, gen_conv_vc.c channel
+ * through the inference microkernels (conv/pixvec.c pixel vectors, conv/chanvec.c channel
  * vectors; entry cg_conv_row_pixels).  The weights [Co,Ci,KH,KW] live in the state buffer and
  * change every step, so each thread packs the ones it is about to use into the inference
  * layout [tile][Cin][KH][KW][R] (tile zero-padded; grad_input: w transposed, taps mirrored)
@@ -21,7 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/gen_conv.h"
+#include "codegen/conv/chanvec.h"
+#include "codegen/conv/conv_core.h"
+#include "codegen/conv/direct.h"
+#include "codegen/conv/flat.h"
 #include "codegen/gen_train.h"
 
 #define PC_MAX_PACK_BYTES (1 << 20) /* one tile's packed weights beyond this: the direct kernel */
@@ -389,7 +392,7 @@ static LLVMValueRef pc_grad_input_strided(cg_ctx *c, const ir_node *n, const cha
       for (int i = 0; i < 4; i++)
         if (va.pad[i] < 0) return NULL;
       /* a padded 1x1 view (grid rows/columns past dy, e.g. 2x2 stride 2 on odd sizes): the
-       * inference K-blocked 1x1 rows (gen_conv_vc.c) read without the bottom/right padding */
+       * inference K-blocked 1x1 rows (conv/chanvec_row.c) read without the bottom/right padding */
       if (nky * nkx == 1 && (va.pad[2] || va.pad[3])) return NULL;
       pconv *p = &ph[np];
       if (!pc_plan_view(c, n, &va, gh, gw, p)) return NULL;

@@ -1,6 +1,6 @@
 /* gen_train_wino.c — Winograd F(2x2,3x3) for compiled training's 3x3 stride-1 convs (issue 5):
  * the forward conv and the stride-1 grad_input (a 3x3 stride-1 conv of dy with w transposed
- * and the taps mirrored, padding 2 - pad).  The scheme is inference's (gen_conv_wino.c): per
+ * and the taps mirrored, padding 2 - pad).  The scheme is inference's (conv/wino.c): per
  * block of kb input channels the item's 4x4 input tiles are transformed, V = B^T d B, into a
  * stack panel [16][kb][tb]; the 16 GEMMs M[xi] += U[xi] V[xi] run on R x P register tiles into
  * a second panel [16][cb][tb]; then Y = A^T M A (+ bias) is stored.  The weights live in the
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/gen_conv.h"
+#include "codegen/conv/conv_core.h"
 #include "codegen/gen_train.h"
 #include "codegen/gen_train_wino.h"
 

@@ -11,7 +11,7 @@
  * CNNC_NO_STORE16=1 (f32 storage), and within 1e-2 of the interpreter's.  A build whose
  * narrowing flushes denormals to zero fails it.  Hosts without avx512bf16: skipped (there the
  * route is emulated and narrows with integer ops only). */
-#include "codegen/gen_conv_bf16.h"
+#include "codegen/cg_isa.h"
 #include "frontend/fe.h"
 #include "test_codegen_harness.h"
 

@@ -23,7 +23,7 @@
  * Set CNNC_HALF_PARTIALS_JSON=FILE to append the per-place figures as JSON lines. */
 #include <math.h>
 
-#include "codegen/gen_conv_bf16.h"
+#include "codegen/cg_isa.h"
 #include "frontend/fe.h"
 #include "ir/grad_train.h"
 #include "runtime/cnnrt.h"

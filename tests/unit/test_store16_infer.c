@@ -16,7 +16,7 @@
  *    16.16 tolerance: an f32 sum in another order can round to the other neighbour).
  * CNNC_TEST_QUICK=1 (CI's sanitizer stage): resnetish bf16 and dwse fp16 for x86-64-v3 and
  * dwse bf16 for the host only. */
-#include "codegen/gen_conv_bf16.h"
+#include "codegen/cg_isa.h"
 #include "frontend/fe.h"
 #include "test_codegen_harness.h"
 

@@ -1,4 +1,4 @@
-/* gen_conv_stem.c — the bf16 stem conv (ResNet's 3 -> 64 7x7/s2 on a bf16 224x224 image;
+/* conv/stem.c — the bf16 stem conv (ResNet's 3 -> 64 7x7/s2 on a bf16 224x224 image;
  * docs/codegen.md "Stem").  Horizontal stride 2 over 16-bit storage: for the lanes l of a pixel
  * vector (ox = ox0 + l) the tap pair (x[2 ox + kx - pl], x[2 ox + kx + 1 - pl]) is the dword at
  * element 2 ox0 + kx - pl + 2l, so a pixel vector of one (channel, input row, tap pair) is one
@@ -7,7 +7,7 @@
  * odd kw's last pair reads its high half as 0 against a zero weight).  Loads are masked per
  * element (0) where x leaves the row.  Microkernel: R = 4 channels x P pixel vectors; a work
  * item is (image, output row, channel group), groups fastest (the item's input rows stay in
- * L1), the output row in segments of at most P vectors.  Epilogue as gen_conv_bf16.c's
+ * L1), the output row in segments of at most P vectors.  Epilogue as conv/bf16.c's
  * (the BN scale applied there, post ops, 16-bit store narrowed as its narrow_out). */
 #include <math.h>
 #include <stdint.h>
@@ -15,9 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/gen_conv.h"
-#include "codegen/gen_conv_bf16.h"
-#include "codegen/gen_conv_stem.h"
+#include "codegen/cg_isa.h"
+#include "codegen/conv/bf16_plan.h"
+#include "codegen/conv/conv_core.h"
+#include "codegen/conv/stem.h"
 #include "codegen/gen_round16.h"
 
 enum { STEM_R = 4, STEM_MAX_CIN = 4, STEM_MAX_KW = 16 };
@@ -62,35 +63,20 @@ int cg_conv_stem_ok(cg_ctx *c, const ir_node *n) {
   return 1;
 }
 
-/* The bf16 bits of x (on the grid: its top half), a denormal as a signed zero (vdpbf16ps
- * reads it so); as gen_conv_bf16.c. */
-static uint32_t bf16_bits(float x) {
-  float r = ir_round16_f32(x, IR_HALF_BF16);
-  uint32_t u;
-  memcpy(&u, &r, 4);
-  if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
-  return u >> 16;
-}
-
 /* Weights as pair dwords [group][ky][ci][pair][R] (pair j: taps 2j low, 2j + 1 high or 0),
- * bias (conv bias, BN shift) and BN scale per channel, as gen_conv_bf16.c's pack. */
+ * bias (conv bias, BN shift) and BN scale per channel, as conv/bf16_plan.c's cg_conv_bf16_pack. */
 static void pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const sgeom *g, uint32_t *wp, float *bp, float *sp) {
-  const float *w = c->g->values[n->in[1]].data, *b = n->n_in > 2 ? c->g->values[n->in[2]].data : NULL;
+  const float *w = c->g->values[n->in[1]].data;
   for (int64_t co = 0; co < g->cout; co++) {
-    double scale = 1.0, shift = b ? b[co] : 0.0;
-    if (bn) {
-      const float *gam = c->g->values[bn->in[1]].data, *bet = c->g->values[bn->in[2]].data;
-      const float *mean = c->g->values[bn->in[3]].data, *var = c->g->values[bn->in[4]].data;
-      scale = gam[co] / sqrt((double)var[co] + (double)bn->attr.batchnorm.eps);
-      shift = (shift - mean[co]) * scale + bet[co];
-    }
+    double scale, shift;
+    cg_conv_bn_fold(c, n, bn, co, &scale, &shift);
     bp[co] = (float)shift, sp[co] = (float)scale;
     int64_t grp = co / g->R, r = co % g->R;
     for (int ky = 0; ky < g->kh; ky++)
       for (int64_t ci = 0; ci < g->cin; ci++)
         for (int j = 0; j < g->npx; j++) {
           const float *wr = w + ((co * g->cin + ci) * g->kh + ky) * g->kw;
-          uint32_t lo = bf16_bits(wr[2 * j]), hi = 2 * j + 1 < g->kw ? bf16_bits(wr[2 * j + 1]) : 0;
+          uint32_t lo = cg_conv_bf16_bits(wr[2 * j]), hi = 2 * j + 1 < g->kw ? cg_conv_bf16_bits(wr[2 * j + 1]) : 0;
           wp[(((grp * g->kh + ky) * g->cin + ci) * g->npx + j) * g->R + r] = lo | hi << 16;
         }
   }
@@ -131,7 +117,7 @@ static LLVMValueRef pair_load(cg_ctx *c, const sgeom *g, const sk *s, LLVMValueR
 }
 
 /* Stores result v (f32) at out[oi] in s->odt, lanes m.  A bf16 result on avx512bf16 (mode 2)
- * narrows with one vcvtneps2bf16 (cg_narrow_bf16_native, as gen_conv_bf16.c's narrow_out:
+ * narrows with one vcvtneps2bf16 (cg_narrow_bf16_native, as conv/bf16.c's narrow_out:
  * bitwise cg_narrow16_v's rounding, f32 denormal lanes through a branch to it), else with
  * cg_narrow16_v's integer rounding; tune bf16_sw_narrow=1: the integer rounding (A/B). */
 static void store_out(cg_ctx *c, const sgeom *g, const sk *s, const ir_node *last, LLVMValueRef v, LLVMValueRef oi, unsigned m) {

@@ -1,7 +1,7 @@
-/* gen_conv_wino.h — codegen-private: Winograd F(2x2,3x3) / F(4x4,3x3) route of inference 3x3
- * stride-1 convs (gen_conv_wino.c), taken from cg_gen_conv2d when cg_conv_wino_ok says so. */
-#ifndef CNNC_GEN_CONV_WINO_H
-#define CNNC_GEN_CONV_WINO_H
+/* conv/wino.h — codegen-private: Winograd F(2x2,3x3) / F(4x4,3x3) route of inference 3x3
+ * stride-1 convs (conv/wino.c), taken from cg_gen_conv2d when cg_conv_wino_ok says so. */
+#ifndef CNNC_CONV_WINO_H
+#define CNNC_CONV_WINO_H
 
 #include "codegen/cg_internal.h"
 

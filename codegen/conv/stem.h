@@ -1,8 +1,8 @@
-/* gen_conv_stem.h — codegen-private: the bf16 stem conv (gen_conv_stem.c; docs/codegen.md
- * "Stem"), a few-channel horizontally stride-2 conv of the bf16 route (gen_conv_bf16.h) that
+/* conv/stem.h — codegen-private: the bf16 stem conv (conv/stem.c; docs/codegen.md
+ * "Stem"), a few-channel horizontally stride-2 conv of the bf16 route (conv/bf16_plan.h) that
  * reads its bf16 input's horizontal tap pairs as plain dwords (no panel). */
-#ifndef CNNC_GEN_CONV_STEM_H
-#define CNNC_GEN_CONV_STEM_H
+#ifndef CNNC_CONV_STEM_H
+#define CNNC_CONV_STEM_H
 
 #include "codegen/cg_internal.h"
 

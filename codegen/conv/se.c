@@ -1,4 +1,4 @@
-/* gen_conv_se.c — the squeeze-excite scale fused before a 1x1 conv (passes/fuse.c: the conv
+/* conv/se.c — the squeeze-excite scale fused before a 1x1 conv (passes/fuse.c: the conv
  * reads the mul's operands, an [N,C,H,W] map and [N,C,1,1] factors, instead of its result).
  * Pixel-vector convs multiply each loaded input vector by its channel's factor where they
  * load it (packed panels then hold scaled pixels, so a chunk's other channel tiles pay
@@ -6,7 +6,7 @@
  * pixel would compete with the FMAs, so the first work item of an image (per thread) writes
  * the scaled planes of the group into a stack buffer that the image's tiles then read.  The
  * product is rounded as the mul kernel's, so results are bitwise those of the unfused ops. */
-#include "codegen/gen_conv.h"
+#include "codegen/conv/se.h"
 
 LLVMValueRef cg_conv_xscale(cg_ctx *c, const conv_row *r, LLVMValueRef ci, LLVMValueRef v) {
   if (!r->xs) return v;

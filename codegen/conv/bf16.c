@@ -1,4 +1,4 @@
-/* gen_conv_bf16.c — bf16 dot-product conv kernels (issue 4; docs/codegen.md "bf16 kernels",
+/* conv/bf16.c — bf16 dot-product conv kernels (issue 4; docs/codegen.md "bf16 kernels",
  * docs/precision.md "bf16 arithmetic").
  *
  * Route: a flat conv (1x1, stride 1, unpadded, one group: out[Cout, HW] = w[Cout, Cin] *
@@ -20,7 +20,7 @@
  * issues P dot-product steps (vdpbf16ps zmm, zmm, m32bcst on avx512bf16).  Epilogue as the
  * f32 kernel's, except that a folded batchnorm's scale is applied here (acc * scale + shift),
  * so the packed weights stay the exact bf16 weights.  Work items (image, chunk, channel
- * tile), tiles fastest, as gen_conv.c's flat convs; no thread-split variant.  16-bit inference
+ * tile), tiles fastest, as the direct route's flat convs (conv/flat.c); no thread-split variant.  16-bit inference
  * storage (passes/store16.c, cg_conv_bf16_io16): the epilogue writes bf16 results and reads
  * bf16 residuals, the flat and row-segment panels read a bf16 x (gathered panels: f32).
  * kxk / strided / padded convs (one group, >= BF16_LOAD_MIN_CIN in, >= BF16_LOAD_MIN_COUT
@@ -34,195 +34,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codegen/gen_conv.h"
-#include "codegen/gen_conv_bf16.h"
+#include "codegen/cg_isa.h"
+#include "codegen/conv/bf16.h"
+#include "codegen/conv/bf16_plan.h"
+#include "codegen/conv/conv_core.h"
 #include "codegen/gen_round16.h"
-
-#define BF16_PANEL_BYTES (96 * 1024)   /* input panel per chunk (bf16 pairs), L2-resident */
-#define BF16_STACK_MAX (256 * 1024)    /* largest stack buffer a kernel may take */
-#define BF16_GATHER_MIN_CIN 16         /* fewer input channels: the f32 kernels */
-#define BF16_GATHER_MIN_COUT 96        /* fewer output channels: the f32 kernels (gathered panels) */
-#define BF16_LOAD_MIN_CIN 3            /* the same for panels of row-segment loads (seg_plan): */
-#define BF16_LOAD_MIN_COUT 64          /* the stem (3 -> 64 7x7 s2) and layer1's 3x3s win there */
-#define BF16_GATHER_STACK_MAX (1024 * 1024) /* gathered panels (K = taps x Cin): one tile of 512 x 3x3 */
-
-typedef struct bgeom {
-  int64_t n, cin, cout, hw, kp; /* hw: output pixels; kp = taps * kpc pairs */
-  int V, R, P, ntile, mode;
-  int64_t chunk_px, nch;        /* pixels per chunk (whole tiles), chunks per plane */
-  int flat;                     /* 1x1, stride 1, unpadded: the panel is packed by plain loads */
-  int kh, kw, sh, sw, ph, pw;   /* kernel, stride, top/left padding (any conv: gathered panel) */
-  int64_t ih, iw, ow, kpc;      /* input map, output width, ceil(cin / 2) pairs per tap */
-  int nseg;                     /* > 0: panel vectors as masked row-segment loads (see seg_plan), 0: gathers */
-  int64_t dseg;                 /* input offset from one output row's segment to the next's */
-  int span;                     /* pixel vectors run across images (span_plan): q = n hw, one plane */
-  int64_t q, kdiv;              /* pixels of a plane (hw, or n hw spanned); pixels per segment key */
-} bgeom;
 
 static LLVMValueRef splat_i32v(cg_ctx *c, uint32_t v, int w) {
   LLVMValueRef e[64];
   for (int i = 0; i < w; i++) e[i] = LLVMConstInt(c->t_i32, v, 0);
   return LLVMConstVector(e, (unsigned)w);
-}
-
-/* ---- plan ------------------------------------------------------------------------------- */
-/* The bf16 bits of x (on the grid: its top half), rounded to nearest even otherwise, a
- * denormal as a signed zero (the instruction reads it so). */
-static uint32_t bf16_bits(float x) {
-  float r = ir_round16_f32(x, IR_HALF_BF16);
-  uint32_t u;
-  memcpy(&u, &r, 4);
-  if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
-  return u >> 16;
-}
-
-/* R x P as gen_conv.c's conv_choose_tile scores pixel tiles: accumulators x channel x pixel
- * utilisation, minus 0.25 per load of a step (R broadcasts + P panel vectors). */
-static void choose_tile(bgeom *g, int budget) {
-  int64_t pv = (g->q + g->V - 1) / g->V;
-  int pmax = (int)(pv < 4 ? pv : 4);
-  double best = -1;
-  for (int p = 1; p <= pmax; p++)
-    for (int r = 1; r <= budget / p && r <= g->cout; r++) {
-      double uc = (double)g->cout / (double)(((g->cout + r - 1) / r) * r);
-      int64_t tp = (int64_t)p * g->V;
-      double up = (double)g->q / (double)(((g->q + tp - 1) / tp) * tp);
-      double score = (double)(r * p) * uc * up - 0.25 * (r + p);
-      if (score > best + 1e-9) best = score, g->R = r, g->P = p;
-    }
-  g->ntile = (int)((g->cout + g->R - 1) / g->R);
-}
-
-/* Panel vectors without gathers (stride 1 or 2 along a row): lane l of a pixel vector whose
- * lane 0 is at input offset A and whose output row is r rows below lane 0's reads
- * A + r * dseg + sw * l, dseg = sh iw - sw ow (0 for a 3x3 s1 pad 1: one contiguous run).  So a
- * vector is, per output row it touches (nseg at most), one masked load (stride 1) or two and
- * the even-lane shuffle (stride 2), each segment's lanes in-map only: the gather's lanes, 0
- * elsewhere.  Rows narrower than a quarter vector keep the gathers; tune bf16_gather=1: all. */
-static void seg_plan(cg_ctx *c, bgeom *g) {
-  g->dseg = g->sh * g->iw - g->sw * g->ow;
-  /* a segment = the lanes of one key p / kdiv (p: pixel of the plane, spanned: of the batch) */
-  g->kdiv = g->dseg == 0 ? g->hw : g->ow;
-  g->nseg = g->dseg == 0 && !g->span ? 1 : (int)(1 + (g->kdiv + g->V - 2) / g->kdiv);
-  int64_t nkey = g->q / g->kdiv;
-  if (g->nseg > nkey) g->nseg = (int)nkey;
-  if (g->flat || g->sw > 2 || g->nseg > 4 || cg_tune(c)->bf16_gather) g->nseg = 0;
-}
-
-/* Pixel vectors across images (kxk / strided convs on small maps, e.g. ResNet-50's 7x7 layer4
- * at b16: 49 pixels per image fill 4 vectors to 77 %, 784 per batch fill 49 to 100 %): the
- * work is one plane of q = n hw pixels, a pixel vector's lanes may lie in two images (hw >= V),
- * its panel segments are per image (and row), its results two masked stores.  Where the lanes
- * of the batch fill the vectors better by 5 points or more; tune bf16_span_force=1: wherever
- * allowed (tests), tune bf16_span=0: never (A/B).  Flat 1x1s too (then by 15 points or
- * more; tune bf16_flat_span=0: not, A/B): as a 1x1 s1 kxk conv, row-segment panels (two
- * segments per vector at most).  A fused residual add reads its two images' lanes with two
- * masked loads (span_load; tune bf16_span_add=0: no span with a residual add, A/B).  Not
- * where the batch's input offsets pass 2^31 (i32 gather lanes). */
-static void span_plan(cg_ctx *c, const ir_node *n, bgeom *g) {
-  g->q = g->hw;
-  if (g->n < 2 || g->hw < g->V || g->n * g->cin * g->ih * g->iw >= INT32_MAX || !cg_tune(c)->bf16_span) return;
-  if (g->flat && !cg_tune(c)->bf16_flat_span) return;
-  const pass_fusion *fu = cg_fusion(c, n);
-  for (int i = 0; i < fu->n_post; i++)
-    if (c->g->nodes[fu->post[i]].op == IR_OP_add && !cg_tune(c)->bf16_span_add) return;
-  int64_t q = g->n * g->hw;
-  double ui = (double)g->hw / (double)((g->hw + g->V - 1) / g->V * g->V);
-  double us = (double)q / (double)((q + g->V - 1) / g->V * g->V);
-  /* flat 1x1s: 15 points (ResNet-50's 7x7 layer4 77 -> 100 %, not its 14x14 layer3 94 -> 100 %,
-   * where the spanned conv3s measured 0.66-0.78x: no residual prefetch, other chunks) */
-  if (us >= ui + (g->flat ? 0.15 : 0.05) || cg_tune(c)->bf16_span_force) g->span = 1, g->q = q, g->flat = 0; /* 1x1 s1: row-segment panels */
-}
-
-static int plan(cg_ctx *c, const ir_node *n, bgeom *g) {
-  const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
-  memset(g, 0, sizeof *g);
-  g->mode = cg_bf16_dot(c->target, cg_tune(c));
-  const ir_conv2d_attr *a = &n->attr.conv2d;
-  g->n = xs->dim[0], g->cin = xs->dim[1], g->cout = ys->dim[1], g->hw = ys->dim[2] * ys->dim[3];
-  g->kh = a->kernel[0], g->kw = a->kernel[1], g->sh = a->stride[0], g->sw = a->stride[1];
-  g->ph = a->pad[0], g->pw = a->pad[1], g->ih = xs->dim[2], g->iw = xs->dim[3], g->ow = ys->dim[3];
-  g->flat = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !a->pad[0] && !a->pad[1] && !a->pad[2] && !a->pad[3];
-  g->kpc = (g->cin + 1) / 2;
-  g->kp = g->kpc * g->kh * g->kw;
-  g->V = c->target->vec_f32;
-  span_plan(c, n, g);
-  seg_plan(c, g);
-  choose_tile(g, cg_acc_budget(c->target));
-  int64_t tile_px = (int64_t)g->P * g->V, k = BF16_PANEL_BYTES / (4 * g->kp) / tile_px;
-  if (k < 1) k = 1;
-  int64_t whole = (g->q + tile_px - 1) / tile_px;
-  g->chunk_px = (k < whole ? k : whole) * tile_px;
-  g->nch = (g->q + g->chunk_px - 1) / g->chunk_px;
-  return g->chunk_px * g->kp * 4 <= (g->flat ? BF16_STACK_MAX : BF16_GATHER_STACK_MAX);
-}
-
-/* Whether value v is on the bf16 grid by construction: a bf16 round16 result (or its 16-bit
- * copy widened back, passes/store16.c), or a maxpool / relu of such a value (ResNet's maxpool
- * between the stem and layer1).  tune bf16_round16_in=1: round16 results only (A/B: the
- * maxpool's readers take the f32 kernels, "_x16" with 16-bit storage). */
-static int bf16_grid(const ir_graph *G, int v) {
-  int strict = ir_tune(G)->bf16_round16_in;
-  for (;;) {
-    int p = G->values[v].producer;
-    if (p < 0) return 0;
-    const ir_node *pn = &G->nodes[p];
-    if (pn->op == IR_OP_round16) return pn->n_in == 1 && pn->attr.round16.format == IR_HALF_BF16;
-    if (strict) return 0;
-    if (pn->op == IR_OP_widen16) return pn->attr.widen16.format == IR_HALF_BF16;
-    if (pn->op != IR_OP_maxpool && pn->op != IR_OP_relu) return 0;
-    v = pn->in[0];
-  }
-}
-
-int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
-  const cg_priv *pv = c->priv;
-  if (n->op != IR_OP_conv2d || (pv && pv->train) || !cg_bf16_dot(c->target, cg_tune(c)) || !cg_tune(c)->bf16) return 0;
-  const ir_conv2d_attr *a = &n->attr.conv2d;
-  int flat = a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && !a->pad[0] && !a->pad[1] &&
-             !a->pad[2] && !a->pad[3];
-  if (a->groups > 1 || a->dilation[0] > 1 || a->dilation[1] > 1) return 0;
-  if (!flat && !cg_tune(c)->bf16_kxk) return 0; /* A/B: kxk / strided convs keep the f32 kernels */
-  /* gathered panels: a stem's few channels leave pair lanes empty, and a panel vector's
-   * gathers are paid back by Cout dot-product steps (ResNet-50 b16 per batch, CPU time:
-   * conv1 3 -> 64 7x7 31 ms vs the f32 kernel's 23, layer1's 64 -> 64 3x3 22 vs 19-21;
-   * layer2's 128 -> 128 16-17 vs 19-21); row-segment panels win on layer1's 3x3s too
-   * (opcmp 2 threads 1.68-1.81x per CPU-second) and on the stem (1.21x) */
-  bgeom g;
-  int ok = plan(c, n, &g);
-  if (!flat && (c->g->values[n->in[0]].shape.dim[1] < (g.nseg ? BF16_LOAD_MIN_CIN : BF16_GATHER_MIN_CIN) ||
-                c->g->values[n->out].shape.dim[1] < (g.nseg ? BF16_LOAD_MIN_COUT : BF16_GATHER_MIN_COUT)))
-    return 0;
-  if (cg_fusion(c, n)->n_pre) return 0; /* squeeze-excite factors scale the input first */
-  const ir_value *x = &c->g->values[n->in[0]], *w = &c->g->values[n->in[1]];
-  if (x->shape.rank != 4 || x->producer < 0 || !w->data || !bf16_grid(c->g, n->in[0])) return 0;
-  for (int64_t i = 0; i < ir_shape_numel(&w->shape); i++)
-    if (ir_round16_f32(w->data[i], IR_HALF_BF16) != w->data[i]) return 0; /* not a bf16 weight */
-  return ok;
-}
-
-/* Packs weights as bf16 pair dwords [tile][kp][R], bias (conv bias, BN shift) and the BN
- * scale (1 without BN) per padded channel. */
-static void pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bgeom *g, uint32_t *wp, float *bp, float *sp) {
-  const float *w = c->g->values[n->in[1]].data, *b = n->n_in > 2 ? c->g->values[n->in[2]].data : NULL;
-  for (int64_t co = 0; co < (int64_t)g->ntile * g->R; co++) {
-    int64_t t = co / g->R, r = co % g->R;
-    double scale = 1.0, shift = co < g->cout && b ? b[co] : 0.0;
-    if (bn && co < g->cout) {
-      const float *gam = c->g->values[bn->in[1]].data, *bet = c->g->values[bn->in[2]].data;
-      const float *mean = c->g->values[bn->in[3]].data, *var = c->g->values[bn->in[4]].data;
-      scale = gam[co] / sqrt((double)var[co] + (double)bn->attr.batchnorm.eps);
-      shift = (shift - mean[co]) * scale + bet[co];
-    }
-    bp[co] = (float)shift, sp[co] = (float)scale;
-    int taps = g->kh * g->kw;
-    for (int64_t k = 0; k < g->kp; k++) { /* pair k: tap k / kpc, channels 2 (k % kpc) and the next */
-      int64_t tap = k / g->kpc, c0 = 2 * (k % g->kpc), wi = (co * g->cin + c0) * taps + tap;
-      uint32_t lo = co < g->cout ? bf16_bits(w[wi]) : 0;
-      uint32_t hi = co < g->cout && c0 + 1 < g->cin ? bf16_bits(w[wi + taps]) : 0;
-      wp[(t * g->kp + k) * g->R + r] = lo | hi << 16;
-    }
-  }
 }
 
 typedef struct bk {
@@ -543,7 +364,7 @@ static LLVMValueRef span_load(cg_ctx *c, const bgeom *g, const ir_node *n, LLVMV
 /* Fused residual adds (not spanned; tune bf16_epi_pf=0: off, A/B): the residual lines of
  * the rr x np-vector tile whose first output element is oi0 (the next tile the thread runs:
  * the chunk's next pixel tile, after its last the next channel tile's first), prefetched one
- * microkernel ahead of the epilogue that reads them, as gen_conv.c's flat_prefetch_epi (at
+ * microkernel ahead of the epilogue that reads them, as conv/pixvec.c's flat_prefetch_epi (at
  * batch 16 they come from L3 or memory and the epilogue's loads stalled the dot products). */
 static void prefetch_epi(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMValueRef oi0) {
   for (int q = 0, ra = 0; q < s->e->n_post; q++) {
@@ -620,7 +441,7 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
       LLVMValueRef qv = g->span ? LLVMBuildAdd(c->b, s->c0, LLVMBuildAdd(c->b, q0, cg_i64(c, (int64_t)p * V), ""), "qv") : NULL;
       if (scale) v = LLVMBuildFMul(c->b, v, scale, "bn");
       v = LLVMBuildFAdd(c->b, v, bias, "");
-      for (int q = 0, ra = 0; q < e->n_post; q++) { /* as gen_conv.c's pixel tiles, 16-bit operands too */
+      for (int q = 0, ra = 0; q < e->n_post; q++) { /* as conv/pixvec.c's pixel tiles, 16-bit operands too */
         ir_dtype rdt = e->post[q]->op == IR_OP_add ? s->rdt[ra] : IR_F32;
         LLVMValueRef res = e->post[q]->op == IR_OP_add ? s->resid[ra++] : NULL;
         if (e->post[q]->op == IR_OP_round16 && s->odt != IR_F32) continue; /* the 16-bit store rounds */
@@ -713,14 +534,6 @@ static const char *bf16_kind(cg_ctx *c, const bgeom *g, const pass_fusion *fu, c
                 r16 ? "_r16" : "", g->R, g->P * g->V, cg_bf16_isa_name(c->target));
 }
 
-int cg_conv_bf16_io16(cg_ctx *c, const ir_node *n, int x) {
-  if (!cg_tune(c)->bf16_io16) return 0;
-  if (!x) return 1; /* the epilogue: any conv of the route */
-  bgeom g;
-  plan(c, n, &g);
-  return g.flat || (g.nseg > 0 && cg_tune(c)->bf16_kxk_x16); /* plain or row-segment loads: not gathers */
-}
-
 /* Sets s's dtypes from the values of n's group (passes/store16.c decided them with
  * cg_conv_bf16_io16); an internal error when a 16-bit value reaches an f32 operand. */
 static int bf16_dtypes(cg_ctx *c, const ir_node *n, const bgeom *g, const pass_fusion *fu, bk *s) {
@@ -741,7 +554,7 @@ static int bf16_dtypes(cg_ctx *c, const ir_node *n, const bgeom *g, const pass_f
 
 LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   bgeom g;
-  plan(c, n, &g);
+  cg_conv_bf16_plan(c, n, &g);
   const pass_fusion *fu = cg_fusion(c, n);
   conv_epi e = {{0}, fu->n_post};
   int n_act = 1;
@@ -754,7 +567,7 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   float *bp = malloc(nco * sizeof(float)), *sp = malloc(nco * sizeof(float));
   if (!wp || !bp || !sp) abort();
   const ir_node *bnn = fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL;
-  pack(c, n, bnn, &g, wp, bp, sp);
+  cg_conv_bf16_pack(c, n, bnn, &g, wp, bp, sp);
   LLVMValueRef a[IR_MAX_IN + PASS_MAX_POST + 4];
   LLVMValueRef f = cg_kernel_begin(c, fn_name, n_act, a);
   bk s;

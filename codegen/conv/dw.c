@@ -1,4 +1,4 @@
-/* gen_dwconv.c — depthwise conv2d (one input and one output channel per group) on small
+/* conv/dw.c — depthwise conv2d (one input and one output channel per group) on small
  * planes whose output width equals the input width, stride 1 (EfficientNet's 3x3/5x5 convs
  * on 14 and 7 wide maps) or stride 2 through a split into four phase planes: a channel's
  * output plane is one flat row of oh*ow pixels in vectors of V, a vector may span rows, and
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/gen_conv.h"
+#include "codegen/conv/dw.h"
 #include "codegen/gen_round16.h"
 
 /* 16-bit inference storage (passes/store16.c): the node of the kernel, for conversion errors */

@@ -1,6 +1,6 @@
-/* gen_conv_wino.c — Winograd F(2x2,3x3) and F(4x4,3x3) for inference 3x3 stride-1 convs on
- * NCHW (issue 4): 2.25x / 4x fewer multiplies than the direct kernels of gen_conv.c /
- * gen_conv_vc.c.  Output tiles m x m (m = 2 or 4, wino_tile), input tiles al x al (al = m + 2),
+/* conv/wino.c — Winograd F(2x2,3x3) and F(4x4,3x3) for inference 3x3 stride-1 convs on
+ * NCHW (issue 4): 2.25x / 4x fewer multiplies than the direct route's kernels
+ * (conv/pixvec.c, conv/chanvec.c).  Output tiles m x m (m = 2 or 4, wino_tile), input tiles al x al (al = m + 2),
  * nx = al*al GEMMs.  Work item: (image, group of tr tile rows, block of cb output channels), or
  * on 16 lanes also (ipi whole images, block of cb output channels) for small maps.
  * Per block of kb input channels it transforms the item's al x al input tiles, V = B^T d B
@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/gen_conv.h"
-#include "codegen/gen_conv_wino.h"
+#include "codegen/conv/conv_core.h"
+#include "codegen/conv/wino.h"
 
 /* Each of the two stack panels (transformed inputs, GEMM results) is at most this big: both
  * together stay in a 512 KB L2 with the weights streaming through (AVX2; wino_plan16 takes
@@ -209,15 +209,10 @@ static void wino_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const wino
                                   {1. / 24, 1. / 12, 1. / 6}, {1. / 24, -1. / 12, 1. / 6}, {0, 0, 1}};
   const double(*G)[3] = p->m == 4 ? G4 : G2;
   int al = p->al;
-  const float *w = c->g->values[n->in[1]].data, *b = n->n_in > 2 ? c->g->values[n->in[2]].data : NULL;
+  const float *w = c->g->values[n->in[1]].data;
   for (int64_t co = 0; co < p->cout; co++) {
-    double scale = 1.0, shift = b ? b[co] : 0.0;
-    if (bn) {
-      const float *gam = c->g->values[bn->in[1]].data, *bet = c->g->values[bn->in[2]].data;
-      const float *mean = c->g->values[bn->in[3]].data, *var = c->g->values[bn->in[4]].data;
-      scale = gam[co] / sqrt((double)var[co] + (double)bn->attr.batchnorm.eps);
-      shift = (shift - mean[co]) * scale + bet[co];
-    }
+    double scale, shift;
+    cg_conv_bn_fold(c, n, bn, co, &scale, &shift);
     bias[co] = (float)shift;
     for (int64_t ci = 0; ci < p->cin; ci++) {
       const float *g = w + (co * p->cin + ci) * 9;
