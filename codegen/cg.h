@@ -88,12 +88,12 @@ void cg_store_f32(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx
 LLVMValueRef cg_intrinsic(cg_ctx *c, const char *name, LLVMTypeRef *overload, int n_overload, LLVMValueRef *args, int n_args);
 
 /* Embeds the f32 data of parameter value vid as a 64-byte aligned private constant (cached:
- * one global per value).  Returns a ptr. */
+ * one global per value).  Returns a ptr.  (These two: codegen/cg_share.c.) */
 LLVMValueRef cg_param_const(cg_ctx *c, int vid);
 /* Embeds bytes (e.g. packed weights) as a 64-byte aligned private constant named name. */
 LLVMValueRef cg_blob_const(cg_ctx *c, const char *name, const void *data, size_t bytes);
 
-/* ---- generators, one per op (codegen/gen_*.c) ------------------------------------------ */
+/* ---- generators, one per op (codegen/gen_*.c, codegen/conv/; the table: cg_route.c) ----- */
 /* Emits the kernel for node n named fn_name and returns the function.  Also returns the
  * kernel's descriptive name (e.g. "conv2d_f32_direct_v16__avx512") in *kind (arena string). */
 typedef LLVMValueRef (*cg_gen_fn)(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);

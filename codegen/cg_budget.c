@@ -1,6 +1,6 @@
 /* cg_budget.c — memory budgets: cache sizes (host sysfs or documented fallbacks), the
  * working-set budget of one conv/matmul from --available-memory-proportion, the proportion of
- * each shard, and the --memory-limit check on the planned layout before code generation. */
+ * each shard and the check of its count (the --memory-limit check is cg_module.c's). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,9 +8,6 @@
 #include <string.h>
 
 #include "codegen/cg_budget.h"
-#include "codegen/cg_layout.h"
-#include "codegen/cg_main.h"
-#include "ir/grad_train.h"
 
 /* ---- cache sizes ----------------------------------------------------------------------------- */
 static int read_line(const char *path, char *buf, size_t n) {
@@ -170,56 +167,4 @@ int cg_budget_check_proportions(const char *text, int n_shards, ir_diag *d) {
     p = *end ? end + 1 : end;
   }
   return 0;
-}
-
-/* ---- --memory-limit ------------------------------------------------------------------------------- */
-static int64_t value_bytes(const ir_graph *g, int v) {
-  return ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
-}
-
-/* Inference: the records of codegen's own layout (the same cg_layout_build call). */
-static void inference_records(const cg_layout *L, pass_mem_shard *sh) {
-  for (int s = 0; s < L->n_shards; s++) {
-    const cg_shard_plan *sp = &L->sh[s];
-    pass_mem_shard *x = &sh[s];
-    memset(x, 0, sizeof *x);
-    x->n_steps = sp->n_k;
-    x->step_node = calloc((size_t)sp->n_k + 1, sizeof(int));
-    if (!x->step_node) abort();
-    for (int i = 0; i < sp->n_k; i++) x->step_node[i] = L->k[sp->first_k + i].last;
-    x->usage = sp->usage, x->usage_vid = sp->usage_vid, x->n_usage = sp->n_usage;
-    x->arena = cg_shard_scratch(L, s);
-    for (int i = 0; i < sp->n_io; i++) x->io += value_bytes(L->g, L->tensor_vid[sp->io[i]]);
-  }
-}
-
-static int is_training(const ir_graph *g) {
-  for (int i = 0; i < g->n_nodes; i++)
-    if (ir_op_is_optimizer(g->nodes[i].op)) return 1;
-  return 0;
-}
-
-int cg_check_memory_budget(const ir_graph *g, int64_t memory_limit, const char *amp, ir_diag *d) {
-  int n_shards = g->n_shards > 0 ? g->n_shards : 1;
-  if (cg_budget_check_proportions(amp, n_shards, d)) return -1;
-  if (memory_limit <= 0) return 0;
-  pass_mem_shard *sh = calloc((size_t)n_shards, sizeof *sh);
-  if (!sh) abort();
-  int rc;
-  if (is_training(g)) {
-    pass_mem_train_estimate(g, sh);
-    rc = pass_memory_limit_check(g, sh, n_shards, memory_limit, d);
-    pass_mem_shards_free(sh, n_shards);
-  } else {
-    cg_layout L;
-    rc = cg_layout_build(&L, g, 1, d);
-    if (rc == 0) {
-      inference_records(&L, sh);
-      rc = pass_memory_limit_check(g, sh, L.n_shards < n_shards ? L.n_shards : n_shards, memory_limit, d);
-      for (int s = 0; s < L.n_shards && s < n_shards; s++) free(sh[s].step_node);
-    }
-    cg_layout_free(&L);
-  }
-  free(sh);
-  return rc;
 }

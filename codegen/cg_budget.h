@@ -3,7 +3,7 @@
  *    target's cache sizes (for kernels that block for the cache; see what uses it in
  *    docs/reports.md), and P per shard from the option's text;
  *  - the --memory-limit check before code generation (the plan as passes/memory_limit.c
- *    records). */
+ *    records; it plans the layout as cg_compile does, so it is cg_module.c's). */
 #ifndef CNNC_CG_BUDGET_H
 #define CNNC_CG_BUDGET_H
 
@@ -50,7 +50,9 @@ int cg_budget_check_proportions(const char *text, int n_shards, ir_diag *d);
 /* Before code generation, g split into shards: checks the --available-memory-proportion count
  * amp (the option text) and, when memory_limit > 0, plans the layout as codegen will (inference: the kernels'
  * scratch usage records and io; training: pass_mem_train_estimate) and fails if a shard's
- * arena + io + state exceeds the limit (pass_memory_limit_check).  Returns 0 or -1 with d. */
+ * arena + io + state exceeds the limit (pass_memory_limit_check).  Returns 0 or -1 with d.
+ * (cg_module.c.) */
 int cg_check_memory_budget(const ir_graph *g, int64_t memory_limit, const char *amp, ir_diag *d);
+
 
 #endif

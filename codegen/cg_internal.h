@@ -24,10 +24,13 @@ LLVMValueRef cg_fail(cg_ctx *c, const ir_node *n, const char *fmt, ...) __attrib
 /* Fusion row of n (the identity row when there is no plan). */
 const pass_fusion *cg_fusion(cg_ctx *c, const ir_node *n);
 
-/* ---- target queries (cg_target.c: the only file that names ISAs) ----------------------- */
+/* ---- target queries (cg_target.c: with cg_isa.c the only files that name ISAs) --------- */
 const char *cg_isa_name(const cg_target *t);   /* "avx512", "avx2", "avx", "sse", "generic" */
 /* Register tile budget: f32 vector accumulators a microkernel may keep live. */
 int cg_acc_budget(const cg_target *t);
+/* Whether the target converts f32 <-> f16 natively (no libcall): +f16c on x86. */
+int cg_has_f16c(const cg_target *t);
+#define CG_NO_F16C_MSG "--half-type fp16 needs a target with F16C (native f32<->f16 conversions); use bf16 or add +f16c"
 /* Creates another target machine equal to t's (one per codegen thread). */
 LLVMTargetMachineRef cg_target_clone_tm(const cg_target *t, int opt_level);
 
@@ -60,6 +63,14 @@ LLVMValueRef cg_sigmoid(cg_ctx *c, LLVMValueRef x, int w);
 /* Applies fused epilogue node post to v (w lanes of the output at element idx); resid is
  * the other operand's buffer for add. */
 LLVMValueRef cg_epilogue(cg_ctx *c, const ir_node *post, LLVMValueRef v, LLVMValueRef resid, LLVMValueRef idx, int w);
+/* i32 constant v (w == 1) or <w x i32> of v. */
+LLVMValueRef cg_splat_i32(cg_ctx *c, uint32_t v, int w);
+/* x (<w x float>, or float for w == 1) rounded to format (ir_half_format) to nearest even and
+ * widened back: bit-identical to ir_round16_f32.  An fp16 rounding on a target without
+ * F16C records the error (node n) and returns x.  The round16 kernel, the fused round16
+ * epilogues (cg_epilogue) and the rounded optimizer updates use it; the other 16-bit
+ * conversions are gen_round16.h's. */
+LLVMValueRef cg_round16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int format, int w);
 
 /* Target/codegen attributes every generated function carries (cg_util.c). */
 void cg_set_fn_attrs(cg_ctx *c, LLVMValueRef f);
@@ -101,21 +112,44 @@ LLVMValueRef cg_share_blob(cg_ctx *c, cg_share *s, const void *data, size_t byte
 /* While recording: this kernel's cache slot of param vid (cg_param_const), else NULL. */
 LLVMValueRef *cg_share_param_slot(cg_share *s, int vid);
 
-/* ---- element-wise work split shared by several generators (gen_eltwise.c) --------------- */
+/* ---- element-wise work split shared by several generators (cg_util.c) ------------------ */
 /* Emits: for each element block of this thread's share of [0, n): body(c, idx, w, user),
  * vectorised by the target width with a scalar tail. */
 typedef void (*cg_elem_body)(cg_ctx *c, LLVMValueRef idx, int w, void *user);
 void cg_foreach_elem(cg_ctx *c, int64_t n, LLVMValueRef tid, LLVMValueRef nth, cg_elem_body body, void *user);
 
-/* Unary element-wise kernel (relu/sigmoid/swish, or a copy for other ops) named opname. */
-LLVMValueRef cg_gen_unary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind, const char *opname);
-/* Training relu_grad (gen_eltwise.c): gen_train.c's kernel, or with a fused residual gradient
- * add (pass_fusion n_pre, passes/fuse.c pass_fuse_train) one kernel for both. */
-LLVMValueRef cg_gen_relu_grad_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 /* Vectorised loop over [0, n) inside the current thread's block: body(j, w). */
 void cg_inner_loop(cg_ctx *c, int64_t n, cg_elem_body body, void *user);
-/* Sum over base[off .. off+cnt) of x, or of (x - mean)^2 when mean != NULL (f32 scalar). */
+/* Unary element-wise kernel (relu/sigmoid/swish, or a copy for other ops) named opname
+ * (gen_eltwise.c). */
+LLVMValueRef cg_gen_unary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind, const char *opname);
+/* Sum over base[off .. off+cnt) of x, or of (x - mean)^2 when mean != NULL (f32 scalar;
+ * gen_norm.c). */
 LLVMValueRef cg_reduce_sum(cg_ctx *c, LLVMValueRef base, LLVMValueRef off, int64_t cnt, LLVMValueRef mean);
+
+/* ---- helpers of the training generators (cg_util.c) -------------------------------------- */
+/* cg_kernel_begin without the out-noalias promise (optimizer kernels update in place). */
+LLVMValueRef cg_train_kbegin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args);
+
+/* a + b, a * k, a + k (i64) */
+LLVMValueRef cg_tadd(cg_ctx *c, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_tmul(cg_ctx *c, LLVMValueRef a, int64_t k);
+LLVMValueRef cg_taddk(cg_ctx *c, LLVMValueRef a, int64_t k);
+
+/* Lanes l < n of a w-lane mask (bit l), n clamped to [0, w]. */
+unsigned cg_lanes(int n, int w);
+/* w lanes base[idx + l*stride] for the lanes of mask m (others 0): a plain (strided) vector
+ * load when m is full and last_ok (the last lane's element is inside the buffer row, so a
+ * stride-2 pair load stays inside), llvm.masked.load for stride 1, scalar lane loads else.
+ * No element of an unmasked-out lane is read. */
+LLVMValueRef cg_tload(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, int stride, unsigned m, int w);
+/* Stores the lanes of mask m of v to base[idx + l]. */
+void cg_tstore(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w);
+
+/* Split of n (> 0) positions into groups of at most maxp: number of groups and the size of
+ * group i (balanced: sizes differ by at most one). */
+int cg_tgroups(int64_t n, int maxp);
+int cg_tgroup_size(int64_t n, int groups, int i);
 
 /* ---- training (gen_train.c) ------------------------------------------------------------- */
 /* Training-mode generator of op (params are pointer operands, every operand of the node is a

@@ -1,5 +1,5 @@
-/* cg_isa.h — the ISA-specific parts of cg_target.c (the only codegen file that names ISAs):
- * the CPU features a compiled model needs, exported from the .so as
+/* cg_isa.h — the ISA-specific parts of cg_target.c and cg_isa.c (the codegen files that name
+ * ISAs): the CPU features a compiled model needs, exported from the .so as
  * the NUL-terminated string `cnnc_isa_v1`: comma-separated names of x86 features the target
  * enables and the kernels may use ("avx,avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,
  * avx512bf16"; "" for a non-x86 target).  The runtime (runtime/rt_isa.c) refuses to open a
@@ -31,7 +31,7 @@ const char *cg_bf16_isa_name(const cg_target *t);
  * acc += a[2i]*b[2i] (each an f32 FMA rounded to nearest even, input denormals read as zero,
  * denormal results flushed to zero: the SDM's VDPBF16PS).  a, b: <V x i32>, each lane a bf16
  * pair (element 2i in the low half).  Native (mode 2): llvm.x86.avx512bf16.dpbf16ps.512 (V = 16);
- * mode 1: the emulation. */
+ * mode 1: the emulation (cg_isa.c). */
 LLVMValueRef cg_bf16_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b, int V);
 
 #endif

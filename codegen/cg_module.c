@@ -1,7 +1,9 @@
 /* cg_module.c — cg_compile: kernels are generated into N compile units (one LLVM context
  * and module each, built, optimised and emitted on N threads), then a main module holds the
  * per-shard entry functions (cnnc_abi_shard_fn) and the exported cnnc_abi_model descriptor;
- * the objects are linked into the .so.  --emit llvm|asm|obj builds one module instead. */
+ * the objects are linked into the .so.  --emit llvm|asm|obj builds one module instead.  Also
+ * the --memory-limit check before code generation (cg_check_memory_budget, cg_budget.h), which
+ * plans the layout as cg_compile does. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,10 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "codegen/cg_budget.h"
 #include "codegen/cg_layout.h"
 #include "codegen/cg_link.h"
 #include "codegen/cg_main.h"
 #include "codegen/cg_route.h"
+#include "ir/grad_train.h"
 
 /* The main module declares every kernel by the name its generator gave it: it is built once
  * every kernel unit has generated its IR (the units still optimising and emitting meanwhile). */
@@ -462,5 +466,58 @@ int cg_compile(const ir_graph *g, const cg_target *t, const cg_options *o, ir_di
   int rc = o->emit ? compile_single(&L, t, o, d) : compile_so(&L, t, o, d);
   if (rc == 0 && o->report && o->report->layout) report_layout(&L, o->report);
   cg_layout_free(&L);
+  return rc;
+}
+
+/* ---- --memory-limit (cg_budget.h: the check before code generation plans the layout as cg_compile
+ * does) ---------------------------------------------------------------------------------------- */
+static int64_t value_bytes(const ir_graph *g, int v) {
+  return ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
+}
+
+/* Inference: the records of codegen's own layout (the same cg_layout_build call). */
+static void inference_records(const cg_layout *L, pass_mem_shard *sh) {
+  for (int s = 0; s < L->n_shards; s++) {
+    const cg_shard_plan *sp = &L->sh[s];
+    pass_mem_shard *x = &sh[s];
+    memset(x, 0, sizeof *x);
+    x->n_steps = sp->n_k;
+    x->step_node = calloc((size_t)sp->n_k + 1, sizeof(int));
+    if (!x->step_node) abort();
+    for (int i = 0; i < sp->n_k; i++) x->step_node[i] = L->k[sp->first_k + i].last;
+    x->usage = sp->usage, x->usage_vid = sp->usage_vid, x->n_usage = sp->n_usage;
+    x->arena = cg_shard_scratch(L, s);
+    for (int i = 0; i < sp->n_io; i++) x->io += value_bytes(L->g, L->tensor_vid[sp->io[i]]);
+  }
+}
+
+static int is_training(const ir_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (ir_op_is_optimizer(g->nodes[i].op)) return 1;
+  return 0;
+}
+
+int cg_check_memory_budget(const ir_graph *g, int64_t memory_limit, const char *amp, ir_diag *d) {
+  int n_shards = g->n_shards > 0 ? g->n_shards : 1;
+  if (cg_budget_check_proportions(amp, n_shards, d)) return -1;
+  if (memory_limit <= 0) return 0;
+  pass_mem_shard *sh = calloc((size_t)n_shards, sizeof *sh);
+  if (!sh) abort();
+  int rc;
+  if (is_training(g)) {
+    pass_mem_train_estimate(g, sh);
+    rc = pass_memory_limit_check(g, sh, n_shards, memory_limit, d);
+    pass_mem_shards_free(sh, n_shards);
+  } else {
+    cg_layout L;
+    rc = cg_layout_build(&L, g, 1, d);
+    if (rc == 0) {
+      inference_records(&L, sh);
+      rc = pass_memory_limit_check(g, sh, L.n_shards < n_shards ? L.n_shards : n_shards, memory_limit, d);
+      for (int s = 0; s < L.n_shards && s < n_shards; s++) free(sh[s].step_node);
+    }
+    cg_layout_free(&L);
+  }
+  free(sh);
   return rc;
 }

@@ -64,9 +64,3 @@ LLVMValueRef cg_gen_conv2d_grad_input(cg_ctx *c, const ir_node *n, const char *f
 LLVMValueRef cg_gen_conv2d_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return routed(c, n, fn_name, kind);
 }
-
-int cg_conv_io16_ok(cg_ctx *c, const ir_node *n) {
-  if (n->op != IR_OP_conv2d) return 0;
-  if (cg_conv_bf16_ok(c, n)) return cg_conv_bf16_io16(c, n, 0); /* conv/bf16_plan.c: its epilogue */
-  return cg_conv_direct_io16_ok(c, n);
-}

@@ -25,10 +25,4 @@ extern const int cg_n_routes;
  * Returns the function, or NULL with the error recorded (cg_fail). */
 LLVMValueRef cg_route_gen(cg_ctx *c, const ir_node *n, int train, const char *fn_name, const char **kind, int *route);
 
-/* 16-bit inference storage (passes/store16.c via gen_store16.c): whether the kernel of
- * inference conv2d node n writes its result and reads its residuals in 16 bits (the bf16
- * route's epilogue: cg_conv_bf16_io16; the direct route's pixel vectors: its x too), or
- * reads and writes f32 (the direct route's channel vectors). */
-int cg_conv_io16_ok(cg_ctx *c, const ir_node *n);
-
 #endif

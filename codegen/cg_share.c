@@ -3,7 +3,7 @@
  * placeholders, then the kernel becomes a body taking the blobs as one extra pointer argument
  * (a 64-byte aligned GEP per blob in the entry block), keyed by its IR text.  Nodes whose
  * bodies are equal call one body through per-node wrappers (cg_internal.h, docs/codegen.md
- * "Compile time"). */
+ * "Compile time").  Also cg_blob_const / cg_param_const (cg.h), the generators' constants. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,4 +303,40 @@ void cg_share_finish(cg_ctx *c, cg_share *s, int *n_kernels, int *n_bodies) {
   free(s->pv);
   free(s->pval);
   free(s);
+}
+
+/* ---- constants of a kernel (cg.h cg_blob_const / cg_param_const): private globals, or while
+ * recording the placeholders above ------------------------------------------------------- */
+LLVMValueRef cg_blob_global(cg_ctx *c, const char *name, const void *data, size_t bytes) {
+  LLVMValueRef init = LLVMConstStringInContext2(c->llc, data, bytes, 1);
+  LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), name);
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+  LLVMSetAlignment(g, 64);
+  return g;
+}
+
+LLVMValueRef cg_blob_const(cg_ctx *c, const char *name, const void *data, size_t bytes) {
+  cg_priv *p = c->priv;
+  LLVMValueRef ph = p && p->share ? cg_share_blob(c, p->share, data, bytes) : NULL;
+  if (ph) return ph; /* a kernel argument's offset, filled by cg_share_end */
+  return cg_blob_global(c, name, data, bytes);
+}
+
+LLVMValueRef cg_param_const(cg_ctx *c, int vid) {
+  cg_priv *p = c->priv;
+  LLVMValueRef *slot = p->share ? cg_share_param_slot(p->share, vid) : NULL; /* per kernel when shared */
+  if (!slot) slot = &p->param_global[vid];
+  if (*slot) return *slot;
+  const ir_value *v = &c->g->values[vid];
+  if (p->train) {
+    cg_fail(c, NULL, "internal error: param '%s' read as a constant in a training kernel", v->name);
+    return LLVMConstNull(c->t_ptr);
+  }
+  char name[300];
+  snprintf(name, sizeof name, "p.%s", v->name);
+  *slot = cg_blob_const(c, name, v->data, (size_t)ir_shape_numel(&v->shape) * sizeof(float));
+  return *slot;
 }

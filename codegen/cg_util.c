@@ -1,13 +1,13 @@
 /* cg_util.c — IR-building helpers every generator uses: kernel prologue/epilogue, counted
- * loops, thread ranges, constants, f32 vector loads/stores/reductions, exp/sigmoid,
- * fused epilogues, and weights embedded as 64-byte aligned private constants. */
+ * loops, thread ranges, constants, f32 vector loads/stores/reductions, exp/sigmoid, fused
+ * epilogues and the round16 body they use, element-wise loops, and the training generators'
+ * helpers.  The bottom of codegen/: it calls only cg_target.c's queries. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/cg_internal.h"
-#include "codegen/gen_round16.h"
 
 LLVMValueRef cg_fail(cg_ctx *c, const ir_node *n, const char *fmt, ...) {
   cg_priv *p = c->priv;
@@ -120,40 +120,6 @@ LLVMValueRef cg_intrinsic(cg_ctx *c, const char *name, LLVMTypeRef *ov, int n_ov
   LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, ov, (size_t)n_ov);
   LLVMTypeRef ft = LLVMIntrinsicGetType(c->llc, id, ov, (size_t)n_ov);
   return LLVMBuildCall2(c->b, ft, fn, args, (unsigned)n_args, "");
-}
-
-LLVMValueRef cg_blob_global(cg_ctx *c, const char *name, const void *data, size_t bytes) {
-  LLVMValueRef init = LLVMConstStringInContext2(c->llc, data, bytes, 1);
-  LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), name);
-  LLVMSetInitializer(g, init);
-  LLVMSetGlobalConstant(g, 1);
-  LLVMSetLinkage(g, LLVMPrivateLinkage);
-  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
-  LLVMSetAlignment(g, 64);
-  return g;
-}
-
-LLVMValueRef cg_blob_const(cg_ctx *c, const char *name, const void *data, size_t bytes) {
-  cg_priv *p = c->priv;
-  LLVMValueRef ph = p && p->share ? cg_share_blob(c, p->share, data, bytes) : NULL;
-  if (ph) return ph; /* a kernel argument's offset, filled by cg_share_end */
-  return cg_blob_global(c, name, data, bytes);
-}
-
-LLVMValueRef cg_param_const(cg_ctx *c, int vid) {
-  cg_priv *p = c->priv;
-  LLVMValueRef *slot = p->share ? cg_share_param_slot(p->share, vid) : NULL; /* per kernel when shared */
-  if (!slot) slot = &p->param_global[vid];
-  if (*slot) return *slot;
-  const ir_value *v = &c->g->values[vid];
-  if (p->train) {
-    cg_fail(c, NULL, "internal error: param '%s' read as a constant in a training kernel", v->name);
-    return LLVMConstNull(c->t_ptr);
-  }
-  char name[300];
-  snprintf(name, sizeof name, "p.%s", v->name);
-  *slot = cg_blob_const(c, name, v->data, (size_t)ir_shape_numel(&v->shape) * sizeof(float));
-  return *slot;
 }
 
 LLVMTypeRef cg_vtype(cg_ctx *c, int w) { return w == 1 ? c->t_f32 : LLVMVectorType(c->t_f32, (unsigned)w); }
@@ -442,3 +408,131 @@ void cg_transpose_v(cg_ctx *c, int V, int np, const LLVMValueRef *a, LLVMValueRe
   }
   for (int i = 0; i < V; i++) t[i] = r[i];
 }
+
+/* ---- round16 (docs/precision.md): the vector body of the round16 kernel (gen_round16.c) and
+ * of fused round16 epilogues ---------------------------------------------------------------- */
+LLVMValueRef cg_splat_i32(cg_ctx *c, uint32_t v, int w) {
+  LLVMValueRef s = LLVMConstInt(c->t_i32, v, 0);
+  if (w == 1) return s;
+  LLVMValueRef e[64];
+  for (int i = 0; i < w; i++) e[i] = s;
+  return LLVMConstVector(e, (unsigned)w);
+}
+
+static LLVMValueRef round_bf16(cg_ctx *c, LLVMValueRef x, int w) {
+  LLVMBuilderRef b = c->b;
+  LLVMTypeRef it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
+  LLVMValueRef u = LLVMBuildBitCast(b, x, it, "u");
+  LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, u, cg_splat_i32(c, 16, w), ""), cg_splat_i32(c, 1, w), "lsb");
+  LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildAdd(b, u, cg_splat_i32(c, 0x7fff, w), ""), lsb, "");
+  r = LLVMBuildAnd(b, r, cg_splat_i32(c, 0xffff0000u, w), "rne");
+  LLVMValueRef q = LLVMBuildAnd(b, LLVMBuildOr(b, u, cg_splat_i32(c, 0x00400000u, w), ""), cg_splat_i32(c, 0xffff0000u, w), "qnan");
+  LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "isnan");
+  return LLVMBuildBitCast(b, LLVMBuildSelect(b, nan, q, r, ""), cg_vtype(c, w), "");
+}
+
+static LLVMValueRef round_fp16(cg_ctx *c, LLVMValueRef x, int w) {
+  LLVMTypeRef h = LLVMHalfTypeInContext(c->llc);
+  LLVMTypeRef ht = w == 1 ? h : LLVMVectorType(h, (unsigned)w);
+  return LLVMBuildFPExt(c->b, LLVMBuildFPTrunc(c->b, x, ht, "half"), cg_vtype(c, w), "");
+}
+
+LLVMValueRef cg_round16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int format, int w) {
+  if (format != IR_HALF_FP16) return round_bf16(c, x, w);
+  if (!cg_has_f16c(c->target)) {
+    cg_fail(c, n, "%s", CG_NO_F16C_MSG);
+    return x;
+  }
+  return round_fp16(c, x, w);
+}
+
+/* ---- element-wise loops shared by the generators ----------------------------------------- */
+void cg_foreach_elem(cg_ctx *c, int64_t n, LLVMValueRef tid, LLVMValueRef nth, cg_elem_body body, void *user) {
+  int v = c->target->vec_f32;
+  int64_t nvec = n / v, tail = n % v;
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, nvec), tid, nth, &lo, &hi);
+  cg_loop L;
+  LLVMValueRef i = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "vec");
+  body(c, LLVMBuildMul(c->b, i, cg_i64(c, v), "idx"), v, user);
+  cg_loop_end(c, &L);
+  if (!tail) return;
+  cg_if f;
+  LLVMValueRef last = LLVMBuildSub(c->b, nth, cg_i32(c, 1), "");
+  cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntEQ, tid, last, ""));
+  cg_loop T;
+  LLVMValueRef j = cg_loop_begin(c, &T, cg_i64(c, nvec * v), cg_i64(c, n), cg_i64(c, 1), "tail");
+  body(c, j, 1, user);
+  cg_loop_end(c, &T);
+  cg_if_end(c, &f);
+}
+
+void cg_inner_loop(cg_ctx *c, int64_t n, cg_elem_body body, void *user) {
+  int v = c->target->vec_f32;
+  int64_t nv = n / v * v;
+  cg_loop L;
+  if (nv > 0) {
+    LLVMValueRef j = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, nv), cg_i64(c, v), "j");
+    body(c, j, v, user);
+    cg_loop_end(c, &L);
+  }
+  if (nv < n) {
+    LLVMValueRef j = cg_loop_begin(c, &L, cg_i64(c, nv), cg_i64(c, n), cg_i64(c, 1), "jt");
+    body(c, j, 1, user);
+    cg_loop_end(c, &L);
+  }
+}
+
+/* ---- training helpers (gen_train.h's generators and others) ------------------------------ */
+LLVMValueRef cg_train_kbegin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args) {
+  LLVMValueRef f = cg_kernel_begin(c, name, n_act, args);
+  unsigned kind = LLVMGetEnumAttributeKindForName("noalias", 7);
+  LLVMRemoveEnumAttributeAtIndex(f, (unsigned)n_act + 1, kind);
+  return f;
+}
+
+LLVMValueRef cg_tadd(cg_ctx *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(c->b, a, b, ""); }
+LLVMValueRef cg_tmul(cg_ctx *c, LLVMValueRef a, int64_t k) { return k == 1 ? a : LLVMBuildMul(c->b, a, cg_i64(c, k), ""); }
+LLVMValueRef cg_taddk(cg_ctx *c, LLVMValueRef a, int64_t k) { return k == 0 ? a : LLVMBuildAdd(c->b, a, cg_i64(c, k), ""); }
+
+unsigned cg_lanes(int n, int w) {
+  if (n <= 0) return 0;
+  if (n > w) n = w;
+  return n >= 32 ? ~0u : (1u << n) - 1;
+}
+
+static LLVMValueRef mask_vec(cg_ctx *c, unsigned m, int w) {
+  LLVMValueRef e[64];
+  for (int l = 0; l < w; l++) e[l] = LLVMConstInt(c->t_i1, (m >> l) & 1, 0);
+  return LLVMConstVector(e, (unsigned)w);
+}
+
+LLVMValueRef cg_tload(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, int stride, unsigned m, int w) {
+  if (w == 1) return m ? cg_load_f32(c, base, idx) : cg_f32(c, 0.0f);
+  if (m == cg_lanes(w, w)) return cg_load_strided(c, base, idx, stride, w);
+  if (stride == 1) {
+    LLVMTypeRef ov[2] = {cg_vtype(c, w), c->t_ptr};
+    LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, base, &idx, 1, ""); /* lane 0 may be outside */
+    LLVMValueRef args[4] = {ptr, cg_i32(c, 4), mask_vec(c, m, w), cg_fzero(c, w)};
+    return cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
+  }
+  LLVMValueRef v = cg_fzero(c, w);
+  for (int l = 0; l < w; l++)
+    if (m >> l & 1) v = LLVMBuildInsertElement(c->b, v, cg_load_f32(c, base, LLVMBuildAdd(c->b, idx, cg_i64(c, (int64_t)l * stride), "")), cg_i32(c, l), "");
+  return v;
+}
+
+void cg_tstore(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w) {
+  if (w == 1 || m == cg_lanes(w, w)) {
+    if (w == 1 && !m) return;
+    cg_store_v(c, v, base, idx, w);
+    return;
+  }
+  LLVMTypeRef ov[2] = {cg_vtype(c, w), c->t_ptr};
+  LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, base, &idx, 1, "");
+  LLVMValueRef args[4] = {v, ptr, cg_i32(c, 4), mask_vec(c, m, w)};
+  cg_intrinsic(c, "llvm.masked.store", ov, 2, args, 4);
+}
+
+int cg_tgroups(int64_t n, int maxp) { return (int)((n + maxp - 1) / maxp); }
+int cg_tgroup_size(int64_t n, int groups, int i) { return (int)(n * (i + 1) / groups - n * i / groups); }

@@ -1,31 +1,11 @@
 /* gen_eltwise.c — element-wise kernels: relu, sigmoid, swish, dropout (inference: copy),
  * add/mul with numpy broadcasting of the second operand, input normalisation (u8 or
- * f32 -> f32) and, in training, a residual gradient add fused into the relu_grad reading it.  Vectorised over the innermost contiguous run at the target width, work
- * split over (tid, nthreads) in whole vectors. */
+ * f32 -> f32).  Vectorised over the innermost contiguous run at the target width, work split
+ * over (tid, nthreads) in whole vectors (cg_foreach_elem, cg_inner_loop: cg_util.c). */
 #include <string.h>
 
 #include "codegen/cg_internal.h"
 #include "codegen/gen_round16.h"
-
-void cg_foreach_elem(cg_ctx *c, int64_t n, LLVMValueRef tid, LLVMValueRef nth, cg_elem_body body, void *user) {
-  int v = c->target->vec_f32;
-  int64_t nvec = n / v, tail = n % v;
-  LLVMValueRef lo, hi;
-  cg_thread_range(c, cg_i64(c, nvec), tid, nth, &lo, &hi);
-  cg_loop L;
-  LLVMValueRef i = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "vec");
-  body(c, LLVMBuildMul(c->b, i, cg_i64(c, v), "idx"), v, user);
-  cg_loop_end(c, &L);
-  if (!tail) return;
-  cg_if f;
-  LLVMValueRef last = LLVMBuildSub(c->b, nth, cg_i32(c, 1), "");
-  cg_if_begin(c, &f, LLVMBuildICmp(c->b, LLVMIntEQ, tid, last, ""));
-  cg_loop T;
-  LLVMValueRef j = cg_loop_begin(c, &T, cg_i64(c, nvec * v), cg_i64(c, n), cg_i64(c, 1), "tail");
-  body(c, j, 1, user);
-  cg_loop_end(c, &T);
-  cg_if_end(c, &f);
-}
 
 /* ---- unary ------------------------------------------------------------------------------ */
 /* 16-bit inference storage (passes/store16.c): x and out in their dtypes (widened on load,
@@ -119,22 +99,6 @@ static void binary_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
   else cg_act_store(c, u->n, r, u->out, ai, w, u->odt);
 }
 
-void cg_inner_loop(cg_ctx *c, int64_t n, cg_elem_body body, void *user) {
-  int v = c->target->vec_f32;
-  int64_t nv = n / v * v;
-  cg_loop L;
-  if (nv > 0) {
-    LLVMValueRef j = cg_loop_begin(c, &L, cg_i64(c, 0), cg_i64(c, nv), cg_i64(c, v), "j");
-    body(c, j, v, user);
-    cg_loop_end(c, &L);
-  }
-  if (nv < n) {
-    LLVMValueRef j = cg_loop_begin(c, &L, cg_i64(c, nv), cg_i64(c, n), cg_i64(c, 1), "jt");
-    body(c, j, 1, user);
-    cg_loop_end(c, &L);
-  }
-}
-
 static LLVMValueRef gen_binary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_shape *as = &c->g->values[n->in[0]].shape, *bs = &c->g->values[n->in[1]].shape;
   int is_param[2], n_act = 0;
@@ -185,32 +149,6 @@ LLVMValueRef cg_gen_add(cg_ctx *c, const ir_node *n, const char *fn_name, const 
 }
 LLVMValueRef cg_gen_mul(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return gen_binary(c, n, fn_name, kind);
-}
-
-/* ---- training: residual gradient add + relu_grad ------------------------------------------ */
-/* relu_grad whose dy is an add read by it alone (passes/fuse.c pass_fuse_train: the add is the
- * group's pre).  Operands (codegen/cg_layout.c make_kernel): the add's first operand in dy's
- * place, relu_grad's mask, the add's second operand; out = mask > 0 ? a + b : 0, the add's
- * f32 sum and relu_grad's select (gen_train.c), so bitwise the two kernels' result, with one
- * pass over 3 inputs instead of two passes over 2 each and the sum never stored. */
-typedef struct add_relu_grad_ctx { LLVMValueRef a, mask, b, out; } add_relu_grad_ctx;
-
-static void add_relu_grad_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
-  add_relu_grad_ctx *u = user;
-  LLVMValueRef s = LLVMBuildFAdd(c->b, cg_load_v(c, u->a, i, w), cg_load_v(c, u->b, i, w), "");
-  LLVMValueRef pos = LLVMBuildFCmp(c->b, LLVMRealOGT, cg_load_v(c, u->mask, i, w), cg_fzero(c, w), "");
-  cg_store_v(c, LLVMBuildSelect(c->b, pos, s, cg_fzero(c, w), ""), u->out, i, w);
-}
-
-LLVMValueRef cg_gen_relu_grad_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  if (!cg_fusion(c, n)->n_pre) return cg_gen_relu_grad(c, n, fn_name, kind);
-  LLVMValueRef a[6];
-  LLVMValueRef f = cg_kernel_begin(c, fn_name, 3, a);
-  add_relu_grad_ctx u = {a[0], a[1], a[2], a[3]};
-  cg_foreach_elem(c, cg_numel(c, n->out), a[4], a[5], add_relu_grad_body, &u);
-  cg_kernel_end(c);
-  *kind = cg_kind(c, "add_relu_grad", NULL);
-  return f;
 }
 
 /* ---- normalize ------------------------------------------------------------------------- */

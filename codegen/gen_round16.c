@@ -6,59 +6,14 @@
  *         x86; both round to nearest even, keep subnormals, overflow to inf).  Needs a target
  *         with native half conversions (the .so imports no libcalls): +f16c on x86.
  * Operands: inference x is an activation; in training every operand is a pointer (a param
- * read through round16 is its compute copy, the master stays in the state buffer). */
+ * read through round16 is its compute copy, the master stays in the state buffer).  The
+ * rounding itself, cg_round16_v, is in cg_util.c (the fused epilogues use it too). */
 #include <string.h>
 
 #include "codegen/cg_internal.h"
 #include "codegen/gen_round16.h"
-#include "codegen/gen_train.h"
 
 typedef struct r16_ctx { const ir_node *n; LLVMValueRef x, out; } r16_ctx;
-
-static LLVMValueRef splat_i32(cg_ctx *c, uint32_t v, int w) {
-  LLVMValueRef s = LLVMConstInt(c->t_i32, v, 0);
-  if (w == 1) return s;
-  LLVMValueRef e[64];
-  for (int i = 0; i < w; i++) e[i] = s;
-  return LLVMConstVector(e, (unsigned)w);
-}
-
-static LLVMValueRef round_bf16(cg_ctx *c, LLVMValueRef x, int w) {
-  LLVMBuilderRef b = c->b;
-  LLVMTypeRef it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
-  LLVMValueRef u = LLVMBuildBitCast(b, x, it, "u");
-  LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, u, splat_i32(c, 16, w), ""), splat_i32(c, 1, w), "lsb");
-  LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildAdd(b, u, splat_i32(c, 0x7fff, w), ""), lsb, "");
-  r = LLVMBuildAnd(b, r, splat_i32(c, 0xffff0000u, w), "rne");
-  LLVMValueRef q = LLVMBuildAnd(b, LLVMBuildOr(b, u, splat_i32(c, 0x00400000u, w), ""), splat_i32(c, 0xffff0000u, w), "qnan");
-  LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "isnan");
-  return LLVMBuildBitCast(b, LLVMBuildSelect(b, nan, q, r, ""), cg_vtype(c, w), "");
-}
-
-static LLVMValueRef round_fp16(cg_ctx *c, LLVMValueRef x, int w) {
-  LLVMTypeRef h = LLVMHalfTypeInContext(c->llc);
-  LLVMTypeRef ht = w == 1 ? h : LLVMVectorType(h, (unsigned)w);
-  return LLVMBuildFPExt(c->b, LLVMBuildFPTrunc(c->b, x, ht, "half"), cg_vtype(c, w), "");
-}
-
-/* Whether the target converts f32 <-> f16 natively (no libcall). */
-static int has_f16c(const cg_target *t) {
-  if (t->triple && strncmp(t->triple, "x86_64", 6) && strncmp(t->triple, "i386", 4) && strncmp(t->triple, "i686", 4))
-    return 1; /* other targets (AArch64 ...) convert natively */
-  return t->features && strstr(t->features, "+f16c") != NULL;
-}
-
-static const char *const no_f16c_msg =
-    "--half-type fp16 needs a target with F16C (native f32<->f16 conversions); use bf16 or add +f16c";
-
-LLVMValueRef cg_round16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int format, int w) {
-  if (format != IR_HALF_FP16) return round_bf16(c, x, w);
-  if (!has_f16c(c->target)) {
-    cg_fail(c, n, "%s", no_f16c_msg);
-    return x;
-  }
-  return round_fp16(c, x, w);
-}
 
 /* ---- 16-bit storage (gen_store16.c) ----------------------------------------------------- */
 LLVMValueRef cg_narrow16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int format, int keep_sign, int w) {
@@ -68,15 +23,15 @@ LLVMValueRef cg_narrow16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int form
   if (format != IR_HALF_FP16) { /* as round_bf16, keeping the top half */
     LLVMTypeRef it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
     LLVMValueRef u = LLVMBuildBitCast(b, x, it, "u");
-    LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, u, splat_i32(c, 16, w), ""), splat_i32(c, 1, w), "lsb");
-    LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildAdd(b, u, splat_i32(c, 0x7fff, w), ""), lsb, "");
-    LLVMValueRef q = LLVMBuildOr(b, u, splat_i32(c, 0x00400000u, w), "qnan");
+    LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, u, cg_splat_i32(c, 16, w), ""), cg_splat_i32(c, 1, w), "lsb");
+    LLVMValueRef r = LLVMBuildAdd(b, LLVMBuildAdd(b, u, cg_splat_i32(c, 0x7fff, w), ""), lsb, "");
+    LLVMValueRef q = LLVMBuildOr(b, u, cg_splat_i32(c, 0x00400000u, w), "qnan");
     LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "isnan");
-    r = LLVMBuildLShr(b, LLVMBuildSelect(b, nan, q, r, ""), splat_i32(c, 16, w), "hi");
+    r = LLVMBuildLShr(b, LLVMBuildSelect(b, nan, q, r, ""), cg_splat_i32(c, 16, w), "hi");
     h = LLVMBuildTrunc(b, r, st, "bf16");
   } else {
-    if (!has_f16c(c->target)) {
-      cg_fail(c, n, "%s", no_f16c_msg);
+    if (!cg_has_f16c(c->target)) {
+      cg_fail(c, n, "%s", CG_NO_F16C_MSG);
       return LLVMGetPoison(st);
     }
     LLVMTypeRef ht = w == 1 ? LLVMHalfTypeInContext(c->llc) : LLVMVectorType(LLVMHalfTypeInContext(c->llc), (unsigned)w);
@@ -105,9 +60,9 @@ LLVMValueRef cg_narrow_bf16_native(cg_ctx *c, const ir_node *n, LLVMValueRef x, 
   LLVMTypeRef it = LLVMVectorType(c->t_i32, (unsigned)w), iw = LLVMIntTypeInContext(c->llc, (unsigned)w);
   LLVMValueRef h = LLVMBuildFPTrunc(b, x, LLVMVectorType(LLVMBFloatTypeInContext(c->llc), (unsigned)w), "bf16");
   h = LLVMBuildBitCast(b, h, i16v, "");
-  LLVMValueRef mag = LLVMBuildAnd(b, LLVMBuildBitCast(b, x, it, "u"), splat_i32(c, 0x7fffffff, w), "");
-  LLVMValueRef den = LLVMBuildICmp(b, LLVMIntULT, LLVMBuildSub(b, mag, splat_i32(c, 1, w), ""),
-                                   splat_i32(c, 0x007fffff, w), "denorm");
+  LLVMValueRef mag = LLVMBuildAnd(b, LLVMBuildBitCast(b, x, it, "u"), cg_splat_i32(c, 0x7fffffff, w), "");
+  LLVMValueRef den = LLVMBuildICmp(b, LLVMIntULT, LLVMBuildSub(b, mag, cg_splat_i32(c, 1, w), ""),
+                                   cg_splat_i32(c, 0x007fffff, w), "denorm");
   LLVMValueRef any = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildBitCast(b, den, iw, ""), LLVMConstNull(iw), "");
   LLVMTypeRef i1 = LLVMInt1TypeInContext(c->llc);
   LLVMValueRef ea[2] = {any, LLVMConstNull(i1)};
@@ -133,11 +88,11 @@ LLVMValueRef cg_widen16_v(cg_ctx *c, const ir_node *n, LLVMValueRef h, int forma
   LLVMBuilderRef b = c->b;
   if (format != IR_HALF_FP16) {
     LLVMTypeRef it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
-    LLVMValueRef u = LLVMBuildShl(b, LLVMBuildZExt(b, h, it, ""), splat_i32(c, 16, w), "");
+    LLVMValueRef u = LLVMBuildShl(b, LLVMBuildZExt(b, h, it, ""), cg_splat_i32(c, 16, w), "");
     return LLVMBuildBitCast(b, u, cg_vtype(c, w), "");
   }
-  if (!has_f16c(c->target)) {
-    cg_fail(c, n, "%s", no_f16c_msg);
+  if (!cg_has_f16c(c->target)) {
+    cg_fail(c, n, "%s", CG_NO_F16C_MSG);
     return LLVMGetPoison(cg_vtype(c, w));
   }
   LLVMTypeRef ht = w == 1 ? LLVMHalfTypeInContext(c->llc) : LLVMVectorType(LLVMHalfTypeInContext(c->llc), (unsigned)w);
@@ -160,9 +115,9 @@ static LLVMValueRef sr_bf16(cg_ctx *c, LLVMValueRef x, LLVMValueRef u24, int w) 
   LLVMBuilderRef b = c->b;
   LLVMTypeRef it = w == 1 ? c->t_i32 : LLVMVectorType(c->t_i32, (unsigned)w);
   LLVMValueRef u = LLVMBuildBitCast(b, x, it, "u");
-  LLVMValueRef r = LLVMBuildAdd(b, u, LLVMBuildLShr(b, u24, splat_i32(c, 8, w), ""), "");
-  r = LLVMBuildAnd(b, r, splat_i32(c, 0xffff0000u, w), "sr");
-  LLVMValueRef q = LLVMBuildAnd(b, LLVMBuildOr(b, u, splat_i32(c, 0x00400000u, w), ""), splat_i32(c, 0xffff0000u, w), "qnan");
+  LLVMValueRef r = LLVMBuildAdd(b, u, LLVMBuildLShr(b, u24, cg_splat_i32(c, 8, w), ""), "");
+  r = LLVMBuildAnd(b, r, cg_splat_i32(c, 0xffff0000u, w), "sr");
+  LLVMValueRef q = LLVMBuildAnd(b, LLVMBuildOr(b, u, cg_splat_i32(c, 0x00400000u, w), ""), cg_splat_i32(c, 0xffff0000u, w), "qnan");
   LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "isnan");
   return LLVMBuildBitCast(b, LLVMBuildSelect(b, nan, q, r, ""), cg_vtype(c, w), "");
 }
@@ -186,14 +141,14 @@ static LLVMValueRef sr_fp16(cg_ctx *c, LLVMValueRef x, LLVMValueRef u24, int w) 
   LLVMValueRef p = LLVMBuildFDiv(b, LLVMBuildFSub(b, a, lof, ""), LLVMBuildFSub(b, hif, lof, ""), "p");
   LLVMValueRef r = LLVMBuildFMul(b, LLVMBuildUIToFP(b, u24, vt, ""), cg_fconst(c, 1.0f / 16777216.0f, w), "r");
   LLVMValueRef m = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, r, p, ""), hif, lof, "");
-  LLVMValueRef sign = LLVMBuildAnd(b, LLVMBuildBitCast(b, x, it, ""), splat_i32(c, 0x80000000u, w), "");
+  LLVMValueRef sign = LLVMBuildAnd(b, LLVMBuildBitCast(b, x, it, ""), cg_splat_i32(c, 0x80000000u, w), "");
   return LLVMBuildBitCast(b, LLVMBuildOr(b, LLVMBuildBitCast(b, m, it, ""), sign, ""), vt, "");
 }
 
 LLVMValueRef cg_round16_sr_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, LLVMValueRef u24, int format, int w) {
   if (format != IR_HALF_FP16) return sr_bf16(c, x, u24, w);
-  if (!has_f16c(c->target)) {
-    cg_fail(c, n, "%s", no_f16c_msg);
+  if (!cg_has_f16c(c->target)) {
+    cg_fail(c, n, "%s", CG_NO_F16C_MSG);
     return x;
   }
   return sr_fp16(c, x, u24, w);
@@ -250,8 +205,8 @@ static void r16s_body(cg_ctx *c, LLVMValueRef idx, int w, void *user) {
 
 LLVMValueRef cg_gen_round16(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   int fp16 = n->attr.round16.format == IR_HALF_FP16;
-  if (fp16 && !has_f16c(c->target))
-    return cg_fail(c, n, "%s", no_f16c_msg);
+  if (fp16 && !cg_has_f16c(c->target))
+    return cg_fail(c, n, "%s", CG_NO_F16C_MSG);
   const ir_value *xv = &c->g->values[n->in[0]];
   int train = ((cg_priv *)c->priv)->train;
   int param = xv->kind == IR_VAL_PARAM && !train; /* inference: embedded constant */

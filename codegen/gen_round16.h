@@ -1,15 +1,10 @@
-/* gen_round16.h — codegen-private: the round16 vector body (gen_round16.c), shared by the
- * round16 kernel, the fused conv epilogue (cg_epilogue) and the rounded optimizer updates
- * (gen_train_optim.c; docs/precision.md). */
+/* gen_round16.h — codegen-private: 16-bit vector conversions (gen_round16.c; docs/precision.md):
+ * stochastic rounding, 16-bit storage (narrow/widen), 16-bit activation loads and stores.  The
+ * round-to-nearest-even body itself, cg_round16_v, is cg_util.c's (cg_internal.h). */
 #ifndef CNNC_GEN_ROUND16_H
 #define CNNC_GEN_ROUND16_H
 
 #include "codegen/cg_internal.h"
-
-/* x (<w x float>, or float for w == 1) rounded to format (ir_half_format) to nearest even and
- * widened back: bit-identical to ir_round16_f32.  An fp16 rounding on a target without
- * F16C records the error (node n) and returns x. */
-LLVMValueRef cg_round16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int format, int w);
 
 /* x rounded stochastically to format: with |x| between the neighbouring grid values lo <=
  * |x| < hi, hi with probability (|x| - lo) / (hi - lo), the sign kept.  u24 is <w x i32> of

@@ -11,11 +11,10 @@
 #include <string.h>
 
 #include "codegen/cg_internal.h"
-#include "codegen/cg_route.h"
 #include "codegen/conv/bf16_plan.h"
+#include "codegen/conv/direct.h"
 #include "codegen/gen_round16.h"
 #include "codegen/gen_store16.h"
-#include "codegen/gen_train.h"
 
 typedef struct s16_ctx { const ir_node *n; LLVMValueRef x, out; } s16_ctx;
 
@@ -70,6 +69,16 @@ LLVMValueRef cg_gen_widen16(cg_ctx *c, const ir_node *n, const char *fn_name, co
 
 /* ---- inference: which kernels read / write 16-bit activations (pass_store16_infer) ------- */
 typedef struct s16_hooks { cg_ctx c; cg_priv priv; pass_fusion *plan; } s16_hooks;
+
+/* Whether the kernel of inference conv2d node n writes its result and reads its residuals in
+ * 16 bits (the bf16 route's epilogue: cg_conv_bf16_io16; the direct route's pixel vectors:
+ * its x too), or reads and writes f32 (the direct route's channel vectors).  The stem route
+ * is on the bf16 route; the Winograd route reads f32, which its predicate checks. */
+static int cg_conv_io16_ok(cg_ctx *c, const ir_node *n) {
+  if (n->op != IR_OP_conv2d) return 0;
+  if (cg_conv_bf16_ok(c, n)) return cg_conv_bf16_io16(c, n, 0); /* conv/bf16_plan.c: its epilogue */
+  return cg_conv_direct_io16_ok(c, n);
+}
 
 static int conv_io16(s16_hooks *h, int a) {
   const ir_node *n = &h->c.g->nodes[a];

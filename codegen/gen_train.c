@@ -1,6 +1,7 @@
 /* gen_train.c — code generators of compiled training (issue 5, docs/training.md): the loss,
- * reduce_sum, the relu gradient, training dropout, and the helpers
- * the training generators share (gen_train.h).  In a training layout (cg_layout.train) every
+ * reduce_sum, the relu gradient (with a fused residual gradient add), training dropout, and
+ * the table of training generators (cg_train_generator; the helpers they share are
+ * cg_util.c's).  In a training layout (cg_layout.train) every
  * operand of a node is a kernel argument in operand order: params point into the runtime's
  * state buffer, an optimizer node's output is its target param's slice (updated in place:
  * each element is read before it is written, by the same thread).  Work is split over
@@ -13,65 +14,14 @@
 
 #include "codegen/gen_train.h"
 
-LLVMValueRef cg_train_kbegin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args) {
-  LLVMValueRef f = cg_kernel_begin(c, name, n_act, args);
-  unsigned kind = LLVMGetEnumAttributeKindForName("noalias", 7);
-  LLVMRemoveEnumAttributeAtIndex(f, (unsigned)n_act + 1, kind);
-  return f;
-}
 static LLVMValueRef kbegin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args) {
   return cg_train_kbegin(c, name, n_act, args);
 }
 
-LLVMValueRef cg_tadd(cg_ctx *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(c->b, a, b, ""); }
-LLVMValueRef cg_tmul(cg_ctx *c, LLVMValueRef a, int64_t k) { return k == 1 ? a : LLVMBuildMul(c->b, a, cg_i64(c, k), ""); }
-LLVMValueRef cg_taddk(cg_ctx *c, LLVMValueRef a, int64_t k) { return k == 0 ? a : LLVMBuildAdd(c->b, a, cg_i64(c, k), ""); }
 static LLVMValueRef add64(cg_ctx *c, LLVMValueRef a, LLVMValueRef b) { return cg_tadd(c, a, b); }
 static LLVMValueRef mul64(cg_ctx *c, LLVMValueRef a, int64_t k) { return LLVMBuildMul(c->b, a, cg_i64(c, k), ""); }
 static LLVMValueRef addk(cg_ctx *c, LLVMValueRef a, int64_t k) { return LLVMBuildAdd(c->b, a, cg_i64(c, k), ""); }
 static LLVMValueRef vload(cg_ctx *c, LLVMValueRef p, LLVMValueRef i, int w) { return cg_load_v(c, p, i, w); }
-
-unsigned cg_lanes(int n, int w) {
-  if (n <= 0) return 0;
-  if (n > w) n = w;
-  return n >= 32 ? ~0u : (1u << n) - 1;
-}
-
-static LLVMValueRef mask_vec(cg_ctx *c, unsigned m, int w) {
-  LLVMValueRef e[64];
-  for (int l = 0; l < w; l++) e[l] = LLVMConstInt(c->t_i1, (m >> l) & 1, 0);
-  return LLVMConstVector(e, (unsigned)w);
-}
-
-LLVMValueRef cg_tload(cg_ctx *c, LLVMValueRef base, LLVMValueRef idx, int stride, unsigned m, int w) {
-  if (w == 1) return m ? cg_load_f32(c, base, idx) : cg_f32(c, 0.0f);
-  if (m == cg_lanes(w, w)) return cg_load_strided(c, base, idx, stride, w);
-  if (stride == 1) {
-    LLVMTypeRef ov[2] = {cg_vtype(c, w), c->t_ptr};
-    LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, base, &idx, 1, ""); /* lane 0 may be outside */
-    LLVMValueRef args[4] = {ptr, cg_i32(c, 4), mask_vec(c, m, w), cg_fzero(c, w)};
-    return cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
-  }
-  LLVMValueRef v = cg_fzero(c, w);
-  for (int l = 0; l < w; l++)
-    if (m >> l & 1) v = LLVMBuildInsertElement(c->b, v, cg_load_f32(c, base, addk(c, idx, (int64_t)l * stride)), cg_i32(c, l), "");
-  return v;
-}
-
-void cg_tstore(cg_ctx *c, LLVMValueRef v, LLVMValueRef base, LLVMValueRef idx, unsigned m, int w) {
-  if (w == 1 || m == cg_lanes(w, w)) {
-    if (w == 1 && !m) return;
-    cg_store_v(c, v, base, idx, w);
-    return;
-  }
-  LLVMTypeRef ov[2] = {cg_vtype(c, w), c->t_ptr};
-  LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, base, &idx, 1, "");
-  LLVMValueRef args[4] = {v, ptr, cg_i32(c, 4), mask_vec(c, m, w)};
-  cg_intrinsic(c, "llvm.masked.store", ov, 2, args, 4);
-}
-
-int cg_tgroups(int64_t n, int maxp) { return (int)((n + maxp - 1) / maxp); }
-int cg_tgroup_size(int64_t n, int groups, int i) { return (int)(n * (i + 1) / groups - n * i / groups); }
 
 /* Loop over this thread's share of [0, n): returns the index; close with cg_loop_end. */
 static LLVMValueRef par_loop(cg_ctx *c, cg_loop *L, int64_t n, LLVMValueRef tid, LLVMValueRef nth, const char *name) {
@@ -353,6 +303,32 @@ static LLVMValueRef gen_dropout_train(cg_ctx *c, const ir_node *n, const char *f
   return f;
 }
 
+/* ---- training: residual gradient add + relu_grad ------------------------------------------ */
+/* relu_grad whose dy is an add read by it alone (passes/fuse.c pass_fuse_train: the add is the
+ * group's pre).  Operands (codegen/cg_layout.c make_kernel): the add's first operand in dy's
+ * place, relu_grad's mask, the add's second operand; out = mask > 0 ? a + b : 0, the add's
+ * f32 sum and relu_grad's select (cg_gen_relu_grad above), so bitwise the two kernels' result, with one
+ * pass over 3 inputs instead of two passes over 2 each and the sum never stored. */
+typedef struct add_relu_grad_ctx { LLVMValueRef a, mask, b, out; } add_relu_grad_ctx;
+
+static void add_relu_grad_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
+  add_relu_grad_ctx *u = user;
+  LLVMValueRef s = LLVMBuildFAdd(c->b, cg_load_v(c, u->a, i, w), cg_load_v(c, u->b, i, w), "");
+  LLVMValueRef pos = LLVMBuildFCmp(c->b, LLVMRealOGT, cg_load_v(c, u->mask, i, w), cg_fzero(c, w), "");
+  cg_store_v(c, LLVMBuildSelect(c->b, pos, s, cg_fzero(c, w), ""), u->out, i, w);
+}
+
+static LLVMValueRef gen_relu_grad_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  if (!cg_fusion(c, n)->n_pre) return cg_gen_relu_grad(c, n, fn_name, kind);
+  LLVMValueRef a[6];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, 3, a);
+  add_relu_grad_ctx u = {a[0], a[1], a[2], a[3]};
+  cg_foreach_elem(c, cg_numel(c, n->out), a[4], a[5], add_relu_grad_body, &u);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "add_relu_grad", NULL);
+  return f;
+}
+
 /* Training-mode forward generators of the normalisation layers (gen_train_norm.c); the
  * backward ops, optimizer updates (gen_train_optim.c) and activation/pool/softmax gradients
  * (gen_train_act.c) are the cg_gen_<op> of their ops.def rows. */
@@ -366,7 +342,7 @@ cg_gen_fn cg_train_generator(ir_op op) {
   case IR_OP_softmax_xent: return gen_xent_train;
   case IR_OP_batchnorm: return cg_gen_batchnorm_train; /* gen_train_norm.c */
   case IR_OP_groupnorm: return cg_gen_groupnorm_train;
-  case IR_OP_relu_grad: return cg_gen_relu_grad_train; /* gen_eltwise.c: with a fused add */
+  case IR_OP_relu_grad: return gen_relu_grad_train; /* with a fused add */
   default: return NULL;
   }
 }

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "codegen/cg_internal.h"
-#include "codegen/gen_train.h"
 
 typedef struct act_ctx { ir_op op; LLVMValueRef dy, x, out; } act_ctx;
 

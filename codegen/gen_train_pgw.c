@@ -22,7 +22,6 @@
 #include <stdlib.h>
 
 #include "codegen/cg_budget.h"
-#include "codegen/gen_train.h"
 
 #define PGW_MAX_BUF (1 << 20) /* packed chunk bytes beyond this: the direct kernel */
 #define PGW_MAX_TAPS 128      /* kernel taps (KH*KW) beyond this: the direct kernel */

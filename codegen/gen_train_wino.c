@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "codegen/conv/conv_core.h"
-#include "codegen/gen_train.h"
 #include "codegen/gen_train_wino.h"
 
 /* Each stack panel (transformed inputs, GEMM results) at most this big. */

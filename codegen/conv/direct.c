@@ -135,7 +135,7 @@ static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi
 static int io16_route(const conv_geom *g, const pass_fusion *fu) { return !g->vc && (!fu->n_side || g->dwp); }
 
 /* Sets r's dtypes from the group's values; an internal error when a 16-bit value reaches a
- * route that reads f32 (the pass and cg_conv_io16_ok, cg_route.c, disagree). */
+ * route that reads f32 (the pass and gen_store16.c cg_conv_io16_ok disagree). */
 static int conv_io16(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass_fusion *fu, conv_row *r) {
   const ir_graph *G = c->g;
   int prev = fu->bn >= 0 ? G->nodes[fu->bn].out : n->out, ra = 0, any = 0;

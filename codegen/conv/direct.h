@@ -12,7 +12,7 @@ LLVMValueRef cg_gen_conv2d_direct(cg_ctx *c, const ir_node *n, const char *fn_na
 /* 16-bit inference storage (passes/store16.c): whether conv2d node n's direct kernel is on
  * pixel vectors (pixel tiles or flat 1x1 chunks, no squeeze-excite scale, depthwise planes),
  * which read x and the residuals and write the result in 16 bits directly; channel vectors
- * read and write f32 (cg_route.c cg_conv_io16_ok asks it for the convs of this route). */
+ * read and write f32 (gen_store16.c asks it for the convs of this route). */
 int cg_conv_direct_io16_ok(cg_ctx *c, const ir_node *n);
 /* Compiled training (gen_train_pconv.c): the pixels of output row oy for rr channels
  * (g->flat == 0: training views a flat conv's plane as rows of its own width), given r's
