@@ -5,6 +5,7 @@
 # for optional data or tools (exit 77 = SKIP_RETURN_CODE of the script tests, tests/CMakeLists.txt:
 # ctest reports "Skipped", not "Passed", when something was not checked); `quick`: true under
 # CNNC_TEST_QUICK=1 (.ci/run's sanitizer stage), where a test may run fewer samples or cases.
+# `code_of` / `same_code` compare the code of two --emit llvm / asm outputs (not their options).
 SKIP=77
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -29,6 +30,13 @@ expect() {
     ok
   fi
 }
+
+# code_of FILE: cnnc's --emit llvm / asm output without the options record (the .so's options
+# JSON names every tune knob's value, so two builds that differ in a knob differ there whatever
+# their code); same_code A B: the two files hold the same code.  For the switch checks ("the
+# knob changes the generated code").
+code_of() { awk '/(\\22|\\")tune(\\22|\\"): \{/ { skip = 1; next } skip && /^[ \t]*\.size[ \t]/ { skip = 0; next } { skip = 0; print }' <"$1"; }
+same_code() { cmp -s <(code_of "$1") <(code_of "$2"); }
 
 # skip_all REASON: nothing can be checked (missing data or tool): print it and exit $SKIP.
 skip_all() {

@@ -10,8 +10,8 @@
 #     message and exit status 1 (not SIGILL).  The host build runs.
 #  3. On a CPU with them the znver4 .so runs: its logits (6 N(0,1) samples, 3 micro-batches, 2
 #     threads) must be bitwise those of the same kernels with vdpbf16ps emulated (znver4
-#     -avx512bf16 with CNNC_BF16_EMULATE=1: the same tiles, an exact emulation), within 5e-3 of
-#     the max |logit| of the f32 kernels' 16.16 build (CNNC_NO_BF16=1; docs/precision.md "bf16
+#     -avx512bf16 with --tune bf16_emulate=1: the same tiles, an exact emulation), within 5e-3 of
+#     the max |logit| of the f32 kernels' 16.16 build (--tune bf16=0; docs/precision.md "bf16
 #     arithmetic": an f32 sum in another order) and within 0.1 of fp32's (32.32).
 set -u
 BUILD=${1:?usage: test_bf16_znver4.sh BUILD SRC}
@@ -71,10 +71,10 @@ if grep -qwE "avx512_?bf16" /proc/cpuinfo && grep -qw avx512f /proc/cpuinfo; the
   expect 0 "img/s|latency" -- "$T/z4.so" benchmark --batches 1 --runs 1 --warmup 0
   # 3. the vdpbf16ps kernels executed: vs their emulation, the f32 kernels and fp32
   z4() { "$CNNC" "$M" --target-cpu znver4 --batch-size 2 "$@" >>"$T/log" 2>&1; }
-  CNNC_BF16_EMULATE=1 z4 --precision 16.16 --target-features=-avx512bf16 -o "$T/e4.so" || bad "emulated znver4 .so: $(tail -3 "$T/log")"
-  CNNC_NO_BF16=1 z4 --precision 16.16 -o "$T/n4.so" || bad "CNNC_NO_BF16=1 znver4 .so: $(tail -3 "$T/log")"
+  z4 --tune bf16_emulate=1 --precision 16.16 --target-features=-avx512bf16 -o "$T/e4.so" || bad "emulated znver4 .so: $(tail -3 "$T/log")"
+  z4 --tune bf16=0 --precision 16.16 -o "$T/n4.so" || bad "bf16=0 znver4 .so: $(tail -3 "$T/log")"
   z4 --precision 32.32 -o "$T/f4.so" || bad "32.32 znver4 .so: $(tail -3 "$T/log")"
-  if CNNC_BF16_EMULATE=1 z4 --precision 16.16 --target-features=-avx512bf16 --emit asm -o "$T/e4.s"; then
+  if z4 --tune bf16_emulate=1 --precision 16.16 --target-features=-avx512bf16 --emit asm -o "$T/e4.s"; then
     # the emulated build has the same bf16 tiles as the native one, and no vdpbf16ps
     want=$(grep -o '_bf16_[0-9]*x[0-9]*__avx512bf16' "$T/kernels" | sed 's/bf16$//' | sort | tr '\n' ' ')
     got=$(grep -o '^cnnk_[A-Za-z0-9_]*_bf16_[0-9]*x[0-9]*__avx512_bf16emu' "$T/e4.s" | grep -o '_bf16_[0-9]*x[0-9]*__avx512' |

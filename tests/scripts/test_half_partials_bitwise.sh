@@ -4,13 +4,13 @@
 # kernels' partial-sum buffers.  A model with every kind of kernel partial (3x3 and 1x1 conv
 # grad_weight, groupnorm dgamma, grouped / depthwise / strided / dilated grad_weight, and a 5x5
 # stride-4 conv whose top taps no output row reaches), accumulation 2 x replicas 2:
-#  - trained 4 updates with 16-bit storage and with CNNC_HALF_PARTIALS_F32=1 (f32 buffers
+#  - trained 4 updates with 16-bit storage and with --tune half_partials_f32=1 (f32 buffers
 #    rounded at the same points): the checkpoints are byte for byte equal, bf16 and fp16, and
 #    differ from a run without half partials (so the comparison sees the rounding);
 #  - the report's half_partials entries say "16 bits" with the bytes saved (> 0: the
 #    accumulators and every grad_weight kernel; groupnorm dgamma stays in its f32 output:
 #    "f32, rounded to 16 bits", 0), "f32, rounded to 16 bits" and 0 everywhere under
-#    CNNC_HALF_PARTIALS_F32=1; the accumulators' bytes saved are the drop of the report's
+#    half_partials_f32=1; the accumulators' bytes saved are the drop of the report's
 #    memory total and of the planned bytes `cnnrun info` prints.
 set -u
 BUILD=${1:?usage: test_half_partials_bitwise.sh BUILD SRC}
@@ -42,11 +42,11 @@ layers:
   - {name: d1, op: dense, units: 5}
 Y
 
-# build NAME HALF F32 [FLAG]: $T/NAME.so and its report $T/NAME.json, CNNC_HALF_PARTIALS_F32=F32
+# build NAME HALF F32 [FLAG]: $T/NAME.so and its report $T/NAME.json, --tune half_partials_f32=F32
 build() {
   local n=$1 h=$2 f32=$3
   shift 3
-  if CNNC_HALF_PARTIALS_F32=$f32 "$CNNC" "$T/m.yml" --mode training --optimizer momentum --batch-size 4 --seed 3 \
+  if "$CNNC" "$T/m.yml" --tune half_partials_f32="$f32" --mode training --optimizer momentum --batch-size 4 --seed 3 \
     --precision 16.32 --half-type "$h" --gradient-accumulation 2 --replicas 2 "$@" -o "$T/$n.so" --report "$T/$n" \
     >"$T/$n.out" 2>&1; then
     ok

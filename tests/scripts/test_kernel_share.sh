@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test_kernel_share.sh BUILD SRC — kernel sharing (codegen/cg_share.c, docs/codegen.md "Compile
 # time"): nodes whose kernels have the same IR apart from their constant blobs call one body,
-# each with its own blob; CNNC_NO_KERNEL_SHARE=1 generates one kernel per node.  Checks that
+# each with its own blob; --tune kernel_share=0 generates one kernel per node.  Checks that
 #  - sharing happens: cifar_resnet20's repeated blocks give fewer distinct bodies than kernels
-#    (cnnc -v), the switch gives as many as kernels, and the .so has "_shared" bodies;
+#    (cnnc -v), the knob gives as many as kernels, and the .so has "_shared" bodies;
 #  - results do not change: inference logits bitwise equal with and without sharing, and the
 #    single-module path (--emit llvm) shares too and names every node's kernel;
 #  - training (kernels without blobs: aliases): the weights after 4 synthetic steps are
@@ -20,7 +20,7 @@ M="$SRC/models/cifar_resnet20.yml"
 build() {
   local n=$1 s=$2
   shift 2
-  if CNNC_NO_KERNEL_SHARE=$((1 - s)) "$CNNC" "$M" -v "$@" >"$T/$n.log" 2>&1; then ok; else
+  if "$CNNC" "$M" -v --tune kernel_share="$s" "$@" >"$T/$n.log" 2>&1; then ok; else
     bad "cnnc $n: $(tail -3 "$T/$n.log")"
   fi
 }
@@ -32,10 +32,10 @@ build noshare 0 --batch-size 2 -o "$T/noshare.so"
 read -r k b <<<"$(counts share)"
 [ -n "${b:-}" ] && [ "$b" -lt "$k" ] && ok || bad "no kernel shared: '$(counts share)' (kernels, bodies)"
 read -r k b <<<"$(counts noshare)"
-[ -n "${b:-}" ] && [ "$b" = "$k" ] && ok || bad "CNNC_NO_KERNEL_SHARE=1 still shares: '$(counts noshare)'"
+[ -n "${b:-}" ] && [ "$b" = "$k" ] && ok || bad "kernel_share=0 still shares: '$(counts noshare)'"
 if command -v nm >/dev/null; then
   nm "$T/share.so" | grep -q "_shared$" && ok || bad "no _shared body in the shared .so"
-  nm "$T/noshare.so" | grep -q "_shared$" && bad "a _shared body with CNNC_NO_KERNEL_SHARE=1" || ok
+  nm "$T/noshare.so" | grep -q "_shared$" && bad "a _shared body with kernel_share=0" || ok
 fi
 
 python3 -c "

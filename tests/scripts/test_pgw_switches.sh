@@ -2,18 +2,18 @@
 # test_pgw_switches.sh BUILD SRC — the packed grad_weight GEMM (codegen/gen_train_pgw.c) keeps
 # every weight one running sum over the pixels in (n, oy, ox) order, so its plan does not change
 # the trained weights.  A model with a 1x1 whose input-channel blocks depend on the minimum
-# block count, 14-row maps (AVX2: chunks of 7 + 7 rows, or 12 + 2 under CNNC_PGW_UNEVEN_ROWS=1;
+# block count, 14-row maps (AVX2: chunks of 7 + 7 rows, or 12 + 2 under pgw_uneven_rows=1;
 # AVX-512's chunks hold half the pixels: 5 + 5 + 4, or 6 + 6 + 2) and strided 3x3s onto 7x7
-# maps (AVX2: chunks of 3 + 1 whole images, or 1 under CNNC_PGW_ONE_IMAGE=1; AVX-512: one
+# maps (AVX2: chunks of 3 + 1 whole images, or 1 under pgw_one_image=1; AVX-512: one
 # image, a 7x7 map is more than half of its chunk) and onto 4x4 maps (one chunk of 4 images on
-# either, or 1 image under CNNC_PGW_ONE_IMAGE=1),
-# compiled with the defaults and with each compile-time switch (CNNC_PGW_NO_PREFETCH=1 with
-# CNNC_PGW_NO_DWPF=1, CNNC_PGW_NO_DWPF=1 alone, CNNC_PGW_MINBLK=4, CNNC_PGW_UNEVEN_ROWS=1,
-# CNNC_PGW_ONE_IMAGE=1, all of them: the plan of before the fourth round), trained 3 updates at
-# 2 threads: the checkpoints are byte for byte equal.  The switches must change the code: the
-# default grad_weight kernels prefetch (llvm.prefetch), those without both prefetches do not, and
-# CNNC_PGW_NO_DWPF=1's, CNNC_PGW_UNEVEN_ROWS=1's and CNNC_PGW_ONE_IMAGE=1's differ from the
-# default.
+# either, or 1 image under pgw_one_image=1),
+# compiled with the defaults and with each compile-time knob (cnnc --tune pgw_prefetch=0 with
+# pgw_dwpf=0, pgw_dwpf=0 alone, pgw_minblk=4, pgw_uneven_rows=1, pgw_one_image=1, all of them:
+# the plan of before the fourth round), trained 3 updates at 2 threads: the checkpoints are
+# byte for byte equal.  The knobs must change the code: the default grad_weight kernels
+# prefetch (llvm.prefetch), those without both prefetches do not, and the code (the LLVM IR
+# but its options record) of pgw_dwpf=0, pgw_uneven_rows=1, pgw_one_image=1 and pgw_minblk=4
+# differs from the default's.
 set -u
 BUILD=${1:?usage: test_pgw_switches.sh BUILD SRC}
 SRC=${2:?usage: test_pgw_switches.sh BUILD SRC}
@@ -37,12 +37,12 @@ layers:
   - {name: d, op: dense, units: 5}
 Y
 
-# build NAME ENV...: $T/NAME.so and $T/NAME.ll under the given environment
+# build NAME ARGS...: $T/NAME.so and $T/NAME.ll with the given cnnc arguments (--tune ...)
 build() {
   local n=$1
   shift
-  if env "$@" "$CNNC" "$T/m.yml" --mode training --optimizer momentum --batch-size 4 --seed 5 -o "$T/$n.so" >"$T/$n.out" 2>&1 &&
-    env "$@" "$CNNC" "$T/m.yml" --mode training --optimizer momentum --batch-size 4 --seed 5 --emit llvm -o "$T/$n.ll" \
+  if "$CNNC" "$T/m.yml" --mode training --optimizer momentum --batch-size 4 --seed 5 "$@" -o "$T/$n.so" >"$T/$n.out" 2>&1 &&
+    "$CNNC" "$T/m.yml" --mode training --optimizer momentum --batch-size 4 --seed 5 --emit llvm "$@" -o "$T/$n.ll" \
       >>"$T/$n.out" 2>&1; then
     ok
   else
@@ -55,22 +55,22 @@ train() {
     --checkpoint-dir "$T/$1.ck" >"$T/$1.log" 2>&1; then ok; else bad "cnnrun $1 train: $(tail -c 400 "$T/$1.log")"; fi
 }
 
-build def X=1
-build nopf CNNC_PGW_NO_PREFETCH=1 CNNC_PGW_NO_DWPF=1
-build nodwpf CNNC_PGW_NO_DWPF=1
-build min4 CNNC_PGW_MINBLK=4
-build uneven CNNC_PGW_UNEVEN_ROWS=1
-build oneimg CNNC_PGW_ONE_IMAGE=1
-build old CNNC_PGW_NO_PREFETCH=1 CNNC_PGW_MINBLK=4 CNNC_PGW_UNEVEN_ROWS=1 CNNC_PGW_NO_DWPF=1 CNNC_PGW_ONE_IMAGE=1
+build def
+build nopf --tune pgw_prefetch=0,pgw_dwpf=0
+build nodwpf --tune pgw_dwpf=0
+build min4 --tune pgw_minblk=4
+build uneven --tune pgw_uneven_rows=1
+build oneimg --tune pgw_one_image=1
+build old --tune pgw_prefetch=0,pgw_minblk=4,pgw_uneven_rows=1,pgw_dwpf=0,pgw_one_image=1
 if grep -q 'define.*conv2d_grad_weight_pk_f32' "$T/def.ll"; then ok; else bad "no packed grad_weight kernel in the module"; fi
 # gwfn NAME: the packed grad_weight functions of $T/NAME.ll (other kernels may prefetch too)
 gwfn() { awk '/^define.*conv2d_grad_weight_pk_f32/ {on = 1} on {print} /^}/ {on = 0}' "$T/$1.ll"; }
 if gwfn def | grep -q 'call void @llvm.prefetch'; then ok; else bad "the default grad_weight does not prefetch"; fi
-if gwfn nopf | grep -q 'call void @llvm.prefetch'; then bad "CNNC_PGW_NO_PREFETCH=1 CNNC_PGW_NO_DWPF=1 still prefetches"; else ok; fi
-if cmp -s "$T/def.ll" "$T/nodwpf.ll"; then bad "CNNC_PGW_NO_DWPF=1 changed nothing"; else ok; fi
-if cmp -s "$T/def.ll" "$T/oneimg.ll"; then bad "CNNC_PGW_ONE_IMAGE=1 changed nothing"; else ok; fi
-if cmp -s "$T/def.ll" "$T/uneven.ll"; then bad "CNNC_PGW_UNEVEN_ROWS=1 changed nothing"; else ok; fi
-if cmp -s "$T/def.ll" "$T/min4.ll"; then bad "CNNC_PGW_MINBLK=4 changed nothing"; else ok; fi
+if gwfn nopf | grep -q 'call void @llvm.prefetch'; then bad "pgw_prefetch=0,pgw_dwpf=0 still prefetches"; else ok; fi
+if same_code "$T/def.ll" "$T/nodwpf.ll"; then bad "pgw_dwpf=0 changed nothing"; else ok; fi
+if same_code "$T/def.ll" "$T/oneimg.ll"; then bad "pgw_one_image=1 changed nothing"; else ok; fi
+if same_code "$T/def.ll" "$T/uneven.ll"; then bad "pgw_uneven_rows=1 changed nothing"; else ok; fi
+if same_code "$T/def.ll" "$T/min4.ll"; then bad "pgw_minblk=4 changed nothing"; else ok; fi
 for n in def nopf nodwpf min4 uneven oneimg old; do train "$n"; done
 for n in nopf nodwpf min4 uneven oneimg old; do
   if cmp "$T/def.ck/"*.safetensors "$T/$n.ck/"*.safetensors; then ok; else bad "$n trained differently from the default"; fi

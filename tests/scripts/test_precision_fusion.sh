@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_precision_fusion.sh BUILD SRC — --precision 16.16 inference: round16 fused into the conv
 # epilogue (passes/fuse.c, cg_epilogue) is bitwise the separate round16 kernels
-# (CNNC_NO_ROUND16_FUSION=1), bf16 and fp16, batch 1 and 5 (partial tiles), 1 and 2 threads;
+# (--tune round16_fusion=0), bf16 and fp16, batch 1 and 5 (partial tiles), 1 and 2 threads;
 # and the fused model has fewer kernels (cifar_resnet8: 12 + 9 round16 kernels -> 14).
 # CNNC_TEST_QUICK=1 (CI's sanitizer stage): bf16 at batch 1 and fp16 at batch 5 only.
 set -u
@@ -28,7 +28,7 @@ for half in bf16 fp16; do
     tag="$half batch $bs"
     if [ -n "${CNNC_TEST_QUICK:-}" ] && [ "$CNNC_TEST_QUICK" != 0 ] && [ "$half$bs" = bf165 -o "$half$bs" = fp161 ]; then continue; fi
     if ! "$CNNC" "$M" --precision 16.16 --half-type "$half" --batch-size "$bs" --seed 3 -o "$T/f.so" >"$T/log" 2>&1 ||
-       ! CNNC_NO_ROUND16_FUSION=1 "$CNNC" "$M" --precision 16.16 --half-type "$half" --batch-size "$bs" --seed 3 -o "$T/u.so" >>"$T/log" 2>&1; then
+       ! "$CNNC" "$M" --tune round16_fusion=0 --precision 16.16 --half-type "$half" --batch-size "$bs" --seed 3 -o "$T/u.so" >>"$T/log" 2>&1; then
       bad "$tag: compile: $(tail -3 "$T/log")"
       continue
     fi

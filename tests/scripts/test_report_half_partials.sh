@@ -5,7 +5,7 @@
 #    1x1 and grouped conv grad_weight, groupnorm dgamma), each with its measured error; no
 #    dense or batchnorm entry;
 #  - inference 16.16 with a K-blocked 1x1 conv (P 0.1): a conv_kblock entry with its block
-#    (CNNC_NO_BF16=1: on an avx512bf16 target the default bf16 compile runs this conv on the
+#    (--tune bf16=0: on an avx512bf16 target the default bf16 compile runs this conv on the
 #    vdpbf16ps kernel, gen_conv_bf16.c, whose whole K sum stays in f32 registers; that compile
 #    must then say nowhere, and K-block like the forced one elsewhere: the kernel's kind says which);
 #  - a dense-only model: an empty list and a note that says nowhere; without the flag: off.
@@ -60,7 +60,7 @@ compile() { # NAME ARGS...: compile to $T/NAME.so with a report $T/NAME.json
 compile tr "$T/hp.yml" --mode training --batch-size 4 --precision 16.32 --half-type fp16 --enable-half-partials \
   --gradient-accumulation 2
 # --target-cache: the K blocks depend on the L2 size; pinned so every host plans the same
-CNNC_NO_BF16=1 compile kb "$T/kb.yml" --batch-size 2 --precision 16.16 --available-memory-proportion 0.1 --enable-half-partials --target-cache 1M,2M
+compile kb "$T/kb.yml" --tune bf16=0 --batch-size 2 --precision 16.16 --available-memory-proportion 0.1 --enable-half-partials --target-cache 1M,2M
 compile kbd "$T/kb.yml" --batch-size 2 --precision 16.16 --available-memory-proportion 0.1 --enable-half-partials --target-cache 1M,2M
 compile mlp "$T/mlp.yml" --mode training --batch-size 4 --precision 16.32 --enable-half-partials
 compile off "$T/hp.yml" --mode training --batch-size 4 --precision 16.32

@@ -2,7 +2,7 @@
 # test_store16.sh BUILD SRC — 16-bit storage of the training stash (passes/store16.c,
 # docs/precision.md "16-bit storage"): with --precision 16.32 / 16.16 every forward value the
 # backward (or a later shard) reads is kept in bf16/fp16 buffers.  The values are on the
-# 16-bit grid already, so training must be BITWISE the f32-storage build (CNNC_NO_STORE16=1):
+# 16-bit grid already, so training must be BITWISE the f32-storage build (--tune store16=0):
 # checkpoints after 4 updates are compared with cmp for a batch-norm residual model and a
 # conv/maxpool/dense model, bf16 and fp16, 16.32 and 16.16, 1 and 2 threads, --recompute
 # pipeline on 2 shards, 2 replicas x 2 accumulated micro-batches.  Memory: the report's stash
@@ -62,8 +62,8 @@ layers:
   - {name: d2, op: dense, units: 10}
 YML
 
-# build NAME MODEL ARGS...: $T/NAME.so (16-bit storage) and $T/NAME.f32s.so (CNNC_NO_STORE16=1;
-# also CNNC_NO_TRAIN_FUSION=1: a fused batchnorm + relu stores no y, which the 16-bit build's
+# build NAME MODEL ARGS...: $T/NAME.so (16-bit storage) and $T/NAME.f32s.so (--tune store16=0;
+# also train_fusion=0: a fused batchnorm + relu stores no y, which the 16-bit build's
 # narrowed stash keeps, so the stash comparison below needs both to stash the same values;
 # the fusions are bitwise, docs/training.md)
 build() {
@@ -71,7 +71,7 @@ build() {
   shift 2
   if "$CNNC" "$T/$model.yml" --mode training --optimizer momentum --seed 3 "$@" -o "$T/$name.so" --report "$T/$name" \
        -v >"$T/$name.log" 2>&1 &&
-     CNNC_NO_STORE16=1 CNNC_NO_TRAIN_FUSION=1 "$CNNC" "$T/$model.yml" --mode training --optimizer momentum --seed 3 "$@" \
+     "$CNNC" "$T/$model.yml" --tune store16=0,train_fusion=0 --mode training --optimizer momentum --seed 3 "$@" \
        -o "$T/$name.f32s.so" --report "$T/$name.f32s" >"$T/out" 2>&1; then
     ok
   else

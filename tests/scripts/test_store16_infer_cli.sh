@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_store16_infer_cli.sh BUILD SRC — 16-bit storage of inference activations (docs/precision.md
 # "16-bit storage of inference activations"): cifar_resnet8 --precision 16.16, bf16 and fp16,
-# with and without CNNC_NO_STORE16=1:
+# with and without --tune store16=0:
 #  - the outputs of `cnnrun infer` are cmp-identical (1 and 2 threads, batch 1 and 5);
 #  - `cnnrun info`'s scratch bytes, the report's `arena` and `activations` are lower with 16-bit
 #    storage; the model's input and output stay f32 in `cnnrun info`;
@@ -30,7 +30,7 @@ for half in bf16 fp16; do
   for bs in 1 5; do
     tag="$half batch $bs"
     if ! "$CNNC" "$M" --precision 16.16 --half-type "$half" --batch-size "$bs" --seed 3 -v --report "$T/s" -o "$T/s.so" >"$T/log" 2>&1 ||
-       ! CNNC_NO_STORE16=1 "$CNNC" "$M" --precision 16.16 --half-type "$half" --batch-size "$bs" --seed 3 --report "$T/f" -o "$T/f.so" >>"$T/log" 2>&1; then
+       ! "$CNNC" "$M" --tune store16=0 --precision 16.16 --half-type "$half" --batch-size "$bs" --seed 3 --report "$T/f" -o "$T/f.so" >>"$T/log" 2>&1; then
       bad "$tag: compile: $(tail -3 "$T/log")"
       continue
     fi
@@ -49,7 +49,7 @@ for half in bf16 fp16; do
     if [ "$bs" = 5 ]; then # --memory-limit sees the 16-bit sizes: 800 000 bytes fit 16-bit storage (~717 000), not f32 (~1 045 000)
       if "$CNNC" "$M" --precision 16.16 --half-type "$half" --batch-size 5 --memory-limit 800000 -o "$T/ml.so" >"$T/ml.log" 2>&1; then ok
       else bad "$tag: --memory-limit 800000 refused with 16-bit storage: $(tail -1 "$T/ml.log")"; fi
-      if ! CNNC_NO_STORE16=1 "$CNNC" "$M" --precision 16.16 --half-type "$half" --batch-size 5 --memory-limit 800000 -o "$T/ml.so" >"$T/ml.log" 2>&1 &&
+      if ! "$CNNC" "$M" --tune store16=0 --precision 16.16 --half-type "$half" --batch-size 5 --memory-limit 800000 -o "$T/ml.so" >"$T/ml.log" 2>&1 &&
          grep -q "over --memory-limit" "$T/ml.log"; then ok
       else bad "$tag: --memory-limit 800000 accepted with f32 storage"; fi
     fi

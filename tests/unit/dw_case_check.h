@@ -6,6 +6,8 @@
 #ifndef DW_CASE_CHECK_H
 #define DW_CASE_CHECK_H
 
+#include "ct_tune.h"
+
 #define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
 
 /* The geometry and epilogue of one case; post: 0 none, 1 swish, 2 relu, 3 add input + relu. */

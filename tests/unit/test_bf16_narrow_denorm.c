@@ -7,8 +7,8 @@
  * denormals, stored in 16 bits, read exactly by the global average pool; the dense layer
  * (weights 1, bias 0) carries them into logits ~1e-37.  Checks: the conv is on the native bf16
  * route and writes 16 bits; the interpreter's relu1 holds denormals; the logits are nonzero and
- * bitwise equal with native narrowing, CNNC_BF16_SW_NARROW=1 (integer rounding) and
- * CNNC_NO_STORE16=1 (f32 storage), and within 1e-2 of the interpreter's.  A build whose
+ * bitwise equal with native narrowing, tune bf16_sw_narrow=1 (integer rounding) and
+ * tune store16=0 (f32 storage), and within 1e-2 of the interpreter's.  A build whose
  * narrowing flushes denormals to zero fails it.  Hosts without avx512bf16: skipped (there the
  * route is emulated and narrows with integer ops only). */
 #include "codegen/cg_isa.h"
@@ -66,7 +66,7 @@ static float *build_run(const char *label, const float *x, float **ref, const ch
     } else CGT_CHECK(0, "%s: interpreter failed", label);
     if (r) ir_interp_free(g, r);
   }
-  if (cnnc_build_model(g, &o, so, NULL, 0, &d)) {
+  if (cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d)) {
     ir_diag_print(&d, stderr);
     CGT_CHECK(0, "%s: build failed", label);
     ir_graph_free(g);
@@ -117,12 +117,12 @@ int main(void) {
   for (int i = 0; i < NX; i++) x[i] = cgt_uniform(1e-36f, 4e-36f);
   float *ref = NULL;
   float *a = build_run("native", x, &ref, "o16_bf16");
-  setenv("CNNC_BF16_SW_NARROW", "1", 1);
-  float *b = build_run("CNNC_BF16_SW_NARROW=1", x, NULL, "o16_bf16");
-  unsetenv("CNNC_BF16_SW_NARROW");
-  setenv("CNNC_NO_STORE16", "1", 1);
-  float *f = build_run("CNNC_NO_STORE16=1", x, NULL, NULL);
-  unsetenv("CNNC_NO_STORE16");
+  ct_tune("bf16_sw_narrow=1");
+  float *b = build_run("bf16_sw_narrow=1", x, NULL, "o16_bf16");
+  ct_tune("bf16_sw_narrow=0");
+  ct_tune("store16=0");
+  float *f = build_run("store16=0", x, NULL, NULL);
+  ct_tune("store16=1");
   if (a && b && f && ref) {
     int nz = 0, db = 0, df = 0;
     for (int i = 0; i < 8; i++) {
@@ -131,8 +131,8 @@ int main(void) {
       df += memcmp(&a[i], &f[i], 4) != 0;
     }
     CGT_CHECK(nz == 8, "native: %d of 8 logits nonzero", nz);
-    CGT_CHECK(db == 0, "native: %d of 8 logits differ from the integer rounding's (CNNC_BF16_SW_NARROW=1)", db);
-    CGT_CHECK(df == 0, "native: %d of 8 logits differ from f32 storage's (CNNC_NO_STORE16=1)", df);
+    CGT_CHECK(db == 0, "native: %d of 8 logits differ from the integer rounding's (bf16_sw_narrow=1)", db);
+    CGT_CHECK(df == 0, "native: %d of 8 logits differ from f32 storage's (store16=0)", df);
     CGT_CHECK(cgt_compare("native vs interpreter", a, ref, 8, 1e-2) == 0, "native: differs from the interpreter");
     fprintf(stderr, "logits[0] native %g, integer rounding %g, f32 storage %g, interpreter %g\n", a[0], b[0], f[0], ref[0]);
   } else cgt_failures++;

@@ -1,5 +1,5 @@
 /* test_codegen_bf16.c — the bf16 dot-product conv route (codegen/gen_conv_bf16.c) on a CPU
- * without avx512bf16: the same kernels with every vdpbf16ps emulated (CNNC_BF16_EMULATE=1),
+ * without avx512bf16: the same kernels with every vdpbf16ps emulated (tune bf16_emulate=1),
  * for an AVX2 (x86-64-v3) target.
  *  1. Bitwise: input -> round16 -> 1x1 conv (+bias) as the graph output (f32, not rounded):
  *     the compiled result equals a C model of the instruction's arithmetic (per lane acc =
@@ -12,11 +12,11 @@
  *     (tolerance 5e-3 as test_precision: only the f32 summation order differs), vs the f32
  *     kernels' 16.16 build, and vs fp32 (32.32): max |diff| / max |output| printed, < 0.1.
  *     tests/bf16/span_bf16.yml (3x6 maps, batch 3): every 1x1 conv's pixel vectors span images,
- *     one with a fused residual add; logits bitwise equal to CNNC_BF16_NO_FLAT_SPAN=1's and
- *     CNNC_BF16_NO_SPAN_ADD=1's, each vs the interpreter (AVX2 emulated; natively on avx512bf16).
+ *     one with a fused residual add; logits bitwise equal to tune bf16_flat_span=0's and
+ *     tune bf16_span_add=0's, each vs the interpreter (AVX2 emulated; natively on avx512bf16).
  *     On a host with avx512bf16, both models through cg_build_model (bf16 storage): the conv
- *     results narrowed by vcvtneps2bf16 give the logits of CNNC_BF16_SW_NARROW=1's integer rounding.
- *  3. No conv takes the route without CNNC_BF16_EMULATE, in 32.32, with fp16, or on a
+ *     results narrowed by vcvtneps2bf16 give the logits of tune bf16_sw_narrow=1's integer rounding.
+ *  3. No conv takes the route without tune bf16_emulate=1, in 32.32, with fp16, or on a
  *     target without FMA (SSE: the emulation would need fmaf). */
 #include "frontend/fe.h"
 #include "ir/ir.h"
@@ -73,7 +73,7 @@ static kinds compile_kinds(ir_graph *g, const cg_target *t) {
   snprintf(so, sizeof so, "%s/kinds.so", cgt_dir);
   cg_options o = {so, NULL, "kinds", "{}", 2, 0, &rs};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) ir_diag_print(&d, stderr), s.n = -1;
+  if (cg_compile(ct_g(g), t, &o, &d)) ir_diag_print(&d, stderr), s.n = -1;
   unlink(so);
   return s;
 }
@@ -130,7 +130,7 @@ static void bitwise_case(const cg_target *t, const char *tn, int n, int cin, int
   char so[512];
   snprintf(so, sizeof so, "%s/bitwise.so", cgt_dir);
   cg_options o = {so, NULL, label, "{}", 2, 0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     ir_diag_print(&d, stderr);
     cgt_failures++;
   } else {
@@ -167,7 +167,7 @@ static void bitwise_case(const cg_target *t, const char *tn, int n, int cin, int
 }
 
 /* ---- 2. the bottleneck model ---- */
-/* 16.16 fp16 with CNNC_BF16_EMULATE=1 (target with F16C): not a bf16 input, no route */
+/* 16.16 fp16 with tune bf16_emulate=1 (target with F16C): not a bf16 input, no route */
 static kinds compile_kinds_model(const cg_target *t, const char *label) {
   kinds k = {0};
   cg_target f16c;
@@ -179,9 +179,9 @@ static kinds compile_kinds_model(const cg_target *t, const char *label) {
     ir_graph_free(g);
     return k;
   }
-  setenv("CNNC_BF16_EMULATE", "1", 1);
+  ct_tune("bf16_emulate=1");
   k = compile_kinds(g, &f16c);
-  unsetenv("CNNC_BF16_EMULATE");
+  ct_tune("bf16_emulate=0");
   CGT_CHECK(k.n == 7, "%s: %d convs compiled", label, k.n);
   cg_target_dispose(&f16c);
   ir_graph_free(g);
@@ -198,14 +198,13 @@ static float *run_model_yml(const char *yml, const cg_target *t, const char *pre
   }
   ir_diag d = {0};
   if (strcmp(prec, "32.32")) CGT_CHECK(pass_precision(g, prec, half, 0, &d) > 0, "%s: %s", label, d.msg);
-  if (emulate) setenv("CNNC_BF16_EMULATE", "1", 1);
-  else unsetenv("CNNC_BF16_EMULATE");
+  ct_tune(emulate ? "bf16_emulate=1" : "bf16_emulate=0");
   *k = compile_kinds(g, t);
   float *out = NULL;
   /* vs the interpreter on the same graph: 5e-3 as test_precision (a sum whose f32 order
    * differs can round to the other bf16 neighbour in a later layer) */
   CGT_CHECK(cgt_check_graph(g, t, label, vs_interp ? 5e-3 : 1e-4, &out) == 0, "%s: compiled differs from the interpreter", label);
-  unsetenv("CNNC_BF16_EMULATE");
+  ct_tune("bf16_emulate=0");
   ir_graph_free(g);
   return out;
 }
@@ -216,22 +215,22 @@ static float *run_model_file(const cg_target *t, const char *prec, const char *h
 }
 
 /* tests/bf16/span_bf16.yml at batch 3: every 1x1 conv spanned (span_plan), one with a fused
- * residual add (span_load); bitwise the same logits as with CNNC_BF16_NO_FLAT_SPAN=1 (the
- * same sums per output, only the pixel vectors differ), and CNNC_BF16_NO_SPAN_ADD=1 keeps
+ * residual add (span_load); bitwise the same logits as with tune bf16_flat_span=0 (the
+ * same sums per output, only the pixel vectors differ), and tune bf16_span_add=0 keeps
  * the add's conv unspanned (the same logits again); each vs the interpreter within 5e-3. */
 static void span_case(const cg_target *t, const char *tn, int emulate) {
   char l[3][96];
   kinds ks, kn, ka;
   snprintf(l[0], 96, "%s span_bf16 spanned", tn);
-  snprintf(l[1], 96, "%s span_bf16 CNNC_BF16_NO_FLAT_SPAN=1", tn);
-  snprintf(l[2], 96, "%s span_bf16 CNNC_BF16_NO_SPAN_ADD=1", tn);
+  snprintf(l[1], 96, "%s span_bf16 bf16_flat_span=0", tn);
+  snprintf(l[2], 96, "%s span_bf16 bf16_span_add=0", tn);
   float *a = run_model_yml("span_bf16.yml", t, "16.16", "bf16", emulate, l[0], &ks, 1);
-  setenv("CNNC_BF16_NO_FLAT_SPAN", "1", 1);
+  ct_tune("bf16_flat_span=0");
   float *b = run_model_yml("span_bf16.yml", t, "16.16", "bf16", emulate, l[1], &kn, 1);
-  unsetenv("CNNC_BF16_NO_FLAT_SPAN");
-  setenv("CNNC_BF16_NO_SPAN_ADD", "1", 1);
+  ct_tune("bf16_flat_span=1");
+  ct_tune("bf16_span_add=0");
   float *c = run_model_yml("span_bf16.yml", t, "16.16", "bf16", emulate, l[2], &ka, 1);
-  unsetenv("CNNC_BF16_NO_SPAN_ADD");
+  ct_tune("bf16_span_add=1");
   fprintf(stderr, "%s: %d of %d convs spanned (%d with a residual add), e.g. %s\n", l[0], ks.span, ks.n, ks.span_add, ks.first);
   CGT_CHECK(ks.n == 4 && ks.bf16 == 4 && ks.span == 4 && ks.span_add == 1, "%s: %d convs, %d bf16, %d spanned, %d with an add",
             l[0], ks.n, ks.bf16, ks.span, ks.span_add);
@@ -249,7 +248,7 @@ static void span_case(const cg_target *t, const char *tn, int emulate) {
 /* Native narrowing (narrow_out, avx512bf16 hosts only): tests/bf16/<yml> at batch 3 through
  * cg_build_model (the driver's hook: 16-bit storage, so the conv epilogues store bf16; flat
  * full and masked stores, spanned stores in span_bf16.yml) with vcvtneps2bf16 and with
- * CNNC_BF16_SW_NARROW=1 (integer rounding): bitwise equal logits, and .so files that differ. */
+ * tune bf16_sw_narrow=1 (integer rounding): bitwise equal logits, and .so files that differ. */
 static float *build_run(const char *yml, const char *label, long *so_bytes) {
   char path[1024], so[512];
   snprintf(path, sizeof path, "%s/tests/bf16/%s", CNNC_TEST_SRC, yml);
@@ -261,7 +260,7 @@ static float *build_run(const char *yml, const char *label, long *so_bytes) {
   for (int i = 0; i < 4; i++)
     if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), cgt_failures++, NULL;
   ir_graph *g = fe_load(path, &o, &d);
-  if (!g || cnnc_build_model(g, &o, so, NULL, 0, &d)) {
+  if (!g || cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d)) {
     ir_diag_print(&d, stderr);
     CGT_CHECK(0, "%s: build failed", label);
     ir_graph_free(g);
@@ -295,19 +294,19 @@ static void narrow_case(const char *yml) {
   char l[2][128];
   long b0, b1;
   snprintf(l[0], 128, "host %s vcvtneps2bf16", yml);
-  snprintf(l[1], 128, "host %s CNNC_BF16_SW_NARROW=1", yml);
+  snprintf(l[1], 128, "host %s bf16_sw_narrow=1", yml);
   cgt_rng = 11;
   float *a = build_run(yml, l[0], &b0);
-  setenv("CNNC_BF16_SW_NARROW", "1", 1);
+  ct_tune("bf16_sw_narrow=1");
   cgt_rng = 11;
   float *b = build_run(yml, l[1], &b1);
-  unsetenv("CNNC_BF16_SW_NARROW");
+  ct_tune("bf16_sw_narrow=0");
   if (a && b) {
     int diff = 0;
     for (int i = 0; i < 30; i++) diff += memcmp(&a[i], &b[i], 4) != 0;
     CGT_CHECK(diff == 0, "%s: %d of 30 logits differ from the integer rounding's", l[0], diff);
-    CGT_CHECK(b0 != b1, "%s: the same .so with and without CNNC_BF16_SW_NARROW=1", l[0]);
-    fprintf(stderr, "%s: logits bitwise equal to CNNC_BF16_SW_NARROW=1's (the .so differs)\n", l[0]);
+    CGT_CHECK(b0 != b1, "%s: the same .so with and without bf16_sw_narrow=1", l[0]);
+    fprintf(stderr, "%s: logits bitwise equal to bf16_sw_narrow=1's (the .so differs)\n", l[0]);
   }
   free(a), free(b);
 }
@@ -355,7 +354,7 @@ int main(void) {
     return 1;
   }
   CGT_CHECK(!avx2.has_avx512bf16 && !sse.has_avx512bf16, "x86-64-v3 / x86-64 report avx512bf16");
-  setenv("CNNC_BF16_EMULATE", "1", 1);
+  ct_tune("bf16_emulate=1");
   /* V = 8 (AVX2) and 4 (SSE): odd Cin, short last tiles, partial vectors, several chunks */
   bitwise_case(&avx2, "avx2", 2, 5, 7, 5, 5);
   bitwise_case(&avx2, "avx2", 1, 37, 19, 14, 14);
@@ -368,7 +367,7 @@ int main(void) {
     CGT_CHECK(k.n == 7 && k.bf16 == 0, "sse: %d of %d convs on the bf16 route (want 0 of 7)", k.bf16, k.n);
   } else cgt_failures++;
   ir_graph_free(g);
-  unsetenv("CNNC_BF16_EMULATE");
+  ct_tune("bf16_emulate=0");
   model_case(&avx2, "avx2");
   span_case(&avx2, "avx2 emulated", 1);
   cg_target host;

@@ -3,20 +3,20 @@
  *  1. Bitwise: input -> round16 -> conv (+bias) as the graph output: the compiled result equals
  *     a C model of the kernel's arithmetic — pair k = (tap k / kpc, channels 2 (k % kpc), +1),
  *     per pair acc = ftz(fma(x[odd], w[odd], acc)) then ftz(fma(x[even], w[even], acc)), padding
- *     read as 0 — on an AVX2 target with vdpbf16ps emulated (CNNC_BF16_EMULATE=1), 1 and 2
+ *     read as 0 — on an AVX2 target with vdpbf16ps emulated (tune bf16_emulate=1), 1 and 2
  *     threads: 3x3 stride 1 and 2 (pad 1), 1x1 stride 2, 7x7 stride 2 pad 3, odd Cin, short
  *     last channel tiles, partial last vectors, maps narrower than a vector, several chunks,
  *     an unpadded 3x3 s1 (row segments apart), a 64 -> 64 3x3, a 3 -> 64 7x7 s2 stem
  *     (BF16_LOAD_MIN_CIN / _COUT); panels of
- *     row-segment loads, and every other case again with CNNC_BF16_GATHER=1 (gathered panels:
+ *     row-segment loads, and every other case again with tune bf16_gather=1 (gathered panels:
  *     bitwise the same); a 3-channel stem, and with gathers a 64 -> 64 3x3, keep the f32
  *     kernels (BF16_GATHER_MIN_CIN / _COUT).  Pixel vectors across images (span_plan): 7x7 maps
- *     3x3 s1 / s2 and 1x1 s2 spanned (and not with CNNC_BF16_NO_SPAN=1), once with gathers, and
- *     three earlier cases again with CNNC_BF16_SPAN=1; a 10x10 case spans on 16 lanes only; a
- *     flat 1x1 s1 on 17-pixel maps spanned (row-segment panels; CNNC_BF16_NO_FLAT_SPAN=1: not).
+ *     3x3 s1 / s2 and 1x1 s2 spanned (and not with tune bf16_span=0), once with gathers, and
+ *     three earlier cases again with tune bf16_span_force=1; a 10x10 case spans on 16 lanes only; a
+ *     flat 1x1 s1 on 17-pixel maps spanned (row-segment panels; tune bf16_flat_span=0: not).
  *     On a host with avx512bf16 the same cases also run natively (vdpbf16ps) against the model.
  *  2. The same graphs vs the interpreter within 5e-3 (docs/precision.md, bf16 route).
- *  3. CNNC_NO_BF16_KXK=1: these convs keep the f32 kernels (the A/B switch), 1x1 s1 ones not. */
+ *  3. tune bf16_kxk=0: these convs keep the f32 kernels (the A/B switch), 1x1 s1 ones not. */
 #include "frontend/fe.h"
 #include "ir/ir.h"
 #include "test_codegen_harness.h"
@@ -79,7 +79,7 @@ static kinds compile_kinds(ir_graph *g, const cg_target *t) {
   snprintf(so, sizeof so, "%s/kinds.so", cgt_dir);
   cg_options o = {so, NULL, "kinds", "{}", 2, 0, &rs};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) ir_diag_print(&d, stderr), s.n = -1;
+  if (cg_compile(ct_g(g), t, &o, &d)) ir_diag_print(&d, stderr), s.n = -1;
   unlink(so);
   return s;
 }
@@ -131,7 +131,7 @@ static void bitwise_case(const cg_target *t, const char *tn, const kcase *k) {
   snprintf(so, sizeof so, "%s/bitwise.so", cgt_dir);
   cg_options o = {so, NULL, label, "{}", 2, 0};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     ir_diag_print(&d, stderr);
     cgt_failures++;
   } else {
@@ -191,53 +191,53 @@ int main(void) {
     return 1;
   }
   int nc = (int)(sizeof cases / sizeof cases[0]);
-  setenv("CNNC_BF16_EMULATE", "1", 1);
+  ct_tune("bf16_emulate=1");
   for (int i = 0; i < nc; i++) bitwise_case(&avx2, "avx2 emulated", &cases[i]);
-  /* spanned panels: taken where they fill the lanes better, never with CNNC_BF16_NO_SPAN=1 */
+  /* spanned panels: taken where they fill the lanes better, never with tune bf16_span=0 */
   for (int i = SPAN0; i < nc; i++) {
     ir_graph *g = case_graph(&cases[i]);
     kinds k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
     CGT_CHECK(k.n == 1 && (strstr(k.kind, "_span") != NULL) == (i < nc - 1), "case %d spanned or not as planned: %s", i, k.kind);
-    setenv("CNNC_BF16_NO_SPAN", "1", 1);
+    ct_tune("bf16_span=0");
     k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
-    CGT_CHECK(k.n == 1 && !strstr(k.kind, "_span"), "CNNC_BF16_NO_SPAN=1, case %d: %s", i, k.kind);
-    unsetenv("CNNC_BF16_NO_SPAN");
-    if (cases[i].k == 1 && cases[i].s == 1) { /* a flat 1x1: CNNC_BF16_NO_FLAT_SPAN=1 keeps the flat kernel */
-      setenv("CNNC_BF16_NO_FLAT_SPAN", "1", 1);
+    CGT_CHECK(k.n == 1 && !strstr(k.kind, "_span"), "bf16_span=0, case %d: %s", i, k.kind);
+    ct_tune("bf16_span=1");
+    if (cases[i].k == 1 && cases[i].s == 1) { /* a flat 1x1: tune bf16_flat_span=0 keeps the flat kernel */
+      ct_tune("bf16_flat_span=0");
       k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
-      CGT_CHECK(k.n == 1 && !strncmp(k.kind, "conv2d_1x1_", 11), "CNNC_BF16_NO_FLAT_SPAN=1, case %d: %s", i, k.kind);
-      unsetenv("CNNC_BF16_NO_FLAT_SPAN");
+      CGT_CHECK(k.n == 1 && !strncmp(k.kind, "conv2d_1x1_", 11), "bf16_flat_span=0, case %d: %s", i, k.kind);
+      ct_tune("bf16_flat_span=1");
     }
     ir_graph_free(g);
   }
-  setenv("CNNC_BF16_SPAN", "1", 1); /* spanned wherever allowed (n > 1, hw >= lanes): 3x3 s1 pad 1 (2 image */
+  ct_tune("bf16_span_force=1"); /* spanned wherever allowed (n > 1, hw >= lanes): 3x3 s1 pad 1 (2 image */
   const int forced[3] = {0, 7, 9};   /* segments), unpadded (rows apart, and images), the 7x7 s2 stem */
   for (int i = 0; i < 3; i++) {
     ir_graph *g = case_graph(&cases[forced[i]]);
     kinds k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
-    CGT_CHECK(k.n == 1 && strstr(k.kind, "_span"), "CNNC_BF16_SPAN=1, case %d not spanned: %s", forced[i], k.kind);
+    CGT_CHECK(k.n == 1 && strstr(k.kind, "_span"), "bf16_span_force=1, case %d not spanned: %s", forced[i], k.kind);
     ir_graph_free(g);
     bitwise_case(&avx2, "avx2 emulated, spanned", &cases[forced[i]]);
   }
-  unsetenv("CNNC_BF16_SPAN");
+  ct_tune("bf16_span_force=0");
   /* 3. the A/B switch: kxk / strided convs back on the f32 kernels */
-  setenv("CNNC_NO_BF16_KXK", "1", 1);
+  ct_tune("bf16_kxk=0");
   for (int i = 0; i < nc; i += 2) {
     if (cases[i].k == 1 && cases[i].s == 1) continue; /* flat 1x1s stay on the route */
     ir_graph *g = case_graph(&cases[i]);
     kinds k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
-    CGT_CHECK(k.n == 1 && k.bf16 == 0, "CNNC_NO_BF16_KXK=1, case %d: %s", i, k.kind);
+    CGT_CHECK(k.n == 1 && k.bf16 == 0, "bf16_kxk=0, case %d: %s", i, k.kind);
     ir_graph_free(g);
   }
-  unsetenv("CNNC_NO_BF16_KXK");
-  /* CNNC_BF16_GATHER=1: the gathered panels, bitwise the same model (the odd-numbered cases) */
-  setenv("CNNC_BF16_GATHER", "1", 1);
+  ct_tune("bf16_kxk=1");
+  /* tune bf16_gather=1: the gathered panels, bitwise the same model (the odd-numbered cases) */
+  ct_tune("bf16_gather=1");
   for (int i = 1; i < nc; i += 2)
     if (cases[i].cin >= 16 && cases[i].cout >= 96) bitwise_case(&avx2, "avx2 emulated, gathers", &cases[i]);
   {
     ir_graph *g = case_graph(&cases[SPAN0]);
     kinds k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
-    CGT_CHECK(k.n == 1 && strstr(k.kind, "_span"), "CNNC_BF16_GATHER=1, case %d not spanned: %s", SPAN0, k.kind);
+    CGT_CHECK(k.n == 1 && strstr(k.kind, "_span"), "bf16_gather=1, case %d not spanned: %s", SPAN0, k.kind);
     ir_graph_free(g);
   }
   bitwise_case(&avx2, "avx2 emulated, gathers, spanned", &cases[SPAN0]);
@@ -250,15 +250,14 @@ int main(void) {
               small[i].k, small[i].k, ks.kind);
     ir_graph_free(gs);
   }
-  unsetenv("CNNC_BF16_GATHER");
-  setenv("CNNC_NO_BF16_KXK", "1", 1);
+  ct_tune("bf16_gather=0");
+  ct_tune("bf16_kxk=0");
   kcase flat = {1, 16, 16, 8, 8, 1, 1, 0};
   ir_graph *g = case_graph(&flat);
   kinds kf = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
-  CGT_CHECK(kf.n == 1 && kf.bf16 == 1, "CNNC_NO_BF16_KXK=1: the flat 1x1 left the route (%s)", kf.kind);
+  CGT_CHECK(kf.n == 1 && kf.bf16 == 1, "bf16_kxk=0: the flat 1x1 left the route (%s)", kf.kind);
   ir_graph_free(g);
-  unsetenv("CNNC_NO_BF16_KXK");
-  unsetenv("CNNC_BF16_EMULATE");
+  ct_tune("bf16_kxk=1,bf16_emulate=0");
   if (host.has_avx512bf16) /* the same cases on vdpbf16ps */
     for (int i = 0; i < nc; i++) bitwise_case(&host, "host avx512bf16", &cases[i]);
   else

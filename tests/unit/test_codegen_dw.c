@@ -60,7 +60,7 @@ static char *first_kernel(ir_graph *g, const cg_target *t) {
   snprintf(so, sizeof so, "%s/kname.so", cgt_dir);
   cg_options o = {so, NULL, "kname", "{\"test\": true}", 2, 0};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     ir_diag_print(&d, stderr);
     return NULL;
   }

@@ -3,12 +3,12 @@
  * chunk of x.  Odd K (chunks of odd pixel counts), odd Cout (a leftover channel tile), planes
  * not a multiple of the tile (a masked tail, a short last chunk), batch 1 and 3 (the pixel and
  * the tile thread split), a fused residual add (its residual lines prefetched, not x), built with the prefetch and with
- * CNNC_NO_FLAT_PREFETCH=1: every output matches the interpreter, 1, 2 and 3 threads are bitwise
+ * tune flat_prefetch=0: every output matches the interpreter, 1, 2 and 3 threads are bitwise
  * equal, the two builds are bitwise equal (a prefetch changes no value), and the LLVM IR of
  * each build has llvm.prefetch exactly when the prefetch is on (the next chunk of x for convs
  * without a fused add whose batch input is at least 4 MB, 512 KB at batch 1, the residual lines for those with
  * one; a wide conv, over gen_conv.c's FLAT_PF_MAX_SPL slots per prefetched line, has none
- * unless CNNC_FLAT_PF_MAX_SPL=0).  16-bit storage (--precision
+ * unless tune flat_pf_max_spl=0).  16-bit storage (--precision
  * 16.16, bf16 and fp16, tests/store16/resnetish.yml at batch 3: flat convs reading and writing
  * 16 bits, with residual adds; compiled for x86-64-v3): the two builds differ in code and give bitwise equal logits
  * with 1 and 2 threads, within test_store16_infer's 5e-3 of the interpreter.
@@ -21,7 +21,7 @@
 
 typedef struct flat_case {
   int n, cin, cout, h, w, resid; /* resid: bn + residual add of a second 1x1 conv + relu */
-  int wide; /* more than FLAT_PF_MAX_SPL slots per line, Cin > 64: no x prefetch unless CNNC_FLAT_PF_MAX_SPL=0 */
+  int wide; /* more than FLAT_PF_MAX_SPL slots per line, Cin > 64: no x prefetch unless tune flat_pf_max_spl=0 */
   int cin16; /* Cin on 16-lane targets (0: cin): a 64-pixel tile of 1030 channels is over gen_conv.c's
               * CONV_PACK_MAX_BYTES (no packed chunk, no prefetch), one of 1000 is not */
 } flat_case;
@@ -91,18 +91,16 @@ static int has_prefetch(ir_graph *g, const cg_target *t) {
  * 1..3 threads against ref; the 1-thread output goes to got (ny floats).  Returns 0 when run. */
 static int build_run(ir_graph *g, const cg_target *t, const char *label, int pf, int want, float **ref, const float *x,
                      float *got) {
-  if (pf) unsetenv("CNNC_NO_FLAT_PREFETCH");
-  else setenv("CNNC_NO_FLAT_PREFETCH", "1", 1);
-  if (pf == 2) setenv("CNNC_FLAT_PF_MAX_SPL", "0", 1); /* no slots-per-line limit */
+  ct_tune(pf ? "flat_prefetch=1" : "flat_prefetch=0");
+  if (pf == 2) ct_tune("flat_pf_max_spl=0"); /* no slots-per-line limit */
   int hp = has_prefetch(g, t);
   CGT_CHECK(hp == want, "%s: llvm.prefetch in the IR of kernels without (1) / with (2) an add: %d, want %d", label, hp, want);
   char so[512];
   snprintf(so, sizeof so, "%s/flat.so", cgt_dir);
   cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
   ir_diag d = {0};
-  int rc = cg_compile(g, t, &o, &d);
-  unsetenv("CNNC_NO_FLAT_PREFETCH");
-  unsetenv("CNNC_FLAT_PF_MAX_SPL");
+  int rc = cg_compile(ct_g(g), t, &o, &d);
+  ct_tune("flat_prefetch=1,flat_pf_max_spl=30");
   if (rc) {
     ir_diag_print(&d, stderr);
     CGT_CHECK(0, "%s: compile failed", label);
@@ -154,14 +152,14 @@ static void run_case(const flat_case *k, const cg_target *t, const char *pfx) {
   if (k->wide) CGT_CHECK(4.0 * (double)nx >= PF_MIN_BYTES(k->n), "%s: input under the prefetch floor", label);
   int want = (4.0 * (double)nx >= PF_MIN_BYTES(k->n) && !k->wide ? 1 : 0) | (k->resid ? 2 : 0);
   int a = build_run(g, t, l, 1, want, ref, x, on);
-  if (k->wide) { /* CNNC_FLAT_PF_MAX_SPL=0 puts the x prefetch back; same values */
+  if (k->wide) { /* tune flat_pf_max_spl=0 puts the x prefetch back; same values */
     float *lim = malloc((size_t)ny * sizeof *lim);
-    snprintf(l, sizeof l, "%s CNNC_FLAT_PF_MAX_SPL=0", label);
+    snprintf(l, sizeof l, "%s flat_pf_max_spl=0", label);
     if (!build_run(g, t, l, 2, want | 1, ref, x, lim) && !a)
       CGT_CHECK(!memcmp(on, lim, (size_t)ny * sizeof *on), "%s: not bitwise equal to the default build", l);
     free(lim);
   }
-  snprintf(l, sizeof l, "%s CNNC_NO_FLAT_PREFETCH", label);
+  snprintf(l, sizeof l, "%s flat_prefetch=0", label);
   int b = build_run(g, t, l, 0, 0, ref, x, off);
   if (!a && !b) CGT_CHECK(!memcmp(on, off, (size_t)ny * sizeof *on), "%s: prefetch build not bitwise equal to the other", label);
   ir_interp_free(g, ref);
@@ -186,10 +184,9 @@ static const cnnc_abi_model *build16(const char *half, int pf, char *so, size_t 
     if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), NULL;
   *gp = fe_load(path, &o, &d);
   if (!*gp) return ir_diag_print(&d, stderr), NULL;
-  if (pf) unsetenv("CNNC_NO_FLAT_PREFETCH");
-  else setenv("CNNC_NO_FLAT_PREFETCH", "1", 1);
-  int rc = cnnc_build_model(*gp, &o, so, NULL, 0, &d);
-  unsetenv("CNNC_NO_FLAT_PREFETCH");
+  ct_tune(pf ? "flat_prefetch=1" : "flat_prefetch=0");
+  int rc = cnnc_build_model(ct_g(*gp), &o, so, NULL, 0, &d);
+  ct_tune("flat_prefetch=1");
   if (rc) return ir_diag_print(&d, stderr), NULL;
   *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (!*h) return fprintf(stderr, "dlopen: %s\n", dlerror()), NULL;
@@ -231,7 +228,7 @@ static void check16(const char *half) {
       flat16 += strstr(k, "conv2d_1x1_") && strstr(k, "_add_") && (strstr(k, "_x16") || strstr(k, "_o16"));
     }
     CGT_CHECK(flat16 > 0, "16.16 %s: no flat conv with an add on 16-bit operands", half);
-    CGT_CHECK(file_size(so[0]) != file_size(so[1]), "16.16 %s: CNNC_NO_FLAT_PREFETCH=1 gave the same .so size", half);
+    CGT_CHECK(file_size(so[0]) != file_size(so[1]), "16.16 %s: flat_prefetch=0 gave the same .so size", half);
     int64_t nx = ir_shape_numel(&g[1]->values[g[1]->input].shape), ny = ir_shape_numel(&g[1]->values[g[1]->outputs[0]].shape);
     float *x = malloc((size_t)nx * sizeof *x);
     for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-2.0f, 2.0f);
@@ -255,7 +252,7 @@ static void check16(const char *half) {
 int main(void) {
   (void)cgt_check_graph; /* this test runs 1..3 threads itself */
   cgt_init_dir();
-  setenv("CNNC_NO_FLAT_W_PF", "1", 1); /* the weight prefetch (batch 1) has its own test: test_codegen_flat_wpf */
+  ct_tune("flat_w_pf=0"); /* the weight prefetch (batch 1) has its own test: test_codegen_flat_wpf */
   cg_target host, avx2;
   if (cgt_target(&host, NULL) || cgt_target(&avx2, "x86-64-v3")) return 1;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

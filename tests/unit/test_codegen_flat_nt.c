@@ -1,6 +1,6 @@
 /* test_codegen_flat_nt.c — the flat (1x1 stride-1 GEMM) convs' non-temporal output stores
  * (gen_conv.c, flat_store_nt / flat_nt_ok).  Convs with a fused residual add, built with
- * CNNC_FLAT_NT_ALL=1 (forced on), CNNC_NO_FLAT_NT=1 (off) and neither (the default rule:
+ * tune flat_nt_all=1 (forced on), tune flat_nt=0 (off) and neither (the default rule:
  * 16-lane vectors, i.e. a whole cache line per store, and outputs of at least 16 MB for the
  * batch), for the host and
  * for AVX2 (x86-64-v3): the LLVM IR has !nontemporal stores exactly when the rule says so;
@@ -64,21 +64,21 @@ static int has_nt(ir_graph *g, const cg_target *t) {
   return found;
 }
 
-/* Builds g with the environment variable env set to 1 (NULL: neither), checks the IR has
+/* Builds g with the knob item tune (e.g. "flat_nt=0"; NULL: the defaults), checks the IR has
  * non-temporal stores iff want, runs it with 1..3 threads and the output at 64-byte alignment
  * + off bytes (off 0 and 16) against ref; the first run's output goes to got (ny floats).
  * Returns 0 when run. */
-static int build_run(ir_graph *g, const cg_target *t, const char *label, const char *env, int want, float **ref,
+static int build_run(ir_graph *g, const cg_target *t, const char *label, const char *tune, int want, float **ref,
                      const float *x, float *got) {
-  if (env) setenv(env, "1", 1);
+  if (tune) ct_tune(tune);
   int nt = has_nt(g, t);
   CGT_CHECK(nt == want, "%s: non-temporal stores in the IR: %d, want %d", label, nt, want);
   char so[512];
   snprintf(so, sizeof so, "%s/flat_nt.so", cgt_dir);
   cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
   ir_diag d = {0};
-  int rc = cg_compile(g, t, &o, &d);
-  if (env) unsetenv(env);
+  int rc = cg_compile(ct_g(g), t, &o, &d);
+  ct_tune("flat_nt_all=0,flat_nt=1");
   if (rc) {
     ir_diag_print(&d, stderr);
     CGT_CHECK(0, "%s: compile failed", label);
@@ -133,13 +133,13 @@ static void run_case(const nt_case *k, const cg_target *t, const char *pfx) {
   float *x = malloc((size_t)nx * sizeof *x), *got[3];
   for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-1.0f, 1.0f);
   float **ref = ir_interp(g, x, NULL);
-  const char *env[3] = {"CNNC_FLAT_NT_ALL", "CNNC_NO_FLAT_NT", NULL};
+  const char *tune[3] = {"flat_nt_all=1", "flat_nt=0", NULL};
   int want[3] = {whole, 0, whole && line && 4.0 * (double)ny >= NT_MIN_BYTES}, ok[3];
   for (int i = 0; i < 3; i++) {
     char l[200];
-    snprintf(l, sizeof l, "%s %s", label, env[i] ? env[i] : "default");
+    snprintf(l, sizeof l, "%s %s", label, tune[i] ? tune[i] : "default");
     got[i] = malloc((size_t)ny * sizeof *got[i]);
-    ok[i] = build_run(g, t, l, env[i], want[i], ref, x, got[i]) == 0;
+    ok[i] = build_run(g, t, l, tune[i], want[i], ref, x, got[i]) == 0;
   }
   for (int i = 1; i < 3; i++)
     if (ok[0] && ok[i]) CGT_CHECK(!memcmp(got[0], got[i], (size_t)ny * sizeof *got[0]), "%s: builds %d and 0 differ", label, i);

@@ -3,7 +3,7 @@
  * broadcasts, residual gathered, result scattered) and the prefetch of the item that packs a
  * chunk (flat_pack_prefetch, opt-in).  Small planes with a tail (7x9, 10x10, 13x13, 14x14), a
  * leftover channel tile, a fused residual add, batch 1 to 3, built with both variants
- * (CNNC_FLAT_PACK_PF=1) and with neither (CNNC_NO_FLAT_TAIL_CV=1), for the host and x86-64-v3: every output
+ * (tune flat_pack_pf=48) and with neither (tune flat_tail_cv=0), for the host and x86-64-v3: every output
  * matches the interpreter, 1, 2 and 3 threads are bitwise equal, the two builds are bitwise
  * equal (the tail's fmuladd chains and epilogue are the pixel tiles'), and the LLVM IR has
  * llvm.masked.scatter (some case per target, none without the variants) and, for the convs
@@ -54,8 +54,7 @@ static ir_graph *tail_graph(const tail_case *k) {
 
 /* off: the tail's masked pixel tiles, no packing prefetch (the default); else both variants */
 static void set_off(int off) {
-  if (off) setenv("CNNC_NO_FLAT_TAIL_CV", "1", 1), unsetenv("CNNC_FLAT_PACK_PF");
-  else unsetenv("CNNC_NO_FLAT_TAIL_CV"), setenv("CNNC_FLAT_PACK_PF", "1", 1);
+  ct_tune(off ? "flat_tail_cv=0,flat_pack_pf=0" : "flat_tail_cv=1,flat_pack_pf=48");
 }
 
 /* Lines of g's LLVM IR for t (variants off or on) in pixel-vector flat conv kernels calling
@@ -64,7 +63,7 @@ static int ir_counts(ir_graph *g, const cg_target *t, int off, int *sc, int *pf)
   char path[512], line[4096];
   set_off(off);
   FILE *f = cgt_llvm_of(g, t, "tail", path, sizeof path);
-  unsetenv("CNNC_NO_FLAT_TAIL_CV"), unsetenv("CNNC_FLAT_PACK_PF");
+  ct_tune("flat_tail_cv=1,flat_pack_pf=0");
   if (!f) return -1;
   *sc = *pf = 0;
   int flat = 0; /* in a pixel-vector flat kernel (not the channel-vector ones, which prefetch weights) */
@@ -86,8 +85,8 @@ static int build_run(ir_graph *g, const cg_target *t, const char *label, int off
   cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
   ir_diag d = {0};
   set_off(off);
-  int rc = cg_compile(g, t, &o, &d);
-  unsetenv("CNNC_NO_FLAT_TAIL_CV"), unsetenv("CNNC_FLAT_PACK_PF");
+  int rc = cg_compile(ct_g(g), t, &o, &d);
+  ct_tune("flat_tail_cv=1,flat_pack_pf=0");
   if (rc) {
     ir_diag_print(&d, stderr);
     CGT_CHECK(0, "%s: compile failed", label);
@@ -143,9 +142,9 @@ static void run_case(const tail_case *k, const cg_target *t, const char *pfx, in
     for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-1.0f, 1.0f);
     float **ref = ir_interp(g, x, NULL);
     char l[256];
-    snprintf(l, sizeof l, "%s CNNC_FLAT_PACK_PF", label);
+    snprintf(l, sizeof l, "%s flat_pack_pf=48", label);
     int a = build_run(g, t, l, 0, ref, x, on);
-    snprintf(l, sizeof l, "%s CNNC_NO_FLAT_TAIL_CV", label);
+    snprintf(l, sizeof l, "%s flat_tail_cv=0", label);
     int b = build_run(g, t, l, 1, ref, x, off);
     if (!a && !b) CGT_CHECK(!memcmp(on, off, (size_t)ny * sizeof *on), "%s: the two builds are not bitwise equal", label);
     ir_interp_free(g, ref);
@@ -157,7 +156,7 @@ static void run_case(const tail_case *k, const cg_target *t, const char *pfx, in
 int main(void) {
   (void)cgt_check_graph; /* this test runs 1..3 threads itself */
   cgt_init_dir();
-  setenv("CNNC_NO_FLAT_W_PF", "1", 1); /* the weight prefetch (batch 1) has its own test: test_codegen_flat_wpf */
+  ct_tune("flat_w_pf=0"); /* the weight prefetch (batch 1) has its own test: test_codegen_flat_wpf */
   cg_target t[3];
   const char *cpu[3] = {NULL, "x86-64-v3", "x86-64-v4"}, *name[3] = {"host", "avx2", "avx512 (IR only)"};
   for (int j = 0; j < 3; j++)

@@ -5,7 +5,7 @@
  * 345 KB, and the "no other prefetch" checks depend on it), so that in their kernels the weight
  * prefetch is the only llvm.prefetch: a leftover channel tile, a short last chunk and a tail,
  * batch 1 (the prefetch) and batch 2 (none), built with the prefetch (the default) and with
- * CNNC_NO_FLAT_W_PF=1, for the host and x86-64-v3: every output matches the interpreter, 1, 2
+ * tune flat_w_pf=0, for the host and x86-64-v3: every output matches the interpreter, 1, 2
  * and 3 threads are bitwise equal, the two builds are bitwise equal (a prefetch changes no
  * value), and the IR has llvm.prefetch in the flat kernels exactly for batch 1 without the
  * switch.  x86-64-v4 (16 lanes) is checked by its IR on any host. */
@@ -38,8 +38,7 @@ static ir_graph *wpf_graph(const wpf_case *k) {
 }
 
 static void set_off(int off) {
-  if (off) setenv("CNNC_NO_FLAT_W_PF", "1", 1);
-  else unsetenv("CNNC_NO_FLAT_W_PF");
+  ct_tune(off ? "flat_w_pf=0" : "flat_w_pf=1");
 }
 
 /* Lines of g's LLVM IR for t calling llvm.prefetch in pixel-vector flat conv kernels; -1
@@ -48,7 +47,7 @@ static int ir_prefetches(ir_graph *g, const cg_target *t, int off) {
   char path[512], line[4096];
   set_off(off);
   FILE *f = cgt_llvm_of(g, t, "wpf", path, sizeof path);
-  unsetenv("CNNC_NO_FLAT_W_PF");
+  ct_tune("flat_w_pf=1");
   if (!f) return -1;
   int flat = 0, pf = 0;
   while (fgets(line, sizeof line, f)) {
@@ -68,8 +67,8 @@ static int build_run(ir_graph *g, const cg_target *t, const char *label, int off
   cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
   ir_diag d = {0};
   set_off(off);
-  int rc = cg_compile(g, t, &o, &d);
-  unsetenv("CNNC_NO_FLAT_W_PF");
+  int rc = cg_compile(ct_g(g), t, &o, &d);
+  ct_tune("flat_w_pf=1");
   if (rc) {
     ir_diag_print(&d, stderr);
     CGT_CHECK(0, "%s: compile failed", label);
@@ -115,7 +114,7 @@ static void run_case(const wpf_case *k, const cg_target *t, const char *pfx, int
   CGT_CHECK(on >= 0 && off >= 0, "%s: no LLVM IR", label);
   CGT_CHECK(k->n == 1 ? on > 0 : on == 0, "%s: %d llvm.prefetch lines in the flat kernels, want %s", label, on,
             k->n == 1 ? "> 0" : "0");
-  CGT_CHECK(off == 0, "%s: %d llvm.prefetch lines with CNNC_NO_FLAT_W_PF=1, want 0", label, off);
+  CGT_CHECK(off == 0, "%s: %d llvm.prefetch lines with flat_w_pf=0, want 0", label, off);
   if (run) {
     int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
     float *x = malloc((size_t)nx * sizeof *x), *a1 = malloc((size_t)ny * sizeof *a1), *b1 = malloc((size_t)ny * sizeof *b1);
@@ -124,7 +123,7 @@ static void run_case(const wpf_case *k, const cg_target *t, const char *pfx, int
     char l[256];
     snprintf(l, sizeof l, "%s weight prefetch", label);
     int a = build_run(g, t, l, 0, ref, x, a1);
-    snprintf(l, sizeof l, "%s CNNC_NO_FLAT_W_PF", label);
+    snprintf(l, sizeof l, "%s flat_w_pf=0", label);
     int b = build_run(g, t, l, 1, ref, x, b1);
     if (!a && !b) CGT_CHECK(!memcmp(a1, b1, (size_t)ny * sizeof *a1), "%s: the two builds are not bitwise equal", label);
     ir_interp_free(g, ref);

@@ -16,6 +16,7 @@
 #include "tools/compile.h"
 #include "passes/passes.h"
 #include "runtime/cnnc_abi.h"
+#include "ct_tune.h" /* ct_g: in-process compiles take the test's knobs */
 
 static char cgt_dir[256];
 
@@ -51,7 +52,7 @@ static inline FILE *cgt_llvm_of(ir_graph *g, const cg_target *t, const char *ste
   snprintf(path, cap, "%s/%s.ll", cgt_dir, stem);
   cg_options o = {path, "llvm", stem, "{\"test\": true}", 2, 0};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     ir_diag_print(&d, stderr);
     return NULL;
   }
@@ -226,7 +227,7 @@ static int cgt_check_graph(ir_graph *g, const cg_target *t, const char *label, d
   snprintf(so, sizeof so, "%s/g%d.so", cgt_dir, counter++);
   cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     fprintf(stderr, "  %s: compile failed: ", label);
     ir_diag_print(&d, stderr);
     return 1;

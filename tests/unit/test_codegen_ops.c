@@ -358,14 +358,14 @@ static void test_unsupported(const cg_target *t) {
   snprintf(so, sizeof so, "%s/bad.so", cgt_dir);
   cg_options o = {so, NULL, "bad", "{}", 2, 0};
   ir_diag d = {0};
-  CGT_CHECK(cg_compile(g, t, &o, &d) != 0 && strstr(d.msg, "training"), "softmax_xent must be rejected (got '%s')", d.msg);
+  CGT_CHECK(cg_compile(ct_g(g), t, &o, &d) != 0 && strstr(d.msg, "training"), "softmax_xent must be rejected (got '%s')", d.msg);
   ir_graph_free(g);
   g = graph(SHAPE(2, 10), IR_F32, &x);
   ir_attr dr = {.dropout = {0.5f, 1, 7}};
   output(g, cgt_node(g, IR_OP_dropout, "drop", &x, 1, &dr));
   g->n_shards = 1;
   memset(&d, 0, sizeof d);
-  CGT_CHECK(cg_compile(g, t, &o, &d) != 0 && strstr(d.msg, "dropout") && strcmp(d.layer, "drop") == 0,
+  CGT_CHECK(cg_compile(ct_g(g), t, &o, &d) != 0 && strstr(d.msg, "dropout") && strcmp(d.layer, "drop") == 0,
             "training dropout must be rejected naming the layer (got '%s' '%s')", d.layer, d.msg);
   ir_graph_free(g);
   unlink(so);
@@ -389,7 +389,7 @@ static void test_avx512_emit(void) {
   char path[300];
   snprintf(path, sizeof path, "%s/avx512.s", cgt_dir);
   cg_options o = {path, "asm", "avx512", "{}", 2, 0};
-  CGT_CHECK(cg_compile(g, &t, &o, &d) == 0, "avx512 --emit asm: %s", d.msg);
+  CGT_CHECK(cg_compile(ct_g(g), &t, &o, &d) == 0, "avx512 --emit asm: %s", d.msg);
   FILE *f = fopen(path, "r");
   char line[512];
   int zmm = 0, named = 0;

@@ -6,7 +6,7 @@
  *  - compiled vs the interpreter, 1 and 2 threads, f32 and bf16 input (a round16 to a bf16
  *    value in front), f32 and bf16 output, with and without NaN inputs; fp16 input and output
  *    (F16C loads, -inf as 0xfc00 in the masked right edge) for every other shape;
- *  - bitwise equal to the generic path (CNNC_NO_POOL_S2=1), signed zeros included (the input
+ *  - bitwise equal to the generic path (tune pool_s2=0), signed zeros included (the input
  *    goes through x * relu(x): -0 for x < 0).
  * Shapes: one chunk, several, a remainder, odd widths (the last window reads the right pad),
  * widths below 2V, ceil mode, asymmetric pads, vertical stride 1 and window heights 1..5, and
@@ -83,9 +83,9 @@ static void run_target(const cg_target *t, const char *tname) {
       cgt_nan_every = mode == 3 ? 7 : 0;
       float *fast = NULL, *slow = NULL;
       int bad = cgt_check_graph(g, t, label, 1e-6, &fast);
-      setenv("CNNC_NO_POOL_S2", "1", 1);
+      ct_tune("pool_s2=0");
       bad += cgt_check_graph(g, t, label, 1e-6, &slow);
-      unsetenv("CNNC_NO_POOL_S2");
+      ct_tune("pool_s2=1");
       cgt_nan_every = 0;
       CGT_CHECK(bad == 0, "%s: compiled result differs from the interpreter", label);
       int64_t n = ir_shape_numel(&g->values[g->outputs[0]].shape);

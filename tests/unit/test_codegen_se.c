@@ -2,7 +2,7 @@
  * codegen/gen_dwconv.c): a MBConv-like block, depthwise conv + BN + swish -> global_avgpool ->
  * fc1 (swish) -> fc2 (sigmoid) -> mul -> project 1x1 conv + BN [+ residual], compiled vs the
  * reference interpreter for the host, AVX2 and SSE targets, 1 and 2 threads bitwise equal,
- * and vs the same graph built with CNNC_NO_SE_FUSION=1 (the scale fused into the project conv
+ * and vs the same graph built with tune se_fusion=0 (the scale fused into the project conv
  * rounds as the mul kernel: bitwise equal when the pool is not fused either).  Cases: odd
  * channel counts, stride 2, 3x3 / 5x5, batch 1 and 3, flat-plane (7x7, 14x14) and row-tiled
  * (28, 56, 112 wide) depthwise kernels, pixel-vector and channel-vector project convs; each
@@ -97,7 +97,7 @@ static float *se_run(ir_graph *g, const cg_target *t, int nth) {
   snprintf(so, sizeof so, "%s/se%d.so", cgt_dir, counter++);
   cg_options o = {so, NULL, "se", "{\"test\": true}", 2, 0};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     ir_diag_print(&d, stderr);
     return NULL;
   }
@@ -135,9 +135,9 @@ static void run_cases(const cg_target *t, const char *pfx, int pass, int npasses
     CGT_CHECK(cgt_check_graph(g, t, label, 1e-4, NULL) == 0, "%s: compiled result differs from the interpreter", label);
     int64_t n = ir_shape_numel(&g->values[g->outputs[0]].shape);
     float *o1 = se_run(g, t, 1), *o2 = se_run(g, t, 2);
-    setenv("CNNC_NO_SE_FUSION", "1", 1);
+    ct_tune("se_fusion=0");
     float *u = se_run(g, t, 2);
-    unsetenv("CNNC_NO_SE_FUSION");
+    ct_tune("se_fusion=1");
     CGT_CHECK(o1 && o2 && u, "%s: build or run failed", label);
     if (o1 && o2 && u) {
       CGT_CHECK(memcmp(o1, o2, (size_t)n * sizeof *o1) == 0, "%s: 1 and 2 threads differ", label);

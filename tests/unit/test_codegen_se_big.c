@@ -7,7 +7,7 @@
  * to 2621 at 5x5 (255.96 KB: the buffer path), compiled for the host, AVX2 and SSE: the project
  * kernel must be `conv2d_1x1_se_..._vc` and hold the `se_planes` buffer exactly when the planes
  * fit (checked in --emit llvm); results vs ir_interp (1e-4), 1 vs 2 threads bitwise, and vs the
- * CNNC_NO_SE_FUSION=1 build (unfused mul kernel; the pool is fused in both, so 1e-5). */
+ * tune se_fusion=0 build (unfused mul kernel; the pool is fused in both, so 1e-5). */
 #include "test_codegen_harness.h"
 
 #include "dw_case_check.h"
@@ -85,7 +85,7 @@ static float *se_run(ir_graph *g, const cg_target *t, int nth) {
   snprintf(so, sizeof so, "%s/se_big%d.so", cgt_dir, counter++);
   cg_options o = {so, NULL, "se_big", "{\"test\": true}", 2, 0};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     ir_diag_print(&d, stderr);
     return NULL;
   }
@@ -123,13 +123,13 @@ static void run_cases(const cg_target *t, const char *pfx) {
     CGT_CHECK(cgt_check_graph(g, t, label, 1e-4, NULL) == 0, "%s: compiled result differs from the interpreter", label);
     int64_t n = ir_shape_numel(&g->values[g->outputs[0]].shape);
     float *o1 = se_run(g, t, 1), *o2 = se_run(g, t, 2);
-    setenv("CNNC_NO_SE_FUSION", "1", 1);
+    ct_tune("se_fusion=0");
     float *u = se_run(g, t, 2);
-    unsetenv("CNNC_NO_SE_FUSION");
+    ct_tune("se_fusion=1");
     CGT_CHECK(o1 && o2 && u, "%s: build or run failed", label);
     if (o1 && o2 && u) {
       CGT_CHECK(memcmp(o1, o2, (size_t)n * sizeof *o1) == 0, "%s: 1 and 2 threads differ", label);
-      CGT_CHECK(cgt_compare(label, o2, u, n, 1e-5) == 0, "%s: differs from the CNNC_NO_SE_FUSION=1 build", label);
+      CGT_CHECK(cgt_compare(label, o2, u, n, 1e-5) == 0, "%s: differs from the se_fusion=0 build", label);
     }
     fprintf(stderr, "%s: se kernel %d, se_planes %d\n", label, se, planes);
     free(o1), free(o2), free(u);

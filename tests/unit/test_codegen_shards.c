@@ -60,7 +60,7 @@ static ir_graph *resnet_tiny(void) {
 static int compile_open(ir_graph *g, const cg_target *t, const char *so, void **h, const cnnc_abi_model **m) {
   cg_options o = {so, NULL, "resnet_tiny", "{}", 2, 0};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     ir_diag_print(&d, stderr);
     return -1;
   }

@@ -74,7 +74,7 @@ static void run_case(const split_case *k, const cg_target *t, const char *pfx) {
   snprintf(so, sizeof so, "%s/split.so", cgt_dir);
   cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     ir_diag_print(&d, stderr);
     CGT_CHECK(0, "%s: compile failed", label);
     return;

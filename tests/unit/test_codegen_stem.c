@@ -3,14 +3,14 @@
  *     the graph output equals a C model of the kernel's arithmetic — K order ky (rows inside
  *     the map only), channel, tap pair (2j, 2j + 1; a missing tap 0), per pair
  *     acc = ftz(fma(x[odd], w[odd], acc)) then ftz(fma(x[even], w[even], acc)), columns outside
- *     the map read as 0 — on an AVX2 target with vdpbf16ps emulated (CNNC_BF16_EMULATE=1) and,
+ *     the map read as 0 — on an AVX2 target with vdpbf16ps emulated (tune bf16_emulate=1) and,
  *     on a host with avx512bf16, natively; 1 and 2 threads.  Shapes: the ResNet stem's rows (224 wide,
  *     112 outputs in segments of 4 + 3 or 2 vectors), odd maps, outputs narrower than a vector, kw 5 / 4 / 3,
  *     pads 0..3, 4 input channels, batch 1..3, Cout 64 / 68 / 128.
  *  2. The same graphs vs the interpreter within 5e-3.
- *  3. CNNC_NO_STEM_GEN=1: the gen_conv_bf16.c kernel (the A/B switch; the first two cases).
+ *  3. tune stem_gen=0: the gen_conv_bf16.c kernel (the A/B switch; the first two cases).
  *  4. A stem + BN + relu + maxpool + 1x1 model through the driver (16-bit storage: the stem
- *     writes bf16): logits within 5e-3 of the CNNC_NO_STEM_GEN=1 build's, 1 vs 2 threads
+ *     writes bf16): logits within 5e-3 of the tune stem_gen=0 build's, 1 vs 2 threads
  *     bitwise. */
 #include "frontend/fe.h"
 #include "ir/ir.h"
@@ -80,7 +80,7 @@ static void compile_kind(ir_graph *g, const cg_target *t, char *kind) {
   snprintf(so, sizeof so, "%s/kinds.so", cgt_dir);
   cg_options o = {so, NULL, "kinds", "{}", 2, 0, &rs};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) ir_diag_print(&d, stderr), snprintf(kind, 160, "(compile failed)");
+  if (cg_compile(ct_g(g), t, &o, &d)) ir_diag_print(&d, stderr), snprintf(kind, 160, "(compile failed)");
   unlink(so);
 }
 
@@ -133,7 +133,7 @@ static void bitwise_case(const cg_target *t, const char *tn, const scase *k, int
   snprintf(so, sizeof so, "%s/bitwise.so", cgt_dir);
   cg_options o = {so, NULL, label, "{}", 2, 0};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     ir_diag_print(&d, stderr);
     cgt_failures++;
   } else {
@@ -159,10 +159,10 @@ static void bitwise_case(const cg_target *t, const char *tn, const scase *k, int
   snprintf(label + strlen(label), sizeof label - strlen(label), " vs interpreter");
   CGT_CHECK(cgt_check_graph(g, t, label, 5e-3, NULL) == 0, "%s: differs", label);
   if (ab) { /* 3. the A/B switch */
-    setenv("CNNC_NO_STEM_GEN", "1", 1);
+    ct_tune("stem_gen=0");
     compile_kind(g, t, kind);
-    unsetenv("CNNC_NO_STEM_GEN");
-    CGT_CHECK(!strstr(kind, "_stem_") && strstr(kind, "_bf16_"), "%s: CNNC_NO_STEM_GEN=1 gives %s", label, kind);
+    ct_tune("stem_gen=1");
+    CGT_CHECK(!strstr(kind, "_stem_") && strstr(kind, "_bf16_"), "%s: stem_gen=0 gives %s", label, kind);
   }
   free(x), free(want);
   ir_graph_free(g);
@@ -200,10 +200,10 @@ static void model_case(const char *cpu, const char *tn) {
     for (int i = 0; i < (cpu ? 5 : 4); i++) fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d);
     char so[512], kind[160] = "";
     snprintf(so, sizeof so, "%s/m%d.so", cgt_dir, v);
-    if (v) setenv("CNNC_NO_STEM_GEN", "1", 1);
+    if (v) ct_tune("stem_gen=0");
     cg_report_sink rs = {kind, kind_of, NULL, NULL};
-    int rc = cnnc_build_model_report(g, &o, so, NULL, 0, &rs, &d);
-    unsetenv("CNNC_NO_STEM_GEN");
+    int rc = cnnc_build_model_report(ct_g(g), &o, so, NULL, 0, &rs, &d);
+    ct_tune("stem_gen=1");
     if (rc) {
       ir_diag_print(&d, stderr);
       cgt_failures++;
@@ -239,8 +239,8 @@ static void model_case(const char *cpu, const char *tn) {
   if (out[0] && out[1]) {
     double mx = 0, e = 0;
     for (int64_t i = 0; i < ny; i++) mx = fmax(mx, fabs(out[1][i])), e = fmax(e, fabs(out[0][i] - out[1][i]));
-    fprintf(stderr, "%s model: max |stem - CNNC_NO_STEM_GEN| / max |y| = %.3g\n", tn, e / mx);
-    CGT_CHECK(mx > 0 && e / mx < 5e-3, "%s model: stem vs CNNC_NO_STEM_GEN=1 %.3g of %.3g", tn, e, mx);
+    fprintf(stderr, "%s model: max |stem - stem_gen=0| / max |y| = %.3g\n", tn, e / mx);
+    CGT_CHECK(mx > 0 && e / mx < 5e-3, "%s model: stem vs stem_gen=0 %.3g of %.3g", tn, e, mx);
   }
   free(out[0]), free(out[1]);
 }
@@ -257,11 +257,11 @@ int main(void) {
   /* CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case on one of the two targets (round robin),
    * the driver case on the host only (emulated when the host lacks avx512bf16) */
   int np = host.has_avx512bf16 ? 2 : 1, quick = cgt_quick();
-  setenv("CNNC_BF16_EMULATE", "1", 1);
+  ct_tune("bf16_emulate=1");
   for (int i = 0; i < nc; i++)
     if (!cgt_quick_skip_home((size_t)i, 0, np, -1)) bitwise_case(&avx2, "avx2 emulated", &cases[i], i < 2);
   if (!quick || np == 1) model_case("x86-64-v3", "avx2 emulated");
-  unsetenv("CNNC_BF16_EMULATE");
+  ct_tune("bf16_emulate=0");
   if (host.has_avx512bf16) {
     for (int i = 0; i < nc; i++)
       if (!cgt_quick_skip_home((size_t)i, 1, np, -1)) bitwise_case(&host, "host", &cases[i], i < 2);

@@ -133,7 +133,7 @@ static int run_kernel_case(const char *name, const char *yml, int batch) {
   ir_diag d = {0};
   pass_optim_cfg cfg = {0};
   cfg.optimizer = "momentum", cfg.momentum = (float)o.momentum, cfg.loss_scale = 1.0f;
-  if (!gc || !gr || pass_autodiff(gr, 1.0f, &d) < 0 || pass_optimizer(gr, &cfg, &d) < 0 || cnnc_build_model(gc, &o, so, NULL, 0, &d)) {
+  if (!gc || !gr || pass_autodiff(gr, 1.0f, &d) < 0 || pass_optimizer(gr, &cfg, &d) < 0 || cnnc_build_model(ct_g(gc), &o, so, NULL, 0, &d)) {
     fprintf(stderr, "  %s batch %d: setup failed: ", name, batch);
     ir_diag_print(&d, stderr);
     unlink(path);

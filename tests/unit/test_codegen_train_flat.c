@@ -5,8 +5,8 @@
  * strided convs that inference runs on the subsampled plane (sub) on their own output rows
  * (kind conv2d_train_pk_1x1s_vc).  Chunks with a masked tail, several chunks per image, a
  * channel-tile remainder, 2-thread ranges starting inside an image (batch 3), a 1x1 stride-2
- * conv on odd sizes.  Each model: the .so must hold the kernels; with CNNC_TRAIN_NO_PCONV_FLAT
- * / CNNC_TRAIN_NO_PCONV_SUB the former routes (rows of a divisor of the plane / the direct
+ * conv on odd sizes.  Each model: the .so must hold the kernels; with tune train_pconv_flat=0
+ * / tune train_pconv_sub=0 the former routes (rows of a divisor of the plane / the direct
  * kernel); a 28x28 1x1 conv keeps the rows (PC_FLAT_MAX_PX); momentum steps with 1 and 2 threads vs ir_train_step (loss per step, every state
  * tensor, 1e-4), 2 threads bitwise equal to 1, the eval program vs the interpreter
  * (train_case_check.h), and the first-step gradient of every weight vs central finite
@@ -70,11 +70,9 @@ int main(void) {
   cgt_failures += has_kinds("fl_c", c_yml, kx, 1);
   cgt_failures += lacks_kind("fl_c", c_yml, "_pk_1x1_");
   /* the A/B switches give the former routes back */
-  setenv("CNNC_TRAIN_NO_PCONV_FLAT", "1", 1);
-  setenv("CNNC_TRAIN_NO_PCONV_SUB", "1", 1);
+  ct_tune("train_pconv_flat=0,train_pconv_sub=0");
   cgt_failures += has_kinds("fl_a_off", a_yml, kx, 2);
-  unsetenv("CNNC_TRAIN_NO_PCONV_FLAT");
-  unsetenv("CNNC_TRAIN_NO_PCONV_SUB");
+  ct_tune("train_pconv_flat=1,train_pconv_sub=1");
   /* CNNC_TEST_QUICK (CI's sanitizer stage): batch 3 only, no finite differences (the same
    * compile and runtime code again; test_codegen_train_gw keeps one fd_case there) */
   if (!cgt_quick()) cgt_failures += run_yml("fl_a", a_yml, 1);

@@ -92,7 +92,7 @@ static int has_pgw(const char *name, const char *yml) {
   ir_graph *g = load_case(path, 2, &o);
   ir_diag d = {0};
   int found = 0;
-  if (!g || cnnc_build_model(g, &o, ll, "llvm", 0, &d)) {
+  if (!g || cnnc_build_model(ct_g(g), &o, ll, "llvm", 0, &d)) {
     ir_diag_print(&d, stderr);
   } else if ((f = fopen(ll, "r"))) {
     while (!found && fgets(line, sizeof line, f)) found = !strncmp(line, "define", 6) && strstr(line, "conv2d_grad_weight_pk_f32");

@@ -6,7 +6,7 @@
  * maps (2 images per chunk, batch 3 as 2 + 1), 5x5 output maps of a 3x3 stride 2, channel
  * counts that are not multiples of 8 (masked last vectors, the 6x2 and 12x1 tiles), output-
  * channel blocks; batch 1 (one image per chunk), 3 and 5.  Each model: its LLVM module must
- * define a packed grad_weight kernel and differ from the one of CNNC_PGW_ONE_IMAGE=1 (one
+ * define a packed grad_weight kernel and differ from the one of tune pgw_one_image=1 (one
  * image per chunk), then momentum steps with 1 and 2 threads vs ir_train_step (loss per step,
  * every state tensor, 1e-4), 2 threads bitwise equal to 1, the eval program vs the
  * interpreter (train_case_check.h), and the first-step gradient of every weight vs central
@@ -45,7 +45,9 @@ static const char *g_yml = /* 7x7 kernel on 9x9 maps, 3x3 stride 2 to 5x5, many 
 
 #include "train_case_check.h"
 
-/* yml's training module as LLVM IR (malloc'd text, NULL on failure). */
+/* yml's training module as LLVM IR (malloc'd text, NULL on failure), without the line of the
+ * options record: it names every tune knob's value, so modules built with different knobs
+ * always differ there; the comparison below is of the code. */
 static char *module_ir(const char *name, const char *yml) {
   char path[512], ll[512];
   snprintf(path, sizeof path, "%s/%s_k.yml", cgt_dir, name);
@@ -56,7 +58,7 @@ static char *module_ir(const char *name, const char *yml) {
   ir_graph *g = load_case(path, 3, &o);
   ir_diag d = {0};
   char *text = NULL;
-  if (!g || cnnc_build_model(g, &o, ll, "llvm", 0, &d)) {
+  if (!g || cnnc_build_model(ct_g(g), &o, ll, "llvm", 0, &d)) {
     ir_diag_print(&d, stderr);
   } else if ((f = fopen(ll, "rb"))) {
     fseek(f, 0, SEEK_END);
@@ -65,6 +67,11 @@ static char *module_ir(const char *name, const char *yml) {
     text = malloc((size_t)n + 1);
     if (text && fread(text, 1, (size_t)n, f) == (size_t)n) {
       text[n] = 0;
+      char *rec = strstr(text, "\\22tune\\22: {"), *a = rec, *b = rec;
+      while (a && a > text && a[-1] != '\n') a--;
+      while (b && *b && *b != '\n') b++;
+      if (rec) memmove(a, b, strlen(b) + 1);
+      else fprintf(stderr, "%s: no options record in the module\n", name), free(text), text = NULL;
     } else {
       free(text);
       text = NULL;
@@ -76,15 +83,15 @@ static char *module_ir(const char *name, const char *yml) {
   return text;
 }
 
-/* The module defines a packed grad_weight kernel, and CNNC_PGW_ONE_IMAGE=1 changes it (the
+/* The module defines a packed grad_weight kernel, and tune pgw_one_image=1 changes it (the
  * multi-image chunks are taken). */
 static int has_img_chunks(const char *name, const char *yml) {
   char *def = module_ir(name, yml);
-  setenv("CNNC_PGW_ONE_IMAGE", "1", 1);
+  ct_tune("pgw_one_image=1");
   char *one = module_ir(name, yml);
-  unsetenv("CNNC_PGW_ONE_IMAGE");
+  ct_tune("pgw_one_image=0");
   int ok = def && one && strstr(def, "conv2d_grad_weight_pk_f32") && strcmp(def, one);
-  CGT_CHECK(ok, "%s: no packed grad_weight kernel, or CNNC_PGW_ONE_IMAGE=1 changed nothing", name);
+  CGT_CHECK(ok, "%s: no packed grad_weight kernel, or pgw_one_image=1 changed nothing", name);
   free(def), free(one);
   return !ok;
 }

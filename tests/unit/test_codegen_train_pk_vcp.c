@@ -1,11 +1,11 @@
 /* test_codegen_train_pk_vcp.c — compiled training's kxk channel-vector convs on K-blocked
  * planes (codegen/gen_train_pconv.c: g->vc_plane, one item per (image, channel tile) plane,
  * cg_conv_vc_plane; kinds conv2d_train_pk_vcp_..., conv2d_grad_input_pk_vcp_...), forced on
- * these small shapes with CNNC_VC_PLANE=1 (the plane route for every kxk channel-vector conv
+ * these small shapes with tune vc_plane_force=1 (the plane route for every kxk channel-vector conv
  * it can run): odd maps (7x7, 9x11, 5x5), channel counts not multiples of 8 (20, 36, 44),
  * stride 1 and 2 forward, stride-1 grad_input, the phase views of a strided grad_input
  * (2x2 sub-kernels of 3x3 stride 2 on planes through the scratch), batch 1 and 3.  Each model:
- * the .so names the plane kinds (and not with CNNC_TRAIN_NO_PCONV_VCP=1), then momentum steps
+ * the .so names the plane kinds (and not with tune train_pconv_vcp=0), then momentum steps
  * with 1 and 2 threads vs ir_train_step (loss per step, every state tensor, 1e-4), 2 threads
  * bitwise equal to 1, and the eval program vs the interpreter (train_case_check.h). */
 #include "frontend/fe.h"
@@ -49,14 +49,13 @@ static const char *b_yml = /* 7x7 stride 1, then 3x3 stride 2 on 7x7 (odd: phase
 int main(void) {
   (void)cgt_check_graph, (void)cgt_random_params;
   cgt_init_dir();
-  setenv("CNNC_VC_PLANE", "1", 1);
-  setenv("CNNC_TRAIN_NO_WINOGRAD", "1", 1); /* stride-1 3x3 convs: the packed route, not gen_train_wino.c */
+  ct_tune("vc_plane_force=1,train_winograd=0"); /* stride-1 3x3 convs: the packed route, not gen_train_wino.c */
   const char *ka[] = {"conv2d_train_pk_vcp_f32", "conv2d_grad_input_pk_vcp_f32"};
   cgt_failures += has_kinds("vcp_a", a_yml, ka, 2);
   cgt_failures += has_kinds("vcp_b", b_yml, ka, 2);
-  setenv("CNNC_TRAIN_NO_PCONV_VCP", "1", 1);
+  ct_tune("train_pconv_vcp=0");
   cgt_failures += lacks_kind("vcp_a_off", a_yml, "_vcp_");
-  unsetenv("CNNC_TRAIN_NO_PCONV_VCP");
+  ct_tune("train_pconv_vcp=1");
   cgt_failures += run_yml("vcp_a", a_yml, 3);
   cgt_failures += run_yml("vcp_a", a_yml, 1);
   cgt_failures += run_yml("vcp_b", b_yml, 3);

@@ -1,7 +1,7 @@
 /* test_codegen_train_stride.c — compiled training of strided convs (grad_input with stride > 1
  * as one stride-1 conv per output phase, docs/training.md: the packed phases of
  * gen_train_pconv.c where they apply, else the direct kernels of gen_train_conv.c, also forced
- * with CNNC_TRAIN_NO_PHASE_PCONV) and of
+ * with tune train_phase_pconv=0) and of
  * the 1x1 stride-1 grad_weight GEMM (channel blocks with remainders, planes of 20 / 323 / 600
  * pixels: chunks, a tail chunk, a masked last vector) against the reference interpreter.  Small models whose strided convs follow a conv with weights (so
  * their grad_input is computed and reaches that conv's weight gradient): 3x3 / 1x1 / 5x5 /
@@ -104,13 +104,11 @@ int main(void) {
   /* the direct phase kernels without the per-tile weight pack (where neither the packed
    * phases of gen_train_pconv.c, test_codegen_train_phase.c, nor the pack apply: batch dy
    * over 2 MB); st_b's strides 3 and [2, 3] take the direct kernels anyway */
-  setenv("CNNC_TRAIN_NO_PHASE_PACK", "1", 1);
-  setenv("CNNC_TRAIN_NO_PHASE_PCONV", "1", 1);
+  ct_tune("train_phase_pack=0,train_phase_pconv=0");
   cgt_failures += run_yml("st_a_np", a_yml, 3);
   cgt_failures += run_yml("st_b_np", b_yml, 2);
   cgt_failures += run_yml("st_w_np", w_yml, 2);
-  unsetenv("CNNC_TRAIN_NO_PHASE_PCONV");
-  unsetenv("CNNC_TRAIN_NO_PHASE_PACK");
+  ct_tune("train_phase_pconv=1,train_phase_pack=1");
   cgt_cleanup_dir();
   if (cgt_failures) {
     fprintf(stderr, "%d failure(s)\n", cgt_failures);

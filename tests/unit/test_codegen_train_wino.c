@@ -4,7 +4,7 @@
  * padding 1 and 0 (grad_input of a pad-0 conv: a pad-2 view), channel counts not multiples of
  * 8 (remainder channel tiles, several channel blocks), a K-blocked input (more channels than
  * one panel holds), bias and conv + batchnorm + relu, batch 1 and 3.  Each model: the .so
- * must name the wino2 kernels (and not with CNNC_TRAIN_NO_WINOGRAD=1, nor convs with fewer
+ * must name the wino2 kernels (and not with tune train_winograd=0, nor convs with fewer
  * than 32 channels), then momentum steps with 1 and 2 threads vs ir_train_step (loss per
  * step, every state tensor incl. the momentum buffers = the gradients of step 1, 1e-4 as the
  * other training tests), 2 threads bitwise equal to 1, and the eval program vs the
@@ -66,9 +66,9 @@ int main(void) {
   cgt_failures += has_kinds("tw_a", a_yml, kw, 2);
   cgt_failures += has_kinds("tw_b", b_yml, kw, 2);
   cgt_failures += lacks_kind("tw_c", c_yml, "wino2");
-  setenv("CNNC_TRAIN_NO_WINOGRAD", "1", 1);
+  ct_tune("train_winograd=0");
   cgt_failures += lacks_kind("tw_a_off", a_yml, "wino2");
-  unsetenv("CNNC_TRAIN_NO_WINOGRAD");
+  ct_tune("train_winograd=1");
   cgt_failures += run_yml("tw_a", a_yml, 1);
   cgt_failures += run_yml("tw_a", a_yml, 3);
   cgt_failures += run_yml("tw_b", b_yml, 3);

@@ -4,12 +4,12 @@
  * grouped), the transposed tile epilogue (bias, BN, fused residual add and relu/swish,
  * remainder channel tiles, 1..P-pixel tiles), and kxk convs that keep the plane reads
  * (stride 1 and 2; short rows K-blocked over input channels or not; interior loops, borders,
- * odd maps; the tiles that load every tap's broadcasts and, under CNNC_VC_SHARED_TAPS, those
+ * odd maps; the tiles that load every tap's broadcasts and, under tune vc_shared_taps=1, those
  * that share them); batch 1 and 3, odd channel counts and maps.  Each case runs with 1 and 2 threads:
  * both must match the interpreter and be bitwise equal to each other.  The cases run for
  * the AVX2 target (V = 8: the unpack/shufps/vperm2f128 transpose), the SSE one (V = 4:
  * the perfect-shuffle transpose) and, where the CPU runs it, x86-64-v4 (V = 16, 24
- * accumulators); the strided 1x1 cases also with CNNC_VC_PACK_SCALAR=1 (panels packed lane
+ * accumulators); the strided 1x1 cases also with tune vc_pack_scalar=1 (panels packed lane
  * by lane instead of one contiguous load per run of pixels).  CNNC_TEST_QUICK=1 (CI's sanitizer
  * stage): each case on one of the targets (round robin, test_codegen_harness.h
  * cgt_quick_skip_home; the 16-lane tile cases, v16, on x86-64-v4 where this CPU runs it),
@@ -105,7 +105,7 @@ static void check_case(const vc_case *k, const cg_target *t, const char *pfx) {
   snprintf(so, sizeof so, "%s/vc%d.so", cgt_dir, counter++);
   cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     CGT_CHECK(0, "%s: compile failed: %s", label, d.msg);
     ir_graph_free(g);
     return;
@@ -159,15 +159,15 @@ int main(void) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     if (!cgt_quick_skip_home(i, 1, npass, cases[i].v16 ? 2 : -1)) check_case(&cases[i], &sse, "sse");
   /* the kxk tiles with broadcasts shared between taps (2/3 of the accumulator budget) */
-  setenv("CNNC_VC_SHARED_TAPS", "1", 1);
+  ct_tune("vc_shared_taps=1");
   for (size_t i = 0, j = 0; i < sizeof cases / sizeof *cases; i++)
     if (cases[i].k > 1 && !cgt_quick_skip(j++, 0, 2)) check_case(&cases[i], &avx2, "avx2 shared taps");
-  unsetenv("CNNC_VC_SHARED_TAPS");
+  ct_tune("vc_shared_taps=0");
   /* strided / sub input panels packed lane by lane (vc_pack_strided's A/B switch) */
-  setenv("CNNC_VC_PACK_SCALAR", "1", 1);
+  ct_tune("vc_pack_scalar=1");
   for (size_t i = 0, j = 0; i < sizeof cases / sizeof *cases; i++)
     if (cases[i].k == 1 && cases[i].s > 1 && !cgt_quick_skip(j++, 0, 2)) check_case(&cases[i], &avx2, "avx2 scalar pack");
-  unsetenv("CNNC_VC_PACK_SCALAR");
+  ct_tune("vc_pack_scalar=0");
   cg_target_dispose(&avx2);
   cg_target_dispose(&sse);
   /* 16 lanes, 32 registers (the 24-accumulator tiles, 48x8 sub tiles) where this CPU can run

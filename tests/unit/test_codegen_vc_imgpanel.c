@@ -5,8 +5,8 @@
  * rows (vc_w_pf_dist), the next-block weight prefetch spread over a block's tiles
  * (vc_w_spread: K-blocked 1x1 rows and 3x3 plane tiles) and the block-variant buffer pointer
  * of the K-blocked 1x1 rows (vc_kb_buf).  Each case is compiled with its route on (default)
- * and off (CNNC_NO_VC_IMG_PANEL=1 / CNNC_NO_VC_W_PREFETCH=1 / CNNC_NO_VC_W_SPREAD=1 /
- * CNNC_VC_KBUF_HOIST=1); the LLVM IR must show the route's mark (the per-row keys /
+ * and off (tune vc_img_panel=0 / tune vc_w_prefetch=0 / tune vc_w_spread=0 /
+ * tune vc_kbuf_hoist=1); the LLVM IR must show the route's mark (the per-row keys /
  * llvm.prefetch / the %wspf prefetches / the %kbuf_kb pointer) only when on; both builds run with 1 and 2 threads, must
  * match the interpreter, and the four outputs must be bitwise equal.  Cases: several blocks of channel tiles (rows revisited across blocks), batch 1
  * and 2-3 (a new image must re-gather every row), odd maps, channels not multiples of 8 (a
@@ -68,7 +68,8 @@ static ir_graph *case_graph(const ip_case *k) {
   return g;
 }
 
-static const char *const sw_env[4] = {"CNNC_NO_VC_IMG_PANEL", "CNNC_NO_VC_W_PREFETCH", "CNNC_NO_VC_W_SPREAD", "CNNC_VC_KBUF_HOIST"};
+static const char *const sw_off[4] = {"vc_img_panel=0", "vc_w_prefetch=0", "vc_w_spread=0", "vc_kbuf_hoist=1"};
+static const char *const sw_def[4] = {"vc_img_panel=1", "vc_w_prefetch=1", "vc_w_spread=1", "vc_kbuf_hoist=0"};
 static const char *const sw_mark[4] = {"vcpanel_keys", "@llvm.prefetch", "%wspf", "%kbuf_kb"};
 static const char *const sw_name[4] = {"image panel", "weight prefetch", "spread prefetch", "kbuf pointer"};
 
@@ -92,7 +93,7 @@ static int run_build(ir_graph *g, const cg_target *t, const char *label, const f
   snprintf(so, sizeof so, "%s/ip%d.so", cgt_dir, counter++);
   cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
   ir_diag d = {0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     CGT_CHECK(0, "%s: compile failed: %s", label, d.msg);
     return 1;
   }
@@ -132,9 +133,9 @@ static void check_case(const ip_case *k, const cg_target *t, const char *pfx, in
   float **ref = ir_interp(g, x, NULL);
   float *out[2][2] = {{NULL, NULL}, {NULL, NULL}}; /* [route off/on][threads - 1] */
   for (int on = 0; on <= 1; on++) {
-    if (!on) setenv(sw_env[k->sw], "1", 1);
-    if (k->sw == 1) setenv("CNNC_NO_VC_W_SPREAD", "1", 1); /* its mark: the other prefetches only */
-    if (k->k > 1) setenv("CNNC_VC_PLANE", "1", 1);            /* plane tiles whatever the L2 budget */
+    if (!on) ct_tune(sw_off[k->sw]);
+    if (k->sw == 1) ct_tune("vc_w_spread=0");  /* its mark: the other prefetches only */
+    if (k->k > 1) ct_tune("vc_plane_force=1"); /* plane tiles whatever the L2 budget */
     char l2[360];
     snprintf(l2, sizeof l2, "%s [%s %s]", label, sw_name[k->sw], on ? "on" : "off");
     int has = has_route(g, t, k->sw);
@@ -142,9 +143,8 @@ static void check_case(const ip_case *k, const cg_target *t, const char *pfx, in
      * conv (no image panel), but never shows the keys with the route off */
     CGT_CHECK(strict ? has == on : has >= 0 && has <= on, "%s: route's mark in the IR: %d, want %d", l2, has, on);
     int bad = run_build(g, t, l2, x, nx, out[on]);
-    unsetenv(sw_env[k->sw]);
-    unsetenv("CNNC_NO_VC_W_SPREAD");
-    unsetenv("CNNC_VC_PLANE");
+    ct_tune(sw_def[k->sw]);
+    ct_tune("vc_w_spread=1,vc_plane_force=0");
     if (bad) continue;
     for (int nth = 1; nth <= 2; nth++) {
       char l3[400];

@@ -1,11 +1,11 @@
 /* test_codegen_vc_plane.c — the K-blocked plane route of kxk channel-vector convs
  * (codegen/gen_conv_vc.c, kind conv2d_vcp: one work item per (image, channel tile) plane):
  * plane tiles (the plane as one row of compile-time pixel tiles spanning output rows, taps
- * outside the input dropped) and, under CNNC_NO_VC_PLANE_TILES, row tiles over the plane.
- * Each case is compiled three ways: plane tiles, plane rows (both forced with CNNC_VC_PLANE=1
+ * outside the input dropped) and, under tune vc_plane_tiles=0, row tiles over the plane.
+ * Each case is compiled three ways: plane tiles, plane rows (both forced with tune vc_plane_force=1
  * on these small shapes; the .so must name a conv2d_vcp kernel) and the row kernels
- * (CNNC_NO_VC_PLANE; no conv2d_vcp kernel); each runs with 1 and 2 threads against the
- * interpreter and bitwise 1 vs 2 threads.  With CNNC_NO_VC_SPLIT (no second accumulator set,
+ * (tune vc_plane=0; no conv2d_vcp kernel); each runs with 1 and 2 threads against the
+ * interpreter and bitwise 1 vs 2 threads.  With tune vc_split=0 (no second accumulator set,
  * every accumulator summed in (ci, ky, kx) order on every route) the three routes must also
  * be bitwise equal to each other.  Stride 1 and 2, padded and unpadded, odd maps and
  * channels (remainder tiles), several K blocks, batch 1 and 3, fused residual / swish; AVX2
@@ -77,7 +77,7 @@ static int so_has_plane(const char *path) {
   return found;
 }
 
-/* Compiles the case (one route, chosen by the environment), runs it with 1 and 2 threads
+/* Compiles the case (one route, chosen by the knobs: ct_tune), runs it with 1 and 2 threads
  * against the interpreter, checks 1 vs 2 threads bitwise and the route; the 1-thread output
  * is returned in out (ny floats, malloc'd; NULL on failure). */
 static float *run_case(const pl_case *k, const cg_target *t, const char *pfx, int want_plane, int64_t *ny_out) {
@@ -93,7 +93,7 @@ static float *run_case(const pl_case *k, const cg_target *t, const char *pfx, in
   cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
   ir_diag d = {0};
   float *y1 = NULL;
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     CGT_CHECK(0, "%s: compile failed: %s", label, d.msg);
     ir_graph_free(g);
     return NULL;
@@ -139,12 +139,12 @@ static void check_case(const pl_case *k, const cg_target *t, const char *tname, 
   int64_t ny = 0;
   static const char *route[3] = {"plane tiles", "plane rows", "row kernels"};
   for (int r = 0; r < 3; r++) {
-    setenv("CNNC_VC_PLANE", "1", 1);
-    if (r >= 1) setenv("CNNC_NO_VC_PLANE_TILES", "1", 1);
-    if (r == 2) setenv("CNNC_NO_VC_PLANE", "1", 1);
+    ct_tune("vc_plane_force=1");
+    if (r >= 1) ct_tune("vc_plane_tiles=0");
+    if (r == 2) ct_tune("vc_plane=0");
     snprintf(pfx, sizeof pfx, "%s%s %s", tname, nosplit ? " no split" : "", route[r]);
     y[r] = run_case(k, t, pfx, r < 2, &ny);
-    unsetenv("CNNC_VC_PLANE"), unsetenv("CNNC_NO_VC_PLANE_TILES"), unsetenv("CNNC_NO_VC_PLANE");
+    ct_tune("vc_plane_force=0,vc_plane_tiles=1,vc_plane=1");
   }
   if (nosplit && y[0] && y[1] && y[2]) {
     CGT_CHECK(memcmp(y[0], y[2], (size_t)ny * sizeof(float)) == 0, "%s: %s: plane tiles and row kernels not bitwise equal", tname, k->what);
@@ -164,9 +164,9 @@ int main(void) {
   }
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &avx2, "avx2", 0);
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &sse, "sse", 0);
-  setenv("CNNC_NO_VC_SPLIT", "1", 1);
+  ct_tune("vc_split=0");
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(&cases[i], &avx2, "avx2", 1);
-  unsetenv("CNNC_NO_VC_SPLIT");
+  ct_tune("vc_split=1");
   cg_target_dispose(&avx2);
   cg_target_dispose(&sse);
   cgt_cleanup_dir();

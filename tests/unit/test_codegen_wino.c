@@ -5,8 +5,8 @@
  * multiples of 8 (remainder channel tiles), input-channel blocks (K-blocked panels), several
  * channel blocks and row groups, batch 1 and 3, bias only, BN folded, relu fused or not, a
  * residual add fused (masked residual loads at the border).  Each case: the kernel must be
- * the expected one (wino2 / wino4 by the map-size rule, or as forced with CNNC_WINO_F4=1 /
- * CNNC_WINO_F2=1; none with CNNC_NO_WINOGRAD=1), 1 and 2 threads bitwise equal, the direct
+ * the expected one (wino2 / wino4 by the map-size rule, or as forced with tune wino_f4=1 /
+ * tune wino_f2=1; none with tune winograd=0), 1 and 2 threads bitwise equal, the direct
  * build's output within twice the tolerance, and for F4 cases the F2 build's output too.
  * Convs the route refuses (fewer than CG_WINO_MIN_C channels, stride 2) must compile to a
  * direct kernel and still match.  CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case on one
@@ -32,7 +32,7 @@ typedef struct wino_case {
   int n, cin, cout, h, w, s, pad; /* 3x3 convs */
   int epi;  /* 0 bias only, 1 bn + relu, 2 bn only, 3 bn + residual add + relu */
   int wino; /* 1: the route must take it */
-  int f4;   /* 1: compiled with CNNC_WINO_F4=1 (and compared with the CNNC_WINO_F2=1 build) */
+  int f4;   /* 1: compiled with tune wino_f4=1 (and compared with the tune wino_f2=1 build) */
   const char *what;
   int v16;  /* 1: a 16-lane planner case (wino_plan16): CNNC_TEST_QUICK keeps it on x86-64-v4 */
 } wino_case;
@@ -104,7 +104,7 @@ static ir_graph *case_graph(const wino_case *k) {
  * and 2 threads against the interpreter (bitwise equal to each other); returns the 1-thread
  * output (malloc'd) or NULL. */
 static float *run_case(const wino_case *k, ir_graph *g, const cg_target *t, const float *x, float **ref, int mode) {
-  static const char *tag[] = {"", " [CNNC_NO_WINOGRAD]", " [CNNC_WINO_F2]", " [CNNC_WINO_F4]"};
+  static const char *tag[] = {"", " [winograd=0]", " [wino_f2=1]", " [wino_f4=1]"};
   char label[300];
   snprintf(label, sizeof label, "%s%s (n%d %d->%d %dx%d s%d p%d epi%d)", k->what, tag[mode], k->n, k->cin, k->cout, k->h, k->w,
            k->s, k->pad, k->epi);
@@ -114,18 +114,16 @@ static float *run_case(const wino_case *k, ir_graph *g, const cg_target *t, cons
              : mode == RUN_F4                                                    ? 4
              : wide ? -1 : F4_DEFAULT(ys) ? 4 : 2; /* -1: wino2 or wino4 */
   double tol = want == 2 ? TOL : TOL4;
-  if (mode == RUN_DIRECT) setenv("CNNC_NO_WINOGRAD", "1", 1);
-  if (mode == RUN_F2) setenv("CNNC_WINO_F2", "1", 1);
-  if (mode == RUN_F4) setenv("CNNC_WINO_F4", "1", 1);
+  if (mode == RUN_DIRECT) ct_tune("winograd=0");
+  if (mode == RUN_F2) ct_tune("wino_f2=1");
+  if (mode == RUN_F4) ct_tune("wino_f4=1");
   static int counter;
   char so[512];
   snprintf(so, sizeof so, "%s/wino%d.so", cgt_dir, counter++);
   cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
   ir_diag d = {0};
-  int rc = cg_compile(g, t, &o, &d);
-  unsetenv("CNNC_NO_WINOGRAD");
-  unsetenv("CNNC_WINO_F2");
-  unsetenv("CNNC_WINO_F4");
+  int rc = cg_compile(ct_g(g), t, &o, &d);
+  ct_tune("winograd=1,wino_f2=0,wino_f4=0");
   if (rc) {
     CGT_CHECK(0, "%s: compile failed: %s", label, d.msg);
     return NULL;

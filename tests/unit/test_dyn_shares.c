@@ -1,6 +1,6 @@
 /* test_dyn_shares.c — dynamic shares of inference entries (codegen/cg_main.c, docs/runtime.md
  * "Dynamic shares"): small conv chains with an odd and an even number of dynamic ops, batch 1
- * and 3, compiled with the default (4 parts per thread) and with CNNC_DYN_PARTS=1 (the static
+ * and 3, compiled with the default (4 parts per thread) and with tune dyn_parts=1 (the static
  * split).  The dynamic build must reserve its counters (larger scratch), match the
  * interpreter and be bitwise the static build on 1, 2, 3 and 8 threads of the test harness
  * (NaN-filled scratch: the entry zeroes its counters itself), and through libcnnrt on 2, 5, 8
@@ -49,12 +49,11 @@ typedef struct built {
 
 static int build(ir_graph *g, const cg_target *t, const char *stem, const char *parts, built *b) {
   snprintf(b->so, sizeof b->so, "%s/%s.so", cgt_dir, stem);
-  if (parts) setenv("CNNC_DYN_PARTS", parts, 1);
-  else unsetenv("CNNC_DYN_PARTS");
+  ct_tune(parts ? parts : "dyn_parts=4");
   cg_options o = {b->so, NULL, stem, "{}", 2, 0};
   ir_diag d = {0};
-  int rc = cg_compile(g, t, &o, &d);
-  unsetenv("CNNC_DYN_PARTS");
+  int rc = cg_compile(ct_g(g), t, &o, &d);
+  ct_tune("dyn_parts=4");
   if (rc) {
     ir_diag_print(&d, stderr);
     return 1;
@@ -116,13 +115,13 @@ int main(void) {
     snprintf(label, sizeof label, "batch %d, %d dynamic convs", cases[ci].n, cases[ci].n_dyn);
     ir_graph *g = chain(cases[ci].n, cases[ci].n_dyn);
     built dyn = {0}, st = {0};
-    if (build(g, &t, "dyn", NULL, &dyn) || build(g, &t, "static", "1", &st)) {
+    if (build(g, &t, "dyn", NULL, &dyn) || build(g, &t, "static", "dyn_parts=1", &st)) {
       CGT_CHECK(0, "%s: compile/open failed", label);
       ir_graph_free(g);
       continue;
     }
     CGT_CHECK(dyn.m->shards[0].scratch_bytes > st.m->shards[0].scratch_bytes,
-              "%s: no counters reserved (scratch %lld vs static %lld): CNNC_DYN_PARTS changes nothing", label,
+              "%s: no counters reserved (scratch %lld vs static %lld): dyn_parts changes nothing", label,
               (long long)dyn.m->shards[0].scratch_bytes, (long long)st.m->shards[0].scratch_bytes);
     int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
     int nb = 24;

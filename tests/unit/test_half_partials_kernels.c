@@ -17,7 +17,7 @@
  *     (gen_conv_vc.c: partial sums in a buffer between blocks of input channels; the block is
  *     recorded on the graph): compiled (1 and 2 threads) vs ir_interp with the same rounding,
  *     and the conv output's error against f32 partials (printed, > 0, bounded).  The K-blocked
- *     row is forced with CNNC_NO_BF16=1: on an avx512bf16 target (cg_bf16_dot) bf16 takes the
+ *     row is forced with tune bf16=0: on an avx512bf16 target (cg_bf16_dot) bf16 takes the
  *     vdpbf16ps kernel (gen_conv_bf16.c), whose whole K sum stays in f32 registers; that
  *     default route is checked too: no K block, no rounding, where the target has it.
  * Set CNNC_HALF_PARTIALS_JSON=FILE to append the per-place figures as JSON lines. */
@@ -91,7 +91,7 @@ static ir_graph *build(const char *yml, const char *const (*kv)[2], int nkv, con
     if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), NULL;
   ir_graph *g = fe_load(yml, &o, &d);
   if (!g) return ir_diag_print(&d, stderr), NULL;
-  if (cnnc_build_model(g, &o, so, NULL, 0, &d)) {
+  if (cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d)) {
     ir_diag_print(&d, stderr);
     ir_graph_free(g);
     return NULL;
@@ -291,21 +291,21 @@ static int host_bf16_dot(void) {
   cg_target t;
   ir_diag d = {0};
   if (cg_target_init(&t, "", "", "", &d)) return ir_diag_print(&d, stderr), 0;
-  int dot = cg_bf16_dot(&t) != 0;
+  int dot = cg_bf16_dot(&t, &ct_tuning) != 0 /* the knobs build() compiled with */;
   cg_target_dispose(&t);
   return dot;
 }
 
-/* row: force the K-blocked row (CNNC_NO_BF16=1, which only bf16 needs); else the default route. */
+/* row: force the K-blocked row (tune bf16=0, which only bf16 needs); else the default route. */
 static void kblock_case(const char *half, const char *yml, FILE *json, int row) {
   char so[512];
   snprintf(so, sizeof so, "%s/kb_%s.so", cgt_dir, half);
   const char *const kv[][2] = {{"batch-size", "2"}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", half},
                                {"available-memory-proportion", "0.1"}, {"enable-half-partials", "1"},
                                {"target-cache", "1M,2M"}}; /* the blocking the checks expect, on any host */
-  if (row) setenv("CNNC_NO_BF16", "1", 1);
+  if (row) ct_tune("bf16=0");
   ir_graph *g = build(yml, kv, 7, so);
-  unsetenv("CNNC_NO_BF16");
+  ct_tune("bf16=1");
   if (!g) {
     cgt_failures++;
     return;

@@ -1,6 +1,6 @@
 /* test_half_partials_storage.c — --enable-half-partials keeps the gradient accumulators in
  * 16 bits (docs/precision.md "Half partials"): fmnist_cnn batch 8, 16.32, momentum, compiled
- * with 16-bit accumulators and with CNNC_HALF_PARTIALS_F32=1 (f32 slices rounded to the
+ * with 16-bit accumulators and with tune half_partials_f32=1 (f32 slices rounded to the
  * 16-bit grid at every store, the previous storage), from the same initial weights and data:
  *  - the accumulators are bf16 / fp16 state slices of 2 bytes per element (f32: 4);
  *  - after 3 updates every param and momentum element is bitwise equal to the f32-storage
@@ -33,10 +33,9 @@ static int build(const char *half, const char *ga, const char *rep, int f32_stor
   ir_graph *g = fe_load(path, &o, &d);
   if (!g) return ir_diag_print(&d, stderr), -1;
   snprintf(so, 512, "%s/%s", cgt_dir, so_name);
-  if (f32_storage) setenv("CNNC_HALF_PARTIALS_F32", "1", 1);
-  else unsetenv("CNNC_HALF_PARTIALS_F32");
-  int rc = cnnc_build_model(g, &o, so, NULL, 0, &d);
-  unsetenv("CNNC_HALF_PARTIALS_F32");
+  ct_tune(f32_storage ? "half_partials_f32=1" : "half_partials_f32=0");
+  int rc = cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d);
+  ct_tune("half_partials_f32=0");
   if (rc) ir_diag_print(&d, stderr);
   ir_graph_free(g);
   return rc;

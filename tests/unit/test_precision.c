@@ -65,7 +65,7 @@ static int check_round16(const cg_target *t, int fmt, int n) {
   char so[512];
   snprintf(so, sizeof so, "%s/r16_%d_%d.so", cgt_dir, fmt, n);
   cg_options o = {so, NULL, "r16", "{}", 2, 0};
-  if (cg_compile(g, t, &o, &d)) return ir_diag_print(&d, stderr), ir_graph_free(g), 1;
+  if (cg_compile(ct_g(g), t, &o, &d)) return ir_diag_print(&d, stderr), ir_graph_free(g), 1;
   void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   const cnnc_abi_model *m = h ? dlsym(h, CNNC_ABI_SYMBOL) : NULL;
   int bad = 0;
@@ -409,7 +409,7 @@ static void test_training(void) {
   CGT_CHECK(n_bwd16 > 0, "no rounded gradients (bwd/.../round16) in the training graph");
   char so[512];
   snprintf(so, sizeof so, "%s/train16.so", cgt_dir);
-  if (cnnc_build_model(gc, &o, so, NULL, 0, &d)) {
+  if (cnnc_build_model(ct_g(gc), &o, so, NULL, 0, &d)) {
     ir_diag_print(&d, stderr);
     cgt_failures++;
     return;
@@ -523,7 +523,7 @@ static void test_errors(void) {
   snprintf(so, sizeof so, "%s/nof16c.so", cgt_dir);
   cg_options o = {so, NULL, "r16", "{}", 2, 0};
   memset(&d, 0, sizeof d);
-  CGT_CHECK(cg_compile(h, &sse, &o, &d) != 0 && strstr(d.msg, "F16C"), "fp16 without F16C: got '%s'", d.msg);
+  CGT_CHECK(cg_compile(ct_g(h), &sse, &o, &d) != 0 && strstr(d.msg, "F16C"), "fp16 without F16C: got '%s'", d.msg);
   unlink(so);
   ir_graph_free(h);
   cg_target_dispose(&sse);

@@ -41,7 +41,7 @@ static int build(const char *const (*kv)[2], int nkv, const char *so_name, char 
   ir_graph *g = fe_load(path, &o, &d);
   if (!g) return ir_diag_print(&d, stderr), -1;
   snprintf(so, 512, "%s/%s", cgt_dir, so_name);
-  int rc = cnnc_build_model(g, &o, so, NULL, 0, &d);
+  int rc = cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d);
   if (rc) ir_diag_print(&d, stderr);
   if (passed && !rc) *passed = g; /* the graph after the passes (cg_build_model runs them in place) */
   else ir_graph_free(g);

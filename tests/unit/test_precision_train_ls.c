@@ -29,7 +29,7 @@ static int build(const char *const (*kv)[2], int nkv, const char *so_name, char 
   ir_graph *g = fe_load(path, &o, &d);
   if (!g) return ir_diag_print(&d, stderr), -1;
   snprintf(so, 512, "%s/%s", cgt_dir, so_name);
-  int rc = cnnc_build_model(g, &o, so, NULL, 0, &d);
+  int rc = cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d);
   if (rc) ir_diag_print(&d, stderr);
   ir_graph_free(g);
   return rc;

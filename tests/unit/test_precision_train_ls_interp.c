@@ -107,7 +107,7 @@ static void run_case(const char *path, int half_partials) {
       return;
     }
   ir_graph *g = fe_load(path, &o, &d);
-  if (!g || cnnc_build_model(g, &o, so, NULL, 0, &d)) {
+  if (!g || cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d)) {
     ir_diag_print(&d, stderr);
     cgt_failures++;
     ir_graph_free(g);

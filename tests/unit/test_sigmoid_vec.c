@@ -63,7 +63,7 @@ static void run(const cg_target *t, const char *label, const float *x, int64_t n
   char so[512];
   snprintf(so, sizeof so, "%s/%s.so", cgt_dir, label);
   cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
-  if (cg_compile(g, t, &o, &d)) {
+  if (cg_compile(ct_g(g), t, &o, &d)) {
     fprintf(stderr, "  %s: compile failed: ", label);
     ir_diag_print(&d, stderr);
     cgt_failures++;

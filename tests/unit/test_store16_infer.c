@@ -5,7 +5,7 @@
  * pool, dense) and an MBConv model (depthwise 3x3 / 5x5 s1 and s2, squeeze-excite, swish,
  * residual adds), --precision 16.16, bf16 and fp16, compiled through cg_build_model (the
  * driver's hook) for x86-64-v3 (and on a host with other kernels, such as AVX-512's, for the
- * host too: there the values only) with and without CNNC_NO_STORE16:
+ * host too: there the values only) with and without tune store16=0:
  *  - the pass stored values in 16 bits (16-bit dtypes in the graph, a 16-bit conv epilogue
  *    store and a 16-bit maxpool in the ResNet-ish model), the model's input and outputs stay
  *    f32 at the ABI;
@@ -42,10 +42,9 @@ static int build(built *b, const char *model, const char *half, int store16, int
     if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), -1;
   b->g = fe_load(path, &o, &d);
   if (!b->g) return ir_diag_print(&d, stderr), -1;
-  if (store16) unsetenv("CNNC_NO_STORE16");
-  else setenv("CNNC_NO_STORE16", "1", 1);
-  int rc = cnnc_build_model(b->g, &o, b->so, NULL, 0, &d);
-  unsetenv("CNNC_NO_STORE16");
+  ct_tune(store16 ? "store16=1" : "store16=0");
+  int rc = cnnc_build_model(ct_g(b->g), &o, b->so, NULL, 0, &d);
+  ct_tune("store16=1");
   if (rc) return ir_diag_print(&d, stderr), -1;
   b->h = dlopen(b->so, RTLD_NOW | RTLD_LOCAL);
   if (!b->h) return fprintf(stderr, "dlopen: %s\n", dlerror()), -1;
@@ -104,7 +103,7 @@ static void check_model(const char *model, const char *half, int batch, const ch
   int f16 = 0;
   for (int v = 0; v < f.g->n_values; v++) f16 += f.g->values[v].kind == IR_VAL_ACT && f.g->values[v].dtype != IR_F32;
   CGT_CHECK(!strict || (n16 > 0 && conv_out16 > 0), "%s: %d values, %d conv results stored in 16 bits", label, n16, conv_out16);
-  CGT_CHECK(f16 == 0, "%s: CNNC_NO_STORE16=1 still stored %d values in 16 bits", label, f16);
+  CGT_CHECK(f16 == 0, "%s: store16=0 still stored %d values in 16 bits", label, f16);
   if (strict && !strcmp(model, "resnetish")) CGT_CHECK(pool16 == 1, "%s: the maxpool does not write 16 bits", label);
   for (int i = 0; i < s.m->n_tensors; i++)
     CGT_CHECK(s.m->tensors[i].dtype == CNNC_ABI_F32, "%s: ABI tensor %s is not f32", label, s.m->tensors[i].name);
@@ -153,23 +152,22 @@ static int bf16_kernels(const cnnc_abi_model *m, const char *part, const char **
   return k;
 }
 
-/* The bf16 route's 16-bit operands (gen_conv_bf16.c, emulated on x86-64-v3: CNNC_BF16_EMULATE=1):
+/* The bf16 route's 16-bit operands (gen_conv_bf16.c, emulated on x86-64-v3: tune bf16_emulate=1):
  * resnetish bf16 at batch 3, its 1x1 convs on the route read x (the maxpool's result too),
  * read the identity residual and write their results in bf16; bf16kxk (kxk = 1: 64-channel
  * 3x3 s1 / s2 and 1x1 s2 convs on the route's row-segment panels) at batch 1, and at batch 2
- * with CNNC_BF16_SPAN=1 (panels across images), those read x in bf16 too.  The logits are bitwise those of f32 storage (CNNC_NO_STORE16=1) and of
- * CNNC_BF16_NO_IO16=1 (the route on f32 operands, the maxpool's readers still on it), with 1
+ * with tune bf16_span_force=1 (panels across images), those read x in bf16 too.  The logits are bitwise those of f32 storage (tune store16=0) and of
+ * tune bf16_io16=0 (the route on f32 operands, the maxpool's readers still on it), with 1
  * and 2 threads. */
 static void check_bf16_route(const char *model, int batch, int kxk) {
   built s = {0}, f = {0}, o = {0};
   char label[96];
   snprintf(label, sizeof label, "%s bf16 emulated route x86-64-v3", model);
-  setenv("CNNC_BF16_EMULATE", "1", 1);
+  ct_tune("bf16_emulate=1");
   int rc = build(&s, model, "bf16", 1, batch, "x86-64-v3") || build(&f, model, "bf16", 0, batch, "x86-64-v3");
-  setenv("CNNC_BF16_NO_IO16", "1", 1);
+  ct_tune("bf16_io16=0");
   rc = rc || build(&o, model, "bf16", 1, batch, "x86-64-v3");
-  unsetenv("CNNC_BF16_NO_IO16");
-  unsetenv("CNNC_BF16_EMULATE");
+  ct_tune("bf16_io16=1,bf16_emulate=0");
   CGT_CHECK(!rc, "%s: build failed", label);
   if (!rc) {
     const char *pr = "", *pro = "";
@@ -182,7 +180,7 @@ static void check_bf16_route(const char *model, int batch, int kxk) {
               nb, x16, o16, r16);
     if (!kxk) {
       CGT_CHECK(strstr(pr, "_x16_") && strstr(pr, "_bf16emu"), "%s: the maxpool's reader is %s", label, pr);
-      CGT_CHECK(strstr(pro, "_bf16emu") && !strstr(pro, "_x16"), "%s: CNNC_BF16_NO_IO16=1: maxpool reader %s", label, pro);
+      CGT_CHECK(strstr(pro, "_bf16emu") && !strstr(pro, "_x16"), "%s: bf16_io16=0: maxpool reader %s", label, pro);
     } else {
       int k[3] = {0, 0, 0}; /* kxk kernels on the route reading x in bf16: 3x3 s1, 3x3 s2, 1x1 s2 */
       const char *kk[3] = {"conv2d_3x3s1_", "conv2d_3x3s2_", "conv2d_1x1s2_"};
@@ -193,21 +191,21 @@ static void check_bf16_route(const char *model, int batch, int kxk) {
         }
       CGT_CHECK(k[0] == 1 && k[1] == 1 && k[2] == 1, "%s: kxk kernels reading bf16: 3x3 s1 %d, 3x3 s2 %d, 1x1 s2 %d", label, k[0],
                 k[1], k[2]);
-      int span = 0; /* CNNC_BF16_SPAN=1: all 5 convs span the batch (flat 1x1s and the fused add's 3x3 s2 too) */
+      int span = 0; /* tune bf16_span_force=1: all 5 convs span the batch (flat 1x1s and the fused add's 3x3 s2 too) */
       for (int i = 0; i < s.m->shards[0].n_ops; i++) {
         const char *kn = s.m->shards[0].kernel_names[i];
         span += strstr(kn, "_span_") && strstr(kn, "_x16_");
       }
-      CGT_CHECK(span == (batch > 1 && cg_env_on("CNNC_BF16_SPAN") ? 5 : 0), "%s: %d spanned kernels reading bf16", label, span);
+      CGT_CHECK(span == (batch > 1 && ct_tuning.bf16_span_force ? 5 : 0), "%s: %d spanned kernels reading bf16", label, span);
     }
-    CGT_CHECK(io_off == 0, "%s: CNNC_BF16_NO_IO16=1: %d bf16 convs on 16-bit operands", label, io_off);
+    CGT_CHECK(io_off == 0, "%s: bf16_io16=0: %d bf16 convs on 16-bit operands", label, io_off);
     const ir_value *xv = &s.g->values[s.g->input];
     int64_t nx = ir_shape_numel(&xv->shape), ny = ir_shape_numel(&s.g->values[s.g->outputs[0]].shape);
     float *x = malloc((size_t)nx * sizeof *x);
     for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-2.0f, 2.0f);
     float *ys1 = run(s.m, x, nx, 1), *ys2 = run(s.m, x, nx, 2), *yf = run(f.m, x, nx, 2), *yo = run(o.m, x, nx, 1);
     CGT_CHECK(!memcmp(ys1, yf, (size_t)ny * 4), "%s: 16-bit storage logits differ from f32 storage's", label);
-    CGT_CHECK(!memcmp(ys1, yo, (size_t)ny * 4), "%s: logits differ from CNNC_BF16_NO_IO16=1's", label);
+    CGT_CHECK(!memcmp(ys1, yo, (size_t)ny * 4), "%s: logits differ from bf16_io16=0's", label);
     CGT_CHECK(!memcmp(ys1, ys2, (size_t)ny * 4), "%s: 1 vs 2 threads differ", label);
     free(x), free(ys1), free(ys2), free(yf), free(yo);
   }
@@ -225,7 +223,8 @@ int main(void) {
   cg_target host;
   ir_diag d = {0};
   if (cg_target_init(&host, NULL, NULL, NULL, &d)) return ir_diag_print(&d, stderr), 1;
-  int same = host.vec_f32 == 8 && !cg_bf16_dot(&host);
+  ct_tune_reset();
+  int same = host.vec_f32 == 8 && !cg_bf16_dot(&host, &ct_tuning);
   cg_target_dispose(&host);
   /* CNNC_TEST_QUICK=1 (CI's sanitizer stage): each model and each half type once, x86-64-v3
    * (resnetish fp16 also runs there in test_codegen_flat's 16-bit check), the host once */
@@ -236,9 +235,9 @@ int main(void) {
   check_model("dwse", "fp16", 2, "x86-64-v3", 1);
   check_bf16_route("resnetish", 3, 0);
   check_bf16_route("bf16kxk", 1, 1);
-  setenv("CNNC_BF16_SPAN", "1", 1); /* pixel vectors across the batch's images (span_plan) on bf16 x */
+  ct_tune("bf16_span_force=1"); /* pixel vectors across the batch's images (span_plan) on bf16 x */
   check_bf16_route("bf16kxk", 2, 1);
-  unsetenv("CNNC_BF16_SPAN");
+  ct_tune("bf16_span_force=0");
   if (!same) { /* resnetish fp16 left out: its 5-10 s AVX-512 compiles (channel-vector kernels) */
     if (!quick) check_model("resnetish", "bf16", 3, NULL, 0);
     check_model("dwse", "bf16", 3, NULL, 0);

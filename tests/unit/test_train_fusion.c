@@ -9,7 +9,7 @@
  * branch); r3's relu_grad takes the add of c4's and c5's input gradients (r3 feeds both).  A small residual CNN with batchnorms and three max pools (3x3 stride 2 pad 1 on a
  * 37-wide map: vectors, a scalar tail and clipped borders; 3x3 stride 1; 2x2 with ceil_mode: a
  * clipped right column) is compiled three ways: default (fused, vector maxpool_grad),
- * CNNC_NO_TRAIN_FUSION=1 CNNC_TRAIN_SCALAR_MAXPOOL_GRAD=1 (the previous kernels) and default
+ * tune train_fusion=0,train_scalar_maxpool_grad=1 (the previous kernels) and default
  * again run with 2 threads.  Each trains 3 steps on the same random batches: losses and every
  * state tensor within 1e-4 of ir_train_step, the three models' states bitwise equal (the fused
  * kernels keep the unfused rounding: a fused add computed as fma(x - mean, k0, beta + res)
@@ -61,14 +61,8 @@ static ir_graph *load(fe_options *o, const char *momentum) {
   return tct_load(model_path, kv, 5, o);
 }
 
-static void set_env(int unfused) {
-  if (unfused) {
-    setenv("CNNC_NO_TRAIN_FUSION", "1", 1);
-    setenv("CNNC_TRAIN_SCALAR_MAXPOOL_GRAD", "1", 1);
-  } else {
-    unsetenv("CNNC_NO_TRAIN_FUSION");
-    unsetenv("CNNC_TRAIN_SCALAR_MAXPOOL_GRAD");
-  }
+static void set_tune(int unfused) {
+  ct_tune(unfused ? "train_fusion=0,train_scalar_maxpool_grad=1" : "train_fusion=1,train_scalar_maxpool_grad=0");
 }
 
 /* Nonzero when the file at path contains the string s (the kernel symbols the .so's
@@ -100,9 +94,9 @@ static cnnrt_model *variant(int unfused, int threads, const char *label, int *ba
   cnnrt_options ro;
   cnnrt_options_init(&ro);
   ro.threads_per_shard = threads;
-  set_env(unfused);
+  set_tune(unfused);
   cnnrt_model *m = tct_build(gr, gc, &o, "momentum", so, &ro, label);
-  set_env(0);
+  set_tune(0);
   if (!m) {
     (*bad)++;
     return NULL;

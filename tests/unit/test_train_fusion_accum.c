@@ -3,7 +3,7 @@
  * see train_pipeline_common.h: the batchnorm model with a residual add (b1 + relu, b2 + add +
  * relu forward; backward, r1's relu_grad takes the add of c2's input gradient and the join's,
  * since the batchnorm backward groups, whose dgamma / dbeta outputs are gradients, are not
- * made with accumulation) trained fused and with CNNC_NO_TRAIN_FUSION=1: ga 2 x batch 8, 2
+ * made with accumulation) trained fused and with tune train_fusion=0: ga 2 x batch 8, 2
  * replicas x batch 8 and 2 shards interleaved x ga 4 give bitwise the same weights, running
  * statistics and losses both ways; the fused .so has the fused kernels and no
  * batchnorm_grad_fused, the unfused one none of them. */
@@ -31,7 +31,7 @@ static int kernels(const char *label, const char *const *kv, int n_kv, int batch
   ir_graph *g = fe_load(model_path, &o, &d);
   char so[600];
   snprintf(so, sizeof so, "%s/fusion_accum.so", cgt_dir);
-  if (!g || cnnc_build_model(g, &o, so, NULL, 0, &d)) {
+  if (!g || cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d)) {
     fprintf(stderr, "  %s: compile failed: ", label);
     ir_diag_print(&d, stderr);
     if (g) ir_graph_free(g);
@@ -51,11 +51,11 @@ static int both_ways(const char *label, const char *const *kv, int n_kv, int bat
   char l[200];
   result a, b;
   int bad = kernels(label, kv, n_kv, batch, 1);
-  setenv("CNNC_NO_TRAIN_FUSION", "1", 1);
+  ct_tune("train_fusion=0");
   bad += kernels(label, kv, n_kv, batch, 0);
   snprintf(l, sizeof l, "%s, unfused", label);
   bad += train(l, kv, n_kv, batch, &b);
-  unsetenv("CNNC_NO_TRAIN_FUSION");
+  ct_tune("train_fusion=1");
   snprintf(l, sizeof l, "%s, fused", label);
   bad += train(l, kv, n_kv, batch, &a);
   snprintf(l, sizeof l, "%s: fused vs unfused (bitwise)", label);

@@ -4,6 +4,8 @@
 #ifndef TRAIN_CASE_CHECK_H
 #define TRAIN_CASE_CHECK_H
 
+#include "ct_tune.h"
+
 static ir_graph *load_case(const char *path, int batch, fe_options *o) {
   ir_diag d = {0};
   fe_options_init(o);
@@ -51,7 +53,7 @@ static int run_case(const char *name, const char *path, int batch) {
   ir_diag d = {0};
   pass_optim_cfg cfg = {0};
   cfg.optimizer = "momentum", cfg.momentum = (float)o.momentum, cfg.loss_scale = 1.0f;
-  if (!gc || !gr || pass_autodiff(gr, 1.0f, &d) < 0 || pass_optimizer(gr, &cfg, &d) < 0 || cnnc_build_model(gc, &o, so, NULL, 0, &d)) {
+  if (!gc || !gr || pass_autodiff(gr, 1.0f, &d) < 0 || pass_optimizer(gr, &cfg, &d) < 0 || cnnc_build_model(ct_g(gc), &o, so, NULL, 0, &d)) {
     fprintf(stderr, "  %s batch %d: setup failed: ", name, batch);
     ir_diag_print(&d, stderr);
     if (gc) ir_graph_free(gc);

@@ -11,6 +11,7 @@
 #include "frontend/fe.h"
 #include "ir/grad_train.h"
 #include "runtime/cnnrt.h"
+#include "ct_tune.h"
 #include "test_codegen_harness.h"
 
 /* The model at path loaded with the compile options kv[0..n) (name, value) set on o; NULL (with
@@ -48,7 +49,7 @@ static cnnrt_model *tct_build(ir_graph *gr, ir_graph *gc, const fe_options *o, c
     ir_diag_print(&d, stderr);
     return NULL;
   }
-  if (cnnc_build_model(gc, o, so, NULL, 0, &d)) {
+  if (cnnc_build_model(ct_g(gc), o, so, NULL, 0, &d)) {
     fprintf(stderr, "  %s: compile failed: ", label);
     ir_diag_print(&d, stderr);
     return NULL;

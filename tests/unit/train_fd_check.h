@@ -3,6 +3,8 @@
 #ifndef TRAIN_FD_CHECK_H
 #define TRAIN_FD_CHECK_H
 
+#include "ct_tune.h"
+
 /* Interpreter loss of g on (x, labels). */
 static float interp_loss(ir_graph *g, const float *x, const float *labels) {
   float **vals = ir_interp(g, x, labels);
@@ -24,7 +26,7 @@ static int fd_case(const char *name, const char *yml, int batch) {
   ir_graph *gc = load_case(path, batch, &o), *gf = load_case(path, batch, &o);
   ir_diag d = {0};
   cnnrt_model *m = NULL;
-  if (!gc || !gf || cnnc_build_model(gc, &o, so, NULL, 0, &d) || cnnrt_open(so, NULL, &m) != CNNRT_OK ||
+  if (!gc || !gf || cnnc_build_model(ct_g(gc), &o, so, NULL, 0, &d) || cnnrt_open(so, NULL, &m) != CNNRT_OK ||
       cnnrt_set_threads(m, -1, 2) != CNNRT_OK) {
     fprintf(stderr, "  %s fd: setup failed: %s\n", name, cnnrt_last_error());
     ir_diag_print(&d, stderr);

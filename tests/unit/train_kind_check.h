@@ -4,6 +4,8 @@
 #ifndef TRAIN_KIND_CHECK_H
 #define TRAIN_KIND_CHECK_H
 
+#include "ct_tune.h"
+
 /* Compiles yml for training and checks that the .so names every kernel kind in want (present)
  * or none of them (!present); the descriptor holds each kernel's kind string. */
 static int check_kinds(const char *name, const char *yml, const char *const *want, int n_want, int present) {
@@ -15,7 +17,7 @@ static int check_kinds(const char *name, const char *yml, const char *const *wan
   fe_options o;
   ir_graph *g = load_case(path, 2, &o);
   ir_diag d = {0};
-  int bad = !g || cnnc_build_model(g, &o, so, NULL, 0, &d);
+  int bad = !g || cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d);
   if (bad) ir_diag_print(&d, stderr);
   char *buf = NULL;
   long len = 0;

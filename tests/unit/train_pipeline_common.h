@@ -22,6 +22,7 @@
 #include "frontend/fe.h"
 #include "ir/grad_train.h"
 #include "runtime/cnnrt.h"
+#include "ct_tune.h"
 #include "test_codegen_harness.h"
 
 enum { STEPS = 3, TOTAL = 16, MAXP = 16 };
@@ -113,7 +114,7 @@ static int train(const char *label, const char *const *kv, int n_kv, int batch, 
   }
   char so[600];
   snprintf(so, sizeof so, "%s/pipe.so", cgt_dir);
-  if (cnnc_build_model(g, &o, so, NULL, 0, &d)) {
+  if (cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d)) {
     fprintf(stderr, "  %s: compile failed: ", label);
     ir_diag_print(&d, stderr);
     ir_graph_free(g);
