@@ -59,7 +59,7 @@ static LLVMValueRef value_ptr(cg_ctx *c, const cg_layout *L, int s, int v, LLVMV
  * entry's start zeroes it too, published by the barrier before the first dynamic op, which
  * is why kernel 0 stays static).  tune dyn_parts=1 keeps the static
  * split (A/B); =N sets the parts per thread.  nthreads above DYN_MAX_THREADS runs static.
- * 1x1 convs stay static (tune dyn_1x1=1 makes them dynamic too): a flat conv's tile split is
+ * 1x1 convs stay static: a flat conv's tile split is
  * balanced to a channel tile already, and cut finer it reads the input once per tile part
  * (ResNet-50 b1 layer1/layer2 conv3s 0.85-0.93x per CPU-second with 4 parts).  Micro-batches
  * of DYN_MAX_BATCH images or more stay static too (ResNet-50 b16: 48.4 vs 47.7 img/s). */
@@ -83,7 +83,7 @@ static int dyn_plan(const cg_layout *L, int s, int *set) {
     const cg_kernel *k = &L->k[sp->first_k + i];
     const ir_node *an = &L->g->nodes[k->anchor];
     int one = an->op == IR_OP_conv2d && an->attr.conv2d.kernel[0] * an->attr.conv2d.kernel[1] == 1;
-    if (k->flops >= DYN_MIN_FLOPS && (!one || ir_tune(L->g)->dyn_1x1)) set[i] = J++ % 2;
+    if (k->flops >= DYN_MIN_FLOPS && !one) set[i] = J++ % 2;
   }
   if (J < 2) {
     for (int i = 0; i < sp->n_k; i++) set[i] = -1;

@@ -19,11 +19,9 @@
 
 /* Each stack panel (transformed inputs, GEMM results) at most this big. */
 #define TW_PANEL_BYTES (192 * 1024)
-/* A block's transformed weights at most this big (tune train_wino_u_kb at compile time
- * overrides it, for measurements): fewer, wider blocks transform the inputs fewer times. */
+/* A block's transformed weights at most this big (U lives in the kernel's frame): fewer,
+ * wider blocks transform the inputs fewer times. */
 #define TW_U_BYTES (1024 * 1024)
-/* tune train_wino_u_kb (measurements) is capped here: U lives in the kernel's frame. */
-#define TW_U_MAX_BYTES (8 * 1024 * 1024)
 #define TW_TB_MAX 64 /* tile slots per item at most (a single tile row may be wider) */
 
 typedef struct twplan {
@@ -75,8 +73,6 @@ static int tw_plan(cg_ctx *c, const int64_t *xd, const int64_t *yd, int pt, int 
   p->nkb = tw_cdiv(p->cin, kbmax), p->kb = tw_cdiv(p->cin, p->nkb), p->vxs = p->kb * p->tb + p->V;
   p->nct = tw_cdiv(p->cout, p->R);
   int64_t ubytes = TW_U_BYTES;
-  if (cg_tune(c)->train_wino_u_kb > 0) ubytes = (int64_t)cg_tune(c)->train_wino_u_kb * 1024;
-  if (ubytes > TW_U_MAX_BYTES) ubytes = TW_U_MAX_BYTES; /* a stack buffer: kernels do not probe their frames */
   int64_t cbmax = TW_PANEL_BYTES / (64 * p->tb * p->R), ubmax = ubytes / (64 * p->kb * p->nkb * p->R);
   if (ubmax < cbmax) cbmax = ubmax;
   if (cbmax < 1) cbmax = 1;

@@ -173,8 +173,7 @@ void cg_conv_vc_w_spread_pf(cg_ctx *c, const conv_row *r, LLVMValueRef wnext, LL
  * VC_KXK_BLOCK_BYTES (L1), every tile of the row runs over a block while its weights are in
  * L1, and the tiles' accumulators wait in a stack buffer between blocks.  The sums run in the
  * same order as cg_conv_vc_tile's (ci, ky, kx ascending per accumulator; f32 in the buffer): results
- * are bitwise those of the unblocked row.  tune vc_kxk_kblock turns
- * it off (A/B measurements).  VC_KXK_BLOCK_BYTES: conv/conv_core.h. */
+ * are bitwise those of the unblocked row.  VC_KXK_BLOCK_BYTES: conv/conv_core.h. */
 
 /* The K-blocked kernels' frame: nt tiles' accumulator slots (a tile's slot is the whole
  * budget, R/V x P vectors: split tiles) in a zeroed buffer kept between blocks of input
@@ -204,7 +203,7 @@ static void vc_kb_begin(cg_ctx *c, const conv_geom *g, int rr, int64_t nt, const
 int cg_conv_vc_kblocked_kxk_row(cg_ctx *c, const conv_geom *g, const conv_row *r, const conv_epi *e, int rr) {
   /* --enable-half-partials: the partials between blocks would have to be 16-bit (and recorded
    * for the interpreter like vc_kblocked_row's); the unblocked row keeps them in registers */
-  if (g->kw == 1 || g->sub || !cg_conv_vc_unshared(g) || c->g->half_partials || !cg_tune(c)->vc_kxk_kblock) return 0;
+  if (g->kw == 1 || g->sub || !cg_conv_vc_unshared(g) || c->g->half_partials) return 0;
   int64_t nt = (g->ow + g->P - 1) / g->P, wci = (int64_t)g->kh * g->kw * g->R * 4; /* weight bytes per input channel */
   if (nt < 2 || nt > 4 || g->cin_g * wci <= 2 * VC_KXK_BLOCK_BYTES) return 0;
   vc_kb k;

@@ -79,9 +79,10 @@ static int vc_1x1_unpadded(const conv_geom *g) {
  * 1x1 convs: 128 KB per channel tile, 4 MB per op), and perf annotate of layer4's conv1 at
  * b1 put 12.4 % of the kernel's samples on that tile's weight loads (26 Nov).  That tile's K
  * loop prefetches the weights d input channels ahead (d = 32, 2 KB at R = 16: layer4 1x1
- * b1/b16 +6 % per CPU-second over d = 16; d = 64 no better).  tune vc_w_prefetch=0 in cnnc's
- * environment turns it off, tune vc_w_pf_dist=d sets the distance (A/B measurements). */
-static int vc_w_pf_dist(const conv_geom *g) { return g->tune->vc_w_prefetch ? g->tune->vc_w_pf_dist : 0; }
+ * b1/b16 +6 % per CPU-second over d = 16; d = 64 no better).  tune vc_w_prefetch=0 turns it
+ * off (A/B measurements). */
+#define VC_W_PF_DIST 32
+static int vc_w_pf_dist(const conv_geom *g) { return g->tune->vc_w_prefetch ? VC_W_PF_DIST : 0; }
 
 static void vc_w_prefetch(cg_ctx *c, const conv_geom *g, const conv_row *r, LLVMValueRef wrow, int d) {
   for (int64_t o = 0; o < g->R; o += 16) {

@@ -201,10 +201,9 @@ int cg_conv_vc_unshared(const conv_geom *g) {
  * direct 6x16 pixel tiles there, 82 -> 92 % of peak per CPU-second at b1 and 80 -> 89 % at
  * b16 (bench/opcmp.py on a one-conv model, 26 Nov 16:30).  Wider maps / other channel counts
  * were not measured.  Inference graphs only (g->vc_wide_ok: no label): compiled training's
- * packed convs keep their pixel-vector kernels (not measured with channel vectors).
- * tune vc_wide keeps the pixel tiles (A/B measurements). */
+ * packed convs keep their pixel-vector kernels (not measured with channel vectors). */
 static int vc_wide(const conv_geom *g) {
-  return g->vc_wide_ok && g->kw > 1 && g->kh > 1 && cg_conv_vc_unshared(g) && g->cout_g >= 2 * g->V && g->tune->vc_wide;
+  return g->vc_wide_ok && g->kw > 1 && g->kh > 1 && cg_conv_vc_unshared(g) && g->cout_g >= 2 * g->V;
 }
 
 int cg_conv_vc_choose(conv_geom *g, int budget) {

@@ -206,7 +206,7 @@ LLVMValueRef cg_gen_conv2d_direct(cg_ctx *c, const ir_node *n, const char *fn_na
   cg_thread_range(c, cg_i64(c, items), a[n_act + 1], a[n_act + 2], &lo, &hi);
   conv_xpack pk = {NULL, NULL, NULL, NULL, NULL, 0, 0};
   int64_t pf = g.dwp ? 0 : cg_conv_flat_pack_floats(&g);
-  if (pf > 0 && cg_tune(c)->conv_pack) {
+  if (pf > 0) {
     LLVMValueRef buf = cg_entry_alloca(c, LLVMArrayType2(cg_vtype(c, g.V), (uint64_t)((pf + g.V - 1) / g.V)), "xpack");
     LLVMSetAlignment(buf, 64);
     pk.buf = buf, pk.key = cg_entry_alloca(c, c->t_i64, "xpack_key");

@@ -68,11 +68,10 @@ int64_t cg_conv_flat_pack_floats(const conv_geom *g) {
 /* At batch 1 with the weight prefetch (flat_w_prefetch) the floor is 512 KB: ResNet-50 b1
  * (bench/opcmp.py, 2 threads, min of 8-10, load 15-19, both orders: A = the 4 MB floor) then
  * measured its conv1s without an add 1.09x / 1.12x (8x48: layer1-2, layer3/0; two runs) and
- * 1.12x / 1.07x (12x32: layer3) per CPU-second, the conv3s (no x prefetch) 0.96-1.11x as noise.
- * tune flat_pf_b1=0 keeps the 4 MB floor at batch 1 (A/B). */
+ * 1.12x / 1.07x (12x32: layer3) per CPU-second, the conv3s (no x prefetch) 0.96-1.11x as noise. */
 #define FLAT_PF_MIN_BYTES_B1 (512.0 * 1024)
 static double flat_pf_min_bytes(const conv_geom *g) {
-  return g->n == 1 && g->tune->flat_pf_b1 ? FLAT_PF_MIN_BYTES_B1 : FLAT_PF_MIN_BYTES;
+  return g->n == 1 ? FLAT_PF_MIN_BYTES_B1 : FLAT_PF_MIN_BYTES;
 }
 /* Slots per prefetched line.  The next chunk's L lines are spread over the S = (tiles - 1) x
  * ntl pixel tiles of the chunk's other items, so each line is prefetched by ~S / L slots

@@ -12,8 +12,7 @@
  * do not follow.  Packed, the chunk's whole tiles are kept in a stack buffer laid out
  * [tile][ci][P*V] (the microkernel's read order), written by the first work item of the
  * chunk and read sequentially by the others (flat_tiles); consecutive items (channel tiles
- * fastest) reuse the buffer.  key: the input element of the chunk in the buffer (-1: none).
- * tune conv_pack turns it off (A/B measurements). */
+ * fastest) reuse the buffer.  key: the input element of the chunk in the buffer (-1: none). */
 typedef struct conv_xpack {
   LLVMValueRef buf, key;
   /* flat_prefetch (NULL: off): the thread's tiles per chunk (run time) as conv_item takes

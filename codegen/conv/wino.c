@@ -157,15 +157,11 @@ static wino_plan wino_plan16(cg_ctx *c, const ir_node *n, int m) {
   return best;
 }
 
-/* tune wino_plan8=1: the 8-lane planning and tile rule on any target (A/B). */
-static int wino_wide(cg_ctx *c) { return c->target->vec_f32 >= 16 && !cg_tune(c)->wino_plan8; }
+/* 16-lane targets plan with wino_plan16, others with the 8-lane rule. */
+static int wino_wide(cg_ctx *c) { return c->target->vec_f32 >= 16; }
 
 static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n, int m) {
-  wino_plan p = wino_wide(c) ? wino_plan16(c, n, m) : wino_plan8(c, n, m);
-  if (cg_tune(c)->wino_trace)
-    fprintf(stderr, "wino %s m%d P%d R%d tr%ld ipi%ld tb%ld ngrp%ld nig%ld kb%ld nkb%ld cbt%ld ncb%ld\n", n->name, p.m, p.P, p.R, (long)p.tr,
-            (long)p.ipi, (long)p.tb, (long)p.ngrp, (long)p.nig, (long)p.kb, (long)p.nkb, (long)p.cbt, (long)p.ncb);
-  return p;
+  return wino_wide(c) ? wino_plan16(c, n, m) : wino_plan8(c, n, m);
 }
 
 int cg_conv_wino_ok(cg_ctx *c, const ir_node *n) {

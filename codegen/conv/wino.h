@@ -17,7 +17,7 @@ int cg_conv_wino_ok(cg_ctx *c, const ir_node *n);
 /* Emits the kernel of node n (cg_conv_wino_ok(c, n) must hold); kind as cg_gen_conv2d:
  * on 8 lanes conv2d_wino4_... on maps of at least 2V 4x4 output tiles (16 on AVX2),
  * conv2d_wino2_... below; on 16 lanes the tile, register tile and images per item of the
- * lower cost estimate (tune wino_plan8=1: the 8-lane rule); tune wino_f2=1 / tune wino_f4=1
+ * lower cost estimate; tune wino_f2=1 / tune wino_f4=1
  * force the tile. */
 LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 
