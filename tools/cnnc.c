@@ -455,6 +455,26 @@ static int run(driver *D) {
   return rc;
 }
 
+/* Everything after CNNC_TUNE is read; tune_copy (the items' storage, may be NULL) is the
+ * caller's to free after the compile. */
+static int drive(driver *D, int argc, char **argv, char *tune_copy, const char *env_tune) {
+  int no_arg = 0;
+  if (tune_copy && parse_list(D, FE_OPTK_tune, tune_copy, 0, argv, &no_arg)) {
+    fprintf(stderr, "cnnc: (from CNNC_TUNE='%s' in the environment)\n", env_tune);
+    return EXIT_USAGE;
+  }
+  if (parse_args(D, argc, argv) || check_emit(D)) return EXIT_USAGE;
+  if (D->help) return print_help(), 0;
+  if (D->help_tune) return ir_tune_help(stdout), 0;
+  if (D->version) return print_version(), 0;
+  if (!D->model) return usage_error("no model file given%s%s", "", ""), EXIT_USAGE;
+  if (!D->summary && !D->emit && !D->output)
+    return usage_error("nothing to do: give -o OUT.so, --emit KIND or --summary%s%s", "", ""), EXIT_USAGE;
+  if (D->report && ((!D->output && !D->emit) || (D->emit && !strcmp(D->emit, "ir"))))
+    return usage_error("--report needs a compile: -o OUT.so (or --emit llvm|asm|obj)%s%s", "", ""), EXIT_USAGE;
+  return run(D);
+}
+
 int main(int argc, char **argv) {
   driver D = {0};
   if (argc >= 2 && !strcmp(argv[1], "report-diff")) return report_diff(argc, argv);
@@ -463,19 +483,7 @@ int main(int argc, char **argv) {
   /* CNNC_TUNE=name=value,...: tuning knobs for scripts, as if given first with --tune */
   const char *env_tune = getenv("CNNC_TUNE");
   char *tune_copy = env_tune && *env_tune ? strdup(env_tune) : NULL;
-  int no_arg = 0;
-  if (tune_copy && parse_list(&D, FE_OPTK_tune, tune_copy, 0, argv, &no_arg)) {
-    fprintf(stderr, "cnnc: (from CNNC_TUNE='%s' in the environment)\n", env_tune);
-    return EXIT_USAGE;
-  }
-  if (parse_args(&D, argc, argv) || check_emit(&D)) return EXIT_USAGE;
-  if (D.help) return print_help(), 0;
-  if (D.help_tune) return ir_tune_help(stdout), 0;
-  if (D.version) return print_version(), 0;
-  if (!D.model) return usage_error("no model file given%s%s", "", ""), EXIT_USAGE;
-  if (!D.summary && !D.emit && !D.output)
-    return usage_error("nothing to do: give -o OUT.so, --emit KIND or --summary%s%s", "", ""), EXIT_USAGE;
-  if (D.report && ((!D.output && !D.emit) || (D.emit && !strcmp(D.emit, "ir"))))
-    return usage_error("--report needs a compile: -o OUT.so (or --emit llvm|asm|obj)%s%s", "", ""), EXIT_USAGE;
-  return run(&D);
+  int rc = drive(&D, argc, argv, tune_copy, env_tune);
+  free(tune_copy);
+  return rc;
 }
