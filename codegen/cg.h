@@ -102,6 +102,19 @@ typedef LLVMValueRef (*cg_gen_fn)(cg_ctx *c, const ir_node *n, const char *fn_na
 #include "ir/ops.def"
 extern const cg_gen_fn cg_generators[IR_OP_COUNT];
 
+/* ---- the kernel plan (codegen/cg_select.c, made before any LLVM IR exists) ------------- */
+/* What the back end decided for one IR node, read by everyone after it: the emitter builds the
+ * kernel of the route named here, 16-bit inference storage (gen_store16.c) asks in16/out16,
+ * --emit plan prints it and the compile report reads the cache blocking from it. */
+typedef struct cg_kplan {
+  int route;           /* anchor nodes: row of codegen/kernels.def taken (cg_routes[]); -1: the op's one generator */
+  int R, P, V;         /* register tile of the direct conv route: R channels x P vectors of V lanes (0: none) */
+  int64_t tile_block;  /* direct conv route: channel tiles per cache block (> 0 only where blocked) */
+  int64_t block_bytes; /* ... and the block's working set: its packed weights + one output row's input rows */
+  unsigned in16;       /* inference: bit j set when activation operand j may be stored in 16 bits for this node */
+  int out16;           /* inference: the kernel computing this node may store its result in 16 bits */
+} cg_kplan;
+
 /* ---- whole-model compile (codegen/cg_module.c, cg_link.c) ------------------------------ */
 /* ---- compile report hook (optional; tools/report/report.c fills a report from it) ---------- */
 /* One generated kernel (a fused group) as codegen planned and named it. */
@@ -112,6 +125,7 @@ typedef struct cg_report_kernel {
   const int *act;                /* activation operand value ids */
   double flops;
   const char *name, *kind;       /* symbol ("cnnk_s0_...") and descriptive kind */
+  const cg_kplan *plan;          /* the anchor's kernel plan */
 } cg_report_kernel;
 /* One scratch buffer: the usage record the memory planner placed (steps are op indices). */
 typedef struct cg_report_buffer {

@@ -11,6 +11,7 @@
 typedef struct cg_priv {
   ir_diag *d;                 /* first error of this module */
   const pass_fusion *plan;    /* fusion plan, one row per node */
+  const cg_kplan *kplan;      /* kernel plan, one row per node (cg_select), NULL while selecting */
   LLVMValueRef *param_global; /* cache: one global per param value id (cg_param_const) */
   int shard;
   int node;                   /* id of the node whose kernel is being generated */

@@ -457,6 +457,7 @@ void cg_layout_free(cg_layout *L) {
     for (int s = 0; s < L->n_shards; s++) free(L->sh[s].io), free(L->sh[s].usage), free(L->sh[s].usage_vid);
   free(L->sh);
   free(L->plan);
+  free(L->kplan);
   free(L->k);
   free(L->tensor_vid);
   free(L->vid_tensor);

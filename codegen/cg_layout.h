@@ -17,7 +17,6 @@ typedef struct cg_kernel {
   int out3;                    /* training: a third value written (the act after out2; pass_fuse_train), 0: none */
   double flops;
   int unit;                    /* compile unit (module) holding the kernel */
-  int route;                   /* row of codegen/kernels.def that made it, -1: the op's one generator */
   char name[256], kind[192];   /* symbol and descriptive kind, filled by codegen */
 } cg_kernel;
 
@@ -32,6 +31,7 @@ typedef struct cg_shard_plan {
 typedef struct cg_layout {
   const ir_graph *g;
   pass_fusion *plan;           /* n_nodes rows */
+  cg_kplan *kplan;             /* n_nodes rows: the kernel plan (cg_select; cg_compile makes it) */
   cg_kernel *k;
   int n_k;
   int *tensor_vid, n_tensors;  /* boundary tensors: input, outputs, cross-shard acts */

@@ -98,7 +98,7 @@ static int gen_unit_kernels(cg_ctx *c, cg_unit *u) {
     snprintf(tmp, sizeof tmp, "cnnk.tmp.%d", i);
     const char *kind = NULL;
     if (sh) cg_share_begin(sh);
-    LLVMValueRef f = cg_route_gen(c, n, L->train, tmp, &kind, &k->route); /* kernels.def */
+    LLVMValueRef f = cg_route_emit(c, n, &L->kplan[k->anchor], L->train, tmp, &kind); /* the route of its plan */
     if (!f) {
       if (!u->d.failed) ir_diag_set(&u->d, n->loc, n->name, "no code generator for %s", ir_ops[n->op].name);
       return -1;
@@ -132,8 +132,9 @@ static int gen_wait(cg_unit *u) {
 }
 
 /* --emit plan: one line per kernel in execution order — shard, step, node, the nodes fused
- * into it, its kind (op, route, tile, 16-bit operands, ISA: what the generator chose) and
- * FLOPs — after a header naming the target and each shard's arena.  Deterministic for a
+ * into it, its route and kind (op, tile, 16-bit operands, ISA: what the generator chose),
+ * the cache blocking of its plan and FLOPs — after a header naming the target and each
+ * shard's arena.  Deterministic for a
  * pinned target (--target-cpu, --target-cache), so tests/golden/plan pins kernel choice. */
 static void plan_fused(FILE *f, const ir_graph *g, const pass_fusion *p, int anchor) {
   for (int i = 0, n = 0; p && i < g->n_nodes; i++) /* the group: every node computed by anchor's kernel */
@@ -153,8 +154,10 @@ static int write_plan(const cg_layout *L, const cg_target *t, const char *path, 
     const cg_kernel *k = &L->k[i];
     fprintf(f, "s%d %3d %s", k->shard, k->step, g->nodes[k->anchor].name);
     plan_fused(f, g, L->plan, k->anchor);
-    fprintf(f, " -> %s%s%s  %.4g MFLOP\n", k->route >= 0 ? cg_routes[k->route].name : "", k->route >= 0 ? ": " : "",
-            k->kind, k->flops / 1e6);
+    const cg_kplan *kp = &L->kplan[k->anchor];
+    fprintf(f, " -> %s%s%s", kp->route >= 0 ? cg_routes[kp->route].name : "", kp->route >= 0 ? ": " : "", k->kind);
+    if (kp->tile_block > 0) fprintf(f, " [%lld tiles/block, %lld KB]", (long long)kp->tile_block, (long long)(kp->block_bytes + 1023) / 1024);
+    fprintf(f, "  %.4g MFLOP\n", k->flops / 1e6);
   }
   if (fclose(f)) return ir_diag_set(d, (ir_loc){0}, NULL, "cannot write '%s'", path);
   return 0;
@@ -175,7 +178,8 @@ static void *unit_run(void *arg) {
   snprintf(name, sizeof name, "cnnc_unit%d", u->id);
   cg_ctx c;
   cg_ctx_init(&c, u->t, u->L->g, tm, name);
-  cg_priv priv = {&u->d, u->L->plan, calloc((size_t)u->L->g->n_values + 1, sizeof(LLVMValueRef)), 0};
+  cg_priv priv = {.d = &u->d, .plan = u->L->plan, .kplan = u->L->kplan,
+                  .param_global = calloc((size_t)u->L->g->n_values + 1, sizeof(LLVMValueRef))};
   priv.train = u->L->train;
   priv.amp = u->o->available_memory_proportion;
   c.priv = &priv;
@@ -426,6 +430,13 @@ static int compile_so(cg_layout *L, const cg_target *t, const cg_options *o, ir_
   return rc;
 }
 
+/* The kernel plan of every node of L's graph (cg_select). */
+static int cg_layout_select(cg_layout *L, const cg_target *t, const char *amp, ir_diag *d) {
+  L->kplan = calloc((size_t)L->g->n_nodes + 1, sizeof *L->kplan);
+  if (!L->kplan) abort();
+  return cg_select(L->g, L->plan, t, amp, L->train, L->kplan, d);
+}
+
 /* Hands the compiled plan (kernel names filled) to a report sink as plain records. */
 static void report_layout(const cg_layout *L, const cg_report_sink *r) {
   int n_b = 0;
@@ -436,7 +447,8 @@ static void report_layout(const cg_layout *L, const cg_report_sink *r) {
   if (!k || !b || !arena) abort();
   for (int i = 0; i < L->n_k; i++) {
     const cg_kernel *x = &L->k[i];
-    k[i] = (cg_report_kernel){x->anchor, x->last, x->shard, x->step, x->out, x->n_act, x->act, x->flops, x->name, x->kind};
+    k[i] = (cg_report_kernel){x->anchor, x->last, x->shard, x->step, x->out, x->n_act, x->act, x->flops, x->name, x->kind,
+                              &L->kplan[x->anchor]};
   }
   n_b = 0;
   for (int s = 0; s < L->n_shards; s++) {
@@ -459,7 +471,7 @@ int cg_compile(const ir_graph *g, const cg_target *t, const cg_options *o, ir_di
     return ir_diag_set(d, (ir_loc){0}, NULL, "unknown --emit kind '%s' (llvm, asm, obj, plan)", o->emit);
   cg_llvm_options(ir_tune(g)->sched_huge_region);
   cg_layout L;
-  if (cg_layout_build_opts(&L, g, 1, o, d)) {
+  if (cg_layout_build_opts(&L, g, 1, o, d) || cg_layout_select(&L, t, o->available_memory_proportion, d)) {
     cg_layout_free(&L);
     return -1;
   }

@@ -1,5 +1,6 @@
-/* cg_route.c — the kernel-route table of kernels.def and its dispatcher (cg_route.h): the one
- * codegen file that includes every route's header. */
+/* cg_route.c — the kernel-route table of kernels.def, the selection of a node's route and the
+ * emitter that builds a kernel by its plan (cg_route.h): the one codegen file that includes
+ * every route's header. */
 #include "codegen/cg_route.h"
 #include "codegen/conv/bf16.h"
 #include "codegen/conv/bf16_plan.h"
@@ -11,12 +12,18 @@
 #include "codegen/gen_train_wino.h"
 
 /* Training convs with groups > 1 (conv2d and both gradients): gen_train_gconv.c. */
-static int cg_conv_train_grouped(cg_ctx *c, const ir_node *n) {
-  (void)c;
+static int cg_route_grouped(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
+  (void)c, (void)kp;
   const ir_conv2d_attr *a = n->op == IR_OP_conv2d              ? &n->attr.conv2d
                             : n->op == IR_OP_conv2d_grad_input ? &n->attr.conv2d_grad_input.conv
                                                                : &n->attr.conv2d_grad_weight.conv;
   return a->groups != 1;
+}
+
+/* The last route of an op: takes every node the rows before it leave. */
+static int cg_route_any(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
+  (void)c, (void)n, (void)kp;
+  return 1;
 }
 
 const cg_route cg_routes[] = {
@@ -25,35 +32,57 @@ const cg_route cg_routes[] = {
 };
 const int cg_n_routes = (int)(sizeof cg_routes / sizeof cg_routes[0]);
 
-LLVMValueRef cg_route_gen(cg_ctx *c, const ir_node *n, int train, const char *fn_name, const char **kind, int *route) {
+int cg_route_select(cg_ctx *c, const ir_node *n, int train, cg_kplan *kp) {
   int graphs = train ? CG_ROUTE_TRAIN : CG_ROUTE_INFER, rows = 0;
-  cg_priv *p = c->priv;
-  *route = -1;
+  kp->route = -1;
   for (int i = 0; i < cg_n_routes; i++) {
     const cg_route *r = &cg_routes[i];
     if (r->op != n->op || r->graphs != graphs) continue;
     rows++;
-    if (r->match && !r->match(c, n)) continue;
-    LLVMValueRef f = r->emit(c, n, fn_name, kind);
-    if (f) return *route = i, f;
-    if (p && p->d && p->d->failed) return NULL; /* the route failed, not declined */
+    cg_kplan t = *kp;
+    if (r->match(c, n, &t)) {
+      *kp = t;
+      kp->route = i;
+      return 0;
+    }
   }
-  if (rows) return cg_fail(c, n, "internal error: no kernel route of %s takes this node (codegen/kernels.def)", ir_ops[n->op].name);
+  if (rows) {
+    cg_fail(c, n, "internal error: no kernel route of %s takes this node (codegen/kernels.def)", ir_ops[n->op].name);
+    return -1;
+  }
+  return 0;
+}
+
+int cg_kplan_bf16(const cg_kplan *kp) {
+  return kp->route >= 0 && (cg_routes[kp->route].emit == cg_gen_conv2d_bf16 || cg_routes[kp->route].emit == cg_gen_conv2d_stem);
+}
+
+LLVMValueRef cg_route_emit(cg_ctx *c, const ir_node *n, const cg_kplan *kp, int train, const char *fn_name, const char **kind) {
+  if (kp->route >= 0) {
+    const cg_route *r = &cg_routes[kp->route];
+    if (r->op != n->op || r->graphs != (train ? CG_ROUTE_TRAIN : CG_ROUTE_INFER))
+      return cg_fail(c, n, "internal error: the kernel plan names route %s of another op", r->name);
+    return r->emit(c, n, fn_name, kind);
+  }
   cg_gen_fn gen = train ? cg_train_generator(n->op) : NULL;
   return (gen ? gen : cg_generators[n->op])(c, n, fn_name, kind);
 }
 
-/* Every op's generator (ops.def), routed ops through the table below. */
+/* Every op's generator (ops.def); the routed ops' entries build by their node's plan. */
 const cg_gen_fn cg_generators[IR_OP_COUNT] = {
 #define IR_OP(name, attr, min_in, max_in, n_out, kind) [IR_OP_##name] = cg_gen_##name,
 #include "ir/ops.def"
 };
 
-/* The ops with routes keep their cg_gen_<op> entry (cg_generators[], ops.def): the table. */
+/* The ops with routes keep their cg_gen_<op> entry (cg_generators[], ops.def): the kernel the
+ * route of the node's plan builds (selected here when the caller has no plan). */
 static LLVMValueRef routed(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  int route;
   const cg_priv *p = c->priv;
-  return cg_route_gen(c, n, p && p->train, fn_name, kind, &route);
+  int train = p && p->train;
+  cg_kplan kp = {0};
+  if (p && p->kplan && n >= c->g->nodes && n < c->g->nodes + c->g->n_nodes) kp = p->kplan[n - c->g->nodes];
+  else if (cg_route_select(c, n, train, &kp)) return NULL;
+  return cg_route_emit(c, n, &kp, train, fn_name, kind);
 }
 LLVMValueRef cg_gen_conv2d(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return routed(c, n, fn_name, kind);

@@ -5,14 +5,13 @@
  * vpaddd/vpsrld + a pack, fp16 by vcvtps2ph $4 / vcvtph2ps), the scalar tail on the last
  * thread (cg_foreach_elem).  The vector bodies are gen_round16.c's cg_narrow16_v /
  * cg_widen16_v; widen16(narrow16(x)) is bitwise round16(x).
- * Also the back end's side of 16-bit inference storage (cg_store16_infer, at the end): which
- * kernels read and write 16-bit activations, for passes/store16.c pass_store16_infer. */
+ * Also the back end's side of 16-bit inference storage (cg_store16_infer, at the end): the
+ * pass asks the kernel plan (cg_select.c) which kernels read and write 16-bit activations. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/cg_internal.h"
-#include "codegen/conv/bf16_plan.h"
-#include "codegen/conv/direct.h"
+#include "codegen/cg_route.h"
 #include "codegen/gen_round16.h"
 #include "codegen/gen_store16.h"
 
@@ -67,107 +66,49 @@ LLVMValueRef cg_gen_widen16(cg_ctx *c, const ir_node *n, const char *fn_name, co
   return gen(c, n, fn_name, kind, 0);
 }
 
-/* ---- inference: which kernels read / write 16-bit activations (pass_store16_infer) ------- */
-typedef struct s16_hooks { cg_ctx c; cg_priv priv; pass_fusion *plan; } s16_hooks;
-
-/* Whether the kernel of inference conv2d node n writes its result and reads its residuals in
- * 16 bits (the bf16 route's epilogue: cg_conv_bf16_io16; the direct route's pixel vectors:
- * its x too), or reads and writes f32 (the direct route's channel vectors).  The stem route
- * is on the bf16 route; the Winograd route reads f32, which its predicate checks. */
-static int cg_conv_io16_ok(cg_ctx *c, const ir_node *n) {
-  if (n->op != IR_OP_conv2d) return 0;
-  if (cg_conv_bf16_ok(c, n)) return cg_conv_bf16_io16(c, n, 0); /* conv/bf16_plan.c: its epilogue */
-  return cg_conv_direct_io16_ok(c, n);
-}
-
-static int conv_io16(s16_hooks *h, int a) {
-  const ir_node *n = &h->c.g->nodes[a];
-  h->priv.shard = n->shard, h->priv.node = a;
-  return cg_conv_io16_ok(&h->c, n);
-}
-
-/* Whether conv a's kernel reads its input x in 16 bits (the bf16 route: flat 1x1 panels). */
-static int conv_x16(s16_hooks *h, int a) {
-  const ir_node *n = &h->c.g->nodes[a];
-  h->priv.shard = n->shard, h->priv.node = a;
-  return cg_conv_bf16_ok(&h->c, n) ? cg_conv_bf16_io16(&h->c, n, 1) : cg_conv_io16_ok(&h->c, n);
-}
+/* ---- inference: which kernels read / write 16-bit activations (pass_store16_infer) -------
+ * The kernel plan says it (cg_select: in16 / out16), made for the graph before the pass (the
+ * pass asks about its node ids) and again for the graph after it. */
+typedef struct s16_plan { pass_fusion *fu; cg_kplan *kp; } s16_plan;
 
 static int writes16(void *ctx, const ir_graph *g, int p) {
-  s16_hooks *h = ctx;
-  int a = h->plan[p].anchor, v = g->nodes[p].out;
-  for (int i = p + 1; i < g->n_nodes; i++) /* a bf16-route conv that reads its input in f32 (conv/bf16.c gathered kxk panels) */
-    if (g->nodes[i].op == IR_OP_conv2d && g->nodes[i].in[0] == v) {
-      h->priv.shard = g->nodes[i].shard, h->priv.node = i;
-      if (cg_conv_bf16_ok(&h->c, &g->nodes[i]) && !conv_x16(h, i)) return 0;
-    }
-  if (g->nodes[p].op == IR_OP_maxpool) return a == p; /* gen_pool.c */
-  if (g->nodes[p].op != IR_OP_round16) return 0;
-  if (a == p) return 1; /* the round16 kernel narrows in its store (gen_round16.c) */
-  return g->nodes[a].op == IR_OP_conv2d && h->plan[a].last == p && conv_io16(h, a); /* the conv epilogue's store */
+  (void)g;
+  return ((s16_plan *)ctx)->kp[p].out16;
 }
 
 static int reads16(void *ctx, const ir_graph *g, int i, int j) {
-  s16_hooks *h = ctx;
-  int a = h->plan[i].anchor;
-  const ir_node *n = &g->nodes[i];
-  if (a != i) { /* fused into conv a's kernel */
-    const pass_fusion *fa = &h->plan[a];
-    if (g->nodes[a].op != IR_OP_conv2d) return 0;
-    if (fa->n_side && fa->side == i) return 1; /* the depthwise kernel's pool: summed from registers */
-    if (fa->n_pre && fa->pre == i) { /* squeeze-excite: the map (widened on load, then scaled), not the factors */
-      const ir_shape *p0 = &g->values[n->in[0]].shape, *p1 = &g->values[n->in[1]].shape;
-      return j == (p1->dim[2] * p1->dim[3] > p0->dim[2] * p0->dim[3]) && conv_io16(h, a);
-    }
-    for (int q = 0; q < fa->n_post; q++) /* the residual of an add epilogue */
-      if (fa->post[q] == i) return n->op == IR_OP_add && conv_io16(h, a);
-    return 0;
-  }
-  switch (n->op) {
-  case IR_OP_maxpool: case IR_OP_global_avgpool: /* gen_pool.c */
-  case IR_OP_relu: case IR_OP_sigmoid: case IR_OP_swish: case IR_OP_reshape: /* cg_gen_unary (gen_eltwise.c) */
-  case IR_OP_add: case IR_OP_mul: /* gen_eltwise.c binary, either operand */
-    return 1;
-  case IR_OP_dropout: return !(n->attr.dropout.training && n->attr.dropout.rate > 0.0f);
-  case IR_OP_conv2d: return j == 0 && conv_x16(h, i);
-  default: return 0;
-  }
+  (void)g;
+  return j < 32 && (((s16_plan *)ctx)->kp[i].in16 >> j & 1);
 }
 
-static void hooks_plan(s16_hooks *h, const ir_graph *g) {
-  free(h->plan);
-  h->plan = calloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1), sizeof *h->plan);
-  if (!h->plan) abort();
-  pass_fuse(g, 1, h->plan); /* the plan cg_layout_build makes */
-  h->priv.plan = h->plan;
-  h->c.g = g;
+static int plan_of(s16_plan *h, const ir_graph *g, const cg_target *t, const char *amp, ir_diag *d) {
+  free(h->fu), free(h->kp);
+  size_t n = (size_t)(g->n_nodes > 0 ? g->n_nodes : 1);
+  h->fu = calloc(n, sizeof *h->fu), h->kp = calloc(n, sizeof *h->kp);
+  if (!h->fu || !h->kp) abort();
+  pass_fuse(g, 1, h->fu); /* the plan cg_layout_build makes */
+  return cg_select(g, h->fu, t, amp, 0, h->kp, d);
 }
 
 int cg_store16_infer(ir_graph *g, const cg_target *t, const char *amp, int fmt, FILE *log, ir_diag *d) {
-  s16_hooks h;
-  memset(&h, 0, sizeof h);
-  h.c.target = t;
-  h.priv.d = d, h.priv.amp = amp;
-  h.c.priv = &h.priv;
-  hooks_plan(&h, g);
+  s16_plan h = {NULL, NULL};
   pass_store16_hooks hk = {writes16, reads16, &h};
   pass_store16_stats st = {.log = log};
-  int rc = pass_store16_infer(g, fmt, &hk, &st, d);
-  if (rc >= 0) { /* the kernels of the new graph read 16-bit values only where they can */
-    hooks_plan(&h, g);
-    for (int i = 0; i < g->n_nodes && rc >= 0; i++)
-      for (int j = 0; j < g->nodes[i].n_in; j++) {
-        const ir_value *v = &g->values[g->nodes[i].in[j]];
-        if (v->kind == IR_VAL_ACT && v->dtype != IR_F32 && g->nodes[i].op != IR_OP_widen16 && !reads16(&h, g, i, j)) {
-          rc = ir_diag_set(d, g->nodes[i].loc, g->nodes[i].name, "internal error: 16-bit storage: '%s' reaches a kernel "
-                           "that reads f32 (the fusion changed); tune store16=0 avoids it", v->name);
-          break;
-        }
+  int rc = plan_of(&h, g, t, amp, d);
+  if (rc >= 0) rc = pass_store16_infer(g, fmt, &hk, &st, d);
+  if (rc >= 0 && plan_of(&h, g, t, amp, d) < 0) rc = -1;
+  for (int i = 0; i < g->n_nodes && rc >= 0; i++) /* the kernels of the new graph read 16-bit values only where they can */
+    for (int j = 0; j < g->nodes[i].n_in; j++) {
+      const ir_value *v = &g->values[g->nodes[i].in[j]];
+      if (v->kind == IR_VAL_ACT && v->dtype != IR_F32 && g->nodes[i].op != IR_OP_widen16 && !reads16(&h, g, i, j)) {
+        rc = ir_diag_set(d, g->nodes[i].loc, g->nodes[i].name, "internal error: 16-bit storage: '%s' reaches a kernel "
+                         "that reads f32 (the fusion changed); tune store16=0 avoids it", v->name);
+        break;
       }
-  }
+    }
   if (rc >= 0 && log)
     fprintf(log, "cnnc: 16-bit storage (inference): %d values %lld -> %lld bytes, %d widen16 nodes\n", st.values,
             (long long)st.bytes32, (long long)st.bytes32 / 2, st.f32_values);
-  free(h.plan);
+  free(h.fu), free(h.kp);
   return rc;
 }

@@ -14,9 +14,10 @@ LLVMValueRef cg_train_conv_direct_fwd(cg_ctx *c, const ir_node *n, const char *f
 LLVMValueRef cg_train_conv_direct_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 LLVMValueRef cg_train_conv_direct_grad_weight(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 LLVMValueRef cg_train_dense_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
-/* Groups-1 conv2d forward and stride-1 grad_input through the inference microkernels with
- * per-thread weight packing (gen_train_pconv.c); NULL (nothing emitted) when that path does
- * not apply, and the direct kernels of gen_train_conv.c run instead. */
+/* Groups-1 conv2d forward and grad_input (strided: per phase) through the inference
+ * microkernels with per-thread weight packing (gen_train_pconv.c); the match (kernels.def)
+ * leaves the convs that path does not take to the direct kernels of gen_train_conv.c. */
+int cg_train_pconv_match(cg_ctx *c, const ir_node *n, cg_kplan *kp);
 LLVMValueRef cg_train_pconv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 LLVMValueRef cg_train_pconv_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 /* Grouped / depthwise conv2d (groups > 1, gen_train_gconv.c): forward, grad_input, grad_weight. */

@@ -304,9 +304,8 @@ static const char *pc_kind(cg_ctx *c, const char *op, const pconv *p) {
 }
 
 LLVMValueRef cg_train_pconv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  if (!cg_tune(c)->train_pconv) return NULL;
   pconv p;
-  if (!pc_plan(c, n, 1, 1, &p)) return NULL;
+  if (!cg_tune(c)->train_pconv || !pc_plan(c, n, 1, 1, &p)) return cg_fail(c, n, "internal error: the packed route does not take this conv");
   int64_t taps = (int64_t)p.g.kh * p.g.kw;
   p.so = p.g.cin * taps, p.si = taps, p.sy = p.g.kw, p.sx = 1, p.w0 = 0;
   int nin = n->n_in;
@@ -361,19 +360,26 @@ static int pc_phase_axis(int64_t K, int64_t s, int64_t d, int64_t pad, int64_t p
 /* Stride > 1: one packed stride-1 conv per output phase (iy mod sh, ix mod sw) of dx, dy with
  * the sub-kernel of the taps that reach the phase (w transposed, mirrored), its rows copied to
  * the phase's sub-grid (pc_scatter).  A 1x1 unpadded conv is one GEMM over the subsampled grid
- * whose items write whole dx rows (zeros between).  NULL (the direct phase kernels of
- * gen_train_conv.c run) when a phase reads no tap (besides the 1x1 case), a view's padding
+ * whose items write whole dx rows (zeros between).  Not this route (the direct phase
+ * kernels of gen_train_conv.c run) when a phase reads no tap (besides the 1x1 case), a view's padding
  * would be negative, or a phase does not fit the packed route. */
-static LLVMValueRef pc_grad_input_strided(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  if (!cg_tune(c)->train_phase_pconv) return NULL;
+typedef struct pc_phases {
+  pconv ph[PC_MAX_PHASES];
+  pc_scatter sc[PC_MAX_PHASES];
+  int np;
+  int64_t wfl, bfl, sfl; /* floats of the shared weight, bias and scratch buffers */
+} pc_phases;
+
+static int pc_strided_plan(cg_ctx *c, const ir_node *n, pc_phases *P) {
+  if (!cg_tune(c)->train_phase_pconv) return 0;
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
   const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->out].shape;
   int64_t H = xs->dim[2], W = xs->dim[3], KH = at->kernel[0], KW = at->kernel[1], sh = at->stride[0], sw = at->stride[1];
   int64_t dh = at->dilation[0] < 1 ? 1 : at->dilation[0], dw = at->dilation[1] < 1 ? 1 : at->dilation[1];
   int full = KH == 1 && KW == 1 && !at->pad[0] && !at->pad[1] && !at->pad[2] && !at->pad[3];
-  if (sh * sw > PC_MAX_PHASES || W > 64 * (int64_t)c->target->vec_f32) return NULL;
-  pconv ph[PC_MAX_PHASES];
-  pc_scatter sc[PC_MAX_PHASES];
+  if (sh * sw > PC_MAX_PHASES || W > 64 * (int64_t)c->target->vec_f32) return 0;
+  pconv *ph = P->ph;
+  pc_scatter *sc = P->sc;
   int np = 0;
   int64_t wfl = 0, bfl = 0, sfl = 0;
   for (int64_t py = 0; py < sh && py < H; py++)
@@ -384,43 +390,48 @@ static LLVMValueRef pc_grad_input_strided(cg_ctx *c, const ir_node *n, const cha
       memset(&va, 0, sizeof va);
       int nky = pc_phase_axis(KH, sh, dh, at->pad[0], py, &tly, &sty, &va.dilation[0], &va.pad[0]);
       int nkx = pc_phase_axis(KW, sw, dw, at->pad[1], px, &tlx, &stx, &va.dilation[1], &va.pad[1]);
-      if (!nky || !nkx) return NULL;
+      if (!nky || !nkx) return 0;
       int64_t gh = (H - py + sh - 1) / sh, gw = (W - px + sw - 1) / sw;
       va.kernel[0] = nky, va.kernel[1] = nkx, va.stride[0] = va.stride[1] = 1, va.groups = 1;
       va.pad[2] = (int)(gh - ds->dim[2] - va.pad[0] + (int64_t)va.dilation[0] * (nky - 1));
       va.pad[3] = (int)(gw - ds->dim[3] - va.pad[1] + (int64_t)va.dilation[1] * (nkx - 1));
       for (int i = 0; i < 4; i++)
-        if (va.pad[i] < 0) return NULL;
+        if (va.pad[i] < 0) return 0;
       /* a padded 1x1 view (grid rows/columns past dy, e.g. 2x2 stride 2 on odd sizes): the
        * inference K-blocked 1x1 rows (conv/chanvec_row.c) read without the bottom/right padding */
-      if (nky * nkx == 1 && (va.pad[2] || va.pad[3])) return NULL;
+      if (nky * nkx == 1 && (va.pad[2] || va.pad[3])) return 0;
       pconv *p = &ph[np];
-      if (!pc_plan_view(c, n, &va, gh, gw, p)) return NULL;
+      if (!pc_plan_view(c, n, &va, gh, gw, p)) return 0;
       p->so = KH * KW, p->si = xs->dim[1] * KH * KW, p->sy = -sty * KW, p->sx = -stx, p->w0 = tly * KW + tlx;
       sc[np] = (pc_scatter){H, W, sh, sw, py, px, gh, gw, full};
       int64_t scr = (int64_t)p->g.R * p->g.oh * p->g.ow;
-      if (scr * 4 > PC_MAX_SCRATCH_BYTES) return NULL;
+      if (scr * 4 > PC_MAX_SCRATCH_BYTES) return 0;
       if (p->B * p->wt > wfl) wfl = p->B * p->wt;
       if ((int64_t)p->B * p->g.R > bfl) bfl = (int64_t)p->B * p->g.R;
       if (scr > sfl) sfl = scr;
       np++;
     }
+  P->np = np, P->wfl = wfl, P->bfl = bfl, P->sfl = sfl;
+  return 1;
+}
+
+static LLVMValueRef pc_grad_input_strided(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  pc_phases P;
+  if (!pc_strided_plan(c, n, &P)) return cg_fail(c, n, "internal error: the packed route does not take this conv");
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
-  pc_bufs bf = pc_bufs_alloc(c, wfl, bfl, sfl, 0);
-  for (int i = 0; i < np; i++) pc_emit(c, &ph[i], &bf, &sc[i], a[0], a[1], NULL, a[2], a[3], a[4]);
+  pc_bufs bf = pc_bufs_alloc(c, P.wfl, P.bfl, P.sfl, 0);
+  for (int i = 0; i < P.np; i++) pc_emit(c, &P.ph[i], &bf, &P.sc[i], a[0], a[1], NULL, a[2], a[3], a[4]);
   cg_kernel_end(c);
-  *kind = pc_kind(c, "conv2d_grad_input_ph", &ph[0]);
+  *kind = pc_kind(c, "conv2d_grad_input_ph", &P.ph[0]);
   return f;
 }
 
 /* dx = the conv of dy with w transposed and the taps mirrored; stride 1: padding (k-1)*d -
- * pad on each side (a negative one: NULL, the direct kernel takes it); stride > 1: per phase
- * (pc_grad_input_strided). */
-LLVMValueRef cg_train_pconv_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  if (!cg_tune(c)->train_pconv) return NULL;
+ * pad on each side (a negative one: not this route, the direct kernel takes it); stride > 1:
+ * per phase (pc_grad_input_strided). */
+static int pc_gi_plan(cg_ctx *c, const ir_node *n, pconv *p) {
   const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
-  if (at->stride[0] != 1 || at->stride[1] != 1) return pc_grad_input_strided(c, n, fn_name, kind);
   ir_node v = *n; /* the conv view dy -> dx */
   ir_conv2d_attr *va = &v.attr.conv2d;
   ir_conv2d_attr fwd = *at;
@@ -430,10 +441,29 @@ LLVMValueRef cg_train_pconv_grad_input(cg_ctx *c, const ir_node *n, const char *
   int ey = (fwd.kernel[0] - 1) * va->dilation[0], ex = (fwd.kernel[1] - 1) * va->dilation[1];
   va->pad[0] = ey - fwd.pad[0], va->pad[1] = ex - fwd.pad[1], va->pad[2] = ey - fwd.pad[2], va->pad[3] = ex - fwd.pad[3];
   for (int i = 0; i < 4; i++)
-    if (va->pad[i] < 0) return NULL;
+    if (va->pad[i] < 0) return 0;
   v.op = IR_OP_conv2d, v.in[0] = n->in[0], v.out = n->out;
+  return pc_plan(c, &v, 1, 1, p);
+}
+
+static int pc_gi_strided(const ir_node *n) {
+  const ir_conv2d_attr *at = &n->attr.conv2d_grad_input.conv;
+  return at->stride[0] != 1 || at->stride[1] != 1;
+}
+
+int cg_train_pconv_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
   pconv p;
-  if (!pc_plan(c, &v, 1, 1, &p)) return NULL;
+  pc_phases P;
+  (void)kp;
+  if (!cg_tune(c)->train_pconv) return 0;
+  if (n->op == IR_OP_conv2d) return pc_plan(c, n, 1, 1, &p);
+  return pc_gi_strided(n) ? pc_strided_plan(c, n, &P) : pc_gi_plan(c, n, &p);
+}
+
+LLVMValueRef cg_train_pconv_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  if (pc_gi_strided(n)) return pc_grad_input_strided(c, n, fn_name, kind);
+  pconv p;
+  if (!cg_tune(c)->train_pconv || !pc_gi_plan(c, n, &p)) return cg_fail(c, n, "internal error: the packed route does not take this conv");
   int64_t taps = (int64_t)p.g.kh * p.g.kw;
   p.so = taps, p.si = p.g.cout * taps, p.sy = -p.g.kw, p.sx = -1, p.w0 = taps - 1;
   LLVMValueRef a[5];

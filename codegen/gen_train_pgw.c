@@ -498,9 +498,15 @@ static void pgw_emit(cg_ctx *c, const pgw *k, LLVMValueRef tid, LLVMValueRef nth
   cg_loop_end(c, &L);
 }
 
+int cg_train_pgw_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
+  pgw k;
+  (void)kp;
+  return cg_tune(c)->train_pgw && pgw_plan(c, n, &k);
+}
+
 LLVMValueRef cg_train_pgw(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   pgw k;
-  if (!cg_tune(c)->train_pgw || !pgw_plan(c, n, &k)) return NULL;
+  if (!cg_tune(c)->train_pgw || !pgw_plan(c, n, &k)) return cg_fail(c, n, "internal error: the packed GEMM route does not take this conv");
   LLVMValueRef a[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, a);
   k.dy = a[0], k.x = a[1], k.dwt = a[2];

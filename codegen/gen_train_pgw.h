@@ -5,11 +5,13 @@
 
 #include "codegen/cg_internal.h"
 
-/* Emits the kernel fn_name for conv2d_grad_weight node n (in: dy, x; out: dw) and sets *kind;
- * NULL (nothing emitted) when the path does not apply: groups > 1, --enable-half-partials
+/* The route's match (kernels.def) takes conv2d_grad_weight node n (in: dy, x; out: dw) unless:
+ * groups > 1, --enable-half-partials
  * (dw partials between pixel chunks would be rounded), targets narrower than 4 lanes or with
  * lanes not a power of two, kernels over 128 taps, a packed chunk over 1 MB, or
- * tune train_pgw set at compile time (for measurements). */
+ * tune train_pgw=0 (for measurements).  The emitter builds the kernel fn_name of a node it
+ * takes and sets *kind. */
+int cg_train_pgw_match(cg_ctx *c, const ir_node *n, cg_kplan *kp);
 LLVMValueRef cg_train_pgw(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 
 #endif

@@ -345,11 +345,25 @@ static int tw_f32(cg_ctx *c, const ir_node *n) {
   return c->g->values[n->in[0]].dtype == IR_F32 && c->g->values[n->in[1]].dtype == IR_F32 && c->g->values[n->out].dtype == IR_F32;
 }
 
-LLVMValueRef cg_train_wino_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  const ir_conv2d_attr *a = &n->attr.conv2d;
-  const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
+/* The plan of conv2d or conv2d_grad_input node n on the route (grad_input: the conv of dy
+ * with w transposed and mirrored, leading padding 2 - pad), 0 when the route does not take it. */
+static int tw_take(cg_ctx *c, const ir_node *n, twplan *p) {
+  int fwd = n->op == IR_OP_conv2d;
+  const ir_conv2d_attr *a = fwd ? &n->attr.conv2d : &n->attr.conv2d_grad_input.conv;
+  const ir_shape *is = &c->g->values[n->in[0]].shape, *os = &c->g->values[n->out].shape;
+  if (!tw_route_ok(c, a) || !tw_f32(c, n) || is->rank != 4) return 0;
+  return fwd ? tw_plan(c, is->dim, os->dim, a->pad[0], a->pad[1], p) : tw_plan(c, is->dim, os->dim, 2 - a->pad[0], 2 - a->pad[1], p);
+}
+
+int cg_train_wino_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
   twplan p;
-  if (!tw_route_ok(c, a) || !tw_f32(c, n) || xs->rank != 4 || !tw_plan(c, xs->dim, ys->dim, a->pad[0], a->pad[1], &p)) return NULL;
+  (void)kp;
+  return tw_take(c, n, &p);
+}
+
+LLVMValueRef cg_train_wino_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  twplan p;
+  if (!tw_take(c, n, &p)) return cg_fail(c, n, "internal error: the training Winograd route does not take this conv");
   p.so = p.cin * 9, p.si = 9, p.sy = 3, p.sx = 1, p.w0 = 0;
   int nin = n->n_in;
   LLVMValueRef args[6];
@@ -363,11 +377,8 @@ LLVMValueRef cg_train_wino_fwd(cg_ctx *c, const ir_node *n, const char *fn_name,
 /* dx = the 3x3 conv of dy (view input: Co channels) with w transposed and mirrored: view
  * weight (o = ci, i = co, ky, kx) = w[co, ci, 2 - ky, 2 - kx], leading padding 2 - pad. */
 LLVMValueRef cg_train_wino_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  const ir_conv2d_attr *a = &n->attr.conv2d_grad_input.conv;
-  const ir_shape *ds = &c->g->values[n->in[0]].shape, *xs = &c->g->values[n->out].shape;
   twplan p;
-  if (!tw_route_ok(c, a) || !tw_f32(c, n) || ds->rank != 4 || !tw_plan(c, ds->dim, xs->dim, 2 - a->pad[0], 2 - a->pad[1], &p))
-    return NULL;
+  if (!tw_take(c, n, &p)) return cg_fail(c, n, "internal error: the training Winograd route does not take this conv");
   p.so = 9, p.si = p.cout * 9, p.sy = -3, p.sx = -1, p.w0 = 8;
   LLVMValueRef args[5];
   LLVMValueRef f = cg_train_kbegin(c, fn_name, 2, args);

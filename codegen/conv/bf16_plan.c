@@ -126,6 +126,11 @@ static int bf16_grid(const ir_graph *G, int v) {
   }
 }
 
+int cg_conv_bf16_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
+  (void)kp;
+  return cg_conv_bf16_ok(c, n);
+}
+
 int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
   const cg_priv *pv = c->priv;
   if (n->op != IR_OP_conv2d || (pv && pv->train) || !cg_bf16_dot(c->target, cg_tune(c)) || !cg_tune(c)->bf16) return 0;

@@ -26,6 +26,8 @@ typedef struct bgeom {
 
 /* Whether node n (a conv2d) takes the bf16 route on c's target. */
 int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n);
+/* The route's match (kernels.def): cg_conv_bf16_ok. */
+int cg_conv_bf16_match(cg_ctx *c, const ir_node *n, cg_kplan *kp);
 /* 16-bit inference storage (passes/store16.c via gen_store16.c): whether the kernel of
  * cg_conv_bf16_ok node n reads its input x in bf16 (x = 1: flat 1x1 and row-segment kxk
  * panels, not gathered ones), or writes its result and reads its residuals in 16 bits (x = 0:

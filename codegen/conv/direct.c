@@ -159,19 +159,35 @@ static int conv_io16(cg_ctx *c, const ir_node *n, const conv_geom *g, const pass
   return 0;
 }
 
-int cg_conv_direct_io16_ok(cg_ctx *c, const ir_node *n) {
+/* The geometry the route's kernel runs: cg_conv_geometry, or the depthwise plane kernels
+ * (conv/dw.c), which sum each plane for a fused pool (P = 4: the tile name, 1x32 on AVX2). */
+static conv_geom direct_geom(cg_ctx *c, const ir_node *n, const pass_fusion *fu) {
   conv_geom g = cg_conv_geometry(c, n);
-  const pass_fusion *fu = cg_fusion(c, n);
   g.dw_pool = fu->n_side;
-  if (cg_conv_dw_plane_ok(&g)) g.dwp = 1;
+  if (cg_conv_dw_plane_ok(&g)) g.dwp = 1, g.P = 4;
+  return g;
+}
+
+int cg_conv_direct_io16_ok(cg_ctx *c, const ir_node *n) {
+  const pass_fusion *fu = cg_fusion(c, n);
+  conv_geom g = direct_geom(c, n, fu);
   return io16_route(&g, fu);
 }
 
-LLVMValueRef cg_gen_conv2d_direct(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  conv_geom g = cg_conv_geometry(c, n);
+int cg_conv_direct_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
   const pass_fusion *fu = cg_fusion(c, n);
-  g.dw_pool = fu->n_side; /* the plane kernels sum each plane for a fused pool (conv/dw.c) */
-  if (cg_conv_dw_plane_ok(&g)) g.dwp = 1, g.P = 4; /* P: the tile name (1x32 on AVX2) */
+  conv_geom g = direct_geom(c, n, fu);
+  kp->R = g.R, kp->P = g.P, kp->V = g.V;
+  if (!g.dwp && !g.flat) { /* conv_item's blocks of channel tiles */
+    kp->tile_block = conv_tile_block(&g);
+    kp->block_bytes = kp->tile_block * g.cin_g * g.kh * g.kw * g.R * 4 + (int64_t)g.cin_g * g.kh * g.w * 4;
+  }
+  return 1;
+}
+
+LLVMValueRef cg_gen_conv2d_direct(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const pass_fusion *fu = cg_fusion(c, n);
+  conv_geom g = direct_geom(c, n, fu);
   if (fu->n_side && !g.dwp) return cg_fail(c, n, "internal error: pool fused into a depthwise conv without a plane kernel");
   conv_epi e = {{0}, fu->n_post};
   int n_act = 1;

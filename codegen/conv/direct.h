@@ -14,6 +14,10 @@ LLVMValueRef cg_gen_conv2d_direct(cg_ctx *c, const ir_node *n, const char *fn_na
  * which read x and the residuals and write the result in 16 bits directly; channel vectors
  * read and write f32 (gen_store16.c asks it for the convs of this route). */
 int cg_conv_direct_io16_ok(cg_ctx *c, const ir_node *n);
+/* The route's match (kernels.def: every conv the routes before it leave): the register tile
+ * and, for convs run in blocks of channel tiles (not flat, not depthwise planes), the tiles
+ * per block and the block's working set. */
+int cg_conv_direct_match(cg_ctx *c, const ir_node *n, cg_kplan *kp);
 /* Compiled training (gen_train_pconv.c): the pixels of output row oy for rr channels
  * (g->flat == 0: training views a flat conv's plane as rows of its own width), given r's
  * x/out/wp/bp and in_base/out_row/wbase/bbase as the route's work item sets them, the packed

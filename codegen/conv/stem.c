@@ -46,7 +46,8 @@ static void plan(cg_ctx *c, const ir_node *n, sgeom *g) {
   g->P = (g->nv + nseg - 1) / nseg;
 }
 
-int cg_conv_stem_ok(cg_ctx *c, const ir_node *n) {
+int cg_conv_stem_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
+  (void)kp;
   if (!cg_tune(c)->stem_gen || !cg_conv_bf16_ok(c, n)) return 0;
   const ir_conv2d_attr *a = &n->attr.conv2d;
   /* vertical stride 2 and symmetric pads: the shapes test_codegen_stem covers */

@@ -164,7 +164,8 @@ static wino_plan wino_plan_of(cg_ctx *c, const ir_node *n, int m) {
   return wino_wide(c) ? wino_plan16(c, n, m) : wino_plan8(c, n, m);
 }
 
-int cg_conv_wino_ok(cg_ctx *c, const ir_node *n) {
+int cg_conv_wino_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
+  (void)kp;
   if (!cg_tune(c)->winograd) return 0;
   const cg_priv *pv = c->priv;
   if (!pv || pv->train || n->op != IR_OP_conv2d || c->target->vec_f32 < 8) return 0;

@@ -23,7 +23,7 @@ static const double TOL4 = 2e-4; /* F(4x4,3x3): up to 1.1e-4 measured (300 input
  * (AVX2); on 16 lanes the tile of the lower cost estimate (wino_cost16): either is accepted */
 #define F4_DEFAULT(ys) ((((ys)->dim[2] + 3) / 4) * (((ys)->dim[3] + 3) / 4) >= 16)
 static int wide; /* the target has 16 f32 lanes (x86-64-v4 pass) */
-/* cg_conv_wino_ok: maps with fewer 2x2 output tiles than lanes keep the direct kernels */
+/* cg_conv_wino_match: maps with fewer 2x2 output tiles than lanes keep the direct kernels */
 #define ENOUGH_TILES(ys) ((((ys)->dim[2] + 1) / 2) * (((ys)->dim[3] + 1) / 2) >= (wide ? 16 : 8))
 
 enum { RUN_DEFAULT, RUN_DIRECT, RUN_F2, RUN_F4 };

@@ -216,32 +216,10 @@ int64_t rp_node_budget(const rp_report *r, int n) {
   return cg_working_set_budget(&r->cache, cg_budget_proportion(r->amp_text, nd->shard));
 }
 
-/* Inference conv kernels that run blocks of channel tiles (gen_conv.c conv_tile_block: every
- * conv that is not a 1x1 GEMM, grouped, depthwise or a subsampled-plane GEMM): the tiles per
- * block, B = (L2 budget - input rows of one output row) / packed weights of one tile, clamped
- * to 1..tiles, with the L2 budget cg_tile_budget(P of the shard) and the tile's channels R
- * read from the kernel kind ("..._f32_RxP_..."); the block's working set is B tiles' packed
- * weights + those input rows.  Returns the working set and B in *tiles_out, or -1. */
-int64_t rp_conv_block(const rp_report *r, int n, const char *kind, int64_t *tiles_out) {
-  const ir_node *nd = &r->g->nodes[n];
-  if (r->training || nd->op != IR_OP_conv2d || !kind || strncmp(kind, "conv2d", 6)) return -1;
-  if (!strncmp(kind, "conv2d_1x1", 10) || !strncmp(kind, "conv2d_g", 8) || !strncmp(kind, "conv2d_dw", 9) ||
-      !strncmp(kind, "conv2d_sub", 10))
-    return -1;
-  const char *t = strstr(kind, "_f32_");
-  int R = 0, P = 0;
-  if (!t || sscanf(t + 5, "%dx%d", &R, &P) != 2 || R < 1) return -1;
-  const ir_conv2d_attr *a = &nd->attr.conv2d;
-  const ir_shape *xs = &r->g->values[nd->in[0]].shape, *ys = &r->g->values[nd->out].shape;
-  if (a->groups > 1) return -1;
-  int64_t cin = xs->dim[1], w = xs->dim[3], cout = ys->dim[1], kh = a->kernel[0], kw = a->kernel[1];
-  int64_t tiles = (cout + R - 1) / R, wt = cin * kh * kw * R * 4, rows_in = cin * kh * w * 4;
-  int64_t l2 = cg_tile_budget(&r->cache, cg_budget_proportion(r->amp_text, nd->shard));
-  int64_t b = (l2 - rows_in) / (wt > 0 ? wt : 1);
-  if (b < 1) b = 1;
-  if (b > tiles) b = tiles;
-  *tiles_out = b;
-  return b * wt + rows_in;
+int64_t rp_conv_block(const rp_kernel *k, int64_t *tiles_out) {
+  if (k->tile_block <= 0) return -1;
+  *tiles_out = k->tile_block;
+  return k->block_bytes;
 }
 
 int64_t rp_limited(const rp_report *r, const rp_shard *s) {
@@ -292,7 +270,8 @@ static void derive_kernels(rp_report *r, const cg_report_kernel *k, const pass_f
   for (int i = 0; i < r->n_k; i++) {
     rp_kernel *x = &r->k[i];
     *x = (rp_kernel){k[i].anchor, k[i].last, k[i].shard, k[i].step, k[i].out, k[i].flops, 0, 0,
-                     xstrdup(k[i].name), xstrdup(k[i].kind)};
+                     xstrdup(k[i].name), xstrdup(k[i].kind), 0, 0};
+    if (k[i].plan) x->tile_block = k[i].plan->tile_block, x->block_bytes = k[i].plan->block_bytes;
     int64_t w = group_weights(r, plan, x->anchor);
     double bytes = (double)w + (double)value_bytes(g, x->out);
     for (int j = 0; j < k[i].n_act; j++) bytes += (double)value_bytes(g, k[i].act[j]);
@@ -494,7 +473,7 @@ static void json_ops(const rp_report *r, FILE *f) {
     int64_t budget = rp_node_budget(r, n);
     if (budget >= 0) fprintf(f, ", \"working_set_budget\": %lld, \"working_set\": %.17g", (long long)budget, by);
     else fprintf(f, ", \"working_set_budget\": null, \"working_set\": null");
-    int64_t blk_tiles = 0, blk = k->anchor == n ? rp_conv_block(r, n, k->kind, &blk_tiles) : -1;
+    int64_t blk_tiles = 0, blk = k->anchor == n ? rp_conv_block(k, &blk_tiles) : -1;
     if (blk >= 0) fprintf(f, ", \"tile_block\": %lld, \"block_working_set\": %lld", (long long)blk_tiles, (long long)blk);
     fprintf(f, "}%s\n", n + 1 < g->n_nodes ? "," : "");
   }

@@ -362,7 +362,7 @@ static void op_table(const rp_report *r, FILE *f) {
             nd->shard, stage, ir_shape_str(&g->values[nd->out].shape, b1, sizeof b1), fl / 1e6, by / 1e6, est * 1e3);
     int64_t budget = rp_node_budget(r, n);
     if (budget >= 0) fprintf(f, "%s%s", human((double)budget, b1, sizeof b1), by > (double)budget ? " (op bytes exceed it)" : "");
-    int64_t blk_tiles = 0, blk = k->anchor == n ? rp_conv_block(r, n, k->kind, &blk_tiles) : -1;
+    int64_t blk_tiles = 0, blk = k->anchor == n ? rp_conv_block(k, &blk_tiles) : -1;
     if (blk >= 0) fprintf(f, "; block %s (%lld tile%s)", human((double)blk, b1, sizeof b1), (long long)blk_tiles, blk_tiles == 1 ? "" : "s");
     fprintf(f, "</td><td>");
     if (k->anchor == n) rp_html_str(f, k->name);

@@ -20,6 +20,7 @@ typedef struct rp_kernel {
   int anchor, last, shard, step, out;
   double flops, bytes, est_s; /* bytes: operands + weights + output, no reuse */
   char *name, *kind;
+  int64_t tile_block, block_bytes; /* the kernel plan's cache blocking (cg_kplan; 0: not blocked) */
 } rp_kernel;
 
 typedef struct rp_shard {
@@ -108,10 +109,9 @@ int64_t rp_limited(const rp_report *r, const rp_shard *s);
 /* The working-set budget of node n (cg_working_set_budget with its shard's proportion), or -1
  * for ops that have none (only conv/dense and their gradients block for the cache). */
 int64_t rp_node_budget(const rp_report *r, int n);
-/* Inference conv kernels blocked by channel tiles: the block's working set (bytes) and the
- * tiles per block in *tiles, from the kernel kind and P (gen_conv.c conv_tile_block); -1 for
- * other kernels. */
-int64_t rp_conv_block(const rp_report *r, int n, const char *kind, int64_t *tiles);
+/* Conv kernels run in blocks of channel tiles (the direct route's kernel plan, cg_kplan): the
+ * block's working set (bytes) and the tiles per block in *tiles; -1 for other kernels. */
+int64_t rp_conv_block(const rp_kernel *k, int64_t *tiles);
 /* Training (report_train.c): stage structure before the kernels are derived, then the
  * per-shard figures, liveness and the simulated schedule; JSON parts; free. */
 void rp_train_init(rp_report *r, const cg_report_kernel *k);
