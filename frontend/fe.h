@@ -2,6 +2,8 @@
 #ifndef CNNC_FE_H
 #define CNNC_FE_H
 
+#include <stddef.h>
+
 #include "ir/ir.h"
 
 typedef enum fe_opt_type { OPT_INT, OPT_FLOAT, OPT_STR, OPT_LIST, OPT_ENUM, OPT_FLAG } fe_opt_type;
@@ -9,9 +11,22 @@ typedef enum fe_opt_type { OPT_INT, OPT_FLOAT, OPT_STR, OPT_LIST, OPT_ENUM, OPT_
 #define FE_MAX_LIST 64
 typedef struct fe_list { int n; const char *v[FE_MAX_LIST]; } fe_list;
 
+/* The values of the OPT_ENUM options, every option's in one enum (options.def OPT_VALUE
+ * rows): FE_MODE_TRAINING, FE_PRECISION_16_16, ... */
+typedef enum fe_optval {
+#define OPT(field, lname, type, def, values, help, impl)
+#define OPT_VALUE(field, name, text) FE_##name,
+#include "options.def"
+  FE_N_VALUES
+} fe_optval;
+/* The text of value v ("training"). */
+const char *fe_optval_text(fe_optval v);
+/* Option k's values joined by '|' into buf ("inference|training"); "" for non-enum options. */
+const char *fe_opt_values(int k, char *buf, size_t size);
+
 /* Compile options.  Field types follow options.def: OPT_INT -> int64_t, OPT_FLOAT -> double,
- * OPT_STR/OPT_ENUM -> const char * (never NULL after fe_options_init), OPT_LIST -> fe_list,
- * OPT_FLAG -> int.  set[k] is nonzero once option k was given explicitly (command line or
+ * OPT_STR -> const char * (never NULL after fe_options_init), OPT_ENUM -> fe_optval (made once,
+ * when the option is set), OPT_LIST -> fe_list, OPT_FLAG -> int.  set[k] is nonzero once option k was given explicitly (command line or
  * the model's compile: section); the command line wins. */
 enum {
 #define OPT(field, lname, type, def, values, help, impl) FE_OPTK_##field,
@@ -21,7 +36,7 @@ enum {
 #define FE_OPT_CTYPE_OPT_INT int64_t
 #define FE_OPT_CTYPE_OPT_FLOAT double
 #define FE_OPT_CTYPE_OPT_STR const char *
-#define FE_OPT_CTYPE_OPT_ENUM const char *
+#define FE_OPT_CTYPE_OPT_ENUM fe_optval
 #define FE_OPT_CTYPE_OPT_LIST fe_list
 #define FE_OPT_CTYPE_OPT_FLAG int
 typedef struct fe_options {
@@ -34,7 +49,7 @@ typedef struct fe_options {
 typedef struct fe_opt_info {
   const char *field, *long_name;
   fe_opt_type type;
-  const char *def, *values, *help;
+  const char *def, *values, *help; /* values: "" for OPT_ENUM rows (fe_opt_values) */
   int implemented;
 } fe_opt_info;
 extern const fe_opt_info fe_opt_table[FE_OPT_COUNT];

@@ -211,7 +211,7 @@ static ir_graph *load(fe_ctx *c) {
   fe_field top[FE_K_top__count], in[FE_K_input__count];
   const fe_node *root = fe_yaml_load(c->a, c->file, c->d);
   if (!root || read_top(c, root, top, from_model)) return NULL;
-  c->training = !strcmp(c->o->mode, "training");
+  c->training = c->o->mode == FE_MODE_TRAINING;
   c->g = ir_graph_new(top[FE_K_top_name].s, (int)c->o->batch_size);
   c->gfile = ir_strdup(c->g->arena, c->file);
   int last;

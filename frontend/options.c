@@ -16,6 +16,23 @@ const fe_opt_info fe_opt_table[FE_OPT_COUNT] = {
 #include "options.def"
 };
 
+/* The OPT_VALUE rows: the option each belongs to and its text (index = enum fe_optval). */
+static const struct { int k; const char *text; } fe_values[FE_N_VALUES] = {
+#define OPT(field, lname, type, def, values, help, impl)
+#define OPT_VALUE(field, name, text) {FE_OPTK_##field, text},
+#include "options.def"
+};
+
+const char *fe_optval_text(fe_optval v) { return v >= 0 && v < FE_N_VALUES ? fe_values[v].text : "?"; }
+
+const char *fe_opt_values(int k, char *buf, size_t size) {
+  size_t n = 0;
+  if (size) buf[0] = 0;
+  for (int v = 0; v < FE_N_VALUES && size; v++)
+    if (fe_values[v].k == k) n += (size_t)snprintf(buf + (n < size ? n : size - 1), n < size ? size - n : 1, "%s%s", n ? "|" : "", fe_values[v].text);
+  return buf;
+}
+
 static const size_t opt_offset[FE_OPT_COUNT] = {
 #define OPT(field, lname, type, def, values, help, impl) offsetof(fe_options, field),
 #include "options.def"
@@ -83,23 +100,20 @@ static int set_float(fe_options *o, int k, const char *text, const char *label, 
 }
 
 static int set_enum(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
-  const char *vals = fe_opt_table[k].values, *cand[16];
-  char buf[16][32];
+  const char *cand[FE_N_VALUES];
   int n = 0;
-  for (const char *p = vals; *p && n < 16;) {
-    size_t len = strcspn(p, "|");
-    if (len == strlen(text) && !strncmp(p, text, len)) {
-      *(const char **)field_ptr(o, k) = text;
+  for (int v = 0; v < FE_N_VALUES; v++) {
+    if (fe_values[v].k != k) continue;
+    if (!strcmp(fe_values[v].text, text)) {
+      *(fe_optval *)field_ptr(o, k) = (fe_optval)v;
       return 0;
     }
-    snprintf(buf[n], sizeof buf[n], "%.*s", (int)len, p);
-    cand[n] = buf[n];
-    n++;
-    p += len + (p[len] == '|');
+    cand[n++] = fe_values[v].text;
   }
+  char vals[256];
   const char *best = fe_closest(text, cand, n);
-  return ir_diag_set(d, (ir_loc){0}, NULL, "%s must be one of %s (got '%s')%s%s%s", label, vals, text,
-                     best ? " (did you mean '" : "", best ? best : "", best ? "'?)" : "");
+  return ir_diag_set(d, (ir_loc){0}, NULL, "%s must be one of %s (got '%s')%s%s%s", label, fe_opt_values(k, vals, sizeof vals),
+                     text, best ? " (did you mean '" : "", best ? best : "", best ? "'?)" : "");
 }
 
 static int set_flag(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
@@ -237,7 +251,7 @@ void fe_options_rehome(fe_options *o, const unsigned char *which, ir_arena *a) {
   for (int k = 0; k < FE_OPT_COUNT; k++) {
     if (!which[k]) continue;
     fe_opt_type t = fe_opt_table[k].type;
-    if (t == OPT_STR || t == OPT_ENUM) {
+    if (t == OPT_STR) {
       const char **p = field_ptr(o, k);
       *p = ir_strdup(a, *p);
     } else if (t == OPT_LIST) {
@@ -296,7 +310,8 @@ static void put_value(sbuf *b, const fe_options *o, int k, const ir_tuning *tune
   case OPT_INT: snprintf(num, sizeof num, "%lld", (long long)*(const int64_t *)p); puts_(b, num); break;
   case OPT_FLOAT: json_double(num, sizeof num, *(const double *)p); puts_(b, num); break;
   case OPT_FLAG: puts_(b, *(const int *)p ? "true" : "false"); break;
-  case OPT_STR: case OPT_ENUM: put_json_str(b, *(const char *const *)p); break;
+  case OPT_STR: put_json_str(b, *(const char *const *)p); break;
+  case OPT_ENUM: put_json_str(b, fe_optval_text(*(const fe_optval *)p)); break;
   case OPT_LIST: {
     const fe_list *l = p;
     puts_(b, "[");

@@ -242,7 +242,8 @@ static void print_help(void) {
                        : t->type == OPT_LIST ? " NAME..." : "";
     if (k == FE_OPTK_memory_limit) meta = " BYTES"; /* sizes with K/M/G/T (docs/cli.md) */
     if (k == FE_OPTK_available_memory_proportion) meta = " P[,P...]";
-    if (t->type == OPT_ENUM) snprintf(head, sizeof head, "--%s %s", t->long_name, t->values);
+    char vals[256];
+    if (t->type == OPT_ENUM) snprintf(head, sizeof head, "--%s %s", t->long_name, fe_opt_values(k, vals, sizeof vals));
     else snprintf(head, sizeof head, "--%s%s", t->long_name, meta);
     printf("  %-26s%s%s", head, strlen(head) > 25 ? "\n                            " : "", t->help);
     if (t->def[0] && t->type != OPT_FLAG) printf(" (default %s)", t->def);
@@ -431,8 +432,9 @@ static int build(driver *D, ir_graph *g) {
   if (rep) rp_report_sink(rep, &sink), rp_report_phase(rep, "load", D->load_seconds);
   if (rep) rp_report_set_proportion(rep, D->o.available_memory_proportion);
   if (rep)
-    rp_report_set_training(rep, (int)D->o.gradient_accumulation, (int)D->o.replicas, D->o.pipeline_schedule, D->o.recompute);
-  if (rep) rp_report_set_half_partials(rep, D->o.enable_half_partials ? D->o.half_type : NULL);
+    rp_report_set_training(rep, (int)D->o.gradient_accumulation, (int)D->o.replicas, fe_optval_text(D->o.pipeline_schedule),
+                           fe_optval_text(D->o.recompute));
+  if (rep) rp_report_set_half_partials(rep, D->o.enable_half_partials ? fe_optval_text(D->o.half_type) : NULL);
   int rc = cnnc_build_model_report(g, &D->o, out, D->emit, D->verbose, rep ? &sink : NULL, &d);
   if (rep && !rc) rc = write_report(D, rep, (now_ms() - t0) / 1e3);
   rp_report_free(rep);

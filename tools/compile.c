@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/cnnc_abi.h"
 #include "tools/compile.h"
 #include "codegen/cg.h"
 #include "codegen/cg_budget.h"
@@ -20,29 +21,30 @@ static double seconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* --half-type as the IR's format. */
+static int half_format(const fe_options *o) { return o->half_type == FE_HALF_FP16 ? IR_HALF_FP16 : IR_HALF_BF16; }
+
 /* Options this back end cannot honour yet. */
 static int check_options(const fe_options *o, ir_diag *d) {
   ir_loc loc = {0};
-  int train = o->mode && !strcmp(o->mode, "training");
-  if (o->mode && strcmp(o->mode, "inference") != 0 && !train)
-    return ir_diag_set(d, loc, NULL, "--mode %s: code generation supports inference and training only", o->mode);
+  int train = o->mode == FE_MODE_TRAINING, p16 = o->precision != FE_PRECISION_32_32;
   if (train && (o->gradient_accumulation < 1 || o->gradient_accumulation > 4096))
     return ir_diag_set(d, loc, NULL, "--gradient-accumulation %lld: must be in 1..4096", (long long)o->gradient_accumulation);
   if (train && (o->replicas < 1 || o->replicas > 64))
     return ir_diag_set(d, loc, NULL, "--replicas %lld: must be in 1..64", (long long)o->replicas);
-  if (o->enable_stochastic_rounding && !(train && o->precision && !strcmp(o->precision, "16.16")))
+  if (o->enable_stochastic_rounding && !(train && o->precision == FE_PRECISION_16_16))
     return ir_diag_set(d, loc, NULL, "--enable-stochastic-rounding rounds the 16-bit weight update: it needs "
                                      "--precision 16.16 --mode training (16.32 keeps f32 master weights)");
-  if (o->auto_loss_scaling && !(train && o->precision && strcmp(o->precision, "32.32")))
+  if (o->auto_loss_scaling && !(train && p16))
     return ir_diag_set(d, loc, NULL, "--auto-loss-scaling protects 16-bit gradients from overflow and underflow: it needs "
                                      "--mode training and --precision 16.32 or 16.16 (with 32.32 use a fixed --loss-scaling S)");
   if (o->auto_loss_scaling && (o->loss_scaling_interval < 1 || o->loss_scaling_interval > 1000000000))
     return ir_diag_set(d, loc, NULL, "--loss-scaling-interval %lld: must be in 1..1000000000", (long long)o->loss_scaling_interval);
-  if (o->enable_half_partials && (!o->precision || !strcmp(o->precision, "32.32")))
+  if (o->enable_half_partials && !p16)
     return ir_diag_set(d, loc, NULL, "--enable-half-partials stores partial sums in the 16-bit --half-type: it needs "
                                      "--precision 16.32 or 16.16");
-  if (!train && (o->gradient_accumulation != 1 || o->replicas != 1 || strcmp(o->recompute, "none") ||
-                 strcmp(o->pipeline_schedule, "sequential")))
+  if (!train && (o->gradient_accumulation != 1 || o->replicas != 1 || o->recompute != FE_RECOMPUTE_NONE ||
+                 o->pipeline_schedule != FE_SCHEDULE_SEQUENTIAL))
     return ir_diag_set(d, loc, NULL,
                        "--gradient-accumulation, --replicas, --recompute and --pipeline-schedule need --mode training");
   return 0;
@@ -56,22 +58,22 @@ int cnnc_build_model(ir_graph *g, const fe_options *o, const char *output, const
 /* The pass options of o (the IR passes of passes/pipeline.c). */
 static pass_pipeline_opts pipeline_opts(const fe_options *o, const char *stop_after, int verbose) {
   pass_pipeline_opts p = {0};
-  p.training = o->mode && !strcmp(o->mode, "training");
-  p.precision = o->precision, p.half_type = o->half_type;
+  p.training = o->mode == FE_MODE_TRAINING;
+  p.precision = fe_optval_text(o->precision), p.half_type = fe_optval_text(o->half_type);
   p.splits = o->pipeline_splits.v, p.n_splits = o->pipeline_splits.n, p.shards = (int)o->shards;
-  p.recompute = o->recompute;
+  p.recompute = fe_optval_text(o->recompute);
   p.stop_after = stop_after;
   p.log = verbose ? stderr : NULL;
-  p.store16_fmt = p.training && o->precision && strcmp(o->precision, "32.32") ? pass_precision_format(o->half_type) : -1;
+  p.store16_fmt = p.training && o->precision != FE_PRECISION_32_32 ? half_format(o) : -1;
   pass_optim_cfg *cfg = &p.optim;
-  cfg->optimizer = o->optimizer && *o->optimizer ? o->optimizer : "sgd";
+  cfg->optimizer = fe_optval_text(o->optimizer);
   cfg->momentum = (float)o->momentum;
   cfg->weight_decay = (float)o->weight_decay;
   cfg->l2 = (float)o->l2_regularization;
   cfg->exempt_norm = o->exempt_norm;
   cfg->loss_scale = o->loss_scaling > 0 ? (float)o->loss_scaling : 1.0f;
-  if (o->precision && !strcmp(o->precision, "16.16")) /* the updated weights rounded (docs/precision.md) */
-    cfg->round16 = 1 + pass_precision_format(o->half_type), cfg->stochastic = o->enable_stochastic_rounding;
+  if (o->precision == FE_PRECISION_16_16) /* the updated weights rounded (docs/precision.md) */
+    cfg->round16 = 1 + half_format(o), cfg->stochastic = o->enable_stochastic_rounding;
   cfg->seed = (uint64_t)o->seed;
   if (o->auto_loss_scaling) /* S is runtime state (optimizer.c); the compile-time scale is 1 */
     cfg->auto_loss_scale = o->loss_scaling > 0 && o->loss_scaling != 1 ? (float)o->loss_scaling : 65536.0f,
@@ -107,9 +109,9 @@ int cnnc_build_model_report(ir_graph *g, const fe_options *o, const char *output
     cg_target_dispose(&t);
     return -1;
   }
-  if (!(o->mode && !strcmp(o->mode, "training")) && o->precision && strcmp(o->precision, "32.32") &&
+  if (o->mode != FE_MODE_TRAINING && o->precision != FE_PRECISION_32_32 &&
       !pass_store16_disabled(g) && /* 16-bit inference activations (gen_store16.c), before the budget sees them */
-      cg_store16_infer(g, &t, o->available_memory_proportion, pass_precision_format(o->half_type), verbose ? stderr : NULL, d) < 0) {
+      cg_store16_infer(g, &t, o->available_memory_proportion, half_format(o), verbose ? stderr : NULL, d) < 0) {
     cg_target_dispose(&t);
     return -1;
   }
@@ -131,9 +133,11 @@ int cnnc_build_model_report(ir_graph *g, const fe_options *o, const char *output
   co.tmpdir = o->tmpdir;
   co.available_memory_proportion = o->available_memory_proportion;
   co.grad_accum = (int)o->gradient_accumulation, co.replicas = (int)o->replicas;
-  co.half_partials = o->enable_half_partials ? 1 + pass_precision_format(o->half_type) : 0;
-  co.schedule = !strcmp(o->pipeline_schedule, "grouped") ? 1 : !strcmp(o->pipeline_schedule, "interleaved") ? 2 : 0;
-  co.recompute = !strcmp(o->recompute, "auto") ? 1 : !strcmp(o->recompute, "pipeline") ? 2 : !strcmp(o->recompute, "all") ? 3 : 0;
+  co.half_partials = o->enable_half_partials ? 1 + half_format(o) : 0;
+  co.schedule = o->pipeline_schedule == FE_SCHEDULE_GROUPED       ? CNNC_ABI_SCHED_GROUPED
+                : o->pipeline_schedule == FE_SCHEDULE_INTERLEAVED ? CNNC_ABI_SCHED_INTERLEAVED
+                                                                  : CNNC_ABI_SCHED_SEQUENTIAL;
+  co.recompute = o->recompute == FE_RECOMPUTE_AUTO ? 1 : o->recompute == FE_RECOMPUTE_PIPELINE ? 2 : o->recompute == FE_RECOMPUTE_ALL ? 3 : 0;
   if (co.half_partials) { /* the kernels' own partials too: recorded on g for the interpreter (docs/precision.md) */
     g->half_partials = co.half_partials, g->partial_lanes = t.vec_f32;
     g->partial_kblock = ir_alloc(g->arena, (size_t)(g->n_nodes > 0 ? g->n_nodes : 1) * sizeof *g->partial_kblock);

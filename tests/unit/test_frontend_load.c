@@ -26,13 +26,25 @@ static const char *write_file(const char *name, const char *text) {
   return p;
 }
 
+static int bs_k(void) { return fe_option_find("batch-size"); }
+
 static void test_options(void) {
   fe_options o;
   ir_diag d = {0};
   fe_options_init(&o);
-  CHECK(o.batch_size == 1 && !strcmp(o.mode, "inference") && !strcmp(o.precision, "32.32") && !o.weights[0] &&
+  CHECK(o.batch_size == 1 && o.mode == FE_MODE_INFERENCE && o.precision == FE_PRECISION_32_32 && !o.weights[0] &&
             o.pipeline_splits.n == 0 && !strcmp(o.available_memory_proportion, "0.6"),
         "defaults");
+  /* enum options: typed values (options.def OPT_VALUE rows), their texts and the value list */
+  char vals[128];
+  int rk = fe_option_find("recompute");
+  CHECK(!strcmp(fe_opt_values(rk, vals, sizeof vals), "none|auto|pipeline|all") && !fe_opt_values(bs_k(), vals, sizeof vals)[0],
+        "values: %s", vals);
+  CHECK(fe_option_set(&o, rk, "pipeline", &d) == 0 && o.recompute == FE_RECOMPUTE_PIPELINE &&
+            !strcmp(fe_optval_text(o.recompute), "pipeline"), "enum set");
+  CHECK(fe_option_set(&o, rk, "al", &d) == -1 && strstr(d.msg, "one of none|auto|pipeline|all") && strstr(d.msg, "'all'") &&
+            o.recompute == FE_RECOMPUTE_PIPELINE, "enum error: %s", d.msg);
+  d = (ir_diag){0};
   int bs = fe_option_find("batch-size");
   CHECK(bs >= 0 && bs == fe_option_find("batch_size") && fe_option_find("batchsize") < 0, "lookup");
   CHECK(fe_option_set(&o, bs, "0", &d) == -1 && strstr(d.msg, "--batch-size must be >= 1"), "range: %s", d.msg);
