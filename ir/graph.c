@@ -106,6 +106,10 @@ int ir_find_node(const ir_graph *g, const char *name) {
   return v >= 0 && g->values[v].kind == IR_VAL_ACT ? g->values[v].producer : -1;
 }
 
+int64_t ir_value_bytes(const ir_graph *g, int v) {
+  return ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
+}
+
 /* Operand count and operand existence; shape checks are the op's infer hook. */
 static int check_operands(const ir_graph *g, ir_op op, const char *name, ir_loc loc, const int *in, int n_in,
                           ir_diag *d) {
