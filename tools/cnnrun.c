@@ -130,12 +130,16 @@ static void command_help(const char *cmd, const optdef *defs) {
            "inference calls only.\n");
 }
 
-void die_usage(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
+static void vmessage(const char *fmt, va_list ap) {
   fprintf(stderr, "cnnrun: ");
   vfprintf(stderr, fmt, ap);
   fprintf(stderr, "\n");
+}
+
+void die_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmessage(fmt, ap);
   va_end(ap);
   usage(stderr);
   exit(EXIT_USAGE);
@@ -144,9 +148,7 @@ void die_usage(const char *fmt, ...) {
 void die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "cnnrun: ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
+  vmessage(fmt, ap);
   va_end(ap);
   exit(1);
 }
