@@ -64,7 +64,7 @@ void ir_ref_conv2d_grad_input(const ir_graph *g, const ir_node *n, const float *
   int64_t kb = g->half_partials && g->partial_kblock ? g->partial_kblock[n->id] : 0;
   if (kb > 0 && c.kh == 1 && c.kw == 1 && c.oh == c.h && c.ow == c.w && c.cin_g == c.cin) {
     /* --enable-half-partials, a 1x1 stride-1 grad_input run by the K-blocked row (codegen/
-     * gen_conv_vc.c via gen_train_pconv.c): the sum over the output channels is rounded to
+     * conv/chanvec_row.c via gen_train_pconv.c): the sum over the output channels is rounded to
      * the 16-bit format before each later block of kb of them */
     int64_t hw = c.h * c.w;
     for (int64_t b = 0; b < c.n; b++)

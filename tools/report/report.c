@@ -51,7 +51,7 @@ typedef struct hp_kind {
   double bf16[2], fp16[2];          /* max, mean relative error; < 0: none */
 } hp_kind;
 static const hp_kind hp_kinds[] = {
-    {"conv_kblock", "output partial sums in a buffer between blocks of input channels (gen_conv_vc.c K-blocked 1x1 row)",
+    {"conv_kblock", "output partial sums in a buffer between blocks of input channels (conv/chanvec_row.c K-blocked 1x1 row)",
      "stack buffer of each kernel thread", {0.812, 2.66e-3}, {0.0528, 3.27e-4}},
     {"conv_grad_input_kblock", "dx partial sums in a buffer between blocks of output channels (K-blocked 1x1 row)",
      "stack buffer of each kernel thread", {-1, -1}, {-1, -1}},
@@ -206,7 +206,7 @@ int64_t rp_node_budget(const rp_report *r, int n) {
   return cg_working_set_budget(&r->cache, cg_budget_proportion(r->amp_text, nd->shard));
 }
 
-/* Inference conv kernels that run blocks of channel tiles (gen_conv.c conv_tile_block: every
+/* Inference conv kernels that run blocks of channel tiles (conv/direct.c conv_tile_block: every
  * conv that is not a 1x1 GEMM, grouped, depthwise or a subsampled-plane GEMM): the tiles per
  * block, B = (L2 budget - input rows of one output row) / packed weights of one tile, clamped
  * to 1..tiles, with the L2 budget cg_tile_budget(P of the shard) and the tile's channels R

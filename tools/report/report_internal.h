@@ -1,4 +1,4 @@
-/* report_internal.h — private to the compile report (passes/report*.c): the collected and
+/* report_internal.h — private to the compile report (tools/report/report*.c): the collected and
  * derived figures that the JSON (report.c) and HTML (report_html.c) writers print. */
 #ifndef CNNC_REPORT_INTERNAL_H
 #define CNNC_REPORT_INTERNAL_H
@@ -109,7 +109,7 @@ int64_t rp_limited(const rp_report *r, const rp_shard *s);
  * for ops that have none (only conv/dense and their gradients block for the cache). */
 int64_t rp_node_budget(const rp_report *r, int n);
 /* Inference conv kernels blocked by channel tiles: the block's working set (bytes) and the
- * tiles per block in *tiles, from the kernel kind and P (gen_conv.c conv_tile_block); -1 for
+ * tiles per block in *tiles, from the kernel kind and P (conv/direct.c conv_tile_block); -1 for
  * other kernels. */
 int64_t rp_conv_block(const rp_report *r, int n, const char *kind, int64_t *tiles);
 /* Training (report_train.c): stage structure before the kernels are derived, then the
