@@ -32,15 +32,22 @@ static void thread_cpu(double *r, float sink) {
 
 #define CHAINS(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11)
 
+/* The body of every kernel: 12 accumulators a[i] = i, ITERS iterations of STEP(i) on each
+ * (a[i] = op(a[i], b, c)), then their sum s.  VEC: the f32 vector type, SET1 and ADD its
+ * broadcast and add. */
+#define RUN_CHAINS(VEC, SET1, ADD, STEP)                  \
+  VEC a[12];                                              \
+  for (int i = 0; i < 12; i++) a[i] = SET1((float)i);     \
+  for (long n = 0; n < ITERS; n++) {                      \
+    CHAINS(STEP)                                          \
+  }                                                       \
+  VEC s = a[0];                                           \
+  for (int i = 1; i < 12; i++) s = ADD(s, a[i]);
+
 __attribute__((target("avx2,fma"))) static void *run256(void *p) {
-  __m256 b = _mm256_set1_ps(1.0000001f), c = _mm256_set1_ps(1e-7f), a[12];
-  for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
-  for (long n = 0; n < ITERS; n++) {
+  __m256 b = _mm256_set1_ps(1.0000001f), c = _mm256_set1_ps(1e-7f);
 #define F256(i) a[i] = _mm256_fmadd_ps(a[i], b, c);
-    CHAINS(F256)
-  }
-  __m256 s = a[0];
-  for (int i = 1; i < 12; i++) s = _mm256_add_ps(s, a[i]);
+  RUN_CHAINS(__m256, _mm256_set1_ps, _mm256_add_ps, F256)
   float out[8];
   _mm256_storeu_ps(out, s);
   thread_cpu(p, out[0]);
@@ -48,14 +55,9 @@ __attribute__((target("avx2,fma"))) static void *run256(void *p) {
 }
 
 __attribute__((target("avx512f"))) static void *run512(void *p) {
-  __m512 b = _mm512_set1_ps(1.0000001f), c = _mm512_set1_ps(1e-7f), a[12];
-  for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
-  for (long n = 0; n < ITERS; n++) {
+  __m512 b = _mm512_set1_ps(1.0000001f), c = _mm512_set1_ps(1e-7f);
 #define F512(i) a[i] = _mm512_fmadd_ps(a[i], b, c);
-    CHAINS(F512)
-  }
-  __m512 s = a[0];
-  for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, a[i]);
+  RUN_CHAINS(__m512, _mm512_set1_ps, _mm512_add_ps, F512)
   thread_cpu(p, _mm512_reduce_add_ps(s));
   return 0;
 }
@@ -63,14 +65,8 @@ __attribute__((target("avx512f"))) static void *run512(void *p) {
 /* vdpbf16ps: 32 bf16 products summed pairwise into 16 f32 lanes = 64 FLOP per instruction */
 __attribute__((target("avx512f,avx512bf16"))) static void *runbf16(void *p) {
   __m512bh b = (__m512bh)_mm512_set1_epi16(0x3f80), c = b;
-  __m512 a[12];
-  for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
-  for (long n = 0; n < ITERS; n++) {
 #define FBF(i) a[i] = _mm512_dpbf16_ps(a[i], b, c);
-    CHAINS(FBF)
-  }
-  __m512 s = a[0];
-  for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, a[i]);
+  RUN_CHAINS(__m512, _mm512_set1_ps, _mm512_add_ps, FBF)
   thread_cpu(p, _mm512_reduce_add_ps(s));
   return 0;
 }

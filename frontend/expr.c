@@ -27,36 +27,24 @@ static fe_value vfloat(double f) { return (fe_value){FE_V_FLOAT, 0, f}; }
 static double num(fe_value v) { return v.t == FE_V_FLOAT ? v.f : (double)v.i; }
 
 /* Records the first error; with at, the message shows where in the text it happened. */
-static fe_value report(ex *e, int at, const char *fmt, va_list ap) {
+static fe_value report(ex *e, int at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static fe_value report(ex *e, int at, const char *fmt, ...) {
   if (e->failed) return vint(0);
   e->failed = 1;
   char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
   if (!at) snprintf(e->err, e->errn, "%s", msg);
   else if (*e->p) snprintf(e->err, e->errn, "%s at '%.20s'", msg, e->p);
   else snprintf(e->err, e->errn, "%s at the end", msg);
   return vint(0);
 }
 
-/* A syntax error (names the position). */
-static fe_value syntax(ex *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static fe_value syntax(ex *e, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fe_value v = report(e, 1, fmt, ap);
-  va_end(ap);
-  return v;
-}
-
-/* An evaluation error (type, overflow, division by zero). */
-static fe_value fail(ex *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static fe_value fail(ex *e, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fe_value v = report(e, 0, fmt, ap);
-  va_end(ap);
-  return v;
-}
+/* A syntax error (names the position); an evaluation error (type, overflow, division by zero). */
+#define syntax(e, ...) report(e, 1, __VA_ARGS__)
+#define fail(e, ...) report(e, 0, __VA_ARGS__)
 
 const char *fe_vtype_name(fe_vtype t) { return t == FE_V_INT ? "int" : t == FE_V_FLOAT ? "float" : "bool"; }
 

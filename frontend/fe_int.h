@@ -113,22 +113,15 @@ typedef struct fe_field {
   int same;                /* PAD: "same" (iv undefined) */
 } fe_field;
 
-/* Key indices: FE_K_<table>_<key>, and FE_K_<table>__count. */
-#define FE_OP(id, irop, lower, n_in) enum {
-#define FE_SECTION(id, what) enum {
+typedef struct fe_ctx fe_ctx;     /* the lowering context, below */
+typedef struct fe_layer fe_layer; /* one layer being lowered, below */
+
+/* Per table: its key table fe_tab_<table> (schema.c), the key indices FE_K_<table>_<key> and
+ * FE_K_<table>__count; per op also its lowering function (lower.c, lower_ops.c). */
+#define FE_OP(id, irop, lower, n_in) int lower(fe_ctx *c, fe_layer *L); extern const fe_table fe_tab_##id; enum {
+#define FE_SECTION(id, what) extern const fe_table fe_tab_##id; enum {
 #define FE_KEY(id, key, type, def, lo, hi, flags, values) FE_K_##id##_##key,
 #define FE_END(id) FE_K_##id##__count };
-#include "layers.def"
-#include "sections.def"
-#undef FE_OP
-#undef FE_SECTION
-#undef FE_KEY
-#undef FE_END
-
-#define FE_OP(id, irop, lower, n_in) extern const fe_table fe_tab_##id;
-#define FE_SECTION(id, what) extern const fe_table fe_tab_##id;
-#define FE_KEY(id, key, type, def, lo, hi, flags, values)
-#define FE_END(id)
 #include "layers.def"
 #include "sections.def"
 #undef FE_OP
@@ -141,7 +134,7 @@ typedef struct fe_strmap { int cap, n; const char **k; int *v; } fe_strmap;
 void fe_strmap_put(ir_arena *a, fe_strmap *m, const char *k, int v); /* k must outlive m */
 int fe_strmap_get(const fe_strmap *m, const char *k);                 /* -1 if absent */
 
-typedef struct fe_ctx {
+struct fe_ctx {
   const char *file;      /* the model path as given (diagnostics) */
   const char *gfile;     /* the same, owned by the graph (node locations) */
   ir_arena *a;           /* the YAML tree and scratch; freed by fe_load */
@@ -158,7 +151,7 @@ typedef struct fe_ctx {
   int training;
   int input;             /* the model input after normalisation (what `input` names) */
   int n_dropout;
-} fe_ctx;
+};
 
 ir_loc fe_loc(const fe_ctx *c, const fe_node *n);
 /* Records an error at node n (layer may be NULL).  Returns -1. */
@@ -182,7 +175,6 @@ int fe_scalar(fe_ctx *c, const fe_node *n, const fe_env *env, const char *layer,
 int fe_valid_name(const char *s);
 
 /* ---- layers (lower.c, lower_ops.c) -------------------------------------------------------- */
-typedef struct fe_layer fe_layer;
 typedef int (*fe_lower_fn)(fe_ctx *c, fe_layer *L);
 typedef struct fe_op_def {
   const char *name;
@@ -204,16 +196,6 @@ struct fe_layer {
   int in[IR_MAX_IN], n_in;
   int out;                /* result value id (set by lower) */
 };
-
-#define FE_OP(id, irop, lower, n_in) int lower(fe_ctx *c, fe_layer *L);
-#define FE_SECTION(id, what)
-#define FE_KEY(id, key, type, def, lo, hi, flags, values)
-#define FE_END(id)
-#include "layers.def"
-#undef FE_OP
-#undef FE_SECTION
-#undef FE_KEY
-#undef FE_END
 
 /* Adds a node for L (relocating shape errors to L), the result to L->out.  0 or -1. */
 int fe_add_node(fe_ctx *c, fe_layer *L, ir_op op, const int *in, int n_in, const ir_attr *attr);

@@ -84,6 +84,28 @@ static int expect(st_file *f, char c, const char *what) {
   return 0;
 }
 
+/* Consumes c if it comes next (after white space); 1 if it did. */
+static int accept(st_file *f, char c) {
+  skip_ws(f);
+  if (f->pos >= f->len || f->hdr[f->pos] != c) return 0;
+  f->pos++;
+  return 1;
+}
+
+/* A JSON object or array: list_open consumes its opening character (open) and returns 1 when
+ * an element follows, 0 when close follows at once (consumed too); list_next, after an element,
+ * consumes the ',' (1: another element follows) or close (0).  Both return -1 (the error set,
+ * what naming the expected text) otherwise.  Loop: for (r = list_open(..); r > 0; r = list_next(..)). */
+static int list_open(st_file *f, char open, char close, const char *what) {
+  if (expect(f, open, what) < 0) return -1;
+  return !accept(f, close);
+}
+
+static int list_next(st_file *f, char close, const char *what) {
+  if (accept(f, ',')) return 1;
+  return expect(f, close, what) < 0 ? -1 : 0;
+}
+
 static int hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -207,60 +229,43 @@ static st_dtype dtype_from_name(const char *s) {
 
 /* {"dtype": "F32", "shape": [..], "data_offsets": [b, e]}; each key exactly once. */
 static int parse_tensor_info(st_file *f, st_tensor *t) {
-  int seen_dtype = 0, seen_shape = 0, seen_off = 0;
-  if (expect(f, '{', "'{' (tensor info)") < 0) return -1;
-  skip_ws(f);
-  if (f->pos < f->len && f->hdr[f->pos] == '}') {
-    f->pos++;
-  } else {
-    for (;;) {
-      char *key;
-      if (parse_string(f, &key) < 0 || expect(f, ':', "':'") < 0) return -1;
-      if (!strcmp(key, "dtype")) {
-        char *dt;
-        if (seen_dtype++) return st_err(f, "tensor '%s': 'dtype' given twice", t->name);
-        if (parse_string(f, &dt) < 0) return -1;
-        t->dtype_name = dt;
-        t->dtype = dtype_from_name(dt);
-      } else if (!strcmp(key, "shape")) {
-        if (seen_shape++) return st_err(f, "tensor '%s': 'shape' given twice", t->name);
-        if (expect(f, '[', "'[' (shape)") < 0) return -1;
-        skip_ws(f);
-        if (f->pos < f->len && f->hdr[f->pos] == ']') {
-          f->pos++;
-        } else {
-          for (;;) {
-            uint64_t dim;
-            if (parse_u64(f, &dim, t->name, "shape") < 0) return -1;
-            if (t->rank == ST_MAX_RANK)
-              return st_err(f, "tensor '%s': rank above %d is not supported", t->name, ST_MAX_RANK);
-            if (dim > ST_MAX_DIM)
-              return st_err(f, "tensor '%s': dimension %llu is too large", t->name, (unsigned long long)dim);
-            t->dim[t->rank++] = dim;
-            skip_ws(f);
-            if (f->pos < f->len && f->hdr[f->pos] == ',') { f->pos++; continue; }
-            if (expect(f, ']', "',' or ']' (shape)") < 0) return -1;
-            break;
-          }
-        }
-      } else if (!strcmp(key, "data_offsets")) {
-        if (seen_off++) return st_err(f, "tensor '%s': 'data_offsets' given twice", t->name);
-        if (expect(f, '[', "'[' (data_offsets)") < 0 ||
-            parse_u64(f, &t->begin, t->name, "data_offsets") < 0 ||
-            expect(f, ',', "',' (data_offsets has two entries)") < 0 ||
-            parse_u64(f, &t->end, t->name, "data_offsets") < 0 ||
-            expect(f, ']', "']' (data_offsets has two entries)") < 0)
-          return -1;
-      } else {
-        return st_err(f, "tensor '%s': unknown key '%s' (expected dtype, shape, data_offsets)",
-                      t->name, key);
+  int seen_dtype = 0, seen_shape = 0, seen_off = 0, r;
+  for (r = list_open(f, '{', '}', "'{' (tensor info)"); r > 0; r = list_next(f, '}', "',' or '}' (tensor info)")) {
+    char *key;
+    if (parse_string(f, &key) < 0 || expect(f, ':', "':'") < 0) return -1;
+    if (!strcmp(key, "dtype")) {
+      char *dt;
+      if (seen_dtype++) return st_err(f, "tensor '%s': 'dtype' given twice", t->name);
+      if (parse_string(f, &dt) < 0) return -1;
+      t->dtype_name = dt;
+      t->dtype = dtype_from_name(dt);
+    } else if (!strcmp(key, "shape")) {
+      if (seen_shape++) return st_err(f, "tensor '%s': 'shape' given twice", t->name);
+      int rs;
+      for (rs = list_open(f, '[', ']', "'[' (shape)"); rs > 0; rs = list_next(f, ']', "',' or ']' (shape)")) {
+        uint64_t dim;
+        if (parse_u64(f, &dim, t->name, "shape") < 0) return -1;
+        if (t->rank == ST_MAX_RANK)
+          return st_err(f, "tensor '%s': rank above %d is not supported", t->name, ST_MAX_RANK);
+        if (dim > ST_MAX_DIM)
+          return st_err(f, "tensor '%s': dimension %llu is too large", t->name, (unsigned long long)dim);
+        t->dim[t->rank++] = dim;
       }
-      skip_ws(f);
-      if (f->pos < f->len && f->hdr[f->pos] == ',') { f->pos++; continue; }
-      if (expect(f, '}', "',' or '}' (tensor info)") < 0) return -1;
-      break;
+      if (rs < 0) return -1;
+    } else if (!strcmp(key, "data_offsets")) {
+      if (seen_off++) return st_err(f, "tensor '%s': 'data_offsets' given twice", t->name);
+      if (expect(f, '[', "'[' (data_offsets)") < 0 ||
+          parse_u64(f, &t->begin, t->name, "data_offsets") < 0 ||
+          expect(f, ',', "',' (data_offsets has two entries)") < 0 ||
+          parse_u64(f, &t->end, t->name, "data_offsets") < 0 ||
+          expect(f, ']', "']' (data_offsets has two entries)") < 0)
+        return -1;
+    } else {
+      return st_err(f, "tensor '%s': unknown key '%s' (expected dtype, shape, data_offsets)",
+                    t->name, key);
     }
   }
+  if (r < 0) return -1;
   if (!seen_dtype || !seen_shape || !seen_off)
     return st_err(f, "tensor '%s': missing '%s'", t->name,
                   !seen_dtype ? "dtype" : !seen_shape ? "shape" : "data_offsets");
@@ -269,55 +274,42 @@ static int parse_tensor_info(st_file *f, st_tensor *t) {
 
 /* "__metadata__": an object of string values (checked, then ignored). */
 static int parse_metadata(st_file *f) {
-  if (expect(f, '{', "'{' (__metadata__)") < 0) return -1;
-  skip_ws(f);
-  if (f->pos < f->len && f->hdr[f->pos] == '}') { f->pos++; return 0; }
-  for (;;) {
+  int r;
+  for (r = list_open(f, '{', '}', "'{' (__metadata__)"); r > 0; r = list_next(f, '}', "',' or '}' (__metadata__)")) {
     char *k, *v;
     if (parse_string(f, &k) < 0 || expect(f, ':', "':'") < 0) return -1;
     skip_ws(f);
     if (f->pos >= f->len || f->hdr[f->pos] != '"')
       return st_err(f, "__metadata__: value of '%s' must be a string", k);
     if (parse_string(f, &v) < 0) return -1;
-    skip_ws(f);
-    if (f->pos < f->len && f->hdr[f->pos] == ',') { f->pos++; continue; }
-    return expect(f, '}', "',' or '}' (__metadata__)");
   }
+  return r;
 }
 
 static int parse_header(st_file *f) {
-  int seen_meta = 0;
-  if (expect(f, '{', "'{' at the start of the header") < 0) return -1;
-  skip_ws(f);
-  if (f->pos < f->len && f->hdr[f->pos] == '}') {
-    f->pos++;
-  } else {
-    for (;;) {
-      char *key;
-      if (parse_string(f, &key) < 0 || expect(f, ':', "':'") < 0) return -1;
-      if (!strcmp(key, "__metadata__")) {
-        if (seen_meta++) return st_err(f, "'__metadata__' given twice");
-        if (parse_metadata(f) < 0) return -1;
-      } else {
-        if (!key[0]) return st_err(f, "bad JSON header: empty tensor name");
-        if (f->n == f->cap) {
-          int cap = f->cap ? 2 * f->cap : 64;
-          st_tensor *nt = realloc(f->t, (size_t)cap * sizeof *nt);
-          if (!nt) return st_err(f, "out of memory reading the header");
-          f->t = nt;
-          f->cap = cap;
-        }
-        st_tensor *t = &f->t[f->n++];
-        memset(t, 0, sizeof *t);
-        t->name = key;
-        if (parse_tensor_info(f, t) < 0) return -1;
+  int seen_meta = 0, r;
+  for (r = list_open(f, '{', '}', "'{' at the start of the header"); r > 0; r = list_next(f, '}', "',' or '}'")) {
+    char *key;
+    if (parse_string(f, &key) < 0 || expect(f, ':', "':'") < 0) return -1;
+    if (!strcmp(key, "__metadata__")) {
+      if (seen_meta++) return st_err(f, "'__metadata__' given twice");
+      if (parse_metadata(f) < 0) return -1;
+    } else {
+      if (!key[0]) return st_err(f, "bad JSON header: empty tensor name");
+      if (f->n == f->cap) {
+        int cap = f->cap ? 2 * f->cap : 64;
+        st_tensor *nt = realloc(f->t, (size_t)cap * sizeof *nt);
+        if (!nt) return st_err(f, "out of memory reading the header");
+        f->t = nt;
+        f->cap = cap;
       }
-      skip_ws(f);
-      if (f->pos < f->len && f->hdr[f->pos] == ',') { f->pos++; continue; }
-      if (expect(f, '}', "',' or '}'") < 0) return -1;
-      break;
+      st_tensor *t = &f->t[f->n++];
+      memset(t, 0, sizeof *t);
+      t->name = key;
+      if (parse_tensor_info(f, t) < 0) return -1;
     }
   }
+  if (r < 0) return -1;
   skip_ws(f);
   if (f->pos != f->len)
     return st_err(f, "bad JSON header: unexpected data after the header object at byte %zu", f->pos);

@@ -48,6 +48,12 @@ void *ir_alloc(ir_arena *a, size_t n) {
   return p;
 }
 
+void *ir_calloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size);
+  if (!p) abort();
+  return p;
+}
+
 char *ir_strdup(ir_arena *a, const char *s) {
   size_t n = strlen(s) + 1;
   char *p = ir_alloc(a, n);

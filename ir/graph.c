@@ -49,14 +49,19 @@ static void index_value(ir_graph *g, int id) {
   g->name_index[k] = id + 1;
 }
 
+/* arr (n elements of size bytes used out of *cap), reallocated if full to room for one more
+ * (doubling from 64); aborts on out of memory, as the arena does. */
+static void *grow(void *arr, int n, int *cap, size_t size) {
+  if (n < *cap) return arr;
+  *cap = *cap ? 2 * *cap : 64;
+  arr = realloc(arr, (size_t)*cap * size);
+  if (!arr) abort();
+  return arr;
+}
+
 static ir_value *new_value(ir_graph *g, const char *name, ir_value_kind kind, ir_dtype dt, ir_shape s) {
-  if (g->n_values == g->cap_values) {
-    g->cap_values = g->cap_values ? 2 * g->cap_values : 64;
-    g->values = realloc(g->values, (size_t)g->cap_values * sizeof *g->values);
-    if (!g->values) abort();
-  }
-  ir_value *v = &g->values[g->n_values];
-  memset(v, 0, sizeof *v);
+  g->values = grow(g->values, g->n_values, &g->cap_values, sizeof *g->values);
+  ir_value *v = memset(&g->values[g->n_values], 0, sizeof *v);
   v->id = g->n_values++;
   v->name = ir_strdup(g->arena, name);
   v->kind = kind;
@@ -101,6 +106,10 @@ int ir_find_node(const ir_graph *g, const char *name) {
   return v >= 0 && g->values[v].kind == IR_VAL_ACT ? g->values[v].producer : -1;
 }
 
+int64_t ir_value_bytes(const ir_graph *g, int v) {
+  return ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
+}
+
 /* Operand count and operand existence; shape checks are the op's infer hook. */
 static int check_operands(const ir_graph *g, ir_op op, const char *name, ir_loc loc, const int *in, int n_in,
                           ir_diag *d) {
@@ -120,13 +129,8 @@ int ir_add_node(ir_graph *g, ir_op op, const char *name, ir_loc loc, const int *
   if (check_operands(g, op, name, loc, in, n_in, d)) return -1;
   if (ir_find_value(g, name) >= 0)
     return ir_diag_set(d, loc, name, "duplicate layer name");
-  if (g->n_nodes == g->cap_nodes) {
-    g->cap_nodes = g->cap_nodes ? 2 * g->cap_nodes : 64;
-    g->nodes = realloc(g->nodes, (size_t)g->cap_nodes * sizeof *g->nodes);
-    if (!g->nodes) abort();
-  }
-  ir_node *n = &g->nodes[g->n_nodes];
-  memset(n, 0, sizeof *n);
+  g->nodes = grow(g->nodes, g->n_nodes, &g->cap_nodes, sizeof *g->nodes);
+  ir_node *n = memset(&g->nodes[g->n_nodes], 0, sizeof *n);
   n->id = g->n_nodes;
   n->op = op;
   n->name = ir_strdup(g->arena, name);

@@ -14,6 +14,7 @@ ir_arena *ir_arena_new(void);                 /* Returns NULL on OOM. Caller fre
 void ir_arena_free(ir_arena *a);              /* Frees every allocation made from a. NULL is a no-op. */
 void *ir_alloc(ir_arena *a, size_t n);        /* Zeroed, 16-byte aligned; aborts on OOM (compiler-side). */
 char *ir_strdup(ir_arena *a, const char *s);  /* Arena copy of s. */
+void *ir_calloc(size_t n, size_t size);       /* calloc off the arena (caller frees); aborts on OOM; n = 0 is fine. */
 char *ir_fmt(ir_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- diagnostics ---------------------------------------------------------------------- */
@@ -221,6 +222,7 @@ int ir_add_node(ir_graph *g, ir_op op, const char *name, ir_loc loc, const int *
                 const ir_attr *attr, ir_diag *d);
 int ir_find_value(const ir_graph *g, const char *name);  /* -1 if absent */
 int ir_find_node(const ir_graph *g, const char *name);   /* -1 if absent */
+int64_t ir_value_bytes(const ir_graph *g, int v);        /* value v's size: numel * dtype size */
 
 /* Checks every invariant (operand counts, topological order, shapes re-inferred and equal,
  * unique names, dtypes).  Returns 0 or -1 with d filled. */

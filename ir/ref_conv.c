@@ -71,7 +71,7 @@ static void conv_add_tap(const ir_conv2d_attr *a, const conv_geom *c, const floa
 
 /* acc [OH,OW] = y[b, co] before the bias: the sum over the group's input channels and the
  * kernel window, tap (ci, ky, kx) after tap.  kblock > 0 (--enable-half-partials, the kernel
- * keeps the sum in memory between blocks of kblock input channels: codegen/gen_conv_vc.c):
+ * keeps the sum in memory between blocks of kblock input channels: codegen/conv/chanvec_row.c):
  * the partial sum is rounded to the 16-bit format half - 1 before each later block. */
 REF_VECTORIZE
 static void conv_plane(const ir_conv2d_attr *a, const conv_geom *c, const float *x, const float *w,

@@ -64,7 +64,7 @@ void ir_ref_conv2d_grad_input(const ir_graph *g, const ir_node *n, const float *
   int64_t kb = g->half_partials && g->partial_kblock ? g->partial_kblock[n->id] : 0;
   if (kb > 0 && c.kh == 1 && c.kw == 1 && c.oh == c.h && c.ow == c.w && c.cin_g == c.cin) {
     /* --enable-half-partials, a 1x1 stride-1 grad_input run by the K-blocked row (codegen/
-     * gen_conv_vc.c via gen_train_pconv.c): the sum over the output channels is rounded to
+     * conv/chanvec_row.c via gen_train_pconv.c): the sum over the output channels is rounded to
      * the 16-bit format before each later block of kb of them */
     int64_t hw = c.h * c.w;
     for (int64_t b = 0; b < c.n; b++)
@@ -233,10 +233,13 @@ static pwin pool_window(const ir_pool_attr *a, int64_t h, int64_t w, int64_t oy,
   return p;
 }
 
-/* in: dy [N,C,OH,OW], x [N,C,H,W]; out dx: each dy goes to the first maximum of its window
- * (scan order y then x, as max_reduce in ref_pool.c), the element the forward kernel picked. */
-void ir_ref_maxpool_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
-  const ir_pool_attr *a = &n->attr.maxpool_grad.pool;
+/* The backward of max or average pooling with attributes a: out dx [N,C,H,W] (the node's
+ * result) from dy = in[0] [N,C,OH,OW] and, for max, x = in[1]; each window's dy goes
+ *   max: to the first maximum of the window (scan order y then x, as max_reduce in
+ *        ref_pool.c), the element the forward kernel picked;
+ *   avg: divided by the window's count, to each of its real pixels. */
+static void pool_grad(const ir_graph *g, const ir_node *n, const ir_pool_attr *a, int is_max, const float *const *in,
+                      float *out) {
   const ir_shape *xs = ref_out_shape(g, n), *ys = ref_in_shape(g, n, 0);
   int64_t planes = xs->dim[0] * xs->dim[1], h = xs->dim[2], w = xs->dim[3], oh = ys->dim[2], ow = ys->dim[3];
   double *acc = dzeros(planes * h * w);
@@ -244,39 +247,38 @@ void ir_ref_maxpool_grad(const ir_graph *g, const ir_node *n, const float *const
     for (int64_t oy = 0; oy < oh; oy++)
       for (int64_t ox = 0; ox < ow; ox++) {
         pwin wi = pool_window(a, h, w, oy, ox);
-        const float *x = in[1] + p * h * w;
-        float m = -INFINITY;
-        int64_t at = -1;
+        double dy = in[0][(p * oh + oy) * ow + ox], *dx = acc + p * h * w;
+        if (is_max) {
+          const float *x = in[1] + p * h * w;
+          float m = -INFINITY;
+          int64_t at = -1;
+          for (int64_t y = wi.y0; y < wi.y1; y++)
+            for (int64_t xx = wi.x0; xx < wi.x1; xx++)
+              if (x[y * w + xx] > m || isnan(x[y * w + xx])) { /* the forward's test */
+                m = x[y * w + xx];
+                at = y * w + xx;
+              }
+          if (at >= 0) dx[at] += dy;
+          continue;
+        }
+        int64_t count = a->count_include_pad ? wi.padded : (wi.y1 - wi.y0) * (wi.x1 - wi.x0);
+        if (count <= 0) continue;
+        double v = dy / (double)count;
         for (int64_t y = wi.y0; y < wi.y1; y++)
-          for (int64_t xx = wi.x0; xx < wi.x1; xx++)
-            if (x[y * w + xx] > m || isnan(x[y * w + xx])) { /* the forward's test */
-              m = x[y * w + xx];
-              at = y * w + xx;
-            }
-        if (at >= 0) acc[p * h * w + at] += in[0][(p * oh + oy) * ow + ox];
+          for (int64_t x = wi.x0; x < wi.x1; x++) dx[y * w + x] += v;
       }
   store(out, acc, planes * h * w);
   free(acc);
 }
 
-/* in: dy [N,C,OH,OW]; out dx [attr x_shape]: dy / count spread over the window's real pixels. */
+/* in: dy [N,C,OH,OW], x [N,C,H,W]; out dx. */
+void ir_ref_maxpool_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  pool_grad(g, n, &n->attr.maxpool_grad.pool, 1, in, out);
+}
+
+/* in: dy [N,C,OH,OW]; out dx [attr x_shape]. */
 void ir_ref_avgpool_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
-  const ir_pool_attr *a = &n->attr.avgpool_grad.pool;
-  const ir_shape *xs = ref_out_shape(g, n), *ys = ref_in_shape(g, n, 0);
-  int64_t planes = xs->dim[0] * xs->dim[1], h = xs->dim[2], w = xs->dim[3], oh = ys->dim[2], ow = ys->dim[3];
-  double *acc = dzeros(planes * h * w);
-  for (int64_t p = 0; p < planes; p++)
-    for (int64_t oy = 0; oy < oh; oy++)
-      for (int64_t ox = 0; ox < ow; ox++) {
-        pwin wi = pool_window(a, h, w, oy, ox);
-        int64_t count = a->count_include_pad ? wi.padded : (wi.y1 - wi.y0) * (wi.x1 - wi.x0);
-        if (count <= 0) continue;
-        double v = in[0][(p * oh + oy) * ow + ox] / (double)count;
-        for (int64_t y = wi.y0; y < wi.y1; y++)
-          for (int64_t x = wi.x0; x < wi.x1; x++) acc[p * h * w + y * w + x] += v;
-      }
-  store(out, acc, planes * h * w);
-  free(acc);
+  pool_grad(g, n, &n->attr.avgpool_grad.pool, 0, in, out);
 }
 
 /* in: dy [N,C,1,1]; out [N,C,H,W] = dy / (H*W). */

@@ -49,13 +49,21 @@ static float wround(const ir_optim_attr *a, float w, uint64_t key, int64_t i) {
   return copysignf(v, w);
 }
 
+/* The updated weight w - lr*(o + wd*w) of every optimizer (o = its O(g')), rounded by wround. */
+static float update(const ir_optim_attr *a, float w, double lr, double o, uint64_t key, int64_t i) {
+  return wround(a, (float)(w - lr * (o + (double)a->weight_decay * w)), key, i);
+}
+
+/* decay*s + (1-decay)*g'^2: the running average of squared gradients (RMSprop, Adam). */
+static float mean_sq(float decay, float s, double gp) { return (float)((double)decay * s + (1.0 - decay) * gp * gp); }
+
 /* in: w, g, lr; out w - lr*(g' + wd*w). */
 void ir_ref_sgd_update(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   const ir_optim_attr *a = &n->attr.sgd_update;
   double lr = in[2][0];
   uint64_t key = sr_key(n, in);
   for (int64_t i = 0; i < count(g, n); i++)
-    out[i] = wround(a, (float)(in[0][i] - lr * (gprime(a, in[1][i], in[0][i]) + (double)a->weight_decay * in[0][i])), key, i);
+    out[i] = update(a, in[0][i], lr, gprime(a, in[1][i], in[0][i]), key, i);
 }
 
 /* in: g, v, w; out v' = mu*v + g' (torch SGD momentum buffer, dampening 0). */
@@ -70,17 +78,14 @@ void ir_ref_momentum_update(const ir_graph *g, const ir_node *n, const float *co
   double lr = in[2][0];
   for (int64_t i = 0; i < count(g, n); i++) {
     double d = a->nesterov ? gprime(a, in[3][i], in[0][i]) + (double)a->momentum * in[1][i] : in[1][i];
-    out[i] = wround(a, (float)(in[0][i] - lr * (d + (double)a->weight_decay * in[0][i])), sr_key(n, in), i);
+    out[i] = update(a, in[0][i], lr, d, sr_key(n, in), i);
   }
 }
 
 /* in: g, s, w; out s' = rho*s + (1-rho)*g'^2. */
 void ir_ref_rmsprop_acc(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   const ir_optim_attr *a = &n->attr.rmsprop_acc;
-  for (int64_t i = 0; i < count(g, n); i++) {
-    double gp = gprime(a, in[0][i], in[2][i]);
-    out[i] = (float)((double)a->rho * in[1][i] + (1.0 - a->rho) * gp * gp);
-  }
+  for (int64_t i = 0; i < count(g, n); i++) out[i] = mean_sq(a->rho, in[1][i], gprime(a, in[0][i], in[2][i]));
 }
 
 /* in: w, s', lr, g; out w - lr*(g'/(sqrt(s')+eps) + wd*w) (torch RMSprop, eps outside the root). */
@@ -89,8 +94,7 @@ void ir_ref_rmsprop_update(const ir_graph *g, const ir_node *n, const float *con
   double lr = in[2][0];
   for (int64_t i = 0; i < count(g, n); i++) {
     double gp = gprime(a, in[3][i], in[0][i]);
-    out[i] = wround(a, (float)(in[0][i] - lr * (gp / (sqrt((double)in[1][i]) + a->eps) + (double)a->weight_decay * in[0][i])),
-                    sr_key(n, in), i);
+    out[i] = update(a, in[0][i], lr, gp / (sqrt((double)in[1][i]) + a->eps), sr_key(n, in), i);
   }
 }
 
@@ -104,10 +108,7 @@ void ir_ref_adam_moment1(const ir_graph *g, const ir_node *n, const float *const
 /* in: g, v, w; out beta2*v + (1-beta2)*g'^2. */
 void ir_ref_adam_moment2(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   const ir_optim_attr *a = &n->attr.adam_moment2;
-  for (int64_t i = 0; i < count(g, n); i++) {
-    double gp = gprime(a, in[0][i], in[2][i]);
-    out[i] = (float)((double)a->beta2 * in[1][i] + (1.0 - a->beta2) * gp * gp);
-  }
+  for (int64_t i = 0; i < count(g, n); i++) out[i] = mean_sq(a->beta2, in[1][i], gprime(a, in[0][i], in[2][i]));
 }
 
 /* in: w, m', v', lr, t' (the step number, 1 on the first step); out
@@ -118,8 +119,7 @@ void ir_ref_adam_update(const ir_graph *g, const ir_node *n, const float *const 
   double c1 = 1.0 - pow(a->beta1, t), c2 = 1.0 - pow(a->beta2, t);
   for (int64_t i = 0; i < count(g, n); i++) {
     double mh = in[1][i] / c1, vh = in[2][i] / c2;
-    out[i] = wround(a, (float)(in[0][i] - lr * (mh / (sqrt(vh) + a->eps) + (double)a->weight_decay * in[0][i])),
-                    sr_key(n, in), i);
+    out[i] = update(a, in[0][i], lr, mh / (sqrt(vh) + a->eps), sr_key(n, in), i);
   }
 }
 

@@ -79,7 +79,7 @@ static void grow_group(const ir_graph *g, int a, pass_fusion *plan) {
 /* Squeeze-excite scale before a 1x1 conv: conv a's input is the result of a mul of an
  * [N,C,H,W] activation by an [N,C,1,1] one (either operand order), read by a alone in its
  * shard.  Fused, the conv multiplies each input channel by its (image, channel) factor where
- * it loads its input (codegen/gen_conv.c), and the mul's memory pass over the map is gone.
+ * it loads its input (codegen/conv/se.c), and the mul's memory pass over the map is gone.
  * Returns the mul's node id or -1.  Tune se_fusion=0 keeps the mul's own kernel (A/B). */
 static int se_scale_mul(const ir_graph *g, int a, const pass_fusion *plan) {
   const ir_node *n = &g->nodes[a];

@@ -9,16 +9,6 @@
 #include "ir/grad_train.h"
 #include "passes/passes.h"
 
-static void *xcalloc(size_t n, size_t s) {
-  void *p = calloc(n ? n : 1, s);
-  if (!p) abort();
-  return p;
-}
-
-static int64_t value_bytes(const ir_graph *g, int v) {
-  return ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
-}
-
 int64_t pass_mem_counted(const pass_mem_shard *s) { return s->arena + s->io + s->state; }
 
 /* "12.3 MiB" style (binary units, as --memory-limit reads them). */
@@ -212,7 +202,7 @@ static int first_reader_shard(const ir_graph *g, int v) {
 
 int pass_mem_train_estimate(const ir_graph *g, pass_mem_shard *sh) {
   int n_shards = g->n_shards > 0 ? g->n_shards : 1;
-  int *last = xcalloc((size_t)g->n_values, sizeof(int));
+  int *last = ir_calloc((size_t)g->n_values, sizeof(int));
   for (int v = 0; v < g->n_values; v++) last[v] = -1;
   for (int i = 0; i < g->n_nodes; i++)
     for (int j = 0; j < g->nodes[i].n_in; j++) last[g->nodes[i].in[j]] = i;
@@ -220,16 +210,16 @@ int pass_mem_train_estimate(const ir_graph *g, pass_mem_shard *sh) {
     pass_mem_shard *x = &sh[s];
     memset(x, 0, sizeof *x);
     x->owned = 1;
-    x->usage = xcalloc((size_t)g->n_nodes, sizeof *x->usage);
-    x->usage_vid = xcalloc((size_t)g->n_nodes, sizeof(int));
-    x->step_node = xcalloc((size_t)g->n_nodes, sizeof(int));
+    x->usage = ir_calloc((size_t)g->n_nodes, sizeof *x->usage);
+    x->usage_vid = ir_calloc((size_t)g->n_nodes, sizeof(int));
+    x->step_node = ir_calloc((size_t)g->n_nodes, sizeof(int));
     for (int i = 0; i < g->n_nodes; i++)
       if (g->nodes[i].shard == s) x->step_node[x->n_steps++] = i;
     if (x->n_steps == 0) x->step_node[x->n_steps++] = 0;
   }
   for (int v = 0; v < g->n_values; v++) {
     const ir_value *x = &g->values[v];
-    int64_t bytes = value_bytes(g, v);
+    int64_t bytes = ir_value_bytes(g, v);
     if (x->kind == IR_VAL_PARAM) { /* state buffer slice: 64-aligned */
       int s = first_reader_shard(g, v);
       if (s >= 0 && s < n_shards) sh[s].state += (bytes + 63) / 64 * 64;

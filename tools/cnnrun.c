@@ -26,6 +26,13 @@ typedef struct optdef {
   const char *name, *arg, *help;
 } optdef;
 
+/* Entries that read the same in several commands' tables. */
+#define OPT_THREADS {"--threads", "T[,T...]", "threads per shard"}
+#define OPT_PIN {"--pin", NULL, "pin each shard's threads to its own cores"}
+#define OPT_TRACE {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"}
+#define OPT_DATASET {"--dataset", "NAME", "fashion-mnist, mnist, cifar10 or synthetic (default fashion-mnist)"}
+#define OPT_DATA_DIR {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>)"}
+
 static const optdef info_opts[] = {{"--json", NULL, "print the descriptor as JSON"}, {NULL, NULL, NULL}};
 static const optdef bench_opts[] = {
     {"--batches", "N", "micro-batches per call (device iterations; default 8); training: weight updates per call (default 1)"},
@@ -34,9 +41,9 @@ static const optdef bench_opts[] = {
     {"--warmup", "W", "untimed calls first (default 1; training: 2, as torch_bench.py)"},
     {"--lr", "LR", "training models only: learning rate of the steps (default 0.01, as torch_bench.py)"},
     {"--threads", "T[,T...]", "threads per shard (one value for all, or one per shard)"},
-    {"--pin", NULL, "pin each shard's threads to its own cores"},
+    OPT_PIN,
     {"--json", NULL, "print the results as JSON"},
-    {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"},
+    OPT_TRACE,
     {"--profile", NULL, "time every op of the timed runs: per layer ms, GFLOP/s, % of peak, kernel (inference models only)"},
     {"--peak", "GFLOPS", "per-core fp32 peak for --profile's % columns (default: measured, AVX2 FMA)"},
     {NULL, NULL, NULL}};
@@ -47,14 +54,14 @@ static const optdef infer_opts[] = {
     {"--labels", "FILE", "idx1 (or raw u8) labels: print the top-1 accuracy"},
     {"--format", "auto|raw|idx", "input file format (default auto)"},
     {"--batches", "N", "micro-batches per call (default 64)"},
-    {"--threads", "T[,T...]", "threads per shard"},
-    {"--pin", NULL, "pin each shard's threads to its own cores"},
-    {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"},
+    OPT_THREADS,
+    OPT_PIN,
+    OPT_TRACE,
     {NULL, NULL, NULL}};
 
 static const optdef train_opts[] = {
-    {"--dataset", "NAME", "fashion-mnist, mnist, cifar10 or synthetic (default fashion-mnist)"},
-    {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>)"},
+    OPT_DATASET,
+    OPT_DATA_DIR,
     {"--epochs", "E", "passes over the training split (default 1)"},
     {"--logs-per-epoch", "X", "logs (and checkpoints) per epoch: 4, 0.5 or 1/2 (default 1)"},
     {"--lr", "LR", "base learning rate (default 0.05)"},
@@ -66,16 +73,16 @@ static const optdef train_opts[] = {
     {"--restore", "CKPT", "start from this checkpoint (weights, optimizer state, step)"},
     {"--limit", "N", "use only the first N training samples"},
     {"--seed", "S", "shuffling seed (default 1; 0 = file order)"},
-    {"--threads", "T[,T...]", "threads per shard"},
+    OPT_THREADS,
     {"--json", NULL, "print logs and results as JSON lines"},
     {"--trace", "FILE", "write a Chrome/Perfetto trace of the training steps and validation to FILE (docs/reports.md)"},
     {NULL, NULL, NULL}};
 static const optdef validate_opts[] = {
     {"--checkpoint", "FILE|DIR", "one checkpoint, or every *.safetensors in DIR (sorted by step)"},
-    {"--dataset", "NAME", "fashion-mnist, mnist, cifar10 or synthetic (default fashion-mnist)"},
-    {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>)"},
+    OPT_DATASET,
+    OPT_DATA_DIR,
     {"--limit", "N", "use only the first N test samples"},
-    {"--threads", "T[,T...]", "threads per shard"},
+    OPT_THREADS,
     {"--json", NULL, "print the results as JSON lines"},
     {NULL, NULL, NULL}};
 
@@ -123,12 +130,16 @@ static void command_help(const char *cmd, const optdef *defs) {
            "inference calls only.\n");
 }
 
-void die_usage(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
+static void vmessage(const char *fmt, va_list ap) {
   fprintf(stderr, "cnnrun: ");
   vfprintf(stderr, fmt, ap);
   fprintf(stderr, "\n");
+}
+
+void die_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmessage(fmt, ap);
   va_end(ap);
   usage(stderr);
   exit(EXIT_USAGE);
@@ -137,9 +148,7 @@ void die_usage(const char *fmt, ...) {
 void die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "cnnrun: ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
+  vmessage(fmt, ap);
   va_end(ap);
   exit(1);
 }

@@ -10,24 +10,14 @@
 #include "ir/grad_train.h"
 #include "tools/report/report_internal.h"
 
-static void *xcalloc(size_t n, size_t s) {
-  void *p = calloc(n ? n : 1, s);
-  if (!p) abort();
-  return p;
-}
-
 static char *xstrdup(const char *s) {
   char *p = strdup(s ? s : "");
   if (!p) abort();
   return p;
 }
 
-static int64_t value_bytes(const ir_graph *g, int v) {
-  return ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
-}
-
 rp_report *rp_report_new(const ir_graph *g, int64_t memory_limit) {
-  rp_report *r = xcalloc(1, sizeof *r);
+  rp_report *r = ir_calloc(1, sizeof *r);
   r->g = g;
   r->limit = memory_limit;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -61,7 +51,7 @@ typedef struct hp_kind {
   double bf16[2], fp16[2];          /* max, mean relative error; < 0: none */
 } hp_kind;
 static const hp_kind hp_kinds[] = {
-    {"conv_kblock", "output partial sums in a buffer between blocks of input channels (gen_conv_vc.c K-blocked 1x1 row)",
+    {"conv_kblock", "output partial sums in a buffer between blocks of input channels (conv/chanvec_row.c K-blocked 1x1 row)",
      "stack buffer of each kernel thread", {0.812, 2.66e-3}, {0.0528, 3.27e-4}},
     {"conv_grad_input_kblock", "dx partial sums in a buffer between blocks of output channels (K-blocked 1x1 row)",
      "stack buffer of each kernel thread", {-1, -1}, {-1, -1}},
@@ -233,13 +223,13 @@ static int64_t group_weights(const rp_report *r, const pass_fusion *plan, int a)
   int64_t w = 0;
   int n_param = 0;
   for (int j = 0; j < g->nodes[a].n_in; j++)
-    if (g->values[g->nodes[a].in[j]].kind == IR_VAL_PARAM) w += value_bytes(g, g->nodes[a].in[j]), n_param++;
+    if (g->values[g->nodes[a].in[j]].kind == IR_VAL_PARAM) w += ir_value_bytes(g, g->nodes[a].in[j]), n_param++;
   const pass_fusion *p = &plan[a];
-  if (p->bn >= 0 && n_param < 2) w += value_bytes(g, g->nodes[p->bn].in[1]);
+  if (p->bn >= 0 && n_param < 2) w += ir_value_bytes(g, g->nodes[p->bn].in[1]);
   for (int i = 0; i < p->n_post; i++) {
     const ir_node *m = &g->nodes[p->post[i]];
     for (int j = 0; j < m->n_in; j++)
-      if (g->values[m->in[j]].kind == IR_VAL_PARAM) w += value_bytes(g, m->in[j]);
+      if (g->values[m->in[j]].kind == IR_VAL_PARAM) w += ir_value_bytes(g, m->in[j]);
   }
   return w;
 }
@@ -248,7 +238,7 @@ static int64_t group_weights(const rp_report *r, const pass_fusion *plan, int a)
  * shard of the first kernel reading it: weights (trainable and buffers) or optimizer state. */
 static void derive_train_state(rp_report *r, const cg_report_kernel *k) {
   const ir_graph *g = r->g;
-  char *seen = xcalloc((size_t)g->n_values, 1);
+  char *seen = ir_calloc((size_t)g->n_values, 1);
   for (int s = 0; s < r->n_shards; s++) r->sh[s].weights = 0;
   for (int i = 0; i < r->n_k; i++) {
     const ir_node *n = &g->nodes[k[i].anchor];
@@ -256,7 +246,7 @@ static void derive_train_state(rp_report *r, const cg_report_kernel *k) {
       int v = n->in[j];
       if (g->values[v].kind != IR_VAL_PARAM || seen[v]) continue;
       seen[v] = 1;
-      int64_t b = (value_bytes(g, v) + 63) / 64 * 64;
+      int64_t b = (ir_value_bytes(g, v) + 63) / 64 * 64;
       if (pass_mem_is_optimizer_state(g, v)) r->sh[k[i].shard].optimizer_state += b;
       else r->sh[k[i].shard].weights += b;
     }
@@ -273,8 +263,8 @@ static void derive_kernels(rp_report *r, const cg_report_kernel *k, const pass_f
                      xstrdup(k[i].name), xstrdup(k[i].kind), 0, 0};
     if (k[i].plan) x->tile_block = k[i].plan->tile_block, x->block_bytes = k[i].plan->block_bytes;
     int64_t w = group_weights(r, plan, x->anchor);
-    double bytes = (double)w + (double)value_bytes(g, x->out);
-    for (int j = 0; j < k[i].n_act; j++) bytes += (double)value_bytes(g, k[i].act[j]);
+    double bytes = (double)w + (double)ir_value_bytes(g, x->out);
+    for (int j = 0; j < k[i].n_act; j++) bytes += (double)ir_value_bytes(g, k[i].act[j]);
     x->bytes = bytes;
     x->est_s = rp_roofline(r, x->flops, bytes, cores);
     rp_shard *s = &r->sh[x->shard];
@@ -302,13 +292,13 @@ static void derive_io(rp_report *r, const cg_report_kernel *k, const int *tensor
       if (!used) continue;
       /* training: a forward result kept for the backward in a boundary buffer is stash, in
        * the shard (stage) writing it */
-      if (written && r->training && pass_mem_is_stash(g, v)) r->sh[s].stash_io += value_bytes(g, v);
-      else r->sh[s].io += value_bytes(g, v);
+      if (written && r->training && pass_mem_is_stash(g, v)) r->sh[s].stash_io += ir_value_bytes(g, v);
+      else r->sh[s].io += ir_value_bytes(g, v);
     }
 }
 
 static void derive_liveness(rp_report *r) {
-  for (int s = 0; s < r->n_shards; s++) r->sh[s].live = xcalloc((size_t)r->sh[s].n_k, sizeof(int64_t));
+  for (int s = 0; s < r->n_shards; s++) r->sh[s].live = ir_calloc((size_t)r->sh[s].n_k, sizeof(int64_t));
   for (int i = 0; i < r->n_b; i++) {
     const cg_report_buffer *b = &r->b[i];
     rp_shard *s = &r->sh[b->shard];
@@ -335,14 +325,14 @@ static void on_layout(void *ctx, const cg_report_kernel *k, int n_k, const pass_
   if (r->have_layout) return;
   r->have_layout = 1;
   r->n_k = n_k, r->n_b = n_b, r->n_shards = n_shards;
-  r->k = xcalloc((size_t)n_k, sizeof *r->k);
-  r->b = xcalloc((size_t)n_b, sizeof *r->b);
+  r->k = ir_calloc((size_t)n_k, sizeof *r->k);
+  r->b = ir_calloc((size_t)n_b, sizeof *r->b);
   memcpy(r->b, b, (size_t)n_b * sizeof *b);
-  r->sh = xcalloc((size_t)n_shards, sizeof *r->sh);
+  r->sh = ir_calloc((size_t)n_shards, sizeof *r->sh);
   for (int s = 0; s < n_shards; s++) r->sh[s].arena = scratch_bytes[s];
   for (int i = 0; i < g->n_nodes; i++) r->training |= ir_op_is_optimizer(g->nodes[i].op);
-  r->node_kernel = xcalloc((size_t)g->n_nodes, sizeof(int));
-  r->is_tensor = xcalloc((size_t)g->n_values, 1);
+  r->node_kernel = ir_calloc((size_t)g->n_nodes, sizeof(int));
+  r->is_tensor = ir_calloc((size_t)g->n_values, 1);
   r->peak_flops_core = 4.0 * r->vec_f32 * RP_CLOCK_HZ;
   r->peak_bw_core = RP_BW_PER_CORE;
   /* groups are read from the plan codegen used (training: pass_fuse_train's) */

@@ -15,16 +15,6 @@
 
 #define RP_MAX_JOBS_JSON 512
 
-static void *tcalloc(size_t n, size_t s) {
-  void *p = calloc(n ? n : 1, s);
-  if (!p) abort();
-  return p;
-}
-
-static int64_t vbytes(const ir_graph *g, int v) {
-  return ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
-}
-
 static const char *const phase_word[3] = {"forward", "backward", "update"};
 
 const char *rp_stage_name(const rp_report *r, int st, char *buf, size_t n) {
@@ -48,12 +38,12 @@ void rp_train_free(rp_train *t) {
 
 void rp_train_init(rp_report *r, const cg_report_kernel *k) {
   const ir_graph *g = r->g;
-  rp_train *t = tcalloc(1, sizeof *t);
+  rp_train *t = ir_calloc(1, sizeof *t);
   r->tr = t;
   t->n_stages = r->n_shards;
   t->update_stage = -1;
-  t->st_phase = tcalloc((size_t)t->n_stages, sizeof(int));
-  t->st_group = tcalloc((size_t)t->n_stages, sizeof(int));
+  t->st_phase = ir_calloc((size_t)t->n_stages, sizeof(int));
+  t->st_group = ir_calloc((size_t)t->n_stages, sizeof(int));
   for (int i = 0; i < r->n_k; i++) {
     int sh = g->nodes[k[i].anchor].shard;
     if (sh + 1 > t->S) t->S = sh + 1;
@@ -75,8 +65,8 @@ void rp_train_init(rp_report *r, const cg_report_kernel *k) {
   t->frames = t->grad_accum * t->replicas;
   t->schedule = r->opt_schedule ? r->opt_schedule : "sequential";
   t->recompute = r->opt_recompute ? r->opt_recompute : "none";
-  t->ts = tcalloc((size_t)t->S, sizeof *t->ts);
-  t->busy_s = tcalloc((size_t)t->S, sizeof(double));
+  t->ts = ir_calloc((size_t)t->S, sizeof *t->ts);
+  t->busy_s = ir_calloc((size_t)t->S, sizeof(double));
   for (int s = 0; s < t->S; s++) t->ts[s].fwd = t->ts[s].bwd = t->ts[s].first_node = t->ts[s].last_node = -1;
   for (int st = 0; st < t->n_stages; st++) {
     rp_tshard *x = &t->ts[t->st_group[st]];
@@ -93,7 +83,7 @@ void rp_train_init(rp_report *r, const cg_report_kernel *k) {
 static void train_state(rp_report *r, const cg_report_kernel *k) {
   const ir_graph *g = r->g;
   rp_train *t = r->tr;
-  char *seen = tcalloc((size_t)g->n_values, 1);
+  char *seen = ir_calloc((size_t)g->n_values, 1);
   for (int i = 0; i < r->n_k; i++) {
     const ir_node *n = &g->nodes[k[i].anchor];
     int s = n->shard < 0 || n->shard >= t->S ? 0 : n->shard;
@@ -101,7 +91,7 @@ static void train_state(rp_report *r, const cg_report_kernel *k) {
       int v = n->in[j];
       if (g->values[v].kind != IR_VAL_PARAM || seen[v]) continue;
       seen[v] = 1;
-      int64_t b = (vbytes(g, v) + 63) / 64 * 64;
+      int64_t b = (ir_value_bytes(g, v) + 63) / 64 * 64;
       if (pass_mem_is_optimizer_state(g, v)) t->ts[s].optimizer_state += b;
       else t->ts[s].weights += b;
     }
@@ -142,9 +132,9 @@ static void simulate(rp_report *r) {
     if (t->st_phase[st] != PASS_PHASE_UPDATE) P++, F += t->st_phase[st] == PASS_PHASE_FWD;
   int sched = !strcmp(t->schedule, "grouped") ? 1 : !strcmp(t->schedule, "interleaved") ? 2 : 0;
   int total = R * N * P;
-  int *len = tcalloc((size_t)S, sizeof(int)); /* per group list of jobs, job = frame * P + k */
-  int **gl = tcalloc((size_t)S, sizeof(int *));
-  for (int s = 0; s < S; s++) gl[s] = tcalloc((size_t)total, sizeof(int));
+  int *len = ir_calloc((size_t)S, sizeof(int)); /* per group list of jobs, job = frame * P + k */
+  int **gl = ir_calloc((size_t)S, sizeof(int *));
+  for (int s = 0; s < S; s++) gl[s] = ir_calloc((size_t)total, sizeof(int));
 #define PUSH(k, f) (gl[t->st_group[k]][len[t->st_group[k]]++] = (f) * P + (k))
   for (int rep = 0; rep < R; rep++) {
     int f0 = rep * N;
@@ -176,10 +166,10 @@ static void simulate(rp_report *r) {
     }
   }
 #undef PUSH
-  double *fin = tcalloc((size_t)total, sizeof(double)), *gfree = tcalloc((size_t)S, sizeof(double));
-  char *done = tcalloc((size_t)total, 1);
-  int *pos = tcalloc((size_t)S, sizeof(int)), n_done = 0;
-  t->jobs = tcalloc((size_t)total + 1, sizeof *t->jobs);
+  double *fin = ir_calloc((size_t)total, sizeof(double)), *gfree = ir_calloc((size_t)S, sizeof(double));
+  char *done = ir_calloc((size_t)total, 1);
+  int *pos = ir_calloc((size_t)S, sizeof(int)), n_done = 0;
+  t->jobs = ir_calloc((size_t)total + 1, sizeof *t->jobs);
   for (int progress = 1; progress && n_done < total;) {
     progress = 0;
     for (int s = 0; s < S; s++)
@@ -211,7 +201,7 @@ static void simulate(rp_report *r) {
     if (x->bwd < 0) continue;
     /* sweep: +1 when a frame's forward ends, -1 when its backward ends (ends first on ties) */
     int nf = R * N, cur = 0, best = 0;
-    rp_tev *ev = tcalloc((size_t)nf * 2, sizeof *ev);
+    rp_tev *ev = ir_calloc((size_t)nf * 2, sizeof *ev);
     for (int f = 0; f < nf; f++) ev[2 * f] = (rp_tev){fin[f * P + x->fwd], 1}, ev[2 * f + 1] = (rp_tev){fin[f * P + x->bwd], -1};
     qsort(ev, (size_t)nf * 2, sizeof *ev, by_time);
     for (int i = 0; i < 2 * nf; i++) cur += ev[i].d, best = cur > best ? cur : best;
@@ -247,33 +237,33 @@ void rp_train_derive(rp_report *r, const cg_report_kernel *k, const int *tensor_
   /* train tensors: writer kernel, last reader; stash (forward -> backward) or other, owned by
    * the writing shard (caller inputs: io of each reading shard) */
   t->n_prog = t->update_stage >= 0 ? r->n_k - r->sh[t->update_stage].n_k : r->n_k;
-  int *w = tcalloc((size_t)n_tensors, sizeof(int)), *l = tcalloc((size_t)n_tensors, sizeof(int));
+  int *w = ir_calloc((size_t)n_tensors, sizeof(int)), *l = ir_calloc((size_t)n_tensors, sizeof(int));
   for (int ti = 0; ti < n_tensors; ti++) {
     int v = tensor_vid[ti];
     w[ti] = l[ti] = -1;
-    char *reads = tcalloc((size_t)t->S, 1); /* shards that counted this caller input */
+    char *reads = ir_calloc((size_t)t->S, 1); /* shards that counted this caller input */
     for (int i = 0; i < r->n_k; i++) {
       if (k[i].out == v && w[ti] < 0) w[ti] = i;
       for (int j = 0; j < k[i].n_act; j++)
         if (k[i].act[j] == v) {
           l[ti] = i;
           int s = t->st_group[k[i].shard];
-          if (w[ti] < 0 && !reads[s]) reads[s] = 1, t->ts[s].io_mb += vbytes(g, v);
+          if (w[ti] < 0 && !reads[s]) reads[s] = 1, t->ts[s].io_mb += ir_value_bytes(g, v);
         }
     }
     free(reads);
     if (w[ti] < 0) continue;
     int s = t->st_group[k[w[ti]].shard];
-    if (pass_mem_is_stash(g, v)) t->ts[s].stash_mb += vbytes(g, v);
-    else t->ts[s].io_mb += vbytes(g, v);
+    if (pass_mem_is_stash(g, v)) t->ts[s].stash_mb += ir_value_bytes(g, v);
+    else t->ts[s].io_mb += ir_value_bytes(g, v);
   }
   /* liveness: the program (every train tensor) and per shard (its stages' steps, the train
    * tensors it wrote) */
-  t->prog_live = tcalloc((size_t)t->n_prog, sizeof(int64_t));
+  t->prog_live = ir_calloc((size_t)t->n_prog, sizeof(int64_t));
   for (int i = 0; i < t->n_prog; i++) t->prog_live[i] = r->sh[k[i].shard].live[k[i].step];
   for (int ti = 0; ti < n_tensors; ti++) {
     if (w[ti] < 0) continue;
-    int64_t b = vbytes(g, tensor_vid[ti]);
+    int64_t b = ir_value_bytes(g, tensor_vid[ti]);
     int last = l[ti] < 0 ? w[ti] : l[ti];
     for (int i = w[ti]; i <= last && i < t->n_prog; i++) t->prog_live[i] += b;
   }
@@ -281,7 +271,7 @@ void rp_train_derive(rp_report *r, const cg_report_kernel *k, const int *tensor_
     rp_tshard *ts = &t->ts[s];
     int nf = ts->fwd >= 0 ? r->sh[ts->fwd].n_k : 0, nb = ts->bwd >= 0 ? r->sh[ts->bwd].n_k : 0;
     ts->n_live = nf + nb, ts->n_live_fwd = nf;
-    ts->live = tcalloc((size_t)ts->n_live, sizeof(int64_t));
+    ts->live = ir_calloc((size_t)ts->n_live, sizeof(int64_t));
     for (int p = 0; p < ts->n_live; p++) {
       int st = p < nf ? ts->fwd : ts->bwd, step = p < nf ? p : p - nf;
       int gi = -1;
@@ -290,7 +280,7 @@ void rp_train_derive(rp_report *r, const cg_report_kernel *k, const int *tensor_
       ts->live[p] = r->sh[st].live[step];
       for (int ti = 0; ti < n_tensors && gi >= 0; ti++)
         if (w[ti] >= 0 && t->st_group[k[w[ti]].shard] == s && w[ti] <= gi && gi <= (l[ti] < 0 ? w[ti] : l[ti]))
-          ts->live[p] += vbytes(g, tensor_vid[ti]);
+          ts->live[p] += ir_value_bytes(g, tensor_vid[ti]);
       if (ts->live[p] > ts->live[ts->peak_step]) ts->peak_step = p;
     }
   }
