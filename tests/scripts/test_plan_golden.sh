@@ -4,6 +4,7 @@
 # must equal tests/golden/plan/NAME.plan.  A plan names each kernel's route, tile, fused
 # nodes, 16-bit operands and ISA, so a change of kernel choice shows here without running
 # anything; every case pins its target and cache sizes, so the plans are the same on any host.
+# Every row of codegen/kernels.def must be taken in some golden of its kind of graph.
 # --update rewrites the goldens from the current output (review the diff).  The last line is
 # "N passed, M failed".
 set -u
@@ -35,6 +36,27 @@ while IFS='|' read -r name model args; do
     failed=$((failed + 1))
   fi
 done < tests/golden/plan/cases.txt
+# every row of codegen/kernels.def is taken somewhere in the goldens (inference rows in
+# inference plans, training rows in training plans), so each route's choice is pinned
+if [ "$UPDATE" = 0 ]; then
+  if missing=$(python3 - "$SRC" <<'EOF'
+import glob, re, sys
+src = sys.argv[1]
+rows = re.findall(r"^KROUTE\((\w+),\s*(\w+),\s*(INFER|TRAIN),", open(f"{src}/codegen/kernels.def").read(), re.M)
+seen = set()
+for path in glob.glob(f"{src}/tests/golden/plan/*.plan"):
+    text = open(path).read()
+    graphs = "TRAIN" if ", training;" in text.split("\n", 1)[0] else "INFER"
+    for route, kind in re.findall(r" -> (\w+): (\S+)", text):
+        op = next((o for o in ("conv2d_grad_input", "conv2d_grad_weight") if kind.startswith(o)), kind.split("_")[0])
+        seen.add((op, route, graphs))
+miss = [f"{op} {route} {g}" for op, route, g in rows if (op, route, g) not in seen]
+print(", ".join(miss))
+sys.exit(1 if miss or not rows else 0)
+EOF
+  ); then passed=$((passed + 1))
+  else echo "FAIL kernels.def rows no golden takes: $missing"; failed=$((failed + 1)); fi
+fi
 # a plan must be able to change: the Winograd route off changes ResNet-50's 3x3 kernels
 "$CNNC" models/resnet50.yml --emit plan --target-cpu skylake-avx512 --target-cache 1M,32M --tune winograd=0 -o "$TMP/nw" 2>/dev/null
 if grep -q wino "$TMP/nw" || ! grep -q wino "tests/golden/plan/resnet50.avx512.b1.plan"; then
