@@ -20,6 +20,25 @@ LLVMValueRef cg_train_dense_fwd(cg_ctx *c, const ir_node *n, const char *fn_name
 int cg_train_pconv_match(cg_ctx *c, const ir_node *n, cg_kplan *kp);
 LLVMValueRef cg_train_pconv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 LLVMValueRef cg_train_pconv_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+/* The taps of a kxk conv2d_grad_weight tile of rr output channels (gen_train_gw.c), shared by
+ * the direct and grouped routes: per kernel row ky that some output row reaches and per
+ * chunk of KC taps, the stack partials of the tile (16-bit with half partials) into the
+ * accumulators reg[] (rr*KC allocas), the FMAs over the output rows ylo..yhi of one image, and
+ * then, in the last image (o->last), one store(r, ky, kx, reg) per weight, else the partials
+ * back to the stack.  Stack slots: (ky*nkc + kc)*rr*KC + i, plus cl*slots_cl when o->cl. */
+typedef struct cg_tgw {
+  int64_t oh, ow, ih, iw, kh, kw, sh, sw, pt, pl, dh, dw;
+  int V, KC, nkc;
+} cg_tgw;
+typedef struct cg_tgw_ops {
+  LLVMValueRef dy, x, dplane, xplane, stack, last, cl;
+  int64_t slots_cl;
+  void (*store)(cg_ctx *c, void *user, int r, int64_t ky, int64_t kx, LLVMValueRef reg);
+  void *user;
+} cg_tgw_ops;
+void cg_tgw_taps(cg_ctx *c, const cg_tgw *k, const cg_tgw_ops *o, LLVMValueRef *reg, int rr);
+/* Whether no output row reaches kernel row ky (its weights' gradients are 0). */
+int cg_tgw_tap_empty(const cg_tgw *k, int64_t ky);
 /* Grouped / depthwise conv2d (groups > 1, gen_train_gconv.c): forward, grad_input, grad_weight. */
 LLVMValueRef cg_train_gconv_fwd(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 LLVMValueRef cg_train_gconv_grad_input(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);

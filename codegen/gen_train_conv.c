@@ -372,6 +372,16 @@ typedef struct twg {
   int V, RW, KC, nkc, CB, ntile, nblk, nacc; /* RW channels x KC taps per accumulator set */
 } twg;
 
+typedef struct twg_st { const twg *k; LLVMValueRef dw, co0, ci0, cl; LLVMTypeRef vt; } twg_st;
+
+/* dw[co0 + r, ci0 + cl, ky, kx] = the horizontal sum of the lanes of accumulator reg. */
+static void twg_store(cg_ctx *c, void *user, int r, int64_t ky, int64_t kx, LLVMValueRef reg) {
+  const twg_st *u = user;
+  const twg *k = u->k;
+  LLVMValueRef wi = cg_tmul(c, cg_tadd(c, cg_tmul(c, cg_taddk(c, u->co0, r), k->ci), cg_tadd(c, u->ci0, u->cl)), k->kh * k->kw);
+  cg_store_f32(c, cg_hsum(c, LLVMBuildLoad2(c->b, u->vt, reg, ""), k->V), u->dw, cg_taddk(c, wi, ky * k->kw + kx));
+}
+
 /* dw[co, ci, ky, kx] for the tile rows co0.. (rr of them) and the input channels of block cb:
  * stack accumulators acc[ci_l][ky][kx chunk][r][k] (vectors), summed over (n, oy, ox). */
 static void twg_tile(cg_ctx *c, const twg *k, LLVMValueRef dy, LLVMValueRef x, LLVMValueRef dw, LLVMValueRef co0,
@@ -381,7 +391,7 @@ static void twg_tile(cg_ctx *c, const twg *k, LLVMValueRef dy, LLVMValueRef x, L
   LLVMTypeRef vt = cg_vtype(c, V), pt = cg_partial_vtype(c, V); /* pt: 16-bit with half partials */
   LLVMValueRef reg[64]; /* the current (ky, chunk) accumulators, promoted to registers */
   for (int i = 0; i < per; i++) reg[i] = cg_entry_alloca(c, vt, "wa");
-  cg_loop Z, NB, CL, Y, F;
+  cg_loop Z, NB, CL, F;
   LLVMValueRef z = cg_loop_begin(c, &Z, cg_i64(c, 0), cg_tmul(c, cbn, slots_ci), cg_i64(c, 1), "z");
   LLVMBuildStore(c->b, LLVMConstNull(pt), LLVMBuildInBoundsGEP2(c->b, pt, stack, &z, 1, ""));
   cg_loop_end(c, &Z);
@@ -390,64 +400,16 @@ static void twg_tile(cg_ctx *c, const twg *k, LLVMValueRef dy, LLVMValueRef x, L
   LLVMValueRef cl = cg_loop_begin(c, &CL, cg_i64(c, 0), cbn, cg_i64(c, 1), "cl");
   LLVMValueRef xplane = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->ci), cg_tadd(c, ci0, cl)), k->ih * k->iw);
   LLVMValueRef dplane = cg_tmul(c, cg_tadd(c, cg_tmul(c, nb, k->co), co0), k->oh * k->ow);
-  for (int64_t ky = 0; ky < k->kh; ky++) {
-    int64_t ylo = 0, yhi = k->oh;
-    int64_t off = ky * k->dh - k->pt; /* iy = oy*sh + off */
-    while (ylo < yhi && ylo * k->sh + off < 0) ylo++;
-    while (yhi > ylo && (yhi - 1) * k->sh + off >= k->ih) yhi--;
-    if (ylo >= yhi) continue;
-    for (int kc = 0; kc < k->nkc; kc++) {
-      int kx0 = kc * k->KC, nk = (int)(k->kw - kx0 < k->KC ? k->kw - kx0 : k->KC);
-      LLVMValueRef sbase = cg_taddk(c, cg_tmul(c, cl, slots_ci), (ky * k->nkc + kc) * per);
-      LLVMValueRef sp[64], cur[64];
-      for (int i = 0; i < rr * nk; i++) {
-        LLVMValueRef si = cg_taddk(c, sbase, i);
-        sp[i] = LLVMBuildInBoundsGEP2(c->b, pt, stack, &si, 1, "");
-        LLVMBuildStore(c->b, cg_partial_load(c, sp[i], V), reg[i]); /* a 16-bit partial (cg_half_partials.h) */
-      }
-      LLVMValueRef oy = cg_loop_begin(c, &Y, cg_i64(c, ylo), cg_i64(c, yhi), cg_i64(c, 1), "oy");
-      for (int i = 0; i < rr * nk; i++) cur[i] = LLVMBuildLoad2(c->b, vt, reg[i], "");
-      LLVMValueRef drow = cg_tadd(c, dplane, cg_tmul(c, oy, k->ow));
-      LLVMValueRef xrow = cg_tadd(c, xplane, cg_tmul(c, cg_taddk(c, cg_tmul(c, oy, k->sh), off), k->iw));
-      for (int64_t pos = 0; pos < k->ow; pos += V) {
-        unsigned dm = cg_lanes((int)(k->ow - pos), V);
-        LLVMValueRef dv[16];
-        for (int r = 0; r < rr; r++) dv[r] = cg_tload(c, dy, cg_taddk(c, drow, (int64_t)r * k->oh * k->ow + pos), 1, dm, V);
-        for (int j = 0; j < nk; j++) {
-          unsigned m = 0;
-          int64_t kx = kx0 + j;
-          for (int l = 0; l < V; l++) {
-            int64_t ix = (pos + l) * k->sw - k->pl + kx * k->dw;
-            if (pos + l < k->ow && ix >= 0 && ix < k->iw) m |= 1u << l;
-          }
-          if (!m) continue;
-          LLVMValueRef xv = cg_tload(c, x, cg_taddk(c, xrow, pos * k->sw - k->pl + kx * k->dw), (int)k->sw, m, V);
-          for (int r = 0; r < rr; r++) cur[r * nk + j] = cg_fma(c, dv[r], xv, cur[r * nk + j]);
-        }
-      }
-      for (int i = 0; i < rr * nk; i++) LLVMBuildStore(c->b, cur[i], reg[i]);
-      cg_loop_end(c, &Y);
-      cg_if fl; /* after the last image one horizontal sum per weight, straight from the registers */
-      cg_if_begin(c, &fl, last);
-      for (int r = 0; r < rr; r++)
-        for (int j = 0; j < nk; j++) {
-          LLVMValueRef wi = cg_tmul(c, cg_tadd(c, cg_tmul(c, cg_taddk(c, co0, r), k->ci), cg_tadd(c, ci0, cl)), k->kh * k->kw);
-          cg_store_f32(c, cg_hsum(c, LLVMBuildLoad2(c->b, vt, reg[r * nk + j], ""), V), dw, cg_taddk(c, wi, ky * k->kw + kx0 + j));
-        }
-      cg_if_else(c, &fl);
-      for (int i = 0; i < rr * nk; i++) cg_partial_store(c, LLVMBuildLoad2(c->b, vt, reg[i], ""), sp[i], V);
-      cg_if_end(c, &fl);
-    }
-  }
+  twg_st st = {k, dw, co0, ci0, cl, vt};
+  cg_tgw g = {k->oh, k->ow, k->ih, k->iw, k->kh, k->kw, k->sh, k->sw, k->pt, k->pl, k->dh, k->dw, V, k->KC, k->nkc};
+  cg_tgw_ops ops = {dy, x, dplane, xplane, stack, last, cl, slots_ci, twg_store, &st};
+  cg_tgw_taps(c, &g, &ops, reg, rr);
   cg_loop_end(c, &CL);
   cg_loop_end(c, &NB);
   /* taps no output row reaches: dw = 0 (the sum of the zeroed lanes) */
   LLVMValueRef cl2 = cg_loop_begin(c, &F, cg_i64(c, 0), cbn, cg_i64(c, 1), "cf");
   for (int64_t ky = 0; ky < k->kh; ky++) {
-    int64_t ylo = 0, yhi = k->oh, off = ky * k->dh - k->pt;
-    while (ylo < yhi && ylo * k->sh + off < 0) ylo++;
-    while (yhi > ylo && (yhi - 1) * k->sh + off >= k->ih) yhi--;
-    if (ylo < yhi) continue;
+    if (!cg_tgw_tap_empty(&g, ky)) continue;
     for (int r = 0; r < rr; r++)
       for (int64_t kx = 0; kx < k->kw; kx++) {
         LLVMValueRef wi = cg_tmul(c, cg_tadd(c, cg_tmul(c, cg_taddk(c, co0, r), k->ci), cg_tadd(c, ci0, cl2)), k->kh * k->kw);

@@ -289,6 +289,13 @@ static void gwg_store(cg_ctx *c, const gwg *k, LLVMValueRef dw, LLVMValueRef g, 
   cg_store_f32(c, v ? cg_hsum(c, v, k->V) : cg_f32(c, 0.0f), dw, cg_taddk(c, wi, ky * k->kw + kx));
 }
 
+typedef struct gwg_st { const gwg *k; LLVMValueRef dw, g, o0, ci; LLVMTypeRef vt; } gwg_st;
+
+static void gwg_reg_store(cg_ctx *c, void *user, int r, int64_t ky, int64_t kx, LLVMValueRef reg) {
+  const gwg_st *u = user;
+  gwg_store(c, u->k, u->dw, u->g, u->o0, u->ci, r, ky, kx, LLVMBuildLoad2(c->b, u->vt, reg, ""));
+}
+
 /* dw[g*og + o, i, ky, kx] for the rr channels o0.. of group g and input channel i of the
  * group: stack partials acc[ky][kx chunk][r][k] (vectors, 16-bit with half partials:
  * cg_half_partials.h) between images, summed over (n, oy, ox); after the last image each
@@ -304,64 +311,19 @@ static void gwg_tile(cg_ctx *c, const gwg *k, LLVMValueRef dy, LLVMValueRef x, L
     LLVMValueRef si = cg_i64(c, s);
     LLVMBuildStore(c->b, LLVMConstNull(pt), LLVMBuildInBoundsGEP2(c->b, pt, stack, &si, 1, ""));
   }
-  cg_loop NB, Y;
+  cg_loop NB;
   LLVMValueRef nb = cg_loop_begin(c, &NB, cg_i64(c, 0), cg_i64(c, k->n), cg_i64(c, 1), "n");
   LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, nb, cg_i64(c, k->n - 1), "last_image");
   LLVMValueRef ng = cg_tadd(c, cg_tmul(c, nb, k->groups), g);
   LLVMValueRef xplane = cg_tmul(c, cg_tadd(c, cg_tmul(c, ng, k->ig), ci), k->ih * k->iw);
   LLVMValueRef dplane = cg_tmul(c, cg_tadd(c, cg_tmul(c, ng, k->og), o0), k->oh * k->ow);
-  for (int64_t ky = 0; ky < k->kh; ky++) {
-    int64_t ylo = 0, yhi = k->oh, off = ky * k->dh - k->pt; /* iy = oy*sh + off */
-    while (ylo < yhi && ylo * k->sh + off < 0) ylo++;
-    while (yhi > ylo && (yhi - 1) * k->sh + off >= k->ih) yhi--;
-    if (ylo >= yhi) continue;
-    for (int kc = 0; kc < k->nkc; kc++) {
-      int kx0 = kc * k->KC, nk = (int)(k->kw - kx0 < k->KC ? k->kw - kx0 : k->KC);
-      int64_t sbase = (ky * k->nkc + kc) * per;
-      LLVMValueRef sp[64], cur[64];
-      for (int i = 0; i < rr * nk; i++) {
-        LLVMValueRef si = cg_i64(c, sbase + i);
-        sp[i] = LLVMBuildInBoundsGEP2(c->b, pt, stack, &si, 1, "");
-        LLVMBuildStore(c->b, cg_partial_load(c, sp[i], V), reg[i]); /* a 16-bit partial, widened */
-      }
-      LLVMValueRef oy = cg_loop_begin(c, &Y, cg_i64(c, ylo), cg_i64(c, yhi), cg_i64(c, 1), "oy");
-      for (int i = 0; i < rr * nk; i++) cur[i] = LLVMBuildLoad2(c->b, vt, reg[i], "");
-      LLVMValueRef drow = cg_tadd(c, dplane, cg_tmul(c, oy, k->ow));
-      LLVMValueRef xrow = cg_tadd(c, xplane, cg_tmul(c, cg_taddk(c, cg_tmul(c, oy, k->sh), off), k->iw));
-      for (int64_t pos = 0; pos < k->ow; pos += V) {
-        unsigned dm = cg_lanes((int)(k->ow - pos), V);
-        LLVMValueRef dv[16];
-        for (int r = 0; r < rr; r++) dv[r] = cg_tload(c, dy, cg_taddk(c, drow, (int64_t)r * k->oh * k->ow + pos), 1, dm, V);
-        for (int j = 0; j < nk; j++) {
-          unsigned m = 0;
-          int64_t kx = kx0 + j;
-          for (int l = 0; l < V; l++) {
-            int64_t ix = (pos + l) * k->sw - k->pl + kx * k->dw;
-            if (pos + l < k->ow && ix >= 0 && ix < k->iw) m |= 1u << l;
-          }
-          if (!m) continue;
-          int st = (int)k->sw;
-          LLVMValueRef xv = cg_tload(c, x, cg_taddk(c, xrow, pos * k->sw - k->pl + kx * k->dw), st, m, V);
-          for (int r = 0; r < rr; r++) cur[r * nk + j] = cg_fma(c, dv[r], xv, cur[r * nk + j]);
-        }
-      }
-      for (int i = 0; i < rr * nk; i++) LLVMBuildStore(c->b, cur[i], reg[i]);
-      cg_loop_end(c, &Y);
-      cg_if fl;
-      cg_if_begin(c, &fl, last); /* the last image: one horizontal sum per weight, dw[(g*og + o0 + r), ci, ky, kx] */
-      for (int r = 0; r < rr; r++)
-        for (int j = 0; j < nk; j++) gwg_store(c, k, dw, g, o0, ci, r, ky, kx0 + j, LLVMBuildLoad2(c->b, vt, reg[r * nk + j], ""));
-      cg_if_else(c, &fl);
-      for (int i = 0; i < rr * nk; i++) cg_partial_store(c, LLVMBuildLoad2(c->b, vt, reg[i], ""), sp[i], V);
-      cg_if_end(c, &fl);
-    }
-  }
+  gwg_st st = {k, dw, g, o0, ci, vt};
+  cg_tgw t = {k->oh, k->ow, k->ih, k->iw, k->kh, k->kw, k->sh, k->sw, k->pt, k->pl, k->dh, k->dw, V, k->KC, k->nkc};
+  cg_tgw_ops ops = {dy, x, dplane, xplane, stack, last, NULL, 0, gwg_reg_store, &st};
+  cg_tgw_taps(c, &t, &ops, reg, rr);
   cg_loop_end(c, &NB);
   for (int64_t ky = 0; ky < k->kh; ky++) { /* taps no output row reaches: dw = 0 (the sum of the zeroed lanes) */
-    int64_t ylo = 0, yhi = k->oh, off = ky * k->dh - k->pt;
-    while (ylo < yhi && ylo * k->sh + off < 0) ylo++;
-    while (yhi > ylo && (yhi - 1) * k->sh + off >= k->ih) yhi--;
-    if (ylo < yhi) continue;
+    if (!cg_tgw_tap_empty(&t, ky)) continue;
     for (int r = 0; r < rr; r++)
       for (int64_t kx = 0; kx < k->kw; kx++) gwg_store(c, k, dw, g, o0, ci, r, ky, kx, NULL);
   }
