@@ -8,19 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "ir/grad_train.h"
 #include "passes/passes.h"
 
-static int g_failures;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      g_failures++;                                        \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fputc('\n', stderr);                                 \
-    }                                                      \
-  } while (0)
 
 enum { N = 4, IN = 3, OUT = 5, KW = OUT * IN };
 static const float X[N * IN] = {0.3f, -1.2f, 0.8f, 1.1f, 0.4f, -0.7f, -0.5f, 0.9f, 0.2f, 0.6f, -0.3f, -1.0f};
@@ -146,10 +137,5 @@ int main(void) {
   test_decay_vs_l2(1, 1);
   test_loss_scaling();
   test_lr_and_adam();
-  if (g_failures) {
-    fprintf(stderr, "test_autodiff_optim: %d check(s) failed\n", g_failures);
-    return 1;
-  }
-  printf("test_autodiff_optim: all checks passed\n");
-  return 0;
+  return check_done("test_autodiff_optim", g_failures);
 }

@@ -18,36 +18,9 @@
  *     results narrowed by vcvtneps2bf16 give the logits of tune bf16_sw_narrow=1's integer rounding.
  *  3. No conv takes the route without tune bf16_emulate=1, in 32.32, with fp16, or on a
  *     target without FMA (SSE: the emulation would need fmaf). */
-#include "frontend/fe.h"
-#include "ir/ir.h"
 #include "test_codegen_harness.h"
 
-static uint32_t bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-static float from_bits(uint32_t u) {
-  float x;
-  memcpy(&x, &u, 4);
-  return x;
-}
-static float ftz(float x) { return (bits(x) & 0x7f800000u) == 0 ? from_bits(bits(x) & 0x80000000u) : x; }
-/* bf16 value of x (nearest even), as the instruction reads it (denormal -> signed zero) */
-static float bf16_in(float x) { return ftz(ir_round16_f32(x, IR_HALF_BF16)); }
-
-static ir_graph *load_yaml(const char *path, int batch) {
-  fe_options o;
-  fe_options_init(&o);
-  ir_diag d = {0};
-  char b[16];
-  snprintf(b, sizeof b, "%d", batch);
-  if (fe_option_set(&o, fe_option_find("batch-size"), b, &d) || fe_option_set(&o, fe_option_find("seed"), "5", &d))
-    return ir_diag_print(&d, stderr), NULL;
-  ir_graph *g = fe_load(path, &o, &d);
-  if (!g) ir_diag_print(&d, stderr);
-  return g;
-}
+#include "bf16_case_check.h"
 
 /* ---- kernel kinds through the report sink ---- */
 typedef struct kinds { int n, bf16, emu, span, span_add; char first[160]; } kinds;
@@ -69,26 +42,15 @@ static void kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const st
 static kinds compile_kinds(ir_graph *g, const cg_target *t) {
   kinds s = {0};
   cg_report_sink rs = {&s, kinds_layout, NULL, NULL};
-  char so[512];
-  snprintf(so, sizeof so, "%s/kinds.so", cgt_dir);
-  cg_options o = {so, NULL, "kinds", "{}", 2, 0, &rs};
-  ir_diag d = {0};
-  if (cg_compile(ct_g(g), t, &o, &d)) ir_diag_print(&d, stderr), s.n = -1;
-  unlink(so);
+  if (bf16_compile_report(g, t, &rs)) s.n = -1;
   return s;
 }
 
 /* ---- 1. bitwise against the instruction's arithmetic ---- */
 static void bitwise_case(const cg_target *t, const char *tn, int n, int cin, int cout, int h, int w) {
-  char yml[512], label[128];
-  snprintf(yml, sizeof yml, "%s/conv.yml", cgt_dir);
-  FILE *f = fopen(yml, "w");
-  fprintf(f, "name: bf16conv\ninput: {shape: [%d, %d, %d], classes: 10}\nlayers:\n"
-             "  - {name: c, op: conv, filters: %d, kernel: 1, bias: true}\n", cin, h, w, cout);
-  fclose(f);
+  char label[128];
   snprintf(label, sizeof label, "%s %dx%dx%dx%d -> %d", tn, n, cin, h, w, cout);
-  ir_graph *g = load_yaml(yml, n);
-  unlink(yml);
+  ir_graph *g = bf16_conv_graph("bf16conv", n, cin, h, w, cout, 1, 1, 0);
   if (!g) {
     cgt_failures++;
     return;
@@ -127,41 +89,16 @@ static void bitwise_case(const cg_target *t, const char *tn, int n, int cin, int
         want[((int64_t)b * cout + co) * hw + p] = a + bs[co];
         even_first[((int64_t)b * cout + co) * hw + p] = e + bs[co];
       }
-  char so[512];
-  snprintf(so, sizeof so, "%s/bitwise.so", cgt_dir);
-  cg_options o = {so, NULL, label, "{}", 2, 0};
-  if (cg_compile(ct_g(g), t, &o, &d)) {
-    ir_diag_print(&d, stderr);
-    cgt_failures++;
-  } else {
-    void *hd = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    const cnnc_abi_model *m = hd ? dlsym(hd, CNNC_ABI_SYMBOL) : NULL;
-    CGT_CHECK(m != NULL, "%s: cannot load", label);
-    for (int nth = 1; m && nth <= 2; nth++) {
-      void *bufs[64];
-      for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
-      memcpy(bufs[m->input], x, (size_t)nx * 4);
-      cgt_run_model(m, bufs, nth);
-      const float *got = bufs[m->outputs[0]];
-      int64_t diff = 0, first = -1, differs = 0, tiny = 0;
-      for (int64_t i = 0; i < ny; i++) {
-        if (bits(got[i]) != bits(want[i]) && diff++ == 0) first = i;
-        differs += bits(even_first[i]) != bits(want[i]);
-        tiny += fabsf(want[i] - bs[i / hw % cout]) < 1e-30f;
-      }
-      CGT_CHECK(diff == 0, "%s, %d thread(s): %lld of %lld outputs differ from the vdpbf16ps model (first %lld: %a vs %a)",
-                label, nth, (long long)diff, (long long)ny, (long long)first, first >= 0 ? got[first] : 0.0,
-                first >= 0 ? want[first] : 0.0);
-      if (nth == 1) {
-        fprintf(stderr, "%s: %lld outputs bitwise the model; the even-first order differs on %lld; %lld sums under 1e-30\n",
-                label, (long long)(ny - diff), (long long)differs, (long long)tiny);
-        if (cin >= 16) CGT_CHECK(differs > 0, "%s: the element order is not observable on this data", label);
-      }
-      for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
-    }
-    if (hd) dlclose(hd);
+  int64_t diff = bf16_check_model(g, t, label, x, nx, want, ny, "the vdpbf16ps model"), differs = 0, tiny = 0;
+  for (int64_t i = 0; i < ny; i++) {
+    differs += bits(even_first[i]) != bits(want[i]);
+    tiny += fabsf(want[i] - bs[i / hw % cout]) < 1e-30f;
   }
-  unlink(so);
+  if (diff >= 0) {
+    fprintf(stderr, "%s: %lld outputs bitwise the model; the even-first order differs on %lld; %lld sums under 1e-30\n",
+            label, (long long)(ny - diff), (long long)differs, (long long)tiny);
+    if (cin >= 16) CGT_CHECK(differs > 0, "%s: the element order is not observable on this data", label);
+  }
   free(x), free(want), free(even_first);
   ir_graph_free(g);
 }
@@ -172,7 +109,7 @@ static kinds compile_kinds_model(const cg_target *t, const char *label) {
   kinds k = {0};
   cg_target f16c;
   ir_diag d = {0};
-  ir_graph *g = load_yaml(CNNC_TEST_SRC "/tests/bf16/bottleneck_bf16.yml", 1);
+  ir_graph *g = cgt_load_batch(CNNC_TEST_SRC "/tests/bf16/bottleneck_bf16.yml", 1);
   if (!g || cg_target_init(&f16c, NULL, NULL, "+avx2,+fma,+f16c", &d) || pass_precision(g, "16.16", "fp16", 0, &d) <= 0) {
     fprintf(stderr, "%s: setup failed\n", label);
     cgt_failures++;
@@ -191,7 +128,7 @@ static float *run_model_yml(const char *yml, const cg_target *t, const char *pre
                             const char *label, kinds *k, int vs_interp) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/bf16/%s", CNNC_TEST_SRC, yml);
-  ir_graph *g = load_yaml(path, 3);
+  ir_graph *g = cgt_load_batch(path, 3);
   if (!g) {
     cgt_failures++;
     return NULL;
@@ -253,41 +190,29 @@ static float *build_run(const char *yml, const char *label, long *so_bytes) {
   char path[1024], so[512];
   snprintf(path, sizeof path, "%s/tests/bf16/%s", CNNC_TEST_SRC, yml);
   snprintf(so, sizeof so, "%s/narrow.so", cgt_dir);
-  fe_options o;
-  fe_options_init(&o);
-  ir_diag d = {0};
-  const char *kv[][2] = {{"batch-size", "3"}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", "bf16"}};
-  for (int i = 0; i < 4; i++)
-    if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), cgt_failures++, NULL;
-  ir_graph *g = fe_load(path, &o, &d);
-  if (!g || cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d)) {
-    ir_diag_print(&d, stderr);
+  const char *const kv[][2] = {{"batch-size", "3"}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", "bf16"}};
+  if (cgt_build(path, kv, 4, so, NULL)) {
     CGT_CHECK(0, "%s: build failed", label);
-    ir_graph_free(g);
     return NULL;
   }
-  FILE *f = fopen(so, "rb"); /* FNV-1a of the .so: builds of the same code are byte-identical */
+  long len = 0; /* FNV-1a of the .so: builds of the same code are byte-identical */
+  unsigned char *bytes = (unsigned char *)cgt_read_file(so, &len);
   uint64_t hs = 1469598103934665603ull;
-  for (int ch; f && (ch = fgetc(f)) != EOF;) hs = (hs ^ (uint64_t)ch) * 1099511628211ull;
-  if (f) fclose(f);
+  for (long i = 0; bytes && i < len; i++) hs = (hs ^ (uint64_t)bytes[i]) * 1099511628211ull;
+  free(bytes);
   *so_bytes = (long)(hs >> 1);
   void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   const cnnc_abi_model *m = h ? dlsym(h, CNNC_ABI_SYMBOL) : NULL;
   float *y = NULL;
   if (m) {
-    void *bufs[64];
-    for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
-    float *x = bufs[m->input];
-    for (int64_t i = 0; i < m->tensors[m->input].bytes / 4; i++) x[i] = cgt_uniform(-2.0f, 2.0f);
-    cgt_run_model(m, bufs, 2);
-    int64_t n = m->tensors[m->outputs[0]].bytes;
-    y = malloc((size_t)n);
-    memcpy(y, bufs[m->outputs[0]], (size_t)n);
-    for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
+    int64_t nx = m->tensors[m->input].bytes / 4;
+    float *x = malloc((size_t)nx * sizeof *x);
+    for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-2.0f, 2.0f);
+    y = cgt_run_copy(m, x, nx, 2);
+    free(x);
   } else CGT_CHECK(0, "%s: cannot load", label);
   if (h) dlclose(h);
   unlink(so);
-  ir_graph_free(g);
   return y;
 }
 static void narrow_case(const char *yml) {
@@ -348,11 +273,8 @@ static void model_case(const cg_target *t, const char *tn) {
 int main(void) {
   cgt_init_dir();
   cg_target avx2, sse;
+  if (cgt_target(&avx2, "x86-64-v3") || cgt_target(&sse, "x86-64")) return 1;
   ir_diag d = {0};
-  if (cg_target_init(&avx2, NULL, "x86-64-v3", NULL, &d) || cg_target_init(&sse, NULL, "x86-64", NULL, &d)) {
-    ir_diag_print(&d, stderr);
-    return 1;
-  }
   CGT_CHECK(!avx2.has_avx512bf16 && !sse.has_avx512bf16, "x86-64-v3 / x86-64 report avx512bf16");
   ct_tune("bf16_emulate=1");
   /* V = 8 (AVX2) and 4 (SSE): odd Cin, short last tiles, partial vectors, several chunks */
@@ -361,7 +283,7 @@ int main(void) {
   bitwise_case(&avx2, "avx2", 3, 64, 40, 9, 13);
   bitwise_case(&avx2, "avx2", 1, 300, 13, 30, 31); /* 930 pixels: several chunks */
   /* without FMA (SSE) the emulation is refused: the f32 kernels */
-  ir_graph *g = load_yaml(CNNC_TEST_SRC "/tests/bf16/bottleneck_bf16.yml", 1);
+  ir_graph *g = cgt_load_batch(CNNC_TEST_SRC "/tests/bf16/bottleneck_bf16.yml", 1);
   if (g && pass_precision(g, "16.16", "bf16", 0, &d) > 0) {
     kinds k = compile_kinds(g, &sse);
     CGT_CHECK(k.n == 7 && k.bf16 == 0, "sse: %d of %d convs on the bf16 route (want 0 of 7)", k.bf16, k.n);
@@ -381,8 +303,5 @@ int main(void) {
   }
   cg_target_dispose(&avx2);
   cg_target_dispose(&sse);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_codegen_bf16: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_codegen_bf16: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_codegen_bf16");
 }

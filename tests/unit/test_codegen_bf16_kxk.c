@@ -17,43 +17,15 @@
  *     On a host with avx512bf16 the same cases also run natively (vdpbf16ps) against the model.
  *  2. The same graphs vs the interpreter within 5e-3 (docs/precision.md, bf16 route).
  *  3. tune bf16_kxk=0: these convs keep the f32 kernels (the A/B switch), 1x1 s1 ones not. */
-#include "frontend/fe.h"
-#include "ir/ir.h"
 #include "test_codegen_harness.h"
 
-static uint32_t bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-static float from_bits(uint32_t u) {
-  float x;
-  memcpy(&x, &u, 4);
-  return x;
-}
-static float ftz(float x) { return (bits(x) & 0x7f800000u) == 0 ? from_bits(bits(x) & 0x80000000u) : x; }
-static float bf16_in(float x) { return ftz(ir_round16_f32(x, IR_HALF_BF16)); }
+#include "bf16_case_check.h"
 
-typedef struct kcase { int n, cin, cout, h, w, k, s, p; } kcase;
+typedef bf16_case kcase;
 
 static ir_graph *case_graph(const kcase *k) {
-  char yml[512];
-  snprintf(yml, sizeof yml, "%s/conv.yml", cgt_dir);
-  FILE *f = fopen(yml, "w");
-  fprintf(f, "name: bf16kxk\ninput: {shape: [%d, %d, %d], classes: 10}\nlayers:\n"
-             "  - {name: c, op: conv, filters: %d, kernel: %d, stride: %d, padding: %d, bias: true}\n",
-          k->cin, k->h, k->w, k->cout, k->k, k->s, k->p);
-  fclose(f);
-  fe_options o;
-  fe_options_init(&o);
+  ir_graph *g = bf16_conv_graph("bf16kxk", k->n, k->cin, k->h, k->w, k->cout, k->k, k->s, k->p);
   ir_diag d = {0};
-  char b[16];
-  snprintf(b, sizeof b, "%d", k->n);
-  ir_graph *g = NULL;
-  if (!fe_option_set(&o, fe_option_find("batch-size"), b, &d) && !fe_option_set(&o, fe_option_find("seed"), "5", &d))
-    g = fe_load(yml, &o, &d);
-  if (!g) ir_diag_print(&d, stderr);
-  unlink(yml);
   if (g) {
     cgt_random_params(g, 0.5f);
     if (pass_precision(g, "16.16", "bf16", 0, &d) <= 0) ir_diag_print(&d, stderr), ir_graph_free(g), g = NULL;
@@ -75,12 +47,7 @@ static void kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const st
 static kinds compile_kinds(ir_graph *g, const cg_target *t) {
   kinds s = {0};
   cg_report_sink rs = {&s, kinds_layout, NULL, NULL};
-  char so[512];
-  snprintf(so, sizeof so, "%s/kinds.so", cgt_dir);
-  cg_options o = {so, NULL, "kinds", "{}", 2, 0, &rs};
-  ir_diag d = {0};
-  if (cg_compile(ct_g(g), t, &o, &d)) ir_diag_print(&d, stderr), s.n = -1;
-  unlink(so);
+  if (bf16_compile_report(g, t, &rs)) s.n = -1;
   return s;
 }
 
@@ -119,45 +86,7 @@ static void bitwise_case(const cg_target *t, const char *tn, const kcase *k) {
   kinds ks = compile_kinds(g, t);
   CGT_CHECK(ks.n == 1 && ks.bf16 == 1, "%s: the conv is not on the bf16 route (%s)", label, ks.kind);
   fprintf(stderr, "%s: %s\n", label, ks.kind);
-  int oh = (k->h + 2 * k->p - k->k) / k->s + 1, ow = (k->w + 2 * k->p - k->k) / k->s + 1;
-  int64_t nx = (int64_t)k->n * k->cin * k->h * k->w, ny = (int64_t)k->n * k->cout * oh * ow;
-  float *x = malloc((size_t)nx * 4), *want = malloc((size_t)ny * 4);
-  for (int64_t i = 0; i < nx; i++) {
-    x[i] = cgt_uniform(-1.0f, 1.0f);
-    if (i % 13 == 5) x[i] *= 1e-38f; /* bf16 denormals: read as zero */
-  }
-  model(k, x, g->values[ir_find_value(g, "c/weight")].data, g->values[ir_find_value(g, "c/bias")].data, oh, ow, want);
-  char so[512];
-  snprintf(so, sizeof so, "%s/bitwise.so", cgt_dir);
-  cg_options o = {so, NULL, label, "{}", 2, 0};
-  ir_diag d = {0};
-  if (cg_compile(ct_g(g), t, &o, &d)) {
-    ir_diag_print(&d, stderr);
-    cgt_failures++;
-  } else {
-    void *hd = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    const cnnc_abi_model *m = hd ? dlsym(hd, CNNC_ABI_SYMBOL) : NULL;
-    CGT_CHECK(m != NULL, "%s: cannot load", label);
-    for (int nth = 1; m && nth <= 2; nth++) {
-      void *bufs[64];
-      for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
-      memcpy(bufs[m->input], x, (size_t)nx * 4);
-      cgt_run_model(m, bufs, nth);
-      const float *got = bufs[m->outputs[0]];
-      int64_t diff = 0, first = -1;
-      for (int64_t i = 0; i < ny; i++)
-        if (bits(got[i]) != bits(want[i]) && diff++ == 0) first = i;
-      CGT_CHECK(diff == 0, "%s, %d thread(s): %lld of %lld outputs differ from the model (first %lld: %a vs %a)", label, nth,
-                (long long)diff, (long long)ny, (long long)first, first >= 0 ? got[first] : 0.0, first >= 0 ? want[first] : 0.0);
-      for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
-    }
-    if (hd) dlclose(hd);
-  }
-  unlink(so);
-  /* 2. vs the interpreter (its own input) */
-  snprintf(label + strlen(label), sizeof label - strlen(label), " vs interpreter");
-  CGT_CHECK(cgt_check_graph(g, t, label, 5e-3, NULL) == 0, "%s: differs", label);
-  free(x), free(want);
+  bf16_check_case(g, t, k, model, label, sizeof label); /* 1. bitwise the model, 2. vs the interpreter */
   ir_graph_free(g);
 }
 
@@ -185,11 +114,7 @@ static const kcase cases[] = {
 int main(void) {
   cgt_init_dir();
   cg_target avx2, host;
-  ir_diag d = {0};
-  if (cg_target_init(&avx2, NULL, "x86-64-v3", NULL, &d) || cg_target_init(&host, NULL, NULL, NULL, &d)) {
-    ir_diag_print(&d, stderr);
-    return 1;
-  }
+  if (cgt_target(&avx2, "x86-64-v3") || cgt_target(&host, NULL)) return 1;
   int nc = (int)(sizeof cases / sizeof cases[0]);
   ct_tune("bf16_emulate=1");
   for (int i = 0; i < nc; i++) bitwise_case(&avx2, "avx2 emulated", &cases[i]);
@@ -264,8 +189,5 @@ int main(void) {
     fprintf(stderr, "host without avx512bf16: native cases skipped\n");
   cg_target_dispose(&avx2);
   cg_target_dispose(&host);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_codegen_bf16_kxk: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_codegen_bf16_kxk: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_codegen_bf16_kxk");
 }

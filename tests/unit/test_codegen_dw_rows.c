@@ -51,43 +51,17 @@ static const rows_case cases[] = {
     {1, 2, 14, 14, 3, 3, 1, {1, 1, 1, 1}, 1, 0, 1, 1, 0},    /* small plane: the flat-plane kernel */
 };
 
-static ir_graph *rows_graph(const rows_case *k) {
-  dw_geom d = {k->n, k->c, k->h, k->w, k->kh, k->kw, k->stride, {k->pad[0], k->pad[1], k->pad[2], k->pad[3]},
-               k->dil, k->bias, k->bn, k->post};
-  return dw_build_graph(&d);
-}
-
-static void run_cases(const cg_target *t, const char *pfx) {
+static void run_cases(const cg_target *t, const char *pfx, int pass) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     const rows_case *k = &cases[i];
-    ir_graph *g = rows_graph(k);
-    cgt_random_params(g, 0.5f);
+    dw_geom d = {k->n, k->c, k->h, k->w, k->kh, k->kw, k->stride, {k->pad[0], k->pad[1], k->pad[2], k->pad[3]}, k->dil, k->bias,
+                 k->bn, k->post};
     char label[200];
-    snprintf(label, sizeof label, "%s dw n%d c%d %dx%d k%dx%d s%d p%d,%d,%d,%d d%d%s%s post%d", pfx, k->n, k->c, k->h,
-             k->w, k->kh, k->kw, k->stride, k->pad[0], k->pad[1], k->pad[2], k->pad[3], k->dil, k->bias ? " bias" : "",
-             k->bn ? " bn" : "", k->post);
+    ir_graph *g = dw_case_graph(&d, pfx, label, sizeof label);
     int want = k->rows == 2 ? t->vec_f32 >= 8 : k->rows, got = dw_is_rows_kernel(g, t);
     CGT_CHECK(got == want, "%s: row-tiled kernel %d, expected %d", label, got, want);
-    CGT_CHECK(cgt_check_graph(g, t, label, 1e-4, NULL) == 0, "%s: compiled result differs from the interpreter", label);
-    ir_graph_free(g);
+    dw_case_done(g, t, label);
   }
 }
 
-int main(void) {
-  cgt_init_dir();
-  cg_target host, avx2, sse;
-  if (dw_target(&host, NULL) || dw_target(&avx2, "x86-64-v3") || dw_target(&sse, "x86-64")) return 1;
-  run_cases(&host, "host");
-  run_cases(&avx2, "avx2");
-  run_cases(&sse, "sse");
-  cgt_nan_every = 7; /* NaN inputs propagate to the pixels that read them, not through padding */
-  run_cases(&avx2, "avx2 nan");
-  cgt_nan_every = 0;
-  cg_target_dispose(&host);
-  cg_target_dispose(&avx2);
-  cg_target_dispose(&sse);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_codegen_dw_rows: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_codegen_dw_rows: ok\n");
-  return cgt_failures != 0;
-}
+int main(void) { return dw_main("test_codegen_dw_rows", run_cases, 1); }

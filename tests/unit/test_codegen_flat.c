@@ -14,10 +14,9 @@
  * with 1 and 2 threads, within test_store16_infer's 5e-3 of the interpreter.
  * CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case for one of the two targets (round robin,
  * test_codegen_harness.h cgt_quick_skip_home; the cin16 case on the host where it has 16 lanes). */
-#include "frontend/fe.h"
 #include "test_codegen_harness.h"
 
-#define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
+#include "conv_case_check.h"
 
 typedef struct flat_case {
   int n, cin, cout, h, w, resid; /* resid: bn + residual add of a second 1x1 conv + relu */
@@ -43,127 +42,54 @@ static const flat_case cases[] = {
     {1, 96, 1001, 107, 109, 0, 1},
 };
 
-static int conv1x1(ir_graph *g, const char *name, int x, int cin, int cout, int bn) {
-  char wn[64];
-  snprintf(wn, sizeof wn, "%s/weight", name);
-  int in[2] = {x, ir_add_param(g, wn, SHAPE(cout, cin, 1, 1), 1)};
-  ir_attr a = {.conv2d = {{1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1}};
-  int y = cgt_node(g, IR_OP_conv2d, name, in, 2, &a);
-  if (!bn) return y;
-  char bnn[80];
-  snprintf(bnn, sizeof bnn, "%s/bn", name);
-  return cgt_add_bn(g, bnn, y, cout);
-}
-
-/* relu(bn(conv a(x))), with resid relu(bn(conv a(x)) + conv b(x)). */
-static ir_graph *flat_graph(const flat_case *k, int cin) {
-  ir_graph *g = ir_graph_new("t", k->n);
-  int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, cin, k->h, k->w));
-  int y = conv1x1(g, "a", x, cin, k->cout, 1);
-  if (k->resid) {
-    int in2[2] = {y, conv1x1(g, "b", x, cin, k->cout, 0)};
-    y = cgt_node(g, IR_OP_add, "add", in2, 2, NULL);
-  }
-  ir_attr none = {0};
-  y = cgt_node(g, IR_OP_relu, "relu", &y, 1, &none);
-  g->outputs[g->n_outputs++] = y;
-  g->n_shards = 1;
-  return g;
-}
-
 /* Which kernels of g's LLVM IR for t call llvm.prefetch: 1 a conv without a fused add, 2 one
  * with it (or'ed); -1 when it does not compile. */
 static int has_prefetch(ir_graph *g, const cg_target *t) {
-  char path[512], line[4096];
-  FILE *f = cgt_llvm_of(g, t, "flat", path, sizeof path);
-  if (!f) return -1;
-  int found = 0, add = 0;
-  while (fgets(line, sizeof line, f)) {
-    if (!strncmp(line, "define ", 7)) add = strstr(line, "_add_") != NULL; /* kernel name, not local_unnamed_addr */
-    if (strstr(line, "call void @llvm.prefetch")) found |= add ? 2 : 1;
+  cgt_ir ir;
+  int found = cgt_ir_open(&ir, g, t, "flat"), add = 0;
+  while (cgt_ir_next(&ir)) {
+    if (!strncmp(ir.line, "define ", 7)) add = strstr(ir.line, "_add_") != NULL; /* kernel name, not local_unnamed_addr */
+    if (strstr(ir.line, "call void @llvm.prefetch")) found |= add ? 2 : 1;
   }
-  fclose(f);
-  unlink(path);
   return found;
 }
 
 /* Compiles g (prefetch on or off), checks its kernel is a flat conv and its IR, runs it with
- * 1..3 threads against ref; the 1-thread output goes to got (ny floats).  Returns 0 when run. */
-static int build_run(ir_graph *g, const cg_target *t, const char *label, int pf, int want, float **ref, const float *x,
-                     float *got) {
+ * 1..3 threads against r; the 1-thread output goes to got (ny floats).  Returns 0 when run. */
+static int build_run(ir_graph *g, const cg_target *t, const char *label, int pf, int want, const cgt_ref *r, float *got) {
   ct_tune(pf ? "flat_prefetch=1" : "flat_prefetch=0");
   if (pf == 2) ct_tune("flat_pf_max_spl=0"); /* no slots-per-line limit */
   int hp = has_prefetch(g, t);
   CGT_CHECK(hp == want, "%s: llvm.prefetch in the IR of kernels without (1) / with (2) an add: %d, want %d", label, hp, want);
-  char so[512];
-  snprintf(so, sizeof so, "%s/flat.so", cgt_dir);
-  cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
-  ir_diag d = {0};
-  int rc = cg_compile(ct_g(g), t, &o, &d);
-  ct_tune("flat_prefetch=1,flat_pf_max_spl=30");
-  if (rc) {
-    ir_diag_print(&d, stderr);
-    CGT_CHECK(0, "%s: compile failed", label);
-    return -1;
-  }
-  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-  const cnnc_abi_model *m = h ? dlsym(h, CNNC_ABI_SYMBOL) : NULL;
-  CGT_CHECK(m != NULL, "%s: cannot load: %s", label, h ? "no descriptor" : dlerror());
-  if (!m) {
-    if (h) dlclose(h);
-    unlink(so);
-    return -1;
-  }
-  int flat = 0;
-  for (int i = 0; i < m->shards[0].n_ops; i++) flat |= strstr(m->shards[0].kernel_names[i], "conv2d_1x1_") != NULL;
-  CGT_CHECK(flat, "%s: no flat conv kernel (%s)", label, m->shards[0].kernel_names[0]);
-  int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
-  void *bufs[64];
-  for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
-  memcpy(bufs[m->input], x, (size_t)nx * sizeof *x);
-  float *out = bufs[m->outputs[0]];
-  for (int nth = 1; nth <= 3; nth++) {
-    for (int64_t i = 0; i < ny; i++) out[i] = NAN;
-    cgt_run_model(m, bufs, nth);
-    char l2[200];
-    snprintf(l2, sizeof l2, "%s [%d threads]", label, nth);
-    cgt_failures += cgt_compare(l2, out, ref[g->outputs[0]], ny, 1e-4);
-    if (nth == 1) memcpy(got, out, (size_t)ny * sizeof *got);
-    else CGT_CHECK(!memcmp(got, out, (size_t)ny * sizeof *got), "%s: not bitwise equal to 1 thread", l2);
-  }
-  for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
-  dlclose(h);
-  unlink(so);
-  return 0;
+  return flat_build_run(g, t, label, "flat_prefetch=1,flat_pf_max_spl=30", 0, NULL, 3, 0, r, got);
 }
 
 static void run_case(const flat_case *k, const cg_target *t, const char *pfx) {
   char label[160];
   int cin = t->vec_f32 >= 16 && k->cin16 ? k->cin16 : k->cin;
   snprintf(label, sizeof label, "%s n%d %d->%d %dx%d%s", pfx, k->n, cin, k->cout, k->h, k->w, k->resid ? " resid" : "");
-  ir_graph *g = flat_graph(k, cin);
+  ir_graph *g = cgt_flat_graph(k->n, cin, k->cout, k->h, k->w, 1, k->resid, 1);
   cgt_random_params(g, 0.5f);
-  int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
-  float *x = malloc((size_t)nx * sizeof *x), *on = malloc((size_t)ny * sizeof *on), *off = malloc((size_t)ny * sizeof *off);
-  for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-1.0f, 1.0f);
-  float **ref = ir_interp(g, x, NULL);
+  cgt_ref r = cgt_ref_make(g);
+  size_t ybytes = (size_t)r.ny * sizeof(float);
+  float *on = malloc(ybytes), *off = malloc(ybytes);
   char l[200];
   snprintf(l, sizeof l, "%s prefetch", label);
-  if (k->wide) CGT_CHECK(4.0 * (double)nx >= PF_MIN_BYTES(k->n), "%s: input under the prefetch floor", label);
-  int want = (4.0 * (double)nx >= PF_MIN_BYTES(k->n) && !k->wide ? 1 : 0) | (k->resid ? 2 : 0);
-  int a = build_run(g, t, l, 1, want, ref, x, on);
+  if (k->wide) CGT_CHECK(4.0 * (double)r.nx >= PF_MIN_BYTES(k->n), "%s: input under the prefetch floor", label);
+  int want = (4.0 * (double)r.nx >= PF_MIN_BYTES(k->n) && !k->wide ? 1 : 0) | (k->resid ? 2 : 0);
+  int a = build_run(g, t, l, 1, want, &r, on);
   if (k->wide) { /* tune flat_pf_max_spl=0 puts the x prefetch back; same values */
-    float *lim = malloc((size_t)ny * sizeof *lim);
+    float *lim = malloc(ybytes);
     snprintf(l, sizeof l, "%s flat_pf_max_spl=0", label);
-    if (!build_run(g, t, l, 2, want | 1, ref, x, lim) && !a)
-      CGT_CHECK(!memcmp(on, lim, (size_t)ny * sizeof *on), "%s: not bitwise equal to the default build", l);
+    if (!build_run(g, t, l, 2, want | 1, &r, lim) && !a)
+      CGT_CHECK(!memcmp(on, lim, ybytes), "%s: not bitwise equal to the default build", l);
     free(lim);
   }
   snprintf(l, sizeof l, "%s flat_prefetch=0", label);
-  int b = build_run(g, t, l, 0, 0, ref, x, off);
-  if (!a && !b) CGT_CHECK(!memcmp(on, off, (size_t)ny * sizeof *on), "%s: prefetch build not bitwise equal to the other", label);
-  ir_interp_free(g, ref);
-  free(x), free(on), free(off);
+  int b = build_run(g, t, l, 0, 0, &r, off);
+  if (!a && !b) CGT_CHECK(!memcmp(on, off, ybytes), "%s: prefetch build not bitwise equal to the other", label);
+  cgt_ref_free(g, &r);
+  free(on), free(off);
   ir_graph_free(g);
 }
 
@@ -175,43 +101,15 @@ static const cnnc_abi_model *build16(const char *half, int pf, char *so, size_t 
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/store16/resnetish.yml", CNNC_TEST_SRC);
   snprintf(so, cap, "%s/r16_%s_%d.so", cgt_dir, half, pf);
-  fe_options o;
-  fe_options_init(&o);
-  ir_diag d = {0};
-  const char *kv[][2] = {{"batch-size", "3"}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", half},
-                         {"target-cpu", "x86-64-v3"}, {"target-features", "+f16c"}};
-  for (int i = 0; i < 6; i++)
-    if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), NULL;
-  *gp = fe_load(path, &o, &d);
-  if (!*gp) return ir_diag_print(&d, stderr), NULL;
+  const char *const kv[][2] = {{"batch-size", "3"}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", half},
+                               {"target-cpu", "x86-64-v3"}, {"target-features", "+f16c"}};
   ct_tune(pf ? "flat_prefetch=1" : "flat_prefetch=0");
-  int rc = cnnc_build_model(ct_g(*gp), &o, so, NULL, 0, &d);
+  int rc = cgt_build(path, kv, 6, so, gp);
   ct_tune("flat_prefetch=1");
-  if (rc) return ir_diag_print(&d, stderr), NULL;
+  if (rc) return NULL;
   *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (!*h) return fprintf(stderr, "dlopen: %s\n", dlerror()), NULL;
   return dlsym(*h, CNNC_ABI_SYMBOL);
-}
-
-static float *run16(const cnnc_abi_model *m, const float *x, int64_t nx, int nth) {
-  void *bufs[64];
-  for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
-  memcpy(bufs[m->input], x, (size_t)nx * sizeof *x);
-  cgt_run_model(m, bufs, nth);
-  int64_t n = m->tensors[m->outputs[0]].bytes / 4;
-  float *y = malloc((size_t)n * sizeof *y);
-  memcpy(y, bufs[m->outputs[0]], (size_t)n * sizeof *y);
-  for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
-  return y;
-}
-
-static long file_size(const char *p) {
-  FILE *f = fopen(p, "rb");
-  if (!f) return -1;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fclose(f);
-  return n;
 }
 
 static void check16(const char *half) {
@@ -228,11 +126,11 @@ static void check16(const char *half) {
       flat16 += strstr(k, "conv2d_1x1_") && strstr(k, "_add_") && (strstr(k, "_x16") || strstr(k, "_o16"));
     }
     CGT_CHECK(flat16 > 0, "16.16 %s: no flat conv with an add on 16-bit operands", half);
-    CGT_CHECK(file_size(so[0]) != file_size(so[1]), "16.16 %s: flat_prefetch=0 gave the same .so size", half);
+    CGT_CHECK(cgt_file_size(so[0]) != cgt_file_size(so[1]), "16.16 %s: flat_prefetch=0 gave the same .so size", half);
     int64_t nx = ir_shape_numel(&g[1]->values[g[1]->input].shape), ny = ir_shape_numel(&g[1]->values[g[1]->outputs[0]].shape);
     float *x = malloc((size_t)nx * sizeof *x);
     for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-2.0f, 2.0f);
-    float *on1 = run16(m[1], x, nx, 1), *on2 = run16(m[1], x, nx, 2), *off1 = run16(m[0], x, nx, 1);
+    float *on1 = cgt_run_copy(m[1], x, nx, 1), *on2 = cgt_run_copy(m[1], x, nx, 2), *off1 = cgt_run_copy(m[0], x, nx, 1);
     CGT_CHECK(!memcmp(on1, off1, (size_t)ny * 4), "16.16 %s: prefetch build not bitwise equal to the other", half);
     CGT_CHECK(!memcmp(on1, on2, (size_t)ny * 4), "16.16 %s: 1 vs 2 threads differ", half);
     float **ref = ir_interp(g[1], x, NULL);
@@ -250,7 +148,6 @@ static void check16(const char *half) {
 }
 
 int main(void) {
-  (void)cgt_check_graph; /* this test runs 1..3 threads itself */
   cgt_init_dir();
   ct_tune("flat_w_pf=0"); /* the weight prefetch (batch 1) has its own test: test_codegen_flat_wpf */
   cg_target host, avx2;
@@ -267,8 +164,5 @@ int main(void) {
   cg_target_dispose(&avx2);
   check16("bf16");
   check16("fp16");
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_codegen_flat: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_codegen_flat: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_codegen_flat");
 }

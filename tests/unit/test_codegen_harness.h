@@ -1,6 +1,9 @@
 /* test_codegen_harness.h — shared by the codegen tests: compile a graph with cg_compile to a
- * temporary .so, dlopen it, run every shard in sequence with 1 or 2 threads (two pthreads
- * and a pthread barrier), and compare the outputs with ir_interp. */
+ * temporary .so and dlopen it (cgt_so), run every shard in sequence on 1 or more threads
+ * (pthreads and a pthread barrier), and compare the outputs with ir_interp (cgt_check_graph;
+ * cgt_so_runs: every thread count against the interpreter and bitwise against the first);
+ * cgt_io.h: files, LLVM IR lines, models from YAML, runtime models.  CGT_CHECK counts its
+ * failures in cgt_failures, cgt_done ends main(). */
 #ifndef CNNC_TEST_CODEGEN_HARNESS_H
 #define CNNC_TEST_CODEGEN_HARNESS_H
 
@@ -16,9 +19,12 @@
 #include "tools/compile.h"
 #include "passes/passes.h"
 #include "runtime/cnnc_abi.h"
+#include "check.h"   /* CHECK_INTO, check_done */
 #include "ct_tune.h" /* ct_g: in-process compiles take the test's knobs */
 
 static char cgt_dir[256];
+
+#define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
 
 /* Graph building for the tests: a node (aborts on a graph error, printing it) and a param. */
 static inline int cgt_node(ir_graph *g, ir_op op, const char *name, const int *in, int n, const ir_attr *a) {
@@ -114,27 +120,19 @@ static inline int cgt_quick_report(const char *test, const char *const *name, in
 static int cgt_failures;
 static int cgt_nan_every; /* > 0: every k-th input element is NaN */
 
-#define CGT_CHECK(cond, ...)                            \
-  do {                                                  \
-    if (!(cond)) {                                      \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);   \
-      fprintf(stderr, __VA_ARGS__);                     \
-      fputc('\n', stderr);                              \
-      cgt_failures++;                                   \
-    }                                                   \
-  } while (0)
+#define CGT_CHECK(cond, ...) CHECK_INTO(cgt_failures, cond, __VA_ARGS__)
 
 static uint64_t cgt_rng = 0x1234567u;
-static uint64_t cgt_next(void) {
+static inline uint64_t cgt_next(void) {
   uint64_t z = (cgt_rng += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
-static float cgt_uniform(float lo, float hi) { return lo + (hi - lo) * (float)((cgt_next() >> 40) * (1.0 / 16777216.0)); }
-static int cgt_int(int lo, int hi) { return lo + (int)(cgt_next() % (uint64_t)(hi - lo + 1)); }
+static inline float cgt_uniform(float lo, float hi) { return lo + (hi - lo) * (float)((cgt_next() >> 40) * (1.0 / 16777216.0)); }
+static inline int cgt_int(int lo, int hi) { return lo + (int)(cgt_next() % (uint64_t)(hi - lo + 1)); }
 
-static void cgt_init_dir(void) {
+static inline void cgt_init_dir(void) {
   const char *t = getenv("TMPDIR");
   snprintf(cgt_dir, sizeof cgt_dir, "%s/cnnc-cgtest-XXXXXX", t && *t ? t : "/tmp");
   if (!mkdtemp(cgt_dir)) {
@@ -142,10 +140,16 @@ static void cgt_init_dir(void) {
     exit(2);
   }
 }
-static void cgt_cleanup_dir(void) { rmdir(cgt_dir); }
+static inline void cgt_cleanup_dir(void) { rmdir(cgt_dir); }
+
+/* The end of main(): removes cgt_dir, reports cgt_failures; the exit status. */
+static inline int cgt_done(const char *test) {
+  cgt_cleanup_dir();
+  return check_done(test, cgt_failures);
+}
 
 /* Fills every parameter with uniform values in [-a, a] (running_var: positive). */
-static void cgt_random_params(ir_graph *g, float a) {
+static inline void cgt_random_params(ir_graph *g, float a) {
   for (int i = 0; i < g->n_values; i++) {
     ir_value *v = &g->values[i];
     if (v->kind != IR_VAL_PARAM) continue;
@@ -164,16 +168,16 @@ typedef struct cgt_thread {
   pthread_barrier_t *bar;
 } cgt_thread;
 
-static void cgt_barrier(void *ctx) { pthread_barrier_wait(ctx); }
+static inline void cgt_barrier(void *ctx) { pthread_barrier_wait(ctx); }
 
-static void *cgt_thread_main(void *arg) {
+static inline void *cgt_thread_main(void *arg) {
   cgt_thread *t = arg;
   t->sh->run((void *const *)t->io, t->scratch, t->tid, t->nth, cgt_barrier, t->bar);
   return NULL;
 }
 
 /* Runs every shard of m in order on nth threads; bufs[i] is tensor i's buffer. */
-static void cgt_run_model(const cnnc_abi_model *m, void **bufs, int nth) {
+static inline void cgt_run_model(const cnnc_abi_model *m, void **bufs, int nth) {
   for (int s = 0; s < m->n_shards; s++) {
     const cnnc_abi_shard *sh = &m->shards[s];
     void *io[64];
@@ -195,7 +199,7 @@ static void cgt_run_model(const cnnc_abi_model *m, void **bufs, int nth) {
 }
 
 /* Compares got with want: |got - want| <= tol * max(|want|, mean |want|) + 1e-6. */
-static int cgt_compare(const char *label, const float *got, const float *want, int64_t n, double tol) {
+static inline int cgt_compare(const char *label, const float *got, const float *want, int64_t n, double tol) {
   double mean = 0, worst = 0;
   int64_t at = -1, finite = 0;
   for (int64_t i = 0; i < n; i++)
@@ -218,33 +222,145 @@ static int cgt_compare(const char *label, const float *got, const float *want, i
   return 1;
 }
 
-/* Compiles g (shards already assigned) for t, runs it with 1 and 2 threads on a random input
- * and compares every output with the interpreter.  If out_copy is non-NULL, a malloc'd copy
- * of output 0 (1-thread run) is returned there.  Returns the number of mismatches. */
-static int cgt_check_graph(ir_graph *g, const cg_target *t, const char *label, double tol, float **out_copy) {
+/* ---- a compiled .so of one graph, loaded ------------------------------------------------ */
+typedef struct cgt_so {
+  void *h;
+  const cnnc_abi_model *m;
+  char path[512];
+} cgt_so;
+
+static inline void cgt_so_close(cgt_so *s) {
+  if (s->h) dlclose(s->h);
+  unlink(s->path);
+  s->h = NULL, s->m = NULL;
+}
+
+/* Compiles g (shards already assigned) for t with the knobs of ct_tune to a new .so under
+ * cgt_dir and loads it: 0, or 1 with the reason on stderr (nothing left open). */
+static inline int cgt_so_open(cgt_so *s, ir_graph *g, const cg_target *t, const char *label) {
   static int counter;
-  char so[512];
-  snprintf(so, sizeof so, "%s/g%d.so", cgt_dir, counter++);
-  cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
+  snprintf(s->path, sizeof s->path, "%s/g%d.so", cgt_dir, counter++);
+  s->h = NULL, s->m = NULL;
+  cg_options o = {s->path, NULL, label, "{\"test\": true}", 2, 0};
   ir_diag d = {0};
   if (cg_compile(ct_g(g), t, &o, &d)) {
     fprintf(stderr, "  %s: compile failed: ", label);
     ir_diag_print(&d, stderr);
     return 1;
   }
-  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    fprintf(stderr, "  %s: dlopen: %s\n", label, dlerror());
-    unlink(so);
+  s->h = dlopen(s->path, RTLD_NOW | RTLD_LOCAL);
+  const cnnc_abi_model *m = s->h ? dlsym(s->h, CNNC_ABI_SYMBOL) : NULL;
+  if (!m || m->magic != CNNC_ABI_MAGIC || m->abi_version != CNNC_ABI_VERSION || m->struct_size != sizeof *m) {
+    fprintf(stderr, "  %s: cannot load: %s\n", label, s->h ? "bad descriptor" : dlerror());
+    cgt_so_close(s);
     return 1;
   }
-  const cnnc_abi_model *m = dlsym(h, CNNC_ABI_SYMBOL);
-  int bad = 0;
-  if (!m || m->magic != CNNC_ABI_MAGIC || m->abi_version != CNNC_ABI_VERSION || m->struct_size != sizeof *m) {
-    fprintf(stderr, "  %s: bad descriptor\n", label);
-    bad = 1;
-    goto done;
+  s->m = m;
+  return 0;
+}
+
+/* 1 when a kernel of shard 0 has a in its name (and b, unless NULL). */
+static inline int cgt_so_kernel(const cgt_so *s, const char *a, const char *b) {
+  const cnnc_abi_shard *sh = &s->m->shards[0];
+  for (int i = 0; i < sh->n_ops; i++)
+    if (strstr(sh->kernel_names[i], a) && (!b || strstr(sh->kernel_names[i], b))) return 1;
+  return 0;
+}
+
+/* Output 0 of m run on x (nx floats) with nth threads, malloc'd. */
+static inline float *cgt_run_copy(const cnnc_abi_model *m, const float *x, int64_t nx, int nth) {
+  void *bufs[64];
+  for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
+  memcpy(bufs[m->input], x, (size_t)nx * sizeof *x);
+  cgt_run_model(m, bufs, nth);
+  size_t n = (size_t)m->tensors[m->outputs[0]].bytes;
+  float *y = malloc(n);
+  memcpy(y, bufs[m->outputs[0]], n);
+  for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
+  return y;
+}
+
+/* A random input of g in [-1, 1] and the interpreter's values on it (want: output 0). */
+typedef struct cgt_ref {
+  float *x, **vals;
+  const float *want;
+  int64_t nx, ny;
+} cgt_ref;
+
+static inline cgt_ref cgt_ref_make(ir_graph *g) {
+  cgt_ref r = {0};
+  r.nx = ir_shape_numel(&g->values[g->input].shape), r.ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
+  r.x = malloc((size_t)r.nx * sizeof *r.x);
+  for (int64_t i = 0; i < r.nx; i++) r.x[i] = cgt_uniform(-1.0f, 1.0f);
+  r.vals = ir_interp(g, r.x, NULL);
+  r.want = r.vals[g->outputs[0]];
+  return r;
+}
+
+static inline void cgt_ref_free(ir_graph *g, cgt_ref *r) {
+  ir_interp_free(g, r->vals);
+  free(r->x);
+}
+
+/* The end of a case: its reference and g freed. */
+static inline void cgt_free_case(ir_graph *g, cgt_ref *r) {
+  cgt_ref_free(g, r);
+  ir_graph_free(g);
+}
+
+/* Runs s on r's input with 1..max_nth threads, output 0 poisoned with NaN before each run:
+ * within tol of r's (cgt_compare) and bitwise equal to the first run, whose output goes to got
+ * (ny floats; NULL: not kept).  off16 = 16: the output buffer 64-byte aligned, every thread
+ * count again at 16 bytes off it.  Failures are counted in cgt_failures. */
+static inline void cgt_so_runs(const cgt_so *s, const cgt_ref *r, double tol, int max_nth, int off16, const char *label,
+                               float *got) {
+  const cnnc_abi_model *m = s->m;
+  size_t ybytes = (size_t)r->ny * sizeof(float);
+  void *bufs[64], *obuf = NULL;
+  for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
+  memcpy(bufs[m->input], r->x, (size_t)r->nx * sizeof *r->x);
+  float *first = got ? got : malloc(ybytes);
+  if (off16) {
+    free(bufs[m->outputs[0]]);
+    if (posix_memalign(&obuf, 64, ybytes + 64)) abort();
   }
+  for (int off = 0, run = 0; off <= off16; off += 16)
+    for (int nth = 1; nth <= max_nth; nth++, run++) {
+      float *out = off16 ? (float *)((char *)obuf + off) : bufs[m->outputs[0]];
+      bufs[m->outputs[0]] = out;
+      for (int64_t i = 0; i < r->ny; i++) out[i] = NAN;
+      cgt_run_model(m, bufs, nth);
+      char l2[400];
+      if (off16) snprintf(l2, sizeof l2, "%s [%d thread%s, output +%d B]", label, nth, nth > 1 ? "s" : "", off);
+      else snprintf(l2, sizeof l2, "%s [%d thread%s]", label, nth, nth > 1 ? "s" : "");
+      cgt_failures += cgt_compare(l2, out, r->want, r->ny, tol);
+      if (!run) memcpy(first, out, ybytes);
+      else CGT_CHECK(!memcmp(first, out, ybytes), "%s: not bitwise equal to the first run", l2);
+    }
+  if (off16) bufs[m->outputs[0]] = NULL, free(obuf);
+  for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
+  if (!got) free(first);
+}
+
+/* cgt_so_open + cgt_so_runs + cgt_so_close: 0 when it ran, -1 (a failure) when it could not be
+ * compiled or loaded. */
+static inline int cgt_check_so(ir_graph *g, const cg_target *t, const char *label, const cgt_ref *r, double tol,
+                               int max_nth, float *got) {
+  cgt_so s;
+  if (cgt_so_open(&s, g, t, label)) return cgt_failures++, -1;
+  cgt_so_runs(&s, r, tol, max_nth, 0, label, got);
+  cgt_so_close(&s);
+  return 0;
+}
+
+/* Compiles g (shards already assigned) for t, runs it with 1 and 2 threads on a random input
+ * and compares every output with the interpreter.  If out_copy is non-NULL, a malloc'd copy
+ * of output 0 (1-thread run) is returned there.  Returns the number of mismatches. */
+static inline int cgt_check_graph(ir_graph *g, const cg_target *t, const char *label, double tol, float **out_copy) {
+  cgt_so s;
+  if (cgt_so_open(&s, g, t, label)) return 1;
+  const cnnc_abi_model *m = s.m;
+  int bad = 0;
   const ir_value *xv = &g->values[g->input];
   int64_t nx = ir_shape_numel(&xv->shape);
   float *x = malloc((size_t)nx * sizeof *x);
@@ -282,10 +398,10 @@ static int cgt_check_graph(ir_graph *g, const cg_target *t, const char *label, d
   for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
   ir_interp_free(g, ref);
   free(x);
-done:
-  dlclose(h);
-  unlink(so);
+  cgt_so_close(&s);
   return bad;
 }
+
+#include "cgt_io.h" /* files, LLVM IR lines, models from YAML, runtime models */
 
 #endif

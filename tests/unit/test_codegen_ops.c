@@ -450,8 +450,5 @@ int main(void) {
   cg_target_dispose(&host);
   cg_target_dispose(&avx2);
   cg_target_dispose(&sse);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_codegen_ops: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_codegen_ops: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_codegen_ops");
 }

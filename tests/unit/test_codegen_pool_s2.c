@@ -105,8 +105,5 @@ int main(void) {
   if (host.vec_f32 != v3.vec_f32) run_target(&host, "host");
   cg_target_dispose(&host);
   cg_target_dispose(&v3);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_codegen_pool_s2: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_codegen_pool_s2: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_codegen_pool_s2");
 }

@@ -96,11 +96,8 @@ static double max_diff(const float *a, const float *b, int64_t n) {
 int main(void) {
   cgt_init_dir();
   cg_target t;
+  if (cgt_target(&t, NULL)) return 1;
   ir_diag d = {0};
-  if (cg_target_init(&t, NULL, NULL, NULL, &d)) {
-    ir_diag_print(&d, stderr);
-    return 1;
-  }
   ir_graph *g = resnet_tiny();
   int64_t nout = ir_shape_numel(&g->values[g->outputs[0]].shape);
   float *one = NULL;
@@ -141,8 +138,5 @@ int main(void) {
   free(one);
   ir_graph_free(g);
   cg_target_dispose(&t);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_codegen_shards: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_codegen_shards: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_codegen_shards");
 }

@@ -12,56 +12,23 @@
  *  4. A stem + BN + relu + maxpool + 1x1 model through the driver (16-bit storage: the stem
  *     writes bf16): logits within 5e-3 of the tune stem_gen=0 build's, 1 vs 2 threads
  *     bitwise. */
-#include "frontend/fe.h"
-#include "ir/ir.h"
 #include "test_codegen_harness.h"
 
-static uint32_t bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-static float from_bits(uint32_t u) {
-  float x;
-  memcpy(&x, &u, 4);
-  return x;
-}
-static float ftz(float x) { return (bits(x) & 0x7f800000u) == 0 ? from_bits(bits(x) & 0x80000000u) : x; }
-static float bf16_in(float x) { return ftz(ir_round16_f32(x, IR_HALF_BF16)); }
+#include "bf16_case_check.h"
 
-typedef struct scase { int n, cin, cout, h, w, k, s, p; } scase;
-
-static ir_graph *load(const char *text, int batch, const char *precision) {
-  char yml[512], b[16];
-  snprintf(yml, sizeof yml, "%s/stem.yml", cgt_dir);
-  FILE *f = fopen(yml, "w");
-  fputs(text, f);
-  fclose(f);
-  fe_options o;
-  fe_options_init(&o);
-  ir_diag d = {0};
-  snprintf(b, sizeof b, "%d", batch);
-  ir_graph *g = NULL;
-  if (!fe_option_set(&o, fe_option_find("batch-size"), b, &d) && !fe_option_set(&o, fe_option_find("seed"), "5", &d))
-    g = fe_load(yml, &o, &d);
-  if (!g) ir_diag_print(&d, stderr);
-  unlink(yml);
-  if (g && precision) {
-    cgt_random_params(g, 0.5f);
-    if (pass_precision(g, precision, "bf16", 0, &d) <= 0) ir_diag_print(&d, stderr), ir_graph_free(g), g = NULL;
-  }
-  return g;
-}
+typedef bf16_case scase;
 
 /* The case's conv alone, its input stored in bf16 (what pass_store16_infer decides for it). */
 static ir_graph *case_graph(const scase *k) {
-  char text[512];
-  snprintf(text, sizeof text,
-           "name: stem\ninput: {shape: [%d, %d, %d], classes: 10}\nlayers:\n"
-           "  - {name: c, op: conv, filters: %d, kernel: %d, stride: %d, padding: %d, bias: true}\n",
-           k->cin, k->h, k->w, k->cout, k->k, k->s, k->p);
-  ir_graph *g = load(text, k->n, "16.16");
+  ir_graph *g = bf16_conv_graph("stem", k->n, k->cin, k->h, k->w, k->cout, k->k, k->s, k->p);
+  ir_diag d = {0};
   if (!g) return NULL;
+  cgt_random_params(g, 0.5f);
+  if (pass_precision(g, "16.16", "bf16", 0, &d) <= 0) {
+    ir_diag_print(&d, stderr);
+    ir_graph_free(g);
+    return NULL;
+  }
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i].op == IR_OP_conv2d) g->values[g->nodes[i].in[0]].dtype = IR_BF16;
   return g;
@@ -76,12 +43,7 @@ static void kind_of(void *ctx, const cg_report_kernel *k, int n_k, const struct 
 static void compile_kind(ir_graph *g, const cg_target *t, char *kind) {
   kind[0] = 0;
   cg_report_sink rs = {kind, kind_of, NULL, NULL};
-  char so[512];
-  snprintf(so, sizeof so, "%s/kinds.so", cgt_dir);
-  cg_options o = {so, NULL, "kinds", "{}", 2, 0, &rs};
-  ir_diag d = {0};
-  if (cg_compile(ct_g(g), t, &o, &d)) ir_diag_print(&d, stderr), snprintf(kind, 160, "(compile failed)");
-  unlink(so);
+  if (bf16_compile_report(g, t, &rs)) snprintf(kind, 160, "(compile failed)");
 }
 
 /* The kernel's arithmetic in C (see the header); out [n][cout][oh][ow]. */
@@ -121,50 +83,13 @@ static void bitwise_case(const cg_target *t, const char *tn, const scase *k, int
   compile_kind(g, t, kind);
   CGT_CHECK(strstr(kind, "_stem_") != NULL, "%s: not the stem kernel (%s)", label, kind);
   fprintf(stderr, "%s: %s\n", label, kind);
-  int oh = (k->h + 2 * k->p - k->k) / k->s + 1, ow = (k->w + 2 * k->p - k->k) / k->s + 1;
-  int64_t nx = (int64_t)k->n * k->cin * k->h * k->w, ny = (int64_t)k->n * k->cout * oh * ow;
-  float *x = malloc((size_t)nx * 4), *want = malloc((size_t)ny * 4);
-  for (int64_t i = 0; i < nx; i++) {
-    x[i] = cgt_uniform(-1.0f, 1.0f);
-    if (i % 13 == 5) x[i] *= 1e-38f; /* bf16 denormals: read as zero */
-  }
-  model(k, x, g->values[ir_find_value(g, "c/weight")].data, g->values[ir_find_value(g, "c/bias")].data, oh, ow, want);
-  char so[512];
-  snprintf(so, sizeof so, "%s/bitwise.so", cgt_dir);
-  cg_options o = {so, NULL, label, "{}", 2, 0};
-  ir_diag d = {0};
-  if (cg_compile(ct_g(g), t, &o, &d)) {
-    ir_diag_print(&d, stderr);
-    cgt_failures++;
-  } else {
-    void *hd = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    const cnnc_abi_model *m = hd ? dlsym(hd, CNNC_ABI_SYMBOL) : NULL;
-    CGT_CHECK(m != NULL, "%s: cannot load", label);
-    for (int nth = 1; m && nth <= 2; nth++) {
-      void *bufs[64];
-      for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
-      memcpy(bufs[m->input], x, (size_t)nx * 4);
-      cgt_run_model(m, bufs, nth);
-      const float *got = bufs[m->outputs[0]];
-      int64_t diff = 0, first = -1;
-      for (int64_t i = 0; i < ny; i++)
-        if (bits(got[i]) != bits(want[i]) && diff++ == 0) first = i;
-      CGT_CHECK(diff == 0, "%s, %d thread(s): %lld of %lld outputs differ from the model (first %lld: %a vs %a)", label, nth,
-                (long long)diff, (long long)ny, (long long)first, first >= 0 ? got[first] : 0.0, first >= 0 ? want[first] : 0.0);
-      for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
-    }
-    if (hd) dlclose(hd);
-  }
-  unlink(so);
-  snprintf(label + strlen(label), sizeof label - strlen(label), " vs interpreter");
-  CGT_CHECK(cgt_check_graph(g, t, label, 5e-3, NULL) == 0, "%s: differs", label);
+  bf16_check_case(g, t, k, model, label, sizeof label); /* 1. bitwise the model, 2. vs the interpreter */
   if (ab) { /* 3. the A/B switch */
     ct_tune("stem_gen=0");
     compile_kind(g, t, kind);
     ct_tune("stem_gen=1");
     CGT_CHECK(!strstr(kind, "_stem_") && strstr(kind, "_bf16_"), "%s: stem_gen=0 gives %s", label, kind);
   }
-  free(x), free(want);
   ir_graph_free(g);
 }
 
@@ -188,7 +113,7 @@ static void model_case(const char *cpu, const char *tn) {
   float *out[2] = {NULL, NULL};
   int64_t ny = 0;
   for (int v = 0; v < 2; v++) {
-    ir_graph *g = load(text, 2, NULL);
+    ir_graph *g = cgt_load_text(text, "stemnet", 2);
     if (!g) {
       cgt_failures++;
       return;
@@ -215,22 +140,18 @@ static void model_case(const char *cpu, const char *tn) {
     void *hd = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     const cnnc_abi_model *m = hd ? dlsym(hd, CNNC_ABI_SYMBOL) : NULL;
     CGT_CHECK(m != NULL, "%s: cannot load", tn);
-    for (int nth = 1; m && nth <= 2; nth++) {
-      void *bufs[64];
-      for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
-      float *x = bufs[m->input];
+    if (m) {
+      int64_t nx = m->tensors[m->input].bytes / 4;
+      float *x = malloc((size_t)nx * sizeof *x);
       uint64_t saved = cgt_rng;
       cgt_rng = 77;
-      for (int64_t i = 0; i < m->tensors[m->input].bytes / 4; i++) x[i] = cgt_uniform(-1.0f, 1.0f);
+      for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-1.0f, 1.0f);
       cgt_rng = saved;
-      cgt_run_model(m, bufs, nth);
       ny = m->tensors[m->outputs[0]].bytes / 4;
-      if (nth == 1) {
-        out[v] = malloc((size_t)ny * 4);
-        memcpy(out[v], bufs[m->outputs[0]], (size_t)ny * 4);
-      } else
-        CGT_CHECK(!memcmp(out[v], bufs[m->outputs[0]], (size_t)ny * 4), "%s build %d: 1 vs 2 threads differ", tn, v);
-      for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
+      out[v] = cgt_run_copy(m, x, nx, 1);
+      float *y2 = cgt_run_copy(m, x, nx, 2);
+      CGT_CHECK(!memcmp(out[v], y2, (size_t)ny * 4), "%s build %d: 1 vs 2 threads differ", tn, v);
+      free(y2), free(x);
     }
     if (hd) dlclose(hd);
     unlink(so);
@@ -248,11 +169,7 @@ static void model_case(const char *cpu, const char *tn) {
 int main(void) {
   cgt_init_dir();
   cg_target avx2, host;
-  ir_diag d = {0};
-  if (cg_target_init(&avx2, NULL, "x86-64-v3", NULL, &d) || cg_target_init(&host, NULL, NULL, NULL, &d)) {
-    ir_diag_print(&d, stderr);
-    return 1;
-  }
+  if (cgt_target(&avx2, "x86-64-v3") || cgt_target(&host, NULL)) return 1;
   int nc = (int)(sizeof cases / sizeof cases[0]);
   /* CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case on one of the two targets (round robin),
    * the driver case on the host only (emulated when the host lacks avx512bf16) */
@@ -272,8 +189,5 @@ int main(void) {
     fprintf(stderr, "host without avx512bf16: the native cases skipped\n");
   cg_target_dispose(&avx2);
   cg_target_dispose(&host);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_codegen_stem: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_codegen_stem: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_codegen_stem");
 }

@@ -7,8 +7,7 @@
  * Nesterov (CNNC_TEST_QUICK=1: momentum only); also checks the state table (sizes, kinds).  A second, small model covers the
  * other kernel paths (and --label-smoothing 0.1; --weight-decay, --l2-regularization, --loss-scaling): stride-2 and dilated convs, an unpadded 5x5 conv, a padded 3x3 stride-2
  * maxpool, bias-free layers, a non-square f32 input, odd sizes (vector tails). */
-#include "test_codegen_harness.h"
-#include "train_codegen_check.h"
+#include "train_case_check.h"
 
 enum { BATCH = 4, STEPS = 2 };
 
@@ -41,7 +40,7 @@ static ir_graph *load(const char *opt, fe_options *o) {
   const char *const kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", opt}, {"seed", "7"},
                                {"label-smoothing", label_smoothing}, {"weight-decay", weight_decay},
                                {"l2-regularization", l2}, {"loss-scaling", loss_scaling}};
-  return tct_load(path, kv, 8, o);
+  return cgt_load(path, kv, 8, o);
 }
 
 static int run(const char *opt) {
@@ -60,13 +59,7 @@ static int run(const char *opt) {
   int want_state = !strcmp(opt, "sgd") ? n_params : 2 * n_params; /* [+ momentum] */
   want_state += ir_find_value(gr, "optimizer/step") >= 0; /* the step counter training dropout reads */
   CGT_CHECK(seen == want_state, "%s: %d state tensors checked, want %d", opt, seen, want_state);
-  tct_batch_free(&b);
-  cnnrt_close(m);
-  unlink(so);
-  ir_graph_free(gc);
-  ir_graph_free(gr);
-  fprintf(stderr, "%s %s\n", bad ? "FAIL" : "ok", opt);
-  return bad;
+  return tct_free(&b, m, so, gc, gr, opt, bad);
 }
 
 /* ---- training kernel variants (gen_train_conv.c, gen_train_dense.c) -------------------------
@@ -110,85 +103,13 @@ static const char *kern_b_yml =
     "  - {name: f, op: flatten}\n"
     "  - {name: d, op: dense, units: 3}\n";
 
-enum { KSTEPS = 2 };
-
-static ir_graph *load_kernel_case(const char *path, int batch, fe_options *o) {
-  char b[16];
-  snprintf(b, sizeof b, "%d", batch);
-  const char *const kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", "momentum"}, {"seed", "11"}};
-  return tct_load(path, kv, 4, o);
-}
-
-static int run_kernel_case(const char *name, const char *yml, int batch) {
-  char path[512], so[512];
-  snprintf(path, sizeof path, "%s/%s.yml", cgt_dir, name);
-  snprintf(so, sizeof so, "%s/%s_b%d.so", cgt_dir, name, batch);
-  FILE *f = fopen(path, "w");
-  if (!f || fputs(yml, f) < 0 || fclose(f)) {
-    fprintf(stderr, "cannot write %s\n", path);
-    return 1;
-  }
-  fe_options o;
-  ir_graph *gc = load_kernel_case(path, batch, &o), *gr = load_kernel_case(path, batch, &o);
-  ir_diag d = {0};
-  pass_optim_cfg cfg = {0};
-  cfg.optimizer = "momentum", cfg.momentum = (float)o.momentum, cfg.loss_scale = 1.0f;
-  if (!gc || !gr || pass_autodiff(gr, 1.0f, &d) < 0 || pass_optimizer(gr, &cfg, &d) < 0 || cnnc_build_model(ct_g(gc), &o, so, NULL, 0, &d)) {
-    fprintf(stderr, "  %s batch %d: setup failed: ", name, batch);
-    ir_diag_print(&d, stderr);
-    unlink(path);
-    return 1;
-  }
-  cnnrt_model *m[2] = {NULL, NULL};
-  int bad = 0;
-  for (int t = 0; t < 2; t++) {
-    if (cnnrt_open(so, NULL, &m[t]) != CNNRT_OK || cnnrt_set_threads(m[t], -1, t + 1) != CNNRT_OK) {
-      fprintf(stderr, "  %s: open / %d threads: %s\n", name, t + 1, cnnrt_last_error());
-      bad++;
-    }
-  }
-  tct_batch bt = tct_batch_alloc(gr);
-  for (int s = 0; s < KSTEPS && !bad; s++) {
-    tct_batch_fill(&bt);
-    float **vals = ir_train_step(gr, bt.x, bt.labels, 0.05f);
-    float want = vals[ir_find_value(gr, "loss")][0];
-    for (int t = 0; t < 2; t++) {
-      float loss = NAN;
-      cnnrt_set_learning_rate(m[t], 0.05);
-      if (cnnrt_train_step(m[t], bt.img, (size_t)(bt.nx * bt.esz), bt.labels, 1, &loss, NULL) != CNNRT_OK) {
-        fprintf(stderr, "  %s: cnnrt_train_step: %s\n", name, cnnrt_last_error());
-        bad++;
-        continue;
-      }
-      char l[160];
-      snprintf(l, sizeof l, "%s batch %d, %d thread(s), step %d loss", name, batch, t + 1, s + 1);
-      bad += cgt_compare(l, &loss, &want, 1, 1e-4);
-    }
-    ir_interp_free(gr, vals);
-  }
-  int n_state = bad ? 0 : cnnrt_num_state(m[0]), seen = 0;
-  if (n_state > 0) {
-    char l[160];
-    snprintf(l, sizeof l, "%s batch %d", name, batch);
-    bad += tct_compare_state(m[0], m[1], gr, KSTEPS, l, &seen);
-  }
-  CGT_CHECK(seen > 0 && seen == n_state, "%s batch %d: %d of %d state tensors checked", name, batch, seen, n_state);
-  bad += !(seen > 0 && seen == n_state);
-  tct_batch_free(&bt);
-  cnnrt_close(m[0]), cnnrt_close(m[1]);
-  unlink(so), unlink(path);
-  ir_graph_free(gc), ir_graph_free(gr);
-  fprintf(stderr, "%s %s batch %d\n", bad ? "FAIL" : "ok", name, batch);
-  return bad;
-}
-
-static int run_kernel_cases(void) {
-  return run_kernel_case("kern_a", kern_a_yml, 1) + run_kernel_case("kern_a", kern_a_yml, 3) +
-         run_kernel_case("kern_b", kern_b_yml, 3);
+static int run_kernel_cases(void) { /* train_case_check.h run_case, without the eval program */
+  tcc_seed = "11", tcc_eval = 0;
+  int bad = run_ymls("kern_a", kern_a_yml, 1, 3, 0);
+  return bad + run_yml("kern_b", kern_b_yml, 3);
 }
 
 int main(void) {
-  (void)cgt_check_graph, (void)cgt_random_params;
   cgt_init_dir();
   const char *opts[] = {"sgd", "momentum", "nesterov"};
   n_params = 12; /* 6 layers x (weight, bias) */
@@ -197,12 +118,7 @@ int main(void) {
   for (int i = 0; i < 3; i++)
     if (!cgt_quick() || i == 1) cgt_failures += run(opts[i]);
   char small[512];
-  snprintf(small, sizeof small, "%s/small_train.yml", cgt_dir);
-  FILE *f = fopen(small, "w");
-  if (!f || fputs(small_yml, f) < 0 || fclose(f)) {
-    fprintf(stderr, "cannot write %s\n", small);
-    return 1;
-  }
+  if (cgt_write_tmp(small, "small_train.yml", small_yml)) return 1;
   model_path = small, n_params = 8; /* c1 w+b, c2 w, c3 w+b, d1 w, d2 w+b */
   for (int i = 0; i < 3; i++) cgt_failures += run(opts[i]);
   label_smoothing = "0.1"; /* --label-smoothing: loss and its gradient */
@@ -212,11 +128,5 @@ int main(void) {
   cgt_failures += run("sgd");
   unlink(small);
   cgt_failures += run_kernel_cases();
-  cgt_cleanup_dir();
-  if (cgt_failures) {
-    fprintf(stderr, "%d failure(s)\n", cgt_failures);
-    return 1;
-  }
-  printf("test_codegen_train: ok\n");
-  return 0;
+  return cgt_done("test_codegen_train");
 }

@@ -12,12 +12,7 @@
  *     grouped block, batch norm in training mode, dropout): the same compiled-vs-interpreter check, and
  *     the interpreter's gradient of every trainable param against central finite differences
  *     of the loss. */
-#include "frontend/fe.h"
-#include "ir/grad_train.h"
-#include "runtime/cnnrt.h"
-#include "test_codegen_harness.h"
-
-enum { KSTEPS = 2 };
+#include "train_case_check.h"
 
 static const char *dw_yml = /* depthwise paths (groups == C == K) */
     "name: gk_dw\n"
@@ -47,9 +42,7 @@ static const char *grp_yml = /* grouped paths, multiplier 2, wide rows */
     "  - {name: m2, op: conv, filters: 36, kernel: [1, 3], padding: [0, 1], groups: 18}\n"
     "  - {name: r3, op: relu}\n"
     "  - {name: g3, op: conv, filters: 9, kernel: 3, padding: [1, 2], dilation: [1, 2], groups: 9}\n"
-    "  - {name: p, op: global_avgpool}\n"
-    "  - {name: f, op: flatten}\n"
-    "  - {name: d, op: dense, units: 3}\n";
+    TCC_HEAD("3");
 static const char *wide_yml = /* ResNeXt-like 32 groups of 4, 23-pixel rows */
     "name: gk_wide\n"
     "input: {shape: [2, 6, 23], dtype: f32, classes: 3}\n"
@@ -58,22 +51,11 @@ static const char *wide_yml = /* ResNeXt-like 32 groups of 4, 23-pixel rows */
     "  - {name: g1, op: conv, filters: 128, kernel: 3, padding: 1, groups: 32, bias: false}\n"
     "  - {name: r1, op: relu}\n"
     "  - {name: g2, op: conv, filters: 64, kernel: 3, stride: 2, padding: 1, groups: 32}\n"
-    "  - {name: p, op: global_avgpool}\n"
-    "  - {name: f, op: flatten}\n"
-    "  - {name: d, op: dense, units: 3}\n";
-
-#include "train_case_check.h"
+    TCC_HEAD("3");
 
 /* ---- gradients of gconv_mix vs central finite differences (interpreter) ------------------ */
 #define FD_SAMPLES 6
 #define FD_H 1e-2f
-
-static float loss_of(ir_graph *g, const float *x, const float *labels) {
-  float **vals = ir_interp(g, x, labels);
-  float l = vals[ir_find_value(g, "loss")][0];
-  ir_interp_free(g, vals);
-  return l;
-}
 
 static int fd_check(const char *path) {
   fe_options o;
@@ -106,9 +88,9 @@ static int fd_check(const char *path) {
       int64_t i = s == 0 ? 0 : s == 1 ? n - 1 : (int64_t)cgt_int(0, (int)(n - 1));
       float keep = pv->data[i];
       pv->data[i] = keep + FD_H;
-      double lp = loss_of(g, x, labels);
+      double lp = interp_loss(g, x, labels);
       pv->data[i] = keep - FD_H;
-      double lm = loss_of(g, x, labels);
+      double lm = interp_loss(g, x, labels);
       pv->data[i] = keep;
       double fd = (lp - lm) / (2.0 * FD_H), an = vals[gv][i];
       checked++;
@@ -128,21 +110,13 @@ static int fd_check(const char *path) {
 }
 
 int main(void) {
-  (void)cgt_check_graph, (void)cgt_random_params;
   cgt_init_dir();
   char mix[512];
   snprintf(mix, sizeof mix, "%s/tests/train/gconv_mix.yml", CNNC_TEST_SRC);
-  cgt_failures += run_yml("gk_dw", dw_yml, 1);
-  cgt_failures += run_yml("gk_dw", dw_yml, 3);
+  cgt_failures += run_ymls("gk_dw", dw_yml, 1, 3, 0);
   cgt_failures += run_yml("gk_grp", grp_yml, 2);
   cgt_failures += run_yml("gk_wide", wide_yml, 2);
   cgt_failures += run_case("gconv_mix", mix, 4);
   cgt_failures += fd_check(mix);
-  cgt_cleanup_dir();
-  if (cgt_failures) {
-    fprintf(stderr, "%d failure(s)\n", cgt_failures);
-    return 1;
-  }
-  printf("test_codegen_train_group: ok\n");
-  return 0;
+  return cgt_done("test_codegen_train_group");
 }

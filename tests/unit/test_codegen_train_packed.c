@@ -12,12 +12,7 @@
  * vs ir_train_step (loss per step, every state tensor, 1e-4), 2 threads bitwise equal to 1,
  * and the eval program vs the interpreter (train_case_check.h).  1x1 convs take blocks of up
  * to 1 MB of packed weights: pk_e's 1100-channel ones need two. */
-#include "frontend/fe.h"
-#include "ir/grad_train.h"
-#include "runtime/cnnrt.h"
-#include "test_codegen_harness.h"
-
-enum { KSTEPS = 2 };
+#include "train_case_check.h"
 
 static const char *a_yml = /* pixel vectors (31 of 32 lanes), blocks of tiles with a remainder */
     "name: pk_a\n"
@@ -28,9 +23,7 @@ static const char *a_yml = /* pixel vectors (31 of 32 lanes), blocks of tiles wi
     "  - {name: c1, op: conv, filters: 118, kernel: 3, padding: 1}\n"
     "  - {name: r1, op: relu}\n"
     "  - {name: c2, op: conv, filters: 9, kernel: [3, 5], padding: [1, 2]}\n"
-    "  - {name: p, op: global_avgpool}\n"
-    "  - {name: f, op: flatten}\n"
-    "  - {name: d, op: dense, units: 3}\n";
+    TCC_HEAD("3");
 static const char *b_yml = /* channel vectors, flat 1x1, stride 2, subsampled 1x1 (20 channels: at least one
                            * channel vector of 16 lanes), padded 1x1 */
     "name: pk_b\n"
@@ -45,9 +38,7 @@ static const char *b_yml = /* channel vectors, flat 1x1, stride 2, subsampled 1x
     "  - {name: s3, op: conv, filters: 20, kernel: 1, stride: 2, bias: false}\n"
     "  - {name: r3, op: relu}\n"
     "  - {name: e4, op: conv, filters: 10, kernel: 1, padding: 1}\n"
-    "  - {name: p, op: global_avgpool}\n"
-    "  - {name: f, op: flatten}\n"
-    "  - {name: d, op: dense, units: 3}\n";
+    TCC_HEAD("3");
 static const char *c_yml = /* a K-blocked 1x1 row: 900 channels x 49 pixels */
     "name: pk_c\n"
     "input: {shape: [8, 7, 7], dtype: f32, classes: 3}\n"
@@ -57,9 +48,7 @@ static const char *c_yml = /* a K-blocked 1x1 row: 900 channels x 49 pixels */
     "  - {name: c1, op: conv, filters: 16, kernel: 1, bias: false}\n"
     "  - {name: r1, op: relu}\n"
     "  - {name: c2, op: conv, filters: 9, kernel: 3, padding: 1}\n"
-    "  - {name: p, op: global_avgpool}\n"
-    "  - {name: f, op: flatten}\n"
-    "  - {name: d, op: dense, units: 3}\n";
+    TCC_HEAD("3");
 static const char *d_yml = /* dilation 2, asymmetric padding, 16-wide rows */
     "name: pk_d\n"
     "input: {shape: [4, 11, 16], dtype: f32, classes: 3}\n"
@@ -69,9 +58,7 @@ static const char *d_yml = /* dilation 2, asymmetric padding, 16-wide rows */
     "  - {name: c1, op: conv, filters: 10, kernel: 5, dilation: 2, padding: 4}\n"
     "  - {name: r1, op: relu}\n"
     "  - {name: c2, op: conv, filters: 11, kernel: 3, padding: [0, 1, 2, 1]}\n"
-    "  - {name: p, op: global_avgpool}\n"
-    "  - {name: f, op: flatten}\n"
-    "  - {name: d, op: dense, units: 3}\n";
+    TCC_HEAD("3");
 static const char *e_yml = /* 1x1 convs whose 1 MB blocks hold fewer tiles than the conv (2 blocks) */
     "name: pk_e\n"
     "input: {shape: [8, 4, 4], dtype: f32, classes: 3}\n"
@@ -81,16 +68,10 @@ static const char *e_yml = /* 1x1 convs whose 1 MB blocks hold fewer tiles than 
     "  - {name: c1, op: conv, filters: 250, kernel: 1}\n"
     "  - {name: r1, op: relu}\n"
     "  - {name: c2, op: conv, filters: 1100, kernel: 1, bias: false}\n"
-    "  - {name: p, op: global_avgpool}\n"
-    "  - {name: f, op: flatten}\n"
-    "  - {name: d, op: dense, units: 3}\n";
+    TCC_HEAD("3");
 
-#include "train_case_check.h"
-
-#include "train_kind_check.h" /* has_kinds */
 
 int main(void) {
-  (void)cgt_check_graph, (void)cgt_random_params;
   cgt_init_dir();
   const char *ka[] = {"conv2d_train_pk_f32", "conv2d_grad_input_pk_f32"};
   const char *kb[] = {"conv2d_train_pk_vc_f32", "conv2d_train_pk_1x1s_vc_f32", "conv2d_grad_input_pk", "conv2d_grad_input_f32"};
@@ -105,11 +86,5 @@ int main(void) {
   cgt_failures += run_yml("pk_c", c_yml, 2);
   cgt_failures += run_yml("pk_d", d_yml, 1);
   cgt_failures += run_yml("pk_e", e_yml, 2);
-  cgt_cleanup_dir();
-  if (cgt_failures) {
-    fprintf(stderr, "%d failure(s)\n", cgt_failures);
-    return 1;
-  }
-  printf("test_codegen_train_packed: ok\n");
-  return 0;
+  return cgt_done("test_codegen_train_packed");
 }

@@ -16,10 +16,9 @@
  * every second case of the shared-taps and scalar-pack runs. */
 #include "test_codegen_harness.h"
 
-#define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
+#include "conv_case_check.h"
 
 static const double TOL = 1e-4;
-
 
 typedef struct vc_case {
   int n, cin, cout, h, w, k, s, pad, groups; /* pad < 0: -pad rows/columns at the bottom/right only */
@@ -65,91 +64,26 @@ static const vc_case cases[] = {
     {3, 9, 32, 8, 24, 3, 1, 1, 1, 2, "3x3 stride 1 on 8x24 (vc_wide, interior loop), residual, batch 3"},
 };
 
-static ir_graph *case_graph(const vc_case *k) {
-  ir_graph *g = ir_graph_new("vc", k->n);
-  int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->cin, k->h, k->w));
-  int in[3] = {x, cgt_param(g, "conv/weight", SHAPE(k->cout, k->cin / k->groups, k->k, k->k)), 0};
-  if (k->epi == 0) in[2] = cgt_param(g, "conv/bias", SHAPE(k->cout));
-  int pt = k->pad < 0 ? 0 : k->pad, pb = k->pad < 0 ? -k->pad : k->pad;
-  ir_attr a = {.conv2d = {{k->k, k->k}, {k->s, k->s}, {pt, pt, pb, pb}, {1, 1}, k->groups}};
-  int y = cgt_node(g, IR_OP_conv2d, "conv", in, k->epi == 0 ? 3 : 2, &a);
-  if (k->epi > 0) y = cgt_add_bn(g, "bn", y, k->cout);
-  if (k->epi == 2) { /* residual: the same-shaped output of a second (1x1, stride s) conv of x */
-    int64_t oh = (k->h + 2 * k->pad - k->k) / k->s + 1, ow = (k->w + 2 * k->pad - k->k) / k->s + 1;
-    int64_t rh = (k->h - 1) / k->s + 1, rw = (k->w - 1) / k->s + 1;
-    if (oh != rh || ow != rw) abort(); /* the case table must give matching shapes */
-    int in2[2] = {x, cgt_param(g, "down/weight", SHAPE(k->cout, k->cin, 1, 1))};
-    ir_attr a2 = {.conv2d = {{1, 1}, {k->s, k->s}, {0, 0, 0, 0}, {1, 1}, 1}};
-    int r = cgt_node(g, IR_OP_conv2d, "down", in2, 2, &a2);
-    int add[2] = {y, r};
-    y = cgt_node(g, IR_OP_add, "add", add, 2, NULL);
-  }
-  ir_attr none = {0};
-  if (k->epi == 1 || k->epi == 2) y = cgt_node(g, IR_OP_relu, "relu", &y, 1, &none);
-  if (k->epi == 3) y = cgt_node(g, IR_OP_swish, "swish", &y, 1, &none);
-  g->outputs[g->n_outputs++] = y;
-  g->n_shards = 1;
-  return g;
-}
-
-/* Compiles g, runs it with 1 and 2 threads (both against the interpreter), and checks the
- * two runs are bitwise equal. */
+/* Compiles the case, runs it with 1 and 2 threads (both against the interpreter), and checks
+ * the two runs are bitwise equal. */
 static void check_case(const vc_case *k, const cg_target *t, const char *pfx) {
   char label[300];
   snprintf(label, sizeof label, "%s: %s (n%d %d->%d %dx%d k%d s%d p%d g%d)", pfx, k->what, k->n, k->cin, k->cout, k->h,
            k->w, k->k, k->s, k->pad, k->groups);
-  ir_graph *g = case_graph(k);
+  int pt = k->pad < 0 ? 0 : k->pad, pb = k->pad < 0 ? -k->pad : k->pad;
+  cgt_conv c = {"vc", "conv", NULL, NULL, k->n, k->cin, k->cout, k->h, k->w, k->k, k->k, k->s, {pt, pt, pb, pb}, k->groups};
+  cgt_conv_epi(&c, k->epi);
+  ir_graph *g = cgt_conv_graph(&c);
   cgt_random_params(g, 0.5f);
-  static int counter;
-  char so[512];
-  snprintf(so, sizeof so, "%s/vc%d.so", cgt_dir, counter++);
-  cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
-  ir_diag d = {0};
-  if (cg_compile(ct_g(g), t, &o, &d)) {
-    CGT_CHECK(0, "%s: compile failed: %s", label, d.msg);
-    ir_graph_free(g);
-    return;
-  }
-  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-  CGT_CHECK(h != NULL, "%s: dlopen: %s", label, dlerror());
-  const cnnc_abi_model *m = h ? dlsym(h, CNNC_ABI_SYMBOL) : NULL;
-  if (m) {
-    int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
-    float *x = malloc((size_t)nx * sizeof *x), *y1 = malloc((size_t)ny * sizeof *y1);
-    for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-1.0f, 1.0f);
-    float **ref = ir_interp(g, x, NULL);
-    void *bufs[64];
-    for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
-    memcpy(bufs[m->input], x, (size_t)nx * sizeof *x);
-    for (int nth = 1; nth <= 2; nth++) {
-      float *out = bufs[m->outputs[0]];
-      for (int64_t i = 0; i < ny; i++) out[i] = NAN;
-      cgt_run_model(m, bufs, nth);
-      char l2[340];
-      snprintf(l2, sizeof l2, "%s [%d thread%s]", label, nth, nth > 1 ? "s" : "");
-      CGT_CHECK(cgt_compare(l2, out, ref[g->outputs[0]], ny, TOL) == 0, "%s: differs from the interpreter", l2);
-      if (nth == 1) memcpy(y1, out, (size_t)ny * sizeof *y1);
-      else CGT_CHECK(memcmp(y1, out, (size_t)ny * sizeof *y1) == 0, "%s: 1 and 2 threads not bitwise equal", label);
-    }
-    for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
-    ir_interp_free(g, ref);
-    free(x);
-    free(y1);
-  } else CGT_CHECK(0, "%s: no model descriptor", label);
-  if (h) dlclose(h);
-  unlink(so);
-  ir_graph_free(g);
+  cgt_ref r = cgt_ref_make(g);
+  cgt_check_so(g, t, label, &r, TOL, 2, NULL);
+  cgt_free_case(g, &r);
 }
 
 int main(void) {
-  (void)cgt_check_graph; /* check_case is its variant with the bitwise 1-vs-2-thread check */
   cgt_init_dir();
   cg_target avx2, sse;
-  ir_diag d = {0};
-  if (cg_target_init(&avx2, NULL, "x86-64-v3", NULL, &d) || cg_target_init(&sse, NULL, "x86-64", NULL, &d)) {
-    fprintf(stderr, "target init: %s\n", d.msg);
-    return 1;
-  }
+  if (cgt_target(&avx2, "x86-64-v3") || cgt_target(&sse, "x86-64")) return 1;
   int has_v4 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   /* CNNC_TEST_QUICK: case i on target i % npass only, the v16 cases on x86-64-v4 (pass 2) */
@@ -173,7 +107,7 @@ int main(void) {
   /* 16 lanes, 32 registers (the 24-accumulator tiles, 48x8 sub tiles) where this CPU can run
    * x86-64-v4 code */
   cg_target v4;
-  if (has_v4 && cg_target_init(&v4, NULL, "x86-64-v4", NULL, &d) == 0) {
+  if (has_v4 && !cgt_target(&v4, "x86-64-v4")) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
       if (!cgt_quick_skip_home(i, 2, npass, cases[i].v16 ? 2 : -1)) check_case(&cases[i], &v4, "avx512");
     cg_target_dispose(&v4);
@@ -186,8 +120,5 @@ int main(void) {
     CGT_CHECK(total == (int)(sizeof cases / sizeof *cases) && cgt_quick_kept[2] == nv16 && cgt_quick_kept[0] + cgt_quick_kept[1] == 0,
               "quick mode: %d of %d cases run, %d of the %d v16 cases on x86-64-v4", total,
               (int)(sizeof cases / sizeof *cases), cgt_quick_kept[2], nv16);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_codegen_vc: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_codegen_vc: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_codegen_vc");
 }

@@ -15,7 +15,7 @@
  * on avx2, and every case compiled for x86-64-v4, as without quick mode). */
 #include "test_codegen_harness.h"
 
-#define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
+#include "conv_case_check.h"
 
 static const double TOL = 5e-5;  /* F(2x2,3x3) in fp32 vs the interpreter, docs/precision.md */
 static const double TOL4 = 2e-4; /* F(4x4,3x3): up to 1.1e-4 measured (300 input channels; docs/precision.md) */
@@ -78,32 +78,19 @@ static const wino_case cases[] = {
     {1, 32, 40, 4, 600, 1, 1, 1, 1, 1, "F4 wide 4x600 (150 4x4 tiles a row)", 1},
 };
 
+/* The case's graph: a 3x3 conv [+ bias | + BN] [+ a 1x1 conv c2 of x added] [+ relu]; epi 0 bias
+ * only, 1 BN + relu, 2 BN only, 3 BN + residual add + relu (c2 computed before "conv", which
+ * takes the add; the table gives its residual cases padding 1, c2's output shape). */
 static ir_graph *case_graph(const wino_case *k) {
-  ir_graph *g = ir_graph_new("wino", k->n);
-  int x = ir_add_input(g, "x", IR_F32, SHAPE(k->n, k->cin, k->h, k->w));
-  int in[3] = {x, cgt_param(g, "conv/weight", SHAPE(k->cout, k->cin, 3, 3)), 0};
-  if (k->epi == 0) in[2] = cgt_param(g, "conv/bias", SHAPE(k->cout));
-  ir_attr a = {.conv2d = {{3, 3}, {k->s, k->s}, {k->pad, k->pad, k->pad, k->pad}, {1, 1}, 1}};
-  int y = cgt_node(g, IR_OP_conv2d, "conv", in, k->epi == 0 ? 3 : 2, &a);
-  if (k->epi > 0) y = cgt_add_bn(g, "bn", y, k->cout);
-  if (k->epi == 3) { /* residual: a 1x1 conv of x (direct; computed before "conv", which takes the add) */
-    int in2[2] = {x, cgt_param(g, "c2/weight", SHAPE(k->cout, k->cin, 1, 1))};
-    ir_attr a2 = {.conv2d = {{1, 1}, {1, 1}, {k->pad - 1, k->pad - 1, k->pad - 1, k->pad - 1}, {1, 1}, 1}};
-    int r = cgt_node(g, IR_OP_conv2d, "c2", in2, 2, &a2);
-    int add[2] = {y, r};
-    y = cgt_node(g, IR_OP_add, "add", add, 2, NULL);
-  }
-  ir_attr none = {0};
-  if (k->epi == 1 || k->epi == 3) y = cgt_node(g, IR_OP_relu, "relu", &y, 1, &none);
-  g->outputs[g->n_outputs++] = y;
-  g->n_shards = 1;
-  return g;
+  cgt_conv c = {"wino", "conv", k->epi ? "bn" : NULL, k->epi == 3 ? "c2" : NULL, k->n, k->cin, k->cout, k->h, k->w, 3, 3, k->s,
+                {k->pad, k->pad, k->pad, k->pad}, 1, k->epi == 0, k->epi == 1 || k->epi == 3};
+  return cgt_conv_graph(&c);
 }
 
 /* Compiles g (Winograd on or off), checks which kernel the "conv" layer got, runs it with 1
  * and 2 threads against the interpreter (bitwise equal to each other); returns the 1-thread
  * output (malloc'd) or NULL. */
-static float *run_case(const wino_case *k, ir_graph *g, const cg_target *t, const float *x, float **ref, int mode) {
+static float *run_case(const wino_case *k, ir_graph *g, const cg_target *t, const cgt_ref *r, int mode) {
   static const char *tag[] = {"", " [winograd=0]", " [wino_f2=1]", " [wino_f4=1]"};
   char label[300];
   snprintf(label, sizeof label, "%s%s (n%d %d->%d %dx%d s%d p%d epi%d)", k->what, tag[mode], k->n, k->cin, k->cout, k->h, k->w,
@@ -117,52 +104,24 @@ static float *run_case(const wino_case *k, ir_graph *g, const cg_target *t, cons
   if (mode == RUN_DIRECT) ct_tune("winograd=0");
   if (mode == RUN_F2) ct_tune("wino_f2=1");
   if (mode == RUN_F4) ct_tune("wino_f4=1");
-  static int counter;
-  char so[512];
-  snprintf(so, sizeof so, "%s/wino%d.so", cgt_dir, counter++);
-  cg_options o = {so, NULL, label, "{\"test\": true}", 2, 0};
-  ir_diag d = {0};
-  int rc = cg_compile(ct_g(g), t, &o, &d);
+  cgt_so so;
+  int rc = cgt_so_open(&so, g, t, label);
   ct_tune("winograd=1,wino_f2=0,wino_f4=0");
-  if (rc) {
-    CGT_CHECK(0, "%s: compile failed: %s", label, d.msg);
-    return NULL;
-  }
-  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-  CGT_CHECK(h != NULL, "%s: dlopen: %s", label, dlerror());
-  const cnnc_abi_model *m = h ? dlsym(h, CNNC_ABI_SYMBOL) : NULL;
-  float *y1 = NULL;
-  if (m) {
-    const cnnc_abi_shard *s = &m->shards[0];
-    int found = 0;
-    for (int i = 0; i < s->n_ops; i++)
-      if (!strcmp(s->op_names[i], "conv")) {
-        int is_wino = strstr(s->kernel_names[i], "_wino2_") ? 2 : strstr(s->kernel_names[i], "_wino4_") ? 4 : 0;
-        found = 1;
-        CGT_CHECK(want < 0 ? is_wino != 0 : is_wino == want, "%s: kernel %s (expected %s)", label, s->kernel_names[i],
-                  want == 4 ? "wino4" : want == 2 ? "wino2" : want < 0 ? "wino" : "direct");
-        if (k->epi == 3 && is_wino) CGT_CHECK(strstr(s->kernel_names[i], "_bn_add_relu_") != NULL, "%s: add not fused: %s", label, s->kernel_names[i]);
-      }
-    CGT_CHECK(found, "%s: no op named conv", label);
-    int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
-    y1 = malloc((size_t)ny * sizeof *y1);
-    void *bufs[64];
-    for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
-    memcpy(bufs[m->input], x, (size_t)nx * sizeof *x);
-    for (int nth = 1; nth <= 2; nth++) {
-      float *out = bufs[m->outputs[0]];
-      for (int64_t i = 0; i < ny; i++) out[i] = NAN;
-      cgt_run_model(m, bufs, nth);
-      char l2[340];
-      snprintf(l2, sizeof l2, "%s [%d thread%s]", label, nth, nth > 1 ? "s" : "");
-      CGT_CHECK(cgt_compare(l2, out, ref[g->outputs[0]], ny, tol) == 0, "%s: differs from the interpreter", l2);
-      if (nth == 1) memcpy(y1, out, (size_t)ny * sizeof *y1);
-      else CGT_CHECK(memcmp(y1, out, (size_t)ny * sizeof *y1) == 0, "%s: 1 and 2 threads not bitwise equal", label);
+  if (rc) return cgt_failures++, NULL;
+  const cnnc_abi_shard *s = &so.m->shards[0];
+  int found = 0;
+  for (int i = 0; i < s->n_ops; i++)
+    if (!strcmp(s->op_names[i], "conv")) {
+      int is_wino = strstr(s->kernel_names[i], "_wino2_") ? 2 : strstr(s->kernel_names[i], "_wino4_") ? 4 : 0;
+      found = 1;
+      CGT_CHECK(want < 0 ? is_wino != 0 : is_wino == want, "%s: kernel %s (expected %s)", label, s->kernel_names[i],
+                want == 4 ? "wino4" : want == 2 ? "wino2" : want < 0 ? "wino" : "direct");
+      if (k->epi == 3 && is_wino) CGT_CHECK(strstr(s->kernel_names[i], "_bn_add_relu_") != NULL, "%s: add not fused: %s", label, s->kernel_names[i]);
     }
-    for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
-  } else CGT_CHECK(0, "%s: no model descriptor", label);
-  if (h) dlclose(h);
-  unlink(so);
+  CGT_CHECK(found, "%s: no op named conv", label);
+  float *y1 = malloc((size_t)r->ny * sizeof *y1);
+  cgt_so_runs(&so, r, tol, 2, 0, label, y1);
+  cgt_so_close(&so);
   return y1;
 }
 
@@ -181,17 +140,15 @@ static double rel_diff(const float *a, const float *b, int64_t n) {
 static void check_case(const wino_case *k, const cg_target *t) {
   ir_graph *g = case_graph(k);
   cgt_random_params(g, 0.5f);
-  int64_t nx = ir_shape_numel(&g->values[g->input].shape), ny = ir_shape_numel(&g->values[g->outputs[0]].shape);
-  float *x = malloc((size_t)nx * sizeof *x);
-  for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-1.0f, 1.0f);
-  float **ref = ir_interp(g, x, NULL);
+  cgt_ref r = cgt_ref_make(g);
+  int64_t ny = r.ny;
   const ir_shape *ys = &g->values[g->outputs[0]].shape;
   int f4 = k->wino && ENOUGH_TILES(ys) && (k->f4 || wide || F4_DEFAULT(ys)); /* wide: F2 or F4, F4's tolerance */
   double tol = f4 ? TOL4 : TOL;
-  float *yw = run_case(k, g, t, x, ref, k->f4 ? RUN_F4 : RUN_DEFAULT), *yd = run_case(k, g, t, x, ref, RUN_DIRECT);
-  float *y2 = f4 ? run_case(k, g, t, x, ref, RUN_F2) : NULL;
+  float *yw = run_case(k, g, t, &r, k->f4 ? RUN_F4 : RUN_DEFAULT), *yd = run_case(k, g, t, &r, RUN_DIRECT);
+  float *y2 = f4 ? run_case(k, g, t, &r, RUN_F2) : NULL;
   if (yw && yd) {
-    double e = rel_diff(yw, yd, ny), ei = rel_diff(yw, ref[g->outputs[0]], ny);
+    double e = rel_diff(yw, yd, ny), ei = rel_diff(yw, r.want, ny);
     fprintf(stderr, "  %-62s %s vs direct %.2g, vs interpreter %.2g", k->what, f4 ? (wide && !k->f4 ? "wino" : "wino4") : "wino2", e, ei);
     CGT_CHECK(e <= 2 * tol, "%s: wino vs direct build: %.3g", k->what, e);
     if (y2) {
@@ -204,20 +161,13 @@ static void check_case(const wino_case *k, const cg_target *t) {
   free(yw);
   free(yd);
   free(y2);
-  ir_interp_free(g, ref);
-  free(x);
-  ir_graph_free(g);
+  cgt_free_case(g, &r);
 }
 
 int main(void) {
-  (void)cgt_check_graph; /* run_case is its variant with the kernel-name and bitwise checks */
   cgt_init_dir();
   cg_target avx2;
-  ir_diag d = {0};
-  if (cg_target_init(&avx2, NULL, "x86-64-v3", NULL, &d)) {
-    fprintf(stderr, "target init: %s\n", d.msg);
-    return 1;
-  }
+  if (cgt_target(&avx2, "x86-64-v3")) return 1;
   int has_v4 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   /* CNNC_TEST_QUICK: case i on avx2 or x86-64-v4 (round robin; v16 cases on x86-64-v4 where it runs) */
@@ -227,13 +177,13 @@ int main(void) {
   cg_target_dispose(&avx2);
   /* 16 lanes (wino_plan16) where this CPU can run x86-64-v4 code */
   cg_target v4;
-  if (has_v4 && cg_target_init(&v4, NULL, "x86-64-v4", NULL, &d) == 0) {
+  if (has_v4 && !cgt_target(&v4, "x86-64-v4")) {
     wide = v4.vec_f32 >= 16;
     fprintf(stderr, "x86-64-v4 (%d lanes):\n", v4.vec_f32);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
       if (!cgt_quick_skip_home(i, 1, 2, HOME(&cases[i]))) check_case(&cases[i], &v4);
     cg_target_dispose(&v4);
-  } else if (cg_target_init(&v4, NULL, "x86-64-v4", NULL, &d) == 0) {
+  } else if (!cgt_target(&v4, "x86-64-v4")) {
     /* no AVX-512 here: the 16-lane planning (wino_plan16) still compiles every case to IR */
     wide = v4.vec_f32 >= 16;
     fprintf(stderr, "x86-64-v4 (%d lanes): compiled only (no AVX-512 on this CPU)\n", v4.vec_f32);
@@ -255,8 +205,5 @@ int main(void) {
     CGT_CHECK(total == (int)(sizeof cases / sizeof *cases) && cgt_quick_kept[1] == nv16 && cgt_quick_kept[0] == 0,
               "quick mode: %d of %d cases run, %d of the %d v16 cases on x86-64-v4", total,
               (int)(sizeof cases / sizeof *cases), cgt_quick_kept[1], nv16);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_codegen_wino: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_codegen_wino: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_codegen_wino");
 }

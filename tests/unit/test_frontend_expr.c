@@ -169,10 +169,5 @@ int main(void) {
   test_depth_limit();
   test_suggest();
   test_yaml();
-  if (g_failures) {
-    fprintf(stderr, "test_frontend_expr: %d failure(s)\n", g_failures);
-    return 1;
-  }
-  printf("test_frontend_expr: ok\n");
-  return 0;
+  return check_done("test_frontend_expr", g_failures);
 }

@@ -86,13 +86,18 @@ static const char *const k_model =
     "  - {name: flat, op: flatten}\n"
     "  - {name: fc, op: dense, units: 3}\n";
 
+/* The model at path loaded on fresh options o, with option name = value unless name is NULL. */
+static ir_graph *load_with(const char *path, const char *name, const char *value, fe_options *o, ir_diag *d) {
+  fe_options_init(o);
+  if (name) fe_option_set(o, fe_option_find(name), value, d);
+  return fe_load(path, o, d);
+}
+
 static void test_compile_section(void) {
   const char *path = write_file("tiny.yml", k_model);
   fe_options o;
   ir_diag d = {0};
-  fe_options_init(&o);
-  fe_option_set(&o, fe_option_find("seed"), "3", &d);
-  ir_graph *g = fe_load(path, &o, &d);
+  ir_graph *g = load_with(path, "seed", "3", &o, &d);
   CHECK(g && !d.failed, "load tiny: %s", d.msg);
   if (!g) return;
   CHECK(g->batch == 5 && o.batch_size == 5 && o.set[fe_option_find("batch_size")], "batch from compile:");
@@ -108,8 +113,7 @@ static void test_failure_restores_options(void) {
                                 "layers:\n  - {name: c, op: conv, filters: 2, kernel: 0}\n");
   fe_options o;
   ir_diag d = {0};
-  fe_options_init(&o);
-  ir_graph *g = fe_load(path, &o, &d);
+  ir_graph *g = load_with(path, NULL, NULL, &o, &d);
   CHECK(!g && d.failed && d.loc.line == 5 && !strcmp(d.layer, "c") && strstr(d.msg, "'kernel' must be >= 1"),
         "located error: %d:%d %s %s", d.loc.line, d.loc.col, d.layer, d.msg);
   CHECK(o.batch_size == 1 && !o.set[fe_option_find("batch_size")], "options restored after failure");
@@ -119,9 +123,7 @@ static void test_training(void) {
   const char *path = write_file("tiny_train.yml", k_model);
   fe_options o;
   ir_diag d = {0};
-  fe_options_init(&o);
-  fe_option_set(&o, fe_option_find("mode"), "training", &d);
-  ir_graph *g = fe_load(path, &o, &d);
+  ir_graph *g = load_with(path, "mode", "training", &o, &d);
   CHECK(g, "load training: %s", d.msg);
   if (!g) return;
   int loss = ir_find_node(g, "loss"), bn = ir_find_node(g, "bn");
@@ -136,8 +138,7 @@ static void test_weights_relative(void) {
   const char *path = write_file("w_src.yml", k_model);
   fe_options o;
   ir_diag d = {0};
-  fe_options_init(&o);
-  ir_graph *g = fe_load(path, &o, &d);
+  ir_graph *g = load_with(path, NULL, NULL, &o, &d);
   CHECK(g, "load: %s", d.msg);
   if (!g) return;
   int w = ir_find_value(g, "fc/weight");
@@ -194,10 +195,5 @@ int main(void) {
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_dir);
-  if (g_failures) {
-    fprintf(stderr, "test_frontend_load: %d failure(s)\n", g_failures);
-    return 1;
-  }
-  printf("test_frontend_load: ok\n");
-  return 0;
+  return check_done("test_frontend_load", g_failures);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "ir/grad_train.h"
 #include "passes/passes.h"
 
@@ -18,18 +19,8 @@
 #define FD_H 1e-2
 #define FD_TOL 2e-3 /* |analytic - fd| <= FD_TOL * (1 + |fd|) */
 
-static int g_failures, g_cases;
+static int g_cases;
 static int covered[IR_OP_COUNT];
-
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      g_failures++;                                                   \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);            \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fputc('\n', stderr);                                            \
-    }                                                                 \
-  } while (0)
 
 static uint64_t g_rng = 12345;
 static double urand(void) { /* [0,1) splitmix64 */

@@ -70,43 +70,21 @@ static const char *const with_partials[] = {"c1/weight", "c2/weight", "c3/weight
 static const char *const without_partials[] = {"d1/weight", "d1/bias", "c1/bias", "c2/bias", "c3/bias", "gn1/beta"};
 
 static char *write_model(const char *name, const char *text) {
-  static char path[2][600];
+  static char path[2][512];
   static int k;
-  char *p = path[k++ & 1];
-  snprintf(p, 600, "%s/%s.yml", cgt_dir, name);
-  FILE *f = fopen(p, "w");
-  if (!f) return NULL;
-  fputs(text, f);
-  fclose(f);
-  return p;
+  char *p = path[k++ & 1], file[256];
+  snprintf(file, sizeof file, "%s.yml", name);
+  return cgt_write_tmp(p, file, text) ? NULL : p;
 }
 
 /* Loads yml with the options kv and compiles it to so; the passed graph (half-partials settings
  * recorded by cg_build_model) is returned for the interpreter, NULL on failure. */
 static ir_graph *build(const char *yml, const char *const (*kv)[2], int nkv, const char *so) {
-  fe_options o;
-  fe_options_init(&o);
-  ir_diag d = {0};
-  for (int i = 0; i < nkv; i++)
-    if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), NULL;
-  ir_graph *g = fe_load(yml, &o, &d);
-  if (!g) return ir_diag_print(&d, stderr), NULL;
-  if (cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d)) {
-    ir_diag_print(&d, stderr);
-    ir_graph_free(g);
-    return NULL;
-  }
-  return g;
+  ir_graph *g = NULL;
+  return cgt_build(yml, kv, nkv, so, &g) ? NULL : g;
 }
 
-static cnnrt_model *open_t(const char *so, int threads) {
-  cnnrt_options ro;
-  cnnrt_options_init(&ro);
-  ro.threads_per_shard = threads;
-  cnnrt_model *m = NULL;
-  if (cnnrt_open(so, &ro, &m) != CNNRT_OK) fprintf(stderr, "cnnrt_open %s: %s\n", so, cnnrt_last_error());
-  return m;
-}
+static cnnrt_model *open_t(const char *so, int threads) { return cgt_rt_open(so, threads); }
 
 /* Copies of the data of every param of g (to restore a graph to its initial state). */
 static float **save_params(const ir_graph *g) {
@@ -354,16 +332,13 @@ static void kblock_case(const char *half, const char *yml, FILE *json, int row) 
 }
 
 int main(void) {
-  (void)cgt_random_params, (void)cgt_check_graph;
   cgt_init_dir();
   const char *jp = getenv("CNNC_HALF_PARTIALS_JSON");
   FILE *json = jp && *jp ? fopen(jp, "a") : NULL;
   char *hp = write_model("half_partials", hp_yml), *mlp = write_model("mlp", mlp_yml);
-  char kbp[600];
-  snprintf(kbp, sizeof kbp, "%s/kblock.yml", cgt_dir);
-  FILE *kf = fopen(kbp, "w");
-  if (kf) fputs(kb_yml, kf), fclose(kf);
-  if (!hp || !mlp || !kf) {
+  char kbp[512];
+  int kbad = cgt_write_tmp(kbp, "kblock.yml", kb_yml);
+  if (!hp || !mlp || kbad) {
     fprintf(stderr, "cannot write the models to %s\n", cgt_dir);
     return 1;
   }
@@ -376,8 +351,5 @@ int main(void) {
   unlink(kbp);
   if (json) fclose(json);
   unlink(hp), unlink(mlp);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_half_partials_kernels: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_half_partials_kernels: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_half_partials_kernels");
 }

@@ -20,24 +20,12 @@ static unsigned char imgs[STEPS][MAXMB][NX];
 static float labels[STEPS][MAXMB][BATCH];
 
 static int build(const char *half, const char *ga, const char *rep, int f32_storage, const char *so_name, char *so) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/models/fmnist_cnn.yml", CNNC_TEST_SRC);
   const char *const kv[][2] = {{"mode", "training"}, {"batch-size", "8"}, {"optimizer", "momentum"}, {"seed", "5"},
                                {"precision", "16.32"}, {"half-type", half}, {"gradient-accumulation", ga},
                                {"replicas", rep}, {"enable-half-partials", "1"}};
-  fe_options o;
-  fe_options_init(&o);
-  ir_diag d = {0};
-  for (int i = 0; i < 9; i++)
-    if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), -1;
-  ir_graph *g = fe_load(path, &o, &d);
-  if (!g) return ir_diag_print(&d, stderr), -1;
-  snprintf(so, 512, "%s/%s", cgt_dir, so_name);
   ct_tune(f32_storage ? "half_partials_f32=1" : "half_partials_f32=0");
-  int rc = cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d);
+  int rc = cgt_build_at("models/fmnist_cnn.yml", kv, 9, so_name, so, NULL);
   ct_tune("half_partials_f32=0");
-  if (rc) ir_diag_print(&d, stderr);
-  ir_graph_free(g);
   return rc;
 }
 
@@ -125,7 +113,6 @@ static void compare(const char *half, const char *ga, const char *rep) {
 }
 
 int main(void) {
-  (void)cgt_random_params, (void)cgt_check_graph;
   cgt_init_dir();
   for (int s = 0; s < STEPS; s++)
     for (int b = 0; b < MAXMB; b++) {
@@ -134,8 +121,5 @@ int main(void) {
     }
   compare("bf16", "2", "2");
   compare("fp16", "3", "3");
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_half_partials_storage: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_half_partials_storage: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_half_partials_storage");
 }

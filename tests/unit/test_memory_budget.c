@@ -154,6 +154,5 @@ int main(void) {
   test_proportions();
   test_limit_check();
   test_limit_hint_skips_inserted();
-  if (g_failures) fprintf(stderr, "test_memory_budget: %d failure(s)\n", g_failures);
-  return g_failures != 0;
+  return check_done("test_memory_budget", g_failures);
 }

@@ -186,6 +186,5 @@ int main(void) {
   test_alignment();
   test_degenerate();
   test_random_properties();
-  if (g_failures) fprintf(stderr, "test_plan_memory: %d failure(s)\n", g_failures);
-  return g_failures != 0;
+  return check_done("test_plan_memory", g_failures);
 }

@@ -22,16 +22,7 @@
 #include "runtime/cnnrt.h"
 #include "test_codegen_harness.h"
 
-static uint32_t bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-static float fl(uint32_t u) {
-  float x;
-  memcpy(&x, &u, 4);
-  return x;
-}
+#include "bf16_case_check.h" /* bits, from_bits */
 
 /* ---- 1. round16 kernel ------------------------------------------------------------------ */
 static int fill_specials(float *x, int n) {
@@ -48,7 +39,7 @@ static int fill_specials(float *x, int n) {
       0x387fc000u, 0x387fe000u, 0x38800000u, /* just below / at 2^-14 */
       0x00000000u, 0x80000000u, 0xbf808000u, 0xc77ff000u};
   int k = (int)(sizeof sp / sizeof *sp);
-  for (int i = 0; i < n; i++) x[i] = i < k ? fl(sp[i]) : fl((uint32_t)cgt_next());
+  for (int i = 0; i < n; i++) x[i] = i < k ? from_bits(sp[i]) : from_bits((uint32_t)cgt_next());
   return k;
 }
 
@@ -82,7 +73,7 @@ static int check_round16(const cg_target *t, int fmt, int n) {
   memcpy(bufs[m->input], in, (size_t)n * 4);
   for (int nth = 1; nth <= 2; nth++) {
     float *ob = bufs[m->outputs[0]];
-    for (int i = 0; i < n; i++) ob[i] = fl(0x7fa5a5a5u);
+    for (int i = 0; i < n; i++) ob[i] = from_bits(0x7fa5a5a5u);
     cgt_run_model(m, bufs, nth);
     for (int i = 0; i < n; i++) {
       const float r = ref[y][i], c = ob[i];
@@ -112,11 +103,11 @@ static void test_round16_ref(void) {
       {0x33000001u, 1, 0x33800000u}, {0x33c00000u, 1, 0x34000000u}, {0x387fe000u, 1, 0x38800000u},
       {0x80000001u, 1, 0x80000000u}, {0x7f800000u, 1, 0x7f800000u}};
   for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
-    uint32_t got = bits(ir_round16_f32(fl(c[i].x), c[i].fmt));
+    uint32_t got = bits(ir_round16_f32(from_bits(c[i].x), c[i].fmt));
     CGT_CHECK(got == c[i].want, "ir_round16_f32(%08x, %s) = %08x, want %08x", c[i].x, c[i].fmt ? "fp16" : "bf16", got,
               c[i].want);
   }
-  CGT_CHECK(isnan(ir_round16_f32(fl(0x7f800001u), 0)) && isnan(ir_round16_f32(fl(0x7f800001u), 1)),
+  CGT_CHECK(isnan(ir_round16_f32(from_bits(0x7f800001u), 0)) && isnan(ir_round16_f32(from_bits(0x7f800001u), 1)),
             "a signalling NaN must stay NaN");
 }
 
@@ -125,13 +116,7 @@ static ir_graph *load_model(const char *rel, const char *const (*kv)[2], int nkv
   char path[1024];
   snprintf(path, sizeof path, "%s/%s", CNNC_TEST_SRC, rel);
   fe_options o;
-  fe_options_init(&o);
-  ir_diag d = {0};
-  for (int i = 0; i < nkv; i++)
-    if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), NULL;
-  ir_graph *g = fe_load(path, &o, &d);
-  if (!g) ir_diag_print(&d, stderr);
-  return g;
+  return cgt_load(path, kv, nkv, &o);
 }
 
 static void test_inference(const cg_target *t, const char *half) {
@@ -355,7 +340,7 @@ static void check_step(ir_graph *g, trun *r, const float *x, const float *labels
     float *c = malloc((size_t)k * 4);
     if (r->t->tensors[t].dtype == CNNC_ABI_F32) memcpy(c, r->bufs[t], (size_t)k * 4);
     else
-      for (int64_t e = 0; e < k; e++) c[e] = fl((uint32_t)((const uint16_t *)r->bufs[t])[e] << 16);
+      for (int64_t e = 0; e < k; e++) c[e] = from_bits((uint32_t)((const uint16_t *)r->bufs[t])[e] << 16);
     char l[300];
     snprintf(l, sizeof l, "16.32 step %d: %s", step, r->t->tensors[t].name);
     const char *name = g->values[n->out].name;
@@ -530,11 +515,9 @@ static void test_errors(void) {
 }
 
 int main(void) {
-  (void)cgt_random_params; /* weights: the frontend's seeded initialisation */
   cgt_init_dir();
   cg_target host;
-  ir_diag d = {0};
-  if (cg_target_init(&host, NULL, NULL, NULL, &d)) return ir_diag_print(&d, stderr), 1;
+  if (cgt_target(&host, NULL)) return 1;
   test_round16_ref();
   int bad = 0;
   for (int fmt = 0; fmt <= 1; fmt++)
@@ -547,8 +530,5 @@ int main(void) {
   test_training();
   test_errors();
   cg_target_dispose(&host);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_precision: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_precision: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_precision");
 }

@@ -23,38 +23,18 @@
  * stochastic rounding runs in the README test command). */
 #include <math.h>
 
-#include "frontend/fe.h"
 #include "ir/grad_train.h"
-#include "runtime/cnnrt.h"
 #include "test_codegen_harness.h"
 
 enum { BATCH = 8 };
 
 static int build(const char *const (*kv)[2], int nkv, const char *so_name, char *so, ir_graph **passed) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/models/fmnist_cnn.yml", CNNC_TEST_SRC);
-  fe_options o;
-  fe_options_init(&o);
-  ir_diag d = {0};
-  for (int i = 0; i < nkv; i++)
-    if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), -1;
-  ir_graph *g = fe_load(path, &o, &d);
-  if (!g) return ir_diag_print(&d, stderr), -1;
-  snprintf(so, 512, "%s/%s", cgt_dir, so_name);
-  int rc = cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d);
-  if (rc) ir_diag_print(&d, stderr);
-  if (passed && !rc) *passed = g; /* the graph after the passes (cg_build_model runs them in place) */
-  else ir_graph_free(g);
-  return rc;
+  return cgt_build_at("models/fmnist_cnn.yml", kv, nkv, so_name, so, passed); /* passed: the graph after the passes */
 }
 
 static cnnrt_model *open_model(const char *so, int threads) {
-  cnnrt_options op;
-  cnnrt_options_init(&op);
-  op.threads_per_shard = threads;
-  cnnrt_model *m = NULL;
-  if (cnnrt_open(so, &op, &m) != CNNRT_OK) fprintf(stderr, "cnnrt_open %s: %s\n", so, cnnrt_last_error());
-  else cnnrt_set_learning_rate(m, 0.05);
+  cnnrt_model *m = cgt_rt_open(so, threads);
+  if (m) cnnrt_set_learning_rate(m, 0.05);
   return m;
 }
 
@@ -287,7 +267,6 @@ static void test_errors(void) {
 }
 
 int main(void) {
-  (void)cgt_random_params, (void)cgt_check_graph;
   cgt_init_dir();
   const char *rng = getenv("CNNC_TEST_RNG"); /* another data stream (images, labels) */
   if (rng && *rng) cgt_rng = strtoull(rng, NULL, 0);
@@ -315,8 +294,5 @@ int main(void) {
   unlink(s16), unlink(s32), unlink(ssr);
   if (!quick) unlink(s32h), unlink(ssrh);
   ir_graph_free(gsr);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_precision_train: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_precision_train: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_precision_train");
 }

@@ -10,8 +10,6 @@
  *     compiled without it is CNNRT_UNSUPPORTED. */
 #include <math.h>
 
-#include "frontend/fe.h"
-#include "runtime/cnnrt.h"
 #include "test_codegen_harness.h"
 
 enum { BATCH = 8, NX = BATCH * 28 * 28, STEPS = 28 };
@@ -19,26 +17,12 @@ static unsigned char imgs[STEPS][NX];
 static float labels[STEPS][BATCH];
 
 static int build(const char *const (*kv)[2], int nkv, const char *so_name, char *so) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/models/fmnist_cnn.yml", CNNC_TEST_SRC);
-  fe_options o;
-  fe_options_init(&o);
-  ir_diag d = {0};
-  for (int i = 0; i < nkv; i++)
-    if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), -1;
-  ir_graph *g = fe_load(path, &o, &d);
-  if (!g) return ir_diag_print(&d, stderr), -1;
-  snprintf(so, 512, "%s/%s", cgt_dir, so_name);
-  int rc = cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d);
-  if (rc) ir_diag_print(&d, stderr);
-  ir_graph_free(g);
-  return rc;
+  return cgt_build_at("models/fmnist_cnn.yml", kv, nkv, so_name, so, NULL);
 }
 
 static cnnrt_model *open_model(const char *so) {
-  cnnrt_model *m = NULL;
-  if (cnnrt_open(so, NULL, &m) != CNNRT_OK) fprintf(stderr, "cnnrt_open %s: %s\n", so, cnnrt_last_error());
-  else cnnrt_set_learning_rate(m, 0.05);
+  cnnrt_model *m = cgt_rt_open(so, 0);
+  if (m) cnnrt_set_learning_rate(m, 0.05);
   return m;
 }
 
@@ -179,7 +163,6 @@ static void test_errors(void) {
 }
 
 int main(void) {
-  (void)cgt_random_params, (void)cgt_check_graph;
   cgt_init_dir();
   for (int s = 0; s < STEPS; s++) {
     for (int i = 0; i < NX; i++) imgs[s][i] = (unsigned char)cgt_int(0, 255);
@@ -188,8 +171,5 @@ int main(void) {
   test_backoff();
   test_growth();
   test_errors();
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_precision_train_ls: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_precision_train_ls: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_precision_train_ls");
 }

@@ -169,19 +169,11 @@ static void run_case(const char *path, int half_partials) {
 }
 
 int main(void) {
-  (void)cgt_random_params, (void)cgt_check_graph;
   cgt_init_dir();
-  char path[600];
-  snprintf(path, sizeof path, "%s/ls_interp.yml", cgt_dir);
-  FILE *f = fopen(path, "w");
-  if (!f) return 1;
-  fputs(yml, f);
-  fclose(f);
+  char path[512];
+  if (cgt_write_tmp(path, "ls_interp.yml", yml)) return 1;
   run_case(path, 0);
   run_case(path, 1);
   unlink(path);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_precision_train_ls_interp: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_precision_train_ls_interp: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_precision_train_ls_interp");
 }

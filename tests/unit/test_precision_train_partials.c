@@ -9,27 +9,12 @@
  *  - --enable-half-partials with 32.32 is rejected with a message naming --precision. */
 #include <math.h>
 
-#include "frontend/fe.h"
-#include "runtime/cnnrt.h"
 #include "test_codegen_harness.h"
 
 enum { BATCH = 8, NX = BATCH * 28 * 28, STEPS = 3, MB = 4 };
 
 static int build(const char *const (*kv)[2], int nkv, const char *so_name, char *so) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/models/fmnist_cnn.yml", CNNC_TEST_SRC);
-  fe_options o;
-  fe_options_init(&o);
-  ir_diag d = {0};
-  for (int i = 0; i < nkv; i++)
-    if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), -1;
-  ir_graph *g = fe_load(path, &o, &d);
-  if (!g) return ir_diag_print(&d, stderr), -1;
-  snprintf(so, 512, "%s/%s", cgt_dir, so_name);
-  int rc = cnnc_build_model(ct_g(g), &o, so, NULL, 0, &d);
-  if (rc) ir_diag_print(&d, stderr);
-  ir_graph_free(g);
-  return rc;
+  return cgt_build_at("models/fmnist_cnn.yml", kv, nkv, so_name, so, NULL);
 }
 
 static unsigned char imgs[STEPS][MB][NX];
@@ -136,7 +121,6 @@ static void compare(const char *half, int no_accum_check) {
 }
 
 int main(void) {
-  (void)cgt_random_params, (void)cgt_check_graph;
   cgt_init_dir();
   const char *rng = getenv("CNNC_TEST_RNG"); /* another data stream (images, labels) */
   if (rng && *rng) cgt_rng = strtoull(rng, NULL, 0);
@@ -151,8 +135,5 @@ int main(void) {
   const char *const bad[][2] = {{"mode", "training"}, {"enable-half-partials", "1"}};
   fprintf(stderr, "(an expected error follows)\n");
   CGT_CHECK(build(bad, 2, "bad.so", so) != 0, "--enable-half-partials with 32.32 must be rejected");
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_precision_train_partials: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_precision_train_partials: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_precision_train_partials");
 }

@@ -8,19 +8,7 @@
 
 #include "ir.h"
 
-#include "check.h"
-
-#define SHAPE(...) ((ir_shape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
-
-static int add_node(ir_graph *g, ir_op op, const char *name, const int *in, int n_in, const ir_attr *a) {
-  ir_diag d = {0};
-  int v = ir_add_node(g, op, name, (ir_loc){0}, in, n_in, a, &d);
-  if (v < 0) {
-    ir_diag_print(&d, stderr);
-    abort();
-  }
-  return v;
-}
+#include "test_codegen_harness.h" /* CHECK (check.h), cgt_node */
 
 static int param(ir_graph *g, const char *layer, const char *what, ir_shape s, int trainable) {
   char name[128];
@@ -38,23 +26,23 @@ static ir_graph *build(int with_extra_layer) {
   a.conv2d = (ir_conv2d_attr){{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
   if (with_extra_layer) {
     int w0 = param(g, "c0", "weight", SHAPE(3, 3, 3, 3), 1);
-    x = add_node(g, IR_OP_conv2d, "c0", (int[]){x, w0}, 2, &a);
+    x = cgt_node(g, IR_OP_conv2d, "c0", (int[]){x, w0}, 2, &a);
   }
   int w = param(g, "c1", "weight", SHAPE(16, 3, 3, 3), 1), b = param(g, "c1", "bias", SHAPE(16), 1);
-  int h = add_node(g, IR_OP_conv2d, "c1", (int[]){x, w, b}, 3, &a);
+  int h = cgt_node(g, IR_OP_conv2d, "c1", (int[]){x, w, b}, 3, &a);
   int bn[5] = {h, param(g, "bn", "gamma", SHAPE(16), 1), param(g, "bn", "beta", SHAPE(16), 1),
                param(g, "bn", "running_mean", SHAPE(16), 0), ir_add_param(g, "odd", SHAPE(16), 0)};
   a.batchnorm = (ir_batchnorm_attr){1e-5f, 0.1f, 1};
-  h = add_node(g, IR_OP_batchnorm, "bn", bn, 5, &a);
-  h = add_node(g, IR_OP_relu, "relu", &h, 1, NULL);
-  h = add_node(g, IR_OP_global_avgpool, "gap", &h, 1, NULL);
+  h = cgt_node(g, IR_OP_batchnorm, "bn", bn, 5, &a);
+  h = cgt_node(g, IR_OP_relu, "relu", &h, 1, NULL);
+  h = cgt_node(g, IR_OP_global_avgpool, "gap", &h, 1, NULL);
   a.reshape.shape = SHAPE(2, -1);
-  h = add_node(g, IR_OP_reshape, "flatten", &h, 1, &a);
+  h = cgt_node(g, IR_OP_reshape, "flatten", &h, 1, &a);
   int fw = param(g, "fc", "weight", SHAPE(10, 16), 1), fb = param(g, "fc", "bias", SHAPE(10), 1);
   a.dense.units = 10;
-  h = add_node(g, IR_OP_dense, "fc", (int[]){h, fw, fb}, 3, &a);
+  h = cgt_node(g, IR_OP_dense, "fc", (int[]){h, fw, fb}, 3, &a);
   memset(&a, 0, sizeof a);
-  add_node(g, IR_OP_softmax_xent, "loss", (int[]){h, y}, 2, &a);
+  cgt_node(g, IR_OP_softmax_xent, "loss", (int[]){h, y}, 2, &a);
   return g;
 }
 
@@ -146,10 +134,5 @@ int main(void) {
   test_init_roles_and_distributions();
   test_init_determinism();
   test_interp_graph();
-  if (g_failures) {
-    fprintf(stderr, "test_ref_init: %d check(s) failed\n", g_failures);
-    return 1;
-  }
-  printf("test_ref_init: all checks passed\n");
-  return 0;
+  return check_done("test_ref_init", g_failures);
 }

@@ -283,10 +283,5 @@ int main(void) {
   test_softmax_xent();
   test_dropout();
   test_reshape_normalize();
-  if (g_failures) {
-    fprintf(stderr, "test_ref_ops: %d check(s) failed\n", g_failures);
-    return 1;
-  }
-  printf("test_ref_ops: all checks passed\n");
-  return 0;
+  return check_done("test_ref_ops", g_failures);
 }

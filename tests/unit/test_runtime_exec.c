@@ -15,6 +15,7 @@
 #include "runtime/cnnrt.h"
 
 #include "check.h"
+#include "rt_case_check.h"
 
 #define FAKE(v) CNNC_TEST_BIN "/tests/libfake_model" v ".so"
 
@@ -176,30 +177,8 @@ static void test_u8skip(int n, int threads) {
   cnnrt_close(m);
 }
 
-typedef struct counting_alloc {
-  pthread_mutex_t mu;
-  int allocs, frees, misaligned;
-} counting_alloc;
-
-static void *count_alloc(void *ctx, size_t size, size_t align) {
-  counting_alloc *c = ctx;
-  pthread_mutex_lock(&c->mu);
-  c->allocs++;
-  c->misaligned += align < 64 || (size % align) != 0;
-  pthread_mutex_unlock(&c->mu);
-  return aligned_alloc(align, size);
-}
-
-static void count_free(void *ctx, void *p) {
-  counting_alloc *c = ctx;
-  pthread_mutex_lock(&c->mu);
-  c->frees++;
-  pthread_mutex_unlock(&c->mu);
-  free(p);
-}
-
 static void test_allocator(void) {
-  counting_alloc c = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
+  counting_alloc c = {PTHREAD_MUTEX_INITIALIZER};
   cnnrt_allocator a = {count_alloc, count_free, &c};
   cnnrt_options o;
   cnnrt_options_init(&o);

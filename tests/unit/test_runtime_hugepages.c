@@ -23,6 +23,7 @@
 #include "runtime/cnnrt.h"
 
 #include "check.h"
+#include "rt_case_check.h"
 
 enum { BATCH = 2, NB = 3 };
 
@@ -39,14 +40,12 @@ static const char *yml =
     "  - {name: r2, op: relu}\n"
     "  - {name: d2, op: dense, units: 10}\n";
 
-static char dir[256], src[300], inf_so[300], train_so[300];
+static char dir[256], src[RT_PATH], inf_so[RT_PATH], train_so[RT_PATH];
 
 static int compile(const char *out, const char *extra) {
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd, "%s/cnnc %s --batch-size %d --seed 3 %s -o %s", CNNC_TEST_BIN, src, BATCH, extra, out);
-  int rc = system(cmd);
-  CHECK(rc == 0, "%s failed (%d)", cmd, rc);
-  return rc == 0;
+  char args[512];
+  snprintf(args, sizeof args, "--batch-size %d --seed 3 %s", BATCH, extra);
+  return rt_cnnc(src, out, args);
 }
 
 /* THP usable: the kernel has it and it is not switched off. */
@@ -80,30 +79,6 @@ static void fill(float *x, size_t n, unsigned seed) {
     seed = seed * 1103515245u + 12345u;
     x[i] = (float)((seed >> 8) % 2001) / 1000.0f - 1.0f;
   }
-}
-
-typedef struct counting_alloc {
-  pthread_mutex_t mu;
-  int allocs, frees, misaligned;
-  size_t biggest;
-} counting_alloc;
-
-static void *count_alloc(void *ctx, size_t size, size_t align) {
-  counting_alloc *c = ctx;
-  pthread_mutex_lock(&c->mu);
-  c->allocs++;
-  if (align != 64) c->misaligned++;
-  if (size > c->biggest) c->biggest = size;
-  pthread_mutex_unlock(&c->mu);
-  return aligned_alloc(align, (size + align - 1) / align * align);
-}
-
-static void count_free(void *ctx, void *p) {
-  counting_alloc *c = ctx;
-  pthread_mutex_lock(&c->mu);
-  c->frees++;
-  pthread_mutex_unlock(&c->mu);
-  free(p);
 }
 
 static cnnrt_model *open_model(const char *path, const cnnrt_allocator *a, cnnrt_hugepages huge) {
@@ -140,7 +115,7 @@ static void test_inference(void) {
   float *x = malloc(in), *y[4];
   fill(x, in / 4, 11);
   for (int k = 0; k < 4; k++) y[k] = malloc(out), memset(y[k], 0xff, out);
-  counting_alloc c = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+  counting_alloc c = {PTHREAD_MUTEX_INITIALIZER};
   cnnrt_allocator a = {count_alloc, count_free, &c};
   int huge = infer(x, in, y[0], out, NULL, CNNRT_HUGEPAGES_INFERENCE);
   int none = infer(x, in, y[1], out, NULL, CNNRT_HUGEPAGES_OFF);
@@ -149,8 +124,8 @@ static void test_inference(void) {
   else printf("THP not available: the advised-mapping check is skipped\n");
   CHECK(none == 0, "%d advised mappings under CNNRT_HUGEPAGES_OFF", none);
   CHECK(user == 0, "%d advised mappings with a user allocator", user);
-  CHECK(c.allocs > 0 && c.allocs == c.frees && c.misaligned == 0, "user allocator: %d allocs, %d frees, %d misaligned",
-        c.allocs, c.frees, c.misaligned);
+  CHECK(c.allocs > 0 && c.allocs == c.frees && c.not64 == 0, "user allocator: %d allocs, %d frees, %d not 64-byte aligned",
+        c.allocs, c.frees, c.not64);
   CHECK(c.biggest >= (2u << 20), "user allocator's biggest request %zu bytes (a 2 MB+ buffer went elsewhere)", c.biggest);
   CHECK(!memcmp(y[0], y[1], out), "outputs differ: default vs CNNRT_HUGEPAGES_OFF");
   CHECK(!memcmp(y[0], y[2], out), "outputs differ: default vs user allocator");
@@ -215,7 +190,7 @@ static void test_training(void) {
   int adv[4];
   const char *what[4] = {"default", "CNNRT_HUGEPAGES_OFF", "user allocator", "CNNRT_HUGEPAGES_ALL"};
   const cnnrt_hugepages mode[4] = {CNNRT_HUGEPAGES_INFERENCE, CNNRT_HUGEPAGES_OFF, CNNRT_HUGEPAGES_INFERENCE, CNNRT_HUGEPAGES_ALL};
-  counting_alloc c = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+  counting_alloc c = {PTHREAD_MUTEX_INITIALIZER};
   cnnrt_allocator a = {count_alloc, count_free, &c};
   for (int k = 0; k < 4; k++) n[k] = train(x, in, labels, loss[k], &st[k], k == 2 ? &a : NULL, mode[k], &adv[k]);
   CHECK(loss[0][1] == loss[0][1] && loss[0][1] < loss[0][0], "loss %g -> %g", loss[0][0], loss[0][1]);
@@ -234,23 +209,12 @@ static void test_training(void) {
 }
 
 int main(void) {
-  const char *t = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/cnnc-hugepages-XXXXXX", t && *t ? t : "/tmp");
-  if (!mkdtemp(dir)) {
-    perror("mkdtemp");
-    return 2;
-  }
-  snprintf(src, sizeof src, "%s/m.yml", dir);
-  snprintf(inf_so, sizeof inf_so, "%s/inf.so", dir);
-  snprintf(train_so, sizeof train_so, "%s/train.so", dir);
-  FILE *f = fopen(src, "w");
-  if (!f || fputs(yml, f) < 0 || fclose(f)) {
-    perror(src);
-    return 2;
-  }
+  static char *const path[3] = {src, inf_so, train_so};
+  static const char *const file[3] = {"m.yml", "inf.so", "train.so"};
+  if (rt_tmpdir(dir, sizeof dir, "cnnc-hugepages", path, file, 3) || !rt_write(src, yml)) return 2;
   if (compile(inf_so, "--pipeline-splits c2")) test_inference();
   if (compile(train_so, "--mode training --optimizer momentum --momentum 0.9")) test_training();
-  unlink(src), unlink(inf_so), unlink(train_so), rmdir(dir);
+  rt_rmdir(dir, path, 3);
   printf("test_runtime_hugepages: %d checks, %d failed\n", g_checks, g_failures);
   return g_failures ? 1 : 0;
 }

@@ -27,6 +27,7 @@
 #include "runtime/cnnrt.h"
 
 #include "check.h"
+#include "rt_case_check.h"
 
 static const char *yml =
     "name: rtopts\n"
@@ -47,24 +48,9 @@ static const char *bn_yml =
     "  - {name: f, op: flatten}\n"
     "  - {name: d, op: dense, units: 5}\n";
 
-static char dir[256], src[300], bn_src[300], inf_so[300], rep_so[300], bn_so[300];
+static char dir[256], src[RT_PATH], bn_src[RT_PATH], inf_so[RT_PATH], rep_so[RT_PATH], bn_so[RT_PATH];
 
-static int write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  if (!f || fputs(text, f) < 0 || fclose(f)) {
-    perror(path);
-    return 0;
-  }
-  return 1;
-}
-
-static int compile(const char *in, const char *out, const char *extra) {
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd, "%s/cnnc %s --batch-size 4 --seed 5 %s -o %s", CNNC_TEST_BIN, in, extra, out);
-  int rc = system(cmd);
-  CHECK(rc == 0, "%s failed (%d)", cmd, rc);
-  return rc == 0;
-}
+#define ARGS "--batch-size 4 --seed 5" /* the models' cnnc options */
 
 /* Opens path with o; the "runtime" object of cnnrt_describe_json into rt (empty on failure). */
 static cnnrt_model *open_runtime(const char *path, const cnnrt_options *o, char *rt, size_t n) {
@@ -240,27 +226,18 @@ static void test_spin(void) {
 }
 
 int main(void) {
-  const char *t = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/cnnc-rtopts-XXXXXX", t && *t ? t : "/tmp");
-  if (!mkdtemp(dir)) {
-    perror("mkdtemp");
-    return 2;
-  }
-  snprintf(src, sizeof src, "%s/m.yml", dir);
-  snprintf(bn_src, sizeof bn_src, "%s/bn.yml", dir);
-  snprintf(inf_so, sizeof inf_so, "%s/inf.so", dir);
-  snprintf(rep_so, sizeof rep_so, "%s/rep.so", dir);
-  snprintf(bn_so, sizeof bn_so, "%s/bn.so", dir);
-  if (!write_file(src, yml) || !write_file(bn_src, bn_yml)) return 2;
-  if (compile(src, inf_so, "")) {
+  static char *const path[5] = {src, bn_src, inf_so, rep_so, bn_so};
+  static const char *const file[5] = {"m.yml", "bn.yml", "inf.so", "rep.so", "bn.so"};
+  if (rt_tmpdir(dir, sizeof dir, "cnnc-rtopts", path, file, 5) || !rt_write(src, yml) || !rt_write(bn_src, bn_yml)) return 2;
+  if (rt_cnnc(src, inf_so, ARGS)) {
     test_defaults();
     test_old_struct();
     test_invalid();
     test_spin();
   }
-  if (compile(src, rep_so, "--mode training --replicas 2") && compile(bn_src, bn_so, "--mode training --replicas 2"))
+  if (rt_cnnc(src, rep_so, ARGS " --mode training --replicas 2") && rt_cnnc(bn_src, bn_so, ARGS " --mode training --replicas 2"))
     test_replica_mode();
-  unlink(src), unlink(bn_src), unlink(inf_so), unlink(rep_so), unlink(bn_so), rmdir(dir);
+  rt_rmdir(dir, path, 5);
   printf("test_runtime_options: %d checks, %d failed\n", g_checks, g_failures);
   return g_failures ? 1 : 0;
 }

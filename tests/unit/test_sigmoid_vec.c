@@ -117,8 +117,6 @@ static void run(const cg_target *t, const char *label, const float *x, int64_t n
 }
 
 int main(void) {
-  (void)cgt_check_graph; /* harness helpers this test does not use */
-  (void)cgt_random_params;
   cgt_init_dir();
   int64_t n;
   float *x = inputs(&n);
@@ -134,8 +132,5 @@ int main(void) {
     cg_target_dispose(&t);
   }
   free(x);
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_sigmoid_vec: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_sigmoid_vec: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_sigmoid_vec");
 }

@@ -6,18 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "passes/passes.h"
-
-static int failures;
-#define CHECK(cond, ...)                                 \
-  do {                                                   \
-    if (!(cond)) {                                       \
-      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);    \
-      fprintf(stderr, __VA_ARGS__);                      \
-      fputc('\n', stderr);                               \
-      failures++;                                        \
-    }                                                    \
-  } while (0)
 
 /* A chain of relu nodes with hierarchical names (no params needed). */
 static ir_graph *chain(const char *const *names, int n) {
@@ -193,7 +183,5 @@ int main(void) {
   test_errors();
   test_balanced();
   test_plan_memory();
-  if (failures) fprintf(stderr, "test_split: %d failure(s)\n", failures);
-  else fprintf(stderr, "test_split: ok\n");
-  return failures != 0;
+  return check_done("test_split", g_failures);
 }

@@ -17,7 +17,6 @@
  * CNNC_TEST_QUICK=1 (CI's sanitizer stage): resnetish bf16 and dwse fp16 for x86-64-v3 and
  * dwse bf16 for the host only. */
 #include "codegen/cg_isa.h"
-#include "frontend/fe.h"
 #include "test_codegen_harness.h"
 
 typedef struct built {
@@ -33,19 +32,12 @@ static int build(built *b, const char *model, const char *half, int store16, int
   snprintf(bs, sizeof bs, "%d", batch);
   static int counter;
   snprintf(b->so, sizeof b->so, "%s/s%d.so", cgt_dir, counter++);
-  fe_options o;
-  fe_options_init(&o);
-  ir_diag d = {0};
-  const char *kv[][2] = {{"batch-size", bs}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", half},
-                         {"target-cpu", cpu}, {"target-features", "+f16c"}};
-  for (int i = 0; i < (cpu ? 6 : 4); i++)
-    if (fe_option_set(&o, fe_option_find(kv[i][0]), kv[i][1], &d)) return ir_diag_print(&d, stderr), -1;
-  b->g = fe_load(path, &o, &d);
-  if (!b->g) return ir_diag_print(&d, stderr), -1;
+  const char *const kv[][2] = {{"batch-size", bs}, {"seed", "5"}, {"precision", "16.16"}, {"half-type", half},
+                               {"target-cpu", cpu}, {"target-features", "+f16c"}};
   ct_tune(store16 ? "store16=1" : "store16=0");
-  int rc = cnnc_build_model(ct_g(b->g), &o, b->so, NULL, 0, &d);
+  int rc = cgt_build(path, kv, cpu ? 6 : 4, b->so, &b->g);
   ct_tune("store16=1");
-  if (rc) return ir_diag_print(&d, stderr), -1;
+  if (rc) return -1;
   b->h = dlopen(b->so, RTLD_NOW | RTLD_LOCAL);
   if (!b->h) return fprintf(stderr, "dlopen: %s\n", dlerror()), -1;
   b->m = dlsym(b->h, CNNC_ABI_SYMBOL);
@@ -64,17 +56,22 @@ static int64_t arena(const cnnc_abi_model *m) {
   return s;
 }
 
-/* Output 0 of m on x with nth threads (malloc'd). */
-static float *run(const cnnc_abi_model *m, const float *x, int64_t nx, int nth) {
-  void *bufs[64];
-  for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
-  memcpy(bufs[m->input], x, (size_t)nx * sizeof *x);
-  cgt_run_model(m, bufs, nth);
-  int64_t n = m->tensors[m->outputs[0]].bytes / 4;
-  float *y = malloc((size_t)n * sizeof *y);
-  memcpy(y, bufs[m->outputs[0]], (size_t)n * sizeof *y);
-  for (int i = 0; i < m->n_tensors; i++) free(bufs[i]);
-  return y;
+/* The logits of the builds b[0..n) (nth[i] threads) on one random input of b[0]'s graph in
+ * [-2, 2] (*x, malloc'd; *ny logits): each bitwise equal to b[0]'s (what[i] names run i);
+ * returns b[0]'s (malloc'd). */
+static float *same_logits(const char *label, const built *const *b, const int *nth, const char *const *what, int n, float **x,
+                          int64_t *ny) {
+  int64_t nx = ir_shape_numel(&b[0]->g->values[b[0]->g->input].shape);
+  *ny = ir_shape_numel(&b[0]->g->values[b[0]->g->outputs[0]].shape);
+  *x = malloc((size_t)nx * sizeof **x);
+  for (int64_t i = 0; i < nx; i++) (*x)[i] = cgt_uniform(-2.0f, 2.0f);
+  float *y0 = cgt_run_copy(b[0]->m, *x, nx, nth[0]);
+  for (int i = 1; i < n; i++) {
+    float *y = cgt_run_copy(b[i]->m, *x, nx, nth[i]);
+    CGT_CHECK(!memcmp(y0, y, (size_t)*ny * 4), "%s: %s differ from %s", label, what[i], what[0]);
+    free(y);
+  }
+  return y0;
 }
 
 /* cpu: the target (NULL: the host); strict: check what the pass stored (16-bit values and conv
@@ -112,14 +109,10 @@ static void check_model(const char *model, const char *half, int batch, const ch
           "%.1f %%)\n", label, n16, nwiden, conv_out16, (long long)a16, (long long)a32, 100.0 * (double)a16 / (double)a32);
   CGT_CHECK(!strict || a16 < a32, "%s: arena %lld not below f32 storage's %lld", label, (long long)a16, (long long)a32);
   /* bitwise: 16-bit vs f32 storage, 1 vs 2 threads */
-  const ir_value *xv = &s.g->values[s.g->input];
-  int64_t nx = ir_shape_numel(&xv->shape), ny = ir_shape_numel(&s.g->values[s.g->outputs[0]].shape);
-  float *x = malloc((size_t)nx * sizeof *x);
-  for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-2.0f, 2.0f);
-  float *ys1 = run(s.m, x, nx, 1), *ys2 = run(s.m, x, nx, 2), *yf1 = run(f.m, x, nx, 1), *yf2 = run(f.m, x, nx, 2);
-  CGT_CHECK(!memcmp(ys1, yf1, (size_t)ny * 4), "%s: 16-bit storage logits differ from f32 storage's", label);
-  CGT_CHECK(!memcmp(ys1, ys2, (size_t)ny * 4), "%s: 16-bit storage, 1 vs 2 threads differ", label);
-  CGT_CHECK(!memcmp(yf1, yf2, (size_t)ny * 4), "%s: f32 storage, 1 vs 2 threads differ", label);
+  static const char *const what[4] = {"16-bit storage logits (1 thread)", "16-bit storage logits (2 threads)",
+                                      "f32 storage logits (1 thread)", "f32 storage logits (2 threads)"};
+  int64_t ny;
+  float *x, *ys1 = same_logits(label, (const built *[]){&s, &s, &f, &f}, (const int[]){1, 2, 1, 2}, what, 4, &x, &ny);
   int finite = 1;
   for (int64_t i = 0; i < ny; i++) finite &= isfinite(ys1[i]);
   CGT_CHECK(finite, "%s: non-finite logits", label);
@@ -133,7 +126,7 @@ static void check_model(const char *model, const char *half, int batch, const ch
   for (int64_t i = 0; i < ny; i++) worst = fmax(worst, fabs(ys1[i] - ref[s.g->outputs[0]][i]) / scale);
   fprintf(stderr, "%s: max |compiled - interpreter| / max |logit| %.3g\n", label, worst);
   ir_interp_free(s.g, ref);
-  free(x), free(ys1), free(ys2), free(yf1), free(yf2);
+  free(x), free(ys1);
   unbuild(&s), unbuild(&f);
 }
 
@@ -199,30 +192,23 @@ static void check_bf16_route(const char *model, int batch, int kxk) {
       CGT_CHECK(span == (batch > 1 && ct_tuning.bf16_span_force ? 5 : 0), "%s: %d spanned kernels reading bf16", label, span);
     }
     CGT_CHECK(io_off == 0, "%s: bf16_io16=0: %d bf16 convs on 16-bit operands", label, io_off);
-    const ir_value *xv = &s.g->values[s.g->input];
-    int64_t nx = ir_shape_numel(&xv->shape), ny = ir_shape_numel(&s.g->values[s.g->outputs[0]].shape);
-    float *x = malloc((size_t)nx * sizeof *x);
-    for (int64_t i = 0; i < nx; i++) x[i] = cgt_uniform(-2.0f, 2.0f);
-    float *ys1 = run(s.m, x, nx, 1), *ys2 = run(s.m, x, nx, 2), *yf = run(f.m, x, nx, 2), *yo = run(o.m, x, nx, 1);
-    CGT_CHECK(!memcmp(ys1, yf, (size_t)ny * 4), "%s: 16-bit storage logits differ from f32 storage's", label);
-    CGT_CHECK(!memcmp(ys1, yo, (size_t)ny * 4), "%s: logits differ from bf16_io16=0's", label);
-    CGT_CHECK(!memcmp(ys1, ys2, (size_t)ny * 4), "%s: 1 vs 2 threads differ", label);
-    free(x), free(ys1), free(ys2), free(yf), free(yo);
+    static const char *const what[4] = {"16-bit storage logits (1 thread)", "f32 storage logits (2 threads)",
+                                        "bf16_io16=0's logits (1 thread)", "16-bit storage logits (2 threads)"};
+    int64_t ny;
+    float *x, *ys1 = same_logits(label, (const built *[]){&s, &f, &o, &s}, (const int[]){1, 2, 1, 2}, what, 4, &x, &ny);
+    free(x), free(ys1);
   }
   unbuild(&s), unbuild(&f), unbuild(&o);
 }
 
 int main(void) {
-  (void)cgt_random_params;
-  (void)cgt_check_graph;
   cgt_init_dir();
   /* x86-64-v3: what the pass stores there.  The host (AVX-512: vectors of 16 lanes, maybe
    * avx512bf16) only for the values: there the models' small maps (10x10 and 5x5: 100 of 112
    * and 25 of 32 lanes) take the channel-vector kernels, and with avx512bf16 the 1x1 convs the
    * bf16 route, neither of which reads or writes 16 bits (gen_conv.c io16_route). */
   cg_target host;
-  ir_diag d = {0};
-  if (cg_target_init(&host, NULL, NULL, NULL, &d)) return ir_diag_print(&d, stderr), 1;
+  if (cgt_target(&host, NULL)) return 1;
   ct_tune_reset();
   int same = host.vec_f32 == 8 && !cg_bf16_dot(&host, &ct_tuning);
   cg_target_dispose(&host);
@@ -243,8 +229,5 @@ int main(void) {
     check_model("dwse", "bf16", 3, NULL, 0);
     if (!quick) check_model("dwse", "fp16", 2, NULL, 0);
   }
-  cgt_cleanup_dir();
-  if (cgt_failures) fprintf(stderr, "test_store16_infer: %d failure(s)\n", cgt_failures);
-  else fprintf(stderr, "test_store16_infer: ok\n");
-  return cgt_failures != 0;
+  return cgt_done("test_store16_infer");
 }

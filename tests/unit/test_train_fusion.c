@@ -58,26 +58,11 @@ static ir_graph *load(fe_options *o, const char *momentum) {
   snprintf(b, sizeof b, "%d", BATCH);
   const char *const kv[][2] = {{"mode", "training"}, {"batch-size", b}, {"optimizer", "momentum"},
                                {"momentum", momentum}, {"seed", "5"}};
-  return tct_load(model_path, kv, 5, o);
+  return cgt_load(model_path, kv, 5, o);
 }
 
 static void set_tune(int unfused) {
   ct_tune(unfused ? "train_fusion=0,train_scalar_maxpool_grad=1" : "train_fusion=1,train_scalar_maxpool_grad=0");
-}
-
-/* Nonzero when the file at path contains the string s (the kernel symbols the .so's
- * descriptor lists). */
-static int so_has(const char *path, const char *s) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return 0;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = n > 0 ? malloc((size_t)n) : NULL;
-  int hit = buf && fread(buf, 1, (size_t)n, f) == (size_t)n && memmem(buf, (size_t)n, s, strlen(s)) != NULL;
-  free(buf);
-  fclose(f);
-  return hit;
 }
 
 /* Compiles a variant (unfused: the previous kernels), trains it STEPS steps from the same seed
@@ -101,14 +86,14 @@ static cnnrt_model *variant(int unfused, int threads, const char *label, int *ba
     (*bad)++;
     return NULL;
   }
-  int fused_bn = so_has(so, "batchnorm_grad_fused"), vec_mp = so_has(so, "maxpool_grad_f32_rowvec");
+  int fused_bn = cgt_file_has(so, "batchnorm_grad_fused"), vec_mp = cgt_file_has(so, "maxpool_grad_f32_rowvec");
   CGT_CHECK(fused_bn == !unfused, "%s: batchnorm_grad_fused kernel %s", label, fused_bn ? "present" : "missing");
   CGT_CHECK(vec_mp == !unfused, "%s: vector maxpool_grad kernel %s", label, vec_mp ? "present" : "missing");
-  CGT_CHECK(so_has(so, "_batchnorm_grad_gamma_") == unfused, "%s: batchnorm_grad_gamma kernels", label);
-  CGT_CHECK(so_has(so, "_batchnorm_relu_train_") == !unfused, "%s: batchnorm + relu forward kernels", label);
-  CGT_CHECK(so_has(so, "_batchnorm_add_relu_train_") == !unfused, "%s: batchnorm + add + relu forward kernel", label);
-  CGT_CHECK(so_has(so, "_relu_batchnorm_grad_fused_") == !unfused, "%s: relu_grad + batchnorm backward kernels", label);
-  CGT_CHECK(so_has(so, "_add_relu_grad_") == !unfused, "%s: residual gradient add + relu_grad kernel (r3's)", label);
+  CGT_CHECK(cgt_file_has(so, "_batchnorm_grad_gamma_") == unfused, "%s: batchnorm_grad_gamma kernels", label);
+  CGT_CHECK(cgt_file_has(so, "_batchnorm_relu_train_") == !unfused, "%s: batchnorm + relu forward kernels", label);
+  CGT_CHECK(cgt_file_has(so, "_batchnorm_add_relu_train_") == !unfused, "%s: batchnorm + add + relu forward kernel", label);
+  CGT_CHECK(cgt_file_has(so, "_relu_batchnorm_grad_fused_") == !unfused, "%s: relu_grad + batchnorm backward kernels", label);
+  CGT_CHECK(cgt_file_has(so, "_add_relu_grad_") == !unfused, "%s: residual gradient add + relu_grad kernel (r3's)", label);
   cgt_rng = 0x5eed;
   tct_batch b = tct_batch_alloc(gr);
   *bad += tct_steps(m, gr, &b, STEPS, 0.05f, label);
@@ -202,14 +187,8 @@ static int fd_check(void) {
 }
 
 int main(void) {
-  (void)cgt_check_graph, (void)cgt_random_params;
   cgt_init_dir();
-  snprintf(model_path, sizeof model_path, "%s/fusion_train.yml", cgt_dir);
-  FILE *f = fopen(model_path, "w");
-  if (!f || fputs(yml, f) < 0 || fclose(f)) {
-    fprintf(stderr, "cannot write %s\n", model_path);
-    return 1;
-  }
+  if (cgt_write_tmp(model_path, "fusion_train.yml", yml)) return 1;
   int bad = 0;
   cnnrt_model *fused = variant(0, 1, "fused, 1 thread", &bad);
   cnnrt_model *unfused = variant(1, 1, "unfused, 1 thread", &bad);
@@ -221,12 +200,6 @@ int main(void) {
   if (unfused) cnnrt_close(unfused);
   if (fused2) cnnrt_close(fused2);
   unlink(model_path);
-  cgt_cleanup_dir();
   cgt_failures += bad;
-  if (cgt_failures) {
-    fprintf(stderr, "%d failure(s)\n", cgt_failures);
-    return 1;
-  }
-  printf("test_train_fusion: ok\n");
-  return 0;
+  return cgt_done("test_train_fusion");
 }

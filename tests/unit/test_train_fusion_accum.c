@@ -9,20 +9,6 @@
  * batchnorm_grad_fused, the unfused one none of them. */
 #include "train_pipeline_common.h"
 
-/* Nonzero when the file at path contains the string s. */
-static int file_has(const char *path, const char *s) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return 0;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = n > 0 ? malloc((size_t)n) : NULL;
-  int hit = buf && fread(buf, 1, (size_t)n, f) == (size_t)n && memmem(buf, (size_t)n, s, strlen(s)) != NULL;
-  free(buf);
-  fclose(f);
-  return hit;
-}
-
 /* Compiles the model with kv and checks which training kernels the .so names. */
 static int kernels(const char *label, const char *const *kv, int n_kv, int batch, int fused) {
   fe_options o;
@@ -39,10 +25,10 @@ static int kernels(const char *label, const char *const *kv, int n_kv, int batch
   }
   ir_graph_free(g);
   int bad = 0;
-  CGT_CHECK(file_has(so, "_batchnorm_relu_train_") == fused, "%s: batchnorm + relu kernel", label);
-  CGT_CHECK(file_has(so, "_batchnorm_add_relu_train_") == fused, "%s: batchnorm + add + relu kernel", label);
-  CGT_CHECK(file_has(so, "_add_relu_grad_") == fused, "%s: add + relu_grad kernel", label);
-  CGT_CHECK(!file_has(so, "_batchnorm_grad_fused_"), "%s: batchnorm backward fused with accumulation", label);
+  CGT_CHECK(cgt_file_has(so, "_batchnorm_relu_train_") == fused, "%s: batchnorm + relu kernel", label);
+  CGT_CHECK(cgt_file_has(so, "_batchnorm_add_relu_train_") == fused, "%s: batchnorm + add + relu kernel", label);
+  CGT_CHECK(cgt_file_has(so, "_add_relu_grad_") == fused, "%s: add + relu_grad kernel", label);
+  CGT_CHECK(!cgt_file_has(so, "_batchnorm_grad_fused_"), "%s: batchnorm backward fused with accumulation", label);
   unlink(so);
   return bad;
 }
@@ -67,8 +53,7 @@ static int both_ways(const char *label, const char *const *kv, int n_kv, int bat
 
 int main(void) {
   setup();
-  FILE *f = fopen(model_path, "w");
-  if (!f || fputs(bn_model_yml, f) < 0 || fclose(f)) return 2;
+  if (cgt_write_file(model_path, bn_model_yml)) return 2;
   int bad = 0;
   bad += both_ways("ga 2 x batch 8", KV("gradient-accumulation", "2"), 8);
   bad += both_ways("2 replicas x batch 8", KV("replicas", "2"), 8);

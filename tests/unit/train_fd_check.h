@@ -1,12 +1,12 @@
-/* train_fd_check.h — finite-difference check of a compiled training step (fd_case), shared by
- * the training codegen tests that include it after train_case_check.h. */
+/* train_fd_check.h — finite-difference check of a compiled training step (fd_case); included by
+ * train_case_check.h. */
 #ifndef TRAIN_FD_CHECK_H
 #define TRAIN_FD_CHECK_H
 
 #include "ct_tune.h"
 
 /* Interpreter loss of g on (x, labels). */
-static float interp_loss(ir_graph *g, const float *x, const float *labels) {
+static inline float interp_loss(ir_graph *g, const float *x, const float *labels) {
   float **vals = ir_interp(g, x, labels);
   float l = vals[ir_find_value(g, "loss")][0];
   ir_interp_free(g, vals);
@@ -16,14 +16,12 @@ static float interp_loss(ir_graph *g, const float *x, const float *labels) {
 /* One compiled momentum step at lr 1 from v = 0 moves every weight by its gradient (w1 = w0 -
  * g); g of every trainable tensor at 8 positions vs (L(w + e) - L(w - e)) / 2e of the
  * interpreter, within 1 % of the tensor's largest gradient. */
-static int fd_case(const char *name, const char *yml, int batch) {
-  char path[512], so[512];
-  snprintf(path, sizeof path, "%s/%s_fd.yml", cgt_dir, name);
-  snprintf(so, sizeof so, "%s/%s_fd.so", cgt_dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f || fputs(yml, f) < 0 || fclose(f)) return 1;
+static inline int fd_case(const char *name, const char *yml, int batch) {
+  char nm[128], path[512], so[512];
+  snprintf(nm, sizeof nm, "%s_fd", name);
+  snprintf(so, sizeof so, "%s/%s.so", cgt_dir, nm);
   fe_options o;
-  ir_graph *gc = load_case(path, batch, &o), *gf = load_case(path, batch, &o);
+  ir_graph *gc = load_yml(nm, yml, batch, path, &o), *gf = gc ? load_case(path, batch, &o) : NULL;
   ir_diag d = {0};
   cnnrt_model *m = NULL;
   if (!gc || !gf || cnnc_build_model(ct_g(gc), &o, so, NULL, 0, &d) || cnnrt_open(so, NULL, &m) != CNNRT_OK ||

@@ -226,11 +226,8 @@ static __attribute__((unused)) int interp(result *r) {
 #define KV(...) ((const char *const[]){__VA_ARGS__}), (int)(sizeof((const char *const[]){__VA_ARGS__}) / sizeof(char *) / 2)
 
 static void setup(void) {
-  (void)cgt_check_graph, (void)cgt_random_params;
   cgt_init_dir();
-  snprintf(model_path, sizeof model_path, "%s/pipe_train.yml", cgt_dir);
-  FILE *f = fopen(model_path, "w");
-  if (!f || fputs(model_yml, f) < 0 || fclose(f)) exit(2);
+  if (cgt_write_tmp(model_path, "pipe_train.yml", model_yml)) exit(2);
   sample_elems = 2 * 12 * 12;
   images = malloc((size_t)STEPS * TOTAL * (size_t)sample_elems * 4);
   labels = malloc((size_t)STEPS * TOTAL * 4);
@@ -242,14 +239,8 @@ static int finish(const char *name, int bad) {
   free(images);
   free(labels);
   unlink(model_path);
-  cgt_cleanup_dir();
-  bad += cgt_failures;
-  if (bad) {
-    fprintf(stderr, "%d failure(s)\n", bad);
-    return 1;
-  }
-  printf("%s: ok\n", name);
-  return 0;
+  cgt_failures += bad;
+  return cgt_done(name);
 }
 
 #endif

@@ -1,0 +1,103 @@
+/* bf16_case_check.h — shared by the bf16 kernel tests (test_codegen_bf16.c,
+ * test_codegen_bf16_kxk.c, test_codegen_stem.c; bits / from_bits also test_precision.c): float
+ * bits, the instruction's view of a bf16 input (denormals as zero), one conv layer as a YAML
+ * model, compiling with a report sink (the kernel kinds), and the bitwise check of a compiled
+ * conv against a C model of its arithmetic.  Include after test_codegen_harness.h. */
+#ifndef CNNC_TEST_BF16_CASE_CHECK_H
+#define CNNC_TEST_BF16_CASE_CHECK_H
+
+#include <stdint.h>
+
+#include "ir/ir.h"
+
+static inline uint32_t bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+
+static inline float from_bits(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+/* x with a denormal flushed to a signed zero. */
+static inline float ftz(float x) { return (bits(x) & 0x7f800000u) == 0 ? from_bits(bits(x) & 0x80000000u) : x; }
+
+/* bf16 value of x (nearest even), as vdpbf16ps reads it (denormal -> signed zero). */
+static inline float bf16_in(float x) { return ftz(ir_round16_f32(x, IR_HALF_BF16)); }
+
+/* One conv layer c (cin x h x w -> cout, k x k, stride s, padding p, bias) as the model name at
+ * batch n (cgt_load_text); NULL on failure. */
+static inline ir_graph *bf16_conv_graph(const char *name, int n, int cin, int h, int w, int cout, int k, int s, int p) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "name: %s\ninput: {shape: [%d, %d, %d], classes: 10}\nlayers:\n"
+           "  - {name: c, op: conv, filters: %d, kernel: %d, stride: %d, padding: %d, bias: true}\n",
+           name, cin, h, w, cout, k, s, p);
+  return cgt_load_text(text, name, n);
+}
+
+/* Compiles g for t with the report sink rs (the kernels' kinds), the .so removed: 0, or
+ * nonzero with the diagnostic on stderr. */
+static inline int bf16_compile_report(ir_graph *g, const cg_target *t, const cg_report_sink *rs) {
+  char so[512];
+  snprintf(so, sizeof so, "%s/kinds.so", cgt_dir);
+  cg_options o = {so, NULL, "kinds", "{}", 2, 0, rs};
+  ir_diag d = {0};
+  int rc = cg_compile(ct_g(g), t, &o, &d);
+  if (rc) ir_diag_print(&d, stderr);
+  unlink(so);
+  return rc;
+}
+
+/* g compiled for t, run on x (nx floats) with 1 and 2 threads: every output bitwise want[0..ny),
+ * the C model of the kernel (what names it in the message).  Returns the number of outputs that
+ * differ with 1 thread (-1: not run). */
+static inline int64_t bf16_check_model(ir_graph *g, const cg_target *t, const char *label, const float *x, int64_t nx,
+                                       const float *want, int64_t ny, const char *what) {
+  cgt_so s;
+  if (cgt_so_open(&s, g, t, label)) return cgt_failures++, -1;
+  int64_t diff1 = 0;
+  for (int nth = 1; nth <= 2; nth++) {
+    float *got = cgt_run_copy(s.m, x, nx, nth);
+    int64_t diff = 0, first = -1;
+    for (int64_t i = 0; i < ny; i++)
+      if (bits(got[i]) != bits(want[i]) && diff++ == 0) first = i;
+    CGT_CHECK(diff == 0, "%s, %d thread(s): %lld of %lld outputs differ from %s (first %lld: %a vs %a)", label, nth,
+              (long long)diff, (long long)ny, what, (long long)first, first >= 0 ? got[first] : 0.0,
+              first >= 0 ? want[first] : 0.0);
+    if (nth == 1) diff1 = diff;
+    free(got);
+  }
+  cgt_so_close(&s);
+  return diff1;
+}
+
+/* ---- one conv case against a C model of its kernel (test_codegen_bf16_kxk.c, _stem.c) ---- */
+typedef struct bf16_case { int n, cin, cout, h, w, k, s, p; } bf16_case;
+
+/* The kernel's arithmetic in C: out [n][cout][oh][ow] of x with the weights wt and bias bs. */
+typedef void bf16_model_fn(const bf16_case *k, const float *x, const float *wt, const float *bs, int oh, int ow, float *out);
+
+/* g (the conv c of k) for t on a random input, every 13th value a bf16 denormal (read as
+ * zero): bitwise model's result with 1 and 2 threads (bf16_check_model); then g vs the
+ * interpreter within 5e-3 on its own input, label extended by " vs interpreter". */
+static inline void bf16_check_case(ir_graph *g, const cg_target *t, const bf16_case *k, bf16_model_fn *model, char *label,
+                                   size_t cap) {
+  int oh = (k->h + 2 * k->p - k->k) / k->s + 1, ow = (k->w + 2 * k->p - k->k) / k->s + 1;
+  int64_t nx = (int64_t)k->n * k->cin * k->h * k->w, ny = (int64_t)k->n * k->cout * oh * ow;
+  float *x = malloc((size_t)nx * 4), *want = malloc((size_t)ny * 4);
+  for (int64_t i = 0; i < nx; i++) {
+    x[i] = cgt_uniform(-1.0f, 1.0f);
+    if (i % 13 == 5) x[i] *= 1e-38f; /* bf16 denormals: read as zero */
+  }
+  model(k, x, g->values[ir_find_value(g, "c/weight")].data, g->values[ir_find_value(g, "c/bias")].data, oh, ow, want);
+  bf16_check_model(g, t, label, x, nx, want, ny, "the model");
+  snprintf(label + strlen(label), cap - strlen(label), " vs interpreter");
+  CGT_CHECK(cgt_check_graph(g, t, label, 5e-3, NULL) == 0, "%s: differs", label);
+  free(x), free(want);
+}
+
+#endif
