@@ -5,14 +5,9 @@
 # of a shard summing to about the shard entry's time; 1 and 2 shards, 1 and 2 threads; text
 # and JSON; --peak; a model without profiled entries fails with a clear message.
 set -u
-BUILD=${1:?usage: test_profile.sh BUILD SRC}
-SRC=${2:?usage: test_profile.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
-MODEL="$SRC/models/cifar_resnet8.yml"
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
+MODEL="$SRC/models/cifar_resnet8.yml"
 
 cat >"$T/check.py" <<'EOF'
 import json, subprocess, sys
@@ -48,8 +43,8 @@ print("\n".join(errs) if errs else "ok")
 sys.exit(1 if errs else 0)
 EOF
 
-"$CNNC" "$MODEL" -o "$T/m1.so" >/dev/null 2>&1 || bad "compile 1 shard"
-"$CNNC" "$MODEL" --shards 2 -o "$T/m2.so" >/dev/null 2>&1 || bad "compile 2 shards"
+cnnc_as m1 "$MODEL" -o "$T/m1.so"
+cnnc_as m2 "$MODEL" --shards 2 -o "$T/m2.so"
 for so in m1 m2; do
   for th in 1 2; do
     if "$CNNRUN" "$T/$so.so" benchmark --profile --json --runs 3 --batches 2 --threads $th >"$T/p.json" 2>"$T/err"; then

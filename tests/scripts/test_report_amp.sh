@@ -10,18 +10,15 @@
 # whatever P is; report-diff lists the block changes.  CNNC_TEST_QUICK=1 (CI's sanitizer
 # stage, lib.sh quick): P 0.1 and 0.6 only (the same compile paths as a third P).
 set -u
-BUILD=${1:?usage: test_report_amp.sh BUILD SRC}
-SRC=${2:?usage: test_report_amp.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-M="$SRC/models/resnet18.yml"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
+M="$SRC/models/resnet18.yml"
 
 PS="0.1 0.6 1.0"
 if quick; then PS="0.1 0.6"; fi
 for P in $PS; do
-  if "$CNNC" "$M" -o "$T/m$P.so" --available-memory-proportion "$P" --report "$T/r$P" \
-    --target-cpu x86-64-v3 --target-cache 1M,32M >"$T/c$P.out" 2>&1; then ok
-  else bad "compile with P $P: $(head -c 400 "$T/c$P.out")"; fi
+  cnnc_as "P$P" "$M" -o "$T/m$P.so" --available-memory-proportion "$P" --report "$T/r$P" \
+    --target-cpu x86-64-v3 --target-cache 1M,32M && ok
 done
 
 python3 - "$T" $PS <<'EOF' && ok || bad "report figures do not follow P"
