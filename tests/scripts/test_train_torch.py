@@ -35,14 +35,10 @@ import tempfile
 
 import numpy as np
 
-BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
-if not BUILD or not SRC:
-    sys.exit(__doc__)
-import testlib  # noqa: E402 -- tests/scripts/testlib.py: skip (77) without PyTorch
-testlib.need_module("torch", "Debian python3-torch")
-testlib.need_module("torchvision", "Debian python3-torchvision")
-sys.path.insert(0, os.path.join(SRC, "tools"))
-import export_torchvision as E  # noqa: E402
+import testlib  # tests/scripts/testlib.py: skip (77) without PyTorch
+
+BUILD, SRC = testlib.build_src(__doc__)
+E = testlib.need_torchvision(SRC)
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
