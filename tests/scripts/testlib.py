@@ -116,11 +116,11 @@ def each_model(ymls, src, check, width, label=os.path.basename):
 
 class Checks:
     """A test's checks: check(ok, what) counts one, printing "FAIL WHAT" when it failed (and
-    "ok   WHAT" when it passed, with verbose); summary() prints "N passed, M failed" and
-    returns the exit status, 1 on any failure."""
+    "ok   WHAT" when it passed, with verbose; marks: the two prefixes); summary() prints
+    "N passed, M failed" and returns the exit status, 1 on any failure."""
 
-    def __init__(self, verbose=False):
-        self.verbose, self.passed, self.failed = verbose, 0, 0
+    def __init__(self, verbose=False, marks=("ok   ", "FAIL ")):
+        self.verbose, self.marks, self.passed, self.failed = verbose, marks, 0, 0
 
     def check(self, ok, what):
         if ok:
@@ -128,7 +128,7 @@ class Checks:
         else:
             self.failed += 1
         if self.verbose or not ok:
-            print(("ok   " if ok else "FAIL ") + what, flush=True)
+            print(self.marks[0 if ok else 1] + what, flush=True)
         return ok
 
     def summary(self):
