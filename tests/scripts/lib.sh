@@ -7,7 +7,7 @@
 # CNNC_TEST_QUICK=1 (.ci/run's sanitizer stage), where a test may run fewer samples or cases.
 # `code_of` / `same_code` compare the code of two --emit llvm / asm outputs (not their options).
 # `script_args` reads the script's BUILD SRC arguments; the steps the tests repeat: `randn`
-# (an input file), `cnnc_as` (a compile), `infer_as` / `train_synth` (runs of a .so),
+# (an input file), `cnnc_as` (a compile), `infer_as` / `same_infer` / `train_synth` (runs of a .so),
 # `same_bytes` / `differ` (output and checkpoint comparisons), `run_ok` (a command that must
 # succeed), `chromium_dom` (the headless rendering of a report), `loss_falls` (a training log).
 SKIP=77
@@ -19,6 +19,11 @@ skipped=0
 ok() { pass=$((pass + 1)); }
 quick() { [ -n "${CNNC_TEST_QUICK:-}" ] && [ "$CNNC_TEST_QUICK" != 0 ]; }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# The Python checkers a test writes into $T import tests/scripts/testlib.py (Expect, close,
+# so_info).
+PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH
 
 # PY: Debian's python3 (numpy, PyTorch) when it is there, else the python3 on PATH.
 PY=/usr/bin/python3
@@ -82,6 +87,12 @@ infer_as() {
   "$CNNRUN" "$T/$n.so" infer --input "$x" --output "$T/$n.y" "$@" >"$T/$n.ilog" 2>&1 && return 0
   bad "infer $n: $(tail -c 400 "$T/$n.ilog")"
   return 1
+}
+
+# same_infer A B INPUT WHAT ARGS...: infer_as A and B on INPUT with ARGS; their outputs are the
+# same bytes (same_bytes, else bad WHAT).
+same_infer() {
+  infer_as "$1" "$3" "${@:5}" && infer_as "$2" "$3" "${@:5}" && same_bytes "$T/$1.y" "$T/$2.y" "$4"
 }
 
 # train_synth SO DIR ARGS...: cnnrun SO train --dataset synthetic --epochs 1 ARGS, checkpoints

@@ -79,10 +79,7 @@ def main():
             return 1
         # (2) cnnc on the same order from the same initial weights
         so = os.path.join(t, "f.so")
-        rc, out = run([CNNC, os.path.join(SRC, "models", "fmnist_cnn.yml"), "--mode", "training", "--optimizer", "momentum",
-                       "--momentum", "0.9", "--batch-size", "64", "--seed", "0", "-o", so])
-        check(rc == 0, f"compile fmnist_cnn for training ({out.strip()[-160:]})")
-        if rc:
+        if not testlib.fmnist_cnn_training(CHECKS, CNNC, SRC, so, "0"):
             return 1
         tpl = os.path.join(t, "tpl")
         rc, out = run([CNNRUN, so, "train", "--dataset", "fashion-mnist", "--data-dir", data, "--limit", "64", "--epochs", "1", "--lr", "0",

@@ -39,10 +39,7 @@ def main():
     import fmnist_xinit as FX
     with tempfile.TemporaryDirectory() as t:
         so = os.path.join(t, "f.so")
-        rc, out = run([CNNC, os.path.join(SRC, "models", "fmnist_cnn.yml"), "--mode", "training", "--optimizer", "momentum",
-                       "--momentum", "0.9", "--batch-size", "64", "--seed", "3", "-o", so])
-        check(rc == 0, f"compile fmnist_cnn for training ({out.strip()[-200:]})")
-        if rc:
+        if not testlib.fmnist_cnn_training(CHECKS, CNNC, SRC, so, "3"):
             return 1
         one = ["--dataset", "fashion-mnist", "--data-dir", data, "--limit", "64", "--epochs", "1", "--seed", "0"]
         # (1) cnnc's initial weights into torch

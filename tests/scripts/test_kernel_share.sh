@@ -14,11 +14,7 @@ script_args "$@"
 M="$SRC/models/cifar_resnet20.yml"
 
 # build NAME SHARE(0|1) ARGS...: cnnc -v with or without sharing, stderr in $T/NAME.log
-build() {
-  local n=$1 s=$2
-  shift 2
-  cnnc_as "$n" "$M" -v --tune kernel_share="$s" "$@" && ok
-}
+build() { cnnc_as "$1" "$M" -v --tune kernel_share="$2" "${@:3}" && ok; }
 # counts NAME: "KERNELS BODIES" from cnnc -v's codegen line
 counts() { sed -n 's/.*codegen \([0-9]*\) kernels (\([0-9]*\) distinct bodies).*/\1 \2/p' "$T/$1.log"; }
 

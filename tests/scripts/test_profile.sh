@@ -10,14 +10,13 @@ script_args "$@"
 MODEL="$SRC/models/cifar_resnet8.yml"
 
 cat >"$T/check.py" <<'EOF'
-import json, subprocess, sys
+import json, sys
+from testlib import Expect, so_info
 so, cnnrun, out, mbs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-d = json.loads(subprocess.run([cnnrun, so, "info", "--json"], check=True, capture_output=True, text=True).stdout)
+d = so_info(cnnrun, so)
 b = json.load(open(out))
 p = b["profile"]
-errs = []
-def expect(c, m):
-    if not c: errs.append(m)
+expect = Expect()
 expect(p["micro_batches"] == mbs, f"micro_batches {p['micro_batches']}, want {mbs}")
 expect(p["peak_gflops_per_core"] > 0, "no peak")
 want = [(s, k, o["name"], o["kernel"]) for s, sh in enumerate(d["shards"]) for k, o in enumerate(sh["ops"])]
@@ -39,8 +38,8 @@ for s, sh in enumerate(d["shards"]):
     # not the join after it, where a descheduled worker (busy machine) can keep the leader a
     # few ms per micro-batch: ops never exceed the shard time, and cover it up to that jitter
     expect(0.5 * busy - 0.005 * mbs <= tot <= 1.02 * busy + 1e-4, f"shard {s}: ops sum {tot:.6f} s, shard entry busy {busy:.6f} s")
-print("\n".join(errs) if errs else "ok")
-sys.exit(1 if errs else 0)
+expect.exit_on_errors()
+print("ok")
 EOF
 
 cnnc_as m1 "$MODEL" -o "$T/m1.so"

@@ -13,14 +13,12 @@ MODEL="$SRC/models/cifar_resnet8.yml"
 
 # Consistency of REPORT.json with the descriptor of MODEL.so (cnnrun info --json).
 cat >"$T/consistent.py" <<'EOF'
-import json, subprocess, sys
+import json, sys
+from testlib import Expect, close, so_info
 report, so, cnnrun, want_shards = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 r = json.load(open(report))
-d = json.loads(subprocess.run([cnnrun, so, "info", "--json"], check=True, capture_output=True, text=True).stdout)
-errs = []
-def expect(cond, msg):
-    if not cond: errs.append(msg)
-def close(a, b): return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+d = so_info(cnnrun, so)
+expect = Expect()
 expect(r["n_shards"] == want_shards and len(r["shards"]) == want_shards, f"want {want_shards} shards, got {r['n_shards']}")
 expect(close(sum(o["flops"] for o in r["ops"]), d["total_flops"]), "per-op flops do not sum to the descriptor's total_flops")
 expect(close(sum(k["flops"] for k in r["kernels"]), d["total_flops"]), "per-kernel flops do not sum to total_flops")
@@ -69,8 +67,7 @@ if len(sys.argv) > 5:  # the proportions given, one per shard, and the limit
         expect(rs["memory"]["limit"] == limit, f"shard {s}: limit")
 else:
     expect(r["memory_limit"] is None and all(rs["available_memory_proportion"] == 0.6 for rs in r["shards"]), "defaults")
-if errs:
-    print("\n".join(errs)); sys.exit(1)
+expect.exit_on_errors()
 EOF
 
 cat >"$T/html.py" <<'EOF'

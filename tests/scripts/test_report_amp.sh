@@ -23,11 +23,10 @@ done
 
 python3 - "$T" $PS <<'EOF' && ok || bad "report figures do not follow P"
 import json, sys
+from testlib import Expect
 T, ps = sys.argv[1], sys.argv[2:]
 r = {p: json.load(open(f"{T}/r{p}.json")) for p in ps}
-errs = []
-def expect(c, m):
-    if not c: errs.append(m)
+expect = Expect()
 budget = {p: r[p]["shards"][0]["working_set_budget"] for p in r}
 expect(all(budget[a] < budget[b] for a, b in zip(ps, ps[1:])), f"budgets {budget}")
 c = r["0.6"]["cache"]
@@ -57,8 +56,7 @@ for lo, hi in zip(ps, ps[1:]):
     expect(not any("conv2d_vcp_" in b and "conv2d_vcp_" not in a for a, b in zip(kinds[lo], kinds[hi])),
            f"a conv on planes at P {hi} but rows at P {lo}")
 print("block working set total:", tot, "budgets:", budget)
-if errs:
-    print("\n".join(errs[:10])); sys.exit(1)
+expect.exit_on_errors(10)
 EOF
 "$CNNC" report-diff "$T/r0.6.json" "$T/r0.1.json" >"$T/diff.out" 2>&1 &&
   grep -qE "block working set [0-9.e+]+ -> [0-9.e+]+ bytes \([0-9]+ -> [0-9]+ tiles\)" "$T/diff.out" &&

@@ -18,12 +18,10 @@ M="$SRC/models/fmnist_cnn.yml"
 
 cat >"$T/check.py" <<'EOF'
 import json, re, subprocess, sys
+from testlib import Expect, close
 report, so, cnnrun, S, N, sched = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 r = json.load(open(report))
-errs = []
-def expect(c, m):
-    if not c: errs.append(m)
-def close(a, b): return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+expect = Expect()
 expect(r["mode"] == "training" and r["n_shards"] == S and len(r["shards"]) == S,
        f"want {S} model shards, got n_shards {r['n_shards']} and {len(r['shards'])} entries")
 tr = r["training"]
@@ -97,8 +95,7 @@ for o in fused:
            f"op {o['name']}: fused into {o['fused_into']}, which is not its stage's anchor at step {o['step']}")
 expect(not fused or len({o["fused_into"] for o in fused}) > 1, "every fused op is attributed to one kernel")
 expect(any(o["phase"] == "backward" for o in fused) or not fused, "no backward op is fused (pass_fuse_train fuses some)")
-if errs:
-    print("\n".join(errs[:12])); sys.exit(1)
+expect.exit_on_errors(12)
 EOF
 
 cat >"$T/html.py" <<'EOF'

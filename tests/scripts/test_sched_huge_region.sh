@@ -14,11 +14,7 @@ script_args "$@"
 M="$SRC/models/cifar_resnet8.yml"
 
 # build NAME REGION ARGS...: cnnc with --tune sched_huge_region=REGION ("" = the default)
-build() {
-  local n=$1 r=$2
-  shift 2
-  cnnc_as "$n" "$M" --batch-size 2 ${r:+--tune sched_huge_region=$r} "$@" && ok
-}
+build() { cnnc_as "$1" "$M" --batch-size 2 ${2:+--tune sched_huge_region=$2} "${@:3}" && ok; }
 
 if [ "$(uname -m)" = x86_64 ]; then
   for r in "" 0 8; do build "asm$r" "$r" --target-cpu znver4 --emit asm -o "$T/asm$r.s"; done

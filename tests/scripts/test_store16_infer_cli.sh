@@ -43,8 +43,7 @@ for half in bf16 fp16; do
       else bad "$tag: --memory-limit 800000 accepted with f32 storage"; fi
     fi
     for th in 1 2; do
-      infer_as s "$T/x$bs.f32" --format raw --threads "$th" && infer_as f "$T/x$bs.f32" --format raw --threads "$th" || continue
-      same_bytes "$T/s.y" "$T/f.y" "$tag threads $th: 16-bit and f32 storage outputs differ"
+      same_infer s f "$T/x$bs.f32" "$tag threads $th: 16-bit and f32 storage outputs differ" --format raw --threads "$th"
     done
   done
 done

@@ -10,15 +10,14 @@ script_args "$@"
 MODEL="$SRC/models/cifar_resnet8.yml"
 
 cat >"$T/trace.py" <<'EOF'
-import json, subprocess, sys
+import json, sys
+from testlib import Expect, so_info
 path, so, cnnrun, mbs, want_ops = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "ops"
 t = json.load(open(path))
-d = json.loads(subprocess.run([cnnrun, so, "info", "--json"], check=True, capture_output=True, text=True).stdout)
+d = so_info(cnnrun, so)
 ev = [e for e in t["traceEvents"] if e["ph"] == "X"]
 names = {e["tid"]: e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
-errs = []
-def expect(c, m):
-    if not c: errs.append(m)
+expect = Expect()
 expect(all(isinstance(e["ts"], (int, float)) and e["dur"] >= 0 and e["pid"] == ev[0]["pid"] for e in ev), "bad ts/dur/pid")
 for s, sh in enumerate(d["shards"]):
     expect(s in names, f"no thread_name for shard {s}")
@@ -36,8 +35,7 @@ for s, sh in enumerate(d["shards"]):
     else:
         expect(not ops, f"shard {s}: op events with one thread")
 expect(t["otherData"]["dropped_events"] == 0, "dropped events")
-if errs:
-    print("\n".join(errs[:10])); sys.exit(1)
+expect.exit_on_errors(10)
 EOF
 
 

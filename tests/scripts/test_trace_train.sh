@@ -15,13 +15,12 @@ script_args "$@"
 
 cat >"$T/check.py" <<'EOF'
 import json, sys
+from testlib import Expect
 path, report, updates, want_ops = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "ops"
 t = json.load(open(path))
 r = json.load(open(report))
 S, N = r["n_shards"], r["training"]["gradient_accumulation"]
-errs = []
-def expect(c, m):
-    if not c: errs.append(m)
+expect = Expect()
 ev = [e for e in t["traceEvents"] if e["ph"] == "X"]
 names = {e["tid"]: e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
 expect(sorted(names) == list(range(S)), f"tracks {sorted(names)}, want one per shard (0..{S - 1})")
@@ -78,8 +77,7 @@ if want_ops:
 else:
     expect(not ops, "op events with one thread per shard")
 expect(any(e["cat"] == "eval" for e in ev), "no eval (validation) events")
-if errs:
-    print("\n".join(errs[:12])); sys.exit(1)
+expect.exit_on_errors(12)
 EOF
 
 

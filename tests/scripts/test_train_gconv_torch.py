@@ -118,17 +118,7 @@ def run(report, tmp, label, yml, model, shape, classes):
     if got is None:
         return
     model.train()
-    opt = torch.optim.SGD([t for t, tr in tens.values() if tr], lr=LR, momentum=0.9)
-    crit = nn.CrossEntropyLoss()
-    for s in range(STEPS):
-        opt.zero_grad()
-        loss = crit(model(x), y)
-        loss.backward()
-        if s == 0:
-            t_loss = float(loss)
-            t_grads = {n: t.grad.detach().numpy().copy() for n, (t, tr) in tens.items() if tr}
-        opt.step()
-    t_vals = {n: t.detach().numpy().copy() for n, (t, _) in tens.items()}
+    t_loss, t_grads, t_vals = torchtrain.torch_steps(tens, model, x, y, lambda p: torch.optim.SGD(p, lr=LR, momentum=0.9), STEPS)
     torchtrain.compare_dump(report, label, TOL, STEPS, *got, t_loss, t_grads, t_vals)
 
 

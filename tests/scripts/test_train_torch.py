@@ -119,24 +119,7 @@ def named_tensors(model):
 def torch_run(model, x, y, make_opt, smoothing, inject=None):
     """STEPS steps on (x, y); returns (first loss, {name: first grad}, {name: final value}).
     inject(step, name) -> array: the gradient to use in the update instead of torch's."""
-    tens = named_tensors(model)
-    opt = make_opt([t for t, tr in tens.values() if tr])
-    crit = nn.CrossEntropyLoss(label_smoothing=smoothing)
-    first_loss, grads = None, {}
-    for s in range(STEPS):
-        opt.zero_grad()
-        loss = crit(model(x), y)
-        loss.backward()
-        if s == 0:
-            first_loss = float(loss)
-            grads = {n: t.grad.detach().numpy().copy() for n, (t, tr) in tens.items() if tr}
-        if inject:
-            with torch.no_grad():
-                for n, (t, tr) in tens.items():
-                    if tr:
-                        t.grad.copy_(torch.from_numpy(inject(s, n).reshape(t.shape)))
-        opt.step()
-    return first_loss, grads, {n: t.detach().numpy().copy() for n, (t, _) in tens.items()}
+    return torchtrain.torch_steps(named_tensors(model), model, x, y, make_opt, STEPS, smoothing, inject)
 
 
 def model_yml(name, tmp):

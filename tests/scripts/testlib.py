@@ -4,11 +4,14 @@ tests' lib.sh uses the same), and need_module(), which exits with it when an opt
 module (PyTorch) is not installed, instead of failing on the import or passing silently.
 The steps the tests repeat: build_src() (the BUILD SRC arguments), need_torchvision() (PyTorch's
 zoo models, tools/export_torchvision.py), need_fmnist_torch() (the dataset and PyTorch of the
-Fashion-MNIST anchor tests), run() / run_output() (a command and its output), need_built(),
+Fashion-MNIST anchor tests) with fmnist_cnn_training(), run() / run_output() (a command and its output), need_built(),
 zoo_models() / input_elems() / each_model() (the per-model zoo tests) and Checks (pass/fail
-counts and the closing "N passed, M failed" line)."""
+counts and the closing "N passed, M failed" line).  The Python checkers the shell tests write
+into their temporary directory import it too (lib.sh puts tests/scripts on PYTHONPATH): Expect
+(the conditions a checker collects), close() and so_info() (a .so's `cnnrun info --json`)."""
 import glob
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -53,6 +56,14 @@ def need_fmnist_torch():
         sys.exit(SKIP)
     need_module("torch", "Debian python3-torch")  # the PyTorch side (tools/fmnist_*.py)
     return data
+
+
+def fmnist_cnn_training(checks, cnnc, src, so, seed):
+    """models/fmnist_cnn.yml compiled for training as the anchor trains it (momentum 0.9, batch
+    64) with --seed seed into so: one check of checks; True when it compiled."""
+    rc, out = run_output([cnnc, os.path.join(src, "models", "fmnist_cnn.yml"), "--mode", "training", "--optimizer",
+                          "momentum", "--momentum", "0.9", "--batch-size", "64", "--seed", seed, "-o", so])
+    return checks.check(rc == 0, f"compile fmnist_cnn for training ({out.strip()[-200:]})")
 
 
 def run(cmd, timeout=900, env=None):
@@ -134,3 +145,31 @@ class Checks:
     def summary(self):
         print("%d passed, %d failed" % (self.passed, self.failed))
         return 1 if self.failed else 0
+
+
+class Expect:
+    """The conditions of a checker: expect(cond, msg) keeps msg when cond is false;
+    exit_on_errors(most) prints the first most of the messages kept (all without most) and
+    exits 1 when there are any."""
+
+    def __init__(self):
+        self.errs = []
+
+    def __call__(self, cond, msg):
+        if not cond:
+            self.errs.append(msg)
+
+    def exit_on_errors(self, most=None):
+        if self.errs:
+            print("\n".join(self.errs[:most]))
+            sys.exit(1)
+
+
+def close(a, b):
+    """a and b equal up to rounding (1e-9 relative, or absolute below 1)."""
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def so_info(cnnrun, so):
+    """`cnnrun SO info --json`, parsed."""
+    return json.loads(subprocess.run([cnnrun, so, "info", "--json"], check=True, capture_output=True, text=True).stdout)

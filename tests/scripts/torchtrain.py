@@ -1,11 +1,13 @@
 """torchtrain.py -- shared by the training-against-PyTorch tests (test_train_torch.py,
 test_train_gconv_torch.py): rel_err, the tensors a --dump-dir holds (dump_tensor, fname),
 compare (the first loss, the first step's gradients and the params after the steps, each
-tensor within a relative tolerance) and compiled (cnnc --mode training, then tests/train_so,
-whose dump compare_dump checks)."""
+tensor within a relative tolerance), compiled (cnnc --mode training, then tests/train_so,
+whose dump compare_dump checks) and torch_steps (PyTorch's side of it)."""
 import os
 
 import numpy as np
+import torch
+import torch.nn as nn
 
 from testlib import run
 
@@ -59,6 +61,30 @@ def compiled(report, build, what, cnnc_args, so, xp, lp, steps, lr, dump):
         return None
     c_loss = float(np.fromfile(os.path.join(dump, "loss.f32"), dtype="<f4")[0])
     return c_loss, lambda step, n, t: dump_tensor(os.path.join(dump, "step%d" % step, fname(n)), t.shape)
+
+
+def torch_steps(tens, model, x, y, make_opt, steps, smoothing=0.0, inject=None):
+    """steps steps of model on (x, y) with the optimizer make_opt(trainable tensors) and the
+    cross-entropy loss; tens: {cnnc name: (tensor, trainable)} of the model.  Returns (first
+    loss, {name: first grad}, {name: final value}).  inject(step, name) -> array: the gradient
+    to use in the update instead of torch's."""
+    opt = make_opt([t for t, tr in tens.values() if tr])
+    crit = nn.CrossEntropyLoss(label_smoothing=smoothing)
+    first_loss, grads = None, {}
+    for s in range(steps):
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        loss.backward()
+        if s == 0:
+            first_loss = float(loss)
+            grads = {n: t.grad.detach().numpy().copy() for n, (t, tr) in tens.items() if tr}
+        if inject:
+            with torch.no_grad():
+                for n, (t, tr) in tens.items():
+                    if tr:
+                        t.grad.copy_(torch.from_numpy(inject(s, n).reshape(t.shape)))
+        opt.step()
+    return first_loss, grads, {n: t.detach().numpy().copy() for n, (t, _) in tens.items()}
 
 
 def compare_dump(report, what, tol, steps, c_loss, state, t_loss, t_grads, t_vals):
