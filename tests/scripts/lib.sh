@@ -10,6 +10,7 @@
 # (an input file), `cnnc_as` (a compile), `infer_as` / `same_infer` / `train_synth` (runs of a .so),
 # `same_bytes` / `differ` (output and checkpoint comparisons), `run_ok` (a command that must
 # succeed), `chromium_dom` (the headless rendering of a report), `loss_falls` (a training log).
+# `PY` is the Python to run; the Python checkers the tests write import testlib.py (PYTHONPATH).
 SKIP=77
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -89,10 +90,14 @@ infer_as() {
   return 1
 }
 
-# same_infer A B INPUT WHAT ARGS...: infer_as A and B on INPUT with ARGS; their outputs are the
-# same bytes (same_bytes, else bad WHAT).
+# same_infer A B INPUT WHAT ARGS...: at 1 and at 2 threads, infer_as A and B on INPUT with ARGS;
+# their outputs are the same bytes (same_bytes, else bad "WHAT (N threads)").
 same_infer() {
-  infer_as "$1" "$3" "${@:5}" && infer_as "$2" "$3" "${@:5}" && same_bytes "$T/$1.y" "$T/$2.y" "$4"
+  local th
+  for th in 1 2; do
+    infer_as "$1" "$3" "${@:5}" --threads $th && infer_as "$2" "$3" "${@:5}" --threads $th &&
+      same_bytes "$T/$1.y" "$T/$2.y" "$4 ($th threads)"
+  done
 }
 
 # train_synth SO DIR ARGS...: cnnrun SO train --dataset synthetic --epochs 1 ARGS, checkpoints
