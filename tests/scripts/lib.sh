@@ -6,6 +6,11 @@
 # ctest reports "Skipped", not "Passed", when something was not checked); `quick`: true under
 # CNNC_TEST_QUICK=1 (.ci/run's sanitizer stage), where a test may run fewer samples or cases.
 # `code_of` / `same_code` compare the code of two --emit llvm / asm outputs (not their options).
+# `script_args` reads the script's BUILD SRC arguments; the steps the tests repeat: `randn`
+# (an input file), `cnnc_as` (a compile), `infer_as` / `same_infer` / `train_synth` (runs of a .so),
+# `same_bytes` / `differ` (output and checkpoint comparisons), `run_ok` (a command that must
+# succeed), `chromium_dom` (the headless rendering of a report), `loss_falls` (a training log).
+# `PY` is the Python to run; the Python checkers the tests write import testlib.py (PYTHONPATH).
 SKIP=77
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -15,6 +20,24 @@ skipped=0
 ok() { pass=$((pass + 1)); }
 quick() { [ -n "${CNNC_TEST_QUICK:-}" ] && [ "$CNNC_TEST_QUICK" != 0 ]; }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# The Python checkers a test writes into $T import tests/scripts/testlib.py (Expect, close,
+# so_info).
+PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH
+
+# PY: Debian's python3 (numpy, PyTorch) when it is there, else the python3 on PATH.
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+
+# script_args "$@": BUILD and SRC from the script's arguments (ctest gives the build and the
+# source directory; a missing one exits with the usage line); CNNC and CNNRUN, the tools built.
+script_args() {
+  BUILD=${1:?usage: ${0##*/} BUILD SRC}
+  SRC=${2:?usage: ${0##*/} BUILD SRC}
+  CNNC="$BUILD/cnnc"
+  CNNRUN="$BUILD/cnnrun"
+}
 
 # expect STATUS PATTERN -- ARGS...: $CNNRUN exits with STATUS and its stdout+stderr match PATTERN.
 expect() {
@@ -37,6 +60,98 @@ expect() {
 # knob changes the generated code").
 code_of() { awk '/(\\22|\\")tune(\\22|\\"): \{/ { skip = 1; next } skip && /^[ \t]*\.size[ \t]/ { skip = 0; next } { skip = 0; print }' <"$1"; }
 same_code() { cmp -s <(code_of "$1") <(code_of "$2"); }
+
+# randn FILE SEED COUNT: COUNT little-endian f32 samples of N(0, 1) from Python's
+# random.Random(SEED), a deterministic model input.
+randn() {
+  "$PY" -c '
+import random, struct, sys
+r, n = random.Random(int(sys.argv[2])), int(sys.argv[3])
+open(sys.argv[1], "wb").write(struct.pack("<%df" % n, *[r.gauss(0, 1) for _ in range(n)]))' "$@" || bad "randn $*"
+}
+
+# cnnc_as NAME ARGS...: cnnc ARGS, its stdout and stderr in $T/NAME.log; when it fails, bad
+# with the log's end and status 1 (callers that count a good compile add `&& ok`).
+cnnc_as() {
+  local n=$1
+  shift
+  "$CNNC" "$@" >"$T/$n.log" 2>&1 && return 0
+  bad "cnnc $n: $(tail -c 400 "$T/$n.log")"
+  return 1
+}
+
+# infer_as NAME INPUT ARGS...: cnnrun $T/NAME.so infer --input INPUT --output $T/NAME.y ARGS (its
+# output in $T/NAME.ilog); when it fails, bad with the log's end and status 1.
+infer_as() {
+  local n=$1 x=$2
+  shift 2
+  "$CNNRUN" "$T/$n.so" infer --input "$x" --output "$T/$n.y" "$@" >"$T/$n.ilog" 2>&1 && return 0
+  bad "infer $n: $(tail -c 400 "$T/$n.ilog")"
+  return 1
+}
+
+# same_infer A B INPUT WHAT ARGS...: at 1 and at 2 threads, infer_as A and B on INPUT with ARGS;
+# their outputs are the same bytes (same_bytes, else bad "WHAT (N threads)").
+same_infer() {
+  local th
+  for th in 1 2; do
+    infer_as "$1" "$3" "${@:5}" --threads $th && infer_as "$2" "$3" "${@:5}" --threads $th &&
+      same_bytes "$T/$1.y" "$T/$2.y" "$4 ($th threads)"
+  done
+}
+
+# train_synth SO DIR ARGS...: cnnrun SO train --dataset synthetic --epochs 1 ARGS, checkpoints
+# in DIR, its output in DIR.log; when it fails, bad with the log's end and status 1.
+train_synth() {
+  local so=$1 dir=$2
+  shift 2
+  "$CNNRUN" "$so" train --dataset synthetic --epochs 1 "$@" --checkpoint-dir "$dir" >"$dir.log" 2>&1 && return 0
+  bad "cnnrun $so train: $(tail -c 400 "$dir.log")"
+  return 1
+}
+
+# ckpt DIR: the path of the one checkpoint in DIR (nothing when it holds none or several).
+ckpt() {
+  local f=("$1"/*.safetensors)
+  [ ${#f[@]} = 1 ] && [ -e "${f[0]}" ] && echo "${f[0]}"
+}
+
+# same_bytes A B WHAT: A is a non-empty file with B's bytes (ok), else bad WHAT.
+same_bytes() { if [ -s "$1" ] && cmp -s "$1" "$2"; then ok; else bad "$3"; fi; }
+# differ A B WHAT: A is a non-empty file whose bytes B does not hold (ok: the comparison that
+# must find them equal elsewhere can fail), else bad WHAT.
+differ() { if [ -s "$1" ] && ! cmp -s "$1" "$2"; then ok; else bad "$3"; fi; }
+
+# run_ok WHAT CMD...: CMD succeeds (ok; its stdout and stderr in $T/run.out), else bad WHAT with
+# the output's start.
+run_ok() {
+  local what=$1
+  shift
+  if "$@" >"$T/run.out" 2>&1; then ok; else bad "$what: $(head -c 900 "$T/run.out")"; fi
+}
+
+# chromium_dom HTML OUT: headless $CHROMIUM (chromium_path) renders HTML; the DOM in OUT, its
+# log in OUT.err.
+chromium_dom() {
+  timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking \
+    --enable-logging=stderr --v=0 --dump-dom "file://$1" >"$2" 2>"$2.err"
+}
+
+# loss_falls LOG MINACC: the `cnnrun train` log LOG logs a loss that falls by more than 0.2 from
+# the first log line to the last, and a validation accuracy above MINACC; prints the three and
+# "ok", else "FAIL: ..." and status 1.
+loss_falls() {
+  awk -v minacc="$2" '
+    /^epoch .*loss/ { for (i = 1; i <= NF; i++) if ($i == "loss") l = $(i + 1); if (first == "") first = l; last = l }
+    /^validation:/ { for (i = 1; i <= NF; i++) if ($i == "accuracy") acc = $(i + 1) }
+    END {
+      if (first == "" || acc == "") { print "FAIL: no loss/validation lines"; exit 1 }
+      printf "first loss %s, last loss %s, validation accuracy %s\n", first, last, acc
+      if (last + 0 >= first - 0.2) { print "FAIL: the loss did not fall"; exit 1 }
+      if (acc + 0 <= minacc) { print "FAIL: validation accuracy not above " minacc; exit 1 }
+      print "ok"
+    }' "$1"
+}
 
 # skip_all REASON: nothing can be checked (missing data or tool): print it and exit $SKIP.
 skip_all() {

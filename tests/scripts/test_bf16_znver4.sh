@@ -14,16 +14,17 @@
 #     the max |logit| of the f32 kernels' 16.16 build (--tune bf16=0; docs/precision.md "bf16
 #     arithmetic": an f32 sum in another order) and within 0.1 of fp32's (32.32).
 set -u
-BUILD=${1:?usage: test_bf16_znver4.sh BUILD SRC}
-SRC=${2:?usage: test_bf16_znver4.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
 M="$SRC/tests/bf16/bottleneck_bf16.yml"
+# z4 NAME ARGS...: cnnc_as NAME, the model for znver4 at batch 2 with ARGS
+z4() {
+  local n=$1
+  shift
+  cnnc_as "$n" "$M" --target-cpu znver4 --batch-size 2 "$@"
+}
 
-if ! "$CNNC" "$M" --precision 16.16 --target-cpu znver4 --batch-size 2 --emit asm -o "$T/z.s" >"$T/log" 2>&1; then
-  bad "znver4 --emit asm: $(tail -3 "$T/log")"
-else
+if z4 zasm --precision 16.16 --emit asm -o "$T/z.s"; then
   # per kernel: name, vdpbf16ps count, dot-product loops (a block holding vdpbf16ps that
   # branches back to its own label: the K loop; small K is unrolled into straight code), and
   # fixed stack operands inside those loops (spills/reloads)
@@ -57,42 +58,31 @@ else
 fi
 for opt in "--precision 32.32" "--precision 16.16 --half-type fp16 --target-features +f16c"; do
   # shellcheck disable=SC2086
-  if "$CNNC" "$M" $opt --target-cpu znver4 --batch-size 2 --emit asm -o "$T/o.s" >"$T/log" 2>&1; then
+  if z4 other $opt --emit asm -o "$T/o.s"; then
     [ "$(grep -c vdpbf16ps "$T/o.s")" = 0 ] && ok || bad "znver4 $opt: vdpbf16ps without bf16 inputs"
-  else
-    bad "znver4 $opt: $(tail -3 "$T/log")"
   fi
 done
 
 # 2. refused at open, not SIGILL
-"$CNNC" "$M" --precision 16.16 --target-cpu znver4 --batch-size 2 -o "$T/z4.so" >"$T/log" 2>&1 || bad "znver4 .so: $(tail -3 "$T/log")"
-"$CNNC" "$M" --precision 16.16 --batch-size 2 -o "$T/h.so" >"$T/log" 2>&1 || bad "host .so: $(tail -3 "$T/log")"
+z4 z4 --precision 16.16 -o "$T/z4.so"
+cnnc_as h "$M" --precision 16.16 --batch-size 2 -o "$T/h.so"
 if grep -qwE "avx512_?bf16" /proc/cpuinfo && grep -qw avx512f /proc/cpuinfo; then # Linux: avx512_bf16
   expect 0 "img/s|latency" -- "$T/z4.so" benchmark --batches 1 --runs 1 --warmup 0
   # 3. the vdpbf16ps kernels executed: vs their emulation, the f32 kernels and fp32
-  z4() { "$CNNC" "$M" --target-cpu znver4 --batch-size 2 "$@" >>"$T/log" 2>&1; }
-  z4 --tune bf16_emulate=1 --precision 16.16 --target-features=-avx512bf16 -o "$T/e4.so" || bad "emulated znver4 .so: $(tail -3 "$T/log")"
-  z4 --tune bf16=0 --precision 16.16 -o "$T/n4.so" || bad "bf16=0 znver4 .so: $(tail -3 "$T/log")"
-  z4 --precision 32.32 -o "$T/f4.so" || bad "32.32 znver4 .so: $(tail -3 "$T/log")"
-  if z4 --tune bf16_emulate=1 --precision 16.16 --target-features=-avx512bf16 --emit asm -o "$T/e4.s"; then
+  z4 e4 --tune bf16_emulate=1 --precision 16.16 --target-features=-avx512bf16 -o "$T/e4.so"
+  z4 n4 --tune bf16=0 --precision 16.16 -o "$T/n4.so"
+  z4 f4 --precision 32.32 -o "$T/f4.so"
+  if z4 e4asm --tune bf16_emulate=1 --precision 16.16 --target-features=-avx512bf16 --emit asm -o "$T/e4.s"; then
     # the emulated build has the same bf16 tiles as the native one, and no vdpbf16ps
     want=$(grep -o '_bf16_[0-9]*x[0-9]*__avx512bf16' "$T/kernels" | sed 's/bf16$//' | sort | tr '\n' ' ')
     got=$(grep -o '^cnnk_[A-Za-z0-9_]*_bf16_[0-9]*x[0-9]*__avx512_bf16emu' "$T/e4.s" | grep -o '_bf16_[0-9]*x[0-9]*__avx512' |
       sort | tr '\n' ' ')
     [ -n "$want" ] && [ "$want" = "$got" ] && ok || bad "emulated tiles '$got', native '$want'"
     [ "$(grep -c vdpbf16ps "$T/e4.s")" = 0 ] && ok || bad "the emulated build has vdpbf16ps"
-  else
-    bad "emulated znver4 --emit asm: $(tail -3 "$T/log")"
   fi
-  python3 -c "
-import random, struct
-random.seed(3)
-n = 6 * 5 * 14 * 14
-open('$T/x.raw', 'wb').write(struct.pack('%df' % n, *[random.gauss(0, 1) for _ in range(n)]))"
-  for s in z4 e4 n4 f4; do
-    "$CNNRUN" "$T/$s.so" infer --input "$T/x.raw" --output "$T/$s.y" --threads 2 >"$T/out" 2>&1 || bad "infer $s: $(tail -3 "$T/out")"
-  done
-  if cmp -s "$T/z4.y" "$T/e4.y" && [ -s "$T/z4.y" ]; then ok; else bad "vdpbf16ps logits not bitwise the emulation's"; fi
+  randn "$T/x.raw" 3 $((6 * 5 * 14 * 14))
+  for s in z4 e4 n4 f4; do infer_as "$s" "$T/x.raw" --threads 2; done
+  same_bytes "$T/z4.y" "$T/e4.y" "vdpbf16ps logits not bitwise the emulation's"
   if msg=$(python3 - "$T" <<'P'
 import struct, sys
 def rd(p):

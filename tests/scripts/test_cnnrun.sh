@@ -3,10 +3,9 @@
 # tests/tools (raw, idx and idx.gz inputs, outputs checked against values computed here),
 # and exit statuses: 0 success, 1 errors (bad model, bad file), 2 usage.
 set -u
-BUILD=${1:?usage: test_cnnrun.sh BUILD SRC}
-CNNRUN="$BUILD/cnnrun"
-FAKE="$BUILD/tests/libfake_model.so"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
+FAKE="$BUILD/tests/libfake_model.so"
 
 # check NAME PYTHON-EXPR: a Python assertion over the files in $T.
 check() {

@@ -17,11 +17,10 @@
 #    (rounded to every step with a warning: exit 0); unknown options of train / validate /
 #    infer / benchmark.
 set -u
-BUILD=${1:?usage: test_cnnrun_badinput.sh BUILD SRC}
-CNNRUN="$BUILD/cnnrun"
+. "$(dirname "$0")/lib.sh"
+script_args "$@"
 FM="$BUILD/tests/libfake_model.so"
 FT="$BUILD/tests/libfake_train.so"
-. "$(dirname "$0")/lib.sh"
 [ -x "$CNNRUN" ] || { echo "FAIL: no $CNNRUN"; echo "0 passed, 1 failed"; exit 1; }
 
 # refuse STATUS PATTERN -- ARGS...: lib.sh's expect, and no sanitizer report in the output.

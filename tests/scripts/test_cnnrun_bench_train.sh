@@ -7,10 +7,8 @@
 # same first loss); refusals: --profile on a training model, --lr on an inference model, bad
 # numbers.  Ends with "N passed, M failed".
 set -u
-BUILD=${1:?usage: test_cnnrun_bench_train.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
 [ -x "$CNNC" ] && [ -x "$CNNRUN" ] || { echo "FAIL: no $CNNC or $CNNRUN"; echo "0 passed, 1 failed"; exit 1; }
 
 cat >"$T/tiny.yml" <<'YML'
@@ -24,11 +22,10 @@ layers:
   - {name: fc1, op: dense, units: 5}
 YML
 mkdir -p "$T/m"
-"$CNNC" "$T/tiny.yml" --mode training --optimizer momentum --momentum 0.9 --batch-size 4 -o "$T/m/t.so" --report "$T/rep" \
-  >"$T/cc.log" 2>&1 || { bad "compile training: $(tail -5 "$T/cc.log")"; finish; exit; }
-"$CNNC" "$T/tiny.yml" --mode training --optimizer momentum --batch-size 4 --gradient-accumulation 3 -o "$T/ga.so" \
-  >"$T/cc2.log" 2>&1 || bad "compile accumulation: $(tail -5 "$T/cc2.log")"
-"$CNNC" "$T/tiny.yml" --batch-size 4 -o "$T/inf.so" >"$T/cc3.log" 2>&1 || bad "compile inference: $(tail -5 "$T/cc3.log")"
+cnnc_as training "$T/tiny.yml" --mode training --optimizer momentum --momentum 0.9 --batch-size 4 -o "$T/m/t.so" --report "$T/rep" ||
+  { finish; exit; }
+cnnc_as accumulation "$T/tiny.yml" --mode training --optimizer momentum --batch-size 4 --gradient-accumulation 3 -o "$T/ga.so"
+cnnc_as inference "$T/tiny.yml" --batch-size 4 -o "$T/inf.so"
 sum0=$(sha256sum "$T/m/t.so")
 ls0=$(find "$T/m" -printf '%p %s %T@ %m\n' | sort)
 

@@ -6,11 +6,10 @@
 # checkpoint; --logs-per-epoch rounding and its errors; usage and model errors with their exit
 # statuses (1 error, 2 usage).  Ends with "N passed, M failed".
 set -u
-BUILD=${1:?usage: test_cnnrun_train.sh BUILD SRC}
-CNNRUN="$BUILD/cnnrun"
+. "$(dirname "$0")/lib.sh"
+script_args "$@"
 FT="$BUILD/tests/libfake_train.so"
 FT2="$BUILD/tests/libfake_train2.so"
-. "$(dirname "$0")/lib.sh"
 
 # accuracy_above MIN FILE: the validation accuracy printed in FILE is > MIN.
 accuracy_above() {
@@ -45,12 +44,8 @@ expect 0 "validation: loss [0-9.]+  accuracy (0\.9|1\.0)" -- "$FT2" train --data
 expect 0 "\"event\": \"log\", \"epoch\": 2.0000, \"step\": 128" -- "$FT" train --dataset synthetic --epochs 4 --logs-per-epoch 1/2 --json
 expect 0 "lr 0.005" -- "$FT" train --dataset synthetic --epochs 3 --lr 0.5 --lr-schedule step --lr-decay-epochs 1,2 --lr-factor 0.1
 # synthetic data takes a compiled model's own input shape (3x32x32) and class count (10)
-SRC=${2:?usage: test_cnnrun_train.sh BUILD SRC}
-if "$BUILD/cnnc" "$SRC/models/cifar_resnet8.yml" --mode training --optimizer momentum --batch-size 8 -o "$T/r8.so" >"$T/cc" 2>&1; then
+cnnc_as r8 "$SRC/models/cifar_resnet8.yml" --mode training --optimizer momentum --batch-size 8 -o "$T/r8.so" &&
   expect 0 "training cifar_resnet8 on synthetic: 128 samples" -- "$T/r8.so" train --dataset synthetic --limit 128 --epochs 1
-else
-  bad "cnnc cifar_resnet8 --mode training: $(head -c 600 "$T/cc")"
-fi
 
 # ---- Fashion-MNIST (Debian dataset-fashion-mnist) ------------------------------------------
 if have_fmnist train && have_fmnist t10k; then

@@ -9,20 +9,15 @@
 #    (--tune units_per_thread=1, 4 units per thread) is reachable and gives fewer units;
 #  - the logits are bitwise the same with either plan and either thread count.
 set -u
-BUILD=${1:?usage: test_compile_units.sh BUILD SRC}
-SRC=${2:?usage: test_compile_units.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
-M="$SRC/models/cifar_resnet20.yml"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
+M="$SRC/models/cifar_resnet20.yml"
 
 # build NAME ARGS...: cnnc -v with the given arguments (--tune ...), stderr in $T/NAME.log
 build() {
   local n=$1
   shift
-  if "$CNNC" "$M" -v --batch-size 2 "$@" -o "$T/$n.so" >"$T/$n.log" 2>&1; then ok; else
-    bad "cnnc $n: $(tail -3 "$T/$n.log")"
-  fi
+  cnnc_as "$n" "$M" -v --batch-size 2 "$@" -o "$T/$n.so" && ok
 }
 units() { sed -n 's/.*codegen .* in \([0-9]*\) units on \([0-9]*\) thread.*/\1 \2/p' "$T/$1.log"; }
 
@@ -59,14 +54,8 @@ b=$(sed -n 's/.*(\([0-9]*\) distinct bodies).*/\1/p' "$T/t2.log")
 bo=$(sed -n 's/.*(\([0-9]*\) distinct bodies).*/\1/p' "$T/old.log")
 [ -n "$b" ] && [ "$b" = "$bo" ] && ok || bad "distinct bodies differ between the plans: $b vs $bo"
 
-python3 -c "
-import random, struct
-random.seed(11)
-n = 2 * 3 * 32 * 32
-open('$T/x.raw', 'wb').write(struct.pack('%df' % n, *[random.gauss(0, 1) for _ in range(n)]))"
-for s in t2 t1 old; do
-  "$CNNRUN" "$T/$s.so" infer --input "$T/x.raw" --output "$T/y.$s" >"$T/out" 2>&1 || bad "infer $s: $(tail -3 "$T/out")"
-done
-[ -s "$T/y.t2" ] && cmp -s "$T/y.t2" "$T/y.t1" && ok || bad "logits differ with 1 and 2 threads"
-[ -s "$T/y.t2" ] && cmp -s "$T/y.t2" "$T/y.old" && ok || bad "logits differ between the old and new unit plans"
+randn "$T/x.raw" 11 $((2 * 3 * 32 * 32))
+for s in t2 t1 old; do infer_as "$s" "$T/x.raw"; done
+same_bytes "$T/t2.y" "$T/t1.y" "logits differ with 1 and 2 threads"
+same_bytes "$T/t2.y" "$T/old.y" "logits differ between the old and new unit plans"
 finish

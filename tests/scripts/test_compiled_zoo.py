@@ -15,18 +15,17 @@ For each models/*.yml, on one seeded random input (batch 2 for CIFAR/MNIST-sized
 CNNC_ZOO_MODELS=a,b restricts the models (file names without .yml).
 Prints one line per model, then "N passed, M failed"; exit status 1 on any failure."""
 import array
-import glob
 import os
 import random
 import re
-import subprocess
 import sys
 import tempfile
 import time
 
-BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
-if not BUILD or not SRC:
-    sys.exit(__doc__)
+import testlib
+from testlib import first_line, run
+
+BUILD, SRC = testlib.build_src(__doc__)
 BUILD = os.path.abspath(BUILD)
 CNNC = os.path.join(BUILD, "cnnc")
 CNNRUN = os.path.join(BUILD, "cnnrun")
@@ -54,22 +53,9 @@ def torch_parity_runs():
     return all(importlib.util.find_spec(m) is not None for m in ("torch", "torchvision"))
 
 
-def run(cmd, timeout=900):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def first_line(r):
-    return ((r.stderr or "") + (r.stdout or "")).strip().splitlines()[:1] or ["(no output)"]
-
-
 def model_info(yml):
-    text = open(yml).read()
-    inp = re.search(r"^input:\s*\{(.*)\}", text, re.M).group(1)
-    shape = [int(v) for v in re.search(r"shape:\s*\[([\d,\s]+)\]", inp).group(1).split(",")]
-    n = 1
-    for v in shape:
-        n *= v
-    return n, "u8" in re.findall(r"dtype:\s*(\w+)", inp)
+    inp = re.search(r"^input:\s*\{(.*)\}", open(yml).read(), re.M).group(1)
+    return testlib.input_elems(inp), "u8" in re.findall(r"dtype:\s*(\w+)", inp)
 
 
 def read_f32(path):
@@ -136,34 +122,22 @@ def check(yml, tmp):
     return True, "batch %d, %s, interpreter %.1f s, %d builds agree" % (batch, ", ".join(notes), t_interp, len(variants))
 
 
+def check_in_tmp(yml):
+    with tempfile.TemporaryDirectory(prefix="cnnc-zoo-") as tmp:
+        try:
+            return check(yml, tmp)
+        except OSError as e:
+            return False, "cannot run: %s" % e
+
+
 def main():
-    for need in (CNNC, CNNRUN, RUN_INTERP):
-        if not os.path.exists(need):
-            print("FAIL %s not built" % need)
-            print("0 passed, 1 failed")
-            return 1
-    ymls = sorted(glob.glob(os.path.join(SRC, "models", "*.yml")))
+    testlib.need_built(CNNC, CNNRUN, RUN_INTERP)
+    ymls = testlib.zoo_models(SRC)
     only = os.environ.get("CNNC_ZOO_MODELS")
     if only:
         keep = set(only.split(","))
         ymls = [y for y in ymls if os.path.basename(y)[:-4] in keep]
-    passed = failed = 0
-    for yml in ymls:
-        with tempfile.TemporaryDirectory(prefix="cnnc-zoo-") as tmp:
-            try:
-                ok, msg = check(yml, tmp)
-            except subprocess.TimeoutExpired as e:
-                ok, msg = False, "timed out: %s" % " ".join(e.cmd)
-            except OSError as e:
-                ok, msg = False, "cannot run: %s" % e
-        print("%s %-26s %s" % ("PASS" if ok else "FAIL", os.path.basename(yml), msg), flush=True)
-        passed += ok
-        failed += not ok
-    if not ymls:
-        print("FAIL no models under %s/models" % SRC)
-        failed += 1
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return testlib.each_model(ymls, SRC, check_in_tmp, 26)
 
 
 if __name__ == "__main__":

@@ -25,36 +25,23 @@ Ends with "N passed, M failed"."""
 import os
 import re
 import json
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+import testlib
+from testlib import run_output as run
+
 BUILD, SRC = sys.argv[1], sys.argv[2]
 CNNC, CNNRUN = os.path.join(BUILD, "cnnc"), os.path.join(BUILD, "cnnrun")
 TOOLS = os.path.join(SRC, "tools")
 ORDER, XINIT = os.path.join(TOOLS, "fmnist_order.py"), os.path.join(TOOLS, "fmnist_xinit.py")
-# the dataset ($CNNC_FMNIST_DIR as in tests/scripts/lib.sh; tools/fmnist_*.py read the same)
-DATA = os.environ.get("CNNC_FMNIST_DIR", "/usr/share/datasets/fashion-mnist")
-SKIP = 77  # SKIP_RETURN_CODE of the script tests (tests/CMakeLists.txt)
 N = 20
 LOSS_TOL, W1_TOL, W3_TOL = 2e-5, 1e-4, 1e-3
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    passed, failed = passed + bool(ok), failed + (not ok)
-
-
+CHECKS = testlib.Checks(verbose=True)
+check = CHECKS.check
 TORCH_ENV = dict(os.environ, DNNL_MAX_CPU_ISA="AVX2")  # the reference's kernels, host-independent
-
-
-def run(cmd, env=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    return r.returncode, r.stdout + r.stderr
 
 
 def torch_losses(out):
@@ -70,14 +57,7 @@ def rel_l2(a, b):
 
 
 def main():
-    if not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")):
-        print(f"skip: no Fashion-MNIST in {DATA} (Debian dataset-fashion-mnist)")
-        return SKIP
-    try:
-        import torch  # noqa: F401 -- the PyTorch side (tools/fmnist_*.py)
-    except ImportError:
-        print("skip: no PyTorch (Debian python3-torch)")
-        return SKIP
+    data = testlib.need_fmnist_torch()
     sys.path.insert(0, TOOLS)
     import fmnist_xinit as FX
     py = sys.executable
@@ -99,13 +79,10 @@ def main():
             return 1
         # (2) cnnc on the same order from the same initial weights
         so = os.path.join(t, "f.so")
-        rc, out = run([CNNC, os.path.join(SRC, "models", "fmnist_cnn.yml"), "--mode", "training", "--optimizer", "momentum",
-                       "--momentum", "0.9", "--batch-size", "64", "--seed", "0", "-o", so])
-        check(rc == 0, f"compile fmnist_cnn for training ({out.strip()[-160:]})")
-        if rc:
+        if not testlib.fmnist_cnn_training(CHECKS, CNNC, SRC, so, "0"):
             return 1
         tpl = os.path.join(t, "tpl")
-        rc, out = run([CNNRUN, so, "train", "--dataset", "fashion-mnist", "--data-dir", DATA, "--limit", "64", "--epochs", "1", "--lr", "0",
+        rc, out = run([CNNRUN, so, "train", "--dataset", "fashion-mnist", "--data-dir", data, "--limit", "64", "--epochs", "1", "--lr", "0",
                        "--seed", "0", "--checkpoint-dir", tpl])
         t0 = os.path.join(t, "t0.safetensors")
         rc2, out2 = run([py, XINIT, "torch2ckpt", "--template", os.path.join(tpl, "ckpt-step-00000001.safetensors"),
@@ -149,8 +126,7 @@ def main():
         rc, out, lc2, st2 = cnnc_run("0.0495", os.path.join(t, "ck2"), 1)
         e, n = worst_dw(st2, 1, ref[1]) if 1 in st2 else (0.0, "none")
         check(rc == 0 and e > W1_TOL, f"lr 0.0495 instead of 0.05 is caught: weight change after step 1 off by {e:.1e} ({n})")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return CHECKS.summary()
 
 
 if __name__ == "__main__":

@@ -13,30 +13,19 @@ with the right names and layouts:
 Ends with "N passed, M failed"."""
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+import testlib
+from testlib import run_output as run
+
 BUILD, SRC = sys.argv[1], sys.argv[2]
 CNNC, CNNRUN = os.path.join(BUILD, "cnnc"), os.path.join(BUILD, "cnnrun")
 X = os.path.join(SRC, "tools", "fmnist_xinit.py")
-# the dataset ($CNNC_FMNIST_DIR as in tests/scripts/lib.sh; tools/fmnist_*.py read the same)
-DATA = os.environ.get("CNNC_FMNIST_DIR", "/usr/share/datasets/fashion-mnist")
-SKIP = 77  # SKIP_RETURN_CODE of the script tests (tests/CMakeLists.txt)
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    passed, failed = passed + bool(ok), failed + (not ok)
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    return r.returncode, r.stdout + r.stderr
+CHECKS = testlib.Checks(verbose=True)
+check = CHECKS.check
 
 
 def step_loss(out):
@@ -45,24 +34,14 @@ def step_loss(out):
 
 
 def main():
-    if not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")):
-        print(f"skip: no Fashion-MNIST in {DATA} (Debian dataset-fashion-mnist)")
-        return SKIP
-    try:
-        import torch  # noqa: F401 -- the PyTorch side (tools/fmnist_*.py)
-    except ImportError:
-        print("skip: no PyTorch (Debian python3-torch)")
-        return SKIP
+    data = testlib.need_fmnist_torch()
     sys.path.insert(0, os.path.join(SRC, "tools"))
     import fmnist_xinit as FX
     with tempfile.TemporaryDirectory() as t:
         so = os.path.join(t, "f.so")
-        rc, out = run([CNNC, os.path.join(SRC, "models", "fmnist_cnn.yml"), "--mode", "training", "--optimizer", "momentum",
-                       "--momentum", "0.9", "--batch-size", "64", "--seed", "3", "-o", so])
-        check(rc == 0, f"compile fmnist_cnn for training ({out.strip()[-200:]})")
-        if rc:
+        if not testlib.fmnist_cnn_training(CHECKS, CNNC, SRC, so, "3"):
             return 1
-        one = ["--dataset", "fashion-mnist", "--data-dir", DATA, "--limit", "64", "--epochs", "1", "--seed", "0"]
+        one = ["--dataset", "fashion-mnist", "--data-dir", data, "--limit", "64", "--epochs", "1", "--seed", "0"]
         # (1) cnnc's initial weights into torch
         rc, out = run([CNNRUN, so, "train", *one, "--lr", "0", "--checkpoint-dir", os.path.join(t, "ck")])
         ck = os.path.join(t, "ck", "ckpt-step-00000001.safetensors")
@@ -100,8 +79,7 @@ def main():
                               ("step", "I64", [], np.zeros((), np.int64))])
         rc, out = run([sys.executable, X, "torch2ckpt", "--template", bad, "--seed", "0", "-o", os.path.join(t, "x.st")])
         check(rc != 0 and "bad.safetensors" in out and "conv1/weight" in out, f"wrong template refused: {out.strip()[-160:]}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return CHECKS.summary()
 
 
 if __name__ == "__main__":

@@ -13,13 +13,8 @@
 #    half_partials_f32=1; the accumulators' bytes saved are the drop of the report's
 #    memory total and of the planned bytes `cnnrun info` prints.
 set -u
-BUILD=${1:?usage: test_half_partials_bitwise.sh BUILD SRC}
-SRC=${2:?usage: test_half_partials_bitwise.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
 
 cat >"$T/m.yml" <<'Y'
 name: partials
@@ -46,18 +41,8 @@ Y
 build() {
   local n=$1 h=$2 f32=$3
   shift 3
-  if "$CNNC" "$T/m.yml" --tune half_partials_f32="$f32" --mode training --optimizer momentum --batch-size 4 --seed 3 \
-    --precision 16.32 --half-type "$h" --gradient-accumulation 2 --replicas 2 "$@" -o "$T/$n.so" --report "$T/$n" \
-    >"$T/$n.out" 2>&1; then
-    ok
-  else
-    bad "cnnc $n: $(head -c 400 "$T/$n.out")"
-  fi
-}
-# train NAME: 4 updates of 2 x 2 micro-batches of 4 synthetic samples, checkpoint in $T/NAME.ck
-train() {
-  if "$CNNRUN" "$T/$1.so" train --dataset synthetic --epochs 1 --limit 64 --lr 0.05 --checkpoint-dir "$T/$1.ck" \
-    >"$T/$1.log" 2>&1; then ok; else bad "cnnrun $1 train: $(tail -c 400 "$T/$1.log")"; fi
+  cnnc_as "$n" "$T/m.yml" --tune half_partials_f32="$f32" --mode training --optimizer momentum --batch-size 4 --seed 3 \
+    --precision 16.32 --half-type "$h" --gradient-accumulation 2 --replicas 2 "$@" -o "$T/$n.so" --report "$T/$n" && ok
 }
 planned() { "$CNNRUN" "$T/$1.so" info | sed -n 's/.*micro_batch.*planned \([0-9]*\) bytes.*/\1/p'; }
 
@@ -65,9 +50,10 @@ for h in bf16 fp16; do
   build "h16$h" "$h" 0 --enable-half-partials
   build "h32$h" "$h" 1 --enable-half-partials
   build "off$h" "$h" 0
-  for n in "h16$h" "h32$h" "off$h"; do train "$n"; done
-  if cmp "$T/h16$h.ck/"*.safetensors "$T/h32$h.ck/"*.safetensors; then ok; else bad "$h: 16-bit and f32 partial storage trained differently"; fi
-  if cmp -s "$T/h16$h.ck/"*.safetensors "$T/off$h.ck/"*.safetensors; then bad "$h: half partials changed nothing"; else ok; fi
+  # 4 updates of 2 x 2 micro-batches of 4 synthetic samples, checkpoint in $T/NAME.ck
+  for n in "h16$h" "h32$h" "off$h"; do train_synth "$T/$n.so" "$T/$n.ck" --limit 64 --lr 0.05 && ok; done
+  same_bytes "$(ckpt "$T/h16$h.ck")" "$(ckpt "$T/h32$h.ck")" "$h: 16-bit and f32 partial storage trained differently"
+  differ "$(ckpt "$T/h16$h.ck")" "$(ckpt "$T/off$h.ck")" "$h: half partials changed nothing"
   p16=$(planned "h16$h") p32=$(planned "h32$h")
   if "$PY" - "$T" "$h" "$p16" "$p32" >"$T/py.out" 2>&1 <<'P'; then ok; else bad "$(cat "$T/py.out")"; fi
 import json, sys

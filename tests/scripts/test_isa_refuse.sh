@@ -6,11 +6,8 @@
 # message naming every missing feature — not SIGILL in a kernel.  On a CPU that has them all the
 # model must run instead.  The expected missing set comes from /proc/cpuinfo.
 set -u
-BUILD=${1:?usage: test_isa_refuse.sh BUILD SRC}
-SRC=${2:?usage: test_isa_refuse.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
 M="$SRC/models/fmnist_cnn.yml"
 FLAGS=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 
@@ -26,10 +23,7 @@ cpu_lacks() {
 refused() {
   local name=$1 needs=$2
   shift 3
-  if ! "$CNNC" "$M" --batch-size 2 "$@" -o "$T/$name.so" >"$T/cc.out" 2>&1; then
-    bad "$name: cnnc $*: $(tail -3 "$T/cc.out")"
-    return
-  fi
+  cnnc_as "$name" "$M" --batch-size 2 "$@" -o "$T/$name.so" || return
   local missing=()
   for f in $needs; do cpu_lacks "$f" && missing+=("$f"); done
   if [ ${#missing[@]} = 0 ]; then
@@ -50,11 +44,11 @@ refused skylake "avx512f avx512bw avx512dq avx512vl" -- --target-cpu skylake-avx
 refused bf16 "avx512f avx512bw avx512dq avx512vl avx512bf16" -- --target-cpu znver4 --precision 16.16
 refused f_vl "avx512f avx512vl" -- --target-features +avx,+avx2,+fma,+f16c,+avx512f,+avx512vl
 # no AVX-512 subset is declared for a bare avx512f target
-"$CNNC" "$M" --batch-size 2 --target-features +avx,+avx2,+fma,+avx512f -o "$T/f.so" >"$T/cc.out" 2>&1 || bad "cnnc +avx512f: $(tail -3 "$T/cc.out")"
+cnnc_as f "$M" --batch-size 2 --target-features +avx,+avx2,+fma,+avx512f -o "$T/f.so"
 if cpu_lacks avx512f; then
   expect 1 "lacks: avx512f \(the model needs avx,avx2,fma,f16c,avx512f;" -- "$T/f.so" info
 fi
 # the host build runs
-"$CNNC" "$M" --batch-size 2 -o "$T/h.so" >"$T/cc.out" 2>&1 || bad "cnnc host: $(tail -3 "$T/cc.out")"
+cnnc_as h "$M" --batch-size 2 -o "$T/h.so"
 expect 0 "img/s|latency" -- "$T/h.so" benchmark --batches 1 --runs 1 --warmup 0
 finish

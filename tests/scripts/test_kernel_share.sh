@@ -9,21 +9,12 @@
 #  - training (kernels without blobs: aliases): the weights after 4 synthetic steps are
 #    bitwise equal with and without sharing.
 set -u
-BUILD=${1:?usage: test_kernel_share.sh BUILD SRC}
-SRC=${2:?usage: test_kernel_share.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
-M="$SRC/models/cifar_resnet20.yml"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
+M="$SRC/models/cifar_resnet20.yml"
 
 # build NAME SHARE(0|1) ARGS...: cnnc -v with or without sharing, stderr in $T/NAME.log
-build() {
-  local n=$1 s=$2
-  shift 2
-  if "$CNNC" "$M" -v --tune kernel_share="$s" "$@" >"$T/$n.log" 2>&1; then ok; else
-    bad "cnnc $n: $(tail -3 "$T/$n.log")"
-  fi
-}
+build() { cnnc_as "$1" "$M" -v --tune kernel_share="$2" "${@:3}" && ok; }
 # counts NAME: "KERNELS BODIES" from cnnc -v's codegen line
 counts() { sed -n 's/.*codegen \([0-9]*\) kernels (\([0-9]*\) distinct bodies).*/\1 \2/p' "$T/$1.log"; }
 
@@ -38,15 +29,9 @@ if command -v nm >/dev/null; then
   nm "$T/noshare.so" | grep -q "_shared$" && bad "a _shared body with kernel_share=0" || ok
 fi
 
-python3 -c "
-import random, struct
-random.seed(7)
-n = 2 * 3 * 32 * 32
-open('$T/x.raw', 'wb').write(struct.pack('%df' % n, *[random.gauss(0, 1) for _ in range(n)]))"
-for s in share noshare; do
-  "$CNNRUN" "$T/$s.so" infer --input "$T/x.raw" --output "$T/y.$s" >"$T/out" 2>&1 || bad "infer $s: $(tail -3 "$T/out")"
-done
-[ -s "$T/y.share" ] && cmp -s "$T/y.share" "$T/y.noshare" && ok || bad "logits differ with and without sharing"
+randn "$T/x.raw" 7 $((2 * 3 * 32 * 32))
+for s in share noshare; do infer_as "$s" "$T/x.raw"; done
+same_bytes "$T/share.y" "$T/noshare.y" "logits differ with and without sharing"
 
 build ll 1 --batch-size 2 --emit llvm -o "$T/m.ll"
 grep -q "_shared(" "$T/m.ll" && ok || bad "--emit llvm: no shared body"
@@ -57,11 +42,6 @@ build trs 1 --mode training --batch-size 4 -o "$T/trs.so"
 build trn 0 --mode training --batch-size 4 -o "$T/trn.so"
 read -r k b <<<"$(counts trs)"
 [ -n "${b:-}" ] && [ "$b" -lt "$k" ] && ok || bad "training: no kernel shared: '$(counts trs)'"
-for s in trs trn; do
-  "$CNNRUN" "$T/$s.so" train --dataset synthetic --limit 16 --epochs 1 --checkpoint-dir "$T/ck.$s" >"$T/out" 2>&1 ||
-    bad "train $s: $(tail -3 "$T/out")"
-done
-a=$(ls "$T"/ck.trs/*.safetensors 2>/dev/null | head -1)
-b=$(ls "$T"/ck.trn/*.safetensors 2>/dev/null | head -1)
-[ -n "$a" ] && [ -n "$b" ] && cmp -s "$a" "$b" && ok || bad "training: weights differ with and without sharing"
+for s in trs trn; do train_synth "$T/$s.so" "$T/ck.$s" --limit 16; done
+same_bytes "$(ckpt "$T/ck.trs")" "$(ckpt "$T/ck.trn")" "training: weights differ with and without sharing"
 finish

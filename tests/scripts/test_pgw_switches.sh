@@ -15,11 +15,8 @@
 # but its options record) of pgw_dwpf=0, pgw_uneven_rows=1, pgw_one_image=1 and pgw_minblk=4
 # differs from the default's.
 set -u
-BUILD=${1:?usage: test_pgw_switches.sh BUILD SRC}
-SRC=${2:?usage: test_pgw_switches.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
 
 cat >"$T/m.yml" <<'Y'
 name: pgw_switches
@@ -41,38 +38,27 @@ Y
 build() {
   local n=$1
   shift
-  if "$CNNC" "$T/m.yml" --mode training --optimizer momentum --batch-size 4 --seed 5 "$@" -o "$T/$n.so" >"$T/$n.out" 2>&1 &&
-    "$CNNC" "$T/m.yml" --mode training --optimizer momentum --batch-size 4 --seed 5 --emit llvm "$@" -o "$T/$n.ll" \
-      >>"$T/$n.out" 2>&1; then
-    ok
-  else
-    bad "cnnc $n: $(head -c 400 "$T/$n.out")"
-  fi
+  set -- "$T/m.yml" --mode training --optimizer momentum --batch-size 4 --seed 5 "$@"
+  cnnc_as "$n" "$@" -o "$T/$n.so" && cnnc_as "$n.ll" "$@" --emit llvm -o "$T/$n.ll" && ok
 }
-# train NAME: 3 updates of 4 synthetic samples at 2 threads, checkpoint in $T/NAME.ck
-train() {
-  if "$CNNRUN" "$T/$1.so" train --dataset synthetic --epochs 1 --limit 12 --lr 0.05 --threads 2 \
-    --checkpoint-dir "$T/$1.ck" >"$T/$1.log" 2>&1; then ok; else bad "cnnrun $1 train: $(tail -c 400 "$T/$1.log")"; fi
-}
+# the knobs of each build but the default's
+declare -A TUNE=([nopf]=pgw_prefetch=0,pgw_dwpf=0 [nodwpf]=pgw_dwpf=0 [min4]=pgw_minblk=4 [uneven]=pgw_uneven_rows=1
+  [oneimg]=pgw_one_image=1 [old]=pgw_prefetch=0,pgw_minblk=4,pgw_uneven_rows=1,pgw_dwpf=0,pgw_one_image=1)
+VARIANTS="nopf nodwpf min4 uneven oneimg old"
 
 build def
-build nopf --tune pgw_prefetch=0,pgw_dwpf=0
-build nodwpf --tune pgw_dwpf=0
-build min4 --tune pgw_minblk=4
-build uneven --tune pgw_uneven_rows=1
-build oneimg --tune pgw_one_image=1
-build old --tune pgw_prefetch=0,pgw_minblk=4,pgw_uneven_rows=1,pgw_dwpf=0,pgw_one_image=1
+for n in $VARIANTS; do build "$n" --tune "${TUNE[$n]}"; done
 if grep -q 'define.*conv2d_grad_weight_pk_f32' "$T/def.ll"; then ok; else bad "no packed grad_weight kernel in the module"; fi
 # gwfn NAME: the packed grad_weight functions of $T/NAME.ll (other kernels may prefetch too)
 gwfn() { awk '/^define.*conv2d_grad_weight_pk_f32/ {on = 1} on {print} /^}/ {on = 0}' "$T/$1.ll"; }
 if gwfn def | grep -q 'call void @llvm.prefetch'; then ok; else bad "the default grad_weight does not prefetch"; fi
-if gwfn nopf | grep -q 'call void @llvm.prefetch'; then bad "pgw_prefetch=0,pgw_dwpf=0 still prefetches"; else ok; fi
-if same_code "$T/def.ll" "$T/nodwpf.ll"; then bad "pgw_dwpf=0 changed nothing"; else ok; fi
-if same_code "$T/def.ll" "$T/oneimg.ll"; then bad "pgw_one_image=1 changed nothing"; else ok; fi
-if same_code "$T/def.ll" "$T/uneven.ll"; then bad "pgw_uneven_rows=1 changed nothing"; else ok; fi
-if same_code "$T/def.ll" "$T/min4.ll"; then bad "pgw_minblk=4 changed nothing"; else ok; fi
-for n in def nopf nodwpf min4 uneven oneimg old; do train "$n"; done
-for n in nopf nodwpf min4 uneven oneimg old; do
-  if cmp "$T/def.ck/"*.safetensors "$T/$n.ck/"*.safetensors; then ok; else bad "$n trained differently from the default"; fi
+if gwfn nopf | grep -q 'call void @llvm.prefetch'; then bad "${TUNE[nopf]} still prefetches"; else ok; fi
+for n in nodwpf oneimg uneven min4; do
+  if same_code "$T/def.ll" "$T/$n.ll"; then bad "${TUNE[$n]} changed nothing"; else ok; fi
+done
+# 3 updates of 4 synthetic samples at 2 threads, checkpoint in $T/NAME.ck
+for n in def $VARIANTS; do train_synth "$T/$n.so" "$T/$n.ck" --limit 12 --lr 0.05 --threads 2 && ok; done
+for n in $VARIANTS; do
+  same_bytes "$(ckpt "$T/def.ck")" "$(ckpt "$T/$n.ck")" "$n trained differently from the default"
 done
 finish

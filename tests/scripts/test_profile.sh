@@ -5,24 +5,18 @@
 # of a shard summing to about the shard entry's time; 1 and 2 shards, 1 and 2 threads; text
 # and JSON; --peak; a model without profiled entries fails with a clear message.
 set -u
-BUILD=${1:?usage: test_profile.sh BUILD SRC}
-SRC=${2:?usage: test_profile.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
-MODEL="$SRC/models/cifar_resnet8.yml"
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
+MODEL="$SRC/models/cifar_resnet8.yml"
 
 cat >"$T/check.py" <<'EOF'
-import json, subprocess, sys
+import json, sys
+from testlib import Expect, so_info
 so, cnnrun, out, mbs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-d = json.loads(subprocess.run([cnnrun, so, "info", "--json"], check=True, capture_output=True, text=True).stdout)
+d = so_info(cnnrun, so)
 b = json.load(open(out))
 p = b["profile"]
-errs = []
-def expect(c, m):
-    if not c: errs.append(m)
+expect = Expect()
 expect(p["micro_batches"] == mbs, f"micro_batches {p['micro_batches']}, want {mbs}")
 expect(p["peak_gflops_per_core"] > 0, "no peak")
 want = [(s, k, o["name"], o["kernel"]) for s, sh in enumerate(d["shards"]) for k, o in enumerate(sh["ops"])]
@@ -44,12 +38,12 @@ for s, sh in enumerate(d["shards"]):
     # not the join after it, where a descheduled worker (busy machine) can keep the leader a
     # few ms per micro-batch: ops never exceed the shard time, and cover it up to that jitter
     expect(0.5 * busy - 0.005 * mbs <= tot <= 1.02 * busy + 1e-4, f"shard {s}: ops sum {tot:.6f} s, shard entry busy {busy:.6f} s")
-print("\n".join(errs) if errs else "ok")
-sys.exit(1 if errs else 0)
+expect.exit_on_errors()
+print("ok")
 EOF
 
-"$CNNC" "$MODEL" -o "$T/m1.so" >/dev/null 2>&1 || bad "compile 1 shard"
-"$CNNC" "$MODEL" --shards 2 -o "$T/m2.so" >/dev/null 2>&1 || bad "compile 2 shards"
+cnnc_as m1 "$MODEL" -o "$T/m1.so"
+cnnc_as m2 "$MODEL" --shards 2 -o "$T/m2.so"
 for so in m1 m2; do
   for th in 1 2; do
     if "$CNNRUN" "$T/$so.so" benchmark --profile --json --runs 3 --batches 2 --threads $th >"$T/p.json" 2>"$T/err"; then

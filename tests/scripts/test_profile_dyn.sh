@@ -6,19 +6,14 @@
 # physical bound, and bal (busy sum / (threads x slowest)) of every dynamic-size op above the
 # 0.5 that "one thread ran every part" gives.
 set -u
-BUILD=${1:?usage: test_profile_dyn.sh BUILD SRC}
-SRC=${2:?usage: test_profile_dyn.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
-MODEL="$SRC/models/cifar_resnet8.yml"
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
+MODEL="$SRC/models/cifar_resnet8.yml"
 
 # The IR: body of function $2 in file $1.
 fn_body() { awk -v f="@$2(" 'index($0, "define") == 1 && index($0, f) { on = 1 } on { print } on && /^}/ { exit }' "$1"; }
 
-"$CNNC" "$MODEL" --batch-size 1 --emit llvm -o "$T/m.ll" >/dev/null 2>&1 || bad "emit llvm"
+cnnc_as ll "$MODEL" --batch-size 1 --emit llvm -o "$T/m.ll"
 run=$(fn_body "$T/m.ll" cnnc_shard0_run | grep -c atomicrmw)
 prof=$(fn_body "$T/m.ll" cnnc_shard0_prof | grep -c atomicrmw)
 lines=$(fn_body "$T/m.ll" cnnc_shard0_prof | wc -l)
@@ -26,7 +21,7 @@ lines=$(fn_body "$T/m.ll" cnnc_shard0_prof | wc -l)
 [ "$run" -gt 0 ] && ok || bad "cnnc_shard0_run has no atomicrmw: cifar_resnet8 b1 has no dynamic op any more"
 [ "$lines" -gt 5 ] && [ "$prof" = 0 ] && ok || bad "cnnc_shard0_prof ($lines lines) has $prof atomicrmw: profiled entry uses dynamic shares"
 
-"$CNNC" "$MODEL" --batch-size 1 -o "$T/m.so" >/dev/null 2>&1 || bad "compile"
+cnnc_as so "$MODEL" --batch-size 1 -o "$T/m.so"
 cat >"$T/check.py" <<'EOF'
 import json, sys
 b = json.load(open(sys.argv[1]))

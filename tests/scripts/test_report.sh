@@ -7,28 +7,18 @@
 # --memory-limit and --available-memory-proportion (per shard) show up in the JSON, the HTML
 # (limit line, working-set budget column) and report-diff, and usage errors exit 2.
 set -u
-BUILD=${1:?usage: test_report.sh BUILD SRC}
-SRC=${2:?usage: test_report.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
-MODEL="$SRC/models/cifar_resnet8.yml"
 . "$(dirname "$0")/lib.sh"
-check() { # check NAME CMD...: CMD must succeed
-  local name=$1
-  shift
-  if "$@" >"$T/check.out" 2>&1; then ok; else bad "$name: $(head -c 600 "$T/check.out")"; fi
-}
+script_args "$@"
+MODEL="$SRC/models/cifar_resnet8.yml"
 
 # Consistency of REPORT.json with the descriptor of MODEL.so (cnnrun info --json).
 cat >"$T/consistent.py" <<'EOF'
-import json, subprocess, sys
+import json, sys
+from testlib import Expect, close, so_info
 report, so, cnnrun, want_shards = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 r = json.load(open(report))
-d = json.loads(subprocess.run([cnnrun, so, "info", "--json"], check=True, capture_output=True, text=True).stdout)
-errs = []
-def expect(cond, msg):
-    if not cond: errs.append(msg)
-def close(a, b): return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+d = so_info(cnnrun, so)
+expect = Expect()
 expect(r["n_shards"] == want_shards and len(r["shards"]) == want_shards, f"want {want_shards} shards, got {r['n_shards']}")
 expect(close(sum(o["flops"] for o in r["ops"]), d["total_flops"]), "per-op flops do not sum to the descriptor's total_flops")
 expect(close(sum(k["flops"] for k in r["kernels"]), d["total_flops"]), "per-kernel flops do not sum to total_flops")
@@ -77,8 +67,7 @@ if len(sys.argv) > 5:  # the proportions given, one per shard, and the limit
         expect(rs["memory"]["limit"] == limit, f"shard {s}: limit")
 else:
     expect(r["memory_limit"] is None and all(rs["available_memory_proportion"] == 0.6 for rs in r["shards"]), "defaults")
-if errs:
-    print("\n".join(errs)); sys.exit(1)
+expect.exit_on_errors()
 EOF
 
 cat >"$T/html.py" <<'EOF'
@@ -93,20 +82,21 @@ if missing or bad or '<table id="ops">' not in h or not h.rstrip().endswith("</h
 EOF
 
 # ---- 1 and 2 shards ------------------------------------------------------------------------
-if "$CNNC" "$MODEL" -o "$T/m1.so" --report "$T/r1" >"$T/c1.out" 2>&1 && [ -s "$T/r1.json" ] && [ -s "$T/r1.html" ]; then ok
-else bad "cnnc --report r1 (r1.json + r1.html): $(head -c 400 "$T/c1.out")"; fi
-if "$CNNC" "$MODEL" -o "$T/m2.so" --shards 2 --report "$T/r2.json" >"$T/c2.out" 2>&1 && [ -s "$T/r2.json" ] && [ -s "$T/r2.html" ]; then ok
-else bad "cnnc --report r2.json writes r2.json and r2.html: $(head -c 400 "$T/c2.out")"; fi
-check "report 1 shard consistent with the .so" python3 "$T/consistent.py" "$T/r1.json" "$T/m1.so" "$CNNRUN" 1
-check "report 2 shards consistent with the .so" python3 "$T/consistent.py" "$T/r2.json" "$T/m2.so" "$CNNRUN" 2
-check "html has the svg charts, no scripts or links" python3 "$T/html.py" "$T/r2.html" 2
-"$CNNC" "$MODEL" -o "$T/m3.so" --report "$T/r3.html" >/dev/null 2>&1 && [ -s "$T/r3.json" ] && [ -s "$T/r3.html" ] && ok ||
-  bad "--report r3.html writes r3.json and r3.html"
+# report N ARGS...: cnnc MODEL ARGS writes $T/rN.json and $T/rN.html
+report() {
+  cnnc_as "c$1" "$MODEL" "${@:2}" || return
+  [ -s "$T/r$1.json" ] && [ -s "$T/r$1.html" ] && ok || bad "cnnc ${*:2}: no r$1.json and r$1.html"
+}
+report 1 -o "$T/m1.so" --report "$T/r1"
+report 2 -o "$T/m2.so" --shards 2 --report "$T/r2.json"
+run_ok "report 1 shard consistent with the .so" python3 "$T/consistent.py" "$T/r1.json" "$T/m1.so" "$CNNRUN" 1
+run_ok "report 2 shards consistent with the .so" python3 "$T/consistent.py" "$T/r2.json" "$T/m2.so" "$CNNRUN" 2
+run_ok "html has the svg charts, no scripts or links" python3 "$T/html.py" "$T/r2.html" 2
+report 3 -o "$T/m3.so" --report "$T/r3.html"
 
 # ---- memory limit and available memory proportion (per shard) ------------------------------
-if "$CNNC" "$MODEL" -o "$T/m4.so" --shards 2 --memory-limit 2M --available-memory-proportion 0.3,0.6 --report "$T/r4" \
-  >"$T/c4.out" 2>&1; then ok; else bad "cnnc --memory-limit 2M --available-memory-proportion 0.3,0.6: $(head -c 400 "$T/c4.out")"; fi
-check "report with a limit and proportions per shard" python3 "$T/consistent.py" "$T/r4.json" "$T/m4.so" "$CNNRUN" 2 0.3,0.6 2097152
+cnnc_as c4 "$MODEL" -o "$T/m4.so" --shards 2 --memory-limit 2M --available-memory-proportion 0.3,0.6 --report "$T/r4" && ok
+run_ok "report with a limit and proportions per shard" python3 "$T/consistent.py" "$T/r4.json" "$T/m4.so" "$CNNRUN" 2 0.3,0.6 2097152
 grep -q 'stroke="red"' "$T/r4.html" && grep -q '>limit 2.0 MiB<' "$T/r4.html" && ok || bad "r4.html lacks the limit line"
 grep -q '<th>working-set budget</th>' "$T/r4.html" && grep -q 'headroom' "$T/r4.html" && ok ||
   bad "r4.html lacks the working-set budget column or the headroom"
@@ -135,14 +125,12 @@ CHROMIUM=$(chromium_path)
 if [ -z "$CHROMIUM" ]; then
   skip_part "chromium not installed (tools/install-deps.sh installs it); the HTML was checked statically, not rendered"
 else
-  timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking \
-    --enable-logging=stderr --v=0 --dump-dom "file://$T/r2.html" >"$T/dom.html" 2>"$T/chromium.err"
+  chromium_dom "$T/r2.html" "$T/dom.html"
   if grep -q 'id="liveness-1"' "$T/dom.html" && grep -q 'id="memory"' "$T/dom.html" && grep -q '<polyline' "$T/dom.html"; then ok
-  else bad "chromium --dump-dom lacks the charts: $(head -c 300 "$T/chromium.err")"; fi
-  if grep -q "CONSOLE" "$T/chromium.err"; then bad "console messages: $(grep CONSOLE "$T/chromium.err" | head -3)"; else ok; fi
-  timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking \
-    --enable-logging=stderr --v=0 --dump-dom "file://$T/r4.html" >"$T/dom4.html" 2>"$T/chromium4.err"
-  if grep -q 'stroke="red"' "$T/dom4.html" && grep -q 'working-set budget' "$T/dom4.html" && ! grep -q "CONSOLE" "$T/chromium4.err"; then ok
+  else bad "chromium --dump-dom lacks the charts: $(head -c 300 "$T/dom.html.err")"; fi
+  if grep -q "CONSOLE" "$T/dom.html.err"; then bad "console messages: $(grep CONSOLE "$T/dom.html.err" | head -3)"; else ok; fi
+  chromium_dom "$T/r4.html" "$T/dom4.html"
+  if grep -q 'stroke="red"' "$T/dom4.html" && grep -q 'working-set budget' "$T/dom4.html" && ! grep -q "CONSOLE" "$T/dom4.html.err"; then ok
   else bad "chromium: the report with a limit lacks the limit line or logs console messages"; fi
 fi
 

@@ -10,27 +10,23 @@
 # whatever P is; report-diff lists the block changes.  CNNC_TEST_QUICK=1 (CI's sanitizer
 # stage, lib.sh quick): P 0.1 and 0.6 only (the same compile paths as a third P).
 set -u
-BUILD=${1:?usage: test_report_amp.sh BUILD SRC}
-SRC=${2:?usage: test_report_amp.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-M="$SRC/models/resnet18.yml"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
+M="$SRC/models/resnet18.yml"
 
 PS="0.1 0.6 1.0"
 if quick; then PS="0.1 0.6"; fi
 for P in $PS; do
-  if "$CNNC" "$M" -o "$T/m$P.so" --available-memory-proportion "$P" --report "$T/r$P" \
-    --target-cpu x86-64-v3 --target-cache 1M,32M >"$T/c$P.out" 2>&1; then ok
-  else bad "compile with P $P: $(head -c 400 "$T/c$P.out")"; fi
+  cnnc_as "P$P" "$M" -o "$T/m$P.so" --available-memory-proportion "$P" --report "$T/r$P" \
+    --target-cpu x86-64-v3 --target-cache 1M,32M && ok
 done
 
 python3 - "$T" $PS <<'EOF' && ok || bad "report figures do not follow P"
 import json, sys
+from testlib import Expect
 T, ps = sys.argv[1], sys.argv[2:]
 r = {p: json.load(open(f"{T}/r{p}.json")) for p in ps}
-errs = []
-def expect(c, m):
-    if not c: errs.append(m)
+expect = Expect()
 budget = {p: r[p]["shards"][0]["working_set_budget"] for p in r}
 expect(all(budget[a] < budget[b] for a, b in zip(ps, ps[1:])), f"budgets {budget}")
 c = r["0.6"]["cache"]
@@ -60,8 +56,7 @@ for lo, hi in zip(ps, ps[1:]):
     expect(not any("conv2d_vcp_" in b and "conv2d_vcp_" not in a for a, b in zip(kinds[lo], kinds[hi])),
            f"a conv on planes at P {hi} but rows at P {lo}")
 print("block working set total:", tot, "budgets:", budget)
-if errs:
-    print("\n".join(errs[:10])); sys.exit(1)
+expect.exit_on_errors(10)
 EOF
 "$CNNC" report-diff "$T/r0.6.json" "$T/r0.1.json" >"$T/diff.out" 2>&1 &&
   grep -qE "block working set [0-9.e+]+ -> [0-9.e+]+ bytes \([0-9]+ -> [0-9]+ tiles\)" "$T/diff.out" &&

@@ -10,12 +10,8 @@
 #    must then say nowhere, and K-block like the forced one elsewhere: the kernel's kind says which);
 #  - a dense-only model: an empty list and a note that says nowhere; without the flag: off.
 set -u
-BUILD=${1:?usage: test_report_half_partials.sh BUILD SRC}
-SRC=${2:?usage: test_report_half_partials.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
 
 cat >"$T/hp.yml" <<'Y'
 name: half_partials
@@ -53,9 +49,7 @@ layers:
 Y
 
 compile() { # NAME ARGS...: compile to $T/NAME.so with a report $T/NAME.json
-  local n=$1
-  shift
-  if "$CNNC" "$@" -o "$T/$n.so" --report "$T/$n" >"$T/$n.out" 2>&1; then ok; else bad "cnnc $*: $(head -c 400 "$T/$n.out")"; fi
+  cnnc_as "$1" "${@:2}" -o "$T/$1.so" --report "$T/$1" && ok
 }
 compile tr "$T/hp.yml" --mode training --batch-size 4 --precision 16.32 --half-type fp16 --enable-half-partials \
   --gradient-accumulation 2

@@ -12,21 +12,16 @@
 # the HTML has the training charts (and renders in headless chromium when installed);
 # report-diff shows schedule / accumulation / in-flight changes.
 set -u
-BUILD=${1:?usage: test_report_train.sh BUILD SRC}
-SRC=${2:?usage: test_report_train.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
-M="$SRC/models/fmnist_cnn.yml"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
+M="$SRC/models/fmnist_cnn.yml"
 
 cat >"$T/check.py" <<'EOF'
 import json, re, subprocess, sys
+from testlib import Expect, close
 report, so, cnnrun, S, N, sched = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 r = json.load(open(report))
-errs = []
-def expect(c, m):
-    if not c: errs.append(m)
-def close(a, b): return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+expect = Expect()
 expect(r["mode"] == "training" and r["n_shards"] == S and len(r["shards"]) == S,
        f"want {S} model shards, got n_shards {r['n_shards']} and {len(r['shards'])} entries")
 tr = r["training"]
@@ -100,8 +95,7 @@ for o in fused:
            f"op {o['name']}: fused into {o['fused_into']}, which is not its stage's anchor at step {o['step']}")
 expect(not fused or len({o["fused_into"] for o in fused}) > 1, "every fused op is attributed to one kernel")
 expect(any(o["phase"] == "backward" for o in fused) or not fused, "no backward op is fused (pass_fuse_train fuses some)")
-if errs:
-    print("\n".join(errs[:12])); sys.exit(1)
+expect.exit_on_errors(12)
 EOF
 
 cat >"$T/html.py" <<'EOF'
@@ -117,31 +111,26 @@ if missing or bad or lacks or h.count('<svg class="chart liveness"') != S + 1:
     print("missing charts", missing, "external/script refs", bad, "lacks", lacks); sys.exit(1)
 EOF
 
-run() { # run NAME CMD...: CMD must succeed
-  local name=$1
-  shift
-  if "$@" >"$T/run.out" 2>&1; then ok; else bad "$name: $(head -c 900 "$T/run.out")"; fi
-}
 
 # the issue's example: 2 shards gave 5 "shards" (the stages)
-run "compile sgd, 2 shards" "$CNNC" "$M" --mode training --shards 2 --batch-size 16 -o "$T/a.so" --report "$T/a.json"
-run "report: sgd, 2 shards, sequential" python3 "$T/check.py" "$T/a.json" "$T/a.so" "$CNNRUN" 2 1 sequential sgd
-run "compile momentum, accumulation 4, interleaved" "$CNNC" "$M" --mode training --optimizer momentum --shards 2 --batch-size 16 \
+run_ok "compile sgd, 2 shards" "$CNNC" "$M" --mode training --shards 2 --batch-size 16 -o "$T/a.so" --report "$T/a.json"
+run_ok "report: sgd, 2 shards, sequential" python3 "$T/check.py" "$T/a.json" "$T/a.so" "$CNNRUN" 2 1 sequential sgd
+run_ok "compile momentum, accumulation 4, interleaved" "$CNNC" "$M" --mode training --optimizer momentum --shards 2 --batch-size 16 \
   --gradient-accumulation 4 --pipeline-schedule interleaved -o "$T/b.so" --report "$T/b"
-run "report: momentum, accumulation 4, interleaved" python3 "$T/check.py" "$T/b.json" "$T/b.so" "$CNNRUN" 2 4 interleaved momentum
-run "compile momentum, accumulation 4, grouped" "$CNNC" "$M" --mode training --optimizer momentum --shards 2 --batch-size 16 \
+run_ok "report: momentum, accumulation 4, interleaved" python3 "$T/check.py" "$T/b.json" "$T/b.so" "$CNNRUN" 2 4 interleaved momentum
+run_ok "compile momentum, accumulation 4, grouped" "$CNNC" "$M" --mode training --optimizer momentum --shards 2 --batch-size 16 \
   --gradient-accumulation 4 --pipeline-schedule grouped -o "$T/c.so" --report "$T/c"
-run "report: grouped" python3 "$T/check.py" "$T/c.json" "$T/c.so" "$CNNRUN" 2 4 grouped momentum
-run "compile momentum, accumulation 4, sequential" "$CNNC" "$M" --mode training --optimizer momentum --shards 2 --batch-size 16 \
+run_ok "report: grouped" python3 "$T/check.py" "$T/c.json" "$T/c.so" "$CNNRUN" 2 4 grouped momentum
+run_ok "compile momentum, accumulation 4, sequential" "$CNNC" "$M" --mode training --optimizer momentum --shards 2 --batch-size 16 \
   --gradient-accumulation 4 -o "$T/d.so" --report "$T/d"
-run "report: sequential with accumulation" python3 "$T/check.py" "$T/d.json" "$T/d.so" "$CNNRUN" 2 4 sequential momentum
+run_ok "report: sequential with accumulation" python3 "$T/check.py" "$T/d.json" "$T/d.so" "$CNNRUN" 2 4 sequential momentum
 # pipelining pays: interleaved leaves the shards less idle than sequential with the same work
 python3 - "$T/b.json" "$T/d.json" <<'EOF' && ok || bad "interleaved is not estimated faster / less idle than sequential"
 import json, sys
 b, d = (json.load(open(p))["balance"] for p in sys.argv[1:3])
 sys.exit(0 if b["update_est_ms"] < d["update_est_ms"] and b["idle_fraction"] < d["idle_fraction"] else 1)
 EOF
-run "training html" python3 "$T/html.py" "$T/b.html" 2
+run_ok "training html" python3 "$T/html.py" "$T/b.html" 2
 "$CNNC" report-diff "$T/d.json" "$T/b.json" >"$T/diff.out" 2>&1 &&
   grep -qE "pipeline_schedule +sequential -> interleaved" "$T/diff.out" && grep -qE "idle fraction +[0-9.]+ -> [0-9.]+" "$T/diff.out" &&
   grep -qE "memory.micro_batches_in_flight 1 -> 2" "$T/diff.out" && grep -q "shards: 2 -> 2" "$T/diff.out" && ok ||
@@ -154,11 +143,10 @@ CHROMIUM=$(chromium_path)
 if [ -z "$CHROMIUM" ]; then
   skip_part "chromium not installed (tools/install-deps.sh installs it); the HTML was checked statically, not rendered"
 else
-  timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking \
-    --enable-logging=stderr --v=0 --dump-dom "file://$T/b.html" >"$T/dom.html" 2>"$T/chromium.err"
+  chromium_dom "$T/b.html" "$T/dom.html"
   if grep -q 'id="liveness-program"' "$T/dom.html" && grep -q 'id="schedule"' "$T/dom.html" && grep -q '<polyline' "$T/dom.html" &&
-    ! grep -q "CONSOLE" "$T/chromium.err"; then ok
-  else bad "chromium --dump-dom of the training report lacks the charts or logs console messages: $(head -c 300 "$T/chromium.err")"; fi
+    ! grep -q "CONSOLE" "$T/dom.html.err"; then ok
+  else bad "chromium --dump-dom of the training report lacks the charts or logs console messages: $(head -c 300 "$T/dom.html.err")"; fi
 fi
 
 finish

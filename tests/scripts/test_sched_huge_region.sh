@@ -9,21 +9,12 @@
 #  - schedules change, results do not: the host .so built with the default, =0 and =8 give
 #    bitwise equal logits on the same input.
 set -u
-BUILD=${1:?usage: test_sched_huge_region.sh BUILD SRC}
-SRC=${2:?usage: test_sched_huge_region.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
-M="$SRC/models/cifar_resnet8.yml"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
+M="$SRC/models/cifar_resnet8.yml"
 
 # build NAME REGION ARGS...: cnnc with --tune sched_huge_region=REGION ("" = the default)
-build() {
-  local n=$1 r=$2
-  shift 2
-  if "$CNNC" "$M" --batch-size 2 ${r:+--tune sched_huge_region=$r} "$@" >"$T/$n.log" 2>&1; then ok; else
-    bad "cnnc $n: $(tail -3 "$T/$n.log")"
-  fi
-}
+build() { cnnc_as "$1" "$M" --batch-size 2 ${2:+--tune sched_huge_region=$2} "${@:3}" && ok; }
 
 if [ "$(uname -m)" = x86_64 ]; then
   for r in "" 0 8; do build "asm$r" "$r" --target-cpu znver4 --emit asm -o "$T/asm$r.s"; done
@@ -32,14 +23,8 @@ if [ "$(uname -m)" = x86_64 ]; then
 fi
 
 for r in "" 0 8; do build "so$r" "$r" -o "$T/so$r.so"; done
-python3 -c "
-import random, struct
-random.seed(5)
-n = 4 * 3 * 32 * 32
-open('$T/x.raw', 'wb').write(struct.pack('%df' % n, *[random.gauss(0, 1) for _ in range(n)]))"
-for r in "" 0 8; do
-  "$CNNRUN" "$T/so$r.so" infer --input "$T/x.raw" --output "$T/y$r" >"$T/out" 2>&1 || bad "infer $r: $(tail -3 "$T/out")"
-done
-[ -s "$T/y" ] && cmp -s "$T/y" "$T/y0" && ok || bad "logits: default vs sched_huge_region=0 differ"
-[ -s "$T/y8" ] && cmp -s "$T/y8" "$T/y0" && ok || bad "logits: sched_huge_region=8 vs =0 differ"
+randn "$T/x.raw" 5 $((4 * 3 * 32 * 32))
+for r in "" 0 8; do infer_as "so$r" "$T/x.raw"; done
+same_bytes "$T/so.y" "$T/so0.y" "logits: default vs sched_huge_region=0 differ"
+same_bytes "$T/so8.y" "$T/so0.y" "logits: sched_huge_region=8 vs =0 differ"
 finish

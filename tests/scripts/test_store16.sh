@@ -11,11 +11,8 @@
 # planned train tensors (cnnrun info) drop; --memory-limit errors show the smaller need and a
 # limit between the two fails 32.32 and fits 16.32.  Ends with "N passed, M failed".
 set -u
-BUILD=${1:?usage: test_store16.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
 . "$(dirname "$0")/lib.sh"
-PY=python3
+script_args "$@"
 
 cat > "$T/res.yml" <<'YML'
 name: s16_res
@@ -69,22 +66,12 @@ YML
 build() {
   local name=$1 model=$2
   shift 2
-  if "$CNNC" "$T/$model.yml" --mode training --optimizer momentum --seed 3 "$@" -o "$T/$name.so" --report "$T/$name" \
-       -v >"$T/$name.log" 2>&1 &&
-     "$CNNC" "$T/$model.yml" --tune store16=0,train_fusion=0 --mode training --optimizer momentum --seed 3 "$@" \
-       -o "$T/$name.f32s.so" --report "$T/$name.f32s" >"$T/out" 2>&1; then
-    ok
-  else
-    bad "cnnc $model $*: $(tail -3 "$T/$name.log" "$T/out")"
-    return 1
-  fi
+  set -- "$T/$model.yml" --mode training --optimizer momentum --seed 3 "$@"
+  cnnc_as "$name" "$@" -o "$T/$name.so" --report "$T/$name" -v &&
+    cnnc_as "$name.f32s" "$@" --tune store16=0,train_fusion=0 -o "$T/$name.f32s.so" --report "$T/$name.f32s" && ok
 }
-# train SO DIR [THREADS]: 4 updates on synthetic data, checkpoint in DIR
-train() {
-  local so=$1 dir=$2 th=${3:-2} lim=$4
-  "$CNNRUN" "$so" train --dataset synthetic --epochs 1 --lr 0.05 --limit "$lim" --logs-per-epoch 1 --threads "$th" \
-    --checkpoint-dir "$dir" >"$T/tlog" 2>&1 || bad "cnnrun $so train: $(tail -3 "$T/tlog")"
-}
+# train SO DIR THREADS SAMPLES: synthetic data at lr 0.05, checkpoint in DIR
+train() { train_synth "$1" "$2" --lr 0.05 --limit "$4" --logs-per-epoch 1 --threads "$3"; }
 # same NAME STEPS SAMPLES: the 16-bit-storage and f32-storage checkpoints are byte-identical (1 and 2 threads)
 same() {
   local name=$1 steps=$2 lim=$3 ck
@@ -92,9 +79,8 @@ same() {
   train "$T/$name.so" "$T/c_$name" 2 "$lim"
   train "$T/$name.so" "$T/c1_$name" 1 "$lim"
   train "$T/$name.f32s.so" "$T/cf_$name" 2 "$lim"
-  if [ -f "$T/c_$name/$ck" ] && cmp -s "$T/c_$name/$ck" "$T/cf_$name/$ck"; then ok
-  else bad "$name: 16-bit storage and f32 storage checkpoints differ (or are missing)"; fi
-  if cmp -s "$T/c_$name/$ck" "$T/c1_$name/$ck"; then ok; else bad "$name: 1 and 2 threads differ"; fi
+  same_bytes "$T/c_$name/$ck" "$T/cf_$name/$ck" "$name: 16-bit storage and f32 storage checkpoints differ (or are missing)"
+  same_bytes "$T/c_$name/$ck" "$T/c1_$name/$ck" "$name: 1 and 2 threads differ"
   grep -q "cnnc: 16-bit storage: [1-9][0-9]* values" "$T/$name.log" && ok || bad "$name: cnnc -v lacks the storage line"
   grep -q "widen16\|narrow16" <("$CNNRUN" "$T/$name.so" info 2>&1; "$PY" -c "import json;print(json.dumps(json.load(open('$T/$name.json'))['kernels']))") &&
     ok || bad "$name: no narrow16/widen16 kernels"
@@ -109,14 +95,11 @@ build cnn16 cnn --batch-size 8 --precision 16.32 && same cnn16 4 32
 build cnnrep cnn --batch-size 4 --precision 16.16 --replicas 2 --gradient-accumulation 2 && same cnnrep 2 32
 build cnnsh cnn --batch-size 8 --precision 16.32 --shards 2 && same cnnsh 4 32
 # the comparison can fail: a different lr changes the checkpoint
-"$CNNRUN" "$T/cnn16.so" train --dataset synthetic --epochs 1 --lr 0.04 --limit 32 --logs-per-epoch 1 \
-  --checkpoint-dir "$T/clr" >"$T/tlog" 2>&1
-cmp -s "$T/clr/ckpt-step-00000004.safetensors" "$T/c_cnn16/ckpt-step-00000004.safetensors" &&
-  bad "lr 0.04 and 0.05 gave identical checkpoints" || ok
+train_synth "$T/cnn16.so" "$T/clr" --lr 0.04 --limit 32 --logs-per-epoch 1
+differ "$T/clr/ckpt-step-00000004.safetensors" "$T/c_cnn16/ckpt-step-00000004.safetensors" "lr 0.04 and 0.05 gave identical checkpoints"
 
 # memory: the report's stash and totals, cnnrun info's train tensors
-"$CNNC" "$T/res.yml" --mode training --optimizer momentum --batch-size 8 -o "$T/res32.so" --report "$T/res32" >/dev/null 2>&1 || bad "32.32 compile"
-"$CNNC" "$T/cnn.yml" --mode training --optimizer momentum --batch-size 8 -o "$T/cnn32.so" --report "$T/cnn32" >/dev/null 2>&1 || bad "32.32 compile"
+for m in res cnn; do cnnc_as "${m}32" "$T/$m.yml" --mode training --optimizer momentum --batch-size 8 -o "$T/${m}32.so" --report "$T/${m}32"; done
 for pair in "res16 res32 80" "res1616 res32 80" "cnn16 cnn32 40"; do
   set -- $pair
   rr=$(sed -n 's/.*; [0-9]* weight copies (\([0-9]*\) bytes) re-rounded.*/\1/p' "$T/$1.log")

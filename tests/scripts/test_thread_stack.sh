@@ -5,11 +5,8 @@
 # instead of glibc's default, which is RLIMIT_STACK.  Under `ulimit -s 256` the model must
 # still run (no crash), inference and training, 1 and 2 threads.
 set -u
-BUILD=${1:?usage: test_thread_stack.sh BUILD SRC}
-SRC=${2:?usage: test_thread_stack.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
 
 cat >"$T/m.yml" <<'YML'
 name: stack_probe
@@ -22,8 +19,8 @@ layers:
   - {name: f, op: flatten}
   - {name: d, op: dense, units: 10}
 YML
-if "$CNNC" "$T/m.yml" --batch-size 2 -o "$T/m.so" >"$T/c.out" 2>&1; then ok; else bad "cnnc: $(head -c 400 "$T/c.out")"; fi
-if "$CNNC" "$T/m.yml" --mode training --batch-size 2 -o "$T/t.so" >"$T/ct.out" 2>&1; then ok; else bad "cnnc training: $(head -c 400 "$T/ct.out")"; fi
+cnnc_as inference "$T/m.yml" --batch-size 2 -o "$T/m.so" && ok
+cnnc_as training "$T/m.yml" --mode training --batch-size 2 -o "$T/t.so" && ok
 
 for th in 1 2; do
   ( ulimit -s 256 && "$CNNRUN" "$T/m.so" benchmark --threads "$th" --runs 1 --batches 1 ) >"$T/l.out" 2>&1

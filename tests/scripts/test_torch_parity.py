@@ -31,15 +31,11 @@ import sys
 import tempfile
 import time
 
-BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
-if not BUILD or not SRC:
-    sys.exit(__doc__)
-import testlib  # noqa: E402 -- tests/scripts/testlib.py: skip (77) without PyTorch
+import testlib  # tests/scripts/testlib.py: skip (77) without PyTorch
+
+BUILD, SRC = testlib.build_src(__doc__)
 testlib.need_module("numpy", "Debian python3-numpy")
-testlib.need_module("torch", "Debian python3-torch")
-testlib.need_module("torchvision", "Debian python3-torchvision")
-sys.path.insert(0, os.path.join(SRC, "tools"))
-import export_torchvision as E  # noqa: E402
+E = testlib.need_torchvision(SRC)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 

@@ -5,23 +5,19 @@
 # shard one event per op per micro-batch, nested in its micro-batch and named as the
 # descriptor's ops; for benchmark and infer, 1 and 2 shards; a bad path fails with exit 1.
 set -u
-BUILD=${1:?usage: test_trace.sh BUILD SRC}
-SRC=${2:?usage: test_trace.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
-MODEL="$SRC/models/cifar_resnet8.yml"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
+MODEL="$SRC/models/cifar_resnet8.yml"
 
 cat >"$T/trace.py" <<'EOF'
-import json, subprocess, sys
+import json, sys
+from testlib import Expect, so_info
 path, so, cnnrun, mbs, want_ops = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "ops"
 t = json.load(open(path))
-d = json.loads(subprocess.run([cnnrun, so, "info", "--json"], check=True, capture_output=True, text=True).stdout)
+d = so_info(cnnrun, so)
 ev = [e for e in t["traceEvents"] if e["ph"] == "X"]
 names = {e["tid"]: e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
-errs = []
-def expect(c, m):
-    if not c: errs.append(m)
+expect = Expect()
 expect(all(isinstance(e["ts"], (int, float)) and e["dur"] >= 0 and e["pid"] == ev[0]["pid"] for e in ev), "bad ts/dur/pid")
 for s, sh in enumerate(d["shards"]):
     expect(s in names, f"no thread_name for shard {s}")
@@ -39,29 +35,23 @@ for s, sh in enumerate(d["shards"]):
     else:
         expect(not ops, f"shard {s}: op events with one thread")
 expect(t["otherData"]["dropped_events"] == 0, "dropped events")
-if errs:
-    print("\n".join(errs[:10])); sys.exit(1)
+expect.exit_on_errors(10)
 EOF
 
-run() { # run NAME CMD...: CMD must succeed
-  local name=$1
-  shift
-  if "$@" >"$T/run.out" 2>&1; then ok; else bad "$name: $(head -c 600 "$T/run.out")"; fi
-}
 
-run "compile 1 shard" "$CNNC" "$MODEL" -o "$T/m1.so"
-run "compile 2 shards" "$CNNC" "$MODEL" -o "$T/m2.so" --shards 2
+run_ok "compile 1 shard" "$CNNC" "$MODEL" -o "$T/m1.so"
+run_ok "compile 2 shards" "$CNNC" "$MODEL" -o "$T/m2.so" --shards 2
 # benchmark: (warmup 1 + runs 2) x batches 3 = 9 micro-batches
-run "benchmark 1 shard, 2 threads" "$CNNRUN" "$T/m1.so" benchmark --batches 3 --runs 2 --threads 2 --trace "$T/b1.json"
-run "trace 1 shard: micro-batches and ops" python3 "$T/trace.py" "$T/b1.json" "$T/m1.so" "$CNNRUN" 9 ops
-run "benchmark 2 shards, 1 thread each" "$CNNRUN" "$T/m2.so" benchmark --batches 3 --runs 2 --threads 1 --trace "$T/b2.json"
-run "trace 2 shards: micro-batches, no ops" python3 "$T/trace.py" "$T/b2.json" "$T/m2.so" "$CNNRUN" 9 none
-run "benchmark 2 shards, 2 threads each" "$CNNRUN" "$T/m2.so" benchmark --batches 3 --runs 2 --threads 2 --trace "$T/b3.json"
-run "trace 2 shards x 2 threads: micro-batches and ops" python3 "$T/trace.py" "$T/b3.json" "$T/m2.so" "$CNNRUN" 9 ops
+run_ok "benchmark 1 shard, 2 threads" "$CNNRUN" "$T/m1.so" benchmark --batches 3 --runs 2 --threads 2 --trace "$T/b1.json"
+run_ok "trace 1 shard: micro-batches and ops" python3 "$T/trace.py" "$T/b1.json" "$T/m1.so" "$CNNRUN" 9 ops
+run_ok "benchmark 2 shards, 1 thread each" "$CNNRUN" "$T/m2.so" benchmark --batches 3 --runs 2 --threads 1 --trace "$T/b2.json"
+run_ok "trace 2 shards: micro-batches, no ops" python3 "$T/trace.py" "$T/b2.json" "$T/m2.so" "$CNNRUN" 9 none
+run_ok "benchmark 2 shards, 2 threads each" "$CNNRUN" "$T/m2.so" benchmark --batches 3 --runs 2 --threads 2 --trace "$T/b3.json"
+run_ok "trace 2 shards x 2 threads: micro-batches and ops" python3 "$T/trace.py" "$T/b3.json" "$T/m2.so" "$CNNRUN" 9 ops
 # infer: 10 samples of 3x32x32 f32, batch 1, --batches 4 -> 10 micro-batches
 python3 -c "import sys; sys.stdout.buffer.write(bytes(10 * 3 * 32 * 32 * 4))" >"$T/in.raw"
-run "infer --trace" "$CNNRUN" "$T/m2.so" infer --input "$T/in.raw" --output "$T/out.raw" --batches 4 --threads 2 --trace "$T/i.json"
-run "trace of infer" python3 "$T/trace.py" "$T/i.json" "$T/m2.so" "$CNNRUN" 10 ops
+run_ok "infer --trace" "$CNNRUN" "$T/m2.so" infer --input "$T/in.raw" --output "$T/out.raw" --batches 4 --threads 2 --trace "$T/i.json"
+run_ok "trace of infer" python3 "$T/trace.py" "$T/i.json" "$T/m2.so" "$CNNRUN" 10 ops
 "$CNNRUN" "$T/m1.so" benchmark --batches 1 --runs 1 --trace "$T/no/such/dir/t.json" >"$T/e.out" 2>&1
 [ $? = 1 ] && grep -q "cannot write the trace" "$T/e.out" && ok || bad "unwritable trace path: $(cat "$T/e.out")"
 "$CNNRUN" "$T/m1.so" benchmark --trace >/dev/null 2>&1

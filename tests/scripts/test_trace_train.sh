@@ -10,21 +10,17 @@
 # update's optimizer event comes after that update's micro-batches and before the next ones.
 # Replicas get tracks of their own only when they run in parallel thread groups.
 set -u
-BUILD=${1:?usage: test_trace_train.sh BUILD SRC}
-SRC=${2:?usage: test_trace_train.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
 
 cat >"$T/check.py" <<'EOF'
 import json, sys
+from testlib import Expect
 path, report, updates, want_ops = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "ops"
 t = json.load(open(path))
 r = json.load(open(report))
 S, N = r["n_shards"], r["training"]["gradient_accumulation"]
-errs = []
-def expect(c, m):
-    if not c: errs.append(m)
+expect = Expect()
 ev = [e for e in t["traceEvents"] if e["ph"] == "X"]
 names = {e["tid"]: e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
 expect(sorted(names) == list(range(S)), f"tracks {sorted(names)}, want one per shard (0..{S - 1})")
@@ -81,30 +77,24 @@ if want_ops:
 else:
     expect(not ops, "op events with one thread per shard")
 expect(any(e["cat"] == "eval" for e in ev), "no eval (validation) events")
-if errs:
-    print("\n".join(errs[:12])); sys.exit(1)
+expect.exit_on_errors(12)
 EOF
 
-run() { # run NAME CMD...: CMD must succeed
-  local name=$1
-  shift
-  if "$@" >"$T/run.out" 2>&1; then ok; else bad "$name: $(head -c 600 "$T/run.out")"; fi
-}
 
 M="$SRC/models/fmnist_cnn.yml"
-run "compile: 2 shards, accumulation 2, interleaved" "$CNNC" "$M" --mode training --optimizer momentum --batch-size 8 --shards 2 \
+run_ok "compile: 2 shards, accumulation 2, interleaved" "$CNNC" "$M" --mode training --optimizer momentum --batch-size 8 --shards 2 \
   --gradient-accumulation 2 --pipeline-schedule interleaved -o "$T/f.so" --report "$T/f"
 # 48 samples = 3 updates of 2 micro-batches of 8 (synthetic data: the model's input shape; 256 validation images)
-run "train --trace, 2 threads per shard" "$CNNRUN" "$T/f.so" train --dataset synthetic --limit 48 --threads 2 --trace "$T/t2.json"
+run_ok "train --trace, 2 threads per shard" "$CNNRUN" "$T/f.so" train --dataset synthetic --limit 48 --threads 2 --trace "$T/t2.json"
 grep -q "trace written to" "$T/run.out" && ok || bad "train --trace did not say where the trace went"
-run "trace: tracks, jobs, optimizer, ops, schedule" python3 "$T/check.py" "$T/t2.json" "$T/f.json" 3 ops
-run "train --trace, 1 thread per shard" "$CNNRUN" "$T/f.so" train --dataset synthetic --limit 32 --threads 1 --trace "$T/t1.json"
-run "trace with one thread: jobs, no ops" python3 "$T/check.py" "$T/t1.json" "$T/f.json" 2 none
+run_ok "trace: tracks, jobs, optimizer, ops, schedule" python3 "$T/check.py" "$T/t2.json" "$T/f.json" 3 ops
+run_ok "train --trace, 1 thread per shard" "$CNNRUN" "$T/f.so" train --dataset synthetic --limit 32 --threads 1 --trace "$T/t1.json"
+run_ok "trace with one thread: jobs, no ops" python3 "$T/check.py" "$T/t1.json" "$T/f.json" 2 none
 # replicas: sharing their shard's group by default (2 tracks); --replica-mode parallel gives
 # every (replica, shard) group its own track, each running its replica's micro-batches
-run "compile: 2 shards, 2 replicas" "$CNNC" "$M" --mode training --batch-size 8 --shards 2 --replicas 2 -o "$T/r.so"
+run_ok "compile: 2 shards, 2 replicas" "$CNNC" "$M" --mode training --batch-size 8 --shards 2 --replicas 2 -o "$T/r.so"
 for mode in shared parallel; do
-  run "train --trace, replicas $mode" "$CNNRUN" "$T/r.so" train --dataset synthetic --limit 32 --threads 2 \
+  run_ok "train --trace, replicas $mode" "$CNNRUN" "$T/r.so" train --dataset synthetic --limit 32 --threads 2 \
     --replica-mode "$mode" --trace "$T/r-$mode.json"
   python3 - "$T/r-$mode.json" "$mode" <<'PY' && ok || bad "replica tracks ($mode)"
 import json, sys

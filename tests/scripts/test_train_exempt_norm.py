@@ -13,11 +13,12 @@ Ends with "N passed, M failed"."""
 import json
 import os
 import struct
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
+
+import testlib
 
 BUILD, SRC = sys.argv[1], sys.argv[2]
 CNNC, CNNRUN = os.path.join(BUILD, "cnnc"), os.path.join(BUILD, "cnnrun")
@@ -37,25 +38,17 @@ layers:
   - {name: fc, op: dense, units: 10}
 """
 
-passed = failed = 0
-
-
-def check(cond, msg):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", msg)
+CHECKS = testlib.Checks()
+check = CHECKS.check
 
 
 def run(cmd):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if r.returncode != 0:
-        print("FAIL: %s -> exit %d\n%s" % (" ".join(cmd), r.returncode, r.stdout[-2000:]))
-        print("%d passed, %d failed" % (passed, failed + 1))
-        sys.exit(1)
-    return r.stdout
+    """cmd's stdout + stderr; a failure fails the test at once."""
+    rc, out = testlib.run_output(cmd)
+    if rc != 0:
+        check(False, "%s -> exit %d\n%s" % (" ".join(cmd), rc, out[-2000:]))
+        sys.exit(CHECKS.summary())
+    return out
 
 
 def safetensors(path):
@@ -119,5 +112,4 @@ with tempfile.TemporaryDirectory() as T:
     for n in stats:
         check(np.array_equal(a[n], b[n]) and np.array_equal(a[n], c[n]), "%s: running statistics differ" % n)
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(CHECKS.summary())

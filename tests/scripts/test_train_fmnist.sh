@@ -23,13 +23,4 @@ LIMIT=(--limit 6400 --logs-per-epoch 5)
 MINACC=0.25
 if [ "${CNNC_TRAIN_FULL:-0}" = 1 ]; then LIMIT=(--logs-per-epoch 4); MINACC=0.8; fi
 "$B/cnnrun" "$T/f.so" train --dataset fashion-mnist --data-dir "$DATA" --epochs 1 --lr 0.05 "${LIMIT[@]}" 2>&1 | tee "$T/log"
-awk -v minacc="$MINACC" '
-  /^epoch .*loss/ { for (i = 1; i <= NF; i++) if ($i == "loss") l = $(i + 1); if (first == "") first = l; last = l }
-  /^validation:/ { for (i = 1; i <= NF; i++) if ($i == "accuracy") acc = $(i + 1) }
-  END {
-    if (first == "" || acc == "") { print "FAIL: no loss/validation lines"; exit 1 }
-    printf "first loss %s, last loss %s, validation accuracy %s\n", first, last, acc
-    if (last + 0 >= first - 0.2) { print "FAIL: the loss did not fall"; exit 1 }
-    if (acc + 0 <= minacc) { print "FAIL: validation accuracy not above " minacc; exit 1 }
-    print "ok"
-  }' "$T/log"
+loss_falls "$T/log" "$MINACC"

@@ -16,22 +16,16 @@ are not cnnc's), and a ResNeXt-like variant at 32 groups of 4 channels:
     <= 1e-4 per tensor.
 Prints one line per comparison and ends with "N passed, M failed"; exit 1 on failure."""
 import os
-import subprocess
 import sys
 import tempfile
 
-import numpy as np
+import testlib  # tests/scripts/testlib.py: skip (77) without PyTorch
 
-BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
-if not BUILD or not SRC:
-    sys.exit(__doc__)
-import testlib  # noqa: E402 -- tests/scripts/testlib.py: skip (77) without PyTorch
-testlib.need_module("torch", "Debian python3-torch")
-testlib.need_module("torchvision", "Debian python3-torchvision")
-sys.path.insert(0, os.path.join(SRC, "tools"))
-import export_torchvision as E  # noqa: E402
+BUILD, SRC = testlib.build_src(__doc__)
+E = testlib.need_torchvision(SRC)
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
+import torchtrain  # noqa: E402
 
 torch.set_num_threads(2)
 BATCH, STEPS, TOL, LR = 4, 2, 1e-4, 0.05
@@ -107,11 +101,6 @@ def named(model):
     return out
 
 
-def rel_err(got, want):
-    scale = max(float(np.abs(want).max(initial=0)), 1e-30)
-    return float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max(initial=0)) / scale
-
-
 def run(report, tmp, label, yml, model, shape, classes):
     E.randomize_bn(model, torch.Generator().manual_seed(1))
     tens = named(model)
@@ -124,57 +113,18 @@ def run(report, tmp, label, yml, model, shape, classes):
     x.numpy().astype("<f4").tofile(xp)
     y.numpy().astype("<f4").tofile(lp)
     so, dump = os.path.join(tmp, label + ".so"), os.path.join(tmp, label + "_dump")
-    r = subprocess.run([os.path.join(BUILD, "cnnc"), yml, "--mode", "training", "--batch-size", str(BATCH), "--weights", w,
-                        "--optimizer", "momentum", "--momentum", "0.9", "-o", so], capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        report(False, "%s: cnnc failed: %s" % (label, (r.stderr + r.stdout).strip()[:300]))
-        return
-    r = subprocess.run([os.path.join(BUILD, "tests", "train_so"), so, "--input", xp, "--labels", lp, "--steps", str(STEPS),
-                        "--lr", str(LR), "--threads", "2", "--dump-dir", dump], capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        report(False, "%s: train_so failed: %s" % (label, (r.stderr + r.stdout).strip()[:300]))
+    got = torchtrain.compiled(report, BUILD, label, [yml, "--mode", "training", "--batch-size", str(BATCH), "--weights", w,
+                                                    "--optimizer", "momentum", "--momentum", "0.9"], so, xp, lp, STEPS, LR, dump)
+    if got is None:
         return
     model.train()
-    opt = torch.optim.SGD([t for t, tr in tens.values() if tr], lr=LR, momentum=0.9)
-    crit = nn.CrossEntropyLoss()
-    for s in range(STEPS):
-        opt.zero_grad()
-        loss = crit(model(x), y)
-        loss.backward()
-        if s == 0:
-            t_loss = float(loss)
-            t_grads = {n: t.grad.detach().numpy().copy() for n, (t, tr) in tens.items() if tr}
-        opt.step()
-    t_vals = {n: t.detach().numpy().copy() for n, (t, _) in tens.items()}
-
-    def state(step, n, t):
-        p = os.path.join(dump, "step%d" % step, n.replace("/", ".") + ".f32")
-        return np.fromfile(p, dtype="<f4").reshape(t.shape) if os.path.exists(p) else None
-
-    c_loss = float(np.fromfile(os.path.join(dump, "loss.f32"), dtype="<f4")[0])
-    report(abs(c_loss - t_loss) <= TOL * max(1.0, abs(t_loss)), "%s: loss cnnc %.7g torch %.7g" % (label, c_loss, t_loss))
-    for kind, get, want in (("gradients", lambda n, t: state(1, n + "/momentum", t), t_grads),
-                            ("params after %d steps" % STEPS, lambda n, t: state(STEPS, n, t), t_vals)):
-        worst, missing = (0.0, ""), []
-        for n, t in want.items():
-            got = get(n, t)
-            if got is None:
-                missing.append(n)
-            else:
-                worst = max(worst, (rel_err(got, t), n))
-        report(not missing and worst[0] <= TOL, "%s: %d %s, worst rel err %.2e (%s)%s" % (
-            label, len(want), kind, worst[0], worst[1], "; missing " + ", ".join(missing[:4]) if missing else ""))
+    t_loss, t_grads, t_vals = torchtrain.torch_steps(tens, model, x, y, lambda p: torch.optim.SGD(p, lr=LR, momentum=0.9), STEPS)
+    torchtrain.compare_dump(report, label, TOL, STEPS, *got, t_loss, t_grads, t_vals)
 
 
 def main():
-    passed = failed = 0
-
-    def report(ok, what):
-        nonlocal passed, failed
-        passed += ok
-        failed += not ok
-        print("%s  %s" % ("PASS" if ok else "FAIL", what), flush=True)
-
+    checks = testlib.Checks(verbose=True, marks=("PASS  ", "FAIL  "))
+    report = checks.check
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(SRC, "tests", "train", "gconv_mix.yml")) as f:
             text = f.read()
@@ -191,8 +141,7 @@ def main():
             f.write(WIDE_YML)
         torch.manual_seed(0)
         run(report, tmp, "gconv_wide", wide, Wide(), (8, 11, 13), 6)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return checks.summary()
 
 
 if __name__ == "__main__":

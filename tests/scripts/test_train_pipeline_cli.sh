@@ -10,10 +10,8 @@
 # in `info --json` ("runtime"), and bad values exit 2 naming the option.  Ends with
 # "N passed, M failed".
 set -u
-BUILD=${1:?usage: test_train_pipeline_cli.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
 
 cat > "$T/m.yml" <<'YML'
 name: tiny_train
@@ -48,22 +46,15 @@ cnnc_expect 1 "pipeline split 'c3' is not a layer of the model \(did you mean 'c
 cnnc_expect 1 "--shards 40: the model has only" --mode training --shards 40
 
 common=(--mode training --optimizer momentum --batch-size 8 --gradient-accumulation 2 --replicas 2)
-if "$CNNC" "$T/m.yml" "${common[@]}" -o "$T/a.so" &&
-   "$CNNC" "$T/m.yml" "${common[@]}" --shards 2 --pipeline-schedule interleaved --recompute pipeline -o "$T/b.so"; then
-  ok
-else
-  bad "cnnc could not compile the training variants"
-fi
+cnnc_as a "$T/m.yml" "${common[@]}" -o "$T/a.so" &&
+  cnnc_as b "$T/m.yml" "${common[@]}" --shards 2 --pipeline-schedule interleaved --recompute pipeline -o "$T/b.so" && ok
 expect 0 "training +2 replicas x 2 micro-batches per update, schedule interleaved, recompute pipeline" -- "$T/b.so" info
 expect 0 "micro_batch 8 stages, train tensors [0-9]+ bytes per micro-batch x 4 in flight" -- "$T/b.so" info
 expect 0 "shards +2" -- "$T/b.so" info
 
 train() { # SO DIR LR [CNNRUN OPTION...]
-  local so=$1 dir=$2 lr=$3
-  shift 3
-  "$CNNRUN" "$so" train --dataset synthetic --epochs 1 --lr "$lr" --limit 512 --logs-per-epoch 1 \
-    --checkpoint-dir "$dir" "$@" >"$T/log" 2>&1 || bad "cnnrun $so train: $(tail -3 "$T/log")"
-  ls "$dir"/ckpt-step-00000016.safetensors >/dev/null 2>&1 && ok || bad "no checkpoint after 16 updates in $dir"
+  train_synth "$1" "$2" --lr "$3" --limit 512 --logs-per-epoch 1 "${@:4}"
+  [ -e "$2"/ckpt-step-00000016.safetensors ] && ok || bad "no checkpoint after 16 updates in $2"
 }
 # runtime options: what info --json says the model runs with; bad values
 runtime_of() { # SO [CNNRUN OPTION...] -> the "runtime" object of info --json, as key=value words
@@ -88,11 +79,8 @@ train "$T/a.so" "$T/ca" 0.01
 train "$T/b.so" "$T/cb" 0.01 --replica-mode parallel
 train "$T/a.so" "$T/cd" 0.01 --hugepages off --spin-us 0
 train "$T/a.so" "$T/cc" 0.02
-if cmp -s "$T/ca/ckpt-step-00000016.safetensors" "$T/cb/ckpt-step-00000016.safetensors"; then ok
-else bad "1 shard sequential and 2 shards interleaved + recompute + parallel replicas differ"; fi
-if cmp -s "$T/ca/ckpt-step-00000016.safetensors" "$T/cd/ckpt-step-00000016.safetensors"; then ok
-else bad "--hugepages off --spin-us 0 changed the checkpoint"; fi
-if cmp -s "$T/ca/ckpt-step-00000016.safetensors" "$T/cc/ckpt-step-00000016.safetensors"; then
-  bad "lr 0.01 and lr 0.02 gave identical checkpoints (the comparison cannot fail)"
-else ok; fi
+ck=ckpt-step-00000016.safetensors
+same_bytes "$T/ca/$ck" "$T/cb/$ck" "1 shard sequential and 2 shards interleaved + recompute + parallel replicas differ"
+same_bytes "$T/ca/$ck" "$T/cd/$ck" "--hugepages off --spin-us 0 changed the checkpoint"
+differ "$T/ca/$ck" "$T/cc/$ck" "lr 0.01 and lr 0.02 gave identical checkpoints (the comparison cannot fail)"
 finish

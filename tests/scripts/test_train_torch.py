@@ -35,16 +35,14 @@ import tempfile
 
 import numpy as np
 
-BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
-if not BUILD or not SRC:
-    sys.exit(__doc__)
-import testlib  # noqa: E402 -- tests/scripts/testlib.py: skip (77) without PyTorch
-testlib.need_module("torch", "Debian python3-torch")
-testlib.need_module("torchvision", "Debian python3-torchvision")
-sys.path.insert(0, os.path.join(SRC, "tools"))
-import export_torchvision as E  # noqa: E402
+import testlib  # tests/scripts/testlib.py: skip (77) without PyTorch
+
+BUILD, SRC = testlib.build_src(__doc__)
+E = testlib.need_torchvision(SRC)
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
+import torchtrain  # noqa: E402
+from torchtrain import dump_tensor, fname  # noqa: E402
 
 torch.set_num_threads(2)
 BATCH = 4
@@ -101,11 +99,6 @@ CONFIGS = [
 ADAPTIVE = ("rmsprop", "adam")
 
 
-def rel_err(got, want):
-    scale = max(float(np.abs(want).max(initial=0)), 1e-30)
-    return float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max(initial=0)) / scale
-
-
 def named_tensors(model):
     """{cnnc name: (tensor, trainable)} — parameters and BN running statistics, as
     export_torchvision.cnnc_state names them."""
@@ -126,32 +119,7 @@ def named_tensors(model):
 def torch_run(model, x, y, make_opt, smoothing, inject=None):
     """STEPS steps on (x, y); returns (first loss, {name: first grad}, {name: final value}).
     inject(step, name) -> array: the gradient to use in the update instead of torch's."""
-    tens = named_tensors(model)
-    opt = make_opt([t for t, tr in tens.values() if tr])
-    crit = nn.CrossEntropyLoss(label_smoothing=smoothing)
-    first_loss, grads = None, {}
-    for s in range(STEPS):
-        opt.zero_grad()
-        loss = crit(model(x), y)
-        loss.backward()
-        if s == 0:
-            first_loss = float(loss)
-            grads = {n: t.grad.detach().numpy().copy() for n, (t, tr) in tens.items() if tr}
-        if inject:
-            with torch.no_grad():
-                for n, (t, tr) in tens.items():
-                    if tr:
-                        t.grad.copy_(torch.from_numpy(inject(s, n).reshape(t.shape)))
-        opt.step()
-    return first_loss, grads, {n: t.detach().numpy().copy() for n, (t, _) in tens.items()}
-
-
-def read(path, shape):
-    return np.fromfile(path, dtype="<f4").reshape(shape)
-
-
-def fname(name):
-    return name.replace("/", ".") + ".f32"
+    return torchtrain.torch_steps(named_tensors(model), model, x, y, make_opt, STEPS, smoothing, inject)
 
 
 def model_yml(name, tmp):
@@ -170,50 +138,19 @@ def model_yml(name, tmp):
     return out
 
 
-def compare(report, what, c_loss, t_loss, c_grads, t_grads, c_vals, t_vals, gnote="", pnote=""):
-    """Reports the loss, the gradients (c_grads(name, torch array) -> array, None when
-    missing) and the params after the steps (c_vals likewise)."""
-    report(abs(c_loss - t_loss) <= TOL * max(1.0, abs(t_loss)), "%s: loss cnnc %.7g torch %.7g" % (what, c_loss, t_loss))
-    for kind, cv, tv, note in (("gradients", c_grads, t_grads, gnote), ("params after %d steps" % STEPS, c_vals, t_vals, pnote)):
-        worst, missing = (0.0, ""), []
-        for n, t in tv.items():
-            got = cv(n, t)
-            if got is None:
-                missing.append(n)
-                continue
-            worst = max(worst, (rel_err(got, t), n))
-        report(not missing and worst[0] <= TOL, "%s: %d %s%s, worst rel err %.2e (%s)%s" % (
-            what, len(tv), kind, note, worst[0], worst[1],
-            "; missing " + ", ".join(missing[:4]) if missing else ""))
-
-
 def run_compiled(report, tmp, name, base, w, xp, lp, tx, labels, opt, make_opt):
     """cnnc --mode training + train_so vs PyTorch on the same weights and batch."""
     what = "%s %s (compiled .so)" % (name, opt)
-    so = os.path.join(tmp, "%s_%s.so" % (name, opt))
-    cmd = [os.path.join(BUILD, "cnnc"), model_yml(name, tmp), "--mode", "training", "--batch-size", str(BATCH),
-           "--weights", w, "--optimizer", opt, "--momentum", "0.9", "-o", so]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        report(False, "%s: cnnc failed: %s" % (what, (r.stderr + r.stdout).strip()[:300]))
-        return
-    dump = os.path.join(tmp, "%s_%s_so" % (name, opt))
-    r = subprocess.run([os.path.join(BUILD, "tests", "train_so"), so, "--input", xp, "--labels", lp, "--steps",
-                        str(STEPS), "--lr", "0.05", "--threads", "2", "--dump-dir", dump],
-                       capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        report(False, "%s: train_so failed: %s" % (what, (r.stderr + r.stdout).strip()[:300]))
+    so, dump = os.path.join(tmp, "%s_%s.so" % (name, opt)), os.path.join(tmp, "%s_%s_so" % (name, opt))
+    got = torchtrain.compiled(report, BUILD, what, [model_yml(name, tmp), "--mode", "training", "--batch-size", str(BATCH),
+                                                   "--weights", w, "--optimizer", opt, "--momentum", "0.9"],
+                              so, xp, lp, STEPS, "0.05", dump)
+    if got is None:
         return
     model = copy.deepcopy(base).train()
     model.zoo_name = name
     t_loss, t_grads, t_vals = torch_run(model, tx, labels, make_opt, 0.0)
-
-    def state(step, n, t):
-        p = os.path.join(dump, "step%d" % step, fname(n))
-        return read(p, t.shape) if os.path.exists(p) else None
-    c_loss = float(np.fromfile(os.path.join(dump, "loss.f32"), dtype="<f4")[0])
-    compare(report, what, c_loss, t_loss, lambda n, t: state(1, n + "/momentum", t), t_grads,
-            lambda n, t: state(STEPS, n, t), t_vals)
+    torchtrain.compare_dump(report, what, TOL, STEPS, *got, t_loss, t_grads, t_vals)
 
 
 def main():
@@ -221,14 +158,8 @@ def main():
         print("skip: resnet18 runs only with CNNC_RUN_LONG=1 (CNNC_RUN_LONG=1 ctest -L long)")
         return 77  # SKIP_RETURN_CODE (tests/CMakeLists.txt)
     exe = os.path.join(BUILD, "tests", "train_interp")
-    passed = failed = 0
-
-    def report(ok, what):
-        nonlocal passed, failed
-        passed += ok
-        failed += not ok
-        print("%s  %s" % ("PASS" if ok else "FAIL", what), flush=True)
-
+    checks = testlib.Checks(verbose=True, marks=("PASS  ", "FAIL  "))
+    report = checks.check
     with tempfile.TemporaryDirectory() as tmp:
         for name in MODELS:
             torch.manual_seed(0)
@@ -270,19 +201,17 @@ def main():
                 c_loss = float(np.fromfile(os.path.join(dump, "loss.f32"), dtype="<f4")[0])
 
                 def grad(n, t, d=dump, k=scale):
-                    p = os.path.join(d, "grad", fname(n))
-                    return read(p, t.shape) / k if os.path.exists(p) else None
+                    g = dump_tensor(os.path.join(d, "grad", fname(n)), t.shape)
+                    return None if g is None else g / k
 
                 def param(n, t, d=dump):
-                    p = os.path.join(d, "param", fname(n))
-                    return read(p, t.shape) if os.path.exists(p) else None
-                compare(report, what, c_loss, t_loss, grad, t_grads, param, t_vals,
-                        " (/ loss scale %g)" % scale if scale != 1 else "", " (cnnc's gradients)" if adaptive else "")
+                    return dump_tensor(os.path.join(d, "param", fname(n)), t.shape)
+                torchtrain.compare(report, what, TOL, STEPS, c_loss, t_loss, grad, t_grads, param, t_vals,
+                                   " (/ loss scale %g)" % scale if scale != 1 else "", " (cnnc's gradients)" if adaptive else "")
             for cname, opt, make_opt in COMPILED:
                 if cname == name:
                     run_compiled(report, tmp, name, base, w, xp, lp, tx, labels, opt, make_opt)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return checks.summary()
 
 
 if __name__ == "__main__":

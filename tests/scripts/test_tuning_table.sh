@@ -14,14 +14,9 @@
 #  (e) CNNC_TUNE=winograd=0 records the same value; --tune wins over CNNC_TUNE, and over the
 #      model's tune: map.
 set -u
-BUILD=${1:?usage: test_tuning_table.sh BUILD SRC}
-SRC=${2:?usage: test_tuning_table.sh BUILD SRC}
-CNNC="$BUILD/cnnc"
-CNNRUN="$BUILD/cnnrun"
-DEF="$SRC/ir/tuning.def"
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
 . "$(dirname "$0")/lib.sh"
+script_args "$@"
+DEF="$SRC/ir/tuning.def"
 unset CNNC_TUNE # the checks below set it where they mean to
 
 knobs=$(sed -n 's/^TUNE(\([a-z0-9_]*\),.*/\1/p' "$DEF")

@@ -13,6 +13,8 @@ cases with verify=1 also run the IR verifier after every pass.  Last line: "N pa
 failed"."""
 import array, json, os, re, subprocess, sys, tempfile
 
+import testlib
+
 BUILD, SRC = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 CNNC, CNNRUN = os.path.join(BUILD, "cnnc"), os.path.join(BUILD, "cnnrun")
 MODEL = os.path.join(SRC, "tests", "store16", "resnetish.yml")
@@ -30,16 +32,8 @@ CASES = [
     ("pgw_chunk_px=64,pgw_cisplit=1,pgw_gather=1,verify=1", TRAIN + ["--shards", "2"]),
 ]
 T = tempfile.mkdtemp()
-passed = failed = 0
-
-
-def check(ok, msg):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL " + msg)
+CHECKS = testlib.Checks()
+check = CHECKS.check
 
 
 def compile_(args, out, tune=None):
@@ -118,5 +112,4 @@ for item, args in CASES:
             if not ok:
                 print("%s: logits differ by %.3g of the largest" % (item, err))
         check(ok, "%s: inference results differ from the default build's %s%s" % (item, ea, eb))
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(CHECKS.summary())

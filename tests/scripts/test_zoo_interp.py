@@ -9,39 +9,26 @@ For each models/*.yml:
      every logit is finite; small models run twice and must give identical checksums.
 Batch 2 for the CIFAR/MNIST-sized models, 1 for the ImageNet ones (the interpreter is slow).
 Prints one line per model, then "N passed, M failed"; exit status 1 on any failure."""
-import glob
 import os
 import re
-import subprocess
 import sys
 import time
 
-BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
-if not BUILD or not SRC:
-    sys.exit(__doc__)
+import testlib
+from testlib import first_line, run
+
+BUILD, SRC = testlib.build_src(__doc__)
 CNNC = os.path.join(BUILD, "cnnc")
 RUN_INTERP = os.path.join(BUILD, "tests", "run_interp")
 SMALL_INPUT = 32 * 32 * 3  # per-sample elements at or below which a model counts as small
-
-
-def run(cmd, timeout=900):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def first_line(r):
-    return ((r.stderr or "") + (r.stdout or "")).strip().splitlines()[:1] or ["(no output)"]
 
 
 def model_info(yml):
     """(name, classes, per-sample input elements) read from the YAML text (no YAML module)."""
     text = open(yml).read()
     name = re.search(r"^name:\s*(\S+)", text, re.M).group(1)
-    shape = [int(v) for v in re.search(r"shape:\s*\[([\d,\s]+)\]", text).group(1).split(",")]
     classes = re.search(r"classes:\s*(\d+)", text)
-    n = 1
-    for v in shape:
-        n *= v
-    return name, int(classes.group(1)) if classes else None, n
+    return name, int(classes.group(1)) if classes else None, testlib.input_elems(text)
 
 
 def check(yml):
@@ -80,27 +67,8 @@ def check(yml):
 
 
 def main():
-    ymls = sorted(glob.glob(os.path.join(SRC, "models", "*.yml")))
-    passed = failed = 0
-    for need in (CNNC, RUN_INTERP):
-        if not os.path.exists(need):
-            print("FAIL %s not built" % need)
-            print("0 passed, 1 failed")
-            return 1
-    for yml in ymls:
-        base = os.path.basename(yml)
-        try:
-            ok, msg = check(yml)
-        except subprocess.TimeoutExpired as e:
-            ok, msg = False, "timed out: %s" % " ".join(e.cmd)
-        print("%s %-22s %s" % ("PASS" if ok else "FAIL", base, msg), flush=True)
-        passed += ok
-        failed += not ok
-    if not ymls:
-        print("FAIL no models under %s/models" % SRC)
-        failed += 1
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    testlib.need_built(CNNC, RUN_INTERP)
+    return testlib.each_model(testlib.zoo_models(SRC), SRC, check, 22)
 
 
 if __name__ == "__main__":

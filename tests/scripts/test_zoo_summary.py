@@ -7,20 +7,15 @@ equal the PyTorch model's parameter count exactly ("Non-trainable values:", when
 its BatchNorm running_mean + running_var elements), and "MACs/image:" must be within 0.5 % of
 the conv + linear MACs counted with forward hooks on one image of the model's input size.
 Prints one line per model, then "N passed, M failed"; exit status 1 on any failure."""
-import glob
 import os
 import re
 import subprocess
 import sys
 
-BUILD, SRC = (sys.argv[1:3] + [None, None])[:2]
-if not BUILD or not SRC:
-    sys.exit(__doc__)
-import testlib  # noqa: E402 -- tests/scripts/testlib.py: skip (77) without PyTorch
-testlib.need_module("torch", "Debian python3-torch")
-testlib.need_module("torchvision", "Debian python3-torchvision")
-sys.path.insert(0, os.path.join(SRC, "tools"))
-import export_torchvision as E  # noqa: E402
+import testlib  # tests/scripts/testlib.py: skip (77) without PyTorch
+
+BUILD, SRC = testlib.build_src(__doc__)
+E = testlib.need_torchvision(SRC)
 import torch  # noqa: E402
 
 torch.set_num_threads(2)
@@ -43,37 +38,34 @@ def cnnc_totals(yml):
     return int(p.group(1).replace(",", "")), macs, int(nt.group(1).replace(",", "")) if nt else None
 
 
+def model_name(yml):
+    return os.path.splitext(os.path.basename(yml))[0]
+
+
+def check(yml):
+    """(ok, the model's row: cnnc's and PyTorch's params and MACs, their difference)."""
+    name = model_name(yml)
+    try:
+        params, macs, stats = cnnc_totals(yml)
+        torch.manual_seed(0)
+        m = E.build(name)
+        t_params = sum(p.numel() for p in m.parameters())
+        t_macs = E.count_macs(m, E.INPUT_SHAPES[name])
+        rel = abs(macs - t_macs) / t_macs
+        t_stats = sum(b.numel() for k, b in m.named_buffers() if k.endswith(("running_mean", "running_var")))
+        ok = params == t_params and rel <= MAC_TOL and stats in (None, t_stats)
+        why = "" if ok else (" params differ by %+d" % (params - t_params) if params != t_params
+                             else " MACs off by %.2f %%" % (100 * rel) if rel > MAC_TOL
+                             else " BN running statistics %d, torch %d" % (stats, t_stats))
+        return ok, "%14s %14s %12s %12s %7.3f%%%s" % (
+            "{:,}".format(params), "{:,}".format(t_params), "%.4g G" % (macs / 1e9), "%.4g G" % (t_macs / 1e9), 100 * rel, why)
+    except Exception as e:  # one broken model must not hide the others
+        return False, str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
 def main():
-    ymls = sorted(glob.glob(os.path.join(SRC, "models", "*.yml")))
-    passed = failed = 0
     print("     %-20s %14s %14s %12s %12s %8s" % ("model", "cnnc params", "torch params", "cnnc MACs", "torch MACs", "diff"))
-    for yml in ymls:
-        name = os.path.splitext(os.path.basename(yml))[0]
-        try:
-            params, macs, stats = cnnc_totals(yml)
-            torch.manual_seed(0)
-            m = E.build(name)
-            t_params = sum(p.numel() for p in m.parameters())
-            t_macs = E.count_macs(m, E.INPUT_SHAPES[name])
-            rel = abs(macs - t_macs) / t_macs
-            t_stats = sum(b.numel() for k, b in m.named_buffers() if k.endswith(("running_mean", "running_var")))
-            ok = params == t_params and rel <= MAC_TOL and stats in (None, t_stats)
-            why = "" if ok else (" params differ by %+d" % (params - t_params) if params != t_params
-                                 else " MACs off by %.2f %%" % (100 * rel) if rel > MAC_TOL
-                                 else " BN running statistics %d, torch %d" % (stats, t_stats))
-            print("%s %-20s %14s %14s %12s %12s %7.3f%%%s" % (
-                "PASS" if ok else "FAIL", name, "{:,}".format(params), "{:,}".format(t_params),
-                "%.4g G" % (macs / 1e9), "%.4g G" % (t_macs / 1e9), 100 * rel, why))
-        except Exception as e:  # one broken model must not hide the others
-            ok = False
-            print("FAIL %-20s %s" % (name, str(e).splitlines()[0] if str(e) else type(e).__name__))
-        passed += ok
-        failed += not ok
-    if not ymls:
-        print("FAIL no models under %s/models" % SRC)
-        failed += 1
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return testlib.each_model(testlib.zoo_models(SRC), SRC, check, 20, model_name)
 
 
 if __name__ == "__main__":

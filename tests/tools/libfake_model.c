@@ -67,11 +67,17 @@ FAKE_EXPORT int fake_stat(int what) {
   return -1;
 }
 
-/* Thread 0 marks the shard active for the length of a short sleep, so that overlapping
- * shards (two micro-batches in flight) are visible in fake_max_active. */
-static void fake_enter(int shard, void *scratch, int32_t tid, int32_t nthreads) {
+/* The start of every shard function: thread 0 marks the shard active for the length of a
+ * short sleep, so that overlapping shards (two micro-batches in flight) are visible in
+ * fake_max_active.  Returns the calling thread's part [lo, hi) of the shard's n items. */
+typedef struct {
+  int64_t lo, hi;
+} fake_part;
+
+static fake_part fake_enter(int shard, int64_t n, void *scratch, int32_t tid, int32_t nthreads) {
+  fake_part part = {n * tid / nthreads, n * (tid + 1) / nthreads};
   if ((uintptr_t)scratch % 64 != 0) atomic_fetch_add(&fake_bad_scratch, 1);
-  if (tid != 0) return;
+  if (tid != 0) return part;
   atomic_fetch_add(&fake_calls[shard], 1);
   atomic_store(&fake_nthreads[shard], nthreads);
   int cur = atomic_fetch_add(&fake_active, 1) + 1;
@@ -81,11 +87,7 @@ static void fake_enter(int shard, void *scratch, int32_t tid, int32_t nthreads) 
   usleep(FAKE_DELAY_US);
   for (int w = 0; shard > 0 && w < atomic_load(&fake_wait_ms) && atomic_load(&fake_max_active) < 2; w++) usleep(1000);
   atomic_fetch_sub(&fake_active, 1);
-}
-
-static void fake_range(int64_t n, int32_t tid, int32_t nthreads, int64_t *lo, int64_t *hi) {
-  *lo = n * tid / nthreads;
-  *hi = n * (tid + 1) / nthreads;
+  return part;
 }
 
 /* ---- the valid 2-shard model ---------------------------------------------------------- */
@@ -93,12 +95,10 @@ static FAKE_UNUSED int32_t fake_shard0(void *const *io, void *scratch, int32_t t
                            void *ctx) {
   const float *x = io[0];
   float *mid = io[1], *s = scratch;
-  int64_t lo, hi;
-  fake_enter(0, scratch, tid, nthreads);
-  fake_range(32, tid, nthreads, &lo, &hi);
-  for (int64_t i = lo; i < hi; i++) s[i] = 2.0f * x[i];
+  fake_part p = fake_enter(0, 32, scratch, tid, nthreads);
+  for (int64_t i = p.lo; i < p.hi; i++) s[i] = 2.0f * x[i];
   barrier(ctx);
-  for (int64_t i = lo; i < hi; i++) mid[i] = s[(i + 7) % 32];
+  for (int64_t i = p.lo; i < p.hi; i++) mid[i] = s[(i + 7) % 32];
   return 0;
 }
 
@@ -106,10 +106,8 @@ static FAKE_UNUSED int32_t fake_shard1(void *const *io, void *scratch, int32_t t
                            void *ctx) {
   const float *mid = io[0];
   float *logits = io[1];
-  int64_t lo, hi;
-  fake_enter(1, scratch, tid, nthreads);
-  fake_range(20, tid, nthreads, &lo, &hi);
-  for (int64_t i = lo; i < hi; i++) logits[i] = mid[(i / 10) * 16 + i % 10] + 1.0f;
+  fake_part p = fake_enter(1, 20, scratch, tid, nthreads);
+  for (int64_t i = p.lo; i < p.hi; i++) logits[i] = mid[(i / 10) * 16 + i % 10] + 1.0f;
   barrier(ctx);
 #if FAKE_VARIANT == FAKE_FAILRUN
   return 3;
@@ -123,10 +121,8 @@ static FAKE_UNUSED int32_t fake_u8_shard0(void *const *io, void *scratch, int32_
                               cnnc_abi_barrier_fn barrier, void *ctx) {
   const uint8_t *x = io[0];
   float *a = io[1], *b = io[2];
-  int64_t lo, hi;
-  fake_enter(0, scratch, tid, nthreads);
-  fake_range(24, tid, nthreads, &lo, &hi);
-  for (int64_t i = lo; i < hi; i++) a[i] = x[i] / 255.0f, b[i] = x[i];
+  fake_part p = fake_enter(0, 24, scratch, tid, nthreads);
+  for (int64_t i = p.lo; i < p.hi; i++) a[i] = x[i] / 255.0f, b[i] = x[i];
   barrier(ctx);
   return 0;
 }
@@ -135,10 +131,8 @@ static FAKE_UNUSED int32_t fake_u8_shard1(void *const *io, void *scratch, int32_
                               cnnc_abi_barrier_fn barrier, void *ctx) {
   const float *a = io[0];
   float *c = io[1], *aux = io[2];
-  int64_t lo, hi;
-  fake_enter(1, scratch, tid, nthreads);
-  fake_range(24, tid, nthreads, &lo, &hi);
-  for (int64_t i = lo; i < hi; i++) c[i] = 3.0f * a[i];
+  fake_part p = fake_enter(1, 24, scratch, tid, nthreads);
+  for (int64_t i = p.lo; i < p.hi; i++) c[i] = 3.0f * a[i];
   barrier(ctx);
   for (int n = 0; n < 2 && tid == 0; n++) {
     float sum = 0;
@@ -152,10 +146,8 @@ static FAKE_UNUSED int32_t fake_u8_shard2(void *const *io, void *scratch, int32_
                               cnnc_abi_barrier_fn barrier, void *ctx) {
   const float *c = io[0], *b = io[1];
   float *out = io[2];
-  int64_t lo, hi;
-  fake_enter(2, scratch, tid, nthreads);
-  fake_range(24, tid, nthreads, &lo, &hi);
-  for (int64_t i = lo; i < hi; i++) out[i] = c[i] + b[i];
+  fake_part p = fake_enter(2, 24, scratch, tid, nthreads);
+  for (int64_t i = p.lo; i < p.hi; i++) out[i] = c[i] + b[i];
   return 0;
 }
 

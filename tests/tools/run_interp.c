@@ -18,6 +18,7 @@
 
 #include "fe.h"
 #include "ir.h"
+#include "tool_f32.h"
 #include "weights.h"
 
 static double now(void) {
@@ -37,19 +38,6 @@ static int usage(void) {
   fprintf(stderr, "usage: run_interp MODEL.yml [--batch N] [--seed S] [--weights W.safetensors]\n"
                   "                  [--input X.f32] [--input-seed S] [--output Y.f32] [--emit-ir FILE]\n");
   return 2;
-}
-
-static int read_input(const char *path, float *x, size_t n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) { perror(path); return -1; }
-  size_t got = fread(x, sizeof(float), n, f);
-  int extra = fgetc(f) != EOF;
-  fclose(f);
-  if (got != n || extra) {
-    fprintf(stderr, "%s: expected exactly %zu f32 values (%zu bytes)\n", path, n, n * sizeof(float));
-    return -1;
-  }
-  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -102,7 +90,7 @@ int main(int argc, char **argv) {
   float *x = malloc(n_in * sizeof *x);
   if (!x) { fprintf(stderr, "out of memory\n"); ir_graph_free(g); return 1; }
   if (input) {
-    if (read_input(input, x, n_in) < 0) { free(x); ir_graph_free(g); return 1; }
+    if (read_f32_exact(input, x, n_in) < 0) { free(x); ir_graph_free(g); return 1; }
   } else {
     uint64_t s = input_seed;
     for (size_t i = 0; i < n_in; i++) {

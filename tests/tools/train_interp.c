@@ -25,6 +25,7 @@
 #include "ir.h"
 #include "ir/grad_train.h"
 #include "passes/passes.h"
+#include "tool_f32.h"
 #include "weights.h"
 
 typedef struct args {
@@ -75,19 +76,6 @@ static int parse(int argc, char **argv, args *a) {
   return a->model && a->steps >= 1 ? 0 : -1;
 }
 
-static int read_f32(const char *path, float *x, size_t n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) { perror(path); return -1; }
-  size_t got = fread(x, sizeof(float), n, f);
-  int extra = fgetc(f) != EOF;
-  fclose(f);
-  if (got != n || extra) {
-    fprintf(stderr, "%s: expected exactly %zu f32 values\n", path, n);
-    return -1;
-  }
-  return 0;
-}
-
 static int write_f32(const char *dir, const char *sub, const char *name, const float *x, size_t n) {
   char path[1024], fname[512];
   snprintf(fname, sizeof fname, "%s", name);
@@ -131,7 +119,7 @@ static void feed(const ir_graph *g, const args *a, float *x, float *labels, int 
   const ir_value *in = &g->values[g->input];
   size_t n = (size_t)ir_shape_numel(&in->shape);
   uint64_t s = 1;
-  if (a->input) *bad |= read_f32(a->input, x, n) < 0;
+  if (a->input) *bad |= read_f32_exact(a->input, x, n) < 0;
   else
     for (size_t i = 0; i < n; i++) {
       uint64_t z = (s += 0x9E3779B97F4A7C15ull);
@@ -141,7 +129,7 @@ static void feed(const ir_graph *g, const args *a, float *x, float *labels, int 
       x[i] = in->dtype == IR_U8 ? (float)(z >> 56) : (float)((double)(z >> 11) * 0x1p-53 * 2.0 - 1.0);
     }
   int64_t classes = g->values[g->nodes[g->values[g->outputs[g->n_outputs - 1]].producer].in[0]].shape.dim[1];
-  if (a->labels) *bad |= read_f32(a->labels, labels, (size_t)g->batch) < 0;
+  if (a->labels) *bad |= read_f32_exact(a->labels, labels, (size_t)g->batch) < 0;
   else
     for (int i = 0; i < g->batch; i++) labels[i] = (float)(i % classes);
 }
