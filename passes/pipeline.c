@@ -1,5 +1,6 @@
-/* pipeline.c — the graph passes of a compile, in order, in one place.  Each runs once; with
- * tune verify=1 the IR verifier runs after each; --emit ir-after=NAME stops after the pass
+/* pipeline.c — the graph passes of a compile, in order, in one place.  Each runs once; the IR
+ * verifier runs after each in debug builds (NDEBUG undefined, e.g. CMAKE_BUILD_TYPE=Debug) and
+ * with tune verify=1; --emit ir-after=NAME stops after the pass
  * NAME (the driver prints the graph).  What follows (16-bit inference storage, the memory
  * check, fusion, layout and code generation) is the back end's, called by tools/compile.c. */
 #include <stdio.h>
@@ -24,9 +25,15 @@ int pass_pipeline_check_stop(const char *name, int training, ir_diag *d) {
                      "recompute, store16)", name);
 }
 
-/* After pass name: verify (tune verify) and say whether the pipeline stops here. */
+#ifdef NDEBUG
+#define PIPELINE_VERIFY 0
+#else
+#define PIPELINE_VERIFY 1 /* debug builds check every pass's result */
+#endif
+
+/* After pass name: verify (debug builds, tune verify) and say whether the pipeline stops here. */
 static int after(ir_graph *g, const char *name, const pass_pipeline_opts *o, int *stopped, ir_diag *d) {
-  if (ir_tune(g)->verify && ir_verify(g, d) < 0) return -1;
+  if ((PIPELINE_VERIFY || ir_tune(g)->verify) && ir_verify(g, d) < 0) return -1;
   if (o->stop_after && !strcmp(o->stop_after, name)) *stopped = 1;
   return 0;
 }
