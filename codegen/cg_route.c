@@ -53,10 +53,6 @@ int cg_route_select(cg_ctx *c, const ir_node *n, int train, cg_kplan *kp) {
   return 0;
 }
 
-int cg_kplan_bf16(const cg_kplan *kp) {
-  return kp->route >= 0 && (cg_routes[kp->route].emit == cg_gen_conv2d_bf16 || cg_routes[kp->route].emit == cg_gen_conv2d_stem);
-}
-
 LLVMValueRef cg_route_emit(cg_ctx *c, const ir_node *n, const cg_kplan *kp, int train, const char *fn_name, const char **kind) {
   if (kp->route >= 0) {
     const cg_route *r = &cg_routes[kp->route];

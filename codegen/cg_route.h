@@ -39,7 +39,5 @@ LLVMValueRef cg_route_emit(cg_ctx *c, const ir_node *n, const cg_kplan *kp, int 
  * or -1 with d filled. */
 int cg_select(const ir_graph *g, const pass_fusion *fu, const cg_target *t, const char *amp, int train, cg_kplan *kp,
               ir_diag *d);
-/* Whether plan kp is on the bf16 conv routes (stem or bf16: cg_conv_bf16_ok). */
-int cg_kplan_bf16(const cg_kplan *kp);
 
 #endif
