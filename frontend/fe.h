@@ -71,5 +71,10 @@ int fe_options_tuning(const fe_options *o, ir_tuning *t, ir_diag *d);
  * from o->seed.  Returns the graph (caller frees with ir_graph_free), or NULL with d filled
  * ("file:line:col: error: layer 'X': ...").  Never aborts on bad input. */
 ir_graph *fe_load(const char *path, fe_options *o, ir_diag *d);
+/* fe_load's path for files named *.onnx (frontend/onnx.c, docs/onnx.md): the same contract;
+ * --batch-size binds the input's symbolic batch dim; messages name the ONNX node. */
+ir_graph *fe_load_onnx(const char *path, fe_options *o, ir_diag *d);
+/* Nonzero if path names an ONNX model (by its extension, .onnx). */
+int fe_is_onnx_path(const char *path);
 
 #endif

@@ -4,6 +4,7 @@
  * parameters and verifies the graph.  Every failure is one located diagnostic. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "fe_int.h"
 #include "weights.h"
@@ -227,7 +228,20 @@ static ir_graph *load(fe_ctx *c) {
   return c->g;
 }
 
+int fe_is_onnx_path(const char *path) {
+  size_t n = strlen(path);
+  return n > 5 && !strcasecmp(path + n - 5, ".onnx");
+}
+
+#ifndef CNNC_HAVE_ONNX
+ir_graph *fe_load_onnx(const char *path, fe_options *o, ir_diag *d) {
+  ir_diag_set(d, (ir_loc){path, 0, 0}, NULL, "this cnnc was built without ONNX import (cmake -DCNNC_ONNX=OFF)");
+  return NULL;
+}
+#endif
+
 ir_graph *fe_load(const char *path, fe_options *o, ir_diag *d) {
+  if (fe_is_onnx_path(path)) return fe_load_onnx(path, o, d);
   fe_options saved = *o;
   fe_ctx c = {0};
   c.file = path;

@@ -1,0 +1,462 @@
+/* onnx_ops.c — one converter per ONNX operator: attributes read and checked against the
+ * opset's defaults, operands made IR values or constants, one IR node added (or none: Identity
+ * and Dropout are aliases, Constant and ops on constants fold at import).  Fusions that the
+ * IR has ops for: Mul(x, Sigmoid(x)) -> swish.  Each converter returns 0 or -1 (x->d filled). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "onnx_int.h"
+
+static const ir_shape *shape_of(ox_ctx *x, int v) { return &x->g->values[v].shape; }
+
+/* One output, which later nodes may read; a second (optional) output must be unused. */
+static int only_first_output(ox_ctx *x) {
+  for (size_t i = 1; i < x->node->n_output; i++)
+    if (x->node->output[i][0] && ox_uses(x, x->node->output[i]))
+      return ox_err(x, "output %zu ('%s') is used, but cnnc computes only the first output of this operator", i,
+                    x->node->output[i]);
+  return 0;
+}
+
+/* ---- windows: Conv, MaxPool, AveragePool ------------------------------------------------ */
+typedef struct window {
+  int k[2], s[2], d[2], pad[4]; /* pad: top, left, bottom, right (IR order) */
+} window;
+
+/* kernel_shape (or kshape from the weight), strides, dilations, pads / auto_pad of a 2-D
+ * window over input [N, C, H, W]. */
+static int read_window(ox_ctx *x, const ir_shape *in, const int64_t *kshape, window *w) {
+  int64_t v[8];
+  int n;
+  if (in->rank != 4)
+    return ox_err(x, "cnnc imports 2-D windows over [N, C, H, W] inputs; this input has rank %d", in->rank);
+  if (ox_attr_ints(x, "kernel_shape", 8, v, &n) < 0) return -1;
+  if (!n && !kshape) return ox_err(x, "attribute 'kernel_shape' is required");
+  if (n && n != 2) return ox_err(x, "attribute 'kernel_shape' has %d items; cnnc imports 2-D windows", n);
+  for (int i = 0; i < 2; i++) {
+    w->k[i] = (int)(n ? v[i] : kshape[i]);
+    if ((n ? v[i] : kshape[i]) < 1 || (n ? v[i] : kshape[i]) > FE_MAX_K) return ox_err(x, "kernel size %lld is out of range (1 to %d)", (long long)(n ? v[i] : kshape[i]), FE_MAX_K);
+    if (n && kshape && v[i] != kshape[i]) return ox_err(x, "attribute 'kernel_shape' does not match the weight's shape");
+  }
+  static const char *const names[] = {"strides", "dilations"};
+  for (int a = 0; a < 2; a++) {
+    if (ox_attr_ints(x, names[a], 8, v, &n) < 0) return -1;
+    if (n && n != 2) return ox_err(x, "attribute '%s' has %d items (2 expected)", names[a], n);
+    for (int i = 0; i < 2; i++) {
+      int64_t t = n ? v[i] : 1;
+      if (t < 1 || t > FE_MAX_K) return ox_err(x, "attribute '%s' item %d is %lld (1 to %d)", names[a], i, (long long)t, FE_MAX_K);
+      (a ? w->d : w->s)[i] = (int)t;
+    }
+  }
+  const char *ap;
+  if (ox_attr_str(x, "auto_pad", "NOTSET", &ap) < 0 || ox_attr_ints(x, "pads", 8, v, &n) < 0) return -1;
+  if (!strcmp(ap, "NOTSET")) {
+    if (n && n != 4) return ox_err(x, "attribute 'pads' has %d items (4 expected: top, left, bottom, right)", n);
+    for (int i = 0; i < 4; i++) {
+      int64_t t = n ? v[i] : 0;
+      if (t < 0 || t > FE_MAX_K) return ox_err(x, "attribute 'pads' item %d is %lld (0 to %d)", i, (long long)t, FE_MAX_K);
+      w->pad[i] = (int)t;
+    }
+  } else if (!strcmp(ap, "VALID")) {
+    memset(w->pad, 0, sizeof w->pad);
+  } else if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+    for (int i = 0; i < 2; i++) {
+      int64_t len = in->dim[2 + i], out = (len + w->s[i] - 1) / w->s[i];
+      int64_t total = (out - 1) * w->s[i] + (int64_t)(w->k[i] - 1) * w->d[i] + 1 - len;
+      if (total < 0) total = 0;
+      int64_t small = total / 2, big = total - small;
+      int upper = ap[5] == 'U';
+      w->pad[i] = (int)(upper ? small : big);
+      w->pad[i + 2] = (int)(upper ? big : small);
+    }
+  } else {
+    return ox_err(x, "attribute 'auto_pad' is '%s' (NOTSET, SAME_UPPER, SAME_LOWER or VALID)", ap);
+  }
+  return 0;
+}
+
+static int conv(ox_ctx *x) {
+  if (ox_check_attrs(x, "auto_pad,dilations,group,kernel_shape,pads,strides")) return -1;
+  int in[3] = {ox_act(x, 0), -1, -1}, n_in = 2;
+  if (in[0] < 0) return -1;
+  const ox_const *w = ox_need_const(x, 1, "the weight"), *b = NULL;
+  if (!w) return -1;
+  if (w->rank != 4) return ox_err(x, "the weight has rank %d; cnnc imports 2-D convolutions (rank 4 weights)", w->rank);
+  if (ox_has_input(x, 2) && !(b = ox_need_const(x, 2, "the bias"))) return -1;
+  const ir_shape *xs = shape_of(x, in[0]);
+  ir_attr a = {0};
+  window win;
+  if (read_window(x, xs, w->dims + 2, &win)) return -1;
+  int64_t group;
+  if (ox_attr_int(x, "group", 1, &group) < 0) return -1;
+  if (group < 1 || group > FE_MAX_CH || xs->dim[1] % group || w->dims[0] % group || w->dims[1] * group != xs->dim[1])
+    return ox_err(x, "group %lld does not fit input channels %lld and weight [%lld, %lld, ...]", (long long)group,
+                  (long long)xs->dim[1], (long long)w->dims[0], (long long)w->dims[1]);
+  if (b && (b->rank != 1 || b->dims[0] != w->dims[0]))
+    return ox_err(x, "the bias must have shape [%lld]", (long long)w->dims[0]);
+  ir_conv2d_attr *ca = &a.conv2d;
+  memcpy(ca->kernel, win.k, sizeof win.k);
+  memcpy(ca->stride, win.s, sizeof win.s);
+  memcpy(ca->dilation, win.d, sizeof win.d);
+  memcpy(ca->pad, win.pad, sizeof win.pad);
+  ca->groups = (int)group;
+  if ((in[1] = ox_param(x, "weight", w, 1, 0, NULL)) < 0) return -1;
+  if (b && (in[n_in++] = ox_param(x, "bias", b, 1, 0, NULL)) < 0) return -1;
+  return ox_node(x, IR_OP_conv2d, in, n_in, &a);
+}
+
+static int pool(ox_ctx *x, ir_op op) {
+  int avg = op == IR_OP_avgpool;
+  if (ox_check_attrs(x, avg ? "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides,dilations"
+                            : "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"))
+    return -1;
+  int in = ox_act(x, 0);
+  if (in < 0 || only_first_output(x)) return -1;
+  window w;
+  if (read_window(x, shape_of(x, in), NULL, &w)) return -1;
+  if (w.d[0] != 1 || w.d[1] != 1) return ox_err(x, "dilated pooling is not supported");
+  int64_t ceil_mode, cip, order;
+  if (ox_attr_int(x, "ceil_mode", 0, &ceil_mode) < 0 || ox_attr_int(x, "count_include_pad", 0, &cip) < 0 ||
+      ox_attr_int(x, "storage_order", 0, &order) < 0)
+    return -1;
+  if (order) return ox_err(x, "attribute 'storage_order' 1 (column-major indices) is not supported");
+  ir_attr a = {0};
+  ir_pool_attr *pa = &a.maxpool;
+  memcpy(pa->kernel, w.k, sizeof w.k);
+  memcpy(pa->stride, w.s, sizeof w.s);
+  memcpy(pa->pad, w.pad, sizeof w.pad);
+  pa->ceil_mode = ceil_mode != 0;
+  pa->count_include_pad = avg && cip != 0;
+  return ox_node(x, op, &in, 1, &a);
+}
+
+/* ---- normalisation ------------------------------------------------------------------------ */
+static int batchnorm(ox_ctx *x) {
+  if (ox_check_attrs(x, "epsilon,momentum,training_mode,spatial,is_test,consumed_inputs")) return -1;
+  int in[5] = {ox_act(x, 0)};
+  if (in[0] < 0 || only_first_output(x)) return -1;
+  const ir_shape *xs = shape_of(x, in[0]);
+  if (xs->rank < 2) return ox_err(x, "the input needs a channel dim (rank >= 2)");
+  double eps, mom;
+  int64_t tm, spatial;
+  if (ox_attr_float(x, "epsilon", 1e-5, &eps) < 0 || ox_attr_float(x, "momentum", 0.9, &mom) < 0 ||
+      ox_attr_int(x, "training_mode", 0, &tm) < 0 || ox_attr_int(x, "spatial", 1, &spatial) < 0)
+    return -1;
+  if (tm) return ox_err(x, "training_mode 1 (an export in training mode) is not supported; export in eval mode "
+                           "and compile with --mode training to train");
+  if (!spatial) return ox_err(x, "spatial 0 (per-element statistics) is not supported");
+  if (!(eps > 0 && eps < 1)) return ox_err(x, "attribute 'epsilon' is %g (0 < epsilon < 1)", eps);
+  if (!(mom >= 0 && mom <= 1)) return ox_err(x, "attribute 'momentum' is %g (0 to 1)", mom);
+  static const char *const names[] = {"gamma", "beta", "running_mean", "running_var"};
+  static const char *const what[] = {"the scale", "the bias", "the mean", "the variance"};
+  for (int i = 0; i < 4; i++) {
+    const ox_const *c = ox_need_const(x, i + 1, what[i]);
+    if (!c) return -1;
+    if (c->numel != xs->dim[1] || c->rank != 1)
+      return ox_err(x, "%s has %lld values, one per channel (%lld) expected", what[i], (long long)c->numel,
+                    (long long)xs->dim[1]);
+    if ((in[i + 1] = ox_param(x, names[i], c, i < 2, 0, NULL)) < 0) return -1;
+  }
+  ir_attr a = {0};
+  a.batchnorm.eps = (float)eps;
+  a.batchnorm.momentum = (float)(1.0 - mom); /* ONNX: running = m*running + (1-m)*batch */
+  a.batchnorm.training = x->training;
+  return ox_node(x, IR_OP_batchnorm, in, 5, &a);
+}
+
+/* ---- element-wise ------------------------------------------------------------------------ */
+static int unary(ox_ctx *x, ir_op op) {
+  if (ox_check_attrs(x, "")) return -1;
+  int in = ox_act(x, 0);
+  return in < 0 ? -1 : ox_node(x, op, &in, 1, NULL);
+}
+
+/* Sigmoid(x) read only by a Mul(x, Sigmoid(x)) (either order) is not emitted: the Mul
+ * becomes swish(x).  Looks ahead for the one reader of the Sigmoid's output. */
+static int sigmoid(ox_ctx *x) {
+  if (ox_check_attrs(x, "")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  const char *out = x->node->output[0], *src = x->node->input[0];
+  if (ox_uses(x, out) == 1)
+    for (size_t k = (size_t)x->node_index + 1; k < x->graph->n_node; k++) {
+      const Onnx__NodeProto *p = x->graph->node[k];
+      int reads = 0;
+      for (size_t j = 0; j < p->n_input; j++) reads |= !strcmp(p->input[j], out);
+      if (!reads) continue;
+      if (p->op_type && !strcmp(p->op_type, "Mul") && p->n_input == 2 &&
+          ((!strcmp(p->input[0], src) && !strcmp(p->input[1], out)) ||
+           (!strcmp(p->input[1], src) && !strcmp(p->input[0], out)))) {
+        if (ox_bind(x, out, -1, NULL)) return -1;
+        ox_find(x, out)->swish_of = in + 1;
+        return 0;
+      }
+      break;
+    }
+  return ox_node(x, IR_OP_sigmoid, &in, 1, NULL);
+}
+
+/* Add and Mul: IR broadcasting goes from in[1] to in[0], so the larger operand comes first. */
+static int binary(ox_ctx *x, ir_op op) {
+  if (ox_check_attrs(x, x->opset < 7 ? "broadcast,axis" : "")) return -1;
+  if (x->node->n_input != 2) return ox_err(x, "takes 2 inputs (got %zu)", x->node->n_input);
+  ox_val *u = ox_input(x, 0), *v = ox_input(x, 1);
+  if (!u || !v) return -1;
+  if (op == IR_OP_mul && (u->swish_of || v->swish_of)) { /* Mul(x, Sigmoid(x)): see sigmoid() */
+    int in = (u->swish_of ? u : v)->swish_of - 1;
+    return ox_node(x, IR_OP_swish, &in, 1, NULL);
+  }
+  int a = ox_act(x, 0), b = ox_act(x, 1);
+  if (a < 0 || b < 0) return -1;
+  if (ir_shape_numel(shape_of(x, a)) < ir_shape_numel(shape_of(x, b)) ||
+      (x->g->values[a].kind == IR_VAL_PARAM && x->g->values[b].kind != IR_VAL_PARAM)) {
+    int t = a;
+    a = b;
+    b = t;
+  }
+  int in[2] = {a, b};
+  return ox_node(x, op, in, 2, NULL);
+}
+
+/* ---- dense ------------------------------------------------------------------------------- */
+/* y = x W^T + b with W [Out, In] (the IR's layout). */
+static int dense(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alpha, const ox_const *c, double beta) {
+  const ir_shape *xs = shape_of(x, xin);
+  if (xs->rank != 2) return ox_err(x, "input A must be [N, K] (rank 2); it has rank %d", xs->rank);
+  if (w->rank != 2) return ox_err(x, "input B must be a rank-2 constant");
+  int64_t K = trans_b ? w->dims[1] : w->dims[0], N = trans_b ? w->dims[0] : w->dims[1];
+  if (K != xs->dim[1])
+    return ox_err(x, "A is [%lld, %lld] but B gives K = %lld", (long long)xs->dim[0], (long long)xs->dim[1], (long long)K);
+  if (N < 1 || N > FE_MAX_UNITS) return ox_err(x, "%lld output units (1 to %d)", (long long)N, FE_MAX_UNITS);
+  int64_t dims[2] = {N, K};
+  ox_const *wt = ox_const_new(x, 2, dims, 0);
+  for (int64_t o = 0; o < N; o++)
+    for (int64_t k = 0; k < K; k++) {
+      int64_t src = trans_b ? o * K + k : k * N + o;
+      wt->f[o * K + k] = (float)(alpha * (w->is_int ? (double)w->i[src] : w->f[src]));
+    }
+  ir_attr a = {0};
+  a.dense.units = (int)N;
+  int in[3] = {xin, ox_param(x, "weight", wt, 1, 0, NULL), -1}, n_in = 2;
+  if (in[1] < 0) return -1;
+  if (c) {
+    int ok = c->numel == N || c->numel == 1;
+    if (!ok || c->rank > 2 || (c->rank == 2 && c->dims[0] != 1))
+      return ox_err(x, "input C must have shape [%lld], [1, %lld] or be a scalar (batch-dependent C is not supported)",
+                    (long long)N, (long long)N);
+    ox_const *bias = ox_const_new(x, 1, &N, 0);
+    for (int64_t o = 0; o < N; o++) {
+      int64_t s = c->numel == 1 ? 0 : o;
+      bias->f[o] = (float)(beta * (c->is_int ? (double)c->i[s] : c->f[s]));
+    }
+    if ((in[n_in++] = ox_param(x, "bias", bias, 1, 0, NULL)) < 0) return -1;
+  }
+  return ox_node(x, IR_OP_dense, in, n_in, &a);
+}
+
+static int gemm(ox_ctx *x) {
+  if (ox_check_attrs(x, x->opset < 7 ? "alpha,beta,transA,transB,broadcast" : "alpha,beta,transA,transB")) return -1;
+  double alpha, beta;
+  int64_t ta, tb;
+  if (ox_attr_float(x, "alpha", 1, &alpha) < 0 || ox_attr_float(x, "beta", 1, &beta) < 0 ||
+      ox_attr_int(x, "transA", 0, &ta) < 0 || ox_attr_int(x, "transB", 0, &tb) < 0)
+    return -1;
+  if (ta) return ox_err(x, "transA 1 is not supported (A must be [N, K] activations)");
+  int a = ox_act(x, 0);
+  if (a < 0) return -1;
+  const ox_const *b = ox_need_const(x, 1, "the weight B"), *c = NULL;
+  if (!b || (ox_has_input(x, 2) && !(c = ox_need_const(x, 2, "the bias C")))) return -1;
+  return dense(x, a, b, tb != 0, alpha, c, beta);
+}
+
+static int matmul(ox_ctx *x) {
+  if (ox_check_attrs(x, "")) return -1;
+  int a = ox_act(x, 0);
+  if (a < 0) return -1;
+  const ox_const *b = ox_need_const(x, 1, "the weight B");
+  return b ? dense(x, a, b, 0, 1.0, NULL, 0) : -1;
+}
+
+/* ---- shape -------------------------------------------------------------------------------- */
+static int reshape_to(ox_ctx *x, int in, const int64_t *dims, int rank) {
+  if (rank < 1 || rank > IR_MAX_RANK) return ox_err(x, "the result would have rank %d (1 to %d)", rank, IR_MAX_RANK);
+  if (dims[0] != x->g->batch)
+    return ox_err(x, "the result's first dim is %lld, not the batch (%d): cnnc keeps the batch in dim 0",
+                  (long long)dims[0], x->g->batch);
+  const ir_shape *s = shape_of(x, in);
+  if (s->rank == rank && !memcmp(s->dim, dims, (size_t)rank * sizeof *dims))
+    return ox_bind(x, x->node->output[0], in, NULL); /* the same shape: an alias */
+  ir_attr a = {0};
+  a.reshape.shape.rank = rank;
+  for (int i = 0; i < rank; i++) a.reshape.shape.dim[i] = dims[i];
+  return ox_node(x, IR_OP_reshape, &in, 1, &a);
+}
+
+static int flatten(ox_ctx *x) {
+  if (ox_check_attrs(x, "axis")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  const ir_shape *s = shape_of(x, in);
+  int64_t axis;
+  if (ox_attr_int(x, "axis", 1, &axis) < 0) return -1;
+  if (axis < 0) axis += s->rank;
+  if (axis != 1) return ox_err(x, "axis %lld is not supported (cnnc keeps the batch apart: axis 1)", (long long)axis);
+  int64_t dims[2] = {s->dim[0], ir_shape_numel(s) / (s->dim[0] ? s->dim[0] : 1)};
+  return reshape_to(x, in, dims, 2);
+}
+
+static int reshape(ox_ctx *x) {
+  if (ox_check_attrs(x, x->opset < 5 ? "shape" : "allowzero")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  const ox_const *sc = ox_need_const(x, 1, "the shape");
+  if (!sc) return -1;
+  int64_t allowzero;
+  if (ox_attr_int(x, "allowzero", 0, &allowzero) < 0) return -1;
+  if (!sc->is_int || sc->rank != 1 || sc->numel < 1 || sc->numel > IR_MAX_RANK)
+    return ox_err(x, "the shape must be a list of 1 to %d integers", IR_MAX_RANK);
+  const ir_shape *s = shape_of(x, in);
+  int64_t dims[IR_MAX_RANK], known = 1, numel = ir_shape_numel(s);
+  int infer = -1, rank = (int)sc->numel;
+  for (int i = 0; i < rank; i++) {
+    int64_t d = sc->i[i];
+    if (d == 0 && !allowzero) {
+      if (i >= s->rank) return ox_err(x, "shape item %d is 0 (copy) but the input has rank %d", i, s->rank);
+      d = s->dim[i];
+    }
+    if (d == -1) {
+      if (infer >= 0) return ox_err(x, "the shape has more than one -1");
+      infer = i;
+      dims[i] = 1;
+      continue;
+    }
+    if (d < 1 || d > ((int64_t)1 << 40)) return ox_err(x, "shape item %d is %lld", i, (long long)d);
+    dims[i] = d;
+    known *= d;
+  }
+  if (infer >= 0) {
+    if (numel % known) return ox_err(x, "cannot reshape %lld elements with the known dims' product %lld", (long long)numel, (long long)known);
+    dims[infer] = numel / known;
+  } else if (known != numel) {
+    return ox_err(x, "the shape has %lld elements, the input %lld", (long long)known, (long long)numel);
+  }
+  return reshape_to(x, in, dims, rank);
+}
+
+static int softmax(ox_ctx *x) {
+  if (ox_check_attrs(x, "axis")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  const ir_shape *s = shape_of(x, in);
+  int64_t axis;
+  if (ox_attr_int(x, "axis", x->opset >= 13 ? -1 : 1, &axis) < 0) return -1;
+  if (axis < 0) axis += s->rank;
+  if (axis < 0 || axis >= s->rank) return ox_err(x, "axis is out of range for rank %d", s->rank);
+  /* Before opset 13 the input is coerced to 2-D at axis: the same as the last axis when
+   * axis is the last dim; from 13 the axis itself.  cnnc's softmax runs over the last axis. */
+  if (axis != s->rank - 1)
+    return ox_err(x, "softmax over axis %lld of a rank-%d tensor is not supported (only the last axis)", (long long)axis,
+                  s->rank);
+  return ox_node(x, IR_OP_softmax, &in, 1, NULL);
+}
+
+/* ---- aliases and constants ------------------------------------------------------------- */
+static int alias(ox_ctx *x, const char *attrs) {
+  if (ox_check_attrs(x, attrs) || only_first_output(x)) return -1;
+  ox_val *v = ox_input(x, 0);
+  if (!v) return -1;
+  if (!strcmp(x->node->op_type, "Dropout") && ox_has_input(x, 2)) {
+    const ox_val *t = ox_input(x, 2);
+    if (!t) return -1;
+    if (!t->c) return ox_err(x, "input 2 (training_mode) must be a constant");
+    if ((t->c->is_int ? t->c->i[0] != 0 : t->c->f[0] != 0))
+      return ox_err(x, "training_mode true is not supported (export in eval mode)");
+  }
+  return ox_bind(x, x->node->output[0], v->ir, v->c);
+}
+
+static int constant(ox_ctx *x) {
+  if (ox_check_attrs(x, "value,value_float,value_floats,value_int,value_ints,sparse_value,value_string,value_strings"))
+    return -1;
+  if (x->node->n_attribute != 1) return ox_err(x, "needs exactly one value attribute (got %zu)", x->node->n_attribute);
+  const Onnx__AttributeProto *at = x->node->attribute[0];
+  const char *nm = at->name;
+  ox_const *c = NULL;
+  if (!strcmp(nm, "value")) {
+    if (!at->t) return ox_err(x, "attribute 'value' holds no tensor");
+    c = ox_tensor(x, at->t, "constant");
+  } else if (!strcmp(nm, "value_float")) {
+    c = ox_const_new(x, 0, NULL, 0);
+    c->f[0] = at->f;
+  } else if (!strcmp(nm, "value_int")) {
+    c = ox_const_new(x, 0, NULL, 1);
+    c->i[0] = at->i;
+  } else if (!strcmp(nm, "value_floats") || !strcmp(nm, "value_ints")) {
+    int isint = nm[6] == 'i';
+    int64_t n = isint ? (int64_t)at->n_ints : (int64_t)at->n_floats;
+    c = ox_const_new(x, 1, &n, isint);
+    for (int64_t k = 0; k < n; k++) {
+      if (isint) c->i[k] = at->ints[k];
+      else c->f[k] = at->floats[k];
+    }
+  } else {
+    return ox_err(x, "attribute '%s' (sparse or string constants) is not supported", nm);
+  }
+  return c ? ox_bind(x, x->node->output[0], -1, c) : -1;
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------- */
+typedef struct ox_op { const char *name; int (*fn)(ox_ctx *); } ox_op;
+
+static int op_relu(ox_ctx *x) { return unary(x, IR_OP_relu); }
+static int op_add(ox_ctx *x) { return binary(x, IR_OP_add); }
+static int op_mul(ox_ctx *x) { return binary(x, IR_OP_mul); }
+static int op_maxpool(ox_ctx *x) { return pool(x, IR_OP_maxpool); }
+static int op_avgpool(ox_ctx *x) { return pool(x, IR_OP_avgpool); }
+static int op_gap(ox_ctx *x) {
+  if (ox_check_attrs(x, "")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  if (shape_of(x, in)->rank != 4) return ox_err(x, "the input must be [N, C, H, W]");
+  return ox_node(x, IR_OP_global_avgpool, &in, 1, NULL);
+}
+static int op_identity(ox_ctx *x) { return alias(x, ""); }
+static int op_dropout(ox_ctx *x) { return alias(x, "ratio,seed,is_test,consumed_inputs"); }
+
+static const ox_op ops[] = {
+    {"AveragePool", op_avgpool}, {"BatchNormalization", batchnorm}, {"Constant", constant},
+    {"Conv", conv},              {"Dropout", op_dropout},           {"Flatten", flatten},
+    {"Gemm", gemm},              {"GlobalAveragePool", op_gap},     {"Identity", op_identity},
+    {"MatMul", matmul},          {"MaxPool", op_maxpool},           {"Mul", op_mul},
+    {"Relu", op_relu},           {"Reshape", reshape},              {"Sigmoid", sigmoid},
+    {"Softmax", softmax},        {"Add", op_add},
+};
+
+const char *ox_supported(void) {
+  static char buf[512];
+  if (!buf[0]) {
+    const char *names[sizeof ops / sizeof *ops];
+    int n = (int)(sizeof ops / sizeof *ops);
+    for (int i = 0; i < n; i++) names[i] = ops[i].name;
+    for (int i = 1; i < n; i++) /* sorted for the message */
+      for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+        const char *t = names[j];
+        names[j] = names[j - 1];
+        names[j - 1] = t;
+      }
+    size_t off = 0;
+    for (int i = 0; i < n && off < sizeof buf; i++) off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "", names[i]);
+  }
+  return buf;
+}
+
+int ox_convert(ox_ctx *x) {
+  const char *op = x->node->op_type;
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+    if (!strcmp(ops[i].name, op)) {
+      if (x->node->n_output < 1 || !x->node->output[0][0]) return ox_err(x, "the node has no output");
+      return ops[i].fn(x);
+    }
+  return ox_err(x, "operator not supported (supported: %s)", ox_supported());
+}
