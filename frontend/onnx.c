@@ -380,13 +380,16 @@ static int read_input(ox_ctx *x, const Onnx__GraphProto *gp) {
   if (tt->elem_type != OX_FLOAT)
     return ox_err(x, "input '%s' has element type %s; cnnc's ONNX inputs are FLOAT", in->name, dtype_name(tt->elem_type));
   const Onnx__TensorShapeProto *sh = tt->shape;
-  if (!sh || sh->n_dim < 1 || sh->n_dim > IR_MAX_RANK)
-    return ox_err(x, "input '%s' must have a known rank of 1 to %d", in->name, IR_MAX_RANK);
+  if (!sh) return ox_err(x, "input '%s' has no shape; cnnc needs a known rank and dims", in->name);
+  if (sh->n_dim < 1 || sh->n_dim > IR_MAX_RANK)
+    return ox_err(x, "input '%s' has rank %zu; cnnc's tensors have rank 1 to %d", in->name, sh->n_dim, IR_MAX_RANK);
   ir_shape s = {(int)sh->n_dim, {0}};
   for (size_t i = 0; i < sh->n_dim; i++) {
     const Onnx__TensorShapeProto__Dimension *dm = sh->dim[i];
     int sym = dm->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
     if (i == 0) {
+      if (!sym && dm->dim_value < 1)
+        return ox_err(x, "input '%s' has a batch (dim 0) of %lld; it must be at least 1", in->name, (long long)dm->dim_value);
       if (!sym && dm->dim_value >= 1 && !x->o->set[FE_OPTK_batch_size] && dm->dim_value <= FE_MAX_UNITS)
         x->o->batch_size = dm->dim_value; /* a fixed batch is the default --batch-size */
       else if (!sym && dm->dim_value != x->o->batch_size)

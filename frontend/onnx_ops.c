@@ -197,9 +197,11 @@ static int sigmoid(ox_ctx *x) {
   return ox_node(x, IR_OP_sigmoid, &in, 1, NULL);
 }
 
-/* Add and Mul: IR broadcasting goes from in[1] to in[0], so the larger operand comes first. */
+/* Add and Mul: IR broadcasting goes from in[1] to in[0], so the larger operand comes first.
+ * Before opset 7 broadcasting was explicit (broadcast=1) and aligned B at attribute axis
+ * (default: B's dims are A's last dims): a constant B is given trailing 1s to match. */
 static int binary(ox_ctx *x, ir_op op) {
-  if (ox_check_attrs(x, x->opset < 7 ? "broadcast,axis" : "")) return -1;
+  if (ox_check_attrs(x, x->opset < 7 ? "broadcast,axis,consumed_inputs" : "")) return -1;
   if (x->node->n_input != 2) return ox_err(x, "takes 2 inputs (got %zu)", x->node->n_input);
   ox_val *u = ox_input(x, 0), *v = ox_input(x, 1);
   if (!u || !v) return -1;
@@ -207,8 +209,26 @@ static int binary(ox_ctx *x, ir_op op) {
     int in = (u->swish_of ? u : v)->swish_of - 1;
     return ox_node(x, IR_OP_swish, &in, 1, NULL);
   }
-  int a = ox_act(x, 0), b = ox_act(x, 1);
-  if (a < 0 || b < 0) return -1;
+  int a = ox_act(x, 0);
+  if (a < 0) return -1;
+  int64_t bc, axis;
+  if (ox_attr_int(x, "broadcast", 0, &bc) < 0 || ox_attr_int(x, "axis", -1, &axis) < 0) return -1;
+  int b;
+  if (x->opset < 7 && bc && ox_attr(x, "axis")) {
+    const ox_const *c = ox_need_const(x, 1, "B broadcast at an axis");
+    const ir_shape *as = shape_of(x, a);
+    if (!c) return -1;
+    if (axis < 0) axis += as->rank;
+    if (axis < 0 || axis + c->rank > as->rank) return ox_err(x, "axis %lld does not fit B's rank %d in A's rank %d", (long long)axis, c->rank, as->rank);
+    int64_t dims[IR_MAX_RANK];
+    int r = as->rank - (int)axis;
+    for (int i = 0; i < r; i++) dims[i] = i < c->rank ? c->dims[i] : 1;
+    if ((b = ox_param(x, "const1", c, 0, r, dims)) < 0) return -1;
+  } else if ((b = ox_act(x, 1)) < 0) {
+    return -1;
+  }
+  if (x->opset < 7 && !bc && !ir_shape_eq(shape_of(x, a), shape_of(x, b)))
+    return ox_err(x, "the operands' shapes differ but attribute 'broadcast' is not 1");
   if (ir_shape_numel(shape_of(x, a)) < ir_shape_numel(shape_of(x, b)) ||
       (x->g->values[a].kind == IR_VAL_PARAM && x->g->values[b].kind != IR_VAL_PARAM)) {
     int t = a;
