@@ -426,12 +426,202 @@ static int constant(ox_ctx *x) {
   return c ? ox_bind(x, x->node->output[0], -1, c) : -1;
 }
 
+/* ---- shape arithmetic on constants (folded at import) --------------------------------------
+ * Exports compute shapes at run time (Shape -> Gather -> Unsqueeze -> Concat -> Reshape); cnnc's
+ * shapes are static, so these fold into constants.  An op of these kinds on an activation is
+ * not supported (Concat of activations, below, is the exception to come). */
+static int shape_op(ox_ctx *x) {
+  if (ox_check_attrs(x, "start,end")) return -1;
+  ox_val *v = ox_input(x, 0);
+  if (!v) return -1;
+  int rank = v->c ? v->c->rank : shape_of(x, v->ir)->rank;
+  int64_t start, end;
+  if (ox_attr_int(x, "start", 0, &start) < 0 || ox_attr_int(x, "end", rank, &end) < 0) return -1;
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  if (start < 0) start = 0;
+  if (end > rank) end = rank;
+  int64_t n = end > start ? end - start : 0;
+  ox_const *c = ox_const_new(x, 1, &n, 1);
+  for (int64_t i = 0; i < n; i++) c->i[i] = v->c ? v->c->dims[start + i] : shape_of(x, v->ir)->dim[start + i];
+  return ox_bind(x, x->node->output[0], -1, c);
+}
+
+static int gather(ox_ctx *x) {
+  if (ox_check_attrs(x, "axis")) return -1;
+  const ox_const *d = ox_need_const(x, 0, "the data"), *ix = d ? ox_need_const(x, 1, "the indices") : NULL;
+  int64_t axis;
+  if (!ix || ox_attr_int(x, "axis", 0, &axis) < 0) return -1;
+  if (axis != 0 || d->rank != 1 || !ix->is_int || ix->rank > 1)
+    return ox_err(x, "only Gather of a 1-D constant along axis 0 with scalar or 1-D indices is supported");
+  ox_const *c = ox_const_new(x, ix->rank, ix->dims, d->is_int);
+  for (int64_t i = 0; i < ix->numel; i++) {
+    int64_t k = ix->i[i] < 0 ? ix->i[i] + d->numel : ix->i[i];
+    if (k < 0 || k >= d->numel) return ox_err(x, "index %lld is out of range for %lld values", (long long)ix->i[i], (long long)d->numel);
+    if (d->is_int) c->i[i] = d->i[k];
+    else c->f[i] = d->f[k];
+  }
+  return ox_bind(x, x->node->output[0], -1, c);
+}
+
+/* Unsqueeze and Squeeze of a constant: the data stay, the dims change. */
+static int squeeze(ox_ctx *x, int un) {
+  if (ox_check_attrs(x, x->opset < 13 ? "axes" : "")) return -1;
+  const ox_const *d = ox_need_const(x, 0, "the data");
+  if (!d) return -1;
+  int64_t axes[OX_MAX_RANK];
+  int n = 0;
+  if (x->opset < 13) {
+    if (ox_attr_ints(x, "axes", OX_MAX_RANK, axes, &n) < 0) return -1;
+  } else if (ox_has_input(x, 1)) {
+    const ox_const *a = ox_need_const(x, 1, "the axes");
+    if (!a) return -1;
+    if (!a->is_int || a->numel > OX_MAX_RANK) return ox_err(x, "the axes must be at most %d integers", OX_MAX_RANK);
+    for (int64_t i = 0; i < a->numel; i++) axes[n++] = a->i[i];
+  }
+  int out_rank = un ? d->rank + n : d->rank;
+  if (un && !n) return ox_err(x, "Unsqueeze needs axes");
+  if (out_rank > OX_MAX_RANK) return ox_err(x, "the result would have rank %d", out_rank);
+  unsigned char mark[OX_MAX_RANK] = {0};
+  for (int i = 0; i < n; i++) {
+    int64_t a = axes[i] < 0 ? axes[i] + (un ? out_rank : d->rank) : axes[i];
+    if (a < 0 || a >= (un ? out_rank : d->rank) || mark[a]) return ox_err(x, "axis %lld is out of range or repeated", (long long)axes[i]);
+    if (!un && d->dims[a] != 1) return ox_err(x, "axis %lld has size %lld, not 1", (long long)axes[i], (long long)d->dims[a]);
+    mark[a] = 1;
+  }
+  int64_t dims[OX_MAX_RANK];
+  int r = 0;
+  for (int i = 0, j = 0; i < (un ? out_rank : d->rank); i++) {
+    if (un) dims[r++] = mark[i] ? 1 : d->dims[j++];
+    else if (!(n ? mark[i] : d->dims[i] == 1)) dims[r++] = d->dims[i];
+  }
+  ox_const *c = ox_const_new(x, r, dims, d->is_int);
+  memcpy(d->is_int ? (void *)c->i : (void *)c->f, d->is_int ? (void *)d->i : (void *)d->f,
+         (size_t)d->numel * (d->is_int ? sizeof *d->i : sizeof *d->f));
+  return ox_bind(x, x->node->output[0], -1, c);
+}
+static int op_unsqueeze(ox_ctx *x) { return squeeze(x, 1); }
+static int op_squeeze(ox_ctx *x) { return squeeze(x, 0); }
+
+static int cast(ox_ctx *x) {
+  if (ox_check_attrs(x, "to")) return -1;
+  const ox_const *d = ox_need_const(x, 0, "the data (Cast of activations is not supported)");
+  int64_t to;
+  if (!d || ox_attr_int(x, "to", 0, &to) < 0) return -1;
+  int is_int;
+  switch (to) {
+  case OX_FLOAT: case OX_DOUBLE: is_int = 0; break;
+  case OX_INT64: case OX_INT32: case OX_INT8: case OX_UINT8: is_int = 1; break;
+  default: return ox_err(x, "Cast to type %lld is not supported", (long long)to);
+  }
+  ox_const *c = ox_const_new(x, d->rank, d->dims, is_int);
+  for (int64_t i = 0; i < d->numel; i++) {
+    if (is_int) {
+      double v = d->is_int ? (double)d->i[i] : d->f[i];
+      if (!(v > -9.2e18 && v < 9.2e18)) return ox_err(x, "value %g does not fit an integer", v);
+      c->i[i] = (int64_t)v; /* truncation toward zero, as ONNX casts */
+    } else {
+      c->f[i] = d->is_int ? (float)d->i[i] : d->f[i];
+    }
+  }
+  return ox_bind(x, x->node->output[0], -1, c);
+}
+
+/* Concat of constants along an axis. */
+static int concat_const(ox_ctx *x, int64_t axis) {
+  int n = (int)x->node->n_input;
+  const ox_const *c0 = ox_need_const(x, 0, "a concatenated value");
+  if (!c0) return -1;
+  if (axis < 0) axis += c0->rank;
+  if (axis < 0 || axis >= c0->rank) return ox_err(x, "axis is out of range for rank %d", c0->rank);
+  int64_t dims[OX_MAX_RANK];
+  memcpy(dims, c0->dims, sizeof dims);
+  dims[axis] = 0;
+  int is_int = 1;
+  for (int i = 0; i < n; i++) {
+    const ox_const *c = ox_need_const(x, i, "a concatenated value");
+    if (!c) return -1;
+    if (c->rank != c0->rank) return ox_err(x, "input %d has rank %d, input 0 rank %d", i, c->rank, c0->rank);
+    for (int k = 0; k < c->rank; k++)
+      if (k != axis && c->dims[k] != c0->dims[k]) return ox_err(x, "input %d's dim %d differs from input 0's", i, k);
+    dims[axis] += c->dims[axis];
+    is_int &= c->is_int;
+  }
+  ox_const *r = ox_const_new(x, c0->rank, dims, is_int);
+  int64_t outer = 1, inner = 1;
+  for (int k = 0; k < axis; k++) outer *= dims[k];
+  for (int k = (int)axis + 1; k < c0->rank; k++) inner *= dims[k];
+  int64_t at = 0;
+  for (int64_t o = 0; o < outer; o++)
+    for (int i = 0; i < n; i++) {
+      const ox_const *c = ox_find(x, x->node->input[i])->c;
+      int64_t len = c->dims[axis] * inner;
+      for (int64_t k = 0; k < len; k++, at++) {
+        int64_t s = o * len + k;
+        if (is_int) r->i[at] = c->i[s];
+        else r->f[at] = c->is_int ? (float)c->i[s] : c->f[s];
+      }
+    }
+  return ox_bind(x, x->node->output[0], -1, r);
+}
+
+static int concat(ox_ctx *x) {
+  if (ox_check_attrs(x, "axis")) return -1;
+  int64_t axis;
+  if (ox_attr_int(x, "axis", 1, &axis) < 0) return -1;
+  if (x->node->n_input < 1) return ox_err(x, "needs at least one input");
+  for (size_t i = 0; i < x->node->n_input; i++) {
+    ox_val *v = ox_input(x, (int)i);
+    if (!v) return -1;
+    if (!v->c) return ox_err(x, "Concat of activations is not supported yet (only of constants, as in shape arithmetic)");
+  }
+  return concat_const(x, axis);
+}
+
+/* Add, Sub, Mul, Div of two constants (same shape, or one of them a single value). */
+static int fold_binary(ox_ctx *x, char op) {
+  const ox_const *a = ox_find(x, x->node->input[0])->c, *b = ox_find(x, x->node->input[1])->c;
+  const ox_const *big = a->numel >= b->numel ? a : b;
+  if (a->numel != b->numel && a->numel != 1 && b->numel != 1)
+    return ox_err(x, "folding this op on constants of different shapes is not supported");
+  int is_int = a->is_int && b->is_int;
+  ox_const *r = ox_const_new(x, big->rank, big->dims, is_int);
+  for (int64_t i = 0; i < big->numel; i++) {
+    int64_t ia = a->numel == 1 ? 0 : i, ib = b->numel == 1 ? 0 : i;
+    if (is_int) {
+      int64_t u = a->i[ia], v = b->i[ib];
+      if (op == '/' && v == 0) return ox_err(x, "integer division by zero");
+      r->i[i] = op == '+' ? u + v : op == '-' ? u - v : op == '*' ? u * v : u / v;
+    } else {
+      double u = a->is_int ? (double)a->i[ia] : a->f[ia], v = b->is_int ? (double)b->i[ib] : b->f[ib];
+      r->f[i] = (float)(op == '+' ? u + v : op == '-' ? u - v : op == '*' ? u * v : u / v);
+    }
+  }
+  return ox_bind(x, x->node->output[0], -1, r);
+}
+
+/* Both operands constant: fold; else the IR op (Add, Mul) or unsupported (Sub, Div). */
+static int arith(ox_ctx *x, char op) {
+  if (x->node->n_input != 2) return ox_err(x, "takes 2 inputs (got %zu)", x->node->n_input);
+  ox_val *u = ox_input(x, 0), *v = u ? ox_input(x, 1) : NULL;
+  if (!v) return -1;
+  if (u->c && v->c) {
+    if (ox_check_attrs(x, x->opset < 7 ? "broadcast,axis,consumed_inputs" : "")) return -1;
+    return fold_binary(x, op);
+  }
+  if (op == '+') return binary(x, IR_OP_add);
+  if (op == '*') return binary(x, IR_OP_mul);
+  return ox_err(x, "%s of activations is not supported yet (only of constants)", op == '-' ? "Sub" : "Div");
+}
+static int op_add(ox_ctx *x) { return arith(x, '+'); }
+static int op_sub(ox_ctx *x) { return arith(x, '-'); }
+static int op_mul(ox_ctx *x) { return arith(x, '*'); }
+static int op_div(ox_ctx *x) { return arith(x, '/'); }
+
 /* ---- dispatch ---------------------------------------------------------------------------- */
 typedef struct ox_op { const char *name; int (*fn)(ox_ctx *); } ox_op;
 
 static int op_relu(ox_ctx *x) { return unary(x, IR_OP_relu); }
-static int op_add(ox_ctx *x) { return binary(x, IR_OP_add); }
-static int op_mul(ox_ctx *x) { return binary(x, IR_OP_mul); }
 static int op_maxpool(ox_ctx *x) { return pool(x, IR_OP_maxpool); }
 static int op_avgpool(ox_ctx *x) { return pool(x, IR_OP_avgpool); }
 static int op_gap(ox_ctx *x) {
@@ -450,7 +640,10 @@ static const ox_op ops[] = {
     {"Gemm", gemm},              {"GlobalAveragePool", op_gap},     {"Identity", op_identity},
     {"MatMul", matmul},          {"MaxPool", op_maxpool},           {"Mul", op_mul},
     {"Relu", op_relu},           {"Reshape", reshape},              {"Sigmoid", sigmoid},
-    {"Softmax", softmax},        {"Add", op_add},
+    {"Softmax", softmax},        {"Add", op_add},                   {"Sub", op_sub},
+    {"Div", op_div},             {"Shape", shape_op},               {"Gather", gather},
+    {"Unsqueeze", op_unsqueeze}, {"Squeeze", op_squeeze},           {"Cast", cast},
+    {"Concat", concat},
 };
 
 const char *ox_supported(void) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""onnx_backend.py BUILD SRC [--write] [--only PATTERN] [-v]
+"""test_onnx_backend.py BUILD SRC [--write] [--only PATTERN] [-v]
 
 Runs the ONNX backend tests of Debian's libonnx-testdata (node/ and pytorch-converted/: a
 model.onnx with test_data_set_0/input_*.pb and output_*.pb) through cnnc's importer, compiler
