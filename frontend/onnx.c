@@ -22,11 +22,20 @@ int ox_err(ox_ctx *x, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  /* Names come from the file: no control bytes or broken UTF-8 reach the terminal. */
+  for (unsigned char *p = (unsigned char *)msg; *p; p++)
+    if (*p < 0x20 || *p >= 0x7f) *p = '?';
   if (!x->node) return ir_diag_set(x->d, (ir_loc){x->file, 0, 0}, NULL, "%s", msg);
   const char *nm = x->node->name && x->node->name[0] ? x->node->name : NULL;
+  char safe[2][96];
+  const char *src[2] = {nm ? nm : "", x->node->op_type ? x->node->op_type : "?"};
+  for (int k = 0; k < 2; k++) {
+    snprintf(safe[k], sizeof safe[k], "%s", src[k]);
+    for (unsigned char *p = (unsigned char *)safe[k]; *p; p++)
+      if (*p < 0x20 || *p >= 0x7f) *p = '?';
+  }
   return ir_diag_set(x->d, (ir_loc){x->file, 0, 0}, NULL, "node %s%s%s (#%d, %s, opset %d): %s", nm ? "'" : "",
-                     nm ? nm : "without a name", nm ? "'" : "", x->node_index, x->node->op_type ? x->node->op_type : "?",
-                     x->opset, msg);
+                     nm ? safe[0] : "without a name", nm ? "'" : "", x->node_index, safe[1], x->opset, msg);
 }
 
 /* A layer name ([A-Za-z0-9_.-] segments joined by '/') from an ONNX name: "/layer1/0/Conv"
