@@ -61,6 +61,11 @@ LLVMValueRef cg_max_nan(cg_ctx *c, LLVMValueRef x, LLVMValueRef m);
 LLVMValueRef cg_relu(cg_ctx *c, LLVMValueRef x, int w);
 LLVMValueRef cg_exp(cg_ctx *c, LLVMValueRef x, int w);        /* ~1 ulp-ish polynomial, no libm */
 LLVMValueRef cg_sigmoid(cg_ctx *c, LLVMValueRef x, int w);
+LLVMValueRef cg_clip(cg_ctx *c, LLVMValueRef x, float lo, float hi, int w);
+LLVMValueRef cg_hardsigmoid(cg_ctx *c, LLVMValueRef x, float alpha, float beta, int w);
+/* Activation node n (relu, sigmoid, swish, clip, hardsigmoid, hardswish) applied to x; NULL
+ * for other ops.  The conv epilogues and the unary kernels share it. */
+LLVMValueRef cg_activation(cg_ctx *c, const ir_node *n, LLVMValueRef x, int w);
 /* Applies fused epilogue node post to v (w lanes of the output at element idx); resid is
  * the other operand's buffer for add. */
 LLVMValueRef cg_epilogue(cg_ctx *c, const ir_node *post, LLVMValueRef v, LLVMValueRef resid, LLVMValueRef idx, int w);

@@ -313,11 +313,35 @@ LLVMValueRef cg_sigmoid(cg_ctx *c, LLVMValueRef x, int w) {
   return recip_ge1(c, LLVMBuildFAdd(c->b, cg_fconst(c, 1.0f, w), e, ""), w);
 }
 
+/* x < lo ? lo : x > hi ? hi : x (ir_clip_f32): NaN compares false both times and stays. */
+LLVMValueRef cg_clip(cg_ctx *c, LLVMValueRef x, float lo, float hi, int w) {
+  LLVMValueRef l = cg_fconst(c, lo, w), h = cg_fconst(c, hi, w);
+  LLVMValueRef y = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOLT, x, l, ""), l, x, "");
+  return LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOGT, y, h, ""), h, y, "clip");
+}
+
+/* clip(fma(alpha, x, beta), 0, 1) (ir_hardsigmoid_f32). */
+LLVMValueRef cg_hardsigmoid(cg_ctx *c, LLVMValueRef x, float alpha, float beta, int w) {
+  return cg_clip(c, cg_fma(c, cg_fconst(c, alpha, w), x, cg_fconst(c, beta, w)), 0.0f, 1.0f, w);
+}
+
+LLVMValueRef cg_activation(cg_ctx *c, const ir_node *n, LLVMValueRef x, int w) {
+  switch (n->op) {
+  case IR_OP_relu: return cg_relu(c, x, w);
+  case IR_OP_sigmoid: return cg_sigmoid(c, x, w);
+  case IR_OP_swish: return LLVMBuildFMul(c->b, x, cg_sigmoid(c, x, w), "swish");
+  case IR_OP_clip: return cg_clip(c, x, n->attr.clip.lo, n->attr.clip.hi, w);
+  case IR_OP_hardsigmoid: return cg_hardsigmoid(c, x, n->attr.hardsigmoid.alpha, n->attr.hardsigmoid.beta, w);
+  case IR_OP_hardswish:
+    return LLVMBuildFMul(c->b, x, cg_hardsigmoid(c, x, IR_HARDSWISH_ALPHA, IR_HARDSWISH_BETA, w), "hardswish");
+  default: return NULL;
+  }
+}
+
 LLVMValueRef cg_epilogue(cg_ctx *c, const ir_node *post, LLVMValueRef v, LLVMValueRef resid, LLVMValueRef idx, int w) {
   switch (post->op) {
-  case IR_OP_relu: return cg_relu(c, v, w);
-  case IR_OP_sigmoid: return cg_sigmoid(c, v, w);
-  case IR_OP_swish: return LLVMBuildFMul(c->b, v, cg_sigmoid(c, v, w), "swish");
+  case IR_OP_relu: case IR_OP_sigmoid: case IR_OP_swish: case IR_OP_clip: case IR_OP_hardsigmoid: case IR_OP_hardswish:
+    return cg_activation(c, post, v, w);
   case IR_OP_add: return LLVMBuildFAdd(c->b, v, cg_load_v(c, resid, idx, w), "resid");
   case IR_OP_round16: return cg_round16_v(c, post, v, post->attr.round16.format, w); /* last op (fuse.c) */
   default: return v;

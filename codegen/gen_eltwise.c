@@ -1,4 +1,4 @@
-/* gen_eltwise.c — element-wise kernels: relu, sigmoid, swish, dropout (inference: copy),
+/* gen_eltwise.c — element-wise kernels: relu, sigmoid, swish, clip, hardsigmoid, hardswish, dropout (inference: copy),
  * add/mul with numpy broadcasting of the second operand, input normalisation (u8 or
  * f32 -> f32).  Vectorised over the innermost contiguous run at the target width, work split
  * over (tid, nthreads) in whole vectors (cg_foreach_elem, cg_inner_loop: cg_util.c). */
@@ -14,13 +14,8 @@ typedef struct unary_ctx { ir_op op; LLVMValueRef x, out; const ir_node *n; ir_d
 
 static void unary_body(cg_ctx *c, LLVMValueRef idx, int w, void *user) {
   unary_ctx *u = user;
-  LLVMValueRef x = cg_act_load(c, u->n, u->x, idx, w, u->xdt), y = x;
-  switch (u->op) {
-  case IR_OP_relu: y = cg_relu(c, x, w); break;
-  case IR_OP_sigmoid: y = cg_sigmoid(c, x, w); break;
-  case IR_OP_swish: y = LLVMBuildFMul(c->b, x, cg_sigmoid(c, x, w), "swish"); break;
-  default: break; /* copy */
-  }
+  LLVMValueRef x = cg_act_load(c, u->n, u->x, idx, w, u->xdt), y = cg_activation(c, u->n, x, w);
+  if (!y) y = x; /* copy */
   cg_act_store(c, u->n, y, u->out, idx, w, u->odt);
 }
 
@@ -45,6 +40,15 @@ LLVMValueRef cg_gen_sigmoid(cg_ctx *c, const ir_node *n, const char *fn_name, co
 }
 LLVMValueRef cg_gen_swish(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return cg_gen_unary(c, n, fn_name, kind, "swish");
+}
+LLVMValueRef cg_gen_clip(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return cg_gen_unary(c, n, fn_name, kind, "clip");
+}
+LLVMValueRef cg_gen_hardsigmoid(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return cg_gen_unary(c, n, fn_name, kind, "hardsigmoid");
+}
+LLVMValueRef cg_gen_hardswish(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return cg_gen_unary(c, n, fn_name, kind, "hardswish");
 }
 LLVMValueRef cg_gen_dropout(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   if (n->attr.dropout.training && n->attr.dropout.rate > 0.0f)

@@ -1,5 +1,5 @@
 /* gen_train_act.c — compiled training (issue 5, docs/training.md): the backward kernels of
- * the activations (sigmoid, swish), the average pools and softmax, as ir/ref_grad.c defines
+ * the activations (sigmoid, swish, clip, hardsigmoid, hardswish), the average pools and softmax, as ir/ref_grad.c defines
  * them.  Element-wise ops are split over tid/nthreads by element blocks (cg_foreach_elem,
  * target vector width); pools by planes, softmax by rows: one writer per output element. */
 #include <math.h>
@@ -8,7 +8,7 @@
 
 #include "codegen/cg_internal.h"
 
-typedef struct act_ctx { ir_op op; LLVMValueRef dy, x, out; } act_ctx;
+typedef struct act_ctx { const ir_node *n; LLVMValueRef dy, x, out; } act_ctx;
 
 /* sigmoid_grad: dy s (1 - s); swish_grad: dy (s + x s (1 - s)), s = sigmoid(x). */
 static void act_grad_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
@@ -16,15 +16,47 @@ static void act_grad_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
   LLVMValueRef dy = cg_load_v(c, u->dy, i, w), x = cg_load_v(c, u->x, i, w);
   LLVMValueRef s = cg_sigmoid(c, x, w);
   LLVMValueRef ds = LLVMBuildFMul(c->b, s, LLVMBuildFSub(c->b, cg_fconst(c, 1.0f, w), s, ""), "");
-  LLVMValueRef d = u->op == IR_OP_swish_grad ? cg_fma(c, x, ds, s) : ds;
+  LLVMValueRef d = u->n->op == IR_OP_swish_grad ? cg_fma(c, x, ds, s) : ds;
   cg_store_v(c, LLVMBuildFMul(c->b, dy, d, ""), u->out, i, w);
 }
 
+/* clip_grad, hardsigmoid_grad, hardswish_grad (ir/ref_grad.c): dy times a mask or a ramp. */
+static void kink_grad_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
+  act_ctx *u = user;
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef dy = cg_load_v(c, u->dy, i, w), x = cg_load_v(c, u->x, i, w), z = cg_fzero(c, w), y;
+  switch (u->n->op) {
+  case IR_OP_clip_grad: {
+    LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealOGT, x, cg_fconst(c, u->n->attr.clip.lo, w), ""),
+                                   LLVMBuildFCmp(b, LLVMRealOLT, x, cg_fconst(c, u->n->attr.clip.hi, w), ""), "");
+    y = LLVMBuildSelect(b, in, dy, z, "");
+    break;
+  }
+  case IR_OP_hardsigmoid_grad: {
+    float a = u->n->attr.hardsigmoid.alpha;
+    LLVMValueRef t = cg_fma(c, cg_fconst(c, a, w), x, cg_fconst(c, u->n->attr.hardsigmoid.beta, w));
+    LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealOGT, t, z, ""),
+                                   LLVMBuildFCmp(b, LLVMRealOLT, t, cg_fconst(c, 1.0f, w), ""), "");
+    y = LLVMBuildSelect(b, in, LLVMBuildFMul(b, dy, cg_fconst(c, a, w), ""), z, "");
+    break;
+  }
+  default: { /* hardswish_grad */
+    LLVMValueRef ramp = LLVMBuildFMul(b, dy, cg_fma(c, x, cg_fconst(c, 1.0f / 3.0f, w), cg_fconst(c, 0.5f, w)), "");
+    y = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, cg_fconst(c, 3.0f, w), ""), dy, ramp, "");
+    y = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, x, cg_fconst(c, -3.0f, w), ""), z, y, "");
+    break;
+  }
+  }
+  cg_store_v(c, y, u->out, i, w);
+}
+
+/* The backward kernel of an activation: act_grad_body (sigmoid, swish) or kink_grad_body. */
 static LLVMValueRef gen_act_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   LLVMValueRef a[5];
   LLVMValueRef f = cg_kernel_begin(c, fn_name, 2, a);
-  act_ctx u = {n->op, a[0], a[1], a[2]};
-  cg_foreach_elem(c, cg_numel(c, n->out), a[3], a[4], act_grad_body, &u);
+  act_ctx u = {n, a[0], a[1], a[2]};
+  int smooth = n->op == IR_OP_sigmoid_grad || n->op == IR_OP_swish_grad;
+  cg_foreach_elem(c, cg_numel(c, n->out), a[3], a[4], smooth ? act_grad_body : kink_grad_body, &u);
   cg_kernel_end(c);
   *kind = cg_kind(c, ir_ops[n->op].name, NULL);
   return f;
@@ -34,6 +66,15 @@ LLVMValueRef cg_gen_sigmoid_grad(cg_ctx *c, const ir_node *n, const char *fn_nam
   return gen_act_grad(c, n, fn_name, kind);
 }
 LLVMValueRef cg_gen_swish_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return gen_act_grad(c, n, fn_name, kind);
+}
+LLVMValueRef cg_gen_clip_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return gen_act_grad(c, n, fn_name, kind);
+}
+LLVMValueRef cg_gen_hardsigmoid_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return gen_act_grad(c, n, fn_name, kind);
+}
+LLVMValueRef cg_gen_hardswish_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return gen_act_grad(c, n, fn_name, kind);
 }
 

@@ -36,8 +36,9 @@ typedef struct ox_val {
   const char *name;
   int ir;          /* IR value id, -1 if none yet */
   ox_const *c;     /* the constant, NULL for activations */
-  int swish_of;    /* a Sigmoid folded into the Mul that reads it: 1 + the IR value of its
-                    * input (the Mul becomes swish of that); 0 otherwise */
+  int swish_of;    /* a Sigmoid or HardSigmoid folded into the Mul that reads it: 1 + the IR
+                    * value of its input (the Mul becomes op gate of that); 0 otherwise */
+  int gate;        /* IR_OP_swish or IR_OP_hardswish */
 } ox_val;
 
 typedef struct ox_ctx {

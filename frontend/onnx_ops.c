@@ -1,7 +1,8 @@
 /* onnx_ops.c — one converter per ONNX operator: attributes read and checked against the
  * opset's defaults, operands made IR values or constants, one IR node added (or none: Identity
  * and Dropout are aliases, Constant and ops on constants fold at import).  Fusions that the
- * IR has ops for: Mul(x, Sigmoid(x)) -> swish.  Each converter returns 0 or -1 (x->d filled). */
+ * IR has ops for: Mul(x, Sigmoid(x)) -> swish, Mul(x, HardSigmoid(x; 1/6, 1/2)) -> hardswish.
+ * Each converter returns 0 or -1 (x->d filled). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -172,29 +173,73 @@ static int unary(ox_ctx *x, ir_op op) {
   return in < 0 ? -1 : ox_node(x, op, &in, 1, NULL);
 }
 
-/* Sigmoid(x) read only by a Mul(x, Sigmoid(x)) (either order) is not emitted: the Mul
- * becomes swish(x).  Looks ahead for the one reader of the Sigmoid's output. */
+/* Is the current node's output read once, by a Mul of it and the node's input?  Then the
+ * node is not emitted and the Mul becomes swish (Sigmoid) or hardswish (HardSigmoid). */
+static int gate_of_mul(ox_ctx *x) {
+  const char *out = x->node->output[0], *src = x->node->input[0];
+  if (ox_uses(x, out) != 1) return 0;
+  for (size_t k = (size_t)x->node_index + 1; k < x->graph->n_node; k++) {
+    const Onnx__NodeProto *p = x->graph->node[k];
+    int reads = 0;
+    for (size_t j = 0; j < p->n_input; j++) reads |= !strcmp(p->input[j], out);
+    if (!reads) continue;
+    return p->op_type && !strcmp(p->op_type, "Mul") && p->n_input == 2 &&
+           ((!strcmp(p->input[0], src) && !strcmp(p->input[1], out)) ||
+            (!strcmp(p->input[1], src) && !strcmp(p->input[0], out)));
+  }
+  return 0;
+}
+
+static int fold_gate(ox_ctx *x, int in, ir_op op) {
+  const char *out = x->node->output[0];
+  if (ox_bind(x, out, -1, NULL)) return -1;
+  ox_find(x, out)->swish_of = in + 1;
+  ox_find(x, out)->gate = op;
+  return 0;
+}
+
 static int sigmoid(ox_ctx *x) {
   if (ox_check_attrs(x, "")) return -1;
   int in = ox_act(x, 0);
   if (in < 0) return -1;
-  const char *out = x->node->output[0], *src = x->node->input[0];
-  if (ox_uses(x, out) == 1)
-    for (size_t k = (size_t)x->node_index + 1; k < x->graph->n_node; k++) {
-      const Onnx__NodeProto *p = x->graph->node[k];
-      int reads = 0;
-      for (size_t j = 0; j < p->n_input; j++) reads |= !strcmp(p->input[j], out);
-      if (!reads) continue;
-      if (p->op_type && !strcmp(p->op_type, "Mul") && p->n_input == 2 &&
-          ((!strcmp(p->input[0], src) && !strcmp(p->input[1], out)) ||
-           (!strcmp(p->input[1], src) && !strcmp(p->input[0], out)))) {
-        if (ox_bind(x, out, -1, NULL)) return -1;
-        ox_find(x, out)->swish_of = in + 1;
-        return 0;
-      }
-      break;
-    }
+  if (gate_of_mul(x)) return fold_gate(x, in, IR_OP_swish);
   return ox_node(x, IR_OP_sigmoid, &in, 1, NULL);
+}
+
+static int hardsigmoid(ox_ctx *x) {
+  if (ox_check_attrs(x, "alpha,beta,consumed_inputs")) return -1;
+  int in = ox_act(x, 0);
+  double alpha, beta;
+  if (in < 0 || ox_attr_float(x, "alpha", 0.2, &alpha) < 0 || ox_attr_float(x, "beta", 0.5, &beta) < 0) return -1;
+  /* x * HardSigmoid(x; 1/6, 1/2) is hardswish (how torch.onnx exports nn.Hardswish at opset < 14) */
+  if (fabs(alpha - 1.0 / 6.0) < 1e-7 && beta == 0.5 && gate_of_mul(x)) return fold_gate(x, in, IR_OP_hardswish);
+  ir_attr a = {0};
+  a.hardsigmoid.alpha = (float)alpha;
+  a.hardsigmoid.beta = (float)beta;
+  return ox_node(x, IR_OP_hardsigmoid, &in, 1, &a);
+}
+
+/* Clip: bounds are attributes before opset 11, optional constant inputs from 11. */
+static int clip(ox_ctx *x) {
+  if (ox_check_attrs(x, x->opset < 11 ? "min,max,consumed_inputs" : "")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  double b[2] = {-INFINITY, INFINITY};
+  for (int i = 0; i < 2; i++) {
+    if (x->opset < 11) {
+      if (ox_attr_float(x, i ? "max" : "min", b[i], &b[i]) < 0) return -1;
+    } else if (ox_has_input(x, i + 1)) {
+      const ox_const *c = ox_need_const(x, i + 1, i ? "max" : "min");
+      if (!c) return -1;
+      if (c->numel != 1) return ox_err(x, "input %d (%s) must be a single value", i + 1, i ? "max" : "min");
+      b[i] = c->is_int ? (double)c->i[0] : c->f[0];
+    }
+  }
+  if (!(b[0] <= b[1])) return ox_err(x, "min (%g) exceeds max (%g)", b[0], b[1]);
+  ir_attr a = {0};
+  a.clip.lo = (float)b[0];
+  a.clip.hi = (float)b[1];
+  return ox_node(x, IR_OP_clip, &in, 1, &a);
 }
 
 /* Add and Mul: IR broadcasting goes from in[1] to in[0], so the larger operand comes first.
@@ -205,9 +250,10 @@ static int binary(ox_ctx *x, ir_op op) {
   if (x->node->n_input != 2) return ox_err(x, "takes 2 inputs (got %zu)", x->node->n_input);
   ox_val *u = ox_input(x, 0), *v = ox_input(x, 1);
   if (!u || !v) return -1;
-  if (op == IR_OP_mul && (u->swish_of || v->swish_of)) { /* Mul(x, Sigmoid(x)): see sigmoid() */
-    int in = (u->swish_of ? u : v)->swish_of - 1;
-    return ox_node(x, IR_OP_swish, &in, 1, NULL);
+  if (op == IR_OP_mul && (u->swish_of || v->swish_of)) { /* Mul(x, Sigmoid(x)): see gate_of_mul() */
+    const ox_val *gate = u->swish_of ? u : v;
+    int in = gate->swish_of - 1;
+    return ox_node(x, (ir_op)gate->gate, &in, 1, NULL);
   }
   int a = ox_act(x, 0);
   if (a < 0) return -1;
@@ -631,6 +677,7 @@ static int op_gap(ox_ctx *x) {
   if (shape_of(x, in)->rank != 4) return ox_err(x, "the input must be [N, C, H, W]");
   return ox_node(x, IR_OP_global_avgpool, &in, 1, NULL);
 }
+static int op_hardswish(ox_ctx *x) { return unary(x, IR_OP_hardswish); }
 static int op_identity(ox_ctx *x) { return alias(x, ""); }
 static int op_dropout(ox_ctx *x) { return alias(x, "ratio,seed,is_test,consumed_inputs"); }
 
@@ -643,7 +690,8 @@ static const ox_op ops[] = {
     {"Softmax", softmax},        {"Add", op_add},                   {"Sub", op_sub},
     {"Div", op_div},             {"Shape", shape_op},               {"Gather", gather},
     {"Unsqueeze", op_unsqueeze}, {"Squeeze", op_squeeze},           {"Cast", cast},
-    {"Concat", concat},
+    {"Concat", concat},          {"Clip", clip},                    {"HardSigmoid", hardsigmoid},
+    {"HardSwish", op_hardswish},
 };
 
 const char *ox_supported(void) {

@@ -84,6 +84,15 @@ typedef struct ir_pool_attr {
   int ceil_mode;
 } ir_pool_attr;
 typedef struct ir_dense_attr { int units; } ir_dense_attr;
+typedef struct ir_clip_attr { float lo, hi; } ir_clip_attr;          /* clip, clip_grad: lo <= hi */
+typedef struct ir_hsig_attr { float alpha, beta; } ir_hsig_attr;     /* hardsigmoid(_grad) */
+/* The scalar definitions the reference kernels and codegen follow (f32 arithmetic):
+ * clip(x) = x < lo ? lo : x > hi ? hi : x (NaN stays); hardsigmoid(x) = min(max(fma(alpha, x,
+ * beta), 0), 1); hardswish(x) = x * hardsigmoid(x) with alpha = 1/6, beta = 1/2. */
+float ir_clip_f32(float x, float lo, float hi);
+float ir_hardsigmoid_f32(float x, float alpha, float beta);
+#define IR_HARDSWISH_ALPHA (1.0f / 6.0f)
+#define IR_HARDSWISH_BETA 0.5f
 typedef struct ir_xent_attr { float label_smoothing; } ir_xent_attr;
 typedef struct ir_dropout_attr { float rate; int training; uint64_t seed; } ir_dropout_attr;
 typedef struct ir_reshape_attr { ir_shape shape; /* full target shape incl. batch; one dim may be -1 */ } ir_reshape_attr;

@@ -31,6 +31,8 @@ static void print_pool(FILE *f, const ir_attr *u) {
   fprintf(f, " ceil_mode=%d count_include_pad=%d", a->ceil_mode, a->count_include_pad);
 }
 static void print_dense(FILE *f, const ir_attr *u) { fprintf(f, " units=%d", u->dense.units); }
+static void print_clip(FILE *f, const ir_attr *u) { fprintf(f, " lo=%g hi=%g", u->clip.lo, u->clip.hi); }
+static void print_hsig(FILE *f, const ir_attr *u) { fprintf(f, " alpha=%g beta=%g", u->hardsigmoid.alpha, u->hardsigmoid.beta); }
 static void print_xent(FILE *f, const ir_attr *u) { fprintf(f, " label_smoothing=%g", u->softmax_xent.label_smoothing); }
 static void print_dropout(FILE *f, const ir_attr *u) {
   fprintf(f, " rate=%g training=%d", u->dropout.rate, u->dropout.training);

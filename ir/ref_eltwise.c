@@ -24,6 +24,27 @@ void ir_ref_sigmoid(const ir_graph *g, const ir_node *n, const float *const *in,
   for (int64_t i = 0; i < k; i++) out[i] = (float)sigmoid(in[0][i]);
 }
 
+float ir_clip_f32(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
+float ir_hardsigmoid_f32(float x, float alpha, float beta) {
+  float t = fmaf(alpha, x, beta);
+  return t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t; /* NaN stays */
+}
+
+void ir_ref_clip(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = out_numel(g, n);
+  for (int64_t i = 0; i < k; i++) out[i] = ir_clip_f32(in[0][i], n->attr.clip.lo, n->attr.clip.hi);
+}
+
+void ir_ref_hardsigmoid(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = out_numel(g, n);
+  for (int64_t i = 0; i < k; i++) out[i] = ir_hardsigmoid_f32(in[0][i], n->attr.hardsigmoid.alpha, n->attr.hardsigmoid.beta);
+}
+
+void ir_ref_hardswish(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = out_numel(g, n);
+  for (int64_t i = 0; i < k; i++) out[i] = in[0][i] * ir_hardsigmoid_f32(in[0][i], IR_HARDSWISH_ALPHA, IR_HARDSWISH_BETA);
+}
+
 void ir_ref_swish(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   int64_t k = out_numel(g, n);
   for (int64_t i = 0; i < k; i++) out[i] = (float)(in[0][i] * sigmoid(in[0][i]));

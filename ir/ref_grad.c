@@ -170,6 +170,31 @@ void ir_ref_relu_grad(const ir_graph *g, const ir_node *n, const float *const *i
   for (int64_t i = 0; i < k; i++) out[i] = in[1][i] > 0.0f ? in[0][i] : 0.0f;
 }
 
+/* The gradients of PyTorch's hardtanh (relu6), hardsigmoid and hardswish: 0 at and beyond
+ * the kinks' outer sides, as torch's backward kernels. */
+void ir_ref_clip_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = ir_shape_numel(ref_out_shape(g, n));
+  float lo = n->attr.clip.lo, hi = n->attr.clip.hi;
+  for (int64_t i = 0; i < k; i++) out[i] = in[1][i] > lo && in[1][i] < hi ? in[0][i] : 0.0f;
+}
+
+void ir_ref_hardsigmoid_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = ir_shape_numel(ref_out_shape(g, n));
+  float a = n->attr.hardsigmoid.alpha, b = n->attr.hardsigmoid.beta;
+  for (int64_t i = 0; i < k; i++) {
+    float t = fmaf(a, in[1][i], b);
+    out[i] = t > 0.0f && t < 1.0f ? in[0][i] * a : 0.0f;
+  }
+}
+
+void ir_ref_hardswish_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = ir_shape_numel(ref_out_shape(g, n));
+  for (int64_t i = 0; i < k; i++) {
+    float x = in[1][i];
+    out[i] = x < -3.0f ? 0.0f : x > 3.0f ? in[0][i] : in[0][i] * fmaf(x, 1.0f / 3.0f, 0.5f);
+  }
+}
+
 void ir_ref_sigmoid_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   int64_t k = ir_shape_numel(ref_out_shape(g, n));
   for (int64_t i = 0; i < k; i++) {

@@ -1,6 +1,8 @@
 /* shape.c — shape inference hooks (ir_infer_<op>), one per row of ops.def.  Each checks its
  * operands' ranks/shapes and attributes and returns 0 with *out set, or -1 with a message in
  * d (the caller adds the layer name and source location). */
+#include <math.h>
+
 #include "ir.h"
 
 #define X(i) (&g->values[n->in[i]].shape)
@@ -95,6 +97,15 @@ static int same_shape(const ir_graph *g, const ir_node *n, ir_shape *out) {
 }
 int ir_infer_relu(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
 int ir_infer_sigmoid(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
+int ir_infer_clip(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  if (!(n->attr.clip.lo <= n->attr.clip.hi)) return FAIL(d, "clip bounds must satisfy lo <= hi (got %g, %g)", n->attr.clip.lo, n->attr.clip.hi);
+  return same_shape(g, n, out);
+}
+int ir_infer_hardsigmoid(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  if (!isfinite(n->attr.hardsigmoid.alpha) || !isfinite(n->attr.hardsigmoid.beta)) return FAIL(d, "alpha and beta must be finite");
+  return same_shape(g, n, out);
+}
+int ir_infer_hardswish(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
 int ir_infer_swish(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
 int ir_infer_softmax(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
 

@@ -69,6 +69,9 @@ static int infer_dy_x(const ir_graph *g, const ir_node *n, ir_shape *out, ir_dia
 int ir_infer_relu_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_sigmoid_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_swish_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
+int ir_infer_clip_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
+int ir_infer_hardsigmoid_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
+int ir_infer_hardswish_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_softmax_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 
 static int infer_pool_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
@@ -208,6 +211,9 @@ void ir_cost_conv2d_grad_weight(const ir_graph *g, const ir_node *n, ir_cost *c)
 void ir_cost_reduce_sum(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->in[0], 1); }
 void ir_cost_relu_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 1); }
 void ir_cost_sigmoid_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 6); }
+void ir_cost_clip_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 2); }
+void ir_cost_hardsigmoid_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 3); }
+void ir_cost_hardswish_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 4); }
 void ir_cost_swish_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 8); }
 void ir_cost_maxpool_grad(const ir_graph *g, const ir_node *n, ir_cost *c) {
   per_elem(g, n, c, n->in[0], n->attr.maxpool_grad.pool.kernel[0] * n->attr.maxpool_grad.pool.kernel[1]);

@@ -1,5 +1,6 @@
 /* fuse.c — epilogue fusion plan for the back end: conv2d [-> inference batchnorm (folded
- * into the conv's weights and bias)] [-> relu | sigmoid | swish | add(same-shape act)]*
+ * into the conv's weights and bias)] [-> relu | sigmoid | swish | clip | hardsigmoid | hardswish
+ * | add(same-shape act)]*
  * [-> round16 (--precision 16.x: the store rounds to the 16-bit grid; always the last op)],
  * and before a 1x1 conv the squeeze-excite scale (a mul by a per-(image, channel) factor);
  * a depthwise conv's group also computes a global_avgpool of its result (a second output).
@@ -39,7 +40,7 @@ static int sole_consumer(const ir_graph *g, int v) {
 /* Can node m extend a chain whose current result is v? */
 static int epilogue_ok(const ir_graph *g, const ir_node *m, int v) {
   switch (m->op) {
-  case IR_OP_relu: case IR_OP_sigmoid: case IR_OP_swish:
+  case IR_OP_relu: case IR_OP_sigmoid: case IR_OP_swish: case IR_OP_clip: case IR_OP_hardsigmoid: case IR_OP_hardswish:
     return 1;
   case IR_OP_round16: /* tune round16_fusion=0: separate round16 kernels (tests compare) */
     return ir_tune(g)->round16_fusion;

@@ -39,7 +39,7 @@ int pass_edit_distance(const char *a, const char *b);
 /* One row per node.  A fused group is an anchor (conv2d) followed by a chain of nodes each
  * consuming only the previous one's single-use result, in the same shard: an optional
  * inference batchnorm (folded into the conv's weights and bias at compile time), then up to
- * PASS_MAX_POST epilogue ops (relu, sigmoid, swish, add of a same-shape activation).  The
+ * PASS_MAX_POST epilogue ops (relu, sigmoid, swish, clip, hardsigmoid, hardswish, add of a same-shape activation).  The
  * group's kernel runs at the position of its last member and writes that member's output. */
 typedef struct pass_fusion {
   int anchor;   /* node whose kernel computes this node (itself when not fused) */

@@ -11,7 +11,7 @@
  *    16.32).  Running statistics stay f32.
  *  - activations: the f32 image input (or normalize's result) and every node result are
  *    rounded, except: a value whose only consumer is an element-wise epilogue op (relu,
- *    sigmoid, swish, add, inference batchnorm: the rounding happens once, after the epilogue,
+ *    sigmoid, swish, clip, hardsigmoid, hardswish, add, inference batchnorm: the rounding happens once, after the epilogue,
  *    as in a fused 16-bit kernel); a value already on the 16-bit grid (reshape, maxpool, relu, inference dropout
  *    of a rounded value); the logits (input of softmax / softmax_xent), the loss and the
  *    graph outputs, which stay f32.
@@ -29,6 +29,7 @@
 
 static int is_epilogue(const ir_node *n) {
   return n->op == IR_OP_relu || n->op == IR_OP_sigmoid || n->op == IR_OP_swish || n->op == IR_OP_add ||
+         n->op == IR_OP_clip || n->op == IR_OP_hardsigmoid || n->op == IR_OP_hardswish ||
          (n->op == IR_OP_batchnorm && !n->attr.batchnorm.training); /* folded into the conv's epilogue */
 }
 

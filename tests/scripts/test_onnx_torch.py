@@ -2,8 +2,9 @@
 """test_onnx_torch.py BUILD SRC -- models exported from PyTorch with torch.onnx (opset 13, a
 symbolic batch as shared/anchors/export_onnx.py exports) are imported by cnnc, compiled, run with
 `cnnrun infer` and compared with PyTorch: max |diff| <= 1e-4 of max |logit| and equal top-1.
-Small inputs keep it quick: torchvision ResNet-18 and EfficientNet-B0 at 64x64 (BN folded into
-the convs by the export, Mul(x, Sigmoid(x)) fused into swish), and a net whose batch norms cannot be
+Small inputs keep it quick: torchvision ResNet-18, EfficientNet-B0, MobileNetV2 (Clip = relu6)
+and MobileNetV3-Large (HardSigmoid: hardswish and squeeze-excite gates) at 64x64 (BN folded
+into the convs by the export, Mul(x, Sigmoid(x)) fused into swish), and a net whose batch norms cannot be
 folded, with Gemm, MatMul, average pools excluding padding, ceil-mode max pooling, Dropout,
 Reshape and a final Softmax, at batch 3 (--batch-size binds the symbolic batch)."""
 import os
@@ -90,6 +91,9 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-torch-") as tmp:
          ("Conv", "Relu", "MaxPool", "Add", "GlobalAveragePool", "Flatten", "Gemm"))
     case(checks, tmp, "efficientnet_b0", torchvision.models.efficientnet_b0(), (3, 64, 64), 1,
          ("Conv", "Sigmoid", "Mul", "GlobalAveragePool", "Add", "Gemm"))
+    case(checks, tmp, "mobilenet_v2", torchvision.models.mobilenet_v2(), (3, 64, 64), 1, ("Conv", "Clip", "Add"))
+    case(checks, tmp, "mobilenet_v3_large", torchvision.models.mobilenet_v3_large(), (3, 64, 64), 1,
+         ("Conv", "HardSigmoid", "Mul", "GlobalAveragePool", "Gemm"))
     case(checks, tmp, "mixed", Mixed(), (3, 16, 16), 3,
          ("BatchNormalization", "AveragePool", "MaxPool", "Gemm", "MatMul", "Softmax", "Shape", "Gather", "Reshape"))
 sys.exit(checks.summary())

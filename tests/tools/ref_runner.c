@@ -47,7 +47,9 @@ static const attr_field attr_fields[] = {
     F(dropout, seed, "seed", A_U64, 1),          F(reshape, shape, "shape", A_SHAPE, 0),
     F(normalize, scale, "scale", A_FLOAT, 1),    F(normalize, channels, "channels", A_INT, 1),
     F(normalize, mean, "mean", A_FLOAT, -1),     F(normalize, std, "std", A_FLOAT, -1),
-    F(round16, format, "format", A_INT, 1),
+    F(round16, format, "format", A_INT, 1),      F(clip, lo, "lo", A_FLOAT, 1),
+    F(clip, hi, "hi", A_FLOAT, 1),               F(hardsigmoid, alpha, "alpha", A_FLOAT, 1),
+    F(hardsigmoid, beta, "beta", A_FLOAT, 1),
 };
 #undef F
 

@@ -150,9 +150,9 @@ static void test_conv_random(const cg_target *t, int count) {
 
 /* conv -> bn -> [add residual] -> act, fused into one kernel. */
 static void test_conv_fused(const cg_target *t) {
-  static const ir_op acts[] = {IR_OP_relu, IR_OP_swish, IR_OP_sigmoid};
+  static const ir_op acts[] = {IR_OP_relu, IR_OP_swish, IR_OP_sigmoid, IR_OP_clip, IR_OP_hardsigmoid, IR_OP_hardswish};
   for (int resid = 0; resid < 2; resid++)
-    for (int ai = 0; ai < 3; ai++)
+    for (int ai = 0; ai < 6; ai++)
       for (int use_bn = 0; use_bn < 2; use_bn++) {
         conv_case k = {1, 12, 12, 11, 13, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, !use_bn};
         int y;
@@ -162,8 +162,10 @@ static void test_conv_fused(const cg_target *t) {
           int in[2] = {y, g->input};
           y = cgt_node(g, IR_OP_add, "add", in, 2, NULL);
         }
-        ir_attr none = {0};
-        y = cgt_node(g, acts[ai], "act", &y, 1, &none);
+        ir_attr act = {0};
+        if (acts[ai] == IR_OP_clip) act.clip = (ir_clip_attr){-0.25f, 0.5f};
+        if (acts[ai] == IR_OP_hardsigmoid) act.hardsigmoid = (ir_hsig_attr){0.3f, 0.45f};
+        y = cgt_node(g, acts[ai], "act", &y, 1, &act);
         output(g, y);
         char label[128];
         snprintf(label, sizeof label, "fused conv%s%s_%s", use_bn ? "_bn" : "", resid ? "_add" : "", ir_ops[acts[ai]].name);
@@ -200,13 +202,16 @@ static void test_conv_sub_fused(const cg_target *t) {
 
 /* ---- other ops ---------------------------------------------------------------------------- */
 static void test_unary(const cg_target *t) {
-  static const ir_op ops[] = {IR_OP_relu, IR_OP_sigmoid, IR_OP_swish, IR_OP_dropout};
+  static const ir_op ops[] = {IR_OP_relu,        IR_OP_sigmoid,   IR_OP_swish, IR_OP_dropout,
+                              IR_OP_clip,        IR_OP_clip,      IR_OP_hardsigmoid, IR_OP_hardswish};
   static const ir_shape shapes[] = {{4, {2, 3, 5, 7}}, {2, {1, 8}}, {4, {1, 16, 4, 4}}, {2, {3, 1}}};
-  for (size_t i = 0; i < 4; i++)
+  for (size_t i = 0; i < 8; i++)
     for (size_t s = 0; s < 4; s++) {
       int x;
       ir_graph *g = graph(shapes[s], IR_F32, &x);
       ir_attr a = {.dropout = {0.5f, 0, 1}};
+      if (ops[i] == IR_OP_clip) a.clip = i == 4 ? (ir_clip_attr){0.0f, 6.0f} : (ir_clip_attr){-INFINITY, 0.125f};
+      if (ops[i] == IR_OP_hardsigmoid) a.hardsigmoid = (ir_hsig_attr){0.2f, 0.5f};
       output(g, cgt_node(g, ops[i], "op", &x, 1, &a));
       char label[64];
       snprintf(label, sizeof label, "%s shape %zu", ir_ops[ops[i]].name, s);

@@ -7,7 +7,8 @@
  * within 1e-4 (relative, tests/unit/test_codegen_harness.h cgt_compare).
  *
  * Models: the zoo's CIFAR ResNet-8 (momentum; batchnorm in training mode, residual adds, global average
- * pool), a small model with group norm, swish, sigmoid, batchnorm, both average-pool padding
+ * pool), a small model with group norm, swish, sigmoid, clip, hardswish, relu6, hardsigmoid,
+ * batchnorm, both average-pool padding
  * modes, global average pool and softmax (every backward kernel of gen_train_norm.c and
  * gen_train_act.c); optimizers SGD, momentum, RMSprop and Adam, with decoupled weight decay,
  * coupled L2 and loss scaling.  After the steps, cnnrt_evaluate (the eval program: batchnorm
@@ -24,6 +25,7 @@ static const char *misc_yml =
     "layers:\n"
     "  - {name: c1, op: conv, filters: 8, kernel: 3, padding: 1}\n"
     "  - {name: gn1, op: groupnorm, groups: 2}\n"
+    "  - {name: cl, op: clip, min: -0.5, max: 0.8}\n"
     "  - {name: s1, op: swish}\n"
     "  - {name: c2, op: conv, filters: 6, kernel: 3, padding: 1, bias: false}\n"
     "  - {name: bn2, op: batchnorm, momentum: 0.2}\n"
@@ -31,10 +33,12 @@ static const char *misc_yml =
     "  - {name: p1, op: avgpool, kernel: 3, stride: 2, padding: 1, count_include_pad: false}\n"
     "  - {name: gn2, op: groupnorm, groups: 3}\n"
     "  - {name: s2, op: swish}\n"
+    "  - {name: hs, op: hardswish}\n"
     "  - {name: p2, op: avgpool, kernel: 2, stride: 2, ceil_mode: true}\n"
     "  - {name: c3, op: conv, filters: 9, kernel: 1, bias: false}\n"
     "  - {name: bn3, op: batchnorm}\n"
-    "  - {name: r3, op: relu}\n"
+    "  - {name: r3, op: relu6}\n"
+    "  - {name: hsg, op: hardsigmoid, alpha: 0.3, beta: 0.4}\n"
     "  - {name: g, op: global_avgpool}\n"
     "  - {name: f, op: flatten}\n"
     "  - {name: d1, op: dense, units: 7}\n"

@@ -210,6 +210,14 @@ static void test_eltwise(void) {
     int x = P_nozero("x", SHAPE(2, 3, 2, 2));
     check_case(ir_ops[acts[i]].name, NODE(acts[i], "act", &x, 1, NULL), NULL);
   }
+  /* clip (the positive values clipped), hardsigmoid (kink at x = -0.5), hardswish */
+  const ir_attr kinks[] = {{.clip = {-2.0f, 0.05f}}, {.hardsigmoid = {0.4f, 0.2f}}, {.relu = {0}}};
+  const ir_op kops[] = {IR_OP_clip, IR_OP_hardsigmoid, IR_OP_hardswish};
+  for (int i = 0; i < 3; i++) {
+    new_graph(2);
+    int x = P_nozero("x", SHAPE(2, 3, 2, 2));
+    check_case(ir_ops[kops[i]].name, NODE(kops[i], "act", &x, 1, &kinks[i]), NULL);
+  }
   /* broadcasting add/mul: the second operand's gradient is reduced to its shape */
   static const ir_shape bs[] = {{4, {2, 3, 2, 2}}, {3, {3, 1, 1}}, {1, {2}}, {1, {1}}, {4, {1, 3, 2, 1}}};
   const ir_op bins[] = {IR_OP_add, IR_OP_mul};

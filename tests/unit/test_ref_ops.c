@@ -146,6 +146,15 @@ static void test_activations(void) {
   o[0] = (operand){SHAPE(2), l3};
   expect_op("sigmoid", IR_OP_sigmoid, &a, o, 1, (const float[]){0.5f, 0.75f}, 2, 1e-6);
   expect_op("swish", IR_OP_swish, &a, o, 1, (const float[]){0, 0.8239592f}, 2, 1e-6);
+  const float y[5] = {-4, -1, 0.5f, 2, 7};
+  o[0] = (operand){SHAPE(5), y};
+  a.clip = (ir_clip_attr){0, 6};
+  expect_op("clip 0..6 (relu6)", IR_OP_clip, &a, o, 1, (const float[]){0, 0, 0.5f, 2, 6}, 5, 0);
+  a.hardsigmoid = (ir_hsig_attr){0.2f, 0.5f};
+  expect_op("hardsigmoid", IR_OP_hardsigmoid, &a, o, 1, (const float[]){0, 0.3f, 0.6f, 0.9f, 1}, 5, 1e-6);
+  a = (ir_attr){0};
+  /* x * relu6(x + 3) / 6: -4 -> 0, -1 -> -1/3, 0.5 -> 0.2917, 2 -> 5/3, 7 -> 7 */
+  expect_op("hardswish", IR_OP_hardswish, &a, o, 1, (const float[]){0, -1.0f / 3, 0.29166667f, 5.0f / 3, 7}, 5, 1e-6);
 }
 
 static void test_broadcast(void) {
