@@ -1,7 +1,114 @@
 /* gen_shape.c — shape-only ops.  reshape keeps the elements in order (logical layout is
- * contiguous), so its kernel is a parallel copy. */
+ * contiguous), so its kernel is a parallel copy; concat, slice and slice_grad copy blocks:
+ * for each of `outer` rows (the dims before the axis), a contiguous run of elements. */
 #include "codegen/cg_internal.h"
 
 LLVMValueRef cg_gen_reshape(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return cg_gen_unary(c, n, fn_name, kind, "reshape_copy");
+}
+
+/* One block copy: dst[o*dst_row + dst_off + r] = src[o*src_row + src_off + r] (0 when src is
+ * NULL) for o < outer, r < len. */
+typedef struct blk { LLVMValueRef src, dst; int64_t len, src_row, src_off, dst_row, dst_off; LLVMValueRef so, dof; } blk;
+
+static void blk_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
+  blk *b = user;
+  LLVMValueRef v = b->src ? cg_load_v(c, b->src, LLVMBuildAdd(c->b, b->so, j, ""), w) : cg_fzero(c, w);
+  cg_store_v(c, v, b->dst, LLVMBuildAdd(c->b, b->dof, j, ""), w);
+}
+
+static void copy_block(cg_ctx *c, blk *b, int64_t outer, LLVMValueRef tid, LLVMValueRef nth) {
+  LLVMBuilderRef B = c->b;
+  int w = c->target->vec_f32;
+  LLVMValueRef lo, hi;
+  cg_loop L;
+  if (b->len % w == 0) { /* whole vectors: split the block's vectors over the threads */
+    cg_thread_range(c, cg_i64(c, outer * b->len / w), tid, nth, &lo, &hi);
+    LLVMValueRef v = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "v");
+    LLVMValueRef e = LLVMBuildMul(B, v, cg_i64(c, w), "");
+    LLVMValueRef o = outer == 1 ? cg_i64(c, 0) : LLVMBuildUDiv(B, e, cg_i64(c, b->len), "o");
+    LLVMValueRef r = LLVMBuildSub(B, e, LLVMBuildMul(B, o, cg_i64(c, b->len), ""), "r");
+    b->so = LLVMBuildAdd(B, LLVMBuildMul(B, o, cg_i64(c, b->src_row), ""), cg_i64(c, b->src_off), "");
+    b->dof = LLVMBuildAdd(B, LLVMBuildMul(B, o, cg_i64(c, b->dst_row), ""), cg_i64(c, b->dst_off), "");
+    blk_body(c, r, w, b);
+    cg_loop_end(c, &L);
+    return;
+  }
+  cg_thread_range(c, cg_i64(c, outer), tid, nth, &lo, &hi); /* rows over the threads */
+  LLVMValueRef o = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "o");
+  b->so = LLVMBuildAdd(B, LLVMBuildMul(B, o, cg_i64(c, b->src_row), ""), cg_i64(c, b->src_off), "");
+  b->dof = LLVMBuildAdd(B, LLVMBuildMul(B, o, cg_i64(c, b->dst_row), ""), cg_i64(c, b->dst_off), "");
+  cg_inner_loop(c, b->len, blk_body, b);
+  cg_loop_end(c, &L);
+}
+
+static void split_at(const ir_shape *s, int axis, int64_t *outer, int64_t *inner) {
+  *outer = *inner = 1;
+  for (int k = 0; k < axis; k++) *outer *= s->dim[k];
+  for (int k = axis + 1; k < s->rank; k++) *inner *= s->dim[k];
+}
+
+/* Operand i of n: a kernel argument, or the constant of a parameter. */
+static int begin_args(cg_ctx *c, const ir_node *n, const char *fn_name, LLVMValueRef *f, LLVMValueRef *a, LLVMValueRef *op) {
+  int n_act = 0;
+  for (int i = 0; i < n->n_in; i++) n_act += c->g->values[n->in[i]].kind != IR_VAL_PARAM;
+  *f = cg_kernel_begin(c, fn_name, n_act, a);
+  for (int i = 0, k = 0; i < n->n_in; i++) op[i] = c->g->values[n->in[i]].kind == IR_VAL_PARAM ? cg_param_const(c, n->in[i]) : a[k++];
+  return n_act;
+}
+
+LLVMValueRef cg_gen_concat(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
+  int n_act = begin_args(c, n, fn_name, &f, a, op);
+  const ir_shape *os = &c->g->values[n->out].shape;
+  int ax = n->attr.concat.axis;
+  int64_t outer, inner, off = 0;
+  split_at(os, ax, &outer, &inner);
+  for (int i = 0; i < n->n_in; i++) {
+    int64_t len = c->g->values[n->in[i]].shape.dim[ax] * inner;
+    blk b = {op[i], a[n_act], len, len, 0, os->dim[ax] * inner, off, NULL, NULL};
+    copy_block(c, &b, outer, a[n_act + 1], a[n_act + 2]);
+    off += len;
+  }
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "concat", NULL);
+  return f;
+}
+
+LLVMValueRef cg_gen_slice(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
+  int n_act = begin_args(c, n, fn_name, &f, a, op);
+  const ir_slice_attr *s = &n->attr.slice;
+  int64_t outer, inner;
+  split_at(&c->g->values[n->in[0]].shape, s->axis, &outer, &inner);
+  blk b = {op[0], a[n_act], s->len * inner, c->g->values[n->in[0]].shape.dim[s->axis] * inner, s->start * inner,
+           s->len * inner, 0, NULL, NULL};
+  copy_block(c, &b, outer, a[n_act + 1], a[n_act + 2]);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "slice", NULL);
+  return f;
+}
+
+/* dx: dy copied to the slice, zeros written around it (each element written once). */
+LLVMValueRef cg_gen_slice_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
+  int n_act = begin_args(c, n, fn_name, &f, a, op);
+  const ir_slice_attr *s = &n->attr.slice_grad.slice;
+  const ir_shape *xs = &n->attr.slice_grad.x_shape;
+  int64_t outer, inner;
+  split_at(xs, s->axis, &outer, &inner);
+  int64_t row = xs->dim[s->axis] * inner, a0 = s->start * inner, len = s->len * inner, a1 = a0 + len;
+  blk mid = {op[0], a[n_act], len, len, 0, row, a0, NULL, NULL};
+  copy_block(c, &mid, outer, a[n_act + 1], a[n_act + 2]);
+  if (a0 > 0) {
+    blk z = {NULL, a[n_act], a0, 0, 0, row, 0, NULL, NULL};
+    copy_block(c, &z, outer, a[n_act + 1], a[n_act + 2]);
+  }
+  if (a1 < row) {
+    blk z = {NULL, a[n_act], row - a1, 0, 0, row, a1, NULL, NULL};
+    copy_block(c, &z, outer, a[n_act + 1], a[n_act + 2]);
+  }
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "slice_grad", NULL);
+  return f;
 }

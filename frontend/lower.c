@@ -177,7 +177,7 @@ static int lower_op_layer(fe_ctx *c, fe_scope *s, const fe_node *m, const char *
   if (fe_read_table(c, m, &fe_tab_layer, s->env, full, NULL, common)) return -1;
   if (resolve_inputs(c, s, common[FE_K_layer_inputs].node, full, IR_MAX_IN, L.in, &L.n_in)) return -1;
   if (!common[FE_K_layer_if].v.i) return L.in[0]; /* elided: an alias of the first input */
-  if (L.n_in != op->n_in) {
+  if (op->n_in > 0 && L.n_in != op->n_in) {
     const fe_node *at = common[FE_K_layer_inputs].node ? common[FE_K_layer_inputs].node : m;
     return fe_err(c, at, full, "op '%s' takes %d input%s (got %d)%s", op->name, op->n_in, op->n_in > 1 ? "s" : "",
                   L.n_in, common[FE_K_layer_inputs].node ? "" : "; list them in 'inputs'");

@@ -149,6 +149,12 @@ int fe_lower_act(fe_ctx *c, fe_layer *L) {
   return fe_add_node(c, L, ir_op_from_name(kind), L->in, 1, &a);
 }
 
+int fe_lower_concat(fe_ctx *c, fe_layer *L) {
+  ir_attr a = {0};
+  a.concat.axis = (int)L->f[FE_K_concat_axis].v.i + 1; /* past the batch */
+  return fe_add_node(c, L, IR_OP_concat, L->in, L->n_in, &a);
+}
+
 /* clip (min, max) and relu6 (clip 0..6). */
 int fe_lower_clip(fe_ctx *c, fe_layer *L) {
   ir_attr a = {0};

@@ -87,7 +87,7 @@ int ox_bind(ox_ctx *x, const char *name, int ir, ox_const *c) {
     x->cap_vals = cap;
   }
   const char *k = ir_strdup(x->a, name);
-  x->vals[x->n_vals] = (ox_val){k, ir, c, 0, 0};
+  x->vals[x->n_vals] = (ox_val){k, ir, c, 0, 0, {0}, 0};
   fe_strmap_put(x->a, &x->names, k, x->n_vals);
   x->n_vals++;
   return 0;

@@ -39,6 +39,9 @@ typedef struct ox_val {
   int swish_of;    /* a Sigmoid or HardSigmoid folded into the Mul that reads it: 1 + the IR
                     * value of its input (the Mul becomes op gate of that); 0 otherwise */
   int gate;        /* IR_OP_swish or IR_OP_hardswish */
+  int pad[4];      /* a zero Pad folded into its one reader (Conv, AveragePool): the IR value ir
+                    * is the unpadded input, pad the [top, left, bottom, right] to add */
+  int padded;
 } ox_val;
 
 typedef struct ox_ctx {

@@ -77,6 +77,12 @@ static int read_window(ox_ctx *x, const ir_shape *in, const int64_t *kshape, win
   return 0;
 }
 
+/* Adds a folded Pad of input 0 (see pad()) to window w. */
+static void add_folded_pad(ox_ctx *x, window *w) {
+  const ox_val *v = ox_find(x, x->node->input[0]);
+  for (int i = 0; v && v->padded && i < 4; i++) w->pad[i] += v->pad[i];
+}
+
 static int conv(ox_ctx *x) {
   if (ox_check_attrs(x, "auto_pad,dilations,group,kernel_shape,pads,strides")) return -1;
   int in[3] = {ox_act(x, 0), -1, -1}, n_in = 2;
@@ -89,6 +95,7 @@ static int conv(ox_ctx *x) {
   ir_attr a = {0};
   window win;
   if (read_window(x, xs, w->dims + 2, &win)) return -1;
+  add_folded_pad(x, &win);
   int64_t group;
   if (ox_attr_int(x, "group", 1, &group) < 0) return -1;
   if (group < 1 || group > FE_MAX_CH || xs->dim[1] % group || w->dims[0] % group || w->dims[1] * group != xs->dim[1])
@@ -121,6 +128,14 @@ static int pool(ox_ctx *x, ir_op op) {
   if (ox_attr_int(x, "ceil_mode", 0, &ceil_mode) < 0 || ox_attr_int(x, "count_include_pad", 0, &cip) < 0 ||
       ox_attr_int(x, "storage_order", 0, &order) < 0)
     return -1;
+  const ox_val *src = ox_find(x, x->node->input[0]);
+  if (src && src->padded) { /* the Pad's zeros are elements: counted, as count_include_pad counts pads */
+    if (!avg) return ox_err(x, "internal: a Pad was folded into a max pool");
+    if (!cip && (w.pad[0] || w.pad[1] || w.pad[2] || w.pad[3]))
+      return ox_err(x, "a zero Pad before an AveragePool that pads itself without counting the pads is not supported");
+    add_folded_pad(x, &w);
+    cip = 1;
+  }
   if (order) return ox_err(x, "attribute 'storage_order' 1 (column-major indices) is not supported");
   ir_attr a = {0};
   ir_pool_attr *pa = &a.maxpool;
@@ -130,6 +145,60 @@ static int pool(ox_ctx *x, ir_op op) {
   pa->ceil_mode = ceil_mode != 0;
   pa->count_include_pad = avg && cip != 0;
   return ox_node(x, op, &in, 1, &a);
+}
+
+/* Pad with zeros of the two spatial dims of an [N, C, H, W] tensor: an alias when it pads
+ * nothing, else folded into its one reader when that is a Conv or an AveragePool (the window's
+ * padding grows); other Pads are not supported. */
+static int pad(ox_ctx *x) {
+  if (ox_check_attrs(x, x->opset < 11 ? "mode,pads,value" : "mode")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  const char *mode;
+  if (ox_attr_str(x, "mode", "constant", &mode) < 0) return -1;
+  if (strcmp(mode, "constant")) return ox_err(x, "mode '%s' is not supported (only constant zeros)", mode);
+  int64_t p[8];
+  int n = 0;
+  double value = 0;
+  if (x->opset < 11) {
+    if (ox_attr_ints(x, "pads", 8, p, &n) < 0 || ox_attr_float(x, "value", 0, &value) < 0) return -1;
+  } else {
+    const ox_const *c = ox_need_const(x, 1, "pads");
+    if (!c) return -1;
+    if (!c->is_int || c->rank != 1 || c->numel > 8) return ox_err(x, "pads must be at most 8 integers");
+    for (int64_t i = 0; i < c->numel; i++) p[n++] = c->i[i];
+    if (ox_has_input(x, 2)) {
+      const ox_const *v = ox_need_const(x, 2, "the constant value");
+      if (!v) return -1;
+      if (v->numel != 1) return ox_err(x, "the constant value must be one number");
+      value = v->is_int ? (double)v->i[0] : v->f[0];
+    }
+    if (ox_has_input(x, 3)) return ox_err(x, "input 3 (axes) is not supported");
+  }
+  const ir_shape *s = shape_of(x, in);
+  if (n != 2 * s->rank) return ox_err(x, "pads has %d items for a rank-%d input", n, s->rank);
+  int any = 0;
+  for (int i = 0; i < n; i++) {
+    if (p[i] < 0) return ox_err(x, "negative pads (cropping) are not supported");
+    any |= p[i] != 0;
+  }
+  if (!any) return ox_bind(x, x->node->output[0], in, NULL);
+  if (value != 0) return ox_err(x, "padding with %g is not supported (only zeros)", value);
+  if (s->rank != 4 || p[0] || p[1] || p[4] || p[5]) return ox_err(x, "only the spatial dims of [N, C, H, W] may be padded");
+  const char *out = x->node->output[0];
+  const Onnx__NodeProto *reader = NULL;
+  int slot = -1;
+  if (ox_uses(x, out) == 1)
+    for (size_t k = (size_t)x->node_index + 1; k < x->graph->n_node && !reader; k++)
+      for (size_t j = 0; j < x->graph->node[k]->n_input && !reader; j++)
+        if (!strcmp(x->graph->node[k]->input[j], out)) reader = x->graph->node[k], slot = (int)j;
+  if (!reader || slot != 0 || !reader->op_type || (strcmp(reader->op_type, "Conv") && strcmp(reader->op_type, "AveragePool")))
+    return ox_err(x, "a Pad is supported only when its one reader is a Conv or an AveragePool (it is folded into their padding)");
+  if (ox_bind(x, out, in, NULL)) return -1;
+  ox_val *v = ox_find(x, out);
+  v->padded = 1;
+  v->pad[0] = (int)p[2], v->pad[1] = (int)p[3], v->pad[2] = (int)p[6], v->pad[3] = (int)p[7];
+  return 0;
 }
 
 /* ---- normalisation ------------------------------------------------------------------------ */
@@ -611,17 +680,157 @@ static int concat_const(ox_ctx *x, int64_t axis) {
   return ox_bind(x, x->node->output[0], -1, r);
 }
 
+/* An IR node of the current ONNX node that is not its result (a part of a chain or one of
+ * several outputs): named "<layer>/<suffix>".  Returns the value id or -1. */
+static int part_node(ox_ctx *x, const char *suffix, ir_op op, const int *in, int n_in, const ir_attr *a) {
+  ir_diag sub = {0};
+  const char *name = ir_fmt(x->g->arena, "%s/%s", ox_layer_name(x), suffix);
+  int v = ir_add_node(x->g, op, name, (ir_loc){x->gfile, 0, 0}, in, n_in, a, &sub);
+  return v < 0 ? ox_err(x, "%s", sub.msg) : v;
+}
+
+/* Concat of activations along a dim past the batch: one IR concat of up to IR_MAX_IN inputs,
+ * a chain of them for more (the running result is the first input of the next link). */
 static int concat(ox_ctx *x) {
   if (ox_check_attrs(x, "axis")) return -1;
   int64_t axis;
-  if (ox_attr_int(x, "axis", 1, &axis) < 0) return -1;
-  if (x->node->n_input < 1) return ox_err(x, "needs at least one input");
-  for (size_t i = 0; i < x->node->n_input; i++) {
-    ox_val *v = ox_input(x, (int)i);
+  if (ox_attr_int(x, x->opset < 4 ? "axis" : "axis", 1, &axis) < 0) return -1;
+  int n = (int)x->node->n_input, all_const = 1;
+  if (n < 1) return ox_err(x, "needs at least one input");
+  for (int i = 0; i < n; i++) {
+    ox_val *v = ox_input(x, i);
     if (!v) return -1;
-    if (!v->c) return ox_err(x, "Concat of activations is not supported yet (only of constants, as in shape arithmetic)");
+    all_const &= v->c != NULL && v->ir < 0;
   }
-  return concat_const(x, axis);
+  if (all_const) return concat_const(x, axis);
+  int first = ox_act(x, 0);
+  if (first < 0) return -1;
+  int rank = shape_of(x, first)->rank;
+  if (axis < 0) axis += rank;
+  if (axis < 1 || axis >= rank)
+    return ox_err(x, "axis %lld: cnnc concatenates along a dim past the batch (1 to %d)", (long long)axis, rank - 1);
+  ir_attr a = {0};
+  a.concat.axis = (int)axis;
+  if (n == 1) return ox_bind(x, x->node->output[0], first, NULL);
+  int acc = first, i = 1, link = 0;
+  while (i < n) {
+    int in[IR_MAX_IN], k = 0;
+    in[k++] = acc;
+    while (k < IR_MAX_IN && i < n) {
+      if ((in[k++] = ox_act(x, i++)) < 0) return -1;
+    }
+    if (i == n) return ox_node(x, IR_OP_concat, in, k, &a);
+    if ((acc = part_node(x, ir_fmt(x->a, "part%d", link++), IR_OP_concat, in, k, &a)) < 0) return -1;
+  }
+  return -1; /* not reached */
+}
+
+/* Slice: starts/ends/axes/steps as constant inputs (opset >= 10) or attributes; step 1 along
+ * dims past the batch (a chain of IR slices for several axes). */
+static int slice(ox_ctx *x) {
+  if (ox_check_attrs(x, x->opset < 10 ? "starts,ends,axes" : "")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  int64_t st[IR_MAX_RANK], en[IR_MAX_RANK], ax[IR_MAX_RANK], sp[IR_MAX_RANK];
+  int n = 0, na = -1, ns = -1;
+  if (x->opset < 10) {
+    int ne;
+    if (ox_attr_ints(x, "starts", IR_MAX_RANK, st, &n) < 0 || ox_attr_ints(x, "ends", IR_MAX_RANK, en, &ne) < 0 ||
+        ox_attr_ints(x, "axes", IR_MAX_RANK, ax, &na) < 0)
+      return -1;
+    if (!ox_attr(x, "axes")) na = -1;
+    if (ne != n) return ox_err(x, "starts and ends differ in length");
+  } else {
+    int64_t *dst[4] = {st, en, ax, sp};
+    int *cnt[4] = {&n, NULL, &na, &ns};
+    static const char *const what[] = {"starts", "ends", "axes", "steps"};
+    for (int k = 0; k < 4; k++) {
+      if (k >= 2 && !ox_has_input(x, k + 1)) continue;
+      const ox_const *c = ox_need_const(x, k + 1, what[k]);
+      if (!c) return -1;
+      if (!c->is_int || c->rank != 1 || c->numel > IR_MAX_RANK)
+        return ox_err(x, "%s must be a list of at most %d integers", what[k], IR_MAX_RANK);
+      for (int64_t i = 0; i < c->numel; i++) dst[k][i] = c->i[i];
+      if (cnt[k]) *cnt[k] = (int)c->numel;
+      else if (c->numel != n) return ox_err(x, "starts and ends differ in length");
+    }
+  }
+  if ((na >= 0 && na != n) || (ns >= 0 && ns != n)) return ox_err(x, "starts, axes and steps differ in length");
+  int cur = in;
+  const ir_shape *s0 = shape_of(x, in);
+  int rank = s0->rank, last = -1;
+  for (int i = 0; i < n; i++) last = i;
+  if (n == 0) return ox_bind(x, x->node->output[0], in, NULL);
+  for (int i = 0; i < n; i++) {
+    int64_t a = na >= 0 ? ax[i] : i, step = ns >= 0 ? sp[i] : 1;
+    if (a < 0) a += rank;
+    if (a < 0 || a >= rank) return ox_err(x, "axis %lld is out of range", (long long)(na >= 0 ? ax[i] : i));
+    if (step != 1) return ox_err(x, "step %lld is not supported (only 1)", (long long)step);
+    int64_t dim = shape_of(x, cur)->dim[a], b = st[i], e = en[i];
+    if (b < 0) b += dim;
+    if (e < 0) e += dim;
+    b = b < 0 ? 0 : b > dim ? dim : b;
+    e = e < 0 ? 0 : e > dim ? dim : e;
+    if (e <= b) return ox_err(x, "the slice of axis %lld is empty", (long long)a);
+    if (a == 0) {
+      if (b != 0 || e != dim) return ox_err(x, "slicing the batch (axis 0) is not supported");
+      if (i == last) return ox_bind(x, x->node->output[0], cur, NULL);
+      continue;
+    }
+    if (b == 0 && e == dim) {
+      if (i == last) return ox_bind(x, x->node->output[0], cur, NULL);
+      continue;
+    }
+    ir_attr at = {0};
+    at.slice = (ir_slice_attr){(int)a, b, e - b};
+    if (i == last) return ox_node(x, IR_OP_slice, &cur, 1, &at);
+    if ((cur = part_node(x, ir_fmt(x->a, "axis%lld", (long long)a), IR_OP_slice, &cur, 1, &at)) < 0) return -1;
+  }
+  return -1; /* not reached */
+}
+
+/* Split into several outputs along a dim past the batch: one IR slice per output. */
+static int split(ox_ctx *x) {
+  if (ox_check_attrs(x, x->opset < 13 ? "axis,split" : "axis")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  int64_t axis, parts[IR_MAX_IN * 8];
+  int np = 0, nout = (int)x->node->n_output;
+  if (ox_attr_int(x, "axis", 0, &axis) < 0) return -1;
+  const ir_shape *s = shape_of(x, in);
+  if (axis < 0) axis += s->rank;
+  if (axis < 1 || axis >= s->rank) return ox_err(x, "axis %lld: cnnc splits along a dim past the batch", (long long)axis);
+  if (nout < 1 || nout > IR_MAX_IN * 8) return ox_err(x, "%d outputs (1 to %d)", nout, IR_MAX_IN * 8);
+  if (x->opset < 13) {
+    if (ox_attr_ints(x, "split", IR_MAX_IN * 8, parts, &np) < 0) return -1;
+  } else if (ox_has_input(x, 1)) {
+    const ox_const *c = ox_need_const(x, 1, "split");
+    if (!c) return -1;
+    if (!c->is_int || c->rank != 1 || c->numel > IR_MAX_IN * 8) return ox_err(x, "split must be a list of integers");
+    for (int64_t i = 0; i < c->numel; i++) parts[np++] = c->i[i];
+  }
+  int64_t dim = s->dim[axis];
+  if (!np) {
+    if (dim % nout) return ox_err(x, "dim %lld of size %lld does not split into %d equal parts", (long long)axis, (long long)dim, nout);
+    for (int i = 0; i < nout; i++) parts[np++] = dim / nout;
+  }
+  if (np != nout) return ox_err(x, "split has %d sizes for %d outputs", np, nout);
+  int64_t off = 0;
+  for (int i = 0; i < np; i++) {
+    if (parts[i] < 1) return ox_err(x, "split size %d is %lld (empty outputs are not supported)", i, (long long)parts[i]);
+    off += parts[i];
+  }
+  if (off != dim) return ox_err(x, "split sizes add up to %lld, the dim is %lld", (long long)off, (long long)dim);
+  off = 0;
+  for (int i = 0; i < np; i++) {
+    ir_attr a = {0};
+    a.slice = (ir_slice_attr){(int)axis, off, parts[i]};
+    off += parts[i];
+    if (!x->node->output[i][0]) continue;
+    int v = i == 0 && np == 1 ? in : part_node(x, ir_fmt(x->a, "out%d", i), IR_OP_slice, &in, 1, &a);
+    if (v < 0 || ox_bind(x, x->node->output[i], v, NULL)) return -1;
+  }
+  return 0;
 }
 
 /* Add, Sub, Mul, Div of two constants (same shape, or one of them a single value). */
@@ -691,7 +900,8 @@ static const ox_op ops[] = {
     {"Div", op_div},             {"Shape", shape_op},               {"Gather", gather},
     {"Unsqueeze", op_unsqueeze}, {"Squeeze", op_squeeze},           {"Cast", cast},
     {"Concat", concat},          {"Clip", clip},                    {"HardSigmoid", hardsigmoid},
-    {"HardSwish", op_hardswish},
+    {"HardSwish", op_hardswish}, {"Slice", slice},                  {"Split", split},
+    {"Pad", pad},
 };
 
 const char *ox_supported(void) {

@@ -84,6 +84,9 @@ typedef struct ir_pool_attr {
   int ceil_mode;
 } ir_pool_attr;
 typedef struct ir_dense_attr { int units; } ir_dense_attr;
+typedef struct ir_concat_attr { int axis; } ir_concat_attr;
+typedef struct ir_slice_attr { int axis; int64_t start, len; } ir_slice_attr;
+typedef struct ir_slice_grad_attr { ir_slice_attr slice; ir_shape x_shape; } ir_slice_grad_attr;
 typedef struct ir_clip_attr { float lo, hi; } ir_clip_attr;          /* clip, clip_grad: lo <= hi */
 typedef struct ir_hsig_attr { float alpha, beta; } ir_hsig_attr;     /* hardsigmoid(_grad) */
 /* The scalar definitions the reference kernels and codegen follow (f32 arithmetic):
@@ -174,7 +177,7 @@ typedef struct ir_value {
   float *data;        /* params: initial or loaded values (f32), NULL otherwise */
 } ir_value;
 
-#define IR_MAX_IN 5
+#define IR_MAX_IN 8 /* concat takes up to this many; longer concats are chains */
 typedef struct ir_node {
   int id;
   ir_op op;

@@ -31,6 +31,14 @@ static void print_pool(FILE *f, const ir_attr *u) {
   fprintf(f, " ceil_mode=%d count_include_pad=%d", a->ceil_mode, a->count_include_pad);
 }
 static void print_dense(FILE *f, const ir_attr *u) { fprintf(f, " units=%d", u->dense.units); }
+static void print_concat(FILE *f, const ir_attr *u) { fprintf(f, " axis=%d", u->concat.axis); }
+static void print_slice(FILE *f, const ir_attr *u) {
+  fprintf(f, " axis=%d start=%lld len=%lld", u->slice.axis, (long long)u->slice.start, (long long)u->slice.len);
+}
+static void print_slice_grad(FILE *f, const ir_attr *u) {
+  ir_attr s = {.slice = u->slice_grad.slice};
+  print_slice(f, &s);
+}
 static void print_clip(FILE *f, const ir_attr *u) { fprintf(f, " lo=%g hi=%g", u->clip.lo, u->clip.hi); }
 static void print_hsig(FILE *f, const ir_attr *u) { fprintf(f, " alpha=%g beta=%g", u->hardsigmoid.alpha, u->hardsigmoid.beta); }
 static void print_xent(FILE *f, const ir_attr *u) { fprintf(f, " label_smoothing=%g", u->softmax_xent.label_smoothing); }

@@ -126,6 +126,44 @@ void ir_ref_dropout(const ir_graph *g, const ir_node *n, const float *const *in,
 }
 
 /* Same elements, new shape: a copy. */
+/* concat and slice: outer = product of the dims before the axis, inner = after it. */
+static void split_at(const ir_shape *s, int axis, int64_t *outer, int64_t *inner) {
+  *outer = *inner = 1;
+  for (int k = 0; k < axis; k++) *outer *= s->dim[k];
+  for (int k = axis + 1; k < s->rank; k++) *inner *= s->dim[k];
+}
+
+void ir_ref_concat(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_shape *os = ref_out_shape(g, n);
+  int64_t outer, inner, off = 0;
+  split_at(os, n->attr.concat.axis, &outer, &inner);
+  int64_t row = os->dim[n->attr.concat.axis] * inner;
+  for (int i = 0; i < n->n_in; i++) {
+    int64_t len = g->values[n->in[i]].shape.dim[n->attr.concat.axis] * inner;
+    for (int64_t o = 0; o < outer; o++) memcpy(out + o * row + off, in[i] + o * len, (size_t)len * sizeof *out);
+    off += len;
+  }
+}
+
+void ir_ref_slice(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_slice_attr *s = &n->attr.slice;
+  const ir_shape *xs = &g->values[n->in[0]].shape;
+  int64_t outer, inner;
+  split_at(xs, s->axis, &outer, &inner);
+  int64_t row = xs->dim[s->axis] * inner, len = s->len * inner;
+  for (int64_t o = 0; o < outer; o++) memcpy(out + o * len, in[0] + o * row + s->start * inner, (size_t)len * sizeof *out);
+}
+
+void ir_ref_slice_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_slice_attr *s = &n->attr.slice_grad.slice;
+  const ir_shape *xs = &n->attr.slice_grad.x_shape;
+  int64_t outer, inner;
+  split_at(xs, s->axis, &outer, &inner);
+  int64_t row = xs->dim[s->axis] * inner, len = s->len * inner;
+  memset(out, 0, (size_t)(outer * row) * sizeof *out);
+  for (int64_t o = 0; o < outer; o++) memcpy(out + o * row + s->start * inner, in[0] + o * len, (size_t)len * sizeof *out);
+}
+
 void ir_ref_reshape(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   memcpy(out, in[0], (size_t)out_numel(g, n) * sizeof *out);
 }

@@ -184,6 +184,35 @@ int ir_infer_softmax_xent(const ir_graph *g, const ir_node *n, ir_shape *out, ir
   return 0;
 }
 
+int ir_infer_concat(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_shape *a = X(0);
+  int ax = n->attr.concat.axis;
+  char b1[96], b2[96];
+  if (ax < 1 || ax >= a->rank) return FAIL(d, "concat axis %d must be 1..%d (dim 0 is the batch)", ax, a->rank - 1);
+  *out = *a;
+  for (int i = 1; i < n->n_in; i++) {
+    const ir_shape *b = X(i);
+    int ok = b->rank == a->rank;
+    for (int k = 0; ok && k < a->rank; k++) ok = k == ax || b->dim[k] == a->dim[k];
+    if (!ok) return FAIL(d, "concat operand %d has shape %s, operand 0 %s (equal except on axis %d)", i,
+                         ir_shape_str(b, b1, sizeof b1), ir_shape_str(a, b2, sizeof b2), ax);
+    out->dim[ax] += b->dim[ax];
+  }
+  return 0;
+}
+
+int ir_infer_slice(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_slice_attr *s = &n->attr.slice;
+  const ir_shape *x = X(0);
+  if (s->axis < 1 || s->axis >= x->rank) return FAIL(d, "slice axis %d must be 1..%d (dim 0 is the batch)", s->axis, x->rank - 1);
+  if (s->start < 0 || s->len < 1 || s->start + s->len > x->dim[s->axis])
+    return FAIL(d, "slice [%lld, %lld) is not inside dim %d of size %lld", (long long)s->start,
+                (long long)(s->start + s->len), s->axis, (long long)x->dim[s->axis]);
+  *out = *x;
+  out->dim[s->axis] = s->len;
+  return 0;
+}
+
 int ir_infer_reshape(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   ir_shape s = n->attr.reshape.shape;
   char b1[96], b2[96];

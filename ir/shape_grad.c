@@ -72,6 +72,19 @@ int ir_infer_swish_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_d
 int ir_infer_clip_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_hardsigmoid_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_hardswish_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
+int ir_infer_slice_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  ir_shape s;
+  const ir_shape *xs = &n->attr.slice_grad.x_shape;
+  if (xs->rank < 2 || xs->rank > IR_MAX_RANK) return FAIL(d, "slice_grad needs the forward input's shape");
+  const ir_slice_attr *sa = &n->attr.slice_grad.slice;
+  if (sa->axis < 1 || sa->axis >= xs->rank || sa->start < 0 || sa->start + sa->len > xs->dim[sa->axis])
+    return FAIL(d, "slice_grad: the slice is not inside the forward input");
+  s = *xs;
+  s.dim[sa->axis] = sa->len;
+  if (!ir_shape_eq(&s, X(0))) return FAIL(d, "slice_grad: dy does not have the slice's shape");
+  *out = *xs;
+  return 0;
+}
 int ir_infer_softmax_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 
 static int infer_pool_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
@@ -211,6 +224,7 @@ void ir_cost_conv2d_grad_weight(const ir_graph *g, const ir_node *n, ir_cost *c)
 void ir_cost_reduce_sum(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->in[0], 1); }
 void ir_cost_relu_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 1); }
 void ir_cost_sigmoid_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 6); }
+void ir_cost_slice_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 0); }
 void ir_cost_clip_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 2); }
 void ir_cost_hardsigmoid_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 3); }
 void ir_cost_hardswish_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 4); }

@@ -305,6 +305,24 @@ int pass_grad_dropout(pass_ad *ad, const ir_node *n, int dy) {
   return pass_grad_give(ad, n, 0, "dx", IR_OP_dropout, in, n->n_in > 1 ? 2 : 1, &a);
 }
 
+/* Each operand's gradient is its slice of dy. */
+int pass_grad_concat(pass_ad *ad, const ir_node *n, int dy) {
+  int64_t off = 0;
+  int ax = n->attr.concat.axis;
+  for (int i = 0; i < n->n_in; i++) {
+    int64_t len = SHAPE_OF(ad, n->in[i]).dim[ax];
+    ir_attr a = {.slice = {ax, off, len}};
+    if (pass_grad_give(ad, n, i, ir_fmt(G(ad)->arena, "dx%d", i), IR_OP_slice, &dy, 1, &a)) return -1;
+    off += len;
+  }
+  return 0;
+}
+
+int pass_grad_slice(pass_ad *ad, const ir_node *n, int dy) {
+  ir_attr a = {.slice_grad = {n->attr.slice, SHAPE_OF(ad, n->in[0])}};
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_slice_grad, &dy, 1, &a);
+}
+
 int pass_grad_reshape(pass_ad *ad, const ir_node *n, int dy) {
   ir_attr a = {.reshape = {SHAPE_OF(ad, n->in[0])}};
   return pass_grad_give(ad, n, 0, "dx", IR_OP_reshape, &dy, 1, &a);
@@ -326,7 +344,7 @@ int pass_grad_normalize(pass_ad *ad, const ir_node *n, int dy) {
     return pass_grad_fail(ad, n, #op " is a training op and has no gradient rule");           \
   }
 NO_RULE(conv2d_grad_input) NO_RULE(conv2d_grad_weight) NO_RULE(reduce_sum) NO_RULE(relu_grad)
-NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
+NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(slice_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
 NO_RULE(global_avgpool_grad) NO_RULE(batchnorm_grad_input) NO_RULE(batchnorm_grad_gamma)
 NO_RULE(groupnorm_grad_input) NO_RULE(groupnorm_grad_gamma) NO_RULE(dense_grad_input)
 NO_RULE(dense_grad_weight) NO_RULE(softmax_grad) NO_RULE(softmax_xent_grad) NO_RULE(sgd_update)
