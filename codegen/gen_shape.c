@@ -75,6 +75,31 @@ LLVMValueRef cg_gen_concat(cg_ctx *c, const ir_node *n, const char *fn_name, con
   return f;
 }
 
+/* One plane copy per output channel: out channel i*G + j <- in channel j*(C/G) + i. */
+LLVMValueRef cg_gen_channel_shuffle(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
+  int n_act = begin_args(c, n, fn_name, &f, a, op);
+  const ir_shape *s = &c->g->values[n->in[0]].shape;
+  int64_t outer, plane, C = s->dim[1], G = n->attr.channel_shuffle.groups;
+  split_at(s, 1, &outer, &plane);
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, outer * C), a[n_act + 1], a[n_act + 2], &lo, &hi); /* output planes */
+  cg_loop L;
+  LLVMValueRef p = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "plane");
+  LLVMValueRef o = LLVMBuildUDiv(B, p, cg_i64(c, C), ""), ch = LLVMBuildURem(B, p, cg_i64(c, C), "");
+  LLVMValueRef i = LLVMBuildUDiv(B, ch, cg_i64(c, G), ""), j = LLVMBuildURem(B, ch, cg_i64(c, G), "");
+  LLVMValueRef src = LLVMBuildAdd(B, LLVMBuildMul(B, o, cg_i64(c, C), ""),
+                                  LLVMBuildAdd(B, LLVMBuildMul(B, j, cg_i64(c, C / G), ""), i, ""), "");
+  blk b = {op[0], a[n_act], plane, 0, 0, 0, 0, LLVMBuildMul(B, src, cg_i64(c, plane), ""),
+           LLVMBuildMul(B, p, cg_i64(c, plane), "")};
+  cg_inner_loop(c, plane, blk_body, &b);
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "channel_shuffle", NULL);
+  return f;
+}
+
 LLVMValueRef cg_gen_slice(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
   int n_act = begin_args(c, n, fn_name, &f, a, op);

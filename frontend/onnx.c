@@ -87,7 +87,7 @@ int ox_bind(ox_ctx *x, const char *name, int ir, ox_const *c) {
     x->cap_vals = cap;
   }
   const char *k = ir_strdup(x->a, name);
-  x->vals[x->n_vals] = (ox_val){k, ir, c, 0, 0, {0}, 0};
+  x->vals[x->n_vals] = (ox_val){k, ir, c, 0, 0, {0}, 0, 0, 0};
   fe_strmap_put(x->a, &x->names, k, x->n_vals);
   x->n_vals++;
   return 0;
@@ -135,6 +135,9 @@ int ox_param(ox_ctx *x, const char *suffix, const ox_const *c, int trainable, in
 int ox_act(ox_ctx *x, int i) {
   ox_val *v = ox_input(x, i);
   if (!v) return -1;
+  if (v->view && strcmp(x->node->op_type, "Reshape") && strcmp(x->node->op_type, "Transpose"))
+    return ox_err(x, "input %d '%s' is a rank-5 view (of a channel shuffle) read by an op other than Transpose or Reshape", i,
+                  v->name);
   if (v->ir >= 0) return v->ir;
   if (!v->c) return ox_err(x, "internal: input %d '%s' has no value", i, v->name);
   /* A constant operand of an element-wise op: a non-trainable parameter, made once. */
@@ -161,6 +164,15 @@ int ox_node(ox_ctx *x, ir_op op, const int *in, int n_in, const ir_attr *a) {
   int v = ir_add_node(x->g, op, name, loc, in, n_in, a, &sub);
   if (v < 0) return ox_err(x, "%s", sub.msg);
   return ox_bind(x, x->node->n_output ? x->node->output[0] : NULL, v, NULL);
+}
+
+/* An IR node of the current ONNX node that is not its result (a part of a chain or one of
+ * several outputs): named "<layer>/<suffix>".  Returns the value id or -1. */
+int ox_part_node(ox_ctx *x, const char *suffix, ir_op op, const int *in, int n_in, const ir_attr *a) {
+  ir_diag sub = {0};
+  const char *name = ir_fmt(x->g->arena, "%s/%s", ox_layer_name(x), suffix);
+  int v = ir_add_node(x->g, op, name, (ir_loc){x->gfile, 0, 0}, in, n_in, a, &sub);
+  return v < 0 ? ox_err(x, "%s", sub.msg) : v;
 }
 
 /* ---- attributes ------------------------------------------------------------------------- */

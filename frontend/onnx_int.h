@@ -1,5 +1,6 @@
 /* onnx_int.h — private declarations of the ONNX importer (onnx.c: the file, constants and the
- * graph walk; onnx_ops.c: one converter per ONNX operator).  Prefix: ox_. */
+ * graph walk; onnx_ops.c: one converter per ONNX operator and the dispatch; onnx_shape.c: data
+ * movement and shape arithmetic).  Prefix: ox_. */
 #ifndef CNNC_ONNX_INT_H
 #define CNNC_ONNX_INT_H
 
@@ -42,6 +43,10 @@ typedef struct ox_val {
   int pad[4];      /* a zero Pad folded into its one reader (Conv, AveragePool): the IR value ir
                     * is the unpadded input, pad the [top, left, bottom, right] to add */
   int padded;
+  int view;        /* the channel-shuffle pattern Reshape [N,C,H,W] -> [N,G,C/G,H,W] (1), then
+                    * Transpose 1<->2 (2): ir is the [N,C,H,W] tensor; the Reshape back to
+                    * [N,C,H,W] becomes channel_shuffle(G).  0: a plain value */
+  int view_groups;
 } ox_val;
 
 typedef struct ox_ctx {
@@ -100,6 +105,29 @@ int ox_attr_str(ox_ctx *x, const char *name, const char *def, const char **out);
 const Onnx__AttributeProto *ox_attr(ox_ctx *x, const char *name);
 /* A TensorProto as a constant (checked: type, dims, data length). NULL with an error. */
 ox_const *ox_tensor(ox_ctx *x, const Onnx__TensorProto *t, const char *what);
+
+/* Shapes, helpers shared by the converters, and the converters of onnx_shape.c. */
+static inline const ir_shape *ox_shape(ox_ctx *x, int v) { return &x->g->values[v].shape; }
+/* An IR node of the current ONNX node that is not its result (a link of a chain, one of
+ * several outputs): named "<layer>/<suffix>".  Returns its value id or -1. */
+int ox_part_node(ox_ctx *x, const char *suffix, ir_op op, const int *in, int n_in, const ir_attr *a);
+int ox_reshape_to(ox_ctx *x, int in, const int64_t *dims, int rank); /* reshape or alias; dim 0 stays the batch */
+int ox_binary(ox_ctx *x, ir_op op);                                  /* Add / Mul of activations */
+int ox_op_shape_op(ox_ctx *x);
+int ox_op_gather(ox_ctx *x);
+int ox_op_unsqueeze(ox_ctx *x);
+int ox_op_squeeze(ox_ctx *x);
+int ox_op_cast(ox_ctx *x);
+int ox_op_constant_of_shape(ox_ctx *x);
+int ox_fold_reshape(ox_ctx *x, const ox_const *d, const int64_t *dims, int rank);
+int ox_fold_transpose(ox_ctx *x, const ox_const *c, const int64_t *perm, int n);
+int ox_op_concat(ox_ctx *x);
+int ox_op_slice(ox_ctx *x);
+int ox_op_split(ox_ctx *x);
+int ox_op_add(ox_ctx *x);
+int ox_op_sub(ox_ctx *x);
+int ox_op_mul(ox_ctx *x);
+int ox_op_div(ox_ctx *x);
 
 /* Converts the current node (onnx_ops.c).  Returns 0 or -1 with x->d filled. */
 int ox_convert(ox_ctx *x);

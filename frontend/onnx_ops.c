@@ -9,7 +9,6 @@
 
 #include "onnx_int.h"
 
-static const ir_shape *shape_of(ox_ctx *x, int v) { return &x->g->values[v].shape; }
 
 /* One output, which later nodes may read; a second (optional) output must be unused. */
 static int only_first_output(ox_ctx *x) {
@@ -91,7 +90,7 @@ static int conv(ox_ctx *x) {
   if (!w) return -1;
   if (w->rank != 4) return ox_err(x, "the weight has rank %d; cnnc imports 2-D convolutions (rank 4 weights)", w->rank);
   if (ox_has_input(x, 2) && !(b = ox_need_const(x, 2, "the bias"))) return -1;
-  const ir_shape *xs = shape_of(x, in[0]);
+  const ir_shape *xs = ox_shape(x, in[0]);
   ir_attr a = {0};
   window win;
   if (read_window(x, xs, w->dims + 2, &win)) return -1;
@@ -122,7 +121,7 @@ static int pool(ox_ctx *x, ir_op op) {
   int in = ox_act(x, 0);
   if (in < 0 || only_first_output(x)) return -1;
   window w;
-  if (read_window(x, shape_of(x, in), NULL, &w)) return -1;
+  if (read_window(x, ox_shape(x, in), NULL, &w)) return -1;
   if (w.d[0] != 1 || w.d[1] != 1) return ox_err(x, "dilated pooling is not supported");
   int64_t ceil_mode, cip, order;
   if (ox_attr_int(x, "ceil_mode", 0, &ceil_mode) < 0 || ox_attr_int(x, "count_include_pad", 0, &cip) < 0 ||
@@ -175,7 +174,7 @@ static int pad(ox_ctx *x) {
     }
     if (ox_has_input(x, 3)) return ox_err(x, "input 3 (axes) is not supported");
   }
-  const ir_shape *s = shape_of(x, in);
+  const ir_shape *s = ox_shape(x, in);
   if (n != 2 * s->rank) return ox_err(x, "pads has %d items for a rank-%d input", n, s->rank);
   int any = 0;
   for (int i = 0; i < n; i++) {
@@ -206,7 +205,7 @@ static int batchnorm(ox_ctx *x) {
   if (ox_check_attrs(x, "epsilon,momentum,training_mode,spatial,is_test,consumed_inputs")) return -1;
   int in[5] = {ox_act(x, 0)};
   if (in[0] < 0 || only_first_output(x)) return -1;
-  const ir_shape *xs = shape_of(x, in[0]);
+  const ir_shape *xs = ox_shape(x, in[0]);
   if (xs->rank < 2) return ox_err(x, "the input needs a channel dim (rank >= 2)");
   double eps, mom;
   int64_t tm, spatial;
@@ -314,7 +313,7 @@ static int clip(ox_ctx *x) {
 /* Add and Mul: IR broadcasting goes from in[1] to in[0], so the larger operand comes first.
  * Before opset 7 broadcasting was explicit (broadcast=1) and aligned B at attribute axis
  * (default: B's dims are A's last dims): a constant B is given trailing 1s to match. */
-static int binary(ox_ctx *x, ir_op op) {
+int ox_binary(ox_ctx *x, ir_op op) {
   if (ox_check_attrs(x, x->opset < 7 ? "broadcast,axis,consumed_inputs" : "")) return -1;
   if (x->node->n_input != 2) return ox_err(x, "takes 2 inputs (got %zu)", x->node->n_input);
   ox_val *u = ox_input(x, 0), *v = ox_input(x, 1);
@@ -331,7 +330,7 @@ static int binary(ox_ctx *x, ir_op op) {
   int b;
   if (x->opset < 7 && bc && ox_attr(x, "axis")) {
     const ox_const *c = ox_need_const(x, 1, "B broadcast at an axis");
-    const ir_shape *as = shape_of(x, a);
+    const ir_shape *as = ox_shape(x, a);
     if (!c) return -1;
     if (axis < 0) axis += as->rank;
     if (axis < 0 || axis + c->rank > as->rank) return ox_err(x, "axis %lld does not fit B's rank %d in A's rank %d", (long long)axis, c->rank, as->rank);
@@ -342,9 +341,9 @@ static int binary(ox_ctx *x, ir_op op) {
   } else if ((b = ox_act(x, 1)) < 0) {
     return -1;
   }
-  if (x->opset < 7 && !bc && !ir_shape_eq(shape_of(x, a), shape_of(x, b)))
+  if (x->opset < 7 && !bc && !ir_shape_eq(ox_shape(x, a), ox_shape(x, b)))
     return ox_err(x, "the operands' shapes differ but attribute 'broadcast' is not 1");
-  if (ir_shape_numel(shape_of(x, a)) < ir_shape_numel(shape_of(x, b)) ||
+  if (ir_shape_numel(ox_shape(x, a)) < ir_shape_numel(ox_shape(x, b)) ||
       (x->g->values[a].kind == IR_VAL_PARAM && x->g->values[b].kind != IR_VAL_PARAM)) {
     int t = a;
     a = b;
@@ -357,7 +356,7 @@ static int binary(ox_ctx *x, ir_op op) {
 /* ---- dense ------------------------------------------------------------------------------- */
 /* y = x W^T + b with W [Out, In] (the IR's layout). */
 static int dense(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alpha, const ox_const *c, double beta) {
-  const ir_shape *xs = shape_of(x, xin);
+  const ir_shape *xs = ox_shape(x, xin);
   if (xs->rank != 2) return ox_err(x, "input A must be [N, K] (rank 2); it has rank %d", xs->rank);
   if (w->rank != 2) return ox_err(x, "input B must be a rank-2 constant");
   int64_t K = trans_b ? w->dims[1] : w->dims[0], N = trans_b ? w->dims[0] : w->dims[1];
@@ -414,12 +413,12 @@ static int matmul(ox_ctx *x) {
 }
 
 /* ---- shape -------------------------------------------------------------------------------- */
-static int reshape_to(ox_ctx *x, int in, const int64_t *dims, int rank) {
+int ox_reshape_to(ox_ctx *x, int in, const int64_t *dims, int rank) {
   if (rank < 1 || rank > IR_MAX_RANK) return ox_err(x, "the result would have rank %d (1 to %d)", rank, IR_MAX_RANK);
   if (dims[0] != x->g->batch)
     return ox_err(x, "the result's first dim is %lld, not the batch (%d): cnnc keeps the batch in dim 0",
                   (long long)dims[0], x->g->batch);
-  const ir_shape *s = shape_of(x, in);
+  const ir_shape *s = ox_shape(x, in);
   if (s->rank == rank && !memcmp(s->dim, dims, (size_t)rank * sizeof *dims))
     return ox_bind(x, x->node->output[0], in, NULL); /* the same shape: an alias */
   ir_attr a = {0};
@@ -432,33 +431,39 @@ static int flatten(ox_ctx *x) {
   if (ox_check_attrs(x, "axis")) return -1;
   int in = ox_act(x, 0);
   if (in < 0) return -1;
-  const ir_shape *s = shape_of(x, in);
+  const ir_shape *s = ox_shape(x, in);
   int64_t axis;
   if (ox_attr_int(x, "axis", 1, &axis) < 0) return -1;
   if (axis < 0) axis += s->rank;
   if (axis != 1) return ox_err(x, "axis %lld is not supported (cnnc keeps the batch apart: axis 1)", (long long)axis);
   int64_t dims[2] = {s->dim[0], ir_shape_numel(s) / (s->dim[0] ? s->dim[0] : 1)};
-  return reshape_to(x, in, dims, 2);
+  return ox_reshape_to(x, in, dims, 2);
 }
 
 static int reshape(ox_ctx *x) {
   if (ox_check_attrs(x, x->opset < 5 ? "shape" : "allowzero")) return -1;
-  int in = ox_act(x, 0);
-  if (in < 0) return -1;
+  const ox_val *src = ox_input(x, 0);
+  if (!src) return -1;
+  int folded = src->c && src->ir < 0, in = folded ? -1 : ox_act(x, 0);
+  if (!folded && in < 0) return -1;
   const ox_const *sc = ox_need_const(x, 1, "the shape");
   if (!sc) return -1;
   int64_t allowzero;
   if (ox_attr_int(x, "allowzero", 0, &allowzero) < 0) return -1;
-  if (!sc->is_int || sc->rank != 1 || sc->numel < 1 || sc->numel > IR_MAX_RANK)
-    return ox_err(x, "the shape must be a list of 1 to %d integers", IR_MAX_RANK);
-  const ir_shape *s = shape_of(x, in);
-  int64_t dims[IR_MAX_RANK], known = 1, numel = ir_shape_numel(s);
+  if (!sc->is_int || sc->rank != 1 || sc->numel < 1 || sc->numel > OX_MAX_RANK)
+    return ox_err(x, "the shape must be a list of 1 to %d integers", OX_MAX_RANK);
+  int64_t in_dims[OX_MAX_RANK], dims[OX_MAX_RANK], known = 1, numel = 1;
+  int in_rank = folded ? src->c->rank : ox_shape(x, in)->rank;
+  for (int i = 0; i < in_rank; i++) {
+    in_dims[i] = folded ? src->c->dims[i] : ox_shape(x, in)->dim[i];
+    numel *= in_dims[i];
+  }
   int infer = -1, rank = (int)sc->numel;
   for (int i = 0; i < rank; i++) {
     int64_t d = sc->i[i];
     if (d == 0 && !allowzero) {
-      if (i >= s->rank) return ox_err(x, "shape item %d is 0 (copy) but the input has rank %d", i, s->rank);
-      d = s->dim[i];
+      if (i >= in_rank) return ox_err(x, "shape item %d is 0 (copy) but the input has rank %d", i, in_rank);
+      d = in_dims[i];
     }
     if (d == -1) {
       if (infer >= 0) return ox_err(x, "the shape has more than one -1");
@@ -466,7 +471,7 @@ static int reshape(ox_ctx *x) {
       dims[i] = 1;
       continue;
     }
-    if (d < 1 || d > ((int64_t)1 << 40)) return ox_err(x, "shape item %d is %lld", i, (long long)d);
+    if (d < 0 || (d == 0 && !folded) || d > ((int64_t)1 << 40)) return ox_err(x, "shape item %d is %lld", i, (long long)d);
     dims[i] = d;
     known *= d;
   }
@@ -476,14 +481,73 @@ static int reshape(ox_ctx *x) {
   } else if (known != numel) {
     return ox_err(x, "the shape has %lld elements, the input %lld", (long long)known, (long long)numel);
   }
-  return reshape_to(x, in, dims, rank);
+  if (folded) return ox_fold_reshape(x, src->c, dims, rank);
+  /* ShuffleNet's channel shuffle: [N,C,H,W] -> [N,G,C/G,H,W] -> Transpose 1<->2 -> [N,C,H,W] */
+  if (src->view == 1) return ox_err(x, "reshaping a [N, G, C/G, H, W] view again is not supported");
+  if (src->view == 2) {
+    if (rank != 4 || memcmp(dims, in_dims, 4 * sizeof *dims))
+      return ox_err(x, "a transposed [N, C/G, G, H, W] view is supported only when reshaped back to [N, C, H, W]");
+    ir_attr a = {0};
+    a.channel_shuffle.groups = src->view_groups;
+    return ox_node(x, IR_OP_channel_shuffle, &in, 1, &a);
+  }
+  if (rank == 5 && in_rank == 4 && dims[0] == in_dims[0] && dims[1] * dims[2] == in_dims[1] && dims[3] == in_dims[2] &&
+      dims[4] == in_dims[3]) {
+    if (dims[1] > INT32_MAX) return ox_err(x, "%lld groups", (long long)dims[1]);
+    if (ox_bind(x, x->node->output[0], in, NULL)) return -1;
+    ox_val *v = ox_find(x, x->node->output[0]);
+    v->view = 1;
+    v->view_groups = (int)dims[1];
+    return 0;
+  }
+  return ox_reshape_to(x, in, dims, rank);
+}
+
+/* Transpose: of a constant (folded), or the channel shuffle's swap of dims 1 and 2 of a
+ * [N, G, C/G, H, W] view. */
+static int transpose(ox_ctx *x) {
+  if (ox_check_attrs(x, "perm")) return -1;
+  ox_val *v = ox_input(x, 0);
+  int64_t perm[8];
+  int n;
+  if (!v || ox_attr_ints(x, "perm", 8, perm, &n) < 0) return -1;
+  if (v->c && v->ir < 0) return ox_fold_transpose(x, v->c, perm, n);
+  if (ox_act(x, 0) < 0) return -1;
+  static const int64_t swap12[5] = {0, 2, 1, 3, 4};
+  if (v->view != 1 || n != 5 || memcmp(perm, swap12, sizeof swap12))
+    return ox_err(x, "only the channel shuffle pattern is supported: Reshape [N,C,H,W] -> [N,G,C/G,H,W], Transpose "
+                     "perm [0,2,1,3,4], Reshape back to [N,C,H,W]");
+  if (ox_bind(x, x->node->output[0], v->ir, NULL)) return -1;
+  ox_val *t = ox_find(x, x->node->output[0]);
+  t->view = 2;
+  t->view_groups = v->view_groups;
+  return 0;
+}
+
+/* ReduceMean over the two spatial dims of [N, C, H, W]: global average pooling. */
+static int reduce_mean(ox_ctx *x) {
+  if (ox_check_attrs(x, x->opset < 18 ? "axes,keepdims" : "keepdims,noop_with_empty_axes")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  int64_t axes[8], keep;
+  int n;
+  if (ox_attr_ints(x, "axes", 8, axes, &n) < 0 || ox_attr_int(x, "keepdims", 1, &keep) < 0) return -1;
+  const ir_shape *s = ox_shape(x, in);
+  for (int i = 0; i < n; i++) axes[i] += axes[i] < 0 ? s->rank : 0;
+  int hw = s->rank == 4 && n == 2 && ((axes[0] == 2 && axes[1] == 3) || (axes[0] == 3 && axes[1] == 2));
+  if (!hw) return ox_err(x, "only the mean over dims 2 and 3 of an [N, C, H, W] tensor is supported");
+  if (keep) return ox_node(x, IR_OP_global_avgpool, &in, 1, NULL);
+  int g = ox_part_node(x, "pool", IR_OP_global_avgpool, &in, 1, NULL);
+  if (g < 0) return -1;
+  int64_t dims[2] = {s->dim[0], s->dim[1]};
+  return ox_reshape_to(x, g, dims, 2);
 }
 
 static int softmax(ox_ctx *x) {
   if (ox_check_attrs(x, "axis")) return -1;
   int in = ox_act(x, 0);
   if (in < 0) return -1;
-  const ir_shape *s = shape_of(x, in);
+  const ir_shape *s = ox_shape(x, in);
   int64_t axis;
   if (ox_attr_int(x, "axis", x->opset >= 13 ? -1 : 1, &axis) < 0) return -1;
   if (axis < 0) axis += s->rank;
@@ -541,338 +605,6 @@ static int constant(ox_ctx *x) {
   return c ? ox_bind(x, x->node->output[0], -1, c) : -1;
 }
 
-/* ---- shape arithmetic on constants (folded at import) --------------------------------------
- * Exports compute shapes at run time (Shape -> Gather -> Unsqueeze -> Concat -> Reshape); cnnc's
- * shapes are static, so these fold into constants.  An op of these kinds on an activation is
- * not supported (Concat of activations, below, is the exception to come). */
-static int shape_op(ox_ctx *x) {
-  if (ox_check_attrs(x, "start,end")) return -1;
-  ox_val *v = ox_input(x, 0);
-  if (!v) return -1;
-  int rank = v->c ? v->c->rank : shape_of(x, v->ir)->rank;
-  int64_t start, end;
-  if (ox_attr_int(x, "start", 0, &start) < 0 || ox_attr_int(x, "end", rank, &end) < 0) return -1;
-  if (start < 0) start += rank;
-  if (end < 0) end += rank;
-  if (start < 0) start = 0;
-  if (end > rank) end = rank;
-  int64_t n = end > start ? end - start : 0;
-  ox_const *c = ox_const_new(x, 1, &n, 1);
-  for (int64_t i = 0; i < n; i++) c->i[i] = v->c ? v->c->dims[start + i] : shape_of(x, v->ir)->dim[start + i];
-  return ox_bind(x, x->node->output[0], -1, c);
-}
-
-static int gather(ox_ctx *x) {
-  if (ox_check_attrs(x, "axis")) return -1;
-  const ox_const *d = ox_need_const(x, 0, "the data"), *ix = d ? ox_need_const(x, 1, "the indices") : NULL;
-  int64_t axis;
-  if (!ix || ox_attr_int(x, "axis", 0, &axis) < 0) return -1;
-  if (axis != 0 || d->rank != 1 || !ix->is_int || ix->rank > 1)
-    return ox_err(x, "only Gather of a 1-D constant along axis 0 with scalar or 1-D indices is supported");
-  ox_const *c = ox_const_new(x, ix->rank, ix->dims, d->is_int);
-  for (int64_t i = 0; i < ix->numel; i++) {
-    int64_t k = ix->i[i] < 0 ? ix->i[i] + d->numel : ix->i[i];
-    if (k < 0 || k >= d->numel) return ox_err(x, "index %lld is out of range for %lld values", (long long)ix->i[i], (long long)d->numel);
-    if (d->is_int) c->i[i] = d->i[k];
-    else c->f[i] = d->f[k];
-  }
-  return ox_bind(x, x->node->output[0], -1, c);
-}
-
-/* Unsqueeze and Squeeze of a constant: the data stay, the dims change. */
-static int squeeze(ox_ctx *x, int un) {
-  if (ox_check_attrs(x, x->opset < 13 ? "axes" : "")) return -1;
-  const ox_const *d = ox_need_const(x, 0, "the data");
-  if (!d) return -1;
-  int64_t axes[OX_MAX_RANK];
-  int n = 0;
-  if (x->opset < 13) {
-    if (ox_attr_ints(x, "axes", OX_MAX_RANK, axes, &n) < 0) return -1;
-  } else if (ox_has_input(x, 1)) {
-    const ox_const *a = ox_need_const(x, 1, "the axes");
-    if (!a) return -1;
-    if (!a->is_int || a->numel > OX_MAX_RANK) return ox_err(x, "the axes must be at most %d integers", OX_MAX_RANK);
-    for (int64_t i = 0; i < a->numel; i++) axes[n++] = a->i[i];
-  }
-  int out_rank = un ? d->rank + n : d->rank;
-  if (un && !n) return ox_err(x, "Unsqueeze needs axes");
-  if (out_rank > OX_MAX_RANK) return ox_err(x, "the result would have rank %d", out_rank);
-  unsigned char mark[OX_MAX_RANK] = {0};
-  for (int i = 0; i < n; i++) {
-    int64_t a = axes[i] < 0 ? axes[i] + (un ? out_rank : d->rank) : axes[i];
-    if (a < 0 || a >= (un ? out_rank : d->rank) || mark[a]) return ox_err(x, "axis %lld is out of range or repeated", (long long)axes[i]);
-    if (!un && d->dims[a] != 1) return ox_err(x, "axis %lld has size %lld, not 1", (long long)axes[i], (long long)d->dims[a]);
-    mark[a] = 1;
-  }
-  int64_t dims[OX_MAX_RANK];
-  int r = 0;
-  for (int i = 0, j = 0; i < (un ? out_rank : d->rank); i++) {
-    if (un) dims[r++] = mark[i] ? 1 : d->dims[j++];
-    else if (!(n ? mark[i] : d->dims[i] == 1)) dims[r++] = d->dims[i];
-  }
-  ox_const *c = ox_const_new(x, r, dims, d->is_int);
-  memcpy(d->is_int ? (void *)c->i : (void *)c->f, d->is_int ? (void *)d->i : (void *)d->f,
-         (size_t)d->numel * (d->is_int ? sizeof *d->i : sizeof *d->f));
-  return ox_bind(x, x->node->output[0], -1, c);
-}
-static int op_unsqueeze(ox_ctx *x) { return squeeze(x, 1); }
-static int op_squeeze(ox_ctx *x) { return squeeze(x, 0); }
-
-static int cast(ox_ctx *x) {
-  if (ox_check_attrs(x, "to")) return -1;
-  const ox_const *d = ox_need_const(x, 0, "the data (Cast of activations is not supported)");
-  int64_t to;
-  if (!d || ox_attr_int(x, "to", 0, &to) < 0) return -1;
-  int is_int;
-  switch (to) {
-  case OX_FLOAT: case OX_DOUBLE: is_int = 0; break;
-  case OX_INT64: case OX_INT32: case OX_INT8: case OX_UINT8: is_int = 1; break;
-  default: return ox_err(x, "Cast to type %lld is not supported", (long long)to);
-  }
-  ox_const *c = ox_const_new(x, d->rank, d->dims, is_int);
-  for (int64_t i = 0; i < d->numel; i++) {
-    if (is_int) {
-      double v = d->is_int ? (double)d->i[i] : d->f[i];
-      if (!(v > -9.2e18 && v < 9.2e18)) return ox_err(x, "value %g does not fit an integer", v);
-      c->i[i] = (int64_t)v; /* truncation toward zero, as ONNX casts */
-    } else {
-      c->f[i] = d->is_int ? (float)d->i[i] : d->f[i];
-    }
-  }
-  return ox_bind(x, x->node->output[0], -1, c);
-}
-
-/* Concat of constants along an axis. */
-static int concat_const(ox_ctx *x, int64_t axis) {
-  int n = (int)x->node->n_input;
-  const ox_const *c0 = ox_need_const(x, 0, "a concatenated value");
-  if (!c0) return -1;
-  if (axis < 0) axis += c0->rank;
-  if (axis < 0 || axis >= c0->rank) return ox_err(x, "axis is out of range for rank %d", c0->rank);
-  int64_t dims[OX_MAX_RANK];
-  memcpy(dims, c0->dims, sizeof dims);
-  dims[axis] = 0;
-  int is_int = 1;
-  for (int i = 0; i < n; i++) {
-    const ox_const *c = ox_need_const(x, i, "a concatenated value");
-    if (!c) return -1;
-    if (c->rank != c0->rank) return ox_err(x, "input %d has rank %d, input 0 rank %d", i, c->rank, c0->rank);
-    for (int k = 0; k < c->rank; k++)
-      if (k != axis && c->dims[k] != c0->dims[k]) return ox_err(x, "input %d's dim %d differs from input 0's", i, k);
-    dims[axis] += c->dims[axis];
-    is_int &= c->is_int;
-  }
-  ox_const *r = ox_const_new(x, c0->rank, dims, is_int);
-  int64_t outer = 1, inner = 1;
-  for (int k = 0; k < axis; k++) outer *= dims[k];
-  for (int k = (int)axis + 1; k < c0->rank; k++) inner *= dims[k];
-  int64_t at = 0;
-  for (int64_t o = 0; o < outer; o++)
-    for (int i = 0; i < n; i++) {
-      const ox_const *c = ox_find(x, x->node->input[i])->c;
-      int64_t len = c->dims[axis] * inner;
-      for (int64_t k = 0; k < len; k++, at++) {
-        int64_t s = o * len + k;
-        if (is_int) r->i[at] = c->i[s];
-        else r->f[at] = c->is_int ? (float)c->i[s] : c->f[s];
-      }
-    }
-  return ox_bind(x, x->node->output[0], -1, r);
-}
-
-/* An IR node of the current ONNX node that is not its result (a part of a chain or one of
- * several outputs): named "<layer>/<suffix>".  Returns the value id or -1. */
-static int part_node(ox_ctx *x, const char *suffix, ir_op op, const int *in, int n_in, const ir_attr *a) {
-  ir_diag sub = {0};
-  const char *name = ir_fmt(x->g->arena, "%s/%s", ox_layer_name(x), suffix);
-  int v = ir_add_node(x->g, op, name, (ir_loc){x->gfile, 0, 0}, in, n_in, a, &sub);
-  return v < 0 ? ox_err(x, "%s", sub.msg) : v;
-}
-
-/* Concat of activations along a dim past the batch: one IR concat of up to IR_MAX_IN inputs,
- * a chain of them for more (the running result is the first input of the next link). */
-static int concat(ox_ctx *x) {
-  if (ox_check_attrs(x, "axis")) return -1;
-  int64_t axis;
-  if (ox_attr_int(x, x->opset < 4 ? "axis" : "axis", 1, &axis) < 0) return -1;
-  int n = (int)x->node->n_input, all_const = 1;
-  if (n < 1) return ox_err(x, "needs at least one input");
-  for (int i = 0; i < n; i++) {
-    ox_val *v = ox_input(x, i);
-    if (!v) return -1;
-    all_const &= v->c != NULL && v->ir < 0;
-  }
-  if (all_const) return concat_const(x, axis);
-  int first = ox_act(x, 0);
-  if (first < 0) return -1;
-  int rank = shape_of(x, first)->rank;
-  if (axis < 0) axis += rank;
-  if (axis < 1 || axis >= rank)
-    return ox_err(x, "axis %lld: cnnc concatenates along a dim past the batch (1 to %d)", (long long)axis, rank - 1);
-  ir_attr a = {0};
-  a.concat.axis = (int)axis;
-  if (n == 1) return ox_bind(x, x->node->output[0], first, NULL);
-  int acc = first, i = 1, link = 0;
-  while (i < n) {
-    int in[IR_MAX_IN], k = 0;
-    in[k++] = acc;
-    while (k < IR_MAX_IN && i < n) {
-      if ((in[k++] = ox_act(x, i++)) < 0) return -1;
-    }
-    if (i == n) return ox_node(x, IR_OP_concat, in, k, &a);
-    if ((acc = part_node(x, ir_fmt(x->a, "part%d", link++), IR_OP_concat, in, k, &a)) < 0) return -1;
-  }
-  return -1; /* not reached */
-}
-
-/* Slice: starts/ends/axes/steps as constant inputs (opset >= 10) or attributes; step 1 along
- * dims past the batch (a chain of IR slices for several axes). */
-static int slice(ox_ctx *x) {
-  if (ox_check_attrs(x, x->opset < 10 ? "starts,ends,axes" : "")) return -1;
-  int in = ox_act(x, 0);
-  if (in < 0) return -1;
-  int64_t st[IR_MAX_RANK], en[IR_MAX_RANK], ax[IR_MAX_RANK], sp[IR_MAX_RANK];
-  int n = 0, na = -1, ns = -1;
-  if (x->opset < 10) {
-    int ne;
-    if (ox_attr_ints(x, "starts", IR_MAX_RANK, st, &n) < 0 || ox_attr_ints(x, "ends", IR_MAX_RANK, en, &ne) < 0 ||
-        ox_attr_ints(x, "axes", IR_MAX_RANK, ax, &na) < 0)
-      return -1;
-    if (!ox_attr(x, "axes")) na = -1;
-    if (ne != n) return ox_err(x, "starts and ends differ in length");
-  } else {
-    int64_t *dst[4] = {st, en, ax, sp};
-    int *cnt[4] = {&n, NULL, &na, &ns};
-    static const char *const what[] = {"starts", "ends", "axes", "steps"};
-    for (int k = 0; k < 4; k++) {
-      if (k >= 2 && !ox_has_input(x, k + 1)) continue;
-      const ox_const *c = ox_need_const(x, k + 1, what[k]);
-      if (!c) return -1;
-      if (!c->is_int || c->rank != 1 || c->numel > IR_MAX_RANK)
-        return ox_err(x, "%s must be a list of at most %d integers", what[k], IR_MAX_RANK);
-      for (int64_t i = 0; i < c->numel; i++) dst[k][i] = c->i[i];
-      if (cnt[k]) *cnt[k] = (int)c->numel;
-      else if (c->numel != n) return ox_err(x, "starts and ends differ in length");
-    }
-  }
-  if ((na >= 0 && na != n) || (ns >= 0 && ns != n)) return ox_err(x, "starts, axes and steps differ in length");
-  int cur = in;
-  const ir_shape *s0 = shape_of(x, in);
-  int rank = s0->rank, last = -1;
-  for (int i = 0; i < n; i++) last = i;
-  if (n == 0) return ox_bind(x, x->node->output[0], in, NULL);
-  for (int i = 0; i < n; i++) {
-    int64_t a = na >= 0 ? ax[i] : i, step = ns >= 0 ? sp[i] : 1;
-    if (a < 0) a += rank;
-    if (a < 0 || a >= rank) return ox_err(x, "axis %lld is out of range", (long long)(na >= 0 ? ax[i] : i));
-    if (step != 1) return ox_err(x, "step %lld is not supported (only 1)", (long long)step);
-    int64_t dim = shape_of(x, cur)->dim[a], b = st[i], e = en[i];
-    if (b < 0) b += dim;
-    if (e < 0) e += dim;
-    b = b < 0 ? 0 : b > dim ? dim : b;
-    e = e < 0 ? 0 : e > dim ? dim : e;
-    if (e <= b) return ox_err(x, "the slice of axis %lld is empty", (long long)a);
-    if (a == 0) {
-      if (b != 0 || e != dim) return ox_err(x, "slicing the batch (axis 0) is not supported");
-      if (i == last) return ox_bind(x, x->node->output[0], cur, NULL);
-      continue;
-    }
-    if (b == 0 && e == dim) {
-      if (i == last) return ox_bind(x, x->node->output[0], cur, NULL);
-      continue;
-    }
-    ir_attr at = {0};
-    at.slice = (ir_slice_attr){(int)a, b, e - b};
-    if (i == last) return ox_node(x, IR_OP_slice, &cur, 1, &at);
-    if ((cur = part_node(x, ir_fmt(x->a, "axis%lld", (long long)a), IR_OP_slice, &cur, 1, &at)) < 0) return -1;
-  }
-  return -1; /* not reached */
-}
-
-/* Split into several outputs along a dim past the batch: one IR slice per output. */
-static int split(ox_ctx *x) {
-  if (ox_check_attrs(x, x->opset < 13 ? "axis,split" : "axis")) return -1;
-  int in = ox_act(x, 0);
-  if (in < 0) return -1;
-  int64_t axis, parts[IR_MAX_IN * 8];
-  int np = 0, nout = (int)x->node->n_output;
-  if (ox_attr_int(x, "axis", 0, &axis) < 0) return -1;
-  const ir_shape *s = shape_of(x, in);
-  if (axis < 0) axis += s->rank;
-  if (axis < 1 || axis >= s->rank) return ox_err(x, "axis %lld: cnnc splits along a dim past the batch", (long long)axis);
-  if (nout < 1 || nout > IR_MAX_IN * 8) return ox_err(x, "%d outputs (1 to %d)", nout, IR_MAX_IN * 8);
-  if (x->opset < 13) {
-    if (ox_attr_ints(x, "split", IR_MAX_IN * 8, parts, &np) < 0) return -1;
-  } else if (ox_has_input(x, 1)) {
-    const ox_const *c = ox_need_const(x, 1, "split");
-    if (!c) return -1;
-    if (!c->is_int || c->rank != 1 || c->numel > IR_MAX_IN * 8) return ox_err(x, "split must be a list of integers");
-    for (int64_t i = 0; i < c->numel; i++) parts[np++] = c->i[i];
-  }
-  int64_t dim = s->dim[axis];
-  if (!np) {
-    if (dim % nout) return ox_err(x, "dim %lld of size %lld does not split into %d equal parts", (long long)axis, (long long)dim, nout);
-    for (int i = 0; i < nout; i++) parts[np++] = dim / nout;
-  }
-  if (np != nout) return ox_err(x, "split has %d sizes for %d outputs", np, nout);
-  int64_t off = 0;
-  for (int i = 0; i < np; i++) {
-    if (parts[i] < 1) return ox_err(x, "split size %d is %lld (empty outputs are not supported)", i, (long long)parts[i]);
-    off += parts[i];
-  }
-  if (off != dim) return ox_err(x, "split sizes add up to %lld, the dim is %lld", (long long)off, (long long)dim);
-  off = 0;
-  for (int i = 0; i < np; i++) {
-    ir_attr a = {0};
-    a.slice = (ir_slice_attr){(int)axis, off, parts[i]};
-    off += parts[i];
-    if (!x->node->output[i][0]) continue;
-    int v = i == 0 && np == 1 ? in : part_node(x, ir_fmt(x->a, "out%d", i), IR_OP_slice, &in, 1, &a);
-    if (v < 0 || ox_bind(x, x->node->output[i], v, NULL)) return -1;
-  }
-  return 0;
-}
-
-/* Add, Sub, Mul, Div of two constants (same shape, or one of them a single value). */
-static int fold_binary(ox_ctx *x, char op) {
-  const ox_const *a = ox_find(x, x->node->input[0])->c, *b = ox_find(x, x->node->input[1])->c;
-  const ox_const *big = a->numel >= b->numel ? a : b;
-  if (a->numel != b->numel && a->numel != 1 && b->numel != 1)
-    return ox_err(x, "folding this op on constants of different shapes is not supported");
-  int is_int = a->is_int && b->is_int;
-  ox_const *r = ox_const_new(x, big->rank, big->dims, is_int);
-  for (int64_t i = 0; i < big->numel; i++) {
-    int64_t ia = a->numel == 1 ? 0 : i, ib = b->numel == 1 ? 0 : i;
-    if (is_int) {
-      int64_t u = a->i[ia], v = b->i[ib];
-      if (op == '/' && v == 0) return ox_err(x, "integer division by zero");
-      r->i[i] = op == '+' ? u + v : op == '-' ? u - v : op == '*' ? u * v : u / v;
-    } else {
-      double u = a->is_int ? (double)a->i[ia] : a->f[ia], v = b->is_int ? (double)b->i[ib] : b->f[ib];
-      r->f[i] = (float)(op == '+' ? u + v : op == '-' ? u - v : op == '*' ? u * v : u / v);
-    }
-  }
-  return ox_bind(x, x->node->output[0], -1, r);
-}
-
-/* Both operands constant: fold; else the IR op (Add, Mul) or unsupported (Sub, Div). */
-static int arith(ox_ctx *x, char op) {
-  if (x->node->n_input != 2) return ox_err(x, "takes 2 inputs (got %zu)", x->node->n_input);
-  ox_val *u = ox_input(x, 0), *v = u ? ox_input(x, 1) : NULL;
-  if (!v) return -1;
-  if (u->c && v->c) {
-    if (ox_check_attrs(x, x->opset < 7 ? "broadcast,axis,consumed_inputs" : "")) return -1;
-    return fold_binary(x, op);
-  }
-  if (op == '+') return binary(x, IR_OP_add);
-  if (op == '*') return binary(x, IR_OP_mul);
-  return ox_err(x, "%s of activations is not supported yet (only of constants)", op == '-' ? "Sub" : "Div");
-}
-static int op_add(ox_ctx *x) { return arith(x, '+'); }
-static int op_sub(ox_ctx *x) { return arith(x, '-'); }
-static int op_mul(ox_ctx *x) { return arith(x, '*'); }
-static int op_div(ox_ctx *x) { return arith(x, '/'); }
-
 /* ---- dispatch ---------------------------------------------------------------------------- */
 typedef struct ox_op { const char *name; int (*fn)(ox_ctx *); } ox_op;
 
@@ -883,7 +615,7 @@ static int op_gap(ox_ctx *x) {
   if (ox_check_attrs(x, "")) return -1;
   int in = ox_act(x, 0);
   if (in < 0) return -1;
-  if (shape_of(x, in)->rank != 4) return ox_err(x, "the input must be [N, C, H, W]");
+  if (ox_shape(x, in)->rank != 4) return ox_err(x, "the input must be [N, C, H, W]");
   return ox_node(x, IR_OP_global_avgpool, &in, 1, NULL);
 }
 static int op_hardswish(ox_ctx *x) { return unary(x, IR_OP_hardswish); }
@@ -894,14 +626,15 @@ static const ox_op ops[] = {
     {"AveragePool", op_avgpool}, {"BatchNormalization", batchnorm}, {"Constant", constant},
     {"Conv", conv},              {"Dropout", op_dropout},           {"Flatten", flatten},
     {"Gemm", gemm},              {"GlobalAveragePool", op_gap},     {"Identity", op_identity},
-    {"MatMul", matmul},          {"MaxPool", op_maxpool},           {"Mul", op_mul},
+    {"MatMul", matmul},          {"MaxPool", op_maxpool},           {"Mul", ox_op_mul},
     {"Relu", op_relu},           {"Reshape", reshape},              {"Sigmoid", sigmoid},
-    {"Softmax", softmax},        {"Add", op_add},                   {"Sub", op_sub},
-    {"Div", op_div},             {"Shape", shape_op},               {"Gather", gather},
-    {"Unsqueeze", op_unsqueeze}, {"Squeeze", op_squeeze},           {"Cast", cast},
-    {"Concat", concat},          {"Clip", clip},                    {"HardSigmoid", hardsigmoid},
-    {"HardSwish", op_hardswish}, {"Slice", slice},                  {"Split", split},
-    {"Pad", pad},
+    {"Softmax", softmax},        {"Add", ox_op_add},                   {"Sub", ox_op_sub},
+    {"Div", ox_op_div},             {"Shape", ox_op_shape_op},               {"Gather", ox_op_gather},
+    {"Unsqueeze", ox_op_unsqueeze}, {"Squeeze", ox_op_squeeze},           {"Cast", ox_op_cast},
+    {"Concat", ox_op_concat},          {"Clip", clip},                    {"HardSigmoid", hardsigmoid},
+    {"HardSwish", op_hardswish}, {"Slice", ox_op_slice},                  {"Split", ox_op_split},
+    {"ConstantOfShape", ox_op_constant_of_shape},
+    {"Pad", pad},                {"Transpose", transpose},          {"ReduceMean", reduce_mean},
 };
 
 const char *ox_supported(void) {

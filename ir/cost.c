@@ -50,6 +50,7 @@ void ir_cost_dropout(const ir_graph *g, const ir_node *n, ir_cost *c) {
 }
 void ir_cost_reshape(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
 void ir_cost_concat(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
+void ir_cost_channel_shuffle(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
 void ir_cost_slice(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
 void ir_cost_normalize(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 2); }
 

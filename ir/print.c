@@ -31,6 +31,7 @@ static void print_pool(FILE *f, const ir_attr *u) {
   fprintf(f, " ceil_mode=%d count_include_pad=%d", a->ceil_mode, a->count_include_pad);
 }
 static void print_dense(FILE *f, const ir_attr *u) { fprintf(f, " units=%d", u->dense.units); }
+static void print_shuffle(FILE *f, const ir_attr *u) { fprintf(f, " groups=%d", u->channel_shuffle.groups); }
 static void print_concat(FILE *f, const ir_attr *u) { fprintf(f, " axis=%d", u->concat.axis); }
 static void print_slice(FILE *f, const ir_attr *u) {
   fprintf(f, " axis=%d start=%lld len=%lld", u->slice.axis, (long long)u->slice.start, (long long)u->slice.len);

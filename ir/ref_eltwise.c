@@ -145,6 +145,16 @@ void ir_ref_concat(const ir_graph *g, const ir_node *n, const float *const *in, 
   }
 }
 
+void ir_ref_channel_shuffle(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_shape *s = &g->values[n->in[0]].shape;
+  int64_t outer, plane, C = s->dim[1], G = n->attr.channel_shuffle.groups;
+  split_at(s, 1, &outer, &plane);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < C / G; i++)
+      for (int64_t j = 0; j < G; j++)
+        memcpy(out + (o * C + i * G + j) * plane, in[0] + (o * C + j * (C / G) + i) * plane, (size_t)plane * sizeof *out);
+}
+
 void ir_ref_slice(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   const ir_slice_attr *s = &n->attr.slice;
   const ir_shape *xs = &g->values[n->in[0]].shape;

@@ -201,6 +201,15 @@ int ir_infer_concat(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag 
   return 0;
 }
 
+int ir_infer_channel_shuffle(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_shape *x = X(0);
+  int gr = n->attr.channel_shuffle.groups;
+  if (x->rank < 2) return FAIL(d, "channel_shuffle needs channels (rank >= 2)");
+  if (gr < 1 || x->dim[1] % gr) return FAIL(d, "channel_shuffle groups %d must divide the %lld channels", gr, (long long)x->dim[1]);
+  *out = *x;
+  return 0;
+}
+
 int ir_infer_slice(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   const ir_slice_attr *s = &n->attr.slice;
   const ir_shape *x = X(0);

@@ -318,6 +318,12 @@ int pass_grad_concat(pass_ad *ad, const ir_node *n, int dy) {
   return 0;
 }
 
+/* The inverse permutation: a shuffle with C/G groups. */
+int pass_grad_channel_shuffle(pass_ad *ad, const ir_node *n, int dy) {
+  ir_attr a = {.channel_shuffle = {(int)(SHAPE_OF(ad, n->in[0]).dim[1] / n->attr.channel_shuffle.groups)}};
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_channel_shuffle, &dy, 1, &a);
+}
+
 int pass_grad_slice(pass_ad *ad, const ir_node *n, int dy) {
   ir_attr a = {.slice_grad = {n->attr.slice, SHAPE_OF(ad, n->in[0])}};
   return pass_grad_give(ad, n, 0, "dx", IR_OP_slice_grad, &dy, 1, &a);

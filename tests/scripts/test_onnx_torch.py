@@ -3,8 +3,10 @@
 symbolic batch as shared/anchors/export_onnx.py exports) are imported by cnnc, compiled, run with
 `cnnrun infer` and compared with PyTorch: max |diff| <= 1e-4 of max |logit| and equal top-1.
 Small inputs keep it quick: torchvision ResNet-18, EfficientNet-B0, MobileNetV2 (Clip = relu6)
-and MobileNetV3-Large (HardSigmoid: hardswish and squeeze-excite gates) at 64x64 (BN folded
-into the convs by the export, Mul(x, Sigmoid(x)) fused into swish), and a net whose batch norms cannot be
+MobileNetV3-Large (HardSigmoid: hardswish and squeeze-excite gates), SqueezeNet 1.1 and GoogLeNet
+(Concat), DenseNet-121 (Concat, Pad before AveragePool) and ShuffleNetV2 (Slice, channel shuffle,
+ReduceMean) at 64x64 (BN folded into the convs by the export, Mul(x, Sigmoid(x)) fused into
+swish), and a net whose batch norms cannot be
 folded, with Gemm, MatMul, average pools excluding padding, ceil-mode max pooling, Dropout,
 Reshape and a final Softmax, at batch 3 (--batch-size binds the symbolic batch)."""
 import os
@@ -94,6 +96,10 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-torch-") as tmp:
     case(checks, tmp, "mobilenet_v2", torchvision.models.mobilenet_v2(), (3, 64, 64), 1, ("Conv", "Clip", "Add"))
     case(checks, tmp, "mobilenet_v3_large", torchvision.models.mobilenet_v3_large(), (3, 64, 64), 1,
          ("Conv", "HardSigmoid", "Mul", "GlobalAveragePool", "Gemm"))
+    for name, ops in (("squeezenet1_1", ("Concat", "MaxPool")), ("googlenet", ("Concat", "MaxPool")),
+                      ("densenet121", ("Concat", "Pad", "AveragePool", "BatchNormalization")),
+                      ("shufflenet_v2_x1_0", ("Transpose", "Slice", "Concat", "ReduceMean"))):
+        case(checks, tmp, name, getattr(torchvision.models, name)(), (3, 64, 64), 1, ops)
     case(checks, tmp, "mixed", Mixed(), (3, 16, 16), 3,
          ("BatchNormalization", "AveragePool", "MaxPool", "Gemm", "MatMul", "Softmax", "Shape", "Gather", "Reshape"))
 sys.exit(checks.summary())

@@ -255,6 +255,50 @@ static void test_binary(const cg_target *t) {
     }
 }
 
+/* concat (runs of whole vectors and not; a parameter operand; every axis), slice,
+ * channel_shuffle and slice_grad (the block copies of gen_shape.c). */
+static void test_shape_ops(const cg_target *t) {
+  static const ir_shape xs[] = {{4, {2, 9, 5, 7}}, {4, {1, 8, 4, 4}}};
+  for (int s = 0; s < 2; s++)
+    for (int ax = 1; ax < 4; ax++) {
+      int x;
+      ir_graph *g = graph(xs[s], IR_F32, &x);
+      int64_t d = xs[s].dim[ax];
+      ir_attr a0 = {.slice = {ax, 0, d / 3}}, a1 = {.slice = {ax, d / 3, d - d / 3 - 1}}, a2 = {.slice = {ax, d - 1, 1}};
+      int s0 = cgt_node(g, IR_OP_slice, "s0", &x, 1, &a0), s1 = cgt_node(g, IR_OP_slice, "s1", &x, 1, &a1);
+      int s2 = cgt_node(g, IR_OP_slice, "s2", &x, 1, &a2), r = cgt_node(g, IR_OP_relu, "r", &x, 1, NULL);
+      ir_shape ps = xs[s];
+      ps.dim[ax] = 2;
+      int p = cgt_param(g, "p", ps);
+      ir_attr c = {.concat = {ax}};
+      output(g, cgt_node(g, IR_OP_concat, "cat", (int[]){s2, s0, r, p, s1}, 5, &c));
+      char label[64];
+      snprintf(label, sizeof label, "concat/slice shape %d axis %d", s, ax);
+      check(g, t, label);
+    }
+  static const struct { ir_shape s; int groups; } sh[] = {{{4, {2, 6, 4, 5}}, 3}, {{4, {1, 8, 4, 4}}, 2}, {{2, {3, 12}}, 4}};
+  for (int i = 0; i < 3; i++) {
+    int x;
+    ir_graph *g = graph(sh[i].s, IR_F32, &x);
+    ir_attr a = {.channel_shuffle = {sh[i].groups}};
+    output(g, cgt_node(g, IR_OP_channel_shuffle, "shuffle", &x, 1, &a));
+    char label[64];
+    snprintf(label, sizeof label, "channel_shuffle case %d", i);
+    check(g, t, label);
+  }
+  for (int ax = 1; ax < 4; ax++) {
+    int x;
+    ir_graph *g = graph(SHAPE(2, 3, 4, 5), IR_F32, &x);
+    ir_shape full = SHAPE(2, 3, 4, 5);
+    full.dim[ax] += 4;
+    ir_attr a = {.slice_grad = {{ax, 1, SHAPE(2, 3, 4, 5).dim[ax]}, full}};
+    output(g, cgt_node(g, IR_OP_slice_grad, "sg", &x, 1, &a));
+    char label[64];
+    snprintf(label, sizeof label, "slice_grad axis %d", ax);
+    check(g, t, label);
+  }
+}
+
 static void test_pool(const cg_target *t) {
   static const struct { int h, w, k, s, p, ceil, incl; } cases[] = {
       {12, 12, 3, 2, 1, 0, 1}, {13, 13, 3, 2, 1, 1, 1}, {8, 8, 2, 2, 0, 0, 1}, {9, 9, 3, 1, 1, 0, 0},
@@ -438,6 +482,8 @@ int main(void) {
   test_conv_sub_fused(&host);
   test_unary(&host);
   test_binary(&host);
+  test_shape_ops(&host);
+  test_shape_ops(&sse);
   test_pool(&host);
   test_dense_softmax(&host);
   test_norm(&host);

@@ -7,7 +7,7 @@
  * within 1e-4 (relative, tests/unit/test_codegen_harness.h cgt_compare).
  *
  * Models: the zoo's CIFAR ResNet-8 (momentum; batchnorm in training mode, residual adds, global average
- * pool), a small model with group norm, swish, sigmoid, clip, hardswish, relu6, hardsigmoid,
+ * pool), a small model with group norm, swish, sigmoid, clip, concat, hardswish, relu6, hardsigmoid,
  * batchnorm, both average-pool padding
  * modes, global average pool and softmax (every backward kernel of gen_train_norm.c and
  * gen_train_act.c); optimizers SGD, momentum, RMSprop and Adam, with decoupled weight decay,
@@ -34,6 +34,7 @@ static const char *misc_yml =
     "  - {name: gn2, op: groupnorm, groups: 3}\n"
     "  - {name: s2, op: swish}\n"
     "  - {name: hs, op: hardswish}\n"
+    "  - {name: cat, op: concat, inputs: [hs, p1]}\n"
     "  - {name: p2, op: avgpool, kernel: 2, stride: 2, ceil_mode: true}\n"
     "  - {name: c3, op: conv, filters: 9, kernel: 1, bias: false}\n"
     "  - {name: bn3, op: batchnorm}\n"

@@ -349,6 +349,24 @@ static void test_checker_rejects(void) {
   ir_graph_free(G);
 }
 
+/* After the other cases: their random draws leave the earlier cases' values as they were. */
+static void test_shape_ops(void) {
+  /* concat (x used twice: accumulated), slice, channel_shuffle */
+  new_graph(2);
+  int xa = P("a", SHAPE(2, 3, 2, 2), 1, 0), xb = P("b", SHAPE(2, 2, 2, 2), 1, 0);
+  ir_attr ca = {.concat = {1}};
+  int cat_in[3] = {xa, xb, xa};
+  check_case("concat", NODE(IR_OP_concat, "cat", cat_in, 3, &ca), NULL);
+  new_graph(2);
+  xa = P("a", SHAPE(2, 3, 4, 2), 1, 0);
+  ir_attr sa = {.slice = {2, 1, 2}};
+  check_case("slice", NODE(IR_OP_slice, "sl", &xa, 1, &sa), NULL);
+  new_graph(2);
+  xa = P("a", SHAPE(2, 6, 2, 2), 1, 0);
+  ir_attr sh = {.channel_shuffle = {3}};
+  check_case("channel_shuffle", NODE(IR_OP_channel_shuffle, "sh", &xa, 1, &sh), NULL);
+}
+
 int main(void) {
   test_conv();
   test_norms();
@@ -356,6 +374,7 @@ int main(void) {
   test_pools();
   test_dense_softmax();
   test_block();
+  test_shape_ops();
   test_rule_table();
   test_checker_rejects();
   if (g_failures) {

@@ -157,6 +157,24 @@ static void test_activations(void) {
   expect_op("hardswish", IR_OP_hardswish, &a, o, 1, (const float[]){0, -1.0f / 3, 0.29166667f, 5.0f / 3, 7}, 5, 1e-6);
 }
 
+static void test_shape_ops(void) {
+  const float x[8] = {0, 1, 2, 3, 4, 5, 6, 7}, y[4] = {10, 11, 12, 13};
+  operand o[2] = {{SHAPE(1, 2, 2, 2), x}, {SHAPE(1, 1, 2, 2), y}};
+  ir_attr a = {.concat = {1}};
+  expect_op("concat channels", IR_OP_concat, &a, o, 2, (const float[]){0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13}, 12, 0);
+  o[1] = (operand){SHAPE(1, 2, 2, 1), y};
+  a.concat.axis = 3;
+  expect_op("concat width", IR_OP_concat, &a, o, 2, (const float[]){0, 1, 10, 2, 3, 11, 4, 5, 12, 6, 7, 13}, 12, 0);
+  a = (ir_attr){.slice = {2, 1, 1}};
+  expect_op("slice rows", IR_OP_slice, &a, o, 1, (const float[]){2, 3, 6, 7}, 4, 0);
+  o[0] = (operand){SHAPE(1, 4, 1, 2), x};
+  a = (ir_attr){.channel_shuffle = {2}}; /* channels 0 1 2 3 -> 0 2 1 3 */
+  expect_op("channel_shuffle 2", IR_OP_channel_shuffle, &a, o, 1, (const float[]){0, 1, 4, 5, 2, 3, 6, 7}, 8, 0);
+  o[0] = (operand){SHAPE(1, 1, 2, 2), y};
+  a = (ir_attr){.slice_grad = {{1, 1, 1}, SHAPE(1, 3, 2, 2)}};
+  expect_op("slice_grad", IR_OP_slice_grad, &a, o, 1, (const float[]){0, 0, 0, 0, 10, 11, 12, 13, 0, 0, 0, 0}, 12, 0);
+}
+
 static void test_broadcast(void) {
   const float x[8] = {0, 1, 2, 3, 4, 5, 6, 7}, bc[2] = {10, 20}, bw[2] = {1, -1}, same[8] = {1, 1, 1, 1, 1, 1, 1, 1};
   ir_attr a = {0};
@@ -285,6 +303,7 @@ int main(void) {
   test_batchnorm_training();
   test_groupnorm();
   test_activations();
+  test_shape_ops();
   test_broadcast();
   test_pools();
   test_dense();
