@@ -441,8 +441,16 @@ static int set_outputs(ox_ctx *x, const Onnx__GraphProto *gp) {
     const char *nm = gp->output[i]->name;
     ox_val *v = ox_find(x, nm);
     if (!v) return ox_err(x, "graph output '%s' is produced by no node", nm ? nm : "");
+    if (v->ir >= 0 && x->g->values[v->ir].kind == IR_VAL_INPUT) { /* the input itself (an Identity): a copy */
+      ir_attr a = {.reshape = {x->g->values[v->ir].shape}};
+      ir_diag sub = {0};
+      int cp = ir_add_node(x->g, IR_OP_reshape, ir_fmt(x->g->arena, "output/%zu", i), (ir_loc){x->gfile, 0, 0}, &v->ir, 1,
+                           &a, &sub);
+      if (cp < 0) return ox_err(x, "graph output '%s': %s", nm, sub.msg);
+      v->ir = cp;
+    }
     if (v->ir < 0 || x->g->values[v->ir].kind != IR_VAL_ACT)
-      return ox_err(x, "graph output '%s' is a constant or the input; cnnc outputs are computed tensors", nm);
+      return ox_err(x, "graph output '%s' is a constant; cnnc outputs are computed tensors", nm);
     for (int j = 0; j < x->g->n_outputs; j++)
       if (x->g->outputs[j] == v->ir) return ox_err(x, "graph output '%s' is listed twice", nm);
     x->g->outputs[x->g->n_outputs++] = v->ir;

@@ -420,6 +420,51 @@ static int fold_binary(ox_ctx *x, char op) {
   return ox_bind(x, x->node->output[0], -1, r);
 }
 
+/* A constant with c's dims (a scalar when c is NULL) holding f(c) (or k), as a parameter. */
+static int const_param(ox_ctx *x, const char *suffix, const ox_const *c, double k, int neg_or_inv) {
+  ox_const *r = ox_const_new(x, c ? c->rank : 0, c ? c->dims : NULL, 0);
+  for (int64_t i = 0; i < r->numel; i++) {
+    double v = c ? (c->is_int ? (double)c->i[i] : c->f[i]) : k;
+    r->f[i] = (float)(neg_or_inv == '-' ? -v : neg_or_inv == '/' ? 1.0 / v : v);
+  }
+  return ox_param(x, suffix, r, 0, 0, NULL);
+}
+
+/* a - b as IR adds and muls: a + (-b) for a constant b; a + b * -1 otherwise. */
+static int sub_act(ox_ctx *x, ox_val *u, ox_val *v) {
+  int in[2];
+  if (v->c && v->ir < 0) { /* a - c = a + (-c) */
+    if ((in[0] = ox_act(x, 0)) < 0 || (in[1] = const_param(x, "neg1", v->c, 0, '-')) < 0) return -1;
+    if (ir_shape_numel(ox_shape(x, in[1])) > ir_shape_numel(ox_shape(x, in[0])))
+      return ox_err(x, "the constant operand is larger than the activation");
+    return ox_node(x, IR_OP_add, in, 2, NULL);
+  }
+  int b = ox_act(x, 1), m1 = const_param(x, "minus_one", NULL, -1.0, 0);
+  if (b < 0 || m1 < 0) return -1;
+  int nb[2] = {b, m1};
+  if ((in[1] = ox_part_node(x, "neg", IR_OP_mul, nb, 2, NULL)) < 0 || (in[0] = ox_act(x, 0)) < 0) return -1;
+  (void)u;
+  if (ir_shape_numel(ox_shape(x, in[1])) > ir_shape_numel(ox_shape(x, in[0]))) {
+    if (x->g->values[in[0]].kind == IR_VAL_PARAM || ir_shape_numel(ox_shape(x, in[0])) < ir_shape_numel(ox_shape(x, in[1]))) {
+      int t = in[0];
+      in[0] = in[1], in[1] = t; /* -b + a: add broadcasts its second operand */
+    }
+  }
+  return ox_node(x, IR_OP_add, in, 2, NULL);
+}
+
+/* a / c = a * (1/c) for a constant c (within an ulp of the quotient). */
+static int div_act(ox_ctx *x, ox_val *v) {
+  if (!(v->c && v->ir < 0)) return ox_err(x, "Div by an activation is not supported (only by a constant)");
+  for (int64_t i = 0; i < v->c->numel; i++)
+    if ((v->c->is_int ? (double)v->c->i[i] : v->c->f[i]) == 0) return ox_err(x, "division by a constant 0");
+  int in[2];
+  if ((in[0] = ox_act(x, 0)) < 0 || (in[1] = const_param(x, "reciprocal1", v->c, 0, '/')) < 0) return -1;
+  if (ir_shape_numel(ox_shape(x, in[1])) > ir_shape_numel(ox_shape(x, in[0])))
+    return ox_err(x, "the constant divisor is larger than the dividend");
+  return ox_node(x, IR_OP_mul, in, 2, NULL);
+}
+
 /* Both operands constant: fold; else the IR op (Add, Mul) or unsupported (Sub, Div). */
 static int arith(ox_ctx *x, char op) {
   if (x->node->n_input != 2) return ox_err(x, "takes 2 inputs (got %zu)", x->node->n_input);
@@ -431,7 +476,8 @@ static int arith(ox_ctx *x, char op) {
   }
   if (op == '+') return ox_binary(x, IR_OP_add);
   if (op == '*') return ox_binary(x, IR_OP_mul);
-  return ox_err(x, "%s of activations is not supported yet (only of constants)", op == '-' ? "Sub" : "Div");
+  if (ox_check_attrs(x, x->opset < 7 ? "broadcast,consumed_inputs" : "")) return -1;
+  return op == '-' ? sub_act(x, u, v) : div_act(x, v);
 }
 int ox_op_add(ox_ctx *x) { return arith(x, '+'); }
 int ox_op_sub(ox_ctx *x) { return arith(x, '-'); }

@@ -7,7 +7,7 @@ MobileNetV3-Large (HardSigmoid: hardswish and squeeze-excite gates), SqueezeNet 
 (Concat), DenseNet-121 (Concat, Pad before AveragePool) and ShuffleNetV2 (Slice, channel shuffle,
 ReduceMean) at 64x64 (BN folded into the convs by the export, Mul(x, Sigmoid(x)) fused into
 swish), and a net whose batch norms cannot be
-folded, with Gemm, MatMul, average pools excluding padding, ceil-mode max pooling, Dropout,
+folded, with Sub and Div, Gemm, MatMul, average pools excluding padding, ceil-mode max pooling, Dropout,
 Reshape and a final Softmax, at batch 3 (--batch-size binds the symbolic batch)."""
 import os
 import sys
@@ -38,7 +38,9 @@ class Mixed(nn.Module):
         self.w2 = nn.Parameter(torch.randn(16, 10) * 0.1)
 
     def forward(self, x):
+        x = (x - 0.5) / 0.25  # Sub and Div by constants
         y = torch.relu(self.c1(x))
+        y = y - 0.5 * torch.relu(y - 1.0)  # Sub of activations
         y = self.bn1(y + 0.5)  # after an add: not folded into a conv
         y = torch.sigmoid(self.bn2(self.c2(y)))
         y = self.mp(self.pool(y))
@@ -101,5 +103,6 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-torch-") as tmp:
                       ("shufflenet_v2_x1_0", ("Transpose", "Slice", "Concat", "ReduceMean"))):
         case(checks, tmp, name, getattr(torchvision.models, name)(), (3, 64, 64), 1, ops)
     case(checks, tmp, "mixed", Mixed(), (3, 16, 16), 3,
-         ("BatchNormalization", "AveragePool", "MaxPool", "Gemm", "MatMul", "Softmax", "Shape", "Gather", "Reshape"))
+         ("BatchNormalization", "AveragePool", "MaxPool", "Gemm", "MatMul", "Softmax", "Shape", "Gather", "Reshape",
+          "Sub", "Div"))
 sys.exit(checks.summary())
