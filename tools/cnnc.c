@@ -1,4 +1,4 @@
-/* cnnc.c — the compiler driver: `cnnc MODEL.yml [options] -o OUT.so`.  Parses the command
+/* cnnc.c — the compiler driver: `cnnc MODEL.yml|MODEL.onnx [options] -o OUT.so`.  Parses the command
  * line (driver flags plus every option of frontend/options.def as --name VALUE or
  * --name=VALUE), loads the model (fe_load), and prints a summary, dumps the IR, or hands the
  * graph to code generation (cnnc_build_model, tools/compile.c).  Exit status: 0 ok, 1 model/compile error,
@@ -109,7 +109,7 @@ static int set_opt(driver *D, int k, const char *text) {
 
 static int is_model_path(const char *s) {
   size_t n = strlen(s);
-  return (n > 4 && !strcmp(s + n - 4, ".yml")) || (n > 5 && !strcmp(s + n - 5, ".yaml"));
+  return (n > 4 && !strcmp(s + n - 4, ".yml")) || (n > 5 && !strcmp(s + n - 5, ".yaml")) || fe_is_onnx_path(s);
 }
 
 /* A list option: --name=a,b,c (split in place: argv strings are writable and live as long
@@ -214,7 +214,7 @@ static int check_emit(const driver *D) {
 
 /* ---- help -------------------------------------------------------------------------------- */
 static void print_help(void) {
-  printf("usage: cnnc MODEL.yml [options] -o OUT.so\n"
+  printf("usage: cnnc MODEL.yml|MODEL.onnx [options] -o OUT.so\n"
          "       cnnc MODEL.yml --summary\n"
          "       cnnc MODEL.yml --emit ir|ir-after=PASS|plan|llvm|asm|obj [-o FILE]\n"
          "       cnnc MODEL.yml -o OUT.so --report FILE\n"
