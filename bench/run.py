@@ -11,6 +11,10 @@ average printed with every row.
   python3 bench/run.py [--build build-perf] [--work build-perf/bench] [--only resnet50/1 ...]
                        [--threads 2] [--seconds 20] [--no-torch] [--no-ort] [--bf16]
 
+--onnx: cnnc compiles the same ONNX export ORT runs (export_onnx.py: torchvision, seed-0
+weights, symbolic batch) instead of the YAML zoo model, for ONNX_MODELS at batch 1 and 16 (or
+--only's); rows are named "MODEL onnx".  `--onnx --yaml-too` adds the YAML model's cnnc
+figure (models/MODEL.yml, where the zoo has it) as a column, to compare the two frontends.
 --bf16: the bf16 workload, ResNet-50 batch 16 compiled with --precision 16.16 --half-type bf16,
 against `torch_bench.py resnet50 infer 16 THREADS bf16` (CPU autocast to bfloat16); no ORT run.
 Alone it runs only that row; with --only, the listed fp32 rows too.  Its %pk is against the
@@ -37,6 +41,8 @@ import argparse, json, math, os, re, subprocess, sys, time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = [("resnet50", 1), ("resnet50", 16), ("resnext50_32x4d", 16), ("efficientnet_b0", 16)]
 BF16_WORKLOADS = [("resnet50", 16)]  # --bf16
+ONNX_MODELS = ["resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "squeezenet1_1", "densenet121",
+               "googlenet", "shufflenet_v2_x1_0", "vgg16"]  # --onnx
 BF16_OPTS = ["--precision", "16.16", "--half-type", "bf16"]
 
 
@@ -62,12 +68,19 @@ def peak(work):
     return f[0], pk
 
 
-def cnnc_run(a, model, batch, bf16=False):
-    so = os.path.join(a.work, f"{model}_b{batch}{'_bf16' if bf16 else ''}.so")
-    yml = os.path.join(ROOT, "models", f"{model}.yml")
+def onnx_export(a, model):
+    onnx = os.path.join(a.work, f"{model}.onnx")
+    if not os.path.exists(onnx):
+        sh([a.torch_py, os.path.join(a.anchors, "export_onnx.py"), model, onnx])
+    return onnx
+
+
+def cnnc_run(a, model, batch, bf16=False, onnx=False):
+    so = os.path.join(a.work, f"{model}_b{batch}{'_bf16' if bf16 else ''}{'_onnx' if onnx else ''}.so")
+    src = onnx_export(a, model) if onnx else os.path.join(ROOT, "models", f"{model}.yml")
     if not os.path.exists(so) or os.path.getmtime(so) < os.path.getmtime(os.path.join(a.build, "cnnc")):
         t0 = time.time()
-        sh([os.path.join(a.build, "cnnc"), yml, "--batch-size", str(batch), *(BF16_OPTS if bf16 else []), "-o", so])
+        sh([os.path.join(a.build, "cnnc"), src, "--batch-size", str(batch), *(BF16_OPTS if bf16 else []), "-o", so])
         print(f"  compiled {so} in {time.time() - t0:.1f} s", file=sys.stderr)
     run = [os.path.join(a.build, "cnnrun"), so, "benchmark", "--threads", str(a.threads), "--json", "--batches", "1"]
     probe = json.loads(sh(run + ["--runs", "1"]))
@@ -77,9 +90,7 @@ def cnnc_run(a, model, batch, bf16=False):
 
 
 def ort_run(a, model, batch):
-    onnx = os.path.join(a.work, f"{model}.onnx")
-    if not os.path.exists(onnx):
-        sh([a.torch_py, os.path.join(a.anchors, "export_onnx.py"), model, onnx])
+    onnx = onnx_export(a, model)
     if not os.path.isdir(a.ort_node):
         sys.exit(f"no onnxruntime-node at {a.ort_node}: run `bash bench/setup.sh`, set ORT_NODE, or pass --no-ort")
     env = dict(os.environ, ORT_NODE=a.ort_node)
@@ -194,6 +205,8 @@ def main():
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--bf16", action="store_true", help="ResNet-50 b16 at --precision 16.16 --half-type bf16 vs PyTorch "
                    "bf16 autocast (alone: only that row; with --only: those rows too)")
+    p.add_argument("--onnx", action="store_true", help="cnnc compiles the ONNX export ORT runs (ONNX_MODELS at b1 and b16)")
+    p.add_argument("--yaml-too", action="store_true", help="--onnx: also the YAML zoo model's cnnc img/s, where there is one")
     p.add_argument("--train", action="store_true", help="training against PyTorch: resnet50/16, fmnist_cnn/64")
     p.add_argument("--rounds", type=int, default=2, help="--train: cnnc/torch rounds per workload (A/B/A/B)")
     p.add_argument("--fmnist-torch", choices=["epoch", "steps"], default="epoch",
@@ -212,8 +225,11 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     if a.train:
         return main_train(a)
-    work = [(m, b, False) for m, b in WORKLOADS if (not a.only and not a.bf16) or (a.only and f"{m}/{b}" in a.only)]
-    work += [(m, b, True) for m, b in BF16_WORKLOADS if a.bf16]
+    if a.onnx:
+        work = [(m, b, False) for m in ONNX_MODELS for b in (1, 16) if not a.only or f"{m}/{b}" in a.only]
+    else:
+        work = [(m, b, False) for m, b in WORKLOADS if (not a.only and not a.bf16) or (a.only and f"{m}/{b}" in a.only)]
+        work += [(m, b, True) for m, b in BF16_WORKLOADS if a.bf16]
     isa, pks = peak(a.work)
     g1, g2, c1, c2 = pks["fp32"]
     pk = g2 if a.threads > 1 else g1
@@ -229,21 +245,24 @@ def main():
         print("no AVX512_BF16 on this host: % of peak of the bf16 row uses the fp32 peak")
     rows = []
     hdr = (f"{'model':<22}{'batch':>5}{'cnnc':>9}{'ORT':>9}{'torch':>9}{'cnnc/ORT':>10}{'cnnc/torch':>11}{'cnnc %pk':>10}"
-           f"{'ORT %pk':>9}{'load':>6}")
+           f"{'ORT %pk':>9}{'load':>6}" + (f"{'yaml':>9}{'onnx/yaml':>10}" if a.yaml_too else ""))
     for model, batch, bf16 in work:
         la = loadavg()
-        ips, gflop_img = cnnc_run(a, model, batch, bf16)
+        ips, gflop_img = cnnc_run(a, model, batch, bf16, a.onnx)
+        has_yml = os.path.exists(os.path.join(ROOT, "models", f"{model}.yml"))
+        yml = cnnc_run(a, model, batch)[0] if a.onnx and a.yaml_too and has_yml else None
         ort = None if a.no_ort or bf16 else ort_run(a, model, batch)
         tor = None if a.no_torch else torch_run(a, model, batch, bf16)
         p = pk_bf if bf16 else pk
         f = lambda v: f"{v:9.2f}" if v is not None else f"{'-':>9}"
-        name = model + (" bf16" if bf16 else "")
+        name = model + (" bf16" if bf16 else "") + (" onnx" if a.onnx else "")
         row = (f"{name:<22}{batch:>5}{f(ips)}{f(ort)}{f(tor)}"
                f"{(f'{ips / ort:10.2f}' if ort else f'{chr(45):>10}')}"
                f"{(f'{ips / tor:11.2f}' if tor else f'{chr(45):>11}')}"
                f"{100 * ips * gflop_img / p:9.0f}%"
                f"{(f'{100 * ort * gflop_img / p:8.0f}%' if ort else f'{chr(45):>9}')}"
-               f"{(la + loadavg()) / 2:6.1f}")
+               f"{(la + loadavg()) / 2:6.1f}"
+               + ((f"{f(yml)}{(f'{ips / yml:10.2f}' if yml else f'{chr(45):>10}')}") if a.yaml_too else ""))
         rows.append(row)
         print(row if len(rows) > 1 else hdr + "\n" + row, flush=True)
     print(f"\nimg/s, {a.threads} threads; cnnc {ROOT}; peers from {a.anchors}; load = 1-min load average"

@@ -74,6 +74,10 @@ ir_graph *fe_load(const char *path, fe_options *o, ir_diag *d);
 /* fe_load's path for files named *.onnx (frontend/onnx.c, docs/onnx.md): the same contract;
  * --batch-size binds the input's symbolic batch dim; messages name the ONNX node. */
 ir_graph *fe_load_onnx(const char *path, fe_options *o, ir_diag *d);
+/* Writes g as a flat YAML model at path (atomically) with its parameters beside it in
+ * safetensors (path's stem + .safetensors, named by the model's `weights:` key); `cnnc path`
+ * then builds the same graph.  0, or -1 with d naming a node the format cannot express. */
+int fe_emit_yaml(const ir_graph *g, const char *path, ir_diag *d);
 /* Nonzero if path names an ONNX model (by its extension, .onnx). */
 int fe_is_onnx_path(const char *path);
 

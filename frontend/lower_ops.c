@@ -155,6 +155,18 @@ int fe_lower_concat(fe_ctx *c, fe_layer *L) {
   return fe_add_node(c, L, IR_OP_concat, L->in, L->n_in, &a);
 }
 
+int fe_lower_slice(fe_ctx *c, fe_layer *L) {
+  ir_attr a = {0};
+  a.slice = (ir_slice_attr){(int)L->f[FE_K_slice_axis].v.i + 1, L->f[FE_K_slice_start].v.i, L->f[FE_K_slice_length].v.i};
+  return fe_add_node(c, L, IR_OP_slice, L->in, 1, &a);
+}
+
+int fe_lower_shuffle(fe_ctx *c, fe_layer *L) {
+  ir_attr a = {0};
+  a.channel_shuffle.groups = (int)L->f[FE_K_channel_shuffle_groups].v.i;
+  return fe_add_node(c, L, IR_OP_channel_shuffle, L->in, 1, &a);
+}
+
 /* clip (min, max) and relu6 (clip 0..6). */
 int fe_lower_clip(fe_ctx *c, fe_layer *L) {
   ir_attr a = {0};

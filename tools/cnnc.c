@@ -27,8 +27,8 @@ typedef struct driver {
   fe_options o;
 } driver;
 
-static const char *const emit_kinds[] = {"ir", "llvm", "asm", "obj", "plan"};
-#define N_EMIT 5
+static const char *const emit_kinds[] = {"ir", "llvm", "asm", "obj", "plan", "yaml"};
+#define N_EMIT (int)(sizeof emit_kinds / sizeof *emit_kinds)
 
 /* The driver's own flags: a value flag stores into the string at str_off, a switch sets the
  * int at int_off.  Also the source of their --help lines and of flag suggestions. */
@@ -40,10 +40,11 @@ typedef struct dflag {
 #define INT_FLAG(f) 0, offsetof(driver, f)
 static const dflag driver_flags[] = {
     {"-o", "--output", "FILE", "write the .so (or the --emit dump) to FILE", STR_FLAG(output)},
-    {NULL, "--emit", "KIND", "ir, ir-after=PASS, plan, llvm, asm or obj: dump that stage\n"
-                             "instead of linking (plan: one line per kernel, its route and\n"
-                             "tile; ir-after: the IR after precision, autodiff, optimizer,\n"
-                             "split, recompute or store16)\n"
+    {NULL, "--emit", "KIND", "ir, ir-after=PASS, plan, llvm, asm, obj or yaml: dump that\n"
+                             "stage instead of linking (plan: one line per kernel, its route\n"
+                             "and tile; ir-after: the IR after precision, autodiff, optimizer,\n"
+                             "split, recompute or store16; yaml: the model as a YAML file, -o,\n"
+                             "its weights beside it in .safetensors)\n"
                              "(ir and text dumps go to stdout without -o)", STR_FLAG(emit)},
     {NULL, "--report", "FILE", "compile report: FILE.json and FILE.html (FILE may end in\n"
                                ".json or .html; both are written); docs/reports.md", STR_FLAG(report)},
@@ -209,7 +210,7 @@ static int check_emit(const driver *D) {
   for (int k = 0; k < N_EMIT; k++)
     if (!strcmp(D->emit, emit_kinds[k])) return 0;
   if (!strncmp(D->emit, "ir-after=", 9)) return 0; /* the pass name is checked by the pipeline */
-  return usage_error("--emit takes ir, ir-after=PASS, plan, llvm, asm or obj (got '%s')%s", D->emit, "");
+  return usage_error("--emit takes ir, ir-after=PASS, plan, llvm, asm, obj or yaml (got '%s')%s", D->emit, "");
 }
 
 /* ---- help -------------------------------------------------------------------------------- */
@@ -452,6 +453,13 @@ static int run(driver *D) {
   if (D->summary && summary(D, g)) rc = EXIT_MODEL;
   /* --emit ir: the graph after the first pass (precision: round16 nodes for 16.x) */
   if (!rc && D->emit && !strcmp(D->emit, "ir")) D->emit = "ir-after=precision";
+  if (!rc && D->emit && !strcmp(D->emit, "yaml")) { /* the model as YAML + safetensors (docs/onnx.md) */
+    ir_diag d = {0};
+    if (!D->output) rc = (usage_error("--emit yaml needs -o MODEL.yml (the weights go beside it)%s%s", "", ""), EXIT_USAGE);
+    else if (fe_emit_yaml(g, D->output, &d)) ir_diag_print(&d, stderr), rc = EXIT_MODEL;
+    ir_graph_free(g);
+    return rc;
+  }
   if (!rc && (D->emit || D->output)) rc = build(D, g);
   ir_graph_free(g);
   return rc;

@@ -8,7 +8,8 @@ MobileNetV3-Large (HardSigmoid: hardswish and squeeze-excite gates), SqueezeNet 
 ReduceMean) at 64x64 (BN folded into the convs by the export, Mul(x, Sigmoid(x)) fused into
 swish), and a net whose batch norms cannot be
 folded, with Sub and Div, Gemm, MatMul, average pools excluding padding, ceil-mode max pooling, Dropout,
-Reshape and a final Softmax, at batch 3 (--batch-size binds the symbolic batch)."""
+Reshape and a final Softmax, at batch 3 (--batch-size binds the symbolic batch).  `--emit yaml`
+of the imports gives YAML models (+ safetensors) whose outputs are the import's bit for bit."""
 import os
 import sys
 import tempfile
@@ -61,7 +62,22 @@ def randomize_bn(m):
     return m
 
 
-def case(checks, tmp, name, model, shape, batch, ops=()):
+def yaml_roundtrip(checks, tmp, name, path, batch, xin, got):
+    """cnnc X.onnx --emit yaml -o m.yml, then cnnc m.yml: the same outputs, bit for bit."""
+    yml, so, yout = (os.path.join(tmp, name + s) for s in ("_emit.yml", "_emit.so", "_emit.y"))
+    r = run([os.path.join(BUILD, "cnnc"), path, "--emit", "yaml", "-o", yml])
+    if not checks.check(r.returncode == 0 and os.path.exists(yml[:-4] + ".safetensors"),
+                        f"{name}: --emit yaml writes the model and its weights ({(r.stderr or '').strip()[-300:]})"):
+        return
+    r = run([os.path.join(BUILD, "cnnc"), yml, "--batch-size", str(batch), "-o", so])
+    if not checks.check(r.returncode == 0, f"{name}: the emitted YAML compiles ({(r.stderr or '').strip()[-300:]})"):
+        return
+    r = run([os.path.join(BUILD, "cnnrun"), so, "infer", "--input", xin, "--output", yout, "--format", "raw"])
+    same = r.returncode == 0 and np.array_equal(np.fromfile(yout, dtype=np.float32), got)
+    checks.check(same, f"{name}: the emitted YAML model's outputs are the imported model's, bit for bit")
+
+
+def case(checks, tmp, name, model, shape, batch, ops=(), yaml=False):
     torch.manual_seed(0)
     model = randomize_bn(model).eval()
     x = torch.randn(batch, *shape)
@@ -83,6 +99,8 @@ def case(checks, tmp, name, model, shape, batch, ops=()):
     got = np.fromfile(yout, dtype=np.float32)
     if not checks.check(got.size == want.size, f"{name}: {got.size} outputs, {want.size} expected"):
         return
+    if yaml:
+        yaml_roundtrip(checks, tmp, name, path, batch, xin, got)
     got = got.reshape(want.shape)
     err = float(np.abs(got - want).max() / np.abs(want).max())
     checks.check(err <= 1e-4, f"{name}: max |cnnc - torch| / max |torch| = {err:.2e} (<= 1e-4)")
@@ -92,7 +110,7 @@ def case(checks, tmp, name, model, shape, batch, ops=()):
 checks = Checks(verbose=True)
 with tempfile.TemporaryDirectory(prefix="cnnc-onnx-torch-") as tmp:
     case(checks, tmp, "resnet18", torchvision.models.resnet18(), (3, 64, 64), 2,
-         ("Conv", "Relu", "MaxPool", "Add", "GlobalAveragePool", "Flatten", "Gemm"))
+         ("Conv", "Relu", "MaxPool", "Add", "GlobalAveragePool", "Flatten", "Gemm"), yaml=True)
     case(checks, tmp, "efficientnet_b0", torchvision.models.efficientnet_b0(), (3, 64, 64), 1,
          ("Conv", "Sigmoid", "Mul", "GlobalAveragePool", "Add", "Gemm"))
     case(checks, tmp, "mobilenet_v2", torchvision.models.mobilenet_v2(), (3, 64, 64), 1, ("Conv", "Clip", "Add"))
@@ -101,8 +119,14 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-torch-") as tmp:
     for name, ops in (("squeezenet1_1", ("Concat", "MaxPool")), ("googlenet", ("Concat", "MaxPool")),
                       ("densenet121", ("Concat", "Pad", "AveragePool", "BatchNormalization")),
                       ("shufflenet_v2_x1_0", ("Transpose", "Slice", "Concat", "ReduceMean"))):
-        case(checks, tmp, name, getattr(torchvision.models, name)(), (3, 64, 64), 1, ops)
+        case(checks, tmp, name, getattr(torchvision.models, name)(), (3, 64, 64), 1, ops, yaml=name != "googlenet")
+    r = run([os.path.join(BUILD, "cnnc"), os.path.join(tmp, "resnet18.onnx"), "--emit", "yaml"])
+    checks.check(r.returncode == 2 and "needs -o" in r.stderr, f"--emit yaml without -o: usage error ({r.stderr.strip()})")
     case(checks, tmp, "mixed", Mixed(), (3, 16, 16), 3,
          ("BatchNormalization", "AveragePool", "MaxPool", "Gemm", "MatMul", "Softmax", "Shape", "Gather", "Reshape",
           "Sub", "Div"))
+    yml = os.path.join(tmp, "mixed.yml")
+    r = run([os.path.join(BUILD, "cnnc"), os.path.join(tmp, "mixed.onnx"), "--emit", "yaml", "-o", yml])
+    checks.check(r.returncode == 1 and "has no YAML form" in r.stderr and not os.path.exists(yml),
+                 f"--emit yaml of an add of a constant: a clear error, no file ({r.stderr.strip()[:200]})")
 sys.exit(checks.summary())
