@@ -53,7 +53,7 @@ static unsigned in16(sel_ctx *s, int i) {
   switch (n->op) {
   case IR_OP_maxpool: case IR_OP_global_avgpool: /* gen_pool.c */
   case IR_OP_relu: case IR_OP_sigmoid: case IR_OP_swish: case IR_OP_reshape: /* cg_gen_unary (gen_eltwise.c) */
-  case IR_OP_clip: case IR_OP_hardsigmoid: case IR_OP_hardswish:
+  case IR_OP_clip: case IR_OP_hardsigmoid: case IR_OP_hardswish: case IR_OP_leaky_relu:
   case IR_OP_add: case IR_OP_mul: /* gen_eltwise.c binary, either operand */
     return ~0u;
   case IR_OP_dropout: return n->attr.dropout.training && n->attr.dropout.rate > 0.0f ? 0 : ~0u;

@@ -331,6 +331,10 @@ LLVMValueRef cg_activation(cg_ctx *c, const ir_node *n, LLVMValueRef x, int w) {
   case IR_OP_sigmoid: return cg_sigmoid(c, x, w);
   case IR_OP_swish: return LLVMBuildFMul(c->b, x, cg_sigmoid(c, x, w), "swish");
   case IR_OP_clip: return cg_clip(c, x, n->attr.clip.lo, n->attr.clip.hi, w);
+  case IR_OP_leaky_relu: { /* x > 0 or NaN: x; else alpha x */
+    LLVMValueRef pos = LLVMBuildFCmp(c->b, LLVMRealUGT, x, cg_fzero(c, w), "");
+    return LLVMBuildSelect(c->b, pos, x, LLVMBuildFMul(c->b, x, cg_fconst(c, n->attr.leaky_relu.alpha, w), ""), "leaky");
+  }
   case IR_OP_hardsigmoid: return cg_hardsigmoid(c, x, n->attr.hardsigmoid.alpha, n->attr.hardsigmoid.beta, w);
   case IR_OP_hardswish:
     return LLVMBuildFMul(c->b, x, cg_hardsigmoid(c, x, IR_HARDSWISH_ALPHA, IR_HARDSWISH_BETA, w), "hardswish");
@@ -341,6 +345,7 @@ LLVMValueRef cg_activation(cg_ctx *c, const ir_node *n, LLVMValueRef x, int w) {
 LLVMValueRef cg_epilogue(cg_ctx *c, const ir_node *post, LLVMValueRef v, LLVMValueRef resid, LLVMValueRef idx, int w) {
   switch (post->op) {
   case IR_OP_relu: case IR_OP_sigmoid: case IR_OP_swish: case IR_OP_clip: case IR_OP_hardsigmoid: case IR_OP_hardswish:
+  case IR_OP_leaky_relu:
     return cg_activation(c, post, v, w);
   case IR_OP_add: return LLVMBuildFAdd(c->b, v, cg_load_v(c, resid, idx, w), "resid");
   case IR_OP_round16: return cg_round16_v(c, post, v, post->attr.round16.format, w); /* last op (fuse.c) */

@@ -47,6 +47,9 @@ LLVMValueRef cg_gen_clip(cg_ctx *c, const ir_node *n, const char *fn_name, const
 LLVMValueRef cg_gen_hardsigmoid(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return cg_gen_unary(c, n, fn_name, kind, "hardsigmoid");
 }
+LLVMValueRef cg_gen_leaky_relu(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return cg_gen_unary(c, n, fn_name, kind, "leaky_relu");
+}
 LLVMValueRef cg_gen_hardswish(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return cg_gen_unary(c, n, fn_name, kind, "hardswish");
 }

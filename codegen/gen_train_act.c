@@ -40,6 +40,10 @@ static void kink_grad_body(cg_ctx *c, LLVMValueRef i, int w, void *user) {
     y = LLVMBuildSelect(b, in, LLVMBuildFMul(b, dy, cg_fconst(c, a, w), ""), z, "");
     break;
   }
+  case IR_OP_leaky_relu_grad:
+    y = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, z, ""), dy,
+                        LLVMBuildFMul(b, dy, cg_fconst(c, u->n->attr.leaky_relu.alpha, w), ""), "");
+    break;
   default: { /* hardswish_grad */
     LLVMValueRef ramp = LLVMBuildFMul(b, dy, cg_fma(c, x, cg_fconst(c, 1.0f / 3.0f, w), cg_fconst(c, 0.5f, w)), "");
     y = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, cg_fconst(c, 3.0f, w), ""), dy, ramp, "");
@@ -72,6 +76,9 @@ LLVMValueRef cg_gen_clip_grad(cg_ctx *c, const ir_node *n, const char *fn_name, 
   return gen_act_grad(c, n, fn_name, kind);
 }
 LLVMValueRef cg_gen_hardsigmoid_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return gen_act_grad(c, n, fn_name, kind);
+}
+LLVMValueRef cg_gen_leaky_relu_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return gen_act_grad(c, n, fn_name, kind);
 }
 LLVMValueRef cg_gen_hardswish_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {

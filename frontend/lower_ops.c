@@ -182,6 +182,12 @@ int fe_lower_clip(fe_ctx *c, fe_layer *L) {
   return fe_add_node(c, L, IR_OP_clip, L->in, 1, &a);
 }
 
+int fe_lower_leaky(fe_ctx *c, fe_layer *L) {
+  ir_attr a = {0};
+  a.leaky_relu.alpha = (float)L->f[FE_K_leaky_relu_alpha].v.f;
+  return fe_add_node(c, L, IR_OP_leaky_relu, L->in, 1, &a);
+}
+
 int fe_lower_hardsigmoid(fe_ctx *c, fe_layer *L) {
   ir_attr a = {0};
   a.hardsigmoid.alpha = (float)L->f[FE_K_hardsigmoid_alpha].v.f;

@@ -619,6 +619,15 @@ static int op_gap(ox_ctx *x) {
   return ox_node(x, IR_OP_global_avgpool, &in, 1, NULL);
 }
 static int op_hardswish(ox_ctx *x) { return unary(x, IR_OP_hardswish); }
+static int op_leaky_relu(ox_ctx *x) {
+  if (ox_check_attrs(x, "alpha")) return -1;
+  int in = ox_act(x, 0);
+  double alpha;
+  if (in < 0 || ox_attr_float(x, "alpha", 0.01, &alpha) < 0) return -1;
+  ir_attr a = {0};
+  a.leaky_relu.alpha = (float)alpha;
+  return ox_node(x, IR_OP_leaky_relu, &in, 1, &a);
+}
 static int op_identity(ox_ctx *x) { return alias(x, ""); }
 static int op_dropout(ox_ctx *x) { return alias(x, "ratio,seed,is_test,consumed_inputs"); }
 
@@ -633,7 +642,7 @@ static const ox_op ops[] = {
     {"Unsqueeze", ox_op_unsqueeze}, {"Squeeze", ox_op_squeeze},           {"Cast", ox_op_cast},
     {"Concat", ox_op_concat},          {"Clip", clip},                    {"HardSigmoid", hardsigmoid},
     {"HardSwish", op_hardswish}, {"Slice", ox_op_slice},                  {"Split", ox_op_split},
-    {"ConstantOfShape", ox_op_constant_of_shape},
+    {"ConstantOfShape", ox_op_constant_of_shape}, {"LeakyRelu", op_leaky_relu},
     {"Pad", pad},                {"Transpose", transpose},          {"ReduceMean", reduce_mean},
 };
 

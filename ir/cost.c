@@ -41,6 +41,7 @@ void ir_cost_sigmoid(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(
 void ir_cost_swish(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 5); }
 void ir_cost_clip(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 2); }
 void ir_cost_hardsigmoid(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 3); }
+void ir_cost_leaky_relu(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 2); }
 void ir_cost_hardswish(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 4); }
 void ir_cost_add(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 1); }
 void ir_cost_mul(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 1); }

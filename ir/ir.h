@@ -90,6 +90,7 @@ typedef struct ir_slice_attr { int axis; int64_t start, len; } ir_slice_attr;
 typedef struct ir_slice_grad_attr { ir_slice_attr slice; ir_shape x_shape; } ir_slice_grad_attr;
 typedef struct ir_clip_attr { float lo, hi; } ir_clip_attr;          /* clip, clip_grad: lo <= hi */
 typedef struct ir_hsig_attr { float alpha, beta; } ir_hsig_attr;     /* hardsigmoid(_grad) */
+typedef struct ir_leaky_attr { float alpha; } ir_leaky_attr;         /* leaky_relu(_grad) */
 /* The scalar definitions the reference kernels and codegen follow (f32 arithmetic):
  * clip(x) = x < lo ? lo : x > hi ? hi : x (NaN stays); hardsigmoid(x) = min(max(fma(alpha, x,
  * beta), 0), 1); hardswish(x) = x * hardsigmoid(x) with alpha = 1/6, beta = 1/2. */

@@ -40,6 +40,7 @@ static void print_slice_grad(FILE *f, const ir_attr *u) {
   ir_attr s = {.slice = u->slice_grad.slice};
   print_slice(f, &s);
 }
+static void print_leaky(FILE *f, const ir_attr *u) { fprintf(f, " alpha=%g", u->leaky_relu.alpha); }
 static void print_clip(FILE *f, const ir_attr *u) { fprintf(f, " lo=%g hi=%g", u->clip.lo, u->clip.hi); }
 static void print_hsig(FILE *f, const ir_attr *u) { fprintf(f, " alpha=%g beta=%g", u->hardsigmoid.alpha, u->hardsigmoid.beta); }
 static void print_xent(FILE *f, const ir_attr *u) { fprintf(f, " label_smoothing=%g", u->softmax_xent.label_smoothing); }

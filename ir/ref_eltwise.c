@@ -40,6 +40,12 @@ void ir_ref_hardsigmoid(const ir_graph *g, const ir_node *n, const float *const 
   for (int64_t i = 0; i < k; i++) out[i] = ir_hardsigmoid_f32(in[0][i], n->attr.hardsigmoid.alpha, n->attr.hardsigmoid.beta);
 }
 
+void ir_ref_leaky_relu(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = out_numel(g, n);
+  float a = n->attr.leaky_relu.alpha;
+  for (int64_t i = 0; i < k; i++) out[i] = in[0][i] > 0.0f || isnan(in[0][i]) ? in[0][i] : a * in[0][i];
+}
+
 void ir_ref_hardswish(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   int64_t k = out_numel(g, n);
   for (int64_t i = 0; i < k; i++) out[i] = in[0][i] * ir_hardsigmoid_f32(in[0][i], IR_HARDSWISH_ALPHA, IR_HARDSWISH_BETA);

@@ -187,6 +187,11 @@ void ir_ref_hardsigmoid_grad(const ir_graph *g, const ir_node *n, const float *c
   }
 }
 
+void ir_ref_leaky_relu_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = ir_shape_numel(ref_out_shape(g, n));
+  for (int64_t i = 0; i < k; i++) out[i] = in[1][i] > 0.0f ? in[0][i] : n->attr.leaky_relu.alpha * in[0][i];
+}
+
 void ir_ref_hardswish_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   int64_t k = ir_shape_numel(ref_out_shape(g, n));
   for (int64_t i = 0; i < k; i++) {

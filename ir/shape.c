@@ -105,6 +105,10 @@ int ir_infer_hardsigmoid(const ir_graph *g, const ir_node *n, ir_shape *out, ir_
   if (!isfinite(n->attr.hardsigmoid.alpha) || !isfinite(n->attr.hardsigmoid.beta)) return FAIL(d, "alpha and beta must be finite");
   return same_shape(g, n, out);
 }
+int ir_infer_leaky_relu(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  if (!isfinite(n->attr.leaky_relu.alpha)) return FAIL(d, "alpha must be finite");
+  return same_shape(g, n, out);
+}
 int ir_infer_hardswish(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
 int ir_infer_swish(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
 int ir_infer_softmax(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }

@@ -71,6 +71,7 @@ int ir_infer_sigmoid_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir
 int ir_infer_swish_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_clip_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_hardsigmoid_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
+int ir_infer_leaky_relu_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_hardswish_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_slice_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   ir_shape s;
@@ -227,6 +228,7 @@ void ir_cost_sigmoid_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per
 void ir_cost_slice_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 0); }
 void ir_cost_clip_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 2); }
 void ir_cost_hardsigmoid_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 3); }
+void ir_cost_leaky_relu_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 2); }
 void ir_cost_hardswish_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 4); }
 void ir_cost_swish_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 8); }
 void ir_cost_maxpool_grad(const ir_graph *g, const ir_node *n, ir_cost *c) {

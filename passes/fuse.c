@@ -41,6 +41,7 @@ static int sole_consumer(const ir_graph *g, int v) {
 static int epilogue_ok(const ir_graph *g, const ir_node *m, int v) {
   switch (m->op) {
   case IR_OP_relu: case IR_OP_sigmoid: case IR_OP_swish: case IR_OP_clip: case IR_OP_hardsigmoid: case IR_OP_hardswish:
+  case IR_OP_leaky_relu:
     return 1;
   case IR_OP_round16: /* tune round16_fusion=0: separate round16 kernels (tests compare) */
     return ir_tune(g)->round16_fusion;

@@ -29,7 +29,7 @@
 
 static int is_epilogue(const ir_node *n) {
   return n->op == IR_OP_relu || n->op == IR_OP_sigmoid || n->op == IR_OP_swish || n->op == IR_OP_add ||
-         n->op == IR_OP_clip || n->op == IR_OP_hardsigmoid || n->op == IR_OP_hardswish ||
+         n->op == IR_OP_clip || n->op == IR_OP_hardsigmoid || n->op == IR_OP_hardswish || n->op == IR_OP_leaky_relu ||
          (n->op == IR_OP_batchnorm && !n->attr.batchnorm.training); /* folded into the conv's epilogue */
 }
 

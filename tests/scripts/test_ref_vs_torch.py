@@ -138,7 +138,8 @@ def groupnorm_cases(rng):
 def activation_cases(rng):
     fns = {"relu": (F.relu, {}), "sigmoid": (torch.sigmoid, {}), "swish": (lambda t: t * torch.sigmoid(t), {}),
            "hardswish": (F.hardswish, {}), "clip": (F.relu6, {"lo": [0.0], "hi": [6.0]}),
-           "hardsigmoid": (F.hardsigmoid, {"alpha": [1 / 6], "beta": [0.5]})}
+           "hardsigmoid": (F.hardsigmoid, {"alpha": [1 / 6], "beta": [0.5]}),
+           "leaky_relu": (lambda t: F.leaky_relu(t, 0.1), {"alpha": [0.1]})}
     for op, (fn, attrs) in fns.items():
         for shape, scale in [((2, 3, 4, 5), 3.0), ((3, 17), 30.0), ((1, 1, 1, 7), 1.0)]:
             x = f32(rng, *shape, scale=scale)

@@ -49,7 +49,7 @@ static const attr_field attr_fields[] = {
     F(normalize, mean, "mean", A_FLOAT, -1),     F(normalize, std, "std", A_FLOAT, -1),
     F(round16, format, "format", A_INT, 1),      F(clip, lo, "lo", A_FLOAT, 1),
     F(clip, hi, "hi", A_FLOAT, 1),               F(hardsigmoid, alpha, "alpha", A_FLOAT, 1),
-    F(hardsigmoid, beta, "beta", A_FLOAT, 1),
+    F(hardsigmoid, beta, "beta", A_FLOAT, 1),    F(leaky_relu, alpha, "alpha", A_FLOAT, 1),
 };
 #undef F
 

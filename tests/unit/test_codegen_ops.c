@@ -150,9 +150,10 @@ static void test_conv_random(const cg_target *t, int count) {
 
 /* conv -> bn -> [add residual] -> act, fused into one kernel. */
 static void test_conv_fused(const cg_target *t) {
-  static const ir_op acts[] = {IR_OP_relu, IR_OP_swish, IR_OP_sigmoid, IR_OP_clip, IR_OP_hardsigmoid, IR_OP_hardswish};
+  static const ir_op acts[] = {IR_OP_relu,        IR_OP_swish,     IR_OP_sigmoid,   IR_OP_clip,
+                               IR_OP_hardsigmoid, IR_OP_hardswish, IR_OP_leaky_relu};
   for (int resid = 0; resid < 2; resid++)
-    for (int ai = 0; ai < 6; ai++)
+    for (int ai = 0; ai < 7; ai++)
       for (int use_bn = 0; use_bn < 2; use_bn++) {
         conv_case k = {1, 12, 12, 11, 13, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1, !use_bn};
         int y;
@@ -165,6 +166,7 @@ static void test_conv_fused(const cg_target *t) {
         ir_attr act = {0};
         if (acts[ai] == IR_OP_clip) act.clip = (ir_clip_attr){-0.25f, 0.5f};
         if (acts[ai] == IR_OP_hardsigmoid) act.hardsigmoid = (ir_hsig_attr){0.3f, 0.45f};
+        if (acts[ai] == IR_OP_leaky_relu) act.leaky_relu = (ir_leaky_attr){0.1f};
         y = cgt_node(g, acts[ai], "act", &y, 1, &act);
         output(g, y);
         char label[128];

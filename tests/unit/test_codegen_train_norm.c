@@ -39,6 +39,7 @@ static const char *misc_yml =
     "  - {name: c3, op: conv, filters: 9, kernel: 1, bias: false}\n"
     "  - {name: bn3, op: batchnorm}\n"
     "  - {name: r3, op: relu6}\n"
+    "  - {name: lk, op: leaky_relu, alpha: 0.2}\n"
     "  - {name: hsg, op: hardsigmoid, alpha: 0.3, beta: 0.4}\n"
     "  - {name: g, op: global_avgpool}\n"
     "  - {name: f, op: flatten}\n"

@@ -211,9 +211,9 @@ static void test_eltwise(void) {
     check_case(ir_ops[acts[i]].name, NODE(acts[i], "act", &x, 1, NULL), NULL);
   }
   /* clip (the positive values clipped), hardsigmoid (kink at x = -0.5), hardswish */
-  const ir_attr kinks[] = {{.clip = {-2.0f, 0.05f}}, {.hardsigmoid = {0.4f, 0.2f}}, {.relu = {0}}};
-  const ir_op kops[] = {IR_OP_clip, IR_OP_hardsigmoid, IR_OP_hardswish};
-  for (int i = 0; i < 3; i++) {
+  const ir_attr kinks[] = {{.clip = {-2.0f, 0.05f}}, {.hardsigmoid = {0.4f, 0.2f}}, {.relu = {0}}, {.leaky_relu = {0.2f}}};
+  const ir_op kops[] = {IR_OP_clip, IR_OP_hardsigmoid, IR_OP_hardswish, IR_OP_leaky_relu};
+  for (int i = 0; i < 4; i++) {
     new_graph(2);
     int x = P_nozero("x", SHAPE(2, 3, 2, 2));
     check_case(ir_ops[kops[i]].name, NODE(kops[i], "act", &x, 1, &kinks[i]), NULL);

@@ -152,6 +152,8 @@ static void test_activations(void) {
   expect_op("clip 0..6 (relu6)", IR_OP_clip, &a, o, 1, (const float[]){0, 0, 0.5f, 2, 6}, 5, 0);
   a.hardsigmoid = (ir_hsig_attr){0.2f, 0.5f};
   expect_op("hardsigmoid", IR_OP_hardsigmoid, &a, o, 1, (const float[]){0, 0.3f, 0.6f, 0.9f, 1}, 5, 1e-6);
+  a.leaky_relu = (ir_leaky_attr){0.5f};
+  expect_op("leaky_relu", IR_OP_leaky_relu, &a, o, 1, (const float[]){-2, -0.5f, 0.5f, 2, 7}, 5, 0);
   a = (ir_attr){0};
   /* x * relu6(x + 3) / 6: -4 -> 0, -1 -> -1/3, 0.5 -> 0.2917, 2 -> 5/3, 7 -> 7 */
   expect_op("hardswish", IR_OP_hardswish, &a, o, 1, (const float[]){0, -1.0f / 3, 0.29166667f, 5.0f / 3, 7}, 5, 1e-6);
