@@ -25,44 +25,48 @@ typedef struct window {
 } window;
 
 /* kernel_shape (or kshape from the weight), strides, dilations, pads / auto_pad of a 2-D
- * window over input [N, C, H, W]. */
+ * window over input [N, C, H, W], or of a 1-D window over [N, C, L] (nd = 1: read as a 2-D
+ * window of height 1 over [N, C, 1, L]; see lift()). */
 static int read_window(ox_ctx *x, const ir_shape *in, const int64_t *kshape, window *w) {
   int64_t v[8];
-  int n;
-  if (in->rank != 4)
-    return ox_err(x, "cnnc imports 2-D windows over [N, C, H, W] inputs; this input has rank %d", in->rank);
+  int n, nd = in->rank - 2, o = 2 - nd; /* o: the 2-D dims the file does not give (H of a 1-D window) */
+  if (nd != 1 && nd != 2)
+    return ox_err(x, "cnnc imports 1-D and 2-D windows ([N, C, L] or [N, C, H, W] inputs); this input has rank %d",
+                  in->rank);
+  for (int i = 0; i < 2; i++) w->k[i] = w->s[i] = w->d[i] = 1;
+  memset(w->pad, 0, sizeof w->pad);
   if (ox_attr_ints(x, "kernel_shape", 8, v, &n) < 0) return -1;
   if (!n && !kshape) return ox_err(x, "attribute 'kernel_shape' is required");
-  if (n && n != 2) return ox_err(x, "attribute 'kernel_shape' has %d items; cnnc imports 2-D windows", n);
-  for (int i = 0; i < 2; i++) {
-    w->k[i] = (int)(n ? v[i] : kshape[i]);
-    if ((n ? v[i] : kshape[i]) < 1 || (n ? v[i] : kshape[i]) > FE_MAX_K) return ox_err(x, "kernel size %lld is out of range (1 to %d)", (long long)(n ? v[i] : kshape[i]), FE_MAX_K);
+  if (n && n != nd) return ox_err(x, "attribute 'kernel_shape' has %d items for a %d-D window", n, nd);
+  for (int i = 0; i < nd; i++) {
+    int64_t k = n ? v[i] : kshape[i];
+    if (k < 1 || k > FE_MAX_K) return ox_err(x, "kernel size %lld is out of range (1 to %d)", (long long)k, FE_MAX_K);
     if (n && kshape && v[i] != kshape[i]) return ox_err(x, "attribute 'kernel_shape' does not match the weight's shape");
+    w->k[o + i] = (int)k;
   }
   static const char *const names[] = {"strides", "dilations"};
   for (int a = 0; a < 2; a++) {
     if (ox_attr_ints(x, names[a], 8, v, &n) < 0) return -1;
-    if (n && n != 2) return ox_err(x, "attribute '%s' has %d items (2 expected)", names[a], n);
-    for (int i = 0; i < 2; i++) {
+    if (n && n != nd) return ox_err(x, "attribute '%s' has %d items (%d expected)", names[a], n, nd);
+    for (int i = 0; i < nd; i++) {
       int64_t t = n ? v[i] : 1;
       if (t < 1 || t > FE_MAX_K) return ox_err(x, "attribute '%s' item %d is %lld (1 to %d)", names[a], i, (long long)t, FE_MAX_K);
-      (a ? w->d : w->s)[i] = (int)t;
+      (a ? w->d : w->s)[o + i] = (int)t;
     }
   }
   const char *ap;
   if (ox_attr_str(x, "auto_pad", "NOTSET", &ap) < 0 || ox_attr_ints(x, "pads", 8, v, &n) < 0) return -1;
   if (!strcmp(ap, "NOTSET")) {
-    if (n && n != 4) return ox_err(x, "attribute 'pads' has %d items (4 expected: top, left, bottom, right)", n);
-    for (int i = 0; i < 4; i++) {
+    if (n && n != 2 * nd) return ox_err(x, "attribute 'pads' has %d items (%d expected: the begins, then the ends)", n, 2 * nd);
+    for (int i = 0; i < 2 * nd; i++) {
       int64_t t = n ? v[i] : 0;
       if (t < 0 || t > FE_MAX_K) return ox_err(x, "attribute 'pads' item %d is %lld (0 to %d)", i, (long long)t, FE_MAX_K);
-      w->pad[i] = (int)t;
+      w->pad[(i / nd) * 2 + o + i % nd] = (int)t; /* [b0.., e0..] -> top, left, bottom, right */
     }
   } else if (!strcmp(ap, "VALID")) {
-    memset(w->pad, 0, sizeof w->pad);
   } else if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
-    for (int i = 0; i < 2; i++) {
-      int64_t len = in->dim[2 + i], out = (len + w->s[i] - 1) / w->s[i];
+    for (int i = o; i < 2; i++) {
+      int64_t len = in->dim[2 + i - o], out = (len + w->s[i] - 1) / w->s[i];
       int64_t total = (out - 1) * w->s[i] + (int64_t)(w->k[i] - 1) * w->d[i] + 1 - len;
       if (total < 0) total = 0;
       int64_t small = total / 2, big = total - small;
@@ -74,6 +78,27 @@ static int read_window(ox_ctx *x, const ir_shape *in, const int64_t *kshape, win
     return ox_err(x, "attribute 'auto_pad' is '%s' (NOTSET, SAME_UPPER, SAME_LOWER or VALID)", ap);
   }
   return 0;
+}
+
+/* A 1-D window's input [N, C, L] as [N, C, 1, L] (an IR reshape named "<layer>/lift"); a rank-4
+ * input as it is.  -1 on error. */
+static int lift(ox_ctx *x, int in) {
+  const ir_shape *s = ox_shape(x, in);
+  if (s->rank != 3) return in;
+  ir_attr a = {0};
+  a.reshape.shape = (ir_shape){4, {s->dim[0], s->dim[1], 1, s->dim[2]}};
+  return ox_part_node(x, "lift", IR_OP_reshape, &in, 1, &a);
+}
+
+/* The op on a lifted 1-D input: the 2-D result ("<layer>/2d") reshaped back to [N, C, L]. */
+static int node_1d(ox_ctx *x, int lifted_rank3, ir_op op, const int *in, int n_in, const ir_attr *a) {
+  if (!lifted_rank3) return ox_node(x, op, in, n_in, a);
+  int y = ox_part_node(x, "2d", op, in, n_in, a);
+  if (y < 0) return -1;
+  const ir_shape *s = ox_shape(x, y);
+  ir_attr r = {0};
+  r.reshape.shape = (ir_shape){3, {s->dim[0], s->dim[1], s->dim[3]}};
+  return ox_node(x, IR_OP_reshape, &y, 1, &r);
 }
 
 /* Adds a folded Pad of input 0 (see pad()) to window w. */
@@ -88,12 +113,15 @@ static int conv(ox_ctx *x) {
   if (in[0] < 0) return -1;
   const ox_const *w = ox_need_const(x, 1, "the weight"), *b = NULL;
   if (!w) return -1;
-  if (w->rank != 4) return ox_err(x, "the weight has rank %d; cnnc imports 2-D convolutions (rank 4 weights)", w->rank);
+  int is1d = ox_shape(x, in[0])->rank == 3;
+  if (w->rank != (is1d ? 3 : 4))
+    return ox_err(x, "the weight has rank %d; cnnc imports 1-D and 2-D convolutions (rank 3 or 4 weights for rank 3 "
+                     "or 4 inputs)", w->rank);
   if (ox_has_input(x, 2) && !(b = ox_need_const(x, 2, "the bias"))) return -1;
-  const ir_shape *xs = ox_shape(x, in[0]);
   ir_attr a = {0};
   window win;
-  if (read_window(x, xs, w->dims + 2, &win)) return -1;
+  if (read_window(x, ox_shape(x, in[0]), w->dims + 2, &win) || (in[0] = lift(x, in[0])) < 0) return -1;
+  const ir_shape *xs = ox_shape(x, in[0]);
   add_folded_pad(x, &win);
   int64_t group;
   if (ox_attr_int(x, "group", 1, &group) < 0) return -1;
@@ -108,9 +136,10 @@ static int conv(ox_ctx *x) {
   memcpy(ca->dilation, win.d, sizeof win.d);
   memcpy(ca->pad, win.pad, sizeof win.pad);
   ca->groups = (int)group;
-  if ((in[1] = ox_param(x, "weight", w, 1, 0, NULL)) < 0) return -1;
+  int64_t wd[4] = {w->dims[0], w->dims[1], is1d ? 1 : w->dims[2], is1d ? w->dims[2] : w->dims[3]};
+  if ((in[1] = ox_param(x, "weight", w, 1, 4, wd)) < 0) return -1;
   if (b && (in[n_in++] = ox_param(x, "bias", b, 1, 0, NULL)) < 0) return -1;
-  return ox_node(x, IR_OP_conv2d, in, n_in, &a);
+  return node_1d(x, is1d, IR_OP_conv2d, in, n_in, &a);
 }
 
 static int pool(ox_ctx *x, ir_op op) {
@@ -121,7 +150,8 @@ static int pool(ox_ctx *x, ir_op op) {
   int in = ox_act(x, 0);
   if (in < 0 || only_first_output(x)) return -1;
   window w;
-  if (read_window(x, ox_shape(x, in), NULL, &w)) return -1;
+  int is1d = ox_shape(x, in)->rank == 3;
+  if (read_window(x, ox_shape(x, in), NULL, &w) || (in = lift(x, in)) < 0) return -1;
   if (w.d[0] != 1 || w.d[1] != 1) return ox_err(x, "dilated pooling is not supported");
   int64_t ceil_mode, cip, order;
   if (ox_attr_int(x, "ceil_mode", 0, &ceil_mode) < 0 || ox_attr_int(x, "count_include_pad", 0, &cip) < 0 ||
@@ -143,7 +173,7 @@ static int pool(ox_ctx *x, ir_op op) {
   memcpy(pa->pad, w.pad, sizeof w.pad);
   pa->ceil_mode = ceil_mode != 0;
   pa->count_include_pad = avg && cip != 0;
-  return ox_node(x, op, &in, 1, &a);
+  return node_1d(x, is1d, op, &in, 1, &a);
 }
 
 /* Pad with zeros of the two spatial dims of an [N, C, H, W] tensor: an alias when it pads
@@ -205,8 +235,10 @@ static int batchnorm(ox_ctx *x) {
   if (ox_check_attrs(x, "epsilon,momentum,training_mode,spatial,is_test,consumed_inputs")) return -1;
   int in[5] = {ox_act(x, 0)};
   if (in[0] < 0 || only_first_output(x)) return -1;
+  int is1d = ox_shape(x, in[0])->rank == 3;
+  if (ox_shape(x, in[0])->rank < 3) return ox_err(x, "the input must be [N, C, L] or [N, C, H, W]");
+  if ((in[0] = lift(x, in[0])) < 0) return -1;
   const ir_shape *xs = ox_shape(x, in[0]);
-  if (xs->rank < 2) return ox_err(x, "the input needs a channel dim (rank >= 2)");
   double eps, mom;
   int64_t tm, spatial;
   if (ox_attr_float(x, "epsilon", 1e-5, &eps) < 0 || ox_attr_float(x, "momentum", 0.9, &mom) < 0 ||
@@ -231,7 +263,7 @@ static int batchnorm(ox_ctx *x) {
   a.batchnorm.eps = (float)eps;
   a.batchnorm.momentum = (float)(1.0 - mom); /* ONNX: running = m*running + (1-m)*batch */
   a.batchnorm.training = x->training;
-  return ox_node(x, IR_OP_batchnorm, in, 5, &a);
+  return node_1d(x, is1d, IR_OP_batchnorm, in, 5, &a);
 }
 
 /* ---- element-wise ------------------------------------------------------------------------ */

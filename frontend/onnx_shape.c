@@ -47,8 +47,18 @@ int ox_op_gather(ox_ctx *x) {
 /* Unsqueeze and Squeeze of a constant: the data stay, the dims change. */
 static int squeeze(ox_ctx *x, int un) {
   if (ox_check_attrs(x, x->opset < 13 ? "axes" : "")) return -1;
-  const ox_const *d = ox_need_const(x, 0, "the data");
-  if (!d) return -1;
+  const ox_val *src = ox_input(x, 0);
+  if (!src) return -1;
+  /* an activation: the dims of its IR shape, the result a reshape (dim 0 stays the batch) */
+  ox_const act = {0};
+  const ox_const *d = src->c;
+  if (!d) {
+    const ir_shape *s = ox_shape(x, src->ir);
+    act.rank = s->rank;
+    act.numel = ir_shape_numel(s);
+    for (int i = 0; i < s->rank; i++) act.dims[i] = s->dim[i];
+    d = &act;
+  }
   int64_t axes[OX_MAX_RANK];
   int n = 0;
   if (x->opset < 13) {
@@ -74,6 +84,11 @@ static int squeeze(ox_ctx *x, int un) {
   for (int i = 0, j = 0; i < (un ? out_rank : d->rank); i++) {
     if (un) dims[r++] = mark[i] ? 1 : d->dims[j++];
     else if (!(n ? mark[i] : d->dims[i] == 1)) dims[r++] = d->dims[i];
+  }
+  if (d == &act) {
+    if ((un ? mark[0] : (n ? mark[0] : d->dims[0] == 1)))
+      return ox_err(x, "%s dim 0 of an activation is not supported (cnnc keeps the batch in dim 0)", un ? "inserting a" : "removing");
+    return ox_reshape_to(x, src->ir, dims, r);
   }
   ox_const *c = ox_const_new(x, r, dims, d->is_int);
   memcpy(d->is_int ? (void *)c->i : (void *)c->f, d->is_int ? (void *)d->i : (void *)d->f,
