@@ -14,7 +14,7 @@
 #define OX_MAX_NODES 100000
 #define OX_MAX_RANK 8                        /* of constants; activations have IR_MAX_RANK */
 #define OX_MAX_CONST_NUMEL ((int64_t)1 << 30)
-#define OX_MIN_OPSET 6
+#define OX_MIN_OPSET 1 /* older operator versions differ in attributes, which are checked */
 #define OX_MAX_OPSET 17
 
 /* ONNX TensorProto.DataType values the importer reads. */

@@ -650,6 +650,20 @@ static int op_gap(ox_ctx *x) {
   if (ox_shape(x, in)->rank != 4) return ox_err(x, "the input must be [N, C, H, W]");
   return ox_node(x, IR_OP_global_avgpool, &in, 1, NULL);
 }
+/* GlobalMaxPool: a max pool whose window is the whole plane. */
+static int op_global_maxpool(ox_ctx *x) {
+  if (ox_check_attrs(x, "")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  const ir_shape *s = ox_shape(x, in);
+  if (s->rank != 4) return ox_err(x, "the input must be [N, C, H, W]");
+  if (s->dim[2] > FE_MAX_K || s->dim[3] > FE_MAX_K) return ox_err(x, "a plane larger than %dx%d is not supported", FE_MAX_K, FE_MAX_K);
+  ir_attr a = {0};
+  a.maxpool.kernel[0] = a.maxpool.stride[0] = (int)s->dim[2];
+  a.maxpool.kernel[1] = a.maxpool.stride[1] = (int)s->dim[3];
+  return ox_node(x, IR_OP_maxpool, &in, 1, &a);
+}
+
 static int op_hardswish(ox_ctx *x) { return unary(x, IR_OP_hardswish); }
 static int op_leaky_relu(ox_ctx *x) {
   if (ox_check_attrs(x, "alpha")) return -1;
@@ -675,6 +689,7 @@ static const ox_op ops[] = {
     {"Concat", ox_op_concat},          {"Clip", clip},                    {"HardSigmoid", hardsigmoid},
     {"HardSwish", op_hardswish}, {"Slice", ox_op_slice},                  {"Split", ox_op_split},
     {"ConstantOfShape", ox_op_constant_of_shape}, {"LeakyRelu", op_leaky_relu},
+    {"GlobalMaxPool", op_global_maxpool},
     {"Pad", pad},                {"Transpose", transpose},          {"ReduceMean", reduce_mean},
 };
 
