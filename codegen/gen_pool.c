@@ -111,7 +111,7 @@ enum { S2_MAX_CHUNKS = 16 };
 
 static int pool_s2_ok(cg_ctx *c, const pool_geom *p) {
   int v = c->target->vec_f32;
-  return p->is_max && p->kw == 3 && p->sw == 2 && p->pl == 1 && v >= 4 && v <= 16 &&
+  return p->is_max && p->kw == 3 && p->sw == 2 && (p->pl == 1 || p->pl == 0) && v >= 4 && v <= 16 &&
          (p->ow + v - 1) / v <= S2_MAX_CHUNKS && cg_tune(c)->pool_s2;
 }
 
@@ -169,14 +169,26 @@ static void pool_s2_row(cg_ctx *c, const pool_geom *p, const pool_row *r) {
   cg_loop L;
   LLVMValueRef y = cg_loop_begin(c, &L, r->y0, r->y1, cg_i64(c, 1), "s2y");
   LLVMValueRef rowi = LLVMBuildAdd(c->b, r->plane_in, LLVMBuildMul(c->b, y, cg_i64(c, p->w), ""), "");
-  LLVMValueRef carry = cg_fconst(c, -__builtin_inff(), v), ev, od;
-  for (int q = 0; q < nch; q++) {
-    int64_t x0 = 2 * (int64_t)q * v;
-    s2_load(c, r, LLVMBuildAdd(c->b, rowi, cg_i64(c, x0), ""), (int)(p->w - x0 < 2 * v ? p->w - x0 : 2 * v), v, &ev, &od);
-    LLVMValueRef left = s2_lanes(c, carry, od, v - 1, 1, v); /* x = 2ox - 1 */
-    LLVMValueRef h = cg_max_nan(c, od, cg_max_nan(c, ev, left));
-    LLVMBuildStore(c->b, cg_max_nan(c, h, LLVMBuildLoad2(c->b, cg_vtype(c, v), accp[q], "")), accp[q]);
-    carry = od;
+  LLVMValueRef carry = cg_fconst(c, -__builtin_inff(), v), ev, od, pev = NULL, pod = NULL;
+  /* pad 1: the window of ox is x = 2ox-1 .. 2ox+1 (the previous chunk's last odd lane on the
+   * left); pad 0: x = 2ox .. 2ox+2 (the next chunk's first even lane on the right: chunk q
+   * is finished once chunk q+1 is loaded, and one chunk past the last is loaded for it). */
+  for (int q = 0; q < nch + (p->pl == 0); q++) {
+    int64_t x0 = 2 * (int64_t)q * v, left_in = p->w - x0;
+    s2_load(c, r, LLVMBuildAdd(c->b, rowi, cg_i64(c, x0), ""), (int)(left_in < 2 * v ? left_in : 2 * v), v, &ev, &od);
+    if (p->pl == 1) {
+      LLVMValueRef left = s2_lanes(c, carry, od, v - 1, 1, v); /* x = 2ox - 1 */
+      LLVMValueRef h = cg_max_nan(c, od, cg_max_nan(c, ev, left));
+      LLVMBuildStore(c->b, cg_max_nan(c, h, LLVMBuildLoad2(c->b, cg_vtype(c, v), accp[q], "")), accp[q]);
+      carry = od;
+      continue;
+    }
+    if (q > 0) {
+      LLVMValueRef right = s2_lanes(c, pev, ev, 1, 1, v); /* x = 2ox + 2 */
+      LLVMValueRef h = cg_max_nan(c, pev, cg_max_nan(c, pod, right));
+      LLVMBuildStore(c->b, cg_max_nan(c, h, LLVMBuildLoad2(c->b, cg_vtype(c, v), accp[q - 1], "")), accp[q - 1]);
+    }
+    pev = ev, pod = od;
   }
   cg_loop_end(c, &L);
   for (int q = 0; q < nch; q++) {

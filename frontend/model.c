@@ -238,6 +238,10 @@ ir_graph *fe_load_onnx(const char *path, fe_options *o, ir_diag *d) {
   ir_diag_set(d, (ir_loc){path, 0, 0}, NULL, "this cnnc was built without ONNX import (cmake -DCNNC_ONNX=OFF)");
   return NULL;
 }
+ir_graph *fe_load_onnx_mem(const char *name, const void *data, size_t len, fe_options *o, ir_diag *d) {
+  (void)data, (void)len;
+  return fe_load_onnx(name, o, d);
+}
 #endif
 
 ir_graph *fe_load(const char *path, fe_options *o, ir_diag *d) {

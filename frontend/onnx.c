@@ -326,11 +326,26 @@ ox_const *ox_tensor(ox_ctx *x, const Onnx__TensorProto *t, const char *what) {
 }
 
 /* ---- the file --------------------------------------------------------------------------- */
+static Onnx__ModelProto *unpack(ox_ctx *x, const uint8_t *buf, size_t len) {
+  if (len == 0 || (int64_t)len > OX_MAX_FILE_BYTES)
+    return ox_err(x, "is %zu bytes; an ONNX model is 1 byte to 2 GiB (larger models keep weights in external data)", len),
+           NULL;
+  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+  if (!m) ox_err(x, "not a valid ONNX model: the protobuf does not parse (truncated or not an ONNX file)");
+  return m;
+}
+
 static Onnx__ModelProto *read_model(ox_ctx *x) {
+  if (x->mem) return unpack(x, x->mem, x->mem_len);
   int fd = open(x->file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return ox_err(x, "cannot open: %s", strerror(errno)), NULL;
   struct stat st;
-  if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st)) {
+    int e = errno;
+    close(fd);
+    return ox_err(x, "cannot stat: %s", strerror(e)), NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
     close(fd);
     return ox_err(x, "%s", S_ISDIR(st.st_mode) ? "is a directory, not an ONNX model" : "is not a regular file"), NULL;
   }
@@ -351,9 +366,8 @@ static Onnx__ModelProto *read_model(ox_ctx *x) {
   }
   close(fd);
   if (got != (size_t)st.st_size) return free(buf), ox_err(x, "read error (%zu of %lld bytes)", got, (long long)st.st_size), NULL;
-  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, got, buf);
+  Onnx__ModelProto *m = unpack(x, buf, got);
   free(buf);
-  if (!m) ox_err(x, "not a valid ONNX model: the protobuf does not parse (truncated or not an ONNX file)");
   return m;
 }
 
@@ -562,10 +576,12 @@ out:
   return g;
 }
 
-ir_graph *fe_load_onnx(const char *path, fe_options *o, ir_diag *d) {
+static ir_graph *import(const char *path, const uint8_t *mem, size_t len, fe_options *o, ir_diag *d) {
   fe_options saved = *o;
   ox_ctx x = {0};
   x.file = path;
+  x.mem = mem;
+  x.mem_len = len;
   x.o = o;
   x.d = d;
   x.a = ir_arena_new();
@@ -581,4 +597,11 @@ ir_graph *fe_load_onnx(const char *path, fe_options *o, ir_diag *d) {
   }
   ir_arena_free(x.a);
   return g;
+}
+
+ir_graph *fe_load_onnx(const char *path, fe_options *o, ir_diag *d) { return import(path, NULL, 0, o, d); }
+
+ir_graph *fe_load_onnx_mem(const char *name, const void *data, size_t len, fe_options *o, ir_diag *d) {
+  static const uint8_t empty[1];
+  return import(name, len ? data : empty, len, o, d);
 }

@@ -51,6 +51,8 @@ typedef struct ox_val {
 
 typedef struct ox_ctx {
   const char *file;          /* the path as given (messages) */
+  const uint8_t *mem;        /* fe_load_onnx_mem: the model's bytes (else read from file) */
+  size_t mem_len;
   const char *gfile;         /* owned by the graph (node locations) */
   ir_arena *a;               /* scratch, freed after import */
   ir_graph *g;

@@ -306,6 +306,11 @@ static void test_pool(const cg_target *t) {
       {12, 12, 3, 2, 1, 0, 1}, {13, 13, 3, 2, 1, 1, 1}, {8, 8, 2, 2, 0, 0, 1}, {9, 9, 3, 1, 1, 0, 0},
       {9, 9, 3, 1, 1, 0, 1},   {7, 70, 3, 2, 1, 0, 0},  {6, 67, 2, 1, 0, 0, 1}, {10, 11, 3, 3, 1, 1, 0},
       {5, 5, 5, 1, 2, 0, 1},   {14, 14, 3, 2, 0, 1, 0},
+      /* 3x3 stride 2 without padding (the rows kernel's right-neighbour form, SqueezeNet's
+       * ceil-mode pools): one chunk, a partial last chunk, widths where the last output's
+       * window reaches into the chunk past the last */
+      {9, 9, 3, 2, 0, 0, 0},   {11, 55, 3, 2, 0, 1, 0}, {7, 65, 3, 2, 0, 0, 0}, {6, 66, 3, 2, 0, 1, 0},
+      {5, 33, 3, 2, 0, 0, 0},
   };
   for (int mx = 0; mx < 2; mx++)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
