@@ -22,6 +22,7 @@ _HUGEPAGES = {"inference": 0, "off": 1, "all": 2}
 _REPLICA = {"shared": 0, "parallel": 1}
 STATE_KINDS = ("param", "optimizer", "buffer", "grad_accum")
 _EVAL_CHUNK = 64  # micro-batches per cnnrt_evaluate call, as cnnrun's validation
+_infer_c = lib.cnnrt_infer
 
 
 class TensorInfo(namedtuple("TensorInfo", "name shape dtype type bytes")):
@@ -109,6 +110,8 @@ class Model:
         self._in_bytes = lib.cnnrt_input_bytes(p)
         self._out_bytes = lib.cnnrt_output_bytes(p)
         self._out_names = {o.name: k for k, o in enumerate(outs)}
+        self._single = len(outs) == 1
+        self._out_dtype0 = outs[0].dtype if outs else None
         # classes of the loss: the logits' values per sample (training labels must lie below)
         self.classes = int(np.prod(outs[0].shape[1:])) if outs else 0
 
@@ -248,6 +251,22 @@ class Model:
         device iterations of one cnnrt_infer call.  Returns a list of arrays [N, ...], one per
         name of output_names (None: every output, in order); out= a list of such arrays to
         fill instead.  The GIL is released during the call."""
+        if output_names is None and out is None and type(input_feed) is dict and len(input_feed) == 1 and self._single:
+            # the common call, checked and made with as little Python as possible (docs/python.md "Overhead")
+            x = input_feed.get(self._in.name)
+            if type(x) is np.ndarray and x.dtype == self._in.dtype and x.shape[1:] == self._in_sample:
+                f, n = x.flags, x.shape[0]
+                if f.c_contiguous and f.aligned and n and not n % self.batch_size:
+                    y = np.empty((n,) + self._out_sample[0], self._out_dtype0)
+                    h = self._h
+                    with h.lock:
+                        p = h.ptr
+                        if p is None:
+                            h.get()  # raises: closed
+                        st = _infer_c(p, x.ctypes.data, x.nbytes, y.ctypes.data, y.nbytes, n // self.batch_size)
+                    if st:
+                        check(st)
+                    return [y]
         if not isinstance(input_feed, dict):
             raise InputError(_lib.INVALID_ARGUMENT, f"input_feed: a dict {{name: array}} expected, got "
                              f"{type(input_feed).__name__}")
@@ -492,6 +511,12 @@ class Model:
         self._need_training("restore")
         with self._h.lock:
             check(lib.cnnrt_load_checkpoint(self._h.get(), _lib.encode_path(path)))
+
+    def save_weights(self, path):
+        """Writes the params and buffers (batchnorm statistics) as safetensors for `cnnc
+        --weights` (cnnc.compile(..., weights=path)): the trained model for inference."""
+        from ._safetensors import save_safetensors
+        return save_safetensors(path, self.state_dict(("param", "buffer")))
 
     def fit(self, dataset, **kw):
         """cnnrun train from Python: see cnnrt.fit."""

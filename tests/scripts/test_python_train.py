@@ -14,7 +14,9 @@ trains it (momentum 0.9, batch 64, --seed 0):
   (5) a fit restored mid-epoch (step 6 of 8 per epoch) writes the last checkpoint of the
       uninterrupted run (it reads the rest of the epoch in that epoch's shuffled order);
   (6) Model.evaluate on 100 test samples (a partial last micro-batch) gives `cnnrun validate
-      --limit 100`'s loss and accuracy;
+      --limit 100`'s loss and accuracy; load_safetensors of a checkpoint holds state_dict and
+      the step; save_weights -> cnnc.compile(weights=) -> an inference model whose logits give
+      evaluate's loss (1e-5) and accuracy on the 256 synthetic test images;
   (7) with Fashion-MNIST ($CNNC_FMNIST_DIR or /usr/share/datasets/fashion-mnist; skipped when
       missing): --limit 640 --lr-schedule cosine --warmup-epochs 0.5 --lr 0.1, cmp-identical
       checkpoints and the same validation on the 10000 test images.
@@ -148,6 +150,31 @@ def evaluate_check(so, tmp, a_dir):
           f"{ref['loss']:.6f} {ref['accuracy']:.6f}")
 
 
+def weights_check(tmp, a_dir):
+    import cnnc
+    ck = os.path.join(a_dir, "ckpt-step-00000016.safetensors")
+    so = os.path.join(tmp, "fmnist_cnn_train.so")
+    with cnnrt.Model(so) as m, cnnrt.Dataset.for_model(m, "synthetic", test=True) as ds:
+        m.restore(ck)
+        tensors, meta = cnnrt.load_safetensors(ck)
+        sd = m.state_dict()
+        check(set(tensors) == set(sd) | {"step"} and int(tensors["step"]) == 16 and meta.get("model") == "fmnist_cnn"
+              and all(np.array_equal(tensors[k], sd[k]) for k in sd), f"load_safetensors of a checkpoint: {meta}")
+        w = m.save_weights(os.path.join(tmp, "weights.safetensors"))
+        x, y = ds.read(0, len(ds))
+        loss, acc = m.evaluate(x, y)
+    inf = cnnc.compile(os.path.join(SRC, "models", "fmnist_cnn.yml"), os.path.join(tmp, "fmnist_inf.so"), weights=w,
+                       batch_size=64)
+    with cnnrt.Model(inf) as m:
+        (logits,) = m.run(None, {m.inputs[0].name: x})
+    z = logits.astype(np.float64)
+    lse = np.log(np.exp(z - z.max(1, keepdims=True)).sum(1)) + z.max(1)
+    ce = float((lse - z[np.arange(len(y)), y.astype(int)]).mean())
+    hits = float((logits.argmax(1) == y).mean())
+    check(abs(ce - loss) <= 1e-5 * abs(loss) and hits == acc,
+          f"save_weights -> cnnc --weights -> inference: loss {ce:.6f} accuracy {hits:.4f} as evaluate {loss:.6f} {acc:.4f}")
+
+
 def fmnist_part(so, tmp):
     data = os.environ.get("CNNC_FMNIST_DIR", "/usr/share/datasets/fashion-mnist")
     if not os.path.exists(os.path.join(data, "train-images-idx3-ubyte.gz")):
@@ -199,6 +226,7 @@ def main():
               filecmp.cmp(os.path.join(e, ckpts(e)[-1]), files[-1], shallow=False),
               f"fit restored at step 6 ends on the uninterrupted run's checkpoint ({ckpts(f)})")
         evaluate_check(so, tmp, a)
+        weights_check(tmp, a)
         fmnist_part(so, tmp)
     return CHECKS.summary()
 
