@@ -81,13 +81,6 @@ static cnnrt_status rt_elf_header(rt_elf_img *img) {
                    (unsigned long long)end, img->n);
   img->nph = h->e_phnum;
   memcpy(img->ph, img->p + h->e_phoff, (size_t)img->nph * sizeof(Elf64_Phdr));
-  /* Section headers: the loader does not read them, but a table past the end means a cut file. */
-  if (h->e_shoff || h->e_shnum) {
-    uint64_t send = h->e_shoff + (uint64_t)h->e_shnum * sizeof(Elf64_Shdr);
-    if (h->e_shentsize != sizeof(Elf64_Shdr) || h->e_shoff > img->n || send > img->n)
-      return rt_fail(CNNRT_BAD_MODEL, "%s: truncated (section headers end at %llu, file has %zu bytes)", path,
-                     (unsigned long long)send, img->n);
-  }
   return CNNRT_OK;
 }
 
@@ -104,6 +97,13 @@ static cnnrt_status rt_elf_mapped(const rt_elf_img *img, const Elf64_Phdr *p, in
 static cnnrt_status rt_elf_segments(rt_elf_img *img) {
   int nload = 0, ndyn = 0;
   uint64_t prev_end = 0;
+  const Elf64_Ehdr *h = &img->eh;
+  if (h->e_shoff || h->e_shnum) { /* the loader does not read them, but a table past the end means a cut file */
+    uint64_t send = h->e_shoff + (uint64_t)h->e_shnum * sizeof(Elf64_Shdr);
+    if (h->e_shentsize != sizeof(Elf64_Shdr) || h->e_shoff > img->n || send > img->n)
+      return rt_fail(CNNRT_BAD_MODEL, "%s: truncated (section headers end at %llu, file has %zu bytes)", img->path,
+                     (unsigned long long)send, img->n);
+  }
   for (int i = 0; i < img->nph; i++) {
     const Elf64_Phdr *p = &img->ph[i];
     if (p->p_type == PT_LOAD || p->p_type == PT_DYNAMIC || p->p_type == PT_NOTE || p->p_type == PT_GNU_RELRO ||
@@ -179,8 +179,8 @@ cnnrt_status rt_elf_check_image(const char *path, const unsigned char *p, size_t
   memset(img, 0, sizeof *img);
   img->path = path, img->p = p, img->n = n;
   cnnrt_status s = rt_elf_header(img);
+  if (s == CNNRT_OK) s = rt_elf_seal(img); /* first: its message says most about a cut or changed file */
   if (s == CNNRT_OK) s = rt_elf_segments(img);
-  if (s == CNNRT_OK) s = rt_elf_seal(img);
   if (s == CNNRT_OK) s = rt_elf_dynamic(img);
   return s;
 }

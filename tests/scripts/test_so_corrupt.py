@@ -20,6 +20,7 @@ the outcomes.
 """
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -214,6 +215,50 @@ def damages(elf, n_copies, rnd, structural_only=False):
     return out[:n_copies]
 
 
+# ---- named cases: a refusal that says what is wrong --------------------------------------------------
+def named_cases(elf, fake):
+    """[(what, bytes, regex of the message)]: each check of runtime/rt_elf*.c that a case reaches."""
+    b, n = elf.b, len(elf.b)
+    ro, _ = elf.sections[".rodata"]
+    dyn, dsz = elf.sections[".dynamic"]
+    rela, rsz = elf.sections[".rela.dyn"]
+    gh, _ = elf.sections[".gnu.hash"]
+
+    def put(data, off, raw):
+        c = bytearray(data)
+        c[off: off + len(raw)] = raw
+        return bytes(c)
+
+    def dyn_entry(tag):
+        for k in range(dsz // 16):
+            t, = struct.unpack_from("<q", b, dyn + 16 * k)
+            if t == tag:
+                return dyn + 16 * k
+        raise KeyError(tag)
+
+    relacount = dyn_entry(0x6ffffff9)
+    n_rela, = struct.unpack_from("<Q", b, relacount + 8)
+    text_va = [p for p in elf.loads if p[1] & 1][0][3]
+    cases = [
+        ("a weight byte flipped", put(b, ro + 100, bytes([b[ro + 100] ^ 1])), r"checksum mismatch \(XXH64"),
+        ("100 bytes cut off", b[:-100], r"truncated: the file has %d bytes, cnnc wrote %d" % (n - 100, n)),
+        ("a byte appended", b + b"\0", r"corrupt model file: the file has %d bytes, cnnc wrote %d" % (n + 1, n)),
+        ("resealed: DT_RELAENT gone", reseal(put(b, dyn_entry(9), struct.pack("<q", 0x6ffffe00))),
+         r"relocation entries of 0 bytes"),
+        ("resealed: PT_PHDR elsewhere", reseal(put(b, elf.phoff + 16, struct.pack("<Q", 1 << 40))),
+         r"program header segment .* does not map the program headers"),
+        ("resealed: bloom size 3", reseal(put(b, gh + 8, struct.pack("<I", 3))), r"GNU hash table header"),
+        ("resealed: a relocation of type R_X86_64_64", reseal(put(b, rela + 24 * 5 + 8, struct.pack("<Q", 1))),
+         r"relocation 5 has type 1, which cnnc models do not use"),
+        ("resealed: a relocation into the code", reseal(put(b, rela + 24 * 5, struct.pack("<Q", text_va))),
+         r"relocation 5 writes 0x%x, outside the writable segments" % text_va),
+        ("resealed: DT_RELACOUNT one too many", reseal(put(b, relacount + 8, struct.pack("<Q", n_rela + 1))),
+         r"%d relative relocations announced, %d present" % (n_rela + 1, n_rela)),
+        ("the note's name damaged", put(b, seal_desc(b) - 8, b"CNNC"), r"exports cnnc_seal_v1 but its checksum note is missing"),
+    ]
+    return cases
+
+
 # ---- running a copy --------------------------------------------------------------------------------
 def run(cmd, timeout=60):
     try:
@@ -285,6 +330,17 @@ def main():
         ref = open(ref_out, "rb").read()
         checks.check(seal_desc(b) is not None, "the .so carries cnnc's checksum note")
         elf = Elf(b)
+        for i, (what, data, pat) in enumerate(named_cases(elf, None)):
+            p = os.path.join(tmp, "named%d.so" % i)
+            with open(p, "wb") as f:
+                f.write(data)
+            rc, text = run([cnnrun, p, "info"])
+            checks.check(rc == 1 and re.search(r"named%d\.so: .*" % i + pat, text) is not None,
+                         "%s: want exit 1 and /%s/, got %s: %s" % (what, pat, rc, text[-300:]))
+        fake = os.path.join(build, "tests", "libfake_model.so")
+        if os.path.exists(fake):
+            rc, text = run([cnnrun, fake, "info"])
+            checks.check(rc == 0, "the unsealed hand-made libfake_model.so still opens: %s" % text[-300:])
         copies = [(d, c) for d, c in damages(elf, n, rnd)]
         copies += [("resealed " + d, reseal(c)) for d, c in damages(elf, n_sealed, rnd, structural_only=True)]
         tally = {}
@@ -294,7 +350,8 @@ def main():
             with open(p, "wb") as f:
                 f.write(data)
             res, detail = outcome(cnnrun, p, inp, ref, tmp)
-            tally[res] = tally.get(res, 0) + 1
+            key = ("resealed " if what.startswith("resealed") else "") + res
+            tally[key] = tally.get(key, 0) + 1
             log.append((i, what, res, detail))
             checks.check(not res.startswith("FAIL"), "copy %d (%s): %s %s" % (i, what, res, detail))
             if opt["keep"]:
