@@ -296,6 +296,9 @@ static cnnrt_status rt_dyn_init(rt_elf_img *img, const rt_dyn *y) {
   static const int fn[] = {DT_INIT, DT_FINI}, arr[][2] = {{DT_INIT_ARRAY, DT_INIT_ARRAYSZ},
                                                           {DT_FINI_ARRAY, DT_FINI_ARRAYSZ},
                                                           {DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ}};
+  if (img->sealed && (y->has[DT_INIT] || y->has[DT_FINI] || y->has[DT_INIT_ARRAY] || y->has[DT_FINI_ARRAY] ||
+                      y->has[DT_PREINIT_ARRAY]))
+    return rt_elf_bad(img, "initialisers, which cnnc models do not have");
   for (int k = 0; k < 2; k++) {
     if (!y->has[fn[k]]) continue;
     img->has_init = 1;
@@ -311,7 +314,6 @@ static cnnrt_status rt_dyn_init(rt_elf_img *img, const rt_dyn *y) {
     for (uint64_t j = 0; j < bytes / 8; j++)
       if (!rt_slot_code(img, y, va + 8 * j)) return rt_elf_bad(img, "initialiser %llu at 0x%llx does not point into the code", (unsigned long long)j, (unsigned long long)(va + 8 * j));
   }
-  if (img->has_init && img->sealed) return rt_elf_bad(img, "initialisers, which cnnc models do not have");
   return CNNRT_OK;
 }
 
