@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char fz_root[256];
 
-static void fz_cleanup(void) {
+static __attribute__((unused)) void fz_cleanup(void) {
   DIR *d = fz_root[0] ? opendir(fz_root) : NULL;
   if (!d) return;
   struct dirent *e;
@@ -42,7 +42,7 @@ static void fz_cleanup(void) {
 }
 
 /* The per-process directory (created on the first call). */
-static const char *fz_dir(void) {
+static __attribute__((unused)) const char *fz_dir(void) {
   if (fz_root[0]) return fz_root;
   struct stat st;
   const char *base = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK) == 0 ? "/dev/shm"
@@ -58,7 +58,7 @@ static const char *fz_dir(void) {
 
 /* Writes size bytes to DIR/name (name may hold one '/', its directory is created); the
  * path goes to out. */
-static void fz_write(const char *name, const void *data, size_t size, char *out, size_t n) {
+static __attribute__((unused)) void fz_write(const char *name, const void *data, size_t size, char *out, size_t n) {
   snprintf(out, n, "%s/%s", fz_dir(), name);
   char *slash = strrchr(out, '/');
   if (slash && slash > out + strlen(fz_root)) {
@@ -73,6 +73,6 @@ static void fz_write(const char *name, const void *data, size_t size, char *out,
   }
 }
 
-static void fz_remove(const char *path) { unlink(path); }
+static __attribute__((unused)) void fz_remove(const char *path) { unlink(path); }
 
 #endif

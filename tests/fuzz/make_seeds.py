@@ -111,6 +111,19 @@ put("data", "cifar_badlabel", b"\4" + rec(10))
 put("data", "cifar_short", b"\4" + rec(1)[:100])
 put("data", "empty", b"")
 
+# ---- ONNX models: Debian's libonnx-testdata node tests, the small ones ----------------------------
+NODE = "/usr/share/libonnx-testdata/data/node"
+if os.path.isdir(NODE):
+    small = []
+    for t in sorted(os.listdir(NODE)):
+        p = os.path.join(NODE, t, "model.onnx")
+        if os.path.isfile(p) and os.path.getsize(p) <= 4096:
+            small.append((t, p))
+    for t, p in small[::max(1, len(small) // 300)]:  # ~300 of them: seeding stays a few seconds
+        with open(p, "rb") as f:
+            put("onnx", t + ".onnx", f.read())
+put("onnx", "empty.onnx", b"")
+
 # ---- .so files ----------------------------------------------------------------------------------
 TINY = """name: tiny%d
 input: {shape: [%d, 4, 4], classes: 3}
