@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
       names[k++] = strdup(e->d_name);
     }
     if (d) closedir(d);
-    qsort(names, k, sizeof *names, cmp);
+    if (k > 1) qsort(names, k, sizeof *names, cmp);
     for (size_t j = 0; j < k; j++) {
       char p[4096];
       snprintf(p, sizeof p, "%s/%s", argv[i], names[j]);
