@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "cnnc_config.h"
 #include "codegen/cg_internal.h"
 #include "codegen/cg_link.h"
+#include "runtime/cnnc_seal.h"
 
 extern char **environ;
 
@@ -75,6 +77,29 @@ static int run_tool(char *const *argv, const char *errpath) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Fills in the checksum note of the linked .so at path (runtime/cnnc_seal.h). */
+static int seal_so(const char *path, ir_diag *d) {
+  ir_loc loc = {0};
+  int fd = open(path, O_RDWR);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < 64) {
+    if (fd >= 0) close(fd);
+    return ir_diag_set(d, loc, NULL, "cannot seal %s: %s", path, strerror(errno));
+  }
+  size_t n = (size_t)st.st_size;
+  unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return ir_diag_set(d, loc, NULL, "cannot seal %s: %s", path, strerror(errno));
+  size_t desc = cnnc_seal_find(p, n);
+  if (desc) cnnc_seal_write(p, n, desc);
+  int bad = msync(p, n, MS_SYNC) != 0;
+  int e = errno;
+  munmap(p, n);
+  if (!desc) return ir_diag_set(d, loc, NULL, "internal error: %s has no %s note to seal", path, CNNC_SEAL_SYMBOL);
+  if (bad) return ir_diag_set(d, loc, NULL, "cannot seal %s: %s", path, strerror(e));
+  return 0;
+}
+
 int cg_link_shared(const char *const *objs, int n, const char *out, const char *tmpdir, ir_diag *d) {
   ir_loc loc = {0};
   const char *fixed[] = {CNNC_LINKER, "-shared", "--hash-style=gnu", "-z", "noexecstack", "-z", "relro", "-z", "now",
@@ -88,7 +113,7 @@ int cg_link_shared(const char *const *objs, int n, const char *out, const char *
   snprintf(errpath, sizeof errpath, "%s/link.err", tmpdir);
   int rc = run_tool(argv, errpath);
   free(argv);
-  if (rc == 0) return 0;
+  if (rc == 0) return seal_so(out, d);
   char msg[400] = "";
   FILE *f = fopen(errpath, "r");
   if (f) {

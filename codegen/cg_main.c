@@ -12,6 +12,7 @@
 #include "codegen/gen_round16.h"
 #include "ir/grad_train.h"
 #include "runtime/cnnc_abi.h"
+#include "runtime/cnnc_seal.h"
 
 static LLVMValueRef kernel_decl(cg_ctx *c, const cg_kernel *k) {
   LLVMValueRef f = LLVMGetNamedFunction(c->mod, k->name);
@@ -659,6 +660,21 @@ static void build_profile(cg_ctx *c, const cg_layout *L) {
   LLVMSetVisibility(desc, LLVMDefaultVisibility);
 }
 
+/* The checksum note of runtime/cnnc_seal.h, unsealed (cg_link_shared seals the linked .so):
+ * ".note.cnnc" makes it SHT_NOTE, so the linker puts it in a PT_NOTE segment. */
+static void emit_seal_note(cg_ctx *c) {
+  unsigned char note[CNNC_SEAL_NOTE_BYTES];
+  cnnc_seal_template(note);
+  LLVMValueRef init = LLVMConstStringInContext2(c->llc, (const char *)note, sizeof note, 1);
+  LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), CNNC_SEAL_SYMBOL);
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetSection(g, ".note.cnnc");
+  LLVMSetAlignment(g, 4);
+  LLVMSetLinkage(g, LLVMExternalLinkage);
+  LLVMSetVisibility(g, LLVMDefaultVisibility);
+}
+
 int cg_build_main(cg_ctx *c, const cg_layout *L, const cg_options *o, ir_diag *d) {
   LLVMTypeRef i32 = c->t_i32, i64 = c->t_i64, ptr = c->t_ptr, dbl = LLVMDoubleTypeInContext(c->llc);
   LLVMTypeRef tf[5] = {ptr, i32, i32, LLVMArrayType2(i64, 4), i64};
@@ -702,6 +718,7 @@ int cg_build_main(cg_ctx *c, const cg_layout *L, const cg_options *o, ir_diag *d
       cg_i32(c, n_outs), i32_array(c, outs, n_outs, "outputs"), cg_i32(c, L->n_groups),
       array_of(c, shard_t, shards, L->n_groups, "shards"), LLVMConstReal(dbl, total)};
   cg_target_emit_isa(c); /* cnnc_isa_v1: the CPU features the runtime checks (cg_isa.h) */
+  emit_seal_note(c);     /* cnnc_seal_v1: the checksum note cg_link_shared fills in */
   LLVMValueRef desc = LLVMAddGlobal(c->mod, model_t, CNNC_ABI_SYMBOL);
   LLVMSetInitializer(desc, LLVMConstNamedStruct(model_t, mv, 17));
   LLVMSetGlobalConstant(desc, 1);

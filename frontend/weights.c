@@ -372,7 +372,7 @@ static int check_tensors(st_file *f) {
                     fmt_dims(t->dim, t->rank, sb, sizeof sb), (unsigned long long)bytes,
                     bytes == UINT64_MAX ? " or more" : "");
   }
-  qsort(f->t, (size_t)f->n, sizeof *f->t, cmp_name);
+  if (f->n > 1) qsort(f->t, (size_t)f->n, sizeof *f->t, cmp_name); /* f->t is NULL for "{}" */
   for (int i = 1; i < f->n; i++)
     if (!strcmp(f->t[i - 1].name, f->t[i].name))
       return st_err(f, "tensor '%s' appears twice in the header", f->t[i].name);
@@ -400,7 +400,7 @@ static int check_tensors(st_file *f) {
 static const st_tensor *find_tensor(const st_file *f, const char *name) {
   st_tensor key;
   key.name = name;
-  return bsearch(&key, f->t, (size_t)f->n, sizeof *f->t, cmp_name);
+  return f->n > 0 ? bsearch(&key, f->t, (size_t)f->n, sizeof *f->t, cmp_name) : NULL;
 }
 
 /* Appends "'name'" to a comma-separated list in buf, eliding after the buffer fills. */

@@ -36,12 +36,18 @@ void rt_str_json_string(rt_str *b, const char *s); /* a quoted, escaped JSON str
 int rt_json_valid(const char *text, int want_object);
 
 /* ---- ELF pre-check (rt_elf.c) ----------------------------------------------------------- */
-/* Checks that path is a readable ELF shared object for this machine whose loadable segments
- * lie inside the file (dlopen would fault on a truncated one).  Returns OK or IO/BAD_MODEL. */
+/* Checks that path is a regular file holding an ELF shared object for this machine that the
+ * dynamic loader can read without faulting: headers, segments, dynamic tables, relocations
+ * inside the file and of the kinds cnnc emits, cnnc's checksum note matching (rt_elf.h).
+ * Returns OK or IO/BAD_MODEL naming the file and the fault. */
 cnnrt_status rt_elf_check(const char *path);
 
 /* ---- descriptor checks (rt_validate.c) -------------------------------------------------- */
 size_t rt_dtype_size(int32_t dtype); /* 0 for an unknown dtype */
+/* Nonzero if p is aligned to align and [p, p+bytes) lies inside the loaded .so that holds
+ * anchor (a descriptor); a string is checked by its first byte. */
+int rt_in_model(const void *anchor, const void *p, size_t bytes, size_t align);
+#define RT_IN_MODEL(anchor, p, n) rt_in_model(anchor, p, (size_t)(n) * sizeof *(p), _Alignof(__typeof__(*(p))))
 const char *rt_dtype_name(int32_t dtype);
 /* Checks every table of d for consistency (indices, sizes, data flow between shards) and
  * that its pointers point into the .so that holds d.  Names path in messages.  On success

@@ -367,12 +367,15 @@ static cnnrt_status rt_check_special(const cnnrt_model *m, int32_t k, const char
 
 static cnnrt_status rt_check_state(const cnnrt_model *m) {
   const cnnc_abi_train *t = m->tr->t;
-  if (t->n_state < 0 || t->n_state > RT_MAX_STATE || (t->n_state > 0 && !t->state) || t->state_bytes < 0)
-    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: n_state %d, state_bytes %lld", m->path, t->n_state,
-                   (long long)t->state_bytes);
+  if (t->n_state < 0 || t->n_state > RT_MAX_STATE || (t->n_state > 0 && !RT_IN_MODEL(t, t->state, t->n_state)) ||
+      t->state_bytes < 0)
+    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: n_state %d, state_bytes %lld (or the table lies outside the "
+                   "model file)", m->path, t->n_state, (long long)t->state_bytes);
   for (int i = 0; i < t->n_state; i++) {
     const cnnc_abi_state_tensor *x = &t->state[i];
-    if (!x->name || !*x->name) return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor %d has no name", m->path, i);
+    if (!rt_in_model(t, x->name, 1, 1) || !*x->name) return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor %d has no name", m->path, i);
+    if (x->init && (x->bytes < 0 || !rt_in_model(t, x->init, (size_t)x->bytes, 1)))
+      return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor '%s': init data outside the model file", m->path, x->name);
     if (!strcmp(x->name, "step") || !strcmp(x->name, "__metadata__"))
       return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor name '%s' is reserved for checkpoints", m->path, x->name);
     int64_t n = 1;
@@ -397,16 +400,21 @@ static cnnrt_status rt_check_state(const cnnrt_model *m) {
 
 static cnnrt_status rt_check_program(const cnnrt_model *m, const cnnc_abi_program *p, const char *what) {
   const cnnc_abi_train *t = m->tr->t;
-  if (p->n_stages < 0 || p->n_stages > RT_MAX_STAGES || (p->n_stages > 0 && !p->stages))
-    return rt_fail(CNNRT_BAD_MODEL, "%s: training program %s: n_stages %d", m->path, what, p->n_stages);
+  if (p->n_stages < 0 || p->n_stages > RT_MAX_STAGES || (p->n_stages > 0 && !RT_IN_MODEL(t, p->stages, p->n_stages)))
+    return rt_fail(CNNRT_BAD_MODEL, "%s: training program %s: n_stages %d (or the table lies outside the model file)", m->path,
+                   what, p->n_stages);
   for (int k = 0; k < p->n_stages; k++) {
     const cnnc_abi_stage *st = &p->stages[k];
+    if (st->name && !rt_in_model(t, st->name, 1, 1))
+      return rt_fail(CNNRT_BAD_MODEL, "%s: %s stage %d: name outside the model file", m->path, what, k);
     const char *nm = st->name ? st->name : "?";
-    if (!st->run) return rt_fail(CNNRT_BAD_MODEL, "%s: %s stage %d '%s' has no entry function", m->path, what, k, nm);
+    if (!rt_in_model(t, (const void *)(uintptr_t)st->run, 1, 1))
+      return rt_fail(CNNRT_BAD_MODEL, "%s: %s stage %d '%s' has no entry function in the model file", m->path, what, k, nm);
     if (st->shard < 0 || st->shard >= m->d->n_shards)
       return rt_fail(CNNRT_BAD_MODEL, "%s: %s stage '%s': shard %d, the model has %d", m->path, what, nm, st->shard,
                      m->d->n_shards);
-    if (st->n_io < 0 || st->n_inputs < 0 || st->n_inputs > st->n_io || (st->n_io > 0 && !st->io) || st->scratch_bytes < 0)
+    if (st->n_io < 0 || st->n_inputs < 0 || st->n_inputs > st->n_io || (st->n_io > 0 && !RT_IN_MODEL(t, st->io, st->n_io)) ||
+        st->scratch_bytes < 0)
       return rt_fail(CNNRT_BAD_MODEL, "%s: %s stage '%s': bad io table or scratch size", m->path, what, nm);
     for (int j = 0; j < st->n_io; j++)
       if (st->io[j] < 0 || st->io[j] >= t->n_tensors)
@@ -426,12 +434,14 @@ static cnnrt_status rt_check_train(const cnnrt_model *m) {
                    CNNC_ABI_TRAIN_VERSION);
   if (t->struct_size < sizeof *t)
     return rt_fail(CNNRT_ABI_MISMATCH, "%s: training descriptor struct_size %u, expected >= %zu", p, t->struct_size, sizeof *t);
-  if (t->n_tensors < 1 || t->n_tensors > RT_MAX_STATE || !t->tensors)
-    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: n_tensors %d", p, t->n_tensors);
+  if (t->n_tensors < 1 || t->n_tensors > RT_MAX_STATE || !RT_IN_MODEL(t, t->tensors, t->n_tensors))
+    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: n_tensors %d (or the table lies outside the model file)", p,
+                   t->n_tensors);
+  if (t->optimizer_json && !rt_in_model(t, t->optimizer_json, 1, 1))
+    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: optimizer_json points outside the model file", p);
   for (int k = 0; k < t->n_tensors; k++)
-    if (!rt_tensor_ok(&t->tensors[k]))
-      return rt_fail(CNNRT_BAD_MODEL, "%s: training tensor %d (%s): bad dtype, rank, dims or bytes", p, k,
-                     t->tensors[k].name ? t->tensors[k].name : "?");
+    if (!rt_in_model(t, t->tensors[k].name, 1, 1) || !rt_tensor_ok(&t->tensors[k]))
+      return rt_fail(CNNRT_BAD_MODEL, "%s: training tensor %d: bad name, dtype, rank, dims or bytes", p, k);
   if (t->grad_accum < 1) return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: grad_accum %d", p, t->grad_accum);
   int64_t b = m->d->batch_size;
   cnnrt_status s;

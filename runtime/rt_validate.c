@@ -48,16 +48,30 @@ static int rt_in_object(const rt_vctx *v, const void *p, size_t bytes) {
   return dladdr(last, &b) && b.dli_fbase == v->base;
 }
 
-static cnnrt_status rt_check_ptr(const rt_vctx *v, const void *p, size_t bytes, const char *what) {
+/* p: bytes inside the model file, aligned to align (an array of pointers read misaligned is
+ * undefined behaviour, and a sign of a corrupt descriptor). */
+static cnnrt_status rt_check_ptr_al(const rt_vctx *v, const void *p, size_t bytes, size_t align, const char *what) {
   if (!p) return rt_fail(CNNRT_BAD_MODEL, "%s: descriptor field %s is NULL", v->path, what);
+  if ((uintptr_t)p % align)
+    return rt_fail(CNNRT_BAD_MODEL, "%s: descriptor field %s is misaligned (%p)", v->path, what, p);
   if (!rt_in_object(v, p, bytes))
     return rt_fail(CNNRT_BAD_MODEL, "%s: descriptor field %s points outside the model file", v->path, what);
   return CNNRT_OK;
 }
 
+int rt_in_model(const void *anchor, const void *p, size_t bytes, size_t align) {
+  Dl_info info;
+  if (!p || (uintptr_t)p % (align ? align : 1)) return 0;
+  if (!dladdr(anchor, &info)) return 1; /* not in a loaded object (a test's descriptor): nothing to check against */
+  rt_vctx v = {NULL, NULL, info.dli_fbase};
+  return rt_in_object(&v, p, bytes);
+}
+
+#define RT_CHECK_ARR(v, p, bytes, what) rt_check_ptr_al(v, p, bytes, _Alignof(__typeof__(*(p))), what)
+
 static cnnrt_status rt_check_str(const rt_vctx *v, const char *s, int nullable, const char *what) {
   if (!s && nullable) return CNNRT_OK;
-  return rt_check_ptr(v, s, 1, what);
+  return rt_check_ptr_al(v, s, 1, 1, what);
 }
 
 static cnnrt_status rt_check_tensor(const rt_vctx *v, int i) {
@@ -97,7 +111,7 @@ static cnnrt_status rt_check_model_io(const rt_vctx *v) {
   if (rt_check_io_tensor(v, d->input, "input") != CNNRT_OK) return CNNRT_BAD_MODEL;
   if (d->n_outputs < 1 || d->n_outputs > d->n_tensors)
     return rt_fail(CNNRT_BAD_MODEL, "%s: n_outputs is %d", v->path, d->n_outputs);
-  if (rt_check_ptr(v, d->outputs, (size_t)d->n_outputs * sizeof *d->outputs, "outputs") != CNNRT_OK)
+  if (RT_CHECK_ARR(v, d->outputs, (size_t)d->n_outputs * sizeof *d->outputs, "outputs") != CNNRT_OK)
     return CNNRT_BAD_MODEL;
   for (int k = 0; k < d->n_outputs; k++) {
     if (rt_check_io_tensor(v, d->outputs[k], "output") != CNNRT_OK) return CNNRT_BAD_MODEL;
@@ -115,9 +129,9 @@ static cnnrt_status rt_check_shard_ops(const rt_vctx *v, int s) {
     return rt_fail(CNNRT_BAD_MODEL, "%s: shard %d: n_ops is %d", v->path, s, sh->n_ops);
   if (sh->n_ops == 0) return CNNRT_OK;
   size_t n = (size_t)sh->n_ops;
-  if (rt_check_ptr(v, sh->op_names, n * sizeof(char *), "shard op_names") != CNNRT_OK ||
-      rt_check_ptr(v, sh->kernel_names, n * sizeof(char *), "shard kernel_names") != CNNRT_OK ||
-      rt_check_ptr(v, sh->op_flops, n * sizeof(double), "shard op_flops") != CNNRT_OK)
+  if (RT_CHECK_ARR(v, sh->op_names, n * sizeof(char *), "shard op_names") != CNNRT_OK ||
+      RT_CHECK_ARR(v, sh->kernel_names, n * sizeof(char *), "shard kernel_names") != CNNRT_OK ||
+      RT_CHECK_ARR(v, sh->op_flops, n * sizeof(double), "shard op_flops") != CNNRT_OK)
     return CNNRT_BAD_MODEL;
   for (size_t k = 0; k < n; k++)
     if (rt_check_str(v, sh->op_names[k], 0, "op name") != CNNRT_OK ||
@@ -131,7 +145,7 @@ static cnnrt_status rt_check_shard(const rt_vctx *v, int s, int *producer) {
   const cnnc_abi_shard *sh = &v->d->shards[s];
   char what[64];
   snprintf(what, sizeof what, "shards[%d].run", s);
-  if (rt_check_ptr(v, (const void *)(uintptr_t)sh->run, 1, what) != CNNRT_OK ||
+  if (rt_check_ptr_al(v, (const void *)(uintptr_t)sh->run, 1, 1, what) != CNNRT_OK ||
       rt_check_str(v, sh->first_layer, 1, "shard first_layer") != CNNRT_OK ||
       rt_check_str(v, sh->last_layer, 1, "shard last_layer") != CNNRT_OK)
     return CNNRT_BAD_MODEL;
@@ -139,7 +153,7 @@ static cnnrt_status rt_check_shard(const rt_vctx *v, int s, int *producer) {
     return rt_fail(CNNRT_BAD_MODEL, "%s: shard %d: n_io %d, n_inputs %d", v->path, s, sh->n_io, sh->n_inputs);
   if (sh->scratch_bytes < 0 || sh->scratch_bytes > ((int64_t)1 << 40))
     return rt_fail(CNNRT_BAD_MODEL, "%s: shard %d: scratch_bytes %lld", v->path, s, (long long)sh->scratch_bytes);
-  if (rt_check_ptr(v, sh->io, (size_t)sh->n_io * sizeof *sh->io, "shard io") != CNNRT_OK) return CNNRT_BAD_MODEL;
+  if (RT_CHECK_ARR(v, sh->io, (size_t)sh->n_io * sizeof *sh->io, "shard io") != CNNRT_OK) return CNNRT_BAD_MODEL;
   for (int k = 0; k < sh->n_io; k++) {
     int32_t t = sh->io[k];
     if (t < 0 || t >= v->d->n_tensors)
@@ -170,8 +184,8 @@ static cnnrt_status rt_check_header(const rt_vctx *v) {
     return rt_fail(CNNRT_BAD_MODEL, "%s: n_tensors is %d", v->path, d->n_tensors);
   if (d->n_shards < 1 || d->n_shards > RT_MAX_SHARDS)
     return rt_fail(CNNRT_BAD_MODEL, "%s: n_shards is %d", v->path, d->n_shards);
-  if (rt_check_ptr(v, d->tensors, (size_t)d->n_tensors * sizeof *d->tensors, "tensors") != CNNRT_OK ||
-      rt_check_ptr(v, d->shards, (size_t)d->n_shards * sizeof *d->shards, "shards") != CNNRT_OK)
+  if (RT_CHECK_ARR(v, d->tensors, (size_t)d->n_tensors * sizeof *d->tensors, "tensors") != CNNRT_OK ||
+      RT_CHECK_ARR(v, d->shards, (size_t)d->n_shards * sizeof *d->shards, "shards") != CNNRT_OK)
     return CNNRT_BAD_MODEL;
   return CNNRT_OK;
 }
