@@ -57,9 +57,9 @@ const char *cm_num_rule(double lo, double hi, int flags, char *buf, size_t n) {
   const char *gt = flags & CM_NUM_LO_OPEN ? ">" : ">=", *lt = flags & CM_NUM_HI_OPEN ? "<" : "<=";
   if (integer && has_lo && has_hi) /* (double)INT64_MAX prints as 2^63 */
     snprintf(buf, n, "%s in %lld..%lld", what, (long long)lo, hi >= 9.2e18 ? (long long)INT64_MAX : (long long)hi);
-  else if (has_lo && has_hi) snprintf(buf, n, "%s %s %.17g and %s %.17g", what, gt, lo, lt, hi);
-  else if (has_lo) snprintf(buf, n, "%s %s %.17g", what, gt, lo);
-  else if (has_hi) snprintf(buf, n, "%s %s %.17g", what, lt, hi);
+  else if (has_lo && has_hi) snprintf(buf, n, "%s %s %.10g and %s %.10g", what, gt, lo, lt, hi);
+  else if (has_lo) snprintf(buf, n, "%s %s %.10g", what, gt, lo);
+  else if (has_hi) snprintf(buf, n, "%s %s %.10g", what, lt, hi);
   else snprintf(buf, n, "%s", what);
   return buf;
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "cnnrun.h"
+#include "common/cm.h"
 
 #ifdef CNNRUN_HAVE_ZLIB
 #include <zlib.h>
@@ -153,11 +154,11 @@ void die(const char *fmt, ...) {
   exit(1);
 }
 
+/* Numbers parse as cnnc's options and model files do (cm_num_parse, common/cm.h). */
 static int parse_int(const char *opt, const char *s, int lo, int hi) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) die_usage("%s: '%s' is not an integer in %d..%d", opt, s, lo, hi);
+  int64_t v;
+  char why[256];
+  if (cm_num_parse(s, lo, hi, CM_NUM_INTEGER, NULL, &v, why, sizeof why)) die_usage("%s: %s", opt, why);
   return (int)v;
 }
 
@@ -173,12 +174,17 @@ static void parse_threads(opts *o, const char *s) {
 }
 
 static double parse_double(const char *opt, const char *s, double lo) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end || !(v >= lo) || !isfinite(v) || s[strspn(s, "0123456789.eE+-")]) /* no hex/inf/nan */
-    die_usage("%s: '%s' is not a number >= %g", opt, s, lo);
+  double v;
+  char why[256];
+  if (cm_num_parse(s, lo, INFINITY, 0, &v, NULL, why, sizeof why)) die_usage("%s: %s", opt, why);
   return v;
+}
+
+static unsigned long long parse_seed(const char *opt, const char *s) {
+  int64_t v;
+  char why[256];
+  if (cm_num_parse(s, 0, (double)INT64_MAX, CM_NUM_INTEGER, NULL, &v, why, sizeof why)) die_usage("%s: %s", opt, why);
+  return (unsigned long long)v;
 }
 
 static int set_train_option(opts *o, const char *name, const char *v) {
@@ -195,7 +201,7 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--restore")) o->restore = v;
   else if (!strcmp(name, "--checkpoint")) o->checkpoint = v;
   else if (!strcmp(name, "--limit")) o->limit = parse_int(name, v, 1, INT32_MAX);
-  else if (!strcmp(name, "--seed")) o->seed = (unsigned long long)parse_double(name, v, 0);
+  else if (!strcmp(name, "--seed")) o->seed = parse_seed(name, v);
   else return 0;
   return 1;
 }

@@ -22,8 +22,8 @@ expect 2 "no model given" --
 expect 2 "no command given" -- "$FAKE"
 expect 2 "unknown command 'frobnicate'" -- "$FAKE" frobnicate
 expect 2 "unknown option '--bogus'" -- "$FAKE" info --bogus
-expect 2 "--batches: '0' is not an integer" -- "$FAKE" benchmark --batches 0
-expect 2 "--runs: 'abc' is not an integer" -- "$FAKE" benchmark --runs abc
+expect 2 "--batches: must be an integer in 1..1048576 \\(got '0'\\)" -- "$FAKE" benchmark --batches 0
+expect 2 "--runs: must be an integer in 1..1048576 \\(got 'abc'\\)" -- "$FAKE" benchmark --runs abc
 expect 2 "--threads needs a value" -- "$FAKE" benchmark --threads
 expect 2 "--json takes no value" -- "$FAKE" info --json=1
 expect 2 "--input FILE is required" -- "$FAKE" infer --output "$T/y"

@@ -15,7 +15,7 @@
 #    batch, a missing batch, a test-batch label of 255;
 #  * --logs-per-epoch 0, -1, nan, inf, '', '1/', '/2', '0/1', '1/2/3', 1e-308, and a huge value
 #    (rounded to every step with a warning: exit 0); unknown options of train / validate /
-#    infer / benchmark.
+#    infer / benchmark; --seed 1.5, 1e30, -1, '' and 2^64 (strict numbers, common/cm_num.c).
 set -u
 . "$(dirname "$0")/lib.sh"
 script_args "$@"
@@ -146,7 +146,10 @@ for v in 0 -1 nan inf "" 1/ /2 0/1 1/2/3 1e-308 0x10 1/0x2; do
 done
 refuse 0 "warning: --logs-per-epoch 99999999999 is not possible with 4 steps per epoch; rounded to 4" -- "$FT" train --dataset synthetic --limit 64 --logs-per-epoch 99999999999
 refuse 1 "It is not possible to log 1000000000.0 epochs a time for 1 epochs" -- "$FT" train --dataset synthetic --logs-per-epoch 1e-9
-refuse 2 "--lr: '0x1' is not a number >= 0" -- "$FT" train --dataset synthetic --lr 0x1
+refuse 2 "--lr: must be a number >= 0 \\(got '0x1'\\)" -- "$FT" train --dataset synthetic --lr 0x1
+for v in 1.5 1e30 -1 "" 18446744073709551616; do # once cast from a double: 1.5 taken as 1, 1e30 undefined
+  refuse 2 "--seed: must be an integer in 0..9223372036854775807 \\(got '$v'" -- "$FT" train --dataset synthetic --seed "$v"
+done
 for v in 1,,2 ,1 1,2, ; do
   refuse 2 "--lr-decay-epochs: '$v' has an empty or overlong item" -- "$FT" train --dataset synthetic --lr-schedule step --lr-decay-epochs "$v"
 done
