@@ -33,6 +33,7 @@ typedef struct optdef {
 #define OPT_TRACE {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"}
 #define OPT_DATASET {"--dataset", "NAME", "fashion-mnist, mnist, cifar10 or synthetic (default fashion-mnist)"}
 #define OPT_DATA_DIR {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>)"}
+#define OPT_ALLOW_NONFINITE {"--allow-nonfinite", NULL, "load checkpoints with NaN/Inf values or negative running variances (refused by default)"}
 
 static const optdef info_opts[] = {{"--json", NULL, "print the descriptor as JSON"}, {NULL, NULL, NULL}};
 static const optdef bench_opts[] = {
@@ -74,6 +75,7 @@ static const optdef train_opts[] = {
     {"--restore", "CKPT", "start from this checkpoint (weights, optimizer state, step)"},
     {"--limit", "N", "use only the first N training samples"},
     {"--seed", "S", "shuffling seed (default 1; 0 = file order)"},
+    OPT_ALLOW_NONFINITE,
     OPT_THREADS,
     {"--json", NULL, "print logs and results as JSON lines"},
     {"--trace", "FILE", "write a Chrome/Perfetto trace of the training steps and validation to FILE (docs/reports.md)"},
@@ -83,6 +85,7 @@ static const optdef validate_opts[] = {
     OPT_DATASET,
     OPT_DATA_DIR,
     {"--limit", "N", "use only the first N test samples"},
+    OPT_ALLOW_NONFINITE,
     OPT_THREADS,
     {"--json", NULL, "print the results as JSON lines"},
     {NULL, NULL, NULL}};
@@ -202,6 +205,7 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--checkpoint")) o->checkpoint = v;
   else if (!strcmp(name, "--limit")) o->limit = parse_int(name, v, 1, INT32_MAX);
   else if (!strcmp(name, "--seed")) o->seed = parse_seed(name, v);
+  else if (!strcmp(name, "--allow-nonfinite")) o->rt.allow_nonfinite = 1;
   else return 0;
   return 1;
 }

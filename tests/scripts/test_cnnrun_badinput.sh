@@ -76,11 +76,41 @@ w("offneg", H(lambda h: h["fc/weight"].update(data_offsets=[-4, 31356])))
 w("offrev", H(lambda h: h["fc/weight"].update(data_offsets=[31360, 0])))
 w("off1", H(lambda h: h["fc/weight"].update(data_offsets=[0])))
 w("off3", H(lambda h: h["fc/weight"].update(data_offsets=[0, 31360, 5])))
-w("missing", H(lambda h: h.pop("fc/bias")))
-w("nostep", H(lambda h: h.pop("step")))
-w("stepf32", H(lambda h: h["step"].update(dtype="F32", data_offsets=[h["step"]["data_offsets"][0], h["step"]["data_offsets"][0] + 4])))
-w("extra", H(lambda h: h.update({"extra/t": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})))
+# The layout kept whole (offsets packed in header order, data moved with them), so a check
+# behind the layout's sees the file: tensors keep their bytes (new ones: zeros).
+def relaid(name, h):
+    h = copy.deepcopy(h); d = b""
+    for k, e in h.items():
+        if k == "__metadata__": continue
+        b0, e0 = hdr[k]["data_offsets"] if k in hdr else (0, 0)
+        nb = 8 if e["dtype"] == "I64" else 4
+        for x in e["shape"]: nb *= x
+        e["data_offsets"] = [len(d), len(d) + nb]; d += data[b0:e0][:nb].ljust(nb, b"\0")
+    w(name, h, d=d)
+relaid("missing", H(lambda h: h.pop("fc/bias")))
+relaid("nostep", H(lambda h: h.pop("step")))
+relaid("stepf32", H(lambda h: h["step"].update(dtype="F32")))
+relaid("extra", H(lambda h: h.update({"extra/t": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})))
+relaid("i32", H(lambda h: h["fc/weight"].update(dtype="I32")))
 w("dup", json.dumps(hdr).encode().replace(b'"fc/bias/momentum"', b'"fc/bias"', 1))
+# issue 26: overlapping offsets (loaded the wrong bytes), a gap, bytes after the data or after the
+# header, untyped metadata, a negative step (passed validate), NaN / Inf values
+wb, bb = hdr["fc/weight"]["data_offsets"], hdr["fc/bias"]["data_offsets"]
+w("overlap", H(lambda h: h["fc/bias"].update(data_offsets=[wb[0], wb[0] + bb[1] - bb[0]])))
+w("trailing", d=data + b"junk")
+hs = json.dumps(hdr).encode(); w("hdrjunk", hs + b" xyz"); w("hdrnul", hs + b"\0\0\0")
+w("meta_num", H(lambda h: h["__metadata__"].update(step=5)))
+w("meta_fmt", H(lambda h: h["__metadata__"].pop("format")))
+w("meta_step", H(lambda h: h["__metadata__"].update(step="999")))
+w("entry_key", H(lambda h: h["fc/weight"].update(extra=1)))
+sb = hdr["step"]["data_offsets"][0]
+w("stepneg", H(lambda h: h["__metadata__"].pop("step")), d=data[:sb] + struct.pack("<q", -5) + data[sb + 8:])
+for nm, v in (("nan", float("nan")), ("inf", float("inf"))):
+    w("val" + nm, d=data[:wb[0] + 8] + struct.pack("<f", v) + data[wb[0] + 12:])
+def gap(h):
+    for k in h:
+        if k != "__metadata__": h[k]["data_offsets"] = [x + 4 for x in h[k]["data_offsets"]]
+w("gap", H(gap), d=bytes(4) + data)
 PY
 ck() { # NAME PATTERN: --restore and validate --checkpoint both refuse $T/ck/NAME.safetensors
   refuse 1 "$1.safetensors: $2" -- "$FT" train --dataset synthetic --limit 64 --restore "$T/ck/$1.safetensors"
@@ -88,25 +118,42 @@ ck() { # NAME PATTERN: --restore and validate --checkpoint both refuse $T/ck/NAM
 }
 ck empty "0 bytes, too few for a safetensors file"
 ck seven "7 bytes, too few"
-ck hlen0 "malformed safetensors header"
+ck hlen0 "header length 0 does not fit"
 ck hlen_past "header length [0-9]+ does not fit in the [0-9]+-byte file"
-ck hlen_short "malformed safetensors header"
-for c in notjson array uend half deep rank9 offneg off1 off3; do ck $c "malformed safetensors header"; done
-ck dtype "tensor 'fc/weight' is F16 \[10,784\] in the checkpoint, the model has F32 \[10,784\]"
+for c in hlen_short notjson array uend half deep hdrjunk; do ck $c "the header is not one strict JSON object"; done
+ck hdrnul "a NUL byte inside the header"
+ck rank9 "bad safetensors header at 'fc/weight': 'shape' must be a list of at most 8"
+for c in offneg off1 off3; do ck $c "bad safetensors header at 'fc/weight': 'data_offsets' must be two non-negative integers"; done
+ck entry_key "bad safetensors header at 'fc/weight': a tensor entry has a key other than dtype, shape and data_offsets"
+ck dtype "tensor 'fc/weight': dtype 'F16' \(a checkpoint holds F32, I32 and I64\)"
+ck i32 "tensor 'fc/weight' is I32 \[10,784\] in the checkpoint, the model has F32 \[10,784\]"
 ck shape "tensor 'fc/weight' is F32 \[784,10\] in the checkpoint"
 ck offrev "tensor 'fc/weight': data_offsets \[31360, 0\] outside"
 ck missing "the checkpoint lacks state tensor 'fc/bias' of model fake_train"
 ck nostep "no 'step' tensor \(not a cnnc checkpoint\)"
-ck stepf32 "'step' must be an I64 scalar"
+ck stepf32 "tensor 'step' must be an I64 scalar"
 ck extra "tensor 'extra/t' is not in the state of model fake_train"
 ck dup "tensor 'fc/bias' (appears twice|is F32 \[10,784\])"
+ck overlap "tensor '(fc/bias|fc/weight)': data_offsets \[[0-9]+, [0-9]+\] overlap those of tensor"
+ck gap "tensor '[a-z/_]+': data_offsets \[4, [0-9]+\] leave bytes 0..4 unused"
+ck trailing "4 bytes after the last tensor's data"
+ck meta_num "bad safetensors header at '__metadata__': __metadata__ values must be strings"
+ck meta_fmt "__metadata__ has no \"format\": \"cnnc-checkpoint\""
+ck meta_step "__metadata__ says step \"999\", tensor 'step' holds [0-9]+"
+ck stepneg "tensor 'step' is -5; a step count must be >= 0"
+ck valnan "tensor 'fc/weight': element 2 is nan"
+ck valinf "tensor 'fc/weight': element 2 is inf"
+refuse 0 "step" -- "$FT" validate --dataset synthetic --limit 64 --checkpoint "$T/ck/valnan.safetensors" --allow-nonfinite
 mkdir -p "$T/ckdir"
-refuse 1 "ckdir: not a regular file" -- "$FT" train --dataset synthetic --limit 64 --restore "$T/ckdir"
-refuse 1 "/dev/null: not a regular file" -- "$FT" train --dataset synthetic --limit 64 --restore /dev/null
+refuse 1 "ckdir: is a directory" -- "$FT" train --dataset synthetic --limit 64 --restore "$T/ckdir"
+refuse 1 "/dev/null: is not a regular file \\(a character device\\)" -- "$FT" train --dataset synthetic --limit 64 --restore /dev/null
+mkfifo "$T/ck/fifo.safetensors" # opened without blocking, then refused
+refuse 1 "fifo.safetensors: is not a regular file \\(a FIFO\\)" -- "$FT" validate --dataset synthetic --limit 64 --checkpoint "$T/ck/fifo.safetensors"
+refuse 1 "fifo.safetensors: is not a regular file \\(a FIFO\\)" -- "$FT" train --dataset synthetic --limit 64 --restore "$T/ck/fifo.safetensors"
 
 # ---- idx and CIFAR-10 files ------------------------------------------------------------------------
 python3 - "$T/d" <<'PY'
-import gzip, os, random, struct, sys
+import gzip, os, random, struct, sys, zlib
 out = sys.argv[1]
 def idx(dims, data=b"", nd=None):
     return bytes([0, 0, 8, len(dims) if nd is None else nd]) + b"".join(struct.pack(">I", d) for d in dims) + data
