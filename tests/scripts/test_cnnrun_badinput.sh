@@ -4,15 +4,18 @@
 # exit 1 (bad file) or 2 (usage) with a message naming the file or option and the fault, and
 # never crash (CI runs this under ASan + UBSan too: a sanitizer report fails the case).
 #  * .so truncated at every ELF structure boundary (header, program headers, segments);
-#  * checkpoints (--restore / validate --checkpoint): a directory or device instead of a file
-#    (ASan: a 2^63-byte allocation before rt_ckpt.c checked), empty, 7 bytes, header length 0,
-#    past the end, too short; not JSON, a JSON array, \u at the end, deep __metadata__;
-#    wrong dtype, wrong shape, rank 9, negative / reversed / 1 / 3 data_offsets, a missing
-#    tensor, a missing or F32 'step', an extra tensor, a duplicated name;
+#  * checkpoints (--restore / validate --checkpoint): a directory, device or FIFO instead of a
+#    file (ASan: a 2^63-byte allocation before rt_ckpt.c checked), empty, 7 bytes, header length
+#    0, past the end, too short; not JSON, a JSON array, \u at the end, deep __metadata__, junk
+#    or a NUL after the header; wrong dtype, wrong shape, rank 9, negative / reversed / 1 / 3
+#    data_offsets, overlapping offsets, a gap, bytes after the data, an unknown entry key, a
+#    missing tensor, a missing or F32 'step', step -5, an extra tensor, a duplicated name,
+#    untyped or missing metadata, NaN / Inf values (loaded with --allow-nonfinite);
 #  * idx files: dimensions whose product wraps 64 bits (256 x 2^28 x 2^28 was accepted as 256
 #    images of 2^56 bytes from a 16-byte file), a gzip stream missing its trailer (was read
-#    silently), a zero dimension, a directory, an empty file, 3-d labels; CIFAR-10: an empty
-#    batch, a missing batch, a test-batch label of 255;
+#    silently), a gzip bomb (256 MB of zeros after the promised images: read whole before), a
+#    zero dimension, a directory, a FIFO, an empty file, 3-d labels; CIFAR-10: an empty batch,
+#    a missing batch, a test-batch label of 255;
 #  * --logs-per-epoch 0, -1, nan, inf, '', '1/', '/2', '0/1', '1/2/3', 1e-308, and a huge value
 #    (rounded to every step with a warning: exit 0); unknown options of train / validate /
 #    infer / benchmark; --seed 1.5, 1e30, -1, '' and 2^64 (strict numbers, common/cm_num.c).
@@ -171,6 +174,10 @@ put("zerodim", {"train-images-idx3-ubyte": idx([0, 28, 28]), "train-labels-idx1-
 put("isdir", {"train-images-idx3-ubyte": None})
 put("emptyfile", {"train-images-idx3-ubyte": b"", "train-labels-idx1-ubyte": lab})
 put("labels3d", {"train-images-idx3-ubyte": img, "train-labels-idx1-ubyte": idx([N, 1, 1], bytes(N))})
+# a gzip bomb: 64 images promised, 256 MB of zeros after them (was read whole before the check)
+zo = zlib.compressobj(9, zlib.DEFLATED, 31); bomb = zo.compress(img)
+for _ in range(256): bomb += zo.compress(bytes(1 << 20))
+put("gzbomb", {"train-images-idx3-ubyte.gz": bomb + zo.flush(), "train-labels-idx1-ubyte": lab})
 rec = bytes(3073); full = {"data_batch_%d.bin" % k: rec * 2 for k in range(1, 6)}
 put("c_empty", dict(full, data_batch_1_bin=b"", **{"data_batch_1.bin": b""}))
 put("c_missing", {k: v for k, v in full.items() if k != "data_batch_5.bin"})
@@ -180,7 +187,10 @@ fm() { refuse 1 "$2" -- "$FT" train --dataset fashion-mnist --data-dir "$T/d/$1"
 fm wrap "wrap/train-images-idx3-ubyte: idx dimensions promise more than [0-9]+ bytes"
 fm gztrailer "gztrailer/train-images-idx3-ubyte.gz: truncated gzip file"
 fm zerodim "zerodim/train-images-idx3-ubyte: idx dimension 0 is 0"
-fm isdir "isdir/train-images-idx3-ubyte: read error: .*Is a directory"
+fm isdir "isdir/train-images-idx3-ubyte: cannot open: is a directory"
+fm gzbomb "gzbomb/train-images-idx3-ubyte.gz: trailing bytes: the header promises 50176 bytes of data"
+mkdir -p "$T/d/fifo" && mkfifo "$T/d/fifo/train-images-idx3-ubyte" # opened without blocking, then refused
+fm fifo "fifo/train-images-idx3-ubyte: cannot open: is not a regular file \\(a FIFO\\)"
 fm emptyfile "emptyfile/train-images-idx3-ubyte: not an idx3 u8 file"
 fm labels3d "labels3d/train-labels-idx1-ubyte: not an idx1 u8 file"
 refuse 1 "c_empty/data_batch_1.bin: 0 bytes is not a whole number of 3073-byte CIFAR-10 records" -- "$FT" train --dataset cifar10 --data-dir "$T/d/c_empty"
