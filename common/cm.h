@@ -51,7 +51,9 @@ int cm_same_file(const char *a, const char *b);
 
 /* Checks that an output can be written at path before long work starts: not a directory, not
  * the same file as any of inputs[n_in] (NULL entries skipped), and its directory takes a new
- * file (a probe file is created and removed).  Returns 0, or -1 with why. */
+ * file (a probe file is created and removed); stale temporaries of path are removed.  Returns
+ * 0, or -1 with why, worded to follow the path: "is a directory", "is the input 'm.yml'
+ * (refusing to overwrite it)", "cannot be created: directory d: Permission denied". */
 int cm_check_output(const char *path, const char *const *inputs, int n_in, char *why, size_t n);
 
 /* Removes the stale temporary files of dead processes from dir: regular files named

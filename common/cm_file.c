@@ -107,7 +107,7 @@ int cm_check_output(const char *path, const char *const *inputs, int n_in, char 
   if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return fail(why, n, "%s", "is a directory");
   for (int i = 0; i < n_in; i++)
     if (inputs[i] && cm_same_file(path, inputs[i]))
-      return fail(why, n, "is the input '%s': refusing to overwrite it", inputs[i]);
+      return fail(why, n, "is the input '%s' (refusing to overwrite it)", inputs[i]);
   char dir[4096], probe[4200];
   cm_dirname(path, dir, sizeof dir);
   cm_clear_stale(dir, base_name(path));
@@ -115,7 +115,7 @@ int cm_check_output(const char *path, const char *const *inputs, int n_in, char 
   int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     char m[4300];
-    snprintf(m, sizeof m, "cannot create a file in %s: %s", dir, strerror(errno));
+    snprintf(m, sizeof m, "cannot be created: directory %s: %s", dir, strerror(errno));
     return fail(why, n, "%s", m);
   }
   close(fd);
