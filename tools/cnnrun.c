@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cnnrun.h"
 #include "common/cm.h"
@@ -392,19 +393,50 @@ typedef struct blob {
   size_t n;
 } blob;
 
-/* The whole file, gunzipped if it is gzip (with zlib). */
-static blob read_file(const char *path) {
+/* Input files: samples or labels, at most this many bytes once decompressed. */
+#define MAX_INPUT_BYTES ((size_t)1 << 32)
+
+static size_t idx_elem_size(int type);
+
+/* The bytes an idx file whose first h bytes (h >= 4) are at p needs in all, or 0 while its
+ * header is incomplete or not idx; SIZE_MAX when its dimensions promise too much. */
+static size_t idx_total(const unsigned char *p, size_t h) {
+  if (p[0] || p[1] || !idx_elem_size(p[2]) || p[3] < 1 || p[3] > 4 || h < 4 + 4 * (size_t)p[3]) return 0;
+  size_t total = idx_elem_size(p[2]);
+  for (int k = 0; k < p[3]; k++) {
+    const unsigned char *d = p + 4 + 4 * k;
+    size_t dim = (size_t)d[0] << 24 | (size_t)d[1] << 16 | (size_t)d[2] << 8 | d[3];
+    if (dim && total > MAX_INPUT_BYTES / dim) return SIZE_MAX;
+    total *= dim;
+  }
+  return total + 4 + 4 * (size_t)p[3];
+}
+
+/* The whole file, gunzipped if it is gzip (with zlib): a regular file (never a FIFO or a device
+ * such as /dev/zero: opened without blocking and refused), at most MAX_INPUT_BYTES.  A
+ * compressed idx file is read only as far as its header promises (a gzip bomb stops there);
+ * with idx_bound 0 (--format raw) the bound is MAX_INPUT_BYTES. */
+static blob read_file(const char *path, int idx_bound) {
   blob b = {NULL, 0};
-  size_t cap = 1 << 16;
+  char why[256];
+  uint64_t size;
+  int fd = cm_open_regular(path, &size, why, sizeof why);
+  if (fd < 0) die("%s: %s", path, why);
+  unsigned char magic[2] = {0, 0};
+  int gz = pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  if (!gz && size > MAX_INPUT_BYTES) die("%s: %llu bytes, more than cnnrun reads (%zu)", path, (unsigned long long)size, MAX_INPUT_BYTES);
 #ifdef CNNRUN_HAVE_ZLIB
-  gzFile f = gzopen(path, "rb");
+  gzFile f = gzdopen(fd, "rb");
+  if (!f) die("%s: out of memory", path);
 #else
-  FILE *f = fopen(path, "rb");
+  if (gz) die("%s: gzip file, but cnnrun was built without zlib", path);
+  FILE *f = fdopen(fd, "rb");
+  if (!f) die("%s: %s", path, strerror(errno));
 #endif
-  if (!f) die("%s: %s", path, strerror(errno ? errno : ENOMEM));
+  size_t cap = 1 << 16, limit = MAX_INPUT_BYTES + 1, promised = 0;
   for (;;) {
     if (!b.p || b.n == cap) {
-      if (b.p) cap *= 2;
+      if (b.p) cap = cap * 2 < limit ? cap * 2 : limit;
       if (!(b.p = realloc(b.p, cap))) die("%s: out of memory", path);
     }
 #ifdef CNNRUN_HAVE_ZLIB
@@ -419,13 +451,18 @@ static blob read_file(const char *path) {
 #endif
     if (got == 0) break;
     b.n += (size_t)got;
+    if (gz && idx_bound && !promised && b.n >= 4 && (promised = idx_total(b.p, b.n)) != 0)
+      limit = promised == SIZE_MAX ? MAX_INPUT_BYTES + 1 : promised + 1; /* one more byte shows trailing data */
+    if (b.n >= limit) break;
   }
 #ifdef CNNRUN_HAVE_ZLIB
   gzclose(f);
 #else
   fclose(f);
-  if (b.n >= 2 && b.p[0] == 0x1f && b.p[1] == 0x8b) die("%s: gzip file, but cnnrun was built without zlib", path);
 #endif
+  if (b.n > MAX_INPUT_BYTES) die("%s: more than %zu bytes%s", path, MAX_INPUT_BYTES, gz ? " once decompressed" : "");
+  if (promised && promised != SIZE_MAX && b.n > promised)
+    die("%s: more data than its idx header promises (%zu bytes) once decompressed", path, promised);
   return b;
 }
 
@@ -507,7 +544,7 @@ static samples idx_samples(const char *path, const idx *x, const cnnrt_tensor_in
 
 static samples load_samples(const opts *o, const cnnrt_tensor_info *in, int batch) {
   int64_t per = (int64_t)(in->bytes / dtype_size(in->dtype)) / batch; /* values per sample */
-  blob b = read_file(o->input);
+  blob b = read_file(o->input, strcmp(o->format, "raw") != 0);
   idx x;
   int is_idx = strcmp(o->format, "raw") != 0 && idx_parse(&b, &x);
   if (!strcmp(o->format, "idx") && !is_idx) die("%s: not an idx file (bad header or size)", o->input);
@@ -525,7 +562,7 @@ static samples load_samples(const opts *o, const cnnrt_tensor_info *in, int batc
 
 /* Labels: idx1 u8, or raw bytes, one per sample. */
 static unsigned char *load_labels(const char *path, int64_t n) {
-  blob b = read_file(path);
+  blob b = read_file(path, 1);
   idx x;
   const unsigned char *p = b.p;
   size_t count = b.n;
@@ -598,10 +635,27 @@ static int64_t print_top(const opts *o, const float *y, int64_t n, int64_t class
   return hits;
 }
 
+/* Written as PATH.tmp.PID and renamed into place (common/cm.h): a full disk leaves no file. */
 static void write_output(const char *path, const void *p, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) die("%s: %s", path, strerror(errno));
-  if (fwrite(p, 1, n, f) != n || fclose(f) != 0) die("%s: write error", path);
+  cm_out out;
+  char why[512];
+  if (cm_out_open(&out, path, 0666, why, sizeof why)) die("%s: %s", path, why);
+  if (fwrite(p, 1, n, out.f) != n) {
+    int e = errno;
+    cm_out_abort(&out);
+    die("%s: write error: %s (nothing was written)", path, strerror(e));
+  }
+  if (cm_out_commit(&out, why, sizeof why)) die("%s: %s", path, why);
+}
+
+/* Checks every output path of the command before its work starts (common/cm.h): not a
+ * directory, not one of its inputs, its directory writable. */
+static void check_outputs(const opts *o) {
+  const char *in[] = {o->model, o->input, o->labels, o->restore, o->checkpoint};
+  const char *out[] = {o->output, o->trace};
+  char why[512];
+  for (int k = 0; k < 2; k++)
+    if (out[k] && cm_check_output(out[k], in, 5, why, sizeof why)) die("%s %s", out[k], why);
 }
 
 static int cmd_infer(const opts *o) {
@@ -636,6 +690,7 @@ static int cmd_infer(const opts *o) {
 int main(int argc, char **argv) {
   opts o;
   parse_args(&o, argc, argv);
+  check_outputs(&o);
   if (!strcmp(o.cmd, "info")) return cmd_info(&o);
   if (!strcmp(o.cmd, "benchmark")) return cmd_benchmark(&o);
   if (!strcmp(o.cmd, "train")) return cmd_train(&o);

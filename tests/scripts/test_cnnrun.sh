@@ -119,7 +119,7 @@ expect 1 "100 bytes is not a whole number of samples of 64 bytes" -- "$FAKE" inf
 expect 1 "idx samples have 9 values, the model input 'input' takes 16" -- "$FAKE" infer --input "$T/bad.idx" --top 1
 expect 1 "not an idx file" -- "$FAKE" infer --input "$T/x.raw" --format idx --top 1
 expect 1 "missing.idx: No such file" -- "$FAKE" infer --input "$T/missing.idx" --top 1
-expect 1 "nodir/y.bin: No such file" -- "$FAKE" infer --input "$T/x.idx" --output "$T/nodir/y.bin"
+expect 1 "nodir/y.bin cannot be created: directory .*nodir: No such file" -- "$FAKE" infer --input "$T/x.idx" --output "$T/nodir/y.bin"
 expect 1 "the model takes u8 images, the idx file is not u8" -- "$BUILD/tests/libfake_model_u8skip.so" infer --input "$T/f32_12.idx" --top 1
 expect 0 "5 samples" -- "$FAKE" infer --input "$T/x_f32.idx" --output "$T/y_f32idx.bin"
 check "f32 idx input" "
