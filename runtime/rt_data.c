@@ -18,7 +18,7 @@
 
 #define RT_CIFAR_RECORD 3073
 #define RT_MAX_FILE ((size_t)1 << 34)
-#define RT_MAX_CIFAR_RECORDS 100000 /* per batch file (CIFAR-10's hold 10000) */
+#define RT_MAX_CIFAR_RECORDS 60000 /* per batch file: all of CIFAR-10 (a batch holds 10000) */
 
 struct cnnrt_dataset {
   uint8_t *images;  /* [n][c*h*w] in file order */
