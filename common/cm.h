@@ -36,6 +36,14 @@ int cm_num_parse(const char *s, double lo, double hi, int flags, double *v, int6
 /* The rule of cm_num_parse as text: "an integer in 0..65536", "a number > 0 and <= 1". */
 const char *cm_num_rule(double lo, double hi, int flags, char *buf, size_t n);
 
+/* ---- the layout of a safetensors data section (cm_span.c) -------------------------------- */
+typedef struct cm_span { uint64_t begin, end; int id; } cm_span; /* a tensor's bytes; id: the caller's */
+typedef enum cm_tile_fault { CM_TILE_OK, CM_TILE_OVERLAP, CM_TILE_GAP, CM_TILE_TRAILING } cm_tile_fault;
+/* Sorts s[n] by offset and checks that the spans follow one another from 0 to total.  Returns
+ * CM_TILE_OK or the first fault: s[*at] overlaps s[*at - 1] or begins after *end (a gap), or
+ * (CM_TILE_TRAILING) the last ends at *end, before total. */
+cm_tile_fault cm_spans_tile(cm_span *s, int n, uint64_t total, int *at, uint64_t *end);
+
 /* ---- files (cm_file.c) ------------------------------------------------------------------- */
 /* Opens path for reading without blocking on a FIFO or a device and refuses anything but a
  * regular file.  Returns the descriptor (blocking again, O_CLOEXEC) with *size, or -1 with why

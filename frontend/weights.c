@@ -333,13 +333,6 @@ static int cmp_name(const void *a, const void *b) {
   return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name);
 }
 
-typedef struct st_span { uint64_t begin, end; int i; } st_span;
-static int cmp_span(const void *a, const void *b) {
-  const st_span *x = a, *y = b;
-  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
-  return x->end < y->end ? -1 : x->end > y->end;
-}
-
 /* Bytes of a dtype/shape, or UINT64_MAX when that does not fit 64 bits. */
 static uint64_t tensor_bytes(const st_tensor *t) {
   uint64_t bytes = dtype_size(t->dtype);
@@ -378,29 +371,26 @@ static int check_tensors(st_file *f) {
   for (int i = 1; i < f->n; i++)
     if (!strcmp(f->t[i - 1].name, f->t[i].name))
       return st_err(f, "tensor '%s' appears twice in the header", f->t[i].name);
-  st_span *sp = malloc(((size_t)(unsigned)f->n + 1) * sizeof *sp);
+  cm_span *sp = malloc(((size_t)(unsigned)f->n + 1) * sizeof *sp);
   if (!sp) return st_err(f, "out of memory");
-  for (int i = 0; i < f->n; i++) sp[i] = (st_span){f->t[i].begin, f->t[i].end, i};
-  qsort(sp, (size_t)f->n, sizeof *sp, cmp_span);
-  /* the data section is the tensors' bytes back to back, as the reference implementation
-   * requires: no overlap (the same bytes read as two tensors), no gap, nothing after them */
-  int rc = 0;
-  uint64_t at = 0;
-  for (int i = 0; i < f->n && !rc; i++) {
-    const st_tensor *b = &f->t[sp[i].i];
-    if (sp[i].begin < at)
-      rc = st_err(f, "tensor '%s': data_offsets [%llu, %llu] overlap those of tensor '%s' [%llu, %llu]", b->name,
-                  (unsigned long long)b->begin, (unsigned long long)b->end, f->t[sp[i - 1].i].name,
-                  (unsigned long long)f->t[sp[i - 1].i].begin, (unsigned long long)f->t[sp[i - 1].i].end);
-    else if (sp[i].begin > at)
-      rc = st_err(f, "tensor '%s': data_offsets [%llu, %llu] leave bytes %llu..%llu of the data section unused", b->name,
-                  (unsigned long long)b->begin, (unsigned long long)b->end, (unsigned long long)at,
-                  (unsigned long long)b->begin);
-    at = sp[i].end;
-  }
-  if (!rc && at != f->data_len)
+  for (int i = 0; i < f->n; i++) sp[i] = (cm_span){f->t[i].begin, f->t[i].end, i};
+  /* the tensors' bytes back to back, as the reference implementation requires (cm_span.c) */
+  int at, rc = 0;
+  uint64_t end;
+  cm_tile_fault fault = cm_spans_tile(sp, f->n, f->data_len, &at, &end);
+  const st_tensor *b = fault == CM_TILE_OVERLAP || fault == CM_TILE_GAP ? &f->t[sp[at].id] : NULL;
+  const st_tensor *a = fault == CM_TILE_OVERLAP ? &f->t[sp[at - 1].id] : NULL;
+  if (fault == CM_TILE_OVERLAP)
+    rc = st_err(f, "tensor '%s': data_offsets [%llu, %llu] overlap those of tensor '%s' [%llu, %llu]", b->name,
+                (unsigned long long)b->begin, (unsigned long long)b->end, a->name, (unsigned long long)a->begin,
+                (unsigned long long)a->end);
+  else if (fault == CM_TILE_GAP)
+    rc = st_err(f, "tensor '%s': data_offsets [%llu, %llu] leave bytes %llu..%llu of the data section unused", b->name,
+                (unsigned long long)b->begin, (unsigned long long)b->end, (unsigned long long)end,
+                (unsigned long long)b->begin);
+  else if (fault == CM_TILE_TRAILING)
     rc = st_err(f, "%llu bytes after the last tensor's data (the data section has %llu bytes)",
-                (unsigned long long)(f->data_len - at), (unsigned long long)f->data_len);
+                (unsigned long long)(f->data_len - end), (unsigned long long)f->data_len);
   free(sp);
   return rc;
 }

@@ -267,11 +267,6 @@ static size_t rt_ckpt_dtype_size(const char *d) {
   return !strcmp(d, "F32") || !strcmp(d, "I32") ? 4 : !strcmp(d, "I64") ? 8 : 0;
 }
 
-static int rt_cmp_begin(const void *a, const void *b) {
-  const rt_entry *x = *(const rt_entry *const *)a, *y = *(const rt_entry *const *)b;
-  return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
-}
-
 /* Each entry's dtype known and bytes = its shape; the offsets tile [0, data bytes) exactly. */
 static cnnrt_status rt_ckpt_layout(rt_ckpt *c) {
   uint64_t data = c->size - c->data;
@@ -291,26 +286,25 @@ static cnnrt_status rt_ckpt_layout(rt_ckpt *c) {
       if (!strcmp(c->e[k].name, e->name)) return rt_fail(CNNRT_BAD_MODEL, "%s: tensor '%s' appears twice", c->path, e->name);
     if (!strcmp(e->name, "step")) c->step_entry = i;
   }
-  const rt_entry **by = malloc(((size_t)c->n + 1) * sizeof *by);
-  if (!by) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", c->path);
-  for (int i = 0; i < c->n; i++) by[i] = &c->e[i];
-  qsort(by, (size_t)c->n, sizeof *by, rt_cmp_begin);
-  int64_t at = 0;
-  cnnrt_status s = CNNRT_OK;
-  for (int i = 0; i < c->n && s == CNNRT_OK; i++) {
-    if (by[i]->begin < at)
-      s = rt_fail(CNNRT_BAD_MODEL, "%s: tensor '%s': data_offsets [%lld, %lld] overlap those of tensor '%s'", c->path, by[i]->name,
-                  (long long)by[i]->begin, (long long)by[i]->end, by[i - 1]->name);
-    else if (by[i]->begin > at)
-      s = rt_fail(CNNRT_BAD_MODEL, "%s: tensor '%s': data_offsets [%lld, %lld] leave bytes %lld..%lld unused", c->path, by[i]->name,
-                  (long long)by[i]->begin, (long long)by[i]->end, (long long)at, (long long)by[i]->begin);
-    at = by[i]->end;
-  }
-  free(by);
-  if (s == CNNRT_OK && (uint64_t)at != data)
-    s = rt_fail(CNNRT_BAD_MODEL, "%s: %llu bytes after the last tensor's data (the data section has %llu bytes)", c->path,
-                (unsigned long long)(data - (uint64_t)at), (unsigned long long)data);
-  return s;
+  cm_span *sp = malloc(((size_t)c->n + 1) * sizeof *sp);
+  if (!sp) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", c->path);
+  for (int i = 0; i < c->n; i++) sp[i] = (cm_span){(uint64_t)c->e[i].begin, (uint64_t)c->e[i].end, i};
+  int at;
+  uint64_t end;
+  cm_tile_fault fault = cm_spans_tile(sp, c->n, data, &at, &end); /* common/cm_span.c */
+  const rt_entry *b = fault == CM_TILE_OVERLAP || fault == CM_TILE_GAP ? &c->e[sp[at].id] : NULL;
+  const char *prev = fault == CM_TILE_OVERLAP ? c->e[sp[at - 1].id].name : "";
+  free(sp);
+  if (fault == CM_TILE_OVERLAP)
+    return rt_fail(CNNRT_BAD_MODEL, "%s: tensor '%s': data_offsets [%lld, %lld] overlap those of tensor '%s'", c->path, b->name,
+                   (long long)b->begin, (long long)b->end, prev);
+  if (fault == CM_TILE_GAP)
+    return rt_fail(CNNRT_BAD_MODEL, "%s: tensor '%s': data_offsets [%lld, %lld] leave bytes %llu..%lld unused", c->path, b->name,
+                   (long long)b->begin, (long long)b->end, (unsigned long long)end, (long long)b->begin);
+  if (fault == CM_TILE_TRAILING)
+    return rt_fail(CNNRT_BAD_MODEL, "%s: %llu bytes after the last tensor's data (the data section has %llu bytes)", c->path,
+                   (unsigned long long)(data - end), (unsigned long long)data);
+  return CNNRT_OK;
 }
 
 /* "step": an I64 scalar >= 0, equal to __metadata__'s "step" when that is given. */
