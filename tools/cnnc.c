@@ -40,7 +40,8 @@ typedef struct dflag {
 #define STR_FLAG(f) offsetof(driver, f), 0
 #define INT_FLAG(f) 0, offsetof(driver, f)
 static const dflag driver_flags[] = {
-    {"-o", "--output", "FILE", "write the .so (or the --emit dump) to FILE", STR_FLAG(output)},
+    {"-o", "--output", "FILE", "write the .so (or the --emit dump) to FILE (as FILE.tmp.PID,\n"
+                               "renamed when complete; never over the model or weights)", STR_FLAG(output)},
     {NULL, "--emit", "KIND", "ir, ir-after=PASS, plan, llvm, asm or obj: dump that stage\n"
                              "instead of linking (plan: one line per kernel, its route and\n"
                              "tile; ir-after: the IR after precision, autodiff, optimizer,\n"
@@ -251,8 +252,8 @@ static void print_help(void) {
     printf("%s\n", t->implemented ? "" : " [not implemented yet]");
   }
   printf("\nList options take the following arguments up to the next flag, or a comma-separated\n"
-         "--name=a,b,c.  Exit status: 0 success, 1 error in the model or while compiling,\n"
-         "2 usage error.\n");
+         "--name=a,b,c.  Numbers are decimal and range-checked (docs/cli.md).  Exit status: 0\n"
+         "success, 1 error in the model, a file or while compiling, 2 usage error.\n");
 }
 
 static void print_version(void) {

@@ -107,11 +107,12 @@ static void usage(FILE *f) {
              "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
              "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR]\n"
              "                             [--lr-schedule KIND] [--warmup-epochs W] [--checkpoint-dir DIR] [--restore CKPT]\n"
-             "                             [--limit N] [--json] [--trace FILE.json]\n"
-             "       cnnrun MODEL.so validate --checkpoint FILE|DIR [--dataset D] [--data-dir DIR]\n"
+             "                             [--limit N] [--json] [--trace FILE.json] [--allow-nonfinite]\n"
+             "       cnnrun MODEL.so validate --checkpoint FILE|DIR [--dataset D] [--data-dir DIR] [--allow-nonfinite]\n"
              "       cnnrun --help | --version\n"
              "runtime options, every command: [--spin-us N] [--hugepages inference|off|all] [--replica-mode shared|parallel]\n"
-             "'cnnrun MODEL.so COMMAND --help' describes a command's options.\n");
+             "'cnnrun MODEL.so COMMAND --help' describes a command's options.  Inputs must be regular files;\n"
+             "outputs are checked before the work starts, never overwrite an input and are written atomically.\n");
 }
 
 static void print_optdefs(const optdef *defs) {
