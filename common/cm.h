@@ -72,7 +72,11 @@ const char *cm_dirname(const char *path, char *buf, size_t n);
 
 /* An output written atomically: PATH.tmp.PID beside it, fsynced, renamed over PATH, then the
  * directory fsynced.  A crash leaves PATH as it was (old or absent) and at most a temporary
- * file that cm_clear_stale removes at the next run. */
+ * file that cm_clear_stale removes at the next run.  An existing PATH that is not a regular
+ * file (/dev/null, a FIFO: cm_out_direct) is written in place instead: a rename would replace
+ * the device; a symbolic link is followed (cm_out_target), so the file it names is replaced. */
+int cm_out_direct(const char *path);
+const char *cm_out_target(const char *path, char *buf, size_t n); /* a link's target, else path */
 typedef struct cm_out {
   char path[4096], tmp[4160];
   FILE *f;

@@ -101,6 +101,20 @@ const char *cm_tmp_name(const char *path, char *buf, size_t n) {
   return buf;
 }
 
+int cm_out_direct(const char *path) {
+  struct stat st;
+  return path && stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+const char *cm_out_target(const char *path, char *buf, size_t n) {
+  struct stat st;
+  char *real;
+  if (!path || lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || !(real = realpath(path, NULL))) return path;
+  snprintf(buf, n, "%s", real);
+  free(real);
+  return buf;
+}
+
 int cm_check_output(const char *path, const char *const *inputs, int n_in, char *why, size_t n) {
   if (!path || !*path) return fail(why, n, "%s", "no file name given");
   struct stat st;
@@ -108,7 +122,9 @@ int cm_check_output(const char *path, const char *const *inputs, int n_in, char 
   for (int i = 0; i < n_in; i++)
     if (inputs[i] && cm_same_file(path, inputs[i]))
       return fail(why, n, "is the input '%s' (refusing to overwrite it)", inputs[i]);
-  char dir[4096], probe[4200];
+  if (cm_out_direct(path)) return 0; /* /dev/null, a FIFO: written in place */
+  char dir[4096], probe[4200], target[4096];
+  path = cm_out_target(path, target, sizeof target);
   cm_dirname(path, dir, sizeof dir);
   cm_clear_stale(dir, base_name(path));
   cm_tmp_name(path, probe, sizeof probe);
@@ -162,7 +178,13 @@ int cm_out_open(cm_out *o, const char *path, int mode, char *why, size_t n) {
   memset(o, 0, sizeof *o);
   if (!path || !*path) return fail(why, n, "%s", "no file name given");
   if (strlen(path) >= sizeof o->path) return fail(why, n, "%s", "the path is too long");
+  char target[4096];
+  path = cm_out_target(path, target, sizeof target);
   snprintf(o->path, sizeof o->path, "%s", path);
+  if (cm_out_direct(path)) { /* in place: never a rename over a device or a FIFO */
+    if (!(o->f = fopen(path, "wb"))) return fail(why, n, "%s", strerror(errno));
+    return 0;
+  }
   char dir[4096];
   cm_clear_stale(cm_dirname(path, dir, sizeof dir), base_name(path));
   cm_tmp_name(path, o->tmp, sizeof o->tmp);
@@ -191,6 +213,13 @@ void cm_out_abort(cm_out *o) {
 
 int cm_out_commit(cm_out *o, char *why, size_t n) {
   if (!o->f) return fail(why, n, "%s", "not open");
+  if (!o->tmp[0]) { /* written in place (cm_out_direct) */
+    int bad = ferror(o->f) || fflush(o->f) != 0;
+    int e = errno ? errno : EIO;
+    if (fclose(o->f) != 0 && !bad) bad = 1, e = errno;
+    o->f = NULL;
+    return bad ? fail(why, n, "write error: %s", strerror(e)) : 0;
+  }
   int bad = ferror(o->f) || fflush(o->f) != 0 || fsync(fileno(o->f)) != 0;
   int e = errno ? errno : EIO;
   if (fclose(o->f) != 0 && !bad) bad = 1, e = errno;

@@ -443,8 +443,10 @@ static void name_output(ir_diag *d, const char *part, const char *output) {
  * written as OUT.tmp.PID and renamed over OUT once complete (common/cm.h). */
 static int build(driver *D, ir_graph *g) {
   ir_diag d = {0};
-  char tmp[] = "/tmp/cnnc-emit-XXXXXX", part[4200], why[512];
-  const char *out = D->output ? cm_tmp_name(D->output, part, sizeof part) : NULL;
+  char tmp[] = "/tmp/cnnc-emit-XXXXXX", part[4200], why[512], target[4096];
+  const char *final = cm_out_target(D->output, target, sizeof target); /* a symbolic link's file */
+  int atomic = D->output && !cm_out_direct(D->output); /* not over /dev/null or a FIFO */
+  const char *out = atomic ? cm_tmp_name(final, part, sizeof part) : D->output;
   if (!out) {
     if (!strcmp(D->emit, "obj")) return usage_error("--emit obj needs -o FILE%s%s", "", ""), EXIT_USAGE;
     int fd = mkstemp(tmp);
@@ -462,9 +464,9 @@ static int build(driver *D, ir_graph *g) {
                            fe_optval_text(D->o.recompute));
   if (rep) rp_report_set_half_partials(rep, D->o.enable_half_partials ? fe_optval_text(D->o.half_type) : NULL);
   int rc = cnnc_build_model_report(g, &D->o, out, D->emit, D->verbose, rep ? &sink : NULL, &d);
-  if (!rc && D->output && cm_commit_file(part, D->output, why, sizeof why))
+  if (!rc && atomic && cm_commit_file(part, final, why, sizeof why))
     rc = -1, ir_diag_set(&d, (ir_loc){0}, NULL, "cannot write %s: %s", D->output, why);
-  else if (rc && D->output)
+  else if (rc && atomic)
     unlink(part), name_output(&d, part, D->output);
   if (rep && !rc) rc = write_report(D, rep, (now_ms() - t0) / 1e3);
   rp_report_free(rep);

@@ -8,7 +8,8 @@
 #    temporary directory, cnnrun infer --output, checkpoints), and never LLVM's "PLEASE submit a
 #    bug report";
 #  * temporary files PATH.tmp.PID of dead processes are removed by the next run, a live one's
-#    are left alone;
+#    are left alone; an output that is a device or a FIFO is written in place (a rename once
+#    replaced /dev/null with a regular file), a symbolic link is followed;
 #  * a FIFO, a directory or /dev/zero as an input is refused at once (no blocking, no unbounded
 #    read); a gzip-bombed idx input stops at what its header promises.
 set -u
@@ -98,6 +99,23 @@ run_as stale 0 "" "$CNNC" "$T/m.yml" -o "$T/o/m.so"
 no_file "stale temporary removed" "$T/o/m.so.tmp.$dead"
 [ -e "$T/o/m.so.tmp.$$" ] && ok || bad "a live process's temporary file was removed"
 [ -s "$T/o/m.so" ] && ok || bad "no m.so written"
+
+# outputs that are not regular files are written in place, never renamed over: a device (its
+# own node here, not /dev/null: a regression would replace the machine's), a FIFO; a symbolic
+# link is followed (the file it names is replaced, the link stays)
+if [ "$(id -u)" = 0 ] && mknod "$T/nulldev" c 1 3 2>/dev/null; then
+  run_as out_device 0 "" "$CNNC" "$T/m.yml" --emit ir -o "$T/nulldev"
+  [ -c "$T/nulldev" ] && ok || bad "the device output was replaced: $(ls -l "$T/nulldev")"
+fi
+mkfifo "$T/out.fifo"
+(cat "$T/out.fifo" >"$T/fifo.got") &
+run_as out_fifo 0 "" "$CNNC" "$T/m.yml" --emit ir -o "$T/out.fifo"
+wait
+[ -p "$T/out.fifo" ] && grep -q "conv2d" "$T/fifo.got" && ok || bad "FIFO output: $(ls -l "$T/out.fifo"; head -c 200 "$T/fifo.got")"
+echo old >"$T/real.so"
+ln -s real.so "$T/link.so2"
+run_as out_link 0 "" "$CNNC" "$T/m.yml" -o "$T/link.so2"
+[ -L "$T/link.so2" ] && head -c 4 "$T/real.so" | grep -q ELF && ok || bad "symlink output: $(ls -l "$T/link.so2" "$T/real.so")"
 
 # ---- cnnc: inputs ---------------------------------------------------------------------------
 mkfifo "$T/fifo.yml" "$T/fifo.safetensors"
