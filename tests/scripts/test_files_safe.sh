@@ -124,6 +124,8 @@ mkdir -p "$T/dir.yml"
 run_as model_dir 1 "dir.yml: error: cannot read the model file: is a directory" "$CNNC" "$T/dir.yml" --summary
 run_as weights_fifo 1 "fifo.safetensors: error: cannot open weights file: is not a regular file \(a FIFO\)" \
   "$CNNC" "$T/m.yml" --weights "$T/fifo.safetensors" --summary
+run_as diff_dir 1 "dir.yml: cannot read: is a directory" "$CNNC" report-diff "$T/dir.yml" "$T/dir.yml" # aborted (malloc of LONG_MAX)
+run_as diff_fifo 1 "fifo.yml: cannot read: is not a regular file \(a FIFO\)" "$CNNC" report-diff "$T/fifo.yml" "$T/fifo.yml"
 
 # ---- cnnrun infer: inputs and outputs --------------------------------------------------------
 python3 - "$T" <<'PY'
