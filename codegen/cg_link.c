@@ -47,18 +47,37 @@ int cg_optimize(LLVMModuleRef m, LLVMTargetMachineRef tm, int opt_level, ir_diag
   return 0;
 }
 
+/* The bytes into path; a short write (a full disk, a file size limit) is an error naming it. */
+static int write_bytes(const char *path, const char *p, size_t n, ir_diag *d) {
+  FILE *f = fopen(path, "wb");
+  int bad = !f || fwrite(p, 1, n, f) != n;
+  int e = errno;
+  if (f && fclose(f) != 0 && !bad) bad = 1, e = errno;
+  if (!bad) return 0;
+  if (f) unlink(path);
+  return ir_diag_set(d, (ir_loc){0}, NULL, "cannot write %s: %s", path, strerror(e ? e : EIO));
+}
+
+/* Through memory, not LLVMTargetMachineEmitToFile / LLVMPrintModuleToFile: LLVM's file stream
+ * ends the process ("LLVM ERROR: IO failure on output stream") when a write fails. */
 int cg_write_module(LLVMModuleRef m, LLVMTargetMachineRef tm, const char *what, const char *path, ir_diag *d) {
   ir_loc loc = {0};
+  if (strcmp(what, "llvm") == 0) {
+    char *text = LLVMPrintModuleToString(m);
+    int rc = write_bytes(path, text, strlen(text), d);
+    LLVMDisposeMessage(text);
+    return rc;
+  }
   char *err = NULL;
-  int bad;
-  if (strcmp(what, "llvm") == 0) bad = LLVMPrintModuleToFile(m, path, &err);
-  else bad = LLVMTargetMachineEmitToFile(tm, m, path, strcmp(what, "asm") == 0 ? LLVMAssemblyFile : LLVMObjectFile, &err);
-  if (bad) {
+  LLVMMemoryBufferRef buf = NULL;
+  if (LLVMTargetMachineEmitToMemoryBuffer(tm, m, strcmp(what, "asm") == 0 ? LLVMAssemblyFile : LLVMObjectFile, &err, &buf)) {
     ir_diag_set(d, loc, NULL, "cannot write %s: %s", path, err ? err : "unknown LLVM error");
     LLVMDisposeMessage(err);
     return -1;
   }
-  return 0;
+  int rc = write_bytes(path, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf), d);
+  LLVMDisposeMemoryBuffer(buf);
+  return rc;
 }
 
 /* Runs argv, returns its exit status (or -1); its stderr goes to errpath. */
@@ -102,8 +121,10 @@ static int seal_so(const char *path, ir_diag *d) {
 
 int cg_link_shared(const char *const *objs, int n, const char *out, const char *tmpdir, ir_diag *d) {
   ir_loc loc = {0};
+  /* --no-mmap-output-file: lld writes with write(2), so a full disk is an error it reports, not a
+   * SIGBUS inside its mapping of the output ("PLEASE submit a bug report") */
   const char *fixed[] = {CNNC_LINKER, "-shared", "--hash-style=gnu", "-z", "noexecstack", "-z", "relro", "-z", "now",
-                         "--build-id", "--no-undefined", "-o", out};
+                         "--build-id", "--no-undefined", "--no-mmap-output-file", "-o", out};
   int nf = (int)(sizeof fixed / sizeof *fixed);
   char **argv = calloc((size_t)(nf + n + 1), sizeof *argv);
   if (!argv) abort();
@@ -123,6 +144,8 @@ int cg_link_shared(const char *const *objs, int n, const char *out, const char *
     char *nl = strchr(msg, '\n');
     if (nl) *nl = 0;
   }
+  const char *io = strstr(msg, "IO failure on output stream: "); /* a full disk, a file size limit */
+  if (io) return ir_diag_set(d, loc, NULL, "cannot write %s: %s", out, io + 29);
   return ir_diag_set(d, loc, NULL, "linking %s with %s failed (status %d)%s%s", out, CNNC_LINKER, rc, msg[0] ? ": " : "",
                      msg);
 }

@@ -4,6 +4,7 @@
  * the objects are linked into the .so.  --emit llvm|asm|obj builds one module instead.  Also
  * the --memory-limit check before code generation (cg_check_memory_budget, cg_budget.h), which
  * plans the layout as cg_compile does. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -159,7 +160,8 @@ static int write_plan(const cg_layout *L, const cg_target *t, const char *path, 
     if (kp->tile_block > 0) fprintf(f, " [%lld tiles/block, %lld KB]", (long long)kp->tile_block, (long long)(kp->block_bytes + 1023) / 1024);
     fprintf(f, "  %.4g MFLOP\n", k->flops / 1e6);
   }
-  if (fclose(f)) return ir_diag_set(d, (ir_loc){0}, NULL, "cannot write '%s'", path);
+  int bad = ferror(f);
+  if (fclose(f) || bad) return ir_diag_set(d, (ir_loc){0}, NULL, "cannot write '%s': %s", path, strerror(errno ? errno : EIO));
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cm.h"
 #include "fe_int.h"
 
 typedef struct ex {
@@ -78,23 +79,23 @@ static int accept(ex *e, const char *tok) {
 
 static fe_value expr(ex *e, int live);
 
+/* A number token: digits[.digits][(e|E)[+-]digits], read by cm_num_scan as everywhere else. */
 static fe_value number(ex *e) {
-  const char *s = e->p;
-  while (isdigit((unsigned char)*e->p)) e->p++;
-  int is_float = 0;
-  if (*e->p == '.' || *e->p == 'e' || *e->p == 'E') is_float = 1;
-  if (is_float) {
-    char *end;
-    errno = 0;
-    double f = strtod(s, &end);
-    e->p = end;
-    if (errno || !isfinite(f)) return syntax(e, "number out of range");
-    return vfloat(f);
-  }
-  errno = 0;
-  long long v = strtoll(s, NULL, 10);
-  if (errno) return syntax(e, "integer out of range");
-  return vint(v);
+  const char *s = e->p, *p = s;
+  while (isdigit((unsigned char)*p)) p++;
+  if (*p == '.')
+    for (p++; isdigit((unsigned char)*p);) p++;
+  if ((*p == 'e' || *p == 'E') && (isdigit((unsigned char)p[1]) || ((p[1] == '+' || p[1] == '-') && isdigit((unsigned char)p[2]))))
+    for (p += 2; isdigit((unsigned char)*p);) p++;
+  char tok[64];
+  if (p - s >= (long)sizeof tok) return syntax(e, "number too long");
+  memcpy(tok, s, (size_t)(p - s));
+  tok[p - s] = 0;
+  e->p = p;
+  cm_num x = cm_num_scan(tok);
+  if (x.kind == CM_INT) return vint(x.i);
+  if (x.kind == CM_REAL) return vfloat(x.f);
+  return syntax(e, x.kind == CM_INT_RANGE ? "integer out of range" : x.kind == CM_REAL_RANGE ? "number out of range" : "bad number");
 }
 
 static int is_num(fe_value v) { return v.t != FE_V_BOOL; }

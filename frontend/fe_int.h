@@ -14,6 +14,7 @@
 #define FE_MAX_LAYERS 10000     /* layers after expanding every block */
 #define FE_MAX_YAML_DEPTH 64    /* nesting of YAML collections */
 #define FE_MAX_YAML_NODES 1000000
+#define FE_MAX_YAML_BYTES ((uint64_t)64 << 20) /* a model file */
 #define FE_MAX_EXPR_DEPTH 64    /* nesting inside one expression */
 #define FE_MAX_PARAM_NUMEL ((int64_t)1 << 30) /* all parameters together (4 GiB of f32) */
 #define FE_MAX_CH 65536         /* channels, filters, groups */

@@ -122,6 +122,9 @@ static int lower_input(fe_ctx *c, const fe_node *m, fe_field *f) {
     if (l->node) return fe_err(c, l->node, NULL, "'input.%s' is only used with dtype: u8", i ? "std" : "mean");
   }
   ir_shape sh = {4, {c->g->batch, s->iv[0], s->iv[1], s->iv[2]}};
+  if (ir_shape_bytes_bounded(&sh, u8 ? 1 : 4) < 0)
+    return fe_err(c, s->node, NULL, "the input, %lld x %lld x %lld per sample at batch %d, is larger than a tensor may be "
+                  "(1 TiB, what the runtime accepts)", (long long)s->iv[0], (long long)s->iv[1], (long long)s->iv[2], c->g->batch);
   int x = ir_add_input(c->g, "input", u8 ? IR_U8 : IR_F32, sh);
   return u8 ? lower_normalize(c, m, f, x) : x;
 }
@@ -223,7 +226,7 @@ static ir_graph *load(fe_ctx *c) {
     return NULL;
   fe_options_rehome(c->o, from_model, c->g->arena);
   ir_init_params(c->g, (uint64_t)c->o->seed);
-  if (c->o->weights[0] && fe_load_safetensors(c->g, c->o->weights, c->d)) return NULL;
+  if (c->o->weights[0] && fe_load_safetensors(c->g, c->o->weights, c->o->allow_nonfinite, c->d)) return NULL;
   if (ir_verify(c->g, c->d)) return NULL;
   return c->g;
 }

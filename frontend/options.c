@@ -3,12 +3,14 @@
  * implemented yet" for options a build does not support, and the JSON form embedded in
  * the generated .so. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cm.h"
 #include "fe_int.h"
 
 const fe_opt_info fe_opt_table[FE_OPT_COUNT] = {
@@ -38,15 +40,22 @@ static const size_t opt_offset[FE_OPT_COUNT] = {
 #include "options.def"
 };
 
-/* Ranges of numeric options (inclusive); options not listed take any value of their type. */
-static const struct { int k; double lo, hi; } opt_range[] = {
-    {FE_OPTK_batch_size, 1, 65536},
-    {FE_OPTK_shards, 0, 1024},
-    {FE_OPTK_seed, 0, 9.2e18},
-    {FE_OPTK_label_smoothing, 0, 0.999999},
-    {FE_OPTK_gradient_accumulation, 1, 1 << 20},
-    {FE_OPTK_replicas, 1, 4096},
-    {FE_OPTK_memory_limit, 0, 9.2e18},
+/* Ranges of numeric options (CM_NUM_LO_OPEN / CM_NUM_HI_OPEN: an open end); an option not
+ * listed takes any value of its type (any int64, any finite double).  Every value is parsed by
+ * cm_num_parse (common/cm.h), as the model file's numbers are. */
+static const struct { int k; double lo, hi; int flags; } opt_range[] = {
+    {FE_OPTK_batch_size, 1, 65536, 0},
+    {FE_OPTK_shards, 0, 1024, 0},
+    {FE_OPTK_seed, 0, (double)INT64_MAX, 0},
+    {FE_OPTK_label_smoothing, 0, 0.999999, 0},
+    {FE_OPTK_gradient_accumulation, 1, 1 << 20, 0},
+    {FE_OPTK_replicas, 1, 4096, 0},
+    {FE_OPTK_memory_limit, 0, 9.2e18, 0},
+    {FE_OPTK_momentum, 0, 1, 0},
+    {FE_OPTK_weight_decay, 0, FLT_MAX, 0},
+    {FE_OPTK_l2_regularization, 0, FLT_MAX, 0},
+    {FE_OPTK_loss_scaling, 0, FLT_MAX, CM_NUM_LO_OPEN},
+    {FE_OPTK_loss_scaling_interval, 1, 1000000000, 0},
 };
 
 static void *field_ptr(fe_options *o, int k) { return (char *)o + opt_offset[k]; }
@@ -69,33 +78,39 @@ int fe_option_find(const char *name) {
   return -1;
 }
 
+/* The range of option k: its opt_range row, else the whole type. */
+static void range_of(int k, double *lo, double *hi, int *flags) {
+  *lo = -INFINITY, *hi = INFINITY, *flags = 0;
+  for (size_t i = 0; i < sizeof opt_range / sizeof opt_range[0]; i++)
+    if (opt_range[i].k == k) *lo = opt_range[i].lo, *hi = opt_range[i].hi, *flags = opt_range[i].flags;
+}
+
 static int check_range(int k, double x, const char *text, const char *label, ir_diag *d) {
-  for (size_t i = 0; i < sizeof opt_range / sizeof opt_range[0]; i++) {
-    if (opt_range[i].k != k) continue;
-    if (x < opt_range[i].lo) return ir_diag_set(d, (ir_loc){0}, NULL, "%s must be >= %g (got %s)", label, opt_range[i].lo, text);
-    if (x > opt_range[i].hi) return ir_diag_set(d, (ir_loc){0}, NULL, "%s must be <= %g (got %s)", label, opt_range[i].hi, text);
+  double lo, hi;
+  int flags;
+  range_of(k, &lo, &hi, &flags);
+  if ((flags & CM_NUM_LO_OPEN ? x > lo : x >= lo) && (flags & CM_NUM_HI_OPEN ? x < hi : x <= hi)) return 0;
+  char rule[160];
+  return ir_diag_set(d, (ir_loc){0}, NULL, "%s must be %s (got %s)", label,
+                     cm_num_rule(lo, hi, flags | (fe_opt_table[k].type == OPT_INT ? CM_NUM_INTEGER : 0), rule, sizeof rule), text);
+}
+
+/* OPT_INT and OPT_FLOAT: cm_num_parse with the option's range. */
+static int set_number(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
+  double lo, hi, v;
+  int flags;
+  int64_t iv;
+  char why[256];
+  range_of(k, &lo, &hi, &flags);
+  if (fe_opt_table[k].type == OPT_INT) {
+    flags |= CM_NUM_INTEGER;
+    if (isinf(lo)) lo = (double)INT64_MIN;
+    if (isinf(hi)) hi = (double)INT64_MAX;
   }
-  return 0;
-}
-
-static int set_int(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(text, &end, 10);
-  if (!*text || *end || errno) return ir_diag_set(d, (ir_loc){0}, NULL, "%s takes an integer (got '%s')", label, text);
-  if (check_range(k, (double)v, text, label, d)) return -1;
-  *(int64_t *)field_ptr(o, k) = v;
-  return 0;
-}
-
-static int set_float(fe_options *o, int k, const char *text, const char *label, ir_diag *d) {
-  char *end;
-  errno = 0;
-  double v = strtod(text, &end);
-  if (!*text || *end || errno || !isfinite(v))
-    return ir_diag_set(d, (ir_loc){0}, NULL, "%s takes a number (got '%s')", label, text);
-  if (check_range(k, v, text, label, d)) return -1;
-  *(double *)field_ptr(o, k) = v;
+  if (cm_num_parse(text, lo, hi, flags, &v, &iv, why, sizeof why))
+    return ir_diag_set(d, (ir_loc){0}, NULL, "%s %s", label, why);
+  if (fe_opt_table[k].type == OPT_INT) *(int64_t *)field_ptr(o, k) = iv;
+  else *(double *)field_ptr(o, k) = v;
   return 0;
 }
 
@@ -215,8 +230,8 @@ static int set_raw(fe_options *o, int k, const char *text, const char *label, ir
   if (k == FE_OPTK_memory_limit) return set_bytes(o, k, text, label, d);
   if (k == FE_OPTK_available_memory_proportion) return set_proportions(o, k, text, label, d);
   switch (fe_opt_table[k].type) {
-  case OPT_INT: return set_int(o, k, text, label, d);
-  case OPT_FLOAT: return set_float(o, k, text, label, d);
+  case OPT_INT:
+  case OPT_FLOAT: return set_number(o, k, text, label, d);
   case OPT_STR: *(const char **)field_ptr(o, k) = text ? text : ""; return 0;
   case OPT_ENUM: return set_enum(o, k, text, label, d);
   case OPT_FLAG: return set_flag(o, k, text, label, d);
@@ -234,8 +249,8 @@ int fe_option_set_as(fe_options *o, int k, const char *text, const char *label, 
     o->set[k] = 1;
     return 0;
   }
-  if (fe_opt_table[k].type != OPT_FLAG && !text)
-    return ir_diag_set(d, (ir_loc){0}, NULL, "%s needs a value", label);
+  if (fe_opt_table[k].type != OPT_FLAG && (!text || !*text)) /* --weights "" is not "no weights" */
+    return ir_diag_set(d, (ir_loc){0}, NULL, "%s needs a value (got an empty one)", label);
   if (set_raw(o, k, text, label, d)) return -1;
   o->set[k] = 1;
   return 0;

@@ -5,27 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cm.h"
 #include "fe_int.h"
 
 enum { V_NUM = 0, V_TEXT = 1, V_RANGE = 2, V_ERR = -1 };
 
-/* Plain literals: ints, floats (digits, sign, '.', exponent; no inf/nan), true/false. */
+/* Plain literals: ints, floats (cm_num_scan's strict syntax: sign, digits, '.', exponent; no
+ * inf/nan, as on the command line), true/false. */
 static int literal(const char *s, fe_value *v) {
   static const char *const t[] = {"true", "True", "TRUE"}, *const f[] = {"false", "False", "FALSE"};
   for (int i = 0; i < 3; i++)
     if (!strcmp(s, t[i]) || !strcmp(s, f[i])) return *v = (fe_value){FE_V_BOOL, !strcmp(s, t[i]), 0}, V_NUM;
-  if (!*s || strspn(s, "0123456789+-.eE") != strlen(s) || !strpbrk(s, "0123456789")) return V_TEXT;
-  char *end;
-  errno = 0;
-  if (!strpbrk(s, ".eE")) {
-    long long i = strtoll(s, &end, 10);
-    if (*end) return V_TEXT;
-    if (errno) return V_RANGE;
-    return *v = (fe_value){FE_V_INT, i, 0}, V_NUM;
-  }
-  double d = strtod(s, &end);
-  if (*end || errno || !isfinite(d)) return V_TEXT;
-  return *v = (fe_value){FE_V_FLOAT, 0, d}, V_NUM;
+  cm_num x = cm_num_scan(s);
+  if (x.kind == CM_INT) return *v = (fe_value){FE_V_INT, x.i, 0}, V_NUM;
+  if (x.kind == CM_REAL) return *v = (fe_value){FE_V_FLOAT, 0, x.f}, V_NUM;
+  return x.kind == CM_NOT_NUMBER ? V_TEXT : V_RANGE;
 }
 
 /* V_NUM with *v, V_TEXT for anything that is not a number/bool, V_ERR after a bad expression. */
@@ -40,7 +34,7 @@ static int try_value(fe_ctx *c, const fe_node *n, const fe_env *env, const char 
   }
   int r = n->quoted ? V_TEXT : literal(n->s, v);
   if (r != V_RANGE) return r;
-  fe_err(c, n, layer, "'%s': %s is out of the integer range", key, n->s);
+  fe_err(c, n, layer, "'%s': %s is out of the %s range", key, n->s, cm_num_scan(n->s).kind == CM_INT_RANGE ? "integer" : "double");
   return V_ERR;
 }
 

@@ -7,6 +7,7 @@
  * of JSON and reports anything else with the file and the tensor named.  Never aborts. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cm.h"
 #include "weights.h"
 
 #define ST_MAX_HEADER 100000000ull /* the reference implementation's limit */
@@ -331,13 +333,6 @@ static int cmp_name(const void *a, const void *b) {
   return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name);
 }
 
-typedef struct st_span { uint64_t begin, end; int i; } st_span;
-static int cmp_span(const void *a, const void *b) {
-  const st_span *x = a, *y = b;
-  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
-  return x->end < y->end ? -1 : x->end > y->end;
-}
-
 /* Bytes of a dtype/shape, or UINT64_MAX when that does not fit 64 bits. */
 static uint64_t tensor_bytes(const st_tensor *t) {
   uint64_t bytes = dtype_size(t->dtype);
@@ -376,23 +371,26 @@ static int check_tensors(st_file *f) {
   for (int i = 1; i < f->n; i++)
     if (!strcmp(f->t[i - 1].name, f->t[i].name))
       return st_err(f, "tensor '%s' appears twice in the header", f->t[i].name);
-  st_span *sp = malloc(((size_t)(unsigned)f->n + 1) * sizeof *sp);
+  cm_span *sp = malloc(((size_t)(unsigned)f->n + 1) * sizeof *sp);
   if (!sp) return st_err(f, "out of memory");
-  for (int i = 0; i < f->n; i++) sp[i] = (st_span){f->t[i].begin, f->t[i].end, i};
-  qsort(sp, (size_t)f->n, sizeof *sp, cmp_span);
-  int rc = 0;
-  uint64_t reach = 0; /* furthest end so far, and who owns it */
-  int owner = -1;
-  for (int i = 0; i < f->n && !rc; i++) {
-    if (sp[i].begin == sp[i].end) continue; /* empty tensors occupy nothing */
-    if (owner >= 0 && reach > sp[i].begin) {
-      const st_tensor *a = &f->t[owner], *b = &f->t[sp[i].i];
-      rc = st_err(f, "tensor '%s': data_offsets [%llu, %llu] overlap those of tensor '%s' [%llu, %llu]",
-                  b->name, (unsigned long long)b->begin, (unsigned long long)b->end, a->name,
-                  (unsigned long long)a->begin, (unsigned long long)a->end);
-    }
-    if (sp[i].end > reach) { reach = sp[i].end; owner = sp[i].i; }
-  }
+  for (int i = 0; i < f->n; i++) sp[i] = (cm_span){f->t[i].begin, f->t[i].end, i};
+  /* the tensors' bytes back to back, as the reference implementation requires (cm_span.c) */
+  int at, rc = 0;
+  uint64_t end;
+  cm_tile_fault fault = cm_spans_tile(sp, f->n, f->data_len, &at, &end);
+  const st_tensor *b = fault == CM_TILE_OVERLAP || fault == CM_TILE_GAP ? &f->t[sp[at].id] : NULL;
+  const st_tensor *a = fault == CM_TILE_OVERLAP ? &f->t[sp[at - 1].id] : NULL;
+  if (fault == CM_TILE_OVERLAP)
+    rc = st_err(f, "tensor '%s': data_offsets [%llu, %llu] overlap those of tensor '%s' [%llu, %llu]", b->name,
+                (unsigned long long)b->begin, (unsigned long long)b->end, a->name, (unsigned long long)a->begin,
+                (unsigned long long)a->end);
+  else if (fault == CM_TILE_GAP)
+    rc = st_err(f, "tensor '%s': data_offsets [%llu, %llu] leave bytes %llu..%llu of the data section unused", b->name,
+                (unsigned long long)b->begin, (unsigned long long)b->end, (unsigned long long)end,
+                (unsigned long long)b->begin);
+  else if (fault == CM_TILE_TRAILING)
+    rc = st_err(f, "%llu bytes after the last tensor's data (the data section has %llu bytes)",
+                (unsigned long long)(f->data_len - end), (unsigned long long)f->data_len);
   free(sp);
   return rc;
 }
@@ -517,18 +515,30 @@ static int read_tensor(st_file *f, FILE *fp, uint64_t data_start, const st_tenso
   return 0;
 }
 
-int fe_load_safetensors(ir_graph *g, const char *path, ir_diag *d) {
+/* Every value finite and a batch-norm running variance >= 0 (a NaN weight gives NaN logits). */
+static int check_values(st_file *f, const ir_value *p) {
+  int64_t n = ir_shape_numel(&p->shape);
+  size_t len = strlen(p->name);
+  int var = len >= 12 && !strcmp(p->name + len - 12, "/running_var");
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(p->data[i]) || (var && p->data[i] < 0))
+      return st_err(f, "tensor '%s': element %lld is %g%s (--allow-nonfinite loads it anyway)", p->name, (long long)i,
+                    (double)p->data[i], isfinite(p->data[i]) ? ", a negative variance" : "");
+  return 0;
+}
+
+int fe_load_safetensors(ir_graph *g, const char *path, int allow_nonfinite, ir_diag *d) {
   st_file f = {.path = path, .d = d};
-  struct stat sb;
   unsigned char lenb[8];
   int rc = -1;
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return st_err(&f, "cannot open weights file: %s", strerror(errno));
-  if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    st_err(&f, "not a regular file");
-    goto done;
+  char why[256];
+  uint64_t size;
+  int fd = cm_open_regular(path, &size, why, sizeof why); /* never blocks on a FIFO */
+  FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
+  if (!fp) {
+    if (fd >= 0) close(fd);
+    return st_err(&f, "cannot open weights file: %s", fd >= 0 ? strerror(errno) : why);
   }
-  uint64_t size = (uint64_t)sb.st_size;
   if (size < 8) {
     st_err(&f, "file has %llu bytes, too few for a safetensors header (truncated file?)",
            (unsigned long long)size);
@@ -560,6 +570,7 @@ int fe_load_safetensors(ir_graph *g, const char *path, ir_diag *d) {
     if (p->kind != IR_VAL_PARAM) continue;
     if (!p->data) { st_err(&f, "parameter '%s' has no storage in the graph", p->name); goto done; }
     if (read_tensor(&f, fp, 8 + n, find_tensor(&f, p->name), p->data) < 0) goto done;
+    if (!allow_nonfinite && check_values(&f, p) < 0) goto done;
   }
   rc = 0;
 done:

@@ -5,10 +5,13 @@
 #include "ir/ir.h"
 
 /* Loads every trainable and running-statistic parameter of g from the safetensors file at
- * path (F32, or BF16/F16 converted to f32).  Every parameter must be present with exactly
- * its shape; extra tensors are an error too (names listed).  Returns 0 or -1 with d filled
- * naming the file and the tensor. */
-int fe_load_safetensors(ir_graph *g, const char *path, ir_diag *d);
+ * path (F32, or BF16/F16 converted to f32): a regular file (a FIFO is refused, not waited on)
+ * whose header is strict JSON and whose tensors' data offsets tile the data section exactly
+ * (no overlap, gap or trailing bytes).  Every parameter must be present with exactly its
+ * shape; extra tensors are an error too (names listed).  Values must be finite and
+ * running_var >= 0 unless allow_nonfinite.  Returns 0 or -1 with d filled naming the file and
+ * the tensor. */
+int fe_load_safetensors(ir_graph *g, const char *path, int allow_nonfinite, ir_diag *d);
 /* Writes every parameter of g as F32 (atomically: temp file + rename).  0 or -1 with d. */
 int fe_save_safetensors(const ir_graph *g, const char *path, ir_diag *d);
 

@@ -1,12 +1,16 @@
 /* yaml.c — reads a model file with libyaml's document API into the frontend's node tree
  * (fe_node), keeping 1-based line/column of every node.  Malformed YAML becomes a located
- * error with libyaml's problem text; alias loops and alias bombs are cut off by depth and
- * node-count limits. */
+ * error with libyaml's problem text.  The file is read whole (a regular file of bounded size:
+ * never a FIFO), and its events are scanned first: nesting and node count are refused as they
+ * are read, before libyaml builds a document (its cost grows with the square of the depth).
+ * Alias loops and alias bombs are cut off by depth and node-count limits while converting. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
 
+#include "common/cm.h"
 #include "fe_int.h"
 
 typedef struct conv_state {
@@ -87,6 +91,32 @@ static void parser_error(yaml_parser_t *p, const char *file, ir_diag *d) {
     ir_diag_set(d, mark_loc(file, m), NULL, "%s", p->problem ? p->problem : "malformed YAML");
 }
 
+/* Reads the events of the whole stream, refusing more than FE_MAX_YAML_DEPTH nested
+ * collections or FE_MAX_YAML_NODES nodes as soon as they appear.  0 or -1 with d filled. */
+static int scan_events(yaml_parser_t *p, const char *file, ir_diag *d) {
+  int depth = 0;
+  long nodes = 0;
+  for (;;) {
+    yaml_event_t e;
+    if (!yaml_parser_parse(p, &e)) {
+      parser_error(p, file, d);
+      return -1;
+    }
+    yaml_event_type_t t = e.type;
+    yaml_mark_t at = e.start_mark;
+    yaml_event_delete(&e);
+    if (t == YAML_STREAM_END_EVENT) return 0;
+    if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) depth--;
+    if (t != YAML_SEQUENCE_START_EVENT && t != YAML_MAPPING_START_EVENT && t != YAML_SCALAR_EVENT &&
+        t != YAML_ALIAS_EVENT)
+      continue;
+    if ((t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) && ++depth > FE_MAX_YAML_DEPTH)
+      return ir_diag_set(d, mark_loc(file, at), NULL, "YAML nested more than %d levels", FE_MAX_YAML_DEPTH);
+    if (++nodes > FE_MAX_YAML_NODES)
+      return ir_diag_set(d, mark_loc(file, at), NULL, "YAML holds more than %d nodes", FE_MAX_YAML_NODES);
+  }
+}
+
 /* Loads the first document and makes sure no second one follows. */
 static const fe_node *load_doc(yaml_parser_t *p, ir_arena *a, const char *file, ir_diag *d) {
   yaml_document_t doc, extra;
@@ -114,34 +144,33 @@ static const fe_node *load_doc(yaml_parser_t *p, ir_arena *a, const char *file, 
   return r2 ? NULL : root;
 }
 
+/* pass 0: the event scan; pass 1: the document. */
 const fe_node *fe_yaml_parse(ir_arena *a, const char *file, const char *text, size_t len, ir_diag *d) {
-  yaml_parser_t p;
-  if (!yaml_parser_initialize(&p)) {
-    ir_diag_set(d, (ir_loc){file, 0, 0}, NULL, "cannot initialise the YAML parser");
-    return NULL;
+  const fe_node *root = NULL;
+  for (int pass = 0; pass < 2; pass++) {
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) {
+      ir_diag_set(d, (ir_loc){file, 0, 0}, NULL, "cannot initialise the YAML parser");
+      return NULL;
+    }
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    int bad = pass == 0 ? scan_events(&p, file, d) : !(root = load_doc(&p, a, file, d));
+    yaml_parser_delete(&p);
+    if (bad) return NULL;
   }
-  yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-  const fe_node *root = load_doc(&p, a, file, d);
-  yaml_parser_delete(&p);
   return root;
 }
 
 const fe_node *fe_yaml_load(ir_arena *a, const char *path, ir_diag *d) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    ir_diag_set(d, (ir_loc){path, 0, 0}, NULL, "cannot open model file: %s", strerror(errno));
+  char why[256];
+  size_t len;
+  char *text = cm_read_regular(path, FE_MAX_YAML_BYTES, &len, why, sizeof why);
+  if (!text) {
+    ir_diag_set(d, (ir_loc){path, 0, 0}, NULL, "cannot read the model file: %s", why);
     return NULL;
   }
-  yaml_parser_t p;
-  if (!yaml_parser_initialize(&p)) {
-    fclose(f);
-    ir_diag_set(d, (ir_loc){path, 0, 0}, NULL, "cannot initialise the YAML parser");
-    return NULL;
-  }
-  yaml_parser_set_input_file(&p, f);
-  const fe_node *root = load_doc(&p, a, path, d);
-  yaml_parser_delete(&p);
-  fclose(f);
+  const fe_node *root = fe_yaml_parse(a, path, text, len, d);
+  free(text);
   return root;
 }
 

@@ -112,6 +112,15 @@ int64_t ir_shape_numel(const ir_shape *s) {
   return n;
 }
 
+int64_t ir_shape_bytes_bounded(const ir_shape *s, size_t elem) {
+  int64_t n = (int64_t)elem;
+  for (int i = 0; i < s->rank; i++) {
+    if (s->dim[i] < 0 || (s->dim[i] > 0 && n > IR_MAX_TENSOR_BYTES / s->dim[i])) return -1;
+    n *= s->dim[i];
+  }
+  return n;
+}
+
 int ir_shape_eq(const ir_shape *a, const ir_shape *b) {
   if (a->rank != b->rank) return 0;
   for (int i = 0; i < a->rank; i++)

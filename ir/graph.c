@@ -142,6 +142,13 @@ int ir_add_node(ir_graph *g, ir_op op, const char *name, ir_loc loc, const int *
   ir_shape s = {0};
   ir_diag sub = {0};
   if (ir_ops[op].infer(g, n, &s, &sub)) return ir_diag_set(d, loc, name, "%s", sub.msg);
+  if (ir_shape_bytes_bounded(&s, 4) < 0) { /* f32 (16-bit storage is decided later) */
+    char buf[96];
+    double tib = 4.0 / (double)IR_MAX_TENSOR_BYTES;
+    for (int i = 0; i < s.rank; i++) tib *= (double)s.dim[i];
+    return ir_diag_set(d, loc, name, "output %s is %.4g TiB; a tensor may have at most 1 TiB (what the runtime accepts)",
+                       ir_shape_str(&s, buf, sizeof buf), tib);
+  }
   g->n_nodes++;
   ir_value *v = new_value(g, name, IR_VAL_ACT, IR_F32, s);
   if (op == IR_OP_narrow16) v->dtype = n->attr.narrow16.format == IR_HALF_FP16 ? IR_F16 : IR_BF16; /* 16-bit storage */

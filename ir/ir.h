@@ -49,6 +49,12 @@ typedef struct ir_shape {
 } ir_shape;
 int64_t ir_shape_numel(const ir_shape *s);
 int ir_shape_eq(const ir_shape *a, const ir_shape *b);
+/* The most bytes one tensor may have: the runtime refuses a larger one at open
+ * (runtime/rt_validate.c), so the compiler refuses it first, naming the layer. */
+#define IR_MAX_TENSOR_BYTES ((int64_t)1 << 40)
+/* Bytes of a tensor of shape s and elements of elem bytes, or -1 above IR_MAX_TENSOR_BYTES
+ * (no overflow whatever the dims). */
+int64_t ir_shape_bytes_bounded(const ir_shape *s, size_t elem);
 /* Formats like "[1,64,56,56]" into buf; returns buf. */
 char *ir_shape_str(const ir_shape *s, char *buf, size_t n);
 

@@ -83,6 +83,8 @@ typedef struct cnnrt_options {
                              * CNNRT_SPIN_US_DEFAULT, 0 = sleep at once; per model, fixed at open */
   cnnrt_hugepages hugepages; /* default CNNRT_HUGEPAGES_INFERENCE; fixed at open */
   cnnrt_replica_mode replica_mode; /* default CNNRT_REPLICA_SHARED; training models only */
+  int allow_nonfinite;      /* nonzero: cnnrt_load_checkpoint takes NaN/Inf values and negative
+                             * batch-norm running variances (default 0: refused, naming the tensor) */
 } cnnrt_options;
 
 /* A tensor of the model: dims[0] is the micro-batch size; bytes covers one micro-batch. */
@@ -291,15 +293,21 @@ CNNRT_API cnnrt_status cnnrt_set_state(cnnrt_model *m, const char *name, const v
 
 /* Writes every state tensor except gradient accumulators, by name, plus "step" (I64 scalar,
  * weight updates done) to path as safetensors (F32/I32 little-endian; __metadata__ names the
- * model).  Written to a temporary file in the same directory, then renamed: path is either
- * the old file or the complete new one.  path is the caller's. */
+ * model).  Written to PATH.tmp.PID in the same directory (stale ones of dead processes are
+ * removed first), fsynced, renamed, and the directory fsynced: path is either the old file or
+ * the complete new one.  path is the caller's. */
 CNNRT_API cnnrt_status cnnrt_save_checkpoint(cnnrt_model *m, const char *path);
 /* Restores the state and step from a checkpoint written by cnnrt_save_checkpoint.  Every
  * checkpointed state tensor must be in the file with its dtype and shape, and the file may
- * hold nothing else: otherwise CNNRT_SHAPE_MISMATCH naming the tensor (or CNNRT_IO /
- * CNNRT_BAD_MODEL for an unreadable or malformed file), and the state is left unchanged. */
+ * hold nothing else: otherwise CNNRT_SHAPE_MISMATCH naming the tensor.  CNNRT_IO for a file
+ * that is missing, unreadable or not regular; CNNRT_BAD_MODEL for a malformed one: a header
+ * that is not strict JSON, entries with other keys, untyped __metadata__ (format must be
+ * "cnnc-checkpoint"), data offsets that leave gaps, overlap or trailing bytes, a negative step,
+ * a NaN/Inf value or negative running_var (unless cnnrt_options.allow_nonfinite).  The state
+ * is left unchanged on any failure. */
 CNNRT_API cnnrt_status cnnrt_load_checkpoint(cnnrt_model *m, const char *path);
-/* The "step" of the checkpoint at path without loading it, into *step.  path is the caller's. */
+/* The "step" of the checkpoint at path without loading it, into *step, after the checks of the
+ * file's header and layout that need no model.  path is the caller's. */
 CNNRT_API cnnrt_status cnnrt_checkpoint_step(const char *path, int64_t *step);
 
 /* ---- learning-rate schedules (pure functions) --------------------------------------------

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/cm.h"
 #include "rt_internal.h"
 
 #ifdef CNNRT_HAVE_ZLIB
@@ -15,6 +18,7 @@
 
 #define RT_CIFAR_RECORD 3073
 #define RT_MAX_FILE ((size_t)1 << 34)
+#define RT_MAX_CIFAR_RECORDS 60000 /* per batch file: all of CIFAR-10 (a batch holds 10000) */
 
 struct cnnrt_dataset {
   uint8_t *images;  /* [n][c*h*w] in file order */
@@ -28,37 +32,64 @@ typedef struct rt_blob {
   size_t n;
 } rt_blob;
 
-/* The whole file, gunzipped if it is gzip.  CNNRT_IO naming path on failure. */
-static cnnrt_status rt_read_file(const char *path, rt_blob *b) {
+static uint32_t rt_be32(const uint8_t *p);
+
+/* How far to read: an idx file (ndim > 0) up to what its header promises plus one byte (which
+ * shows trailing data), a CIFAR-10 batch (ndim 0) up to RT_MAX_CIFAR_RECORDS records plus one. */
+static size_t rt_read_limit(const rt_blob *b, int ndim) {
+  size_t hdr = 4 + 4 * (size_t)ndim;
+  if (ndim == 0) return (size_t)RT_MAX_CIFAR_RECORDS * RT_CIFAR_RECORD + 1;
+  if (b->n < hdr) return hdr;
+  if (b->p[0] || b->p[1] || b->p[2] != 0x08 || b->p[3] != ndim) return b->n; /* rt_idx_check says what is wrong */
+  uint64_t count = 1;
+  for (int k = 0; k < ndim; k++) {
+    uint64_t d = rt_be32(b->p + 4 + 4 * k);
+    if (d < 1 || d > (1 << 28) || (count *= d) > RT_MAX_FILE) return b->n; /* refused by rt_idx_check */
+  }
+  return hdr + (size_t)count + 1;
+}
+
+/* The file, gunzipped if it is gzip, read only as far as rt_read_limit allows: a gzip bomb
+ * stops at what the header promises.  A regular file only (opened without blocking: a FIFO is
+ * refused, not waited on).  CNNRT_IO naming path on failure. */
+static cnnrt_status rt_read_file(const char *path, rt_blob *b, int ndim) {
   b->p = NULL;
   b->n = 0;
-  size_t cap = 1 << 16;
+  char why[256];
+  int fd = cm_open_regular(path, NULL, why, sizeof why);
+  if (fd < 0) return rt_fail(CNNRT_IO, "%s: cannot open: %s", path, why);
 #ifdef CNNRT_HAVE_ZLIB
-  gzFile f = gzopen(path, "rb");
+  gzFile f = gzdopen(fd, "rb");
 #else
-  FILE *f = fopen(path, "rb");
+  FILE *f = fdopen(fd, "rb");
 #endif
-  if (!f) return rt_fail(CNNRT_IO, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+  if (!f) {
+    close(fd);
+    return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", path);
+  }
   cnnrt_status s = CNNRT_OK;
-  for (;;) {
-    if (!b->p || b->n == cap) {
-      uint8_t *q = b->n == cap && cap < RT_MAX_FILE ? realloc(b->p, cap *= 2) : b->p ? NULL : malloc(cap);
+  size_t cap = 0, limit = rt_read_limit(b, ndim);
+  while (b->n < limit) {
+    if (b->n == cap) {
+      size_t want = cap ? cap * 2 : 1 << 16;
+      if (want > limit) want = limit;
+      uint8_t *q = realloc(b->p, want);
       if (!q) {
-        s = rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory (or larger than %zu bytes)", path, RT_MAX_FILE);
+        s = rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", path);
         break;
       }
-      b->p = q;
+      b->p = q, cap = want;
     }
-    size_t want = cap - b->n > (1u << 30) ? (1u << 30) : cap - b->n;
+    size_t room = (limit < cap ? limit : cap) - b->n, chunk = room > (1u << 30) ? (1u << 30) : room;
 #ifdef CNNRT_HAVE_ZLIB
-    int got = gzread(f, b->p + b->n, (unsigned)want);
+    int got = gzread(f, b->p + b->n, (unsigned)chunk);
     if (got < 0) {
       int e;
       s = rt_fail(CNNRT_IO, "%s: read error: %s (corrupt gzip?)", path, gzerror(f, &e));
       break;
     }
 #else
-    size_t got = fread(b->p + b->n, 1, want, f);
+    size_t got = fread(b->p + b->n, 1, chunk, f);
     if (ferror(f)) {
       s = rt_fail(CNNRT_IO, "%s: read error", path);
       break;
@@ -66,6 +97,7 @@ static cnnrt_status rt_read_file(const char *path, rt_blob *b) {
 #endif
     if (got == 0) break;
     b->n += (size_t)got;
+    limit = rt_read_limit(b, ndim);
   }
 #ifdef CNNRT_HAVE_ZLIB
   int zerr = Z_OK;
@@ -78,6 +110,8 @@ static cnnrt_status rt_read_file(const char *path, rt_blob *b) {
   if (s == CNNRT_OK && b->n >= 2 && b->p[0] == 0x1f && b->p[1] == 0x8b)
     s = rt_fail(CNNRT_UNSUPPORTED, "%s: gzip file, but libcnnrt was built without zlib", path);
 #endif
+  if (s == CNNRT_OK && ndim == 0 && b->n >= limit)
+    s = rt_fail(CNNRT_BAD_MODEL, "%s: more than %d CIFAR-10 records (a batch file holds 10000)", path, RT_MAX_CIFAR_RECORDS);
   if (s != CNNRT_OK) free(b->p), b->p = NULL;
   return s;
 }
@@ -100,25 +134,22 @@ static cnnrt_status rt_idx_check(const char *path, const rt_blob *b, int ndim, i
       return rt_fail(CNNRT_BAD_MODEL, "%s: idx dimensions promise more than %zu bytes of data (corrupt header?)", path,
                      RT_MAX_FILE);
   }
-  if (b->n - hdr != count)
-    return rt_fail(CNNRT_BAD_MODEL, "%s: %s: the header promises %llu bytes of data, the file has %zu", path,
-                   b->n - hdr < count ? "truncated" : "trailing bytes", (unsigned long long)count, b->n - hdr);
+  if (b->n - hdr < count)
+    return rt_fail(CNNRT_BAD_MODEL, "%s: truncated: the header promises %llu bytes of data, the file has %zu", path,
+                   (unsigned long long)count, b->n - hdr);
+  if (b->n - hdr > count) /* rt_read_file stopped one byte after the promise */
+    return rt_fail(CNNRT_BAD_MODEL, "%s: trailing bytes: the header promises %llu bytes of data, the file has more", path,
+                   (unsigned long long)count);
   return CNNRT_OK;
 }
 
 /* dir/name or dir/name.gz, whichever exists (into buf). */
 static const char *rt_find(const char *dir, const char *name, char *buf, size_t size) {
+  struct stat st; /* stat, not fopen: opening a FIFO would block */
   snprintf(buf, size, "%s/%s", dir, name);
-  FILE *f = fopen(buf, "rb");
-  if (f) {
-    fclose(f);
-    return buf;
-  }
+  if (stat(buf, &st) == 0) return buf;
   snprintf(buf, size, "%s/%s.gz", dir, name);
-  if ((f = fopen(buf, "rb"))) {
-    fclose(f);
-    return buf;
-  }
+  if (stat(buf, &st) == 0) return buf;
   snprintf(buf, size, "%s/%s", dir, name); /* for the error message */
   return buf;
 }
@@ -141,9 +172,9 @@ static cnnrt_status rt_open_idx(cnnrt_dataset *ds, const char *dir, int test) {
   rt_find(dir, test ? "t10k-labels-idx1-ubyte" : "train-labels-idx1-ubyte", lp, sizeof lp);
   rt_blob bi, bl = {NULL, 0};
   int64_t di[3] = {0}, dl[1] = {0};
-  cnnrt_status s = rt_read_file(ip, &bi);
+  cnnrt_status s = rt_read_file(ip, &bi, 3);
   if (s == CNNRT_OK) s = rt_idx_check(ip, &bi, 3, di);
-  if (s == CNNRT_OK) s = rt_read_file(lp, &bl);
+  if (s == CNNRT_OK) s = rt_read_file(lp, &bl, 1);
   if (s == CNNRT_OK) s = rt_idx_check(lp, &bl, 1, dl);
   if (s == CNNRT_OK && dl[0] != di[0])
     s = rt_fail(CNNRT_BAD_MODEL, "%s: %lld labels, but %s has %lld images", lp, (long long)dl[0], ip, (long long)di[0]);
@@ -167,7 +198,7 @@ static cnnrt_status rt_open_idx(cnnrt_dataset *ds, const char *dir, int test) {
 /* Appends the records of one CIFAR-10 batch file. */
 static cnnrt_status rt_cifar_file(cnnrt_dataset *ds, const char *path) {
   rt_blob b;
-  cnnrt_status s = rt_read_file(path, &b);
+  cnnrt_status s = rt_read_file(path, &b, 0);
   if (s != CNNRT_OK) return s;
   if (b.n == 0 || b.n % RT_CIFAR_RECORD) {
     free(b.p);
@@ -201,8 +232,8 @@ static cnnrt_status rt_cifar_file(cnnrt_dataset *ds, const char *path) {
 static cnnrt_status rt_open_cifar(cnnrt_dataset *ds, const char *dir, int test) {
   char sub[4096], path[4200];
   snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin/%s", dir, test ? "test_batch.bin" : "data_batch_1.bin");
-  FILE *f = fopen(sub, "rb");
-  if (f) fclose(f), snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", dir);
+  struct stat st;
+  if (stat(sub, &st) == 0) snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", dir);
   else snprintf(sub, sizeof sub, "%s", dir);
   ds->c = 3, ds->h = 32, ds->w = 32, ds->classes = 10;
   for (int k = test ? 0 : 1; k <= (test ? 0 : 5); k++) {

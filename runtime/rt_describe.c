@@ -66,9 +66,9 @@ static void rt_j_runtime(rt_str *b, const cnnrt_model *m) {
   static const char *const huge[3] = {"inference", "off", "all"};
   const cnnrt_options *o = &m->opts;
   rt_str_printf(b, "\"runtime\": {\"threads_per_shard\": %d, \"pin\": %s, \"allocator\": \"%s\", \"spin_us\": %d, "
-                "\"hugepages\": \"%s\", \"replica_mode\": \"%s\"}", o->threads_per_shard, o->pin ? "true" : "false",
-                o->allocator ? "user" : "default", o->spin_us, huge[o->hugepages % 3],
-                rt_train_replica_parallel(m) ? "parallel" : "shared");
+                "\"hugepages\": \"%s\", \"replica_mode\": \"%s\", \"allow_nonfinite\": %s}", o->threads_per_shard,
+                o->pin ? "true" : "false", o->allocator ? "user" : "default", o->spin_us, huge[o->hugepages % 3],
+                rt_train_replica_parallel(m) ? "parallel" : "shared", o->allow_nonfinite ? "true" : "false");
 }
 
 static void rt_j_model(rt_str *b, const cnnrt_model *m) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cm.h"
 #include "rt_internal.h"
 
 /* The schedule without warmup at epoch e. */
@@ -53,19 +54,17 @@ CNNRT_API cnnrt_status cnnrt_lr_kind_parse(const char *name, cnnrt_lr_kind *kind
 CNNRT_API cnnrt_status cnnrt_parse_fraction(const char *text, double *out) {
   rt_clear_error();
   if (!text || !out) return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_parse_fraction: NULL argument");
-  char *end;
-  errno = 0;
-  /* decimal only: strtod would also take hex ("0x10" = 16), "inf" and "nan" */
-  double v = text[strspn(text, "0123456789.eE+-/")] ? NAN : strtod(text, &end);
-  if (isnan(v)) end = (char *)text;
-  if (end != text && *end == '/') {
-    const char *d = end + 1;
-    double den = strtod(d, &end);
-    v = end != d && den != 0 ? v / den : NAN;
-  } else if (end == text) {
-    v = NAN;
+  /* A or A/B, each a decimal number by cm_num_scan (no hex, inf, nan: common/cm.h) */
+  char a[64];
+  const char *slash = strchr(text, '/');
+  size_t la = slash ? (size_t)(slash - text) : strlen(text);
+  double v = NAN;
+  if (la < sizeof a) {
+    memcpy(a, text, la), a[la] = 0;
+    cm_num x = cm_num_scan(a), y = slash ? cm_num_scan(slash + 1) : (cm_num){CM_INT, 1, 1};
+    if ((x.kind == CM_INT || x.kind == CM_REAL) && (y.kind == CM_INT || y.kind == CM_REAL) && y.f != 0) v = x.f / y.f;
   }
-  if (errno || *end || !isfinite(v) || v <= 0)
+  if (!isfinite(v) || v <= 0)
     return rt_fail(CNNRT_INVALID_ARGUMENT, "'%s' is not a positive number or fraction (e.g. 4, 0.5, 1/2)", text);
   *out = v;
   return CNNRT_OK;

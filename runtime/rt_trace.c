@@ -6,12 +6,14 @@
  * Training (rt_train.c): one track per thread group (shard, and replica in parallel replica
  * mode), one event per job (a forward or backward stage on one micro-batch, the optimizer
  * update, an eval stage) and, with several threads, one per op of the stage. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cm.h"
 #include "rt_internal.h"
 
 typedef struct rt_tev {
@@ -287,10 +289,13 @@ CNNRT_API cnnrt_status cnnrt_trace_write(cnnrt_model *m, const char *path) {
   m->trace = NULL;
   pthread_mutex_unlock(&m->lock);
   if (!t) return rt_fail(CNNRT_INVALID_ARGUMENT, "%s: cnnrt_trace_write without cnnrt_trace_begin", m->path);
-  FILE *f = fopen(path, "w");
-  int rc = f ? rt_trace_to_file(m, t, f) : -1;
-  if (f && fclose(f) != 0) rc = -1;
+  cm_out out; /* PATH.tmp.PID, renamed into place (common/cm.h) */
+  char why[512] = "";
+  int rc = cm_out_open(&out, path, 0666, why, sizeof why);
+  if (!rc && rt_trace_to_file(m, t, out.f))
+    rc = -1, snprintf(why, sizeof why, "%s", strerror(errno ? errno : EIO)), cm_out_abort(&out);
+  if (!rc) rc = cm_out_commit(&out, why, sizeof why);
   rt_trace_free(t);
-  if (rc) return rt_fail(CNNRT_IO, "%s: cannot write the trace", path);
+  if (rc) return rt_fail(CNNRT_IO, "%s: cannot write the trace%s%s", path, why[0] ? ": " : "", why);
   return CNNRT_OK;
 }

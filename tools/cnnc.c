@@ -13,6 +13,7 @@
 
 #include "cnnc_config.h"
 #include "codegen/cg.h"
+#include "common/cm.h"
 #include "tools/compile.h"
 #include "frontend/fe.h"
 #include "passes/passes.h"
@@ -39,7 +40,8 @@ typedef struct dflag {
 #define STR_FLAG(f) offsetof(driver, f), 0
 #define INT_FLAG(f) 0, offsetof(driver, f)
 static const dflag driver_flags[] = {
-    {"-o", "--output", "FILE", "write the .so (or the --emit dump) to FILE", STR_FLAG(output)},
+    {"-o", "--output", "FILE", "write the .so (or the --emit dump) to FILE (as FILE.tmp.PID,\n"
+                               "renamed when complete; never over the model or weights)", STR_FLAG(output)},
     {NULL, "--emit", "KIND", "ir, ir-after=PASS, plan, llvm, asm, obj or yaml: dump that\n"
                              "stage instead of linking (plan: one line per kernel, its route\n"
                              "and tile; ir-after: the IR after precision, autodiff, optimizer,\n"
@@ -251,8 +253,8 @@ static void print_help(void) {
     printf("%s\n", t->implemented ? "" : " [not implemented yet]");
   }
   printf("\nList options take the following arguments up to the next flag, or a comma-separated\n"
-         "--name=a,b,c.  Exit status: 0 success, 1 error in the model or while compiling,\n"
-         "2 usage error.\n");
+         "--name=a,b,c.  Numbers are decimal and range-checked (docs/cli.md).  Exit status: 0\n"
+         "success, 1 error in the model, a file or while compiling, 2 usage error.\n");
 }
 
 static void print_version(void) {
@@ -388,10 +390,12 @@ static void report_paths(const char *arg, char *json, char *html, size_t n) {
 }
 
 static int write_one(const char *path, const rp_report *r, int (*fn)(const rp_report *, FILE *)) {
-  FILE *f = fopen(path, "w");
-  int rc = f ? fn(r, f) : -1;
-  if (f && fclose(f)) rc = -1;
-  if (rc) fprintf(stderr, "cnnc: error: cannot write the report '%s'\n", path);
+  cm_out out;
+  char why[512] = "";
+  int rc = cm_out_open(&out, path, 0666, why, sizeof why);
+  if (!rc && fn(r, out.f)) rc = -1, cm_out_abort(&out);
+  if (!rc) rc = cm_out_commit(&out, why, sizeof why);
+  if (rc) fprintf(stderr, "cnnc: error: cannot write the report '%s'%s%s\n", path, why[0] ? ": " : "", why);
   return rc;
 }
 
@@ -415,11 +419,35 @@ static int report_diff(int argc, char **argv) {
   return 0;
 }
 
-/* llvm/asm/obj dumps and .so output via codegen; text dumps without -o go to stdout. */
+/* Every output is checked before the compile starts: not a directory, not an input of this
+ * compile (the model, the weights), its directory writable (common/cm.h). */
+static int check_outputs(const driver *D) {
+  const char *in[2] = {D->model, D->o.weights[0] ? D->o.weights : NULL};
+  char json[4096], html[4096], why[512];
+  if (D->report) report_paths(D->report, json, html, sizeof json);
+  const char *out[3] = {D->output, D->report ? json : NULL, D->report ? html : NULL};
+  for (int k = 0; k < 3; k++)
+    if (out[k] && cm_check_output(out[k], in, 2, why, sizeof why))
+      return fprintf(stderr, "cnnc: error: output '%s' %s\n", out[k], why), -1;
+  return 0;
+}
+
+/* Messages about the temporary file name the output it becomes. */
+static void name_output(ir_diag *d, const char *part, const char *output) {
+  char *at = strstr(d->msg, part), buf[sizeof d->msg];
+  if (!at) return;
+  snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - d->msg), d->msg, output, at + strlen(part));
+  snprintf(d->msg, sizeof d->msg, "%s", buf);
+}
+
+/* llvm/asm/obj dumps and .so output via codegen; text dumps without -o go to stdout.  -o is
+ * written as OUT.tmp.PID and renamed over OUT once complete (common/cm.h). */
 static int build(driver *D, ir_graph *g) {
   ir_diag d = {0};
-  char tmp[] = "/tmp/cnnc-emit-XXXXXX";
-  const char *out = D->output;
+  char tmp[] = "/tmp/cnnc-emit-XXXXXX", part[4200], why[512], target[4096];
+  const char *final = cm_out_target(D->output, target, sizeof target); /* a symbolic link's file */
+  int atomic = D->output && !cm_out_direct(D->output); /* not over /dev/null or a FIFO */
+  const char *out = atomic ? cm_tmp_name(final, part, sizeof part) : D->output;
   if (!out) {
     if (!strcmp(D->emit, "obj")) return usage_error("--emit obj needs -o FILE%s%s", "", ""), EXIT_USAGE;
     int fd = mkstemp(tmp);
@@ -437,6 +465,10 @@ static int build(driver *D, ir_graph *g) {
                            fe_optval_text(D->o.recompute));
   if (rep) rp_report_set_half_partials(rep, D->o.enable_half_partials ? fe_optval_text(D->o.half_type) : NULL);
   int rc = cnnc_build_model_report(g, &D->o, out, D->emit, D->verbose, rep ? &sink : NULL, &d);
+  if (!rc && atomic && cm_commit_file(part, final, why, sizeof why))
+    rc = -1, ir_diag_set(&d, (ir_loc){0}, NULL, "cannot write %s: %s", D->output, why);
+  else if (rc && atomic)
+    unlink(part), name_output(&d, part, D->output);
   if (rep && !rc) rc = write_report(D, rep, (now_ms() - t0) / 1e3);
   rp_report_free(rep);
   if (rc) ir_diag_print(&d, stderr);
@@ -446,11 +478,23 @@ static int build(driver *D, ir_graph *g) {
   return rc ? EXIT_MODEL : 0;
 }
 
+/* --target-cpu, --target-features and --mtriple given on the command line are checked with
+ * LLVM before the model is read: a name LLVM does not know is a usage error (exit 2). */
+static int check_target(const driver *D) {
+  if (!D->o.set[FE_OPTK_target_cpu] && !D->o.set[FE_OPTK_target_features] && !D->o.set[FE_OPTK_mtriple]) return 0;
+  cg_target t;
+  ir_diag d = {0};
+  if (cg_target_init(&t, D->o.mtriple, D->o.target_cpu, D->o.target_features, &d)) return usage_error("%s%s", d.msg, "");
+  cg_target_dispose(&t);
+  return 0;
+}
+
 static int run(driver *D) {
+  if ((D->output || D->report) && check_outputs(D)) return EXIT_MODEL; /* again after the load: weights: */
   ir_graph *g = load(D, &D->o);
   if (!g) return EXIT_MODEL;
-  int rc = 0;
-  if (D->summary && summary(D, g)) rc = EXIT_MODEL;
+  int rc = (D->output || D->report) && check_outputs(D) ? EXIT_MODEL : 0;
+  if (!rc && D->summary && summary(D, g)) rc = EXIT_MODEL;
   /* --emit ir: the graph after the first pass (precision: round16 nodes for 16.x) */
   if (!rc && D->emit && !strcmp(D->emit, "ir")) D->emit = "ir-after=precision";
   if (!rc && D->emit && !strcmp(D->emit, "yaml")) { /* the model as YAML + safetensors (docs/onnx.md) */
@@ -482,6 +526,7 @@ static int drive(driver *D, int argc, char **argv, char *tune_copy, const char *
     return usage_error("nothing to do: give -o OUT.so, --emit KIND or --summary%s%s", "", ""), EXIT_USAGE;
   if (D->report && ((!D->output && !D->emit) || (D->emit && !strcmp(D->emit, "ir"))))
     return usage_error("--report needs a compile: -o OUT.so (or --emit llvm|asm|obj)%s%s", "", ""), EXIT_USAGE;
+  if (check_target(D)) return EXIT_USAGE;
   return run(D);
 }
 

@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cnnrun.h"
+#include "common/cm.h"
 
 #ifdef CNNRUN_HAVE_ZLIB
 #include <zlib.h>
@@ -32,6 +34,7 @@ typedef struct optdef {
 #define OPT_TRACE {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"}
 #define OPT_DATASET {"--dataset", "NAME", "fashion-mnist, mnist, cifar10 or synthetic (default fashion-mnist)"}
 #define OPT_DATA_DIR {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>)"}
+#define OPT_ALLOW_NONFINITE {"--allow-nonfinite", NULL, "load checkpoints with NaN/Inf values or negative running variances (refused by default)"}
 
 static const optdef info_opts[] = {{"--json", NULL, "print the descriptor as JSON"}, {NULL, NULL, NULL}};
 static const optdef bench_opts[] = {
@@ -73,6 +76,7 @@ static const optdef train_opts[] = {
     {"--restore", "CKPT", "start from this checkpoint (weights, optimizer state, step)"},
     {"--limit", "N", "use only the first N training samples"},
     {"--seed", "S", "shuffling seed (default 1; 0 = file order)"},
+    OPT_ALLOW_NONFINITE,
     OPT_THREADS,
     {"--json", NULL, "print logs and results as JSON lines"},
     {"--trace", "FILE", "write a Chrome/Perfetto trace of the training steps and validation to FILE (docs/reports.md)"},
@@ -82,6 +86,7 @@ static const optdef validate_opts[] = {
     OPT_DATASET,
     OPT_DATA_DIR,
     {"--limit", "N", "use only the first N test samples"},
+    OPT_ALLOW_NONFINITE,
     OPT_THREADS,
     {"--json", NULL, "print the results as JSON lines"},
     {NULL, NULL, NULL}};
@@ -102,11 +107,12 @@ static void usage(FILE *f) {
              "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
              "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR]\n"
              "                             [--lr-schedule KIND] [--warmup-epochs W] [--checkpoint-dir DIR] [--restore CKPT]\n"
-             "                             [--limit N] [--json] [--trace FILE.json]\n"
-             "       cnnrun MODEL.so validate --checkpoint FILE|DIR [--dataset D] [--data-dir DIR]\n"
+             "                             [--limit N] [--json] [--trace FILE.json] [--allow-nonfinite]\n"
+             "       cnnrun MODEL.so validate --checkpoint FILE|DIR [--dataset D] [--data-dir DIR] [--allow-nonfinite]\n"
              "       cnnrun --help | --version\n"
              "runtime options, every command: [--spin-us N] [--hugepages inference|off|all] [--replica-mode shared|parallel]\n"
-             "'cnnrun MODEL.so COMMAND --help' describes a command's options.\n");
+             "'cnnrun MODEL.so COMMAND --help' describes a command's options.  Inputs must be regular files;\n"
+             "outputs are checked before the work starts, never overwrite an input and are written atomically.\n");
 }
 
 static void print_optdefs(const optdef *defs) {
@@ -153,11 +159,11 @@ void die(const char *fmt, ...) {
   exit(1);
 }
 
+/* Numbers parse as cnnc's options and model files do (cm_num_parse, common/cm.h). */
 static int parse_int(const char *opt, const char *s, int lo, int hi) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) die_usage("%s: '%s' is not an integer in %d..%d", opt, s, lo, hi);
+  int64_t v;
+  char why[256];
+  if (cm_num_parse(s, lo, hi, CM_NUM_INTEGER, NULL, &v, why, sizeof why)) die_usage("%s: %s", opt, why);
   return (int)v;
 }
 
@@ -173,12 +179,17 @@ static void parse_threads(opts *o, const char *s) {
 }
 
 static double parse_double(const char *opt, const char *s, double lo) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end || !(v >= lo) || !isfinite(v) || s[strspn(s, "0123456789.eE+-")]) /* no hex/inf/nan */
-    die_usage("%s: '%s' is not a number >= %g", opt, s, lo);
+  double v;
+  char why[256];
+  if (cm_num_parse(s, lo, INFINITY, 0, &v, NULL, why, sizeof why)) die_usage("%s: %s", opt, why);
   return v;
+}
+
+static unsigned long long parse_seed(const char *opt, const char *s) {
+  int64_t v;
+  char why[256];
+  if (cm_num_parse(s, 0, (double)INT64_MAX, CM_NUM_INTEGER, NULL, &v, why, sizeof why)) die_usage("%s: %s", opt, why);
+  return (unsigned long long)v;
 }
 
 static int set_train_option(opts *o, const char *name, const char *v) {
@@ -195,7 +206,8 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--restore")) o->restore = v;
   else if (!strcmp(name, "--checkpoint")) o->checkpoint = v;
   else if (!strcmp(name, "--limit")) o->limit = parse_int(name, v, 1, INT32_MAX);
-  else if (!strcmp(name, "--seed")) o->seed = (unsigned long long)parse_double(name, v, 0);
+  else if (!strcmp(name, "--seed")) o->seed = parse_seed(name, v);
+  else if (!strcmp(name, "--allow-nonfinite")) o->rt.allow_nonfinite = 1;
   else return 0;
   return 1;
 }
@@ -382,19 +394,50 @@ typedef struct blob {
   size_t n;
 } blob;
 
-/* The whole file, gunzipped if it is gzip (with zlib). */
-static blob read_file(const char *path) {
+/* Input files: samples or labels, at most this many bytes once decompressed. */
+#define MAX_INPUT_BYTES ((size_t)1 << 32)
+
+static size_t idx_elem_size(int type);
+
+/* The bytes an idx file whose first h bytes (h >= 4) are at p needs in all, or 0 while its
+ * header is incomplete or not idx; SIZE_MAX when its dimensions promise too much. */
+static size_t idx_total(const unsigned char *p, size_t h) {
+  if (p[0] || p[1] || !idx_elem_size(p[2]) || p[3] < 1 || p[3] > 4 || h < 4 + 4 * (size_t)p[3]) return 0;
+  size_t total = idx_elem_size(p[2]);
+  for (int k = 0; k < p[3]; k++) {
+    const unsigned char *d = p + 4 + 4 * k;
+    size_t dim = (size_t)d[0] << 24 | (size_t)d[1] << 16 | (size_t)d[2] << 8 | d[3];
+    if (dim && total > MAX_INPUT_BYTES / dim) return SIZE_MAX;
+    total *= dim;
+  }
+  return total + 4 + 4 * (size_t)p[3];
+}
+
+/* The whole file, gunzipped if it is gzip (with zlib): a regular file (never a FIFO or a device
+ * such as /dev/zero: opened without blocking and refused), at most MAX_INPUT_BYTES.  A
+ * compressed idx file is read only as far as its header promises (a gzip bomb stops there);
+ * with idx_bound 0 (--format raw) the bound is MAX_INPUT_BYTES. */
+static blob read_file(const char *path, int idx_bound) {
   blob b = {NULL, 0};
-  size_t cap = 1 << 16;
+  char why[256];
+  uint64_t size;
+  int fd = cm_open_regular(path, &size, why, sizeof why);
+  if (fd < 0) die("%s: %s", path, why);
+  unsigned char magic[2] = {0, 0};
+  int gz = pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  if (!gz && size > MAX_INPUT_BYTES) die("%s: %llu bytes, more than cnnrun reads (%zu)", path, (unsigned long long)size, MAX_INPUT_BYTES);
 #ifdef CNNRUN_HAVE_ZLIB
-  gzFile f = gzopen(path, "rb");
+  gzFile f = gzdopen(fd, "rb");
+  if (!f) die("%s: out of memory", path);
 #else
-  FILE *f = fopen(path, "rb");
+  if (gz) die("%s: gzip file, but cnnrun was built without zlib", path);
+  FILE *f = fdopen(fd, "rb");
+  if (!f) die("%s: %s", path, strerror(errno));
 #endif
-  if (!f) die("%s: %s", path, strerror(errno ? errno : ENOMEM));
+  size_t cap = 1 << 16, limit = MAX_INPUT_BYTES + 1, promised = 0;
   for (;;) {
     if (!b.p || b.n == cap) {
-      if (b.p) cap *= 2;
+      if (b.p) cap = cap * 2 < limit ? cap * 2 : limit;
       if (!(b.p = realloc(b.p, cap))) die("%s: out of memory", path);
     }
 #ifdef CNNRUN_HAVE_ZLIB
@@ -409,13 +452,18 @@ static blob read_file(const char *path) {
 #endif
     if (got == 0) break;
     b.n += (size_t)got;
+    if (gz && idx_bound && !promised && b.n >= 4 && (promised = idx_total(b.p, b.n)) != 0)
+      limit = promised == SIZE_MAX ? MAX_INPUT_BYTES + 1 : promised + 1; /* one more byte shows trailing data */
+    if (b.n >= limit) break;
   }
 #ifdef CNNRUN_HAVE_ZLIB
   gzclose(f);
 #else
   fclose(f);
-  if (b.n >= 2 && b.p[0] == 0x1f && b.p[1] == 0x8b) die("%s: gzip file, but cnnrun was built without zlib", path);
 #endif
+  if (b.n > MAX_INPUT_BYTES) die("%s: more than %zu bytes%s", path, MAX_INPUT_BYTES, gz ? " once decompressed" : "");
+  if (promised && promised != SIZE_MAX && b.n > promised)
+    die("%s: more data than its idx header promises (%zu bytes) once decompressed", path, promised);
   return b;
 }
 
@@ -497,7 +545,7 @@ static samples idx_samples(const char *path, const idx *x, const cnnrt_tensor_in
 
 static samples load_samples(const opts *o, const cnnrt_tensor_info *in, int batch) {
   int64_t per = (int64_t)(in->bytes / dtype_size(in->dtype)) / batch; /* values per sample */
-  blob b = read_file(o->input);
+  blob b = read_file(o->input, strcmp(o->format, "raw") != 0);
   idx x;
   int is_idx = strcmp(o->format, "raw") != 0 && idx_parse(&b, &x);
   if (!strcmp(o->format, "idx") && !is_idx) die("%s: not an idx file (bad header or size)", o->input);
@@ -515,7 +563,7 @@ static samples load_samples(const opts *o, const cnnrt_tensor_info *in, int batc
 
 /* Labels: idx1 u8, or raw bytes, one per sample. */
 static unsigned char *load_labels(const char *path, int64_t n) {
-  blob b = read_file(path);
+  blob b = read_file(path, 1);
   idx x;
   const unsigned char *p = b.p;
   size_t count = b.n;
@@ -588,10 +636,27 @@ static int64_t print_top(const opts *o, const float *y, int64_t n, int64_t class
   return hits;
 }
 
+/* Written as PATH.tmp.PID and renamed into place (common/cm.h): a full disk leaves no file. */
 static void write_output(const char *path, const void *p, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) die("%s: %s", path, strerror(errno));
-  if (fwrite(p, 1, n, f) != n || fclose(f) != 0) die("%s: write error", path);
+  cm_out out;
+  char why[512];
+  if (cm_out_open(&out, path, 0666, why, sizeof why)) die("%s: %s", path, why);
+  if (fwrite(p, 1, n, out.f) != n) {
+    int e = errno;
+    cm_out_abort(&out);
+    die("%s: write error: %s (nothing was written)", path, strerror(e));
+  }
+  if (cm_out_commit(&out, why, sizeof why)) die("%s: %s", path, why);
+}
+
+/* Checks every output path of the command before its work starts (common/cm.h): not a
+ * directory, not one of its inputs, its directory writable. */
+static void check_outputs(const opts *o) {
+  const char *in[] = {o->model, o->input, o->labels, o->restore, o->checkpoint};
+  const char *out[] = {o->output, o->trace};
+  char why[512];
+  for (int k = 0; k < 2; k++)
+    if (out[k] && cm_check_output(out[k], in, 5, why, sizeof why)) die("%s %s", out[k], why);
 }
 
 static int cmd_infer(const opts *o) {
@@ -626,6 +691,7 @@ static int cmd_infer(const opts *o) {
 int main(int argc, char **argv) {
   opts o;
   parse_args(&o, argc, argv);
+  check_outputs(&o);
   if (!strcmp(o.cmd, "info")) return cmd_info(&o);
   if (!strcmp(o.cmd, "benchmark")) return cmd_benchmark(&o);
   if (!strcmp(o.cmd, "train")) return cmd_train(&o);

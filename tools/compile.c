@@ -1,6 +1,7 @@
 /* compile.c — a whole compile as one call (tools/compile.h): the options checked, the tuning
  * knobs resolved, the graph passes (passes/pipeline.c), then the back end: the target, 16-bit
  * inference storage, the memory check and code generation (codegen/), or a dump of a stage. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +87,8 @@ static int dump_ir(const ir_graph *g, const char *output, ir_diag *d) {
   FILE *f = fopen(output, "w");
   if (!f) return ir_diag_set(d, (ir_loc){0}, NULL, "cannot write '%s'", output);
   ir_print(g, f);
-  return fclose(f) ? ir_diag_set(d, (ir_loc){0}, NULL, "cannot write '%s'", output) : 0;
+  int bad = ferror(f);
+  return fclose(f) || bad ? ir_diag_set(d, (ir_loc){0}, NULL, "cannot write '%s': %s", output, strerror(errno ? errno : EIO)) : 0;
 }
 
 int cnnc_build_model_report(ir_graph *g, const fe_options *o, const char *output, const char *emit, int verbose,

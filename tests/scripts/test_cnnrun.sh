@@ -22,8 +22,8 @@ expect 2 "no model given" --
 expect 2 "no command given" -- "$FAKE"
 expect 2 "unknown command 'frobnicate'" -- "$FAKE" frobnicate
 expect 2 "unknown option '--bogus'" -- "$FAKE" info --bogus
-expect 2 "--batches: '0' is not an integer" -- "$FAKE" benchmark --batches 0
-expect 2 "--runs: 'abc' is not an integer" -- "$FAKE" benchmark --runs abc
+expect 2 "--batches: must be an integer in 1..1048576 \\(got '0'\\)" -- "$FAKE" benchmark --batches 0
+expect 2 "--runs: must be an integer in 1..1048576 \\(got 'abc'\\)" -- "$FAKE" benchmark --runs abc
 expect 2 "--threads needs a value" -- "$FAKE" benchmark --threads
 expect 2 "--json takes no value" -- "$FAKE" info --json=1
 expect 2 "--input FILE is required" -- "$FAKE" infer --output "$T/y"
@@ -119,7 +119,7 @@ expect 1 "100 bytes is not a whole number of samples of 64 bytes" -- "$FAKE" inf
 expect 1 "idx samples have 9 values, the model input 'input' takes 16" -- "$FAKE" infer --input "$T/bad.idx" --top 1
 expect 1 "not an idx file" -- "$FAKE" infer --input "$T/x.raw" --format idx --top 1
 expect 1 "missing.idx: No such file" -- "$FAKE" infer --input "$T/missing.idx" --top 1
-expect 1 "nodir/y.bin: No such file" -- "$FAKE" infer --input "$T/x.idx" --output "$T/nodir/y.bin"
+expect 1 "nodir/y.bin cannot be created: directory .*nodir: No such file" -- "$FAKE" infer --input "$T/x.idx" --output "$T/nodir/y.bin"
 expect 1 "the model takes u8 images, the idx file is not u8" -- "$BUILD/tests/libfake_model_u8skip.so" infer --input "$T/f32_12.idx" --top 1
 expect 0 "5 samples" -- "$FAKE" infer --input "$T/x_f32.idx" --output "$T/y_f32idx.bin"
 check "f32 idx input" "

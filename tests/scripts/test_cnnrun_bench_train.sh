@@ -104,10 +104,10 @@ expect 0 "profile is refused there" -- "$T/m/t.so" benchmark --help
 expect 2 "is a training model; the runtime's per-op profiler times inference" -- "$T/m/t.so" benchmark --profile --runs 1
 expect 2 "--lr applies to training models; .*inf.so was compiled for inference" -- "$T/inf.so" benchmark --lr 0.1 --runs 1
 expect 2 "--peak is for --profile" -- "$T/m/t.so" benchmark --peak 100
-expect 2 "--seconds: '-1' is not a number" -- "$T/m/t.so" benchmark --seconds -1
-expect 2 "--lr: 'nan' is not a number" -- "$T/m/t.so" benchmark --lr nan
-expect 2 "--warmup: '-1' is not an integer" -- "$T/m/t.so" benchmark --warmup -1
-expect 2 "--runs: '0' is not an integer" -- "$T/m/t.so" benchmark --runs 0
+expect 2 "--seconds: must be a number >= 0 \\(got '-1'\\)" -- "$T/m/t.so" benchmark --seconds -1
+expect 2 "--lr: must be a number >= 0 \\(got 'nan'\\)" -- "$T/m/t.so" benchmark --lr nan
+expect 2 "--warmup: must be an integer in 0..1048576 \\(got '-1'\\)" -- "$T/m/t.so" benchmark --warmup -1
+expect 2 "--runs: must be an integer in 1..1048576 \\(got '0'\\)" -- "$T/m/t.so" benchmark --runs 0
 expect 2 "unknown option '--epochs'" -- "$T/m/t.so" benchmark --epochs 1
 # the inference benchmark still works, with --seconds too
 "$CNNRUN" "$T/inf.so" benchmark --runs 1 --seconds 0.2 --json >"$T/i.json" 2>&1 || bad "inference benchmark: $(cat "$T/i.json")"

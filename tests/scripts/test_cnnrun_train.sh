@@ -24,7 +24,7 @@ accuracy_above() {
 expect 0 "--logs-per-epoch X" -- "$FT" train --help
 expect 0 "--checkpoint FILE\|DIR" -- "$FT" validate --help
 expect 2 "--checkpoint FILE\|DIR is required" -- "$FT" validate
-expect 2 "--epochs: '0' is not an integer" -- "$FT" train --epochs 0
+expect 2 "--epochs: must be an integer in 1..1048576 \\(got '0'\\)" -- "$FT" train --epochs 0
 expect 2 "unknown learning-rate schedule 'linear'" -- "$FT" train --dataset synthetic --lr-schedule linear
 expect 2 "--logs-per-epoch: '1/0' is not" -- "$FT" train --dataset synthetic --logs-per-epoch 1/0
 expect 2 "step needs --lr-decay-epochs" -- "$FT" train --dataset synthetic --lr-schedule step

@@ -36,8 +36,8 @@ cnnc_expect() {
   elif ! grep -qE -- "$pat" "$T/out"; then bad "cnnc $* -> output lacks /$pat/: $(head -c 400 "$T/out")"
   else ok; fi
 }
-cnnc_expect 2 "--replicas must be >= 1" --mode training --replicas 0
-cnnc_expect 2 "--gradient-accumulation must be >= 1" --mode training --gradient-accumulation 0
+cnnc_expect 2 "--replicas must be an integer in 1..4096" --mode training --replicas 0
+cnnc_expect 2 "--gradient-accumulation must be an integer in 1..1048576" --mode training --gradient-accumulation 0
 cnnc_expect 2 "--pipeline-schedule must be one of sequential\|grouped\|interleaved" --mode training --pipeline-schedule 1f1b
 cnnc_expect 2 "--recompute must be one of" --mode training --recompute some
 cnnc_expect 1 "need --mode training" --gradient-accumulation 2
@@ -70,9 +70,9 @@ r=$(runtime_of "$T/b.so" --replica-mode=parallel --hugepages=all --spin-us=10000
 case "$r" in *"spin_us=10000000 hugepages=all replica_mode=parallel"*) ok ;; *) bad "runtime options (--opt=value): $r" ;; esac
 expect 2 "--replica-mode: 'serial' is not shared or parallel" -- "$T/b.so" train --replica-mode serial
 expect 2 "--hugepages: 'on' is not inference, off or all" -- "$T/b.so" benchmark --hugepages on
-expect 2 "--spin-us: '-1' is not an integer in 0..10000000" -- "$T/b.so" validate --checkpoint x --spin-us -1
-expect 2 "--spin-us: '10000001' is not an integer in 0..10000000" -- "$T/b.so" info --spin-us 10000001
-expect 2 "--spin-us: '2ms' is not an integer" -- "$T/b.so" infer --input x --top 1 --spin-us 2ms
+expect 2 "--spin-us: must be an integer in 0..10000000 \\(got '-1'\\)" -- "$T/b.so" validate --checkpoint x --spin-us -1
+expect 2 "--spin-us: must be an integer in 0..10000000 \\(got '10000001'\\)" -- "$T/b.so" info --spin-us 10000001
+expect 2 "--spin-us: must be an integer in 0..10000000 \\(got '2ms'\\)" -- "$T/b.so" infer --input x --top 1 --spin-us 2ms
 expect 2 "train: --hugepages needs a value" -- "$T/b.so" train --hugepages
 
 train "$T/a.so" "$T/ca" 0.01

@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
   double t0 = now();
   ir_graph *g = fe_load(model, &o, &d);
   if (!g) { ir_diag_print(&d, stderr); return 1; }
-  if (weights && fe_load_safetensors(g, weights, &d) < 0) {
+  if (weights && fe_load_safetensors(g, weights, 0, &d) < 0) {
     ir_diag_print(&d, stderr);
     ir_graph_free(g);
     return 1;

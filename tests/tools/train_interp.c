@@ -107,7 +107,7 @@ static ir_graph *build(const args *a, ir_diag *d) {
   }
   ir_graph *g = fe_load(a->model, &o, d);
   if (!g) return NULL;
-  if ((a->weights && fe_load_safetensors(g, a->weights, d) < 0) || pass_autodiff(g, a->opt.loss_scale, d) < 0 ||
+  if ((a->weights && fe_load_safetensors(g, a->weights, 0, d) < 0) || pass_autodiff(g, a->opt.loss_scale, d) < 0 ||
       pass_optimizer(g, &a->opt, d) < 0 || ir_verify(g, d) < 0) {
     ir_graph_free(g);
     return NULL;

@@ -97,7 +97,7 @@ static void test_old_struct(void) {
   CHECK(o.struct_size == offsetof(cnnrt_options, allocator) + sizeof(void *), "old struct size %u", o.struct_size);
   expect_runtime(inf_so, &o,
                  "{\"threads_per_shard\": 3, \"pin\": false, \"allocator\": \"default\", \"spin_us\": 2000, "
-                 "\"hugepages\": \"inference\", \"replica_mode\": \"shared\"}",
+                 "\"hugepages\": \"inference\", \"replica_mode\": \"shared\", \"allow_nonfinite\": false}",
                  "old struct");
   o.struct_size = sizeof o + 4;
   cnnrt_model *m = (cnnrt_model *)1;

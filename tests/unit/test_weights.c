@@ -1,8 +1,9 @@
 /* test_weights.c — safetensors I/O (frontend/weights.c): save/load round trip, F16/BF16
  * conversion, and one test per kind of corrupt file (truncated, bad JSON, offsets out of
  * range or overlapping, wrong size, wrong shape, missing/extra/duplicate tensor, unsupported
- * dtype), each checked for the right message; plus every truncation and random byte flips of
- * a valid file, which must fail (or load) cleanly, never crash. */
+ * dtype, gaps or bytes after the data, a FIFO), NaN/Inf values and a negative running_var,
+ * each checked for the right message; plus every truncation and random byte flips of a valid
+ * file, which must fail (or load) cleanly, never crash. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
 #endif
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -48,6 +50,8 @@ static ir_graph *make_graph(int fill) {
     }
   return g;
 }
+
+static ir_graph *mk_full(void) { return make_graph(0); }
 
 /* A two-param graph for hand-written files: "a/weight" [2,2], "a/bias" [2]. */
 static ir_graph *small_graph(void) {
@@ -91,7 +95,7 @@ static unsigned char *read_all(const char *path, size_t *n) {
 static void expect_error(ir_graph *(*mk)(void), const char *path, const char *what, const char *n1, const char *n2) {
   ir_graph *g = mk();
   ir_diag d = {0};
-  int rc = fe_load_safetensors(g, path, &d);
+  int rc = fe_load_safetensors(g, path, 0, &d);
   CHECK(rc == -1 && d.failed, "%s: expected an error, got rc %d", what, rc);
   if (rc == -1) {
     CHECK(n1 == NULL || strstr(d.msg, n1), "%s: message lacks '%s': %s", what, n1, d.msg);
@@ -111,8 +115,9 @@ typedef struct bad_file {
 } bad_file;
 
 static void expect_errors(const char *path, const bad_file *b, size_t n) {
+  static const float data[8] = {1, 2, 3, 4, 5, 6, 7, 8}; /* SMALL, then 8 more bytes */
   for (size_t k = 0; k < n; k++) {
-    write_st(path, b[k].hdr, SMALL, b[k].nbytes);
+    write_st(path, b[k].hdr, data, b[k].nbytes);
     expect_error(small_graph, path, b[k].what, b[k].n1, b[k].n2);
   }
 }
@@ -124,7 +129,7 @@ static void test_round_trip(void) {
   ir_diag d = {0};
   const char *p = tmp_path("rt.safetensors");
   CHECK(fe_save_safetensors(a, p, &d) == 0, "save failed: %s", d.msg);
-  CHECK(fe_load_safetensors(b, p, &d) == 0, "load failed: %s", d.msg);
+  CHECK(fe_load_safetensors(b, p, 0, &d) == 0, "load failed: %s", d.msg);
   for (int v = 0; v < a->n_values; v++) {
     if (a->values[v].kind != IR_VAL_PARAM) continue;
     size_t n = (size_t)ir_shape_numel(&a->values[v].shape);
@@ -163,7 +168,7 @@ static void test_hand_written_ok(void) {
            SMALL, sizeof SMALL);
   ir_graph *g = small_graph();
   ir_diag d = {0};
-  CHECK(fe_load_safetensors(g, p, &d) == 0, "valid hand-written file rejected: %s", d.msg);
+  CHECK(fe_load_safetensors(g, p, 0, &d) == 0, "valid hand-written file rejected: %s", d.msg);
   float *w = g->values[ir_find_value(g, "a/weight")].data, *bias = g->values[ir_find_value(g, "a/bias")].data;
   CHECK(w[0] == 1 && w[3] == 4 && bias[0] == 5 && bias[1] == 6, "values misread");
   ir_graph_free(g);
@@ -178,7 +183,7 @@ static void test_f16_bf16(void) {
            data, sizeof data);
   ir_graph *g = small_graph();
   ir_diag d = {0};
-  CHECK(fe_load_safetensors(g, p, &d) == 0, "F16/BF16 file rejected: %s", d.msg);
+  CHECK(fe_load_safetensors(g, p, 0, &d) == 0, "F16/BF16 file rejected: %s", d.msg);
   float *w = g->values[ir_find_value(g, "a/weight")].data, *b = g->values[ir_find_value(g, "a/bias")].data;
   CHECK(w[0] == 1.0f && w[1] == -2.0f && w[2] == 0.5f && w[3] == 65504.0f, "F16 values %g %g %g %g", w[0], w[1], w[2], w[3]);
   CHECK(b[0] == 1.0f && b[1] == -3.0f, "BF16 values %g %g", b[0], b[1]);
@@ -186,7 +191,10 @@ static void test_f16_bf16(void) {
   write_st(p, "{\"a/weight\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
               "\"a/bias\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[8,12]}}",
            sub, sizeof sub);
-  CHECK(fe_load_safetensors(g, p, &d) == 0, "F16 specials rejected: %s", d.msg);
+  ir_diag e = {0};
+  CHECK(fe_load_safetensors(g, p, 0, &e) == -1 && strstr(e.msg, "tensor 'a/weight': element 2 is inf"),
+        "an infinite weight must be refused by default: %s", e.msg);
+  CHECK(fe_load_safetensors(g, p, 1, &d) == 0, "F16 specials rejected with allow_nonfinite: %s", d.msg);
   CHECK(w[0] == 0x1p-24f && w[1] == -0x1p-15f && isinf(w[2]) && w[2] > 0 && isinf(w[3]) && w[3] < 0,
         "F16 subnormal/inf %g %g %g %g", w[0], w[1], w[2], w[3]);
   ir_graph_free(g);
@@ -209,7 +217,7 @@ static void test_truncated(void) {
     write_raw(q, raw, cut);
     ir_graph *g = make_graph(0);
     ir_diag e = {0};
-    CHECK(fe_load_safetensors(g, q, &e) == -1, "truncated to %zu bytes but loaded", cut);
+    CHECK(fe_load_safetensors(g, q, 0, &e) == -1, "truncated to %zu bytes but loaded", cut);
     ir_graph_free(g);
   }
   /* header length field larger than the file */
@@ -262,6 +270,10 @@ static void test_bad_headers(void) {
       {"{" OK_W ",\"a/bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,16]}}", 24, "reversed offsets", "a/bias", "end before they begin"},
       {"{" OK_W ",\"a/bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 24, "overlapping offsets", "overlap", "a/weight"},
       {"{" OK_W ",\"a/bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,20]}}", 24, "size mismatch", "a/bias", "hold 4 bytes"},
+      {"{" OK_W ",\"a/bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[20,28]}}", 28, "a gap", "a/bias", "leave bytes 16..20 of the data section unused"},
+      {"{" OK_W "," OK_B "}", 28, "bytes after the data", "4 bytes after the last tensor's data", NULL},
+      {"{\"a/weight\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[8,24]},\"a/bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 32,
+       "tensors at the start, bytes after them", "8 bytes after the last tensor's data", NULL},
       {"{" OK_W ",\"a/bias\":{\"dtype\":\"F32\",\"shape\":[1099511627776,1099511627776],\"data_offsets\":[16,24]}}", 24, "overflowing shape", "a/bias", "or more"},
       /* the model's tensors */
       {"{\"a/weight\":{\"dtype\":\"F32\",\"shape\":[4,1],\"data_offsets\":[0,16]}," OK_B "}", 24, "wrong shape", "a/weight", "does not match the model's [2,2]"},
@@ -272,7 +284,30 @@ static void test_bad_headers(void) {
   };
   expect_errors(tmp_path("hdr.safetensors"), bad, sizeof bad / sizeof *bad);
   expect_error(small_graph, tmp_path("does-not-exist"), "missing file", "cannot open", NULL);
-  expect_error(small_graph, g_dir, "directory", "not a regular file", NULL);
+  expect_error(small_graph, g_dir, "directory", "is a directory", NULL);
+  const char *fifo = tmp_path("fifo.safetensors");
+  CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+  expect_error(small_graph, fifo, "a FIFO (opened without blocking)", "is not a regular file (a FIFO)", NULL);
+}
+
+/* NaN/Inf values and a negative running variance are refused, naming the tensor and element,
+ * unless allow_nonfinite (issue 26: they loaded without a word and gave NaN logits). */
+static void test_values(void) {
+  ir_graph *a = make_graph(1);
+  const char *p = tmp_path("val.safetensors");
+  ir_diag d = {0};
+  float *var = a->values[ir_find_value(a, "bn1/running_var")].data, *w = a->values[ir_find_value(a, "fc/weight")].data;
+  var[2] = -1.0f;
+  CHECK(fe_save_safetensors(a, p, &d) == 0, "save: %s", d.msg);
+  expect_error(mk_full, p, "negative running_var", "tensor 'bn1/running_var': element 2 is -1, a negative variance", NULL);
+  var[2] = 1.0f, w[7] = NAN;
+  CHECK(fe_save_safetensors(a, p, &d) == 0, "save: %s", d.msg);
+  expect_error(mk_full, p, "NaN weight", "tensor 'fc/weight': element 7 is nan", "--allow-nonfinite");
+  ir_graph *g = make_graph(0);
+  CHECK(fe_load_safetensors(g, p, 1, &d) == 0 && isnan(g->values[ir_find_value(g, "fc/weight")].data[7]),
+        "allow_nonfinite: %s", d.msg);
+  ir_graph_free(g);
+  ir_graph_free(a);
 }
 
 /* Random byte flips in a valid file: any result is fine as long as it is clean. */
@@ -295,7 +330,7 @@ static void test_fuzz(void) {
     write_raw(q, mut, n);
     ir_graph *g = make_graph(0);
     ir_diag e = {0};
-    int rc = fe_load_safetensors(g, q, &e);
+    int rc = fe_load_safetensors(g, q, 0, &e);
     CHECK(rc == 0 || (rc == -1 && e.failed && e.msg[0]), "fuzz #%d: rc %d without a message", it, rc);
     ir_graph_free(g);
   }
@@ -313,6 +348,7 @@ int main(void) {
   test_truncated();
   test_bad_json();
   test_bad_headers();
+  test_values();
   test_fuzz();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cm.h"
 #include "passes/passes.h"
 #include "tools/report/report.h"
 
@@ -150,16 +151,10 @@ static jv *parse_value(jp *j) {
 }
 
 static jv *load(const char *path, char *err, size_t n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return snprintf(err, n, "%s: cannot open", path), NULL;
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *text = malloc(len > 0 ? (size_t)len + 1 : 1);
-  if (!text) abort();
-  size_t got = len > 0 ? fread(text, 1, (size_t)len, f) : 0;
-  fclose(f);
-  text[got] = 0;
+  char why[256];
+  size_t got; /* a regular file (a directory's ftell was LONG_MAX: malloc failed, abort) */
+  char *text = cm_read_regular(path, (uint64_t)1 << 30, &got, why, sizeof why);
+  if (!text) return snprintf(err, n, "%s: cannot read: %s", path, why), NULL;
   jp j = {text, 0, NULL};
   jv *v = parse_value(&j);
   if (v) {
