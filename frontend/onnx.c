@@ -4,6 +4,7 @@
  * is untrusted: its size, the node count, every tensor's rank, dims and data length are
  * bounded before use; every error names the file and the node. */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -128,7 +129,14 @@ int ox_param(ox_ctx *x, const char *suffix, const ox_const *c, int trainable, in
   if (ir_find_value(x->g, name) >= 0) return ox_err(x, "parameter name '%s' is taken", name);
   int v = ir_add_param(x->g, name, s, trainable);
   float *dst = x->g->values[v].data;
-  for (int64_t k = 0; k < c->numel; k++) dst[k] = c->is_int ? (float)c->i[k] : c->f[k];
+  for (int64_t k = 0; k < c->numel; k++) {
+    dst[k] = c->is_int ? (float)c->i[k] : c->f[k];
+    if (!x->o->allow_nonfinite && !isfinite(dst[k])) /* as for --weights (frontend/weights.c) */
+      return ox_err(x, "parameter '%s' holds a non-finite value (%g at element %lld); --allow-nonfinite accepts it", name,
+                    dst[k], (long long)k);
+    if (!x->o->allow_nonfinite && dst[k] < 0 && !strcmp(suffix, "running_var"))
+      return ox_err(x, "parameter '%s' holds a negative variance (%g at element %lld)", name, dst[k], (long long)k);
+  }
   return v;
 }
 
@@ -565,7 +573,7 @@ static ir_graph *load(ox_ctx *x) {
   x->g = g = ir_graph_new(name, (int)x->o->batch_size);
   x->gfile = ir_strdup(g->arena, x->file);
   if (read_initializers(x, gp) || read_input(x, gp) || walk(x, gp) || set_outputs(x, gp) || add_loss(x)) goto fail;
-  if (x->o->weights[0] && fe_load_safetensors(g, x->o->weights, x->d)) goto fail;
+  if (x->o->weights[0] && fe_load_safetensors(g, x->o->weights, x->o->allow_nonfinite, x->d)) goto fail;
   if (ir_verify(g, x->d)) goto fail;
   goto out;
 fail:

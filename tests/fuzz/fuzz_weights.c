@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[512];
   fz_write("w.safetensors", data, size, path, sizeof path);
   ir_diag d = {0};
-  if (fe_load_safetensors(g, path, &d) != 0 && !strstr(d.msg, "w.safetensors") &&
+  if (fe_load_safetensors(g, path, 0, &d) != 0 && !strstr(d.msg, "w.safetensors") &&
       !(d.loc.file && strstr(d.loc.file, "w.safetensors"))) { /* printed as "file: error: msg" */
     fprintf(stderr, "fuzz_weights: refusal without the file name: %s\n", d.msg);
     abort();
