@@ -67,5 +67,5 @@ grep -q 'peak 50.0 GFLOP/s per core (--peak)' "$T/p.txt" && ok || bad "text prof
 
 # A .so without profiled entries (the fake model): clear error, exit 1.
 expect 1 "no profiled entries \(symbol cnnc_profile_v1\)" -- "$BUILD/tests/libfake_model.so" benchmark --profile --runs 1
-expect 2 "not a number" -- "$T/m1.so" benchmark --profile --peak abc
+expect 2 "--peak: must be a number" -- "$T/m1.so" benchmark --profile --peak abc
 finish
