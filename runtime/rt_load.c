@@ -81,6 +81,8 @@ static cnnrt_status rt_check_abi(const void *sym, const char *path) {
   if (dladdr1(sym, &info, (void **)&es, RTLD_DL_SYMENT) && es) have = (size_t)es->st_size;
   if (have && have < 3 * sizeof(uint32_t))
     return rt_fail(CNNRT_BAD_MODEL, "%s: descriptor %s is only %zu bytes", path, CNNC_ABI_SYMBOL, have);
+  if ((uintptr_t)sym % _Alignof(cnnc_abi_model))
+    return rt_fail(CNNRT_BAD_MODEL, "%s: descriptor %s is at a misaligned address (%p)", path, CNNC_ABI_SYMBOL, sym);
   const cnnc_abi_model *d = sym;
   if (d->magic != CNNC_ABI_MAGIC)
     return rt_fail(CNNRT_BAD_MODEL, "%s: descriptor magic is 0x%08x, expected 0x%08x (\"CNNC\")", path, d->magic,
