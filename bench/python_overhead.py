@@ -12,7 +12,9 @@ overhead   a 1x1 model (1x1x1 f32 input, one 1x1 conv, batch 1; tiny.yml below) 
            with the pointers cached (the ctypes crossing alone); overhead = run - C.
 resnet50   models/resnet50.yml batch 1 (BUILD/bench/py_resnet50_b1.so): `cnnrun benchmark
            --batches 1 --threads 2 --warmup 1 --seconds S` against Model.run of one image per
-           call for S seconds after one warm-up call (threads=2), img/s and the ratio.
+           call for S seconds after one warm-up call (threads=2), img/s and the ratio; and, in
+           the same process, Model.run and a bare ctypes cnnrt_infer alternately call by call
+           for S seconds (insensitive to the host's load drifting): the ratio of their times.
 two        two models of ResNet-50 b1 with 1 thread each: CALLS2 calls on one then the other
            (sequential) against both at once from two Python threads: wall time ratio, and the
            process's CPU seconds per wall second in each (2 when the two models ran at once).
@@ -98,8 +100,22 @@ def resnet50(a, cnnrt, np):
     m = cnnrt.Model(so, threads=2)
     x = np.random.RandomState(1).uniform(-1, 1, (1,) + m.inputs[0].shape[1:]).astype(np.float32)
     feed = {m.inputs[0].name: x}
+    y = np.empty((1,) + m.outputs[0].shape[1:], np.float32)
+    lib, p, xi, yi = cnnrt._lib.lib, m._h.ptr, x.ctypes.data, y.ctypes.data
     rows = []
     for r in range(a.rounds):
+        # in-process, call by call alternately (a drift of the host's speed hits both alike)
+        tp = tc = 0.0
+        t_end = time.perf_counter() + a.seconds
+        while time.perf_counter() < t_end:
+            t0 = time.perf_counter()
+            m.run(None, feed)
+            t1 = time.perf_counter()
+            lib.cnnrt_infer(p, xi, x.nbytes, yi, y.nbytes, 1)
+            t2 = time.perf_counter()
+            tp, tc = tp + t1 - t0, tc + t2 - t1
+        print(f"resnet50 b1 round {r + 1}, in-process call by call: Model.run / bare ctypes cnnrt_infer time "
+              f"{tp / tc:.4f}", flush=True)
         c = cnnrun_bench(a, so, "--batches", "1", "--threads", "2", "--warmup", "1", "--seconds", str(a.seconds))
         m.run(None, feed)
         t0, n = time.perf_counter(), 0
@@ -107,13 +123,14 @@ def resnet50(a, cnnrt, np):
             m.run(None, feed)
             n += 1
         py = n / (time.perf_counter() - t0)
-        rows.append((c["images_per_second"], py, py / c["images_per_second"]))
+        rows.append((c["images_per_second"], py, py / c["images_per_second"], tc / tp))
         print(f"resnet50 b1 round {r + 1}: cnnrun benchmark {rows[-1][0]:.2f} img/s  Python {py:.2f} img/s  "
               f"ratio {rows[-1][2]:.3f}", flush=True)
     m.close()
     med = [statistics.median(col) for col in zip(*rows)]
     print(f"resnet50 b1 median: cnnrun {med[0]:.2f} img/s, Python {med[1]:.2f} img/s, median ratio {med[2]:.3f} "
-          f"(min {min(r[2] for r in rows):.3f}, max {max(r[2] for r in rows):.3f}); {a.seconds} s each, 2 threads")
+          f"(min {min(r[2] for r in rows):.3f}, max {max(r[2] for r in rows):.3f}); {a.seconds} s each, 2 threads; "
+          f"in-process Python / C speed median {med[3]:.4f}")
 
 
 def two(a, cnnrt, np):
