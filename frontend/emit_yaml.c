@@ -1,15 +1,17 @@
 /* emit_yaml.c — fe_emit_yaml: a loaded graph (from ONNX or YAML) written back as a flat YAML
  * model (docs/model-format.md) with its parameters beside it in safetensors, so that
  * `cnnc model.onnx --emit yaml -o m.yml` gives a model `cnnc m.yml` compiles to the same graph.
+ * Both files are written atomically (common/cm.h's cm_out; the weights with
+ * fe_save_safetensors), the weights never over an input of the compile.
  * Every IR node becomes one layer named like the node (parameter names `<layer>/weight`, ...
  * match the YAML frontend's); a node the format cannot express (an add or mul of a constant,
  * a reshape that moves the batch) is an error naming it.  The training loss is not written
  * (`--mode training` adds it again). */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/cm.h"
 #include "fe_int.h"
 #include "weights.h"
 
@@ -117,7 +119,7 @@ static int layer(FILE *f, const ir_graph *g, const ir_node *n, const char *path,
   return 0;
 }
 
-int fe_emit_yaml(const ir_graph *g, const char *path, ir_diag *d) {
+int fe_emit_yaml(const ir_graph *g, const char *path, const char *const *inputs, int n_in, ir_diag *d) {
   const ir_value *in = &g->values[g->input];
   if (in->shape.rank != 4 || in->dtype != IR_F32)
     return fail(d, path, NULL, "a YAML model's input is an f32 [C, H, W] image; this model's input is not");
@@ -129,10 +131,12 @@ int fe_emit_yaml(const ir_graph *g, const char *path, ir_diag *d) {
   if (stem + 13 >= sizeof wpath) return fail(d, path, NULL, "the output path is too long");
   snprintf(wpath, sizeof wpath, "%.*s.safetensors", (int)stem, path);
   const char *wbase = strrchr(wpath, '/') ? strrchr(wpath, '/') + 1 : wpath;
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return ir_diag_set(d, (ir_loc){path, 0, 0}, NULL, "cannot write: %s", strerror(errno));
+  char why[512];
+  if (cm_check_output(wpath, inputs, n_in, why, sizeof why)) /* the model file itself was checked by cnnc */
+    return ir_diag_set(d, (ir_loc){wpath, 0, 0}, NULL, "%s", why);
+  cm_out o;
+  if (cm_out_open(&o, path, 0666, why, sizeof why)) return ir_diag_set(d, (ir_loc){path, 0, 0}, NULL, "%s", why);
+  FILE *f = o.f;
   fprintf(f, "# Written by cnnc --emit yaml; the parameters are in %s.\n", wbase);
   fprintf(f, "name: \"%s\"\ninput: {shape: [%lld, %lld, %lld]}\nweights: \"%s\"\nlayers:\n", g->name,
           (long long)in->shape.dim[1], (long long)in->shape.dim[2], (long long)in->shape.dim[3], wbase);
@@ -152,9 +156,11 @@ int fe_emit_yaml(const ir_graph *g, const char *path, ir_diag *d) {
         fprintf(f, "%s\"%s\"", j++ ? ", " : "", g->values[g->outputs[k]].name);
     fprintf(f, "]\n");
   }
-  if (fclose(f) && !rc) rc = ir_diag_set(d, (ir_loc){path, 0, 0}, NULL, "write error: %s", strerror(errno));
-  if (!rc) rc = fe_save_safetensors(g, wpath, d);
-  if (!rc && rename(tmp, path)) rc = ir_diag_set(d, (ir_loc){path, 0, 0}, NULL, "cannot rename into place: %s", strerror(errno));
-  if (rc) remove(tmp);
-  return rc ? -1 : 0;
+  if (!rc) rc = fe_save_safetensors(g, wpath, d); /* before the model that names it */
+  if (rc) {
+    cm_out_abort(&o);
+    return -1;
+  }
+  if (cm_out_commit(&o, why, sizeof why)) return ir_diag_set(d, (ir_loc){path, 0, 0}, NULL, "%s", why);
+  return 0;
 }

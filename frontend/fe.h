@@ -76,8 +76,9 @@ ir_graph *fe_load(const char *path, fe_options *o, ir_diag *d);
 ir_graph *fe_load_onnx(const char *path, fe_options *o, ir_diag *d);
 /* Writes g as a flat YAML model at path (atomically) with its parameters beside it in
  * safetensors (path's stem + .safetensors, named by the model's `weights:` key); `cnnc path`
- * then builds the same graph.  0, or -1 with d naming a node the format cannot express. */
-int fe_emit_yaml(const ir_graph *g, const char *path, ir_diag *d);
+ * then builds the same graph; the weights file must not be one of inputs[n_in] (the model and
+ * weights the graph came from).  0, or -1 with d naming a node the format cannot express. */
+int fe_emit_yaml(const ir_graph *g, const char *path, const char *const *inputs, int n_in, ir_diag *d);
 /* fe_load_onnx of a model in memory (the fuzz harness); name is used in messages. */
 ir_graph *fe_load_onnx_mem(const char *name, const void *data, size_t len, fe_options *o, ir_diag *d);
 /* Nonzero if path names an ONNX model (by its extension, .onnx). */

@@ -139,14 +139,15 @@ int fe_lower_plain(fe_ctx *c, fe_layer *L) {
   return fe_add_node(c, L, L->op->op, L->in, L->n_in, &a);
 }
 
+static int relu6(fe_ctx *c, fe_layer *L) {
+  ir_attr a = {.clip = {0.0f, 6.0f}};
+  return fe_add_node(c, L, IR_OP_clip, L->in, 1, &a);
+}
+
 int fe_lower_act(fe_ctx *c, fe_layer *L) {
   ir_attr a = {0};
   const char *kind = c->defs[FE_K_defaults_activation].s;
-  if (!strcmp(kind, "relu6")) {
-    a.clip.lo = 0.0f, a.clip.hi = 6.0f;
-    return fe_add_node(c, L, IR_OP_clip, L->in, 1, &a);
-  }
-  return fe_add_node(c, L, ir_op_from_name(kind), L->in, 1, &a);
+  return !strcmp(kind, "relu6") ? relu6(c, L) : fe_add_node(c, L, ir_op_from_name(kind), L->in, 1, &a);
 }
 
 int fe_lower_concat(fe_ctx *c, fe_layer *L) {
@@ -169,16 +170,12 @@ int fe_lower_shuffle(fe_ctx *c, fe_layer *L) {
 
 /* clip (min, max) and relu6 (clip 0..6). */
 int fe_lower_clip(fe_ctx *c, fe_layer *L) {
+  if (!strcmp(L->op->name, "relu6")) return relu6(c, L);
   ir_attr a = {0};
-  if (!strcmp(L->op->name, "relu6")) {
-    a.clip.lo = 0.0f, a.clip.hi = 6.0f;
-  } else {
-    const fe_field *lo = &L->f[FE_K_clip_min], *hi = &L->f[FE_K_clip_max];
-    a.clip.lo = lo->node ? (float)lo->v.f : -INFINITY;
-    a.clip.hi = hi->node ? (float)hi->v.f : INFINITY;
-    if (a.clip.lo > a.clip.hi)
-      return fe_err(c, L->m, L->name, "'min' (%g) must not exceed 'max' (%g)", a.clip.lo, a.clip.hi);
-  }
+  const fe_field *lo = &L->f[FE_K_clip_min], *hi = &L->f[FE_K_clip_max];
+  a.clip.lo = lo->node ? (float)lo->v.f : -INFINITY;
+  a.clip.hi = hi->node ? (float)hi->v.f : INFINITY;
+  if (a.clip.lo > a.clip.hi) return fe_err(c, L->m, L->name, "'min' (%g) must not exceed 'max' (%g)", a.clip.lo, a.clip.hi);
   return fe_add_node(c, L, IR_OP_clip, L->in, 1, &a);
 }
 

@@ -3,37 +3,37 @@
  * (onnx_ops.c converts each into IR nodes), and adds outputs and the training loss.  The file
  * is untrusted: its size, the node count, every tensor's rank, dims and data length are
  * bounded before use; every error names the file and the node. */
-#include <errno.h>
 #include <math.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "common/cm.h"
 #include "onnx_int.h"
 #include "weights.h"
 
 /* ---- messages ----------------------------------------------------------------------------- */
+/* Names come from the file: no control bytes or broken UTF-8 reach the terminal ('?'). */
+static void printable(char *s) {
+  for (unsigned char *p = (unsigned char *)s; *p; p++)
+    if (*p < 0x20 || *p >= 0x7f) *p = '?';
+}
+
 int ox_err(ox_ctx *x, const char *fmt, ...) {
   char msg[sizeof x->d->msg];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  /* Names come from the file: no control bytes or broken UTF-8 reach the terminal. */
-  for (unsigned char *p = (unsigned char *)msg; *p; p++)
-    if (*p < 0x20 || *p >= 0x7f) *p = '?';
+  printable(msg);
   if (!x->node) return ir_diag_set(x->d, (ir_loc){x->file, 0, 0}, NULL, "%s", msg);
   const char *nm = x->node->name && x->node->name[0] ? x->node->name : NULL;
   char safe[2][96];
   const char *src[2] = {nm ? nm : "", x->node->op_type ? x->node->op_type : "?"};
   for (int k = 0; k < 2; k++) {
     snprintf(safe[k], sizeof safe[k], "%s", src[k]);
-    for (unsigned char *p = (unsigned char *)safe[k]; *p; p++)
-      if (*p < 0x20 || *p >= 0x7f) *p = '?';
+    printable(safe[k]);
   }
   return ir_diag_set(x->d, (ir_loc){x->file, 0, 0}, NULL, "node %s%s%s (#%d, %s, opset %d): %s", nm ? "'" : "",
                      nm ? safe[0] : "without a name", nm ? "'" : "", x->node_index, safe[1], x->opset, msg);
@@ -345,36 +345,11 @@ static Onnx__ModelProto *unpack(ox_ctx *x, const uint8_t *buf, size_t len) {
 
 static Onnx__ModelProto *read_model(ox_ctx *x) {
   if (x->mem) return unpack(x, x->mem, x->mem_len);
-  int fd = open(x->file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return ox_err(x, "cannot open: %s", strerror(errno)), NULL;
-  struct stat st;
-  if (fstat(fd, &st)) {
-    int e = errno;
-    close(fd);
-    return ox_err(x, "cannot stat: %s", strerror(e)), NULL;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return ox_err(x, "%s", S_ISDIR(st.st_mode) ? "is a directory, not an ONNX model" : "is not a regular file"), NULL;
-  }
-  if (st.st_size == 0 || st.st_size > OX_MAX_FILE_BYTES) {
-    close(fd);
-    return ox_err(x, "is %lld bytes; an ONNX model is 1 byte to 2 GiB (larger models keep weights in external data)",
-                  (long long)st.st_size),
-           NULL;
-  }
-  uint8_t *buf = malloc((size_t)st.st_size);
-  if (!buf) return close(fd), ox_err(x, "out of memory reading %lld bytes", (long long)st.st_size), NULL;
-  size_t got = 0;
-  while (got < (size_t)st.st_size) {
-    ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += (size_t)r;
-  }
-  close(fd);
-  if (got != (size_t)st.st_size) return free(buf), ox_err(x, "read error (%zu of %lld bytes)", got, (long long)st.st_size), NULL;
-  Onnx__ModelProto *m = unpack(x, buf, got);
+  char why[256];
+  size_t len;
+  uint8_t *buf = (uint8_t *)cm_read_regular(x->file, (uint64_t)OX_MAX_FILE_BYTES, &len, why, sizeof why);
+  if (!buf) return ox_err(x, "%s", why), NULL;
+  Onnx__ModelProto *m = unpack(x, buf, len);
   free(buf);
   return m;
 }
@@ -539,10 +514,12 @@ int ox_uses(ox_ctx *x, const char *name) {
   return k < 0 ? 0 : x->use_count[k];
 }
 
-int ox_producer(ox_ctx *x, const char *name) {
-  for (size_t i = (size_t)x->node_index + 1; name && i < x->graph->n_node; i++)
-    for (size_t j = 0; j < x->graph->node[i]->n_output; j++)
-      if (!strcmp(x->graph->node[i]->output[j], name)) return (int)i;
+/* The node after the current one that reads value name, with the input slot it reads it at;
+ * -1 if none.  With ox_uses(x, name) == 1 it is the value's only reader. */
+int ox_next_reader(ox_ctx *x, const char *name, int *slot) {
+  for (size_t k = (size_t)x->node_index + 1; name && k < x->graph->n_node; k++)
+    for (size_t j = 0; j < x->graph->node[k]->n_input; j++)
+      if (!strcmp(x->graph->node[k]->input[j], name)) return *slot = (int)j, (int)k;
   return -1;
 }
 

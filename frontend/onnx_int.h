@@ -77,8 +77,8 @@ const char *ox_layer_name(ox_ctx *x);
 
 /* How many node inputs and graph outputs read the value called name. */
 int ox_uses(ox_ctx *x, const char *name);
-/* The node that produces value name at or after node index from, or -1. */
-int ox_producer(ox_ctx *x, const char *name);
+/* The node after the current one that reads value name (and the input slot), or -1. */
+int ox_next_reader(ox_ctx *x, const char *name, int *slot);
 
 /* Values. */
 ox_val *ox_find(ox_ctx *x, const char *name);            /* NULL if unknown */

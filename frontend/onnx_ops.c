@@ -215,12 +215,8 @@ static int pad(ox_ctx *x) {
   if (value != 0) return ox_err(x, "padding with %g is not supported (only zeros)", value);
   if (s->rank != 4 || p[0] || p[1] || p[4] || p[5]) return ox_err(x, "only the spatial dims of [N, C, H, W] may be padded");
   const char *out = x->node->output[0];
-  const Onnx__NodeProto *reader = NULL;
-  int slot = -1;
-  if (ox_uses(x, out) == 1)
-    for (size_t k = (size_t)x->node_index + 1; k < x->graph->n_node && !reader; k++)
-      for (size_t j = 0; j < x->graph->node[k]->n_input && !reader; j++)
-        if (!strcmp(x->graph->node[k]->input[j], out)) reader = x->graph->node[k], slot = (int)j;
+  int slot = -1, k = ox_uses(x, out) == 1 ? ox_next_reader(x, out, &slot) : -1;
+  const Onnx__NodeProto *reader = k >= 0 ? x->graph->node[k] : NULL;
   if (!reader || slot != 0 || !reader->op_type || (strcmp(reader->op_type, "Conv") && strcmp(reader->op_type, "AveragePool")))
     return ox_err(x, "a Pad is supported only when its one reader is a Conv or an AveragePool (it is folded into their padding)");
   if (ox_bind(x, out, in, NULL)) return -1;
@@ -277,17 +273,10 @@ static int unary(ox_ctx *x, ir_op op) {
  * node is not emitted and the Mul becomes swish (Sigmoid) or hardswish (HardSigmoid). */
 static int gate_of_mul(ox_ctx *x) {
   const char *out = x->node->output[0], *src = x->node->input[0];
-  if (ox_uses(x, out) != 1) return 0;
-  for (size_t k = (size_t)x->node_index + 1; k < x->graph->n_node; k++) {
-    const Onnx__NodeProto *p = x->graph->node[k];
-    int reads = 0;
-    for (size_t j = 0; j < p->n_input; j++) reads |= !strcmp(p->input[j], out);
-    if (!reads) continue;
-    return p->op_type && !strcmp(p->op_type, "Mul") && p->n_input == 2 &&
-           ((!strcmp(p->input[0], src) && !strcmp(p->input[1], out)) ||
-            (!strcmp(p->input[1], src) && !strcmp(p->input[0], out)));
-  }
-  return 0;
+  int slot, k = ox_uses(x, out) == 1 ? ox_next_reader(x, out, &slot) : -1;
+  if (k < 0) return 0;
+  const Onnx__NodeProto *p = x->graph->node[k];
+  return p->op_type && !strcmp(p->op_type, "Mul") && p->n_input == 2 && !strcmp(p->input[1 - slot], src);
 }
 
 static int fold_gate(ox_ctx *x, int in, ir_op op) {

@@ -500,7 +500,10 @@ static int run(driver *D) {
   if (!rc && D->emit && !strcmp(D->emit, "yaml")) { /* the model as YAML + safetensors (docs/onnx.md) */
     ir_diag d = {0};
     if (!D->output) rc = (usage_error("--emit yaml needs -o MODEL.yml (the weights go beside it)%s%s", "", ""), EXIT_USAGE);
-    else if (fe_emit_yaml(g, D->output, &d)) ir_diag_print(&d, stderr), rc = EXIT_MODEL;
+    else {
+      const char *in[2] = {D->model, D->o.weights[0] ? D->o.weights : NULL};
+      if (fe_emit_yaml(g, D->output, in, 2, &d)) ir_diag_print(&d, stderr), rc = EXIT_MODEL;
+    }
     ir_graph_free(g);
     return rc;
   }

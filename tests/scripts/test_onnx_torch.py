@@ -122,6 +122,12 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-torch-") as tmp:
         case(checks, tmp, name, getattr(torchvision.models, name)(), (3, 64, 64), 1, ops, yaml=name != "googlenet")
     r = run([os.path.join(BUILD, "cnnc"), os.path.join(tmp, "resnet18.onnx"), "--emit", "yaml"])
     checks.check(r.returncode == 2 and "needs -o" in r.stderr, f"--emit yaml without -o: usage error ({r.stderr.strip()})")
+    w = os.path.join(tmp, "resnet18_emit.safetensors")  # the roundtrip's weights, an input now
+    before = open(w, "rb").read()
+    r = run([os.path.join(BUILD, "cnnc"), os.path.join(tmp, "resnet18.onnx"), "--weights", w, "--emit", "yaml", "-o",
+             os.path.join(tmp, "resnet18_emit.yml")])
+    checks.check(r.returncode == 1 and "is the input" in r.stderr and open(w, "rb").read() == before,
+                 f"--emit yaml never writes its weights over an input ({r.stderr.strip()[:200]})")
     case(checks, tmp, "mixed", Mixed(), (3, 16, 16), 3,
          ("BatchNormalization", "AveragePool", "MaxPool", "Gemm", "MatMul", "Softmax", "Shape", "Gather", "Reshape",
           "Sub", "Div"))
