@@ -182,6 +182,8 @@ static cnnrt_status rt_dyn_symbols(rt_elf_img *img, const rt_dyn *y) {
     if (!strcmp(name, CNNC_SEAL_SYMBOL)) img->exports_seal = 1;
     if (sym.st_shndx == SHN_ABS) continue;
     uint64_t need = rt_known_size(name), len = sym.st_size > need ? sym.st_size : need;
+    if (need > 1 && sym.st_value % 8) /* the runtime reads the descriptor as a struct of pointers */
+      return rt_elf_bad(img, "descriptor '%s' at 0x%llx is misaligned", name, (unsigned long long)sym.st_value);
     if (!rt_elf_load_of(img, sym.st_value, len))
       return rt_elf_bad(img, "symbol '%s' (0x%llx, %llu bytes) lies outside the loaded segments", name,
                         (unsigned long long)sym.st_value, (unsigned long long)len);
