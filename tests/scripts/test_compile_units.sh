@@ -4,7 +4,7 @@
 # compile unit (up to 32), independent of the number of threads.  Checks that
 #  - the .so is reproducible: byte-identical from two compiles, and with --tune
 #    compile_threads=1 and =2 (the plan does not depend on the threads) but for the options
-#    JSON's record of that knob and the build ID that hashes it;
+#    JSON's record of that knob and the build ID and checksum note that hash it;
 #  - the unit count is the number of kernel groups (cnnc -v: "in N units"), and the old plan
 #    (--tune units_per_thread=1, 4 units per thread) is reachable and gives fewer units;
 #  - the logits are bitwise the same with either plan and either thread count.
@@ -22,7 +22,8 @@ build() {
 units() { sed -n 's/.*codegen .* in \([0-9]*\) units on \([0-9]*\) thread.*/\1 \2/p' "$T/$1.log"; }
 
 # same_but_threads A B: A and B byte-identical once the options JSON's "compile_threads": N
-# (every knob is recorded) and the build ID (a hash of the contents) are masked in both
+# (every knob is recorded), the build ID and the seal's XXH64 (runtime/cnnc_seal.h: hashes of
+# the contents) are masked in both
 same_but_threads() {
   python3 - "$1" "$(readelf -n "$1" | sed -n 's/.*Build ID: //p')" "$2" "$(readelf -n "$2" | sed -n 's/.*Build ID: //p')" <<'EOF'
 import re, sys
@@ -30,6 +31,9 @@ def norm(path, bid):
     b = open(path, "rb").read()
     if len(bid) < 16 or b.count(bytes.fromhex(bid)) != 1: sys.exit("%s: no build ID (%r)" % (path, bid))
     b = b.replace(bytes.fromhex(bid), bytes(len(bid) // 2))
+    seal = b.find(b"\x05\x00\x00\x00\x18\x00\x00\x00SEALcnnc\x00")  # the note; its hash: desc + 16
+    if seal < 0: sys.exit("%s: no checksum note" % path)
+    b = b[:seal + 36] + bytes(8) + b[seal + 44:]
     b, n = re.subn(rb'"compile_threads": [0-9]+', b'"compile_threads": N', b)
     if n != 1: sys.exit("%s: %d compile_threads records" % (path, n))
     return b
