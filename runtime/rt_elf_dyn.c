@@ -274,6 +274,11 @@ static cnnrt_status rt_dyn_relocs(const rt_elf_img *img, const rt_dyn *y, uint64
     if (type != RT_R_NONE && (!ph || !(ph->p_flags & PF_W)))
       return rt_elf_bad(img, "%s %llu writes 0x%llx, outside the writable segments", what, (unsigned long long)i,
                         (unsigned long long)r.r_offset);
+    for (int k = 0; k < img->nph && type != RT_R_NONE; k++) /* the loader reads .dynamic again after relocating */
+      if (img->ph[k].p_type == PT_DYNAMIC && r.r_offset + 8 > img->ph[k].p_vaddr &&
+          r.r_offset < img->ph[k].p_vaddr + img->ph[k].p_memsz)
+        return rt_elf_bad(img, "%s %llu writes 0x%llx, inside the dynamic section", what, (unsigned long long)i,
+                          (unsigned long long)r.r_offset);
     if (img->sealed && type == RT_R_RELATIVE && !rt_elf_load_of(img, (uint64_t)r.r_addend, 1))
       return rt_elf_bad(img, "%s %llu points at 0x%llx, outside the loaded segments", what, (unsigned long long)i,
                         (unsigned long long)r.r_addend);
