@@ -336,12 +336,15 @@ cnnrt_status rt_elf_dynamic(rt_elf_img *img) {
   if (s == CNNRT_OK) s = rt_dyn_symbols(img, &y);
   if (s == CNNRT_OK) s = rt_dyn_versions(img, &y);
   if (s == CNNRT_OK && (y.has[DT_RELA] || y.v[DT_RELASZ]))
-    s = !y.has[DT_RELAENT] || y.v[DT_RELAENT] != sizeof(Elf64_Rela) /* glibc asserts through DT_RELAENT */
+    s = !y.has[DT_RELA] || !y.has[DT_RELASZ] /* glibc reads DT_RELASZ through a pointer it does not check */
+            ? rt_elf_bad(img, "relocations without DT_RELA or DT_RELASZ")
+        : !y.has[DT_RELAENT] || y.v[DT_RELAENT] != sizeof(Elf64_Rela) /* glibc asserts through DT_RELAENT */
             ? rt_elf_bad(img, "relocation entries of %llu bytes", (unsigned long long)y.v[DT_RELAENT])
             : rt_dyn_relocs(img, &y, y.v[DT_RELA], y.v[DT_RELASZ], "relocation", y.relacount);
   else if (s == CNNRT_OK && y.relacount) s = rt_elf_bad(img, "relative relocations announced without a table");
   if (s == CNNRT_OK && (y.has[DT_JMPREL] || y.v[DT_PLTRELSZ]))
     s = img->sealed ? rt_elf_bad(img, "PLT relocations, which cnnc models do not have")
+        : !y.has[DT_JMPREL] || !y.has[DT_PLTRELSZ] || !y.has[DT_PLTREL] ? rt_elf_bad(img, "PLT relocations without their size or kind")
                     : rt_dyn_relocs(img, &y, y.v[DT_JMPREL], y.v[DT_PLTRELSZ], "PLT relocation", 0);
   if (s == CNNRT_OK && y.has[DT_PLTGOT]) {
     const Elf64_Phdr *ph = rt_elf_load_of(img, y.v[DT_PLTGOT], 24);
