@@ -115,6 +115,8 @@ static cnnrt_status rt_elf_segments(rt_elf_img *img) {
     }
     if (p->p_type == PT_TLS) return rt_elf_bad(img, "segment %d is thread-local storage, which cnnc models have not", i);
     if (p->p_type != PT_LOAD) continue;
+    if (!(p->p_flags & PF_R)) /* the loader reads its tables, the runtime its descriptor, through the mapping */
+      return rt_elf_bad(img, "load segment %d is not readable (flags 0x%x)", i, (unsigned)p->p_flags);
     if (p->p_filesz > p->p_memsz || p->p_memsz > ((uint64_t)1 << 40) || p->p_vaddr > ((uint64_t)1 << 46))
       return rt_elf_bad(img, "load segment %d: %llu bytes in the file, %llu in memory at 0x%llx", i,
                         (unsigned long long)p->p_filesz, (unsigned long long)p->p_memsz, (unsigned long long)p->p_vaddr);

@@ -182,6 +182,8 @@ static cnnrt_status rt_dyn_symbols(rt_elf_img *img, const rt_dyn *y) {
     if (!strcmp(name, CNNC_SEAL_SYMBOL)) img->exports_seal = 1;
     if (sym.st_shndx == SHN_ABS) continue;
     uint64_t need = rt_known_size(name), len = sym.st_size > need ? sym.st_size : need;
+    if (need > 1 && sym.st_value % 8) /* the runtime reads the descriptor as a struct of pointers */
+      return rt_elf_bad(img, "descriptor '%s' at 0x%llx is misaligned", name, (unsigned long long)sym.st_value);
     if (!rt_elf_load_of(img, sym.st_value, len))
       return rt_elf_bad(img, "symbol '%s' (0x%llx, %llu bytes) lies outside the loaded segments", name,
                         (unsigned long long)sym.st_value, (unsigned long long)len);
@@ -272,6 +274,11 @@ static cnnrt_status rt_dyn_relocs(const rt_elf_img *img, const rt_dyn *y, uint64
     if (type != RT_R_NONE && (!ph || !(ph->p_flags & PF_W)))
       return rt_elf_bad(img, "%s %llu writes 0x%llx, outside the writable segments", what, (unsigned long long)i,
                         (unsigned long long)r.r_offset);
+    for (int k = 0; k < img->nph && type != RT_R_NONE; k++) /* the loader reads .dynamic again after relocating */
+      if (img->ph[k].p_type == PT_DYNAMIC && r.r_offset + 8 > img->ph[k].p_vaddr &&
+          r.r_offset < img->ph[k].p_vaddr + img->ph[k].p_memsz)
+        return rt_elf_bad(img, "%s %llu writes 0x%llx, inside the dynamic section", what, (unsigned long long)i,
+                          (unsigned long long)r.r_offset);
     if (img->sealed && type == RT_R_RELATIVE && !rt_elf_load_of(img, (uint64_t)r.r_addend, 1))
       return rt_elf_bad(img, "%s %llu points at 0x%llx, outside the loaded segments", what, (unsigned long long)i,
                         (unsigned long long)r.r_addend);
@@ -329,12 +336,15 @@ cnnrt_status rt_elf_dynamic(rt_elf_img *img) {
   if (s == CNNRT_OK) s = rt_dyn_symbols(img, &y);
   if (s == CNNRT_OK) s = rt_dyn_versions(img, &y);
   if (s == CNNRT_OK && (y.has[DT_RELA] || y.v[DT_RELASZ]))
-    s = !y.has[DT_RELAENT] || y.v[DT_RELAENT] != sizeof(Elf64_Rela) /* glibc asserts through DT_RELAENT */
+    s = !y.has[DT_RELA] || !y.has[DT_RELASZ] /* glibc reads DT_RELASZ through a pointer it does not check */
+            ? rt_elf_bad(img, "relocations without DT_RELA or DT_RELASZ")
+        : !y.has[DT_RELAENT] || y.v[DT_RELAENT] != sizeof(Elf64_Rela) /* glibc asserts through DT_RELAENT */
             ? rt_elf_bad(img, "relocation entries of %llu bytes", (unsigned long long)y.v[DT_RELAENT])
             : rt_dyn_relocs(img, &y, y.v[DT_RELA], y.v[DT_RELASZ], "relocation", y.relacount);
   else if (s == CNNRT_OK && y.relacount) s = rt_elf_bad(img, "relative relocations announced without a table");
   if (s == CNNRT_OK && (y.has[DT_JMPREL] || y.v[DT_PLTRELSZ]))
     s = img->sealed ? rt_elf_bad(img, "PLT relocations, which cnnc models do not have")
+        : !y.has[DT_JMPREL] || !y.has[DT_PLTRELSZ] || !y.has[DT_PLTREL] ? rt_elf_bad(img, "PLT relocations without their size or kind")
                     : rt_dyn_relocs(img, &y, y.v[DT_JMPREL], y.v[DT_PLTRELSZ], "PLT relocation", 0);
   if (s == CNNRT_OK && y.has[DT_PLTGOT]) {
     const Elf64_Phdr *ph = rt_elf_load_of(img, y.v[DT_PLTGOT], 24);
