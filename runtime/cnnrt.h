@@ -350,17 +350,54 @@ CNNRT_API cnnrt_status cnnrt_log_period(double logs_per_epoch, int64_t steps_per
 CNNRT_API cnnrt_status cnnrt_parse_fraction(const char *text, double *out);
 
 /* ---- datasets ------------------------------------------------------------------------------
- * Image classification data held in memory as u8 [N, C, H, W] + labels.  Kinds:
+ * Image classification data: u8 [N, C, H, W] + labels, held in memory, or image files decoded
+ * when read (cnnrt_dataset_open_folder).  Kinds of cnnrt_dataset_open:
  *   "mnist", "fashion-mnist"  idx files in dir: train-images-idx3-ubyte, train-labels-idx1-ubyte,
  *                             t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (each also .gz)
  *   "cifar10"                 dir or dir/cifar-10-batches-bin: data_batch_1..5.bin (train),
  *                             test_batch.bin (test); 3073-byte records (label, 3x32x32)
+ *   "cifar100"                dir or dir/cifar-100-binary: train.bin, test.bin; 3074-byte
+ *                             records (coarse label, fine label, 3x32x32): the 100 fine labels
  *   "synthetic"               dir ignored: a separable problem, 1x28x28, 10 classes,
  *                             1024 train / 256 test samples (cnnrt_dataset_synthetic for others) */
 typedef struct cnnrt_dataset cnnrt_dataset; /* opaque */
 /* Reads the train (test = 0) or test split.  On success *out is a new dataset the caller
  * frees with cnnrt_dataset_close; messages name the file and the fault. */
 CNNRT_API cnnrt_status cnnrt_dataset_open(const char *kind, const char *dir, int test, cnnrt_dataset **out);
+
+/* An image folder in the ImageNet layout: DIR/train/CLASS/... (test = 0) or DIR/val/CLASS/...,
+ * .jpg/.jpeg/.png files (decided by content; other files are ignored and counted), in class
+ * folders and their subfolders (8 levels at most); class k = the k-th folder name in byte
+ * order (torchvision's ImageFolder), files in byte order of their path within a class.  The
+ * split's classes must be the train split's.  Images are decoded when read (libjpeg-turbo,
+ * libspng), transformed to the sample shape, on `threads` decoder threads that also read the
+ * next window ahead (cnnrt_dataset_read of the samples after the last read, same count).
+ * augment IMAGENET: train = random-resized crop (area 0.08-1, aspect 3/4-4/3) + horizontal
+ * flip, val = resize of the shorter side to 256/224 of the sample + centre crop; the random
+ * choices of a sample depend on the shuffle seed and the file alone.  NONE: the whole image
+ * resized to the sample shape. */
+typedef enum cnnrt_augment { CNNRT_AUGMENT_IMAGENET = 0, CNNRT_AUGMENT_NONE = 1 } cnnrt_augment;
+typedef struct cnnrt_folder_options {
+  int channels, height, width; /* the sample shape: 1 (grey) or 3 (RGB) x H x W, required */
+  cnnrt_augment augment;       /* default IMAGENET */
+  int threads;                 /* decoder threads (0: none, the reader decodes); default: cores/2, >= 1 */
+  int skip_bad;                /* nonzero: an image that fails to decode is replaced by the next file that
+                                  decodes and counted (cnnrt_dataset_stats); 0 (default): the read fails
+                                  naming the file */
+} cnnrt_folder_options;
+CNNRT_API void cnnrt_folder_options_init(cnnrt_folder_options *o);
+CNNRT_API cnnrt_status cnnrt_dataset_open_folder(const char *dir, int test, const cnnrt_folder_options *o,
+                                                 cnnrt_dataset **out);
+/* The name of class k (an image folder's class folder; "0".."9" for the others), or NULL. */
+CNNRT_API const char *cnnrt_dataset_class_name(const cnnrt_dataset *ds, int k);
+typedef struct cnnrt_dataset_stats {
+  int64_t decoded;      /* images decoded so far (folders; 0 for in-memory data) */
+  int64_t skipped;      /* images that failed to decode and were replaced (skip_bad) */
+  int64_t ignored;      /* files in the folder that are not .jpg/.jpeg/.png */
+  double wait_seconds;  /* time cnnrt_dataset_read spent decoding or waiting for decoders */
+  char last_skipped[512]; /* the last skipped image's message ("" if none) */
+} cnnrt_dataset_stats;
+CNNRT_API void cnnrt_dataset_stats_get(const cnnrt_dataset *ds, cnnrt_dataset_stats *out);
 /* n samples of c x h x w, `classes` classes: class k brightens its own band of pixels over
  * uniform noise, labels uniform, deterministic in seed. */
 CNNRT_API cnnrt_status cnnrt_dataset_synthetic(int64_t n, int c, int h, int w, int classes, uint64_t seed,
@@ -369,7 +406,8 @@ CNNRT_API void cnnrt_dataset_close(cnnrt_dataset *ds);
 CNNRT_API int64_t cnnrt_dataset_size(const cnnrt_dataset *ds);
 /* Sample shape and class count (max label + 1 over the data, or the declared count). */
 CNNRT_API void cnnrt_dataset_shape(const cnnrt_dataset *ds, int *c, int *h, int *w, int *classes);
-/* Keeps only the first n samples (n >= 1, <= size). */
+/* Keeps only the first n samples (n >= 1, <= size); of an image folder (sorted by class), n
+ * samples spread evenly over it: sample i is file floor(i * size / n). */
 CNNRT_API cnnrt_status cnnrt_dataset_limit(cnnrt_dataset *ds, int64_t n);
 /* Sets the sample order to a permutation determined by seed (seed 0: file order). */
 CNNRT_API void cnnrt_dataset_shuffle(cnnrt_dataset *ds, uint64_t seed);

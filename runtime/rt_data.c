@@ -1,7 +1,8 @@
 /* rt_data.c — image classification datasets in memory (u8 [N, C, H, W] + u8 labels): idx
- * files (MNIST, Fashion-MNIST; gzip through zlib when built with it), CIFAR-10 binary
- * batches, and a synthetic separable problem; seeded shuffling and u8 -> f32 (x/255)
- * conversion.  Every malformed file gives CNNRT_IO / CNNRT_BAD_MODEL naming the file. */
+ * files (MNIST, Fashion-MNIST; gzip through zlib when built with it), CIFAR-10 and CIFAR-100
+ * binary batches, and a synthetic separable problem; seeded shuffling and u8 -> f32 (x/255)
+ * conversion; the dataset calls that image folders (rt_folder.c) share.  Every malformed file
+ * gives CNNRT_IO / CNNRT_BAD_MODEL naming the file. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,16 +17,10 @@
 #include <zlib.h>
 #endif
 
-#define RT_CIFAR_RECORD 3073
+#define RT_CIFAR_RECORD 3073 /* CIFAR-10: label, 3x32x32 */
+#define RT_CIFAR100_RECORD 3074 /* CIFAR-100: coarse label, fine label, 3x32x32 */
 #define RT_MAX_FILE ((size_t)1 << 34)
 #define RT_MAX_CIFAR_RECORDS 60000 /* per batch file: all of CIFAR-10 (a batch holds 10000) */
-
-struct cnnrt_dataset {
-  uint8_t *images;  /* [n][c*h*w] in file order */
-  uint8_t *labels;  /* [n] */
-  int64_t n, *order;
-  int c, h, w, classes;
-};
 
 typedef struct rt_blob {
   uint8_t *p;
@@ -38,7 +33,7 @@ static uint32_t rt_be32(const uint8_t *p);
  * shows trailing data), a CIFAR-10 batch (ndim 0) up to RT_MAX_CIFAR_RECORDS records plus one. */
 static size_t rt_read_limit(const rt_blob *b, int ndim) {
   size_t hdr = 4 + 4 * (size_t)ndim;
-  if (ndim == 0) return (size_t)RT_MAX_CIFAR_RECORDS * RT_CIFAR_RECORD + 1;
+  if (ndim == 0) return (size_t)RT_MAX_CIFAR_RECORDS * RT_CIFAR100_RECORD + 1;
   if (b->n < hdr) return hdr;
   if (b->p[0] || b->p[1] || b->p[2] != 0x08 || b->p[3] != ndim) return b->n; /* rt_idx_check says what is wrong */
   uint64_t count = 1;
@@ -111,7 +106,8 @@ static cnnrt_status rt_read_file(const char *path, rt_blob *b, int ndim) {
     s = rt_fail(CNNRT_UNSUPPORTED, "%s: gzip file, but libcnnrt was built without zlib", path);
 #endif
   if (s == CNNRT_OK && ndim == 0 && b->n >= limit)
-    s = rt_fail(CNNRT_BAD_MODEL, "%s: more than %d CIFAR-10 records (a batch file holds 10000)", path, RT_MAX_CIFAR_RECORDS);
+    s = rt_fail(CNNRT_BAD_MODEL, "%s: more than %d CIFAR records (a CIFAR-10 batch file holds 10000, CIFAR-100's train.bin 50000)",
+                path, RT_MAX_CIFAR_RECORDS);
   if (s != CNNRT_OK) free(b->p), b->p = NULL;
   return s;
 }
@@ -195,18 +191,25 @@ static cnnrt_status rt_open_idx(cnnrt_dataset *ds, const char *dir, int test) {
   return s;
 }
 
-/* Appends the records of one CIFAR-10 batch file. */
-static cnnrt_status rt_cifar_file(cnnrt_dataset *ds, const char *path) {
+/* Appends the records of one CIFAR-10 (rec RT_CIFAR_RECORD) or CIFAR-100 (RT_CIFAR100_RECORD:
+ * the fine label is taken) batch file. */
+static cnnrt_status rt_cifar_file(cnnrt_dataset *ds, const char *path, int rec) {
   rt_blob b;
+  const char *kind = rec == RT_CIFAR_RECORD ? "CIFAR-10" : "CIFAR-100";
+  int classes = rec == RT_CIFAR_RECORD ? 10 : 100, px = 3 * 32 * 32;
   cnnrt_status s = rt_read_file(path, &b, 0);
   if (s != CNNRT_OK) return s;
-  if (b.n == 0 || b.n % RT_CIFAR_RECORD) {
+  if (b.n == 0 || b.n % (size_t)rec) {
     free(b.p);
-    return rt_fail(CNNRT_BAD_MODEL, "%s: %zu bytes is not a whole number of %d-byte CIFAR-10 records%s", path, b.n,
-                   RT_CIFAR_RECORD, b.n ? " (truncated?)" : "");
+    return rt_fail(CNNRT_BAD_MODEL, "%s: %zu bytes is not a whole number of %d-byte %s records%s", path, b.n, rec, kind,
+                   b.n ? " (truncated?)" : "");
   }
-  int64_t k = (int64_t)(b.n / RT_CIFAR_RECORD);
-  uint8_t *im = realloc(ds->images, (size_t)(ds->n + k) * (RT_CIFAR_RECORD - 1));
+  int64_t k = (int64_t)(b.n / (size_t)rec);
+  if (ds->n + k > RT_MAX_CIFAR_RECORDS * 6) {
+    free(b.p);
+    return rt_fail(CNNRT_BAD_MODEL, "%s: more than %d %s records in all", path, RT_MAX_CIFAR_RECORDS * 6, kind);
+  }
+  uint8_t *im = realloc(ds->images, (size_t)(ds->n + k) * (size_t)px);
   if (im) ds->images = im;
   uint8_t *lb = im ? realloc(ds->labels, (size_t)(ds->n + k)) : NULL;
   if (lb) ds->labels = lb;
@@ -215,14 +218,20 @@ static cnnrt_status rt_cifar_file(cnnrt_dataset *ds, const char *path) {
     return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", path);
   }
   for (int64_t i = 0; i < k; i++) {
-    const uint8_t *r = b.p + (size_t)i * RT_CIFAR_RECORD;
-    if (r[0] > 9) {
+    const uint8_t *r = b.p + (size_t)i * (size_t)rec;
+    if (rec == RT_CIFAR100_RECORD && r[0] > 19) {
       int label = r[0];
       free(b.p);
-      return rt_fail(CNNRT_BAD_MODEL, "%s: record %lld has label %d, CIFAR-10 labels are 0..9", path, (long long)i, label);
+      return rt_fail(CNNRT_BAD_MODEL, "%s: record %lld has coarse label %d, CIFAR-100's are 0..19", path, (long long)i, label);
     }
-    ds->labels[ds->n + i] = r[0];
-    memcpy(ds->images + (size_t)(ds->n + i) * (RT_CIFAR_RECORD - 1), r + 1, RT_CIFAR_RECORD - 1);
+    int label = r[rec - px - 1];
+    if (label >= classes) {
+      free(b.p);
+      return rt_fail(CNNRT_BAD_MODEL, "%s: record %lld has label %d, %s labels are 0..%d", path, (long long)i, label, kind,
+                     classes - 1);
+    }
+    ds->labels[ds->n + i] = (uint8_t)label;
+    memcpy(ds->images + (size_t)(ds->n + i) * (size_t)px, r + rec - px, (size_t)px);
   }
   ds->n += k;
   free(b.p);
@@ -239,13 +248,24 @@ static cnnrt_status rt_open_cifar(cnnrt_dataset *ds, const char *dir, int test) 
   for (int k = test ? 0 : 1; k <= (test ? 0 : 5); k++) {
     if (test) snprintf(path, sizeof path, "%s/test_batch.bin", sub);
     else snprintf(path, sizeof path, "%s/data_batch_%d.bin", sub, k);
-    cnnrt_status s = rt_cifar_file(ds, path);
+    cnnrt_status s = rt_cifar_file(ds, path, RT_CIFAR_RECORD);
     if (s != CNNRT_OK) return s;
   }
   return rt_finish(ds, path);
 }
 
-static uint64_t rt_splitmix(uint64_t *x) {
+static cnnrt_status rt_open_cifar100(cnnrt_dataset *ds, const char *dir, int test) {
+  char path[4200];
+  const char *name = test ? "test.bin" : "train.bin";
+  struct stat st;
+  snprintf(path, sizeof path, "%s/cifar-100-binary/%s", dir, name);
+  if (stat(path, &st) != 0) snprintf(path, sizeof path, "%s/%s", dir, name);
+  ds->c = 3, ds->h = 32, ds->w = 32, ds->classes = 100;
+  cnnrt_status s = rt_cifar_file(ds, path, RT_CIFAR100_RECORD);
+  return s == CNNRT_OK ? rt_finish(ds, path) : s;
+}
+
+uint64_t rt_splitmix(uint64_t *x) {
   uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -289,21 +309,73 @@ CNNRT_API cnnrt_status cnnrt_dataset_open(const char *kind, const char *dir, int
   if (!out || !kind) return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_dataset_open: NULL argument");
   *out = NULL;
   if (!strcmp(kind, "synthetic")) return cnnrt_dataset_synthetic(test ? 256 : 1024, 1, 28, 28, 10, test ? 2 : 1, out);
-  int idx = !strcmp(kind, "mnist") || !strcmp(kind, "fashion-mnist");
-  if (!idx && strcmp(kind, "cifar10"))
-    return rt_fail(CNNRT_INVALID_ARGUMENT, "unknown dataset '%s' (mnist, fashion-mnist, cifar10, synthetic)", kind);
+  int idx = !strcmp(kind, "mnist") || !strcmp(kind, "fashion-mnist"), c100 = !strcmp(kind, "cifar100");
+  if (!strcmp(kind, "folder"))
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset folder: open it with cnnrt_dataset_open_folder (it needs the sample shape)");
+  if (!idx && !c100 && strcmp(kind, "cifar10"))
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "unknown dataset '%s' (mnist, fashion-mnist, cifar10, cifar100, folder, synthetic)",
+                   kind);
   if (!dir || !*dir) return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset %s: no data directory", kind);
   cnnrt_dataset *ds = calloc(1, sizeof *ds);
   if (!ds) return rt_fail(CNNRT_OUT_OF_MEMORY, "out of memory");
   if (idx) ds->classes = 10;
-  cnnrt_status s = idx ? rt_open_idx(ds, dir, test) : rt_open_cifar(ds, dir, test);
+  cnnrt_status s = idx ? rt_open_idx(ds, dir, test) : c100 ? rt_open_cifar100(ds, dir, test) : rt_open_cifar(ds, dir, test);
   if (s != CNNRT_OK) cnnrt_dataset_close(ds);
   else *out = ds;
   return s;
 }
 
+CNNRT_API void cnnrt_folder_options_init(cnnrt_folder_options *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->augment = CNNRT_AUGMENT_IMAGENET;
+  o->threads = -1; /* the default: cores / 2, at least 1 (rt_folder_open) */
+}
+
+CNNRT_API cnnrt_status cnnrt_dataset_open_folder(const char *dir, int test, const cnnrt_folder_options *o,
+                                                 cnnrt_dataset **out) {
+  rt_clear_error();
+  if (!out || !dir || !o) return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_dataset_open_folder: NULL argument");
+  *out = NULL;
+  if (!*dir) return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset folder: no data directory");
+  if ((o->channels != 1 && o->channels != 3) || o->height < 1 || o->width < 1 || o->height > 8192 || o->width > 8192)
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset folder %s: samples of %dx%dx%d (1 or 3 channels, 1..8192 pixels a side)",
+                   dir, o->channels, o->height, o->width);
+  if (o->augment != CNNRT_AUGMENT_IMAGENET && o->augment != CNNRT_AUGMENT_NONE)
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset folder %s: augment %d (IMAGENET 0 or NONE 1)", dir, (int)o->augment);
+  if (o->threads < -1 || o->threads > 256)
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset folder %s: %d decoder threads (0..256, -1 the default)", dir, o->threads);
+  cnnrt_dataset *ds = calloc(1, sizeof *ds);
+  if (!ds) return rt_fail(CNNRT_OUT_OF_MEMORY, "out of memory");
+  cnnrt_status s = rt_folder_open(ds, dir, test, o);
+  if (s == CNNRT_OK && !(ds->order = malloc((size_t)ds->n * sizeof *ds->order)))
+    s = rt_fail(CNNRT_OUT_OF_MEMORY, "dataset folder %s: out of memory", dir);
+  if (s != CNNRT_OK) {
+    cnnrt_dataset_close(ds);
+    return s;
+  }
+  for (int64_t i = 0; i < ds->n; i++) ds->order[i] = i;
+  *out = ds;
+  return CNNRT_OK;
+}
+
+CNNRT_API const char *cnnrt_dataset_class_name(const cnnrt_dataset *ds, int k) {
+  static const char *const digits[] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+  if (!ds || k < 0 || k >= ds->classes) return NULL;
+  if (ds->folder) return rt_folder_class(ds->folder, k);
+  return k < 10 ? digits[k] : NULL;
+}
+
+CNNRT_API void cnnrt_dataset_stats_get(const cnnrt_dataset *ds, cnnrt_dataset_stats *out) {
+  if (!out) return;
+  memset(out, 0, sizeof *out);
+  if (ds && ds->folder) rt_folder_stats(ds->folder, out);
+}
+
 CNNRT_API void cnnrt_dataset_close(cnnrt_dataset *ds) {
   if (!ds) return;
+  rt_folder_close(ds->folder);
+  free(ds->pick);
   free(ds->images);
   free(ds->labels);
   free(ds->order);
@@ -324,6 +396,17 @@ CNNRT_API cnnrt_status cnnrt_dataset_limit(cnnrt_dataset *ds, int64_t n) {
   if (!ds || n < 1 || n > ds->n)
     return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_dataset_limit: %lld samples, the dataset has %lld", (long long)n,
                    (long long)(ds ? ds->n : 0));
+  if (ds->folder) { /* sorted by class: n files spread over all of them */
+    rt_folder_quiesce(ds->folder);
+    int64_t *pick = malloc((size_t)n * sizeof *pick);
+    if (!pick) return rt_fail(CNNRT_OUT_OF_MEMORY, "cnnrt_dataset_limit: out of memory");
+    for (int64_t i = 0; i < n; i++) {
+      int64_t f = (int64_t)((__int128)i * ds->n / n);
+      pick[i] = ds->pick ? ds->pick[f] : f;
+    }
+    free(ds->pick);
+    ds->pick = pick;
+  }
   ds->n = n;
   for (int64_t i = 0; i < n; i++) ds->order[i] = i;
   return CNNRT_OK;
@@ -331,6 +414,8 @@ CNNRT_API cnnrt_status cnnrt_dataset_limit(cnnrt_dataset *ds, int64_t n) {
 
 CNNRT_API void cnnrt_dataset_shuffle(cnnrt_dataset *ds, uint64_t seed) {
   if (!ds) return;
+  if (ds->folder) rt_folder_quiesce(ds->folder);
+  ds->seed = seed;
   for (int64_t i = 0; i < ds->n; i++) ds->order[i] = i;
   if (seed == 0) return;
   uint64_t x = seed;
@@ -350,6 +435,7 @@ CNNRT_API cnnrt_status cnnrt_dataset_read(const cnnrt_dataset *ds, int64_t first
                    (long long)first, (long long)count, (long long)(ds ? ds->n : 0));
   if (dtype != CNNRT_U8 && dtype != CNNRT_F32)
     return rt_fail(CNNRT_UNSUPPORTED, "cnnrt_dataset_read: images as dtype %d; u8 or f32 only", (int)dtype);
+  if (ds->folder) return rt_folder_read(ds, first, count, dtype, images, labels);
   size_t per = (size_t)ds->c * (size_t)ds->h * (size_t)ds->w;
   for (int64_t i = 0; i < count; i++) {
     int64_t s = ds->order[first + i];

@@ -55,6 +55,29 @@ const char *rt_dtype_name(int32_t dtype);
  * model input). */
 cnnrt_status rt_validate(const cnnc_abi_model *d, const char *path, int **producer_out);
 
+/* ---- datasets (rt_data.c in memory, rt_folder.c image folders) --------------------------- */
+typedef struct rt_folder rt_folder;
+struct cnnrt_dataset {
+  uint8_t *images; /* in memory: [n][c*h*w] in file order; NULL for a folder */
+  uint8_t *labels; /* in memory: [n] */
+  int64_t n, *order; /* samples, and the read order (a permutation of 0..n-1) */
+  int c, h, w, classes;
+  uint64_t seed;     /* the last shuffle seed (a folder's augmentation draws from it) */
+  rt_folder *folder; /* an image folder, else NULL */
+  int64_t *pick;     /* a folder after cnnrt_dataset_limit: sample -> file; NULL: the identity */
+};
+/* Opens DIR/train or DIR/val into ds (c, h, w, classes, n, folder set; order left to the caller). */
+cnnrt_status rt_folder_open(cnnrt_dataset *ds, const char *dir, int test, const cnnrt_folder_options *o);
+/* cnnrt_dataset_read of a folder (arguments checked). */
+cnnrt_status rt_folder_read(const cnnrt_dataset *ds, int64_t first, int64_t count, cnnrt_dtype dtype, void *images,
+                            float *labels);
+/* Cancels and waits out the read-ahead: before the order, seed or pick of ds change. */
+void rt_folder_quiesce(rt_folder *f);
+void rt_folder_close(rt_folder *f);
+const char *rt_folder_class(const rt_folder *f, int k);
+void rt_folder_stats(const rt_folder *f, cnnrt_dataset_stats *out);
+uint64_t rt_splitmix(uint64_t *x); /* splitmix64: the runtime's seeded stream (rt_data.c) */
+
 /* ---- sync primitives (rt_sync.c) -------------------------------------------------------- */
 /* Spin up to spin_ns (yielding now and then), then futex wait until *word != seen.  spin_ns
  * is how long a waiter spins before it sleeps in the kernel: the model's

@@ -32,8 +32,12 @@ typedef struct optdef {
 #define OPT_THREADS {"--threads", "T[,T...]", "threads per shard"}
 #define OPT_PIN {"--pin", NULL, "pin each shard's threads to its own cores"}
 #define OPT_TRACE {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"}
-#define OPT_DATASET {"--dataset", "NAME", "fashion-mnist, mnist, cifar10 or synthetic (default fashion-mnist)"}
-#define OPT_DATA_DIR {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>)"}
+#define OPT_DATASET {"--dataset", "NAME", "fashion-mnist, mnist, cifar10, cifar100, folder or synthetic (default fashion-mnist)"}
+#define OPT_DATA_DIR {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>); folder: DIR/train/CLASS/*.jpg|png, DIR/val/CLASS/..."}
+#define OPT_FOLDER_OPTS                                                                                                      \
+  {"--augment", "imagenet|none", "folder: imagenet (default: random-resized crop + flip; val: resize + centre crop) or none (resize)"}, \
+      {"--loader-threads", "N", "folder: image decoder threads, 0..256 (default: half the cores, at least 1; 0: decode in the step's thread)"}, \
+      {"--bad-images", "stop|skip", "folder: an image that fails to decode stops the run (default) or is skipped, counted and reported"}
 #define OPT_ALLOW_NONFINITE {"--allow-nonfinite", NULL, "load checkpoints with NaN/Inf values or negative running variances (refused by default)"}
 
 static const optdef info_opts[] = {{"--json", NULL, "print the descriptor as JSON"}, {NULL, NULL, NULL}};
@@ -65,6 +69,7 @@ static const optdef infer_opts[] = {
 static const optdef train_opts[] = {
     OPT_DATASET,
     OPT_DATA_DIR,
+    OPT_FOLDER_OPTS,
     {"--epochs", "E", "passes over the training split (default 1)"},
     {"--logs-per-epoch", "X", "logs (and checkpoints) per epoch: 4, 0.5 or 1/2 (default 1)"},
     {"--lr", "LR", "base learning rate (default 0.05)"},
@@ -74,7 +79,7 @@ static const optdef train_opts[] = {
     {"--warmup-epochs", "W", "linear warmup from 0 over W epochs (default 0)"},
     {"--checkpoint-dir", "DIR", "save a checkpoint at every log (DIR/ckpt-step-NNNNNNNN.safetensors)"},
     {"--restore", "CKPT", "start from this checkpoint (weights, optimizer state, step)"},
-    {"--limit", "N", "use only the first N training samples"},
+    {"--limit", "N", "use only the first N training samples (of a folder: N spread evenly over it)"},
     {"--seed", "S", "shuffling seed (default 1; 0 = file order)"},
     OPT_ALLOW_NONFINITE,
     OPT_THREADS,
@@ -85,7 +90,8 @@ static const optdef validate_opts[] = {
     {"--checkpoint", "FILE|DIR", "one checkpoint, or every *.safetensors in DIR (sorted by step)"},
     OPT_DATASET,
     OPT_DATA_DIR,
-    {"--limit", "N", "use only the first N test samples"},
+    OPT_FOLDER_OPTS,
+    {"--limit", "N", "use only the first N test samples (of a folder: N spread evenly over it)"},
     OPT_ALLOW_NONFINITE,
     OPT_THREADS,
     {"--json", NULL, "print the results as JSON lines"},
@@ -106,6 +112,7 @@ static void usage(FILE *f) {
              "                                 [--json] [--trace FILE.json] [--profile [--peak GFLOPS]] [--lr LR (training)]\n"
              "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
              "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR]\n"
+             "                             [--augment imagenet|none] [--loader-threads N] [--bad-images stop|skip]\n"
              "                             [--lr-schedule KIND] [--warmup-epochs W] [--checkpoint-dir DIR] [--restore CKPT]\n"
              "                             [--limit N] [--json] [--trace FILE.json] [--allow-nonfinite]\n"
              "       cnnrun MODEL.so validate --checkpoint FILE|DIR [--dataset D] [--data-dir DIR] [--allow-nonfinite]\n"
@@ -192,7 +199,11 @@ static unsigned long long parse_seed(const char *opt, const char *s) {
   return (unsigned long long)v;
 }
 
+static int parse_choice(const char *opt, const char *v, const char *const *names, int n);
+
 static int set_train_option(opts *o, const char *name, const char *v) {
+  static const char *const augment[] = {"imagenet", "none"}; /* CNNRT_AUGMENT_* */
+  static const char *const bad[] = {"stop", "skip"};
   if (!strcmp(name, "--dataset")) o->dataset = v;
   else if (!strcmp(name, "--data-dir")) o->data_dir = v;
   else if (!strcmp(name, "--epochs")) o->epochs = parse_int(name, v, 1, 1 << 20);
@@ -208,6 +219,9 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--limit")) o->limit = parse_int(name, v, 1, INT32_MAX);
   else if (!strcmp(name, "--seed")) o->seed = parse_seed(name, v);
   else if (!strcmp(name, "--allow-nonfinite")) o->rt.allow_nonfinite = 1;
+  else if (!strcmp(name, "--augment")) o->augment = parse_choice(name, v, augment, 2);
+  else if (!strcmp(name, "--loader-threads")) o->loader_threads = parse_int(name, v, 0, 256);
+  else if (!strcmp(name, "--bad-images")) o->skip_bad = parse_choice(name, v, bad, 2);
   else return 0;
   return 1;
 }
@@ -305,6 +319,7 @@ static void parse_args(opts *o, int argc, char **argv) {
   }
   if (!defs) die_usage("unknown command '%s' (info, benchmark, infer, train, validate)", o->cmd);
   o->dataset = "fashion-mnist";
+  o->loader_threads = -1;
   o->epochs = 1;
   o->logs_per_epoch = "1";
   o->lr = 0.05;

@@ -1,5 +1,6 @@
 """_dataset.py -- cnnrt.Dataset: the runtime's in-memory image classification datasets
-(cnnrt_dataset_*: Fashion-MNIST, MNIST, CIFAR-10, synthetic) with cnnrun's sample order, so a
+(cnnrt_dataset_*: Fashion-MNIST, MNIST, CIFAR-10/100, synthetic) and image folders decoded when
+read, with cnnrun's sample order, so a
 Python training run sees the same samples in the same order as cnnrun train."""
 import ctypes
 
@@ -9,7 +10,8 @@ from . import _lib
 from ._lib import lib, check, InputError, Handle
 
 DEFAULT_DIRS = {"fashion-mnist": "/usr/share/datasets/fashion-mnist", "mnist": "/usr/share/datasets/mnist",
-                "cifar10": "/usr/share/datasets/cifar10"}
+                "cifar10": "/usr/share/datasets/cifar10", "cifar100": "/usr/share/datasets/cifar100"}
+AUGMENT = {"imagenet": 0, "none": 1}
 
 
 class Dataset:
@@ -31,6 +33,39 @@ class Dataset:
         return cls(p.value, f"dataset {kind} ({'test' if test else 'train'})")
 
     @classmethod
+    def folder(cls, data_dir, shape, test=False, augment="imagenet", threads=None, skip_bad=False):
+        """An image folder (data_dir/train/CLASS/*.jpg|png or data_dir/val/...) decoded to shape
+        (C, H, W) when read: augment "imagenet" (random-resized crop + flip; val: resize +
+        centre crop) or "none" (resize); threads: decoder threads (None: half the cores);
+        skip_bad: replace images that fail to decode instead of failing the read."""
+        if augment not in AUGMENT:
+            raise InputError(_lib.INVALID_ARGUMENT, f"folder: augment {augment!r}; 'imagenet' or 'none'")
+        o = _lib.FolderOptions()
+        lib.cnnrt_folder_options_init(ctypes.byref(o))
+        o.channels, o.height, o.width = (int(v) for v in shape)
+        o.augment = AUGMENT[augment]
+        if threads is not None:
+            o.threads = int(threads)
+        o.skip_bad = 1 if skip_bad else 0
+        p = ctypes.c_void_p()
+        check(lib.cnnrt_dataset_open_folder(_lib.encode_path(data_dir), 1 if test else 0, ctypes.byref(o), ctypes.byref(p)))
+        return cls(p.value, f"folder {data_dir} ({'val' if test else 'train'})")
+
+    def class_name(self, k):
+        """The name of class k (a folder's class folder)."""
+        with self._h.lock:
+            v = lib.cnnrt_dataset_class_name(self._h.get(), int(k))
+        return v.decode(errors="replace") if v is not None else None
+
+    def stats(self):
+        """Images decoded, skipped and ignored, and the seconds reads took (folders)."""
+        st = _lib.DatasetStats()
+        with self._h.lock:
+            lib.cnnrt_dataset_stats_get(self._h.get(), ctypes.byref(st))
+        return {"decoded": st.decoded, "skipped": st.skipped, "ignored": st.ignored, "wait_seconds": st.wait_seconds,
+                "last_skipped": st.last_skipped.decode(errors="replace")}
+
+    @classmethod
     def synthetic(cls, n, c, h, w, classes, seed):
         """n samples of c x h x w, classes classes (2 .. min(256, h)), deterministic in seed."""
         p = ctypes.c_void_p()
@@ -49,6 +84,11 @@ class Dataset:
             out = model.outputs[0].shape
             classes = min(out[-1] if len(out) >= 2 else 2, shp[2], 256)
             ds = cls.synthetic(256 if test else 1024, shp[1], shp[2], shp[3], classes, 2 if test else 1)
+        elif kind == "folder":
+            shp = model.inputs[0].shape
+            if len(shp) != 4 or data_dir is None:
+                raise InputError(_lib.INVALID_ARGUMENT, "folder: needs data_dir and a [N, C, H, W] model input")
+            ds = cls.folder(data_dir, shp[1:], test)
         else:
             ds = cls.open(kind, data_dir, test)
         per = int(np.prod(model.inputs[0].shape[1:]))

@@ -110,6 +110,16 @@ class LogPlanC(ctypes.Structure):
     _fields_ = [("steps_per_log", ctypes.c_int64), ("logs_per_epoch", ctypes.c_double), ("rounded", ctypes.c_int)]
 
 
+class FolderOptions(ctypes.Structure):
+    _fields_ = [("channels", ctypes.c_int), ("height", ctypes.c_int), ("width", ctypes.c_int), ("augment", ctypes.c_int),
+                ("threads", ctypes.c_int), ("skip_bad", ctypes.c_int)]
+
+
+class DatasetStats(ctypes.Structure):
+    _fields_ = [("decoded", ctypes.c_int64), ("skipped", ctypes.c_int64), ("ignored", ctypes.c_int64),
+                ("wait_seconds", ctypes.c_double), ("last_skipped", ctypes.c_char * 512)]
+
+
 _P, _S, _I, _I64, _D, _F = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int64, ctypes.c_double, ctypes.c_float
 _CS = ctypes.c_char_p
 _PF = ctypes.POINTER(ctypes.c_float)
@@ -168,6 +178,10 @@ _PROTOS = {
     "cnnrt_dataset_limit": (_I, [_P, _I64]),
     "cnnrt_dataset_shuffle": (None, [_P, ctypes.c_uint64]),
     "cnnrt_dataset_read": (_I, [_P, _I64, _I64, _I, _P, _P]),
+    "cnnrt_dataset_open_folder": (_I, [_CS, _I, ctypes.POINTER(FolderOptions), ctypes.POINTER(_P)]),
+    "cnnrt_folder_options_init": (None, [ctypes.POINTER(FolderOptions)]),
+    "cnnrt_dataset_class_name": (_CS, [_P, _I]),
+    "cnnrt_dataset_stats_get": (None, [_P, ctypes.POINTER(DatasetStats)]),
 }
 
 lib, path = _load()
