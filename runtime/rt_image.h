@@ -43,6 +43,13 @@ void rt_xform_default(rt_xform *x, rt_xform_kind kind, int out_c, int out_h, int
 cnnrt_status rt_image_load(const uint8_t *data, size_t n, const char *name, const rt_xform *x, uint64_t seed,
                            uint8_t *out);
 
+/* The crop rectangle (x0, y0, cw x ch in the stored w x h image) and the flip that
+ * rt_image_load draws for a TRAIN transform with this seed: torchvision 0.14's
+ * RandomResizedCrop.get_params (10 tries, then the centre crop clamped to the ratio range)
+ * on splitmix64 draws (draw 0: the flip; try t: draws 4t+1..4t+4 for area, log-ratio, top,
+ * left).  For tests and statistics. */
+void rt_xform_train_crop(const rt_xform *x, int w, int h, uint64_t seed, int *x0, int *y0, int *cw, int *ch, int *flip);
+
 /* The stored size of the image without decoding it (for listing a folder quickly):
  * width, height and channels (1 grey, 3 colour, 4 with alpha). */
 cnnrt_status rt_image_probe(const uint8_t *data, size_t n, const char *name, int *w, int *h, int *c);
