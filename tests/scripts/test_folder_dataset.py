@@ -3,8 +3,8 @@ runtime/rt_folder.c, `cnnrun train --dataset folder`).
 
 1. Exactness: Fashion-MNIST samples written as a PNG folder (lossless, 28x28, `--augment none`:
    the identity resize) and as idx files in the folder's order (class by class) train
-   fmnist_cnn to byte-identical checkpoints with --seed 0 (file order): the folder path
-   decodes, orders and labels exactly as the idx path.
+   fmnist_cnn to byte-identical checkpoints (the same --seed shuffles both alike): the folder
+   path decodes, orders and labels exactly as the idx path.
 2. Threads do not change the data: a JPEG folder trained with --loader-threads 0 and 2 (and
    the ImageNet augmentation on an RGB folder for cifar_resnet8, random crops and flips drawn
    from the seed) gives byte-identical checkpoints; the validation split is read too.
@@ -87,7 +87,7 @@ with tempfile.TemporaryDirectory(prefix="cnnc-folder-") as tmp:
     r = run([CNNC, os.path.join(SRC, "models", "fmnist_cnn.yml"), "--mode", "training", "--optimizer", "momentum",
              "--batch-size", "50", "-o", fm])
     checks.check(r.returncode == 0, f"compile fmnist_cnn for training ({r.stderr.strip()[-300:]})")
-    train = [CNNRUN, fm, "train", "--epochs", "2", "--lr", "0.05", "--logs-per-epoch", "1"]
+    train = [CNNRUN, fm, "train", "--epochs", "8", "--lr", "0.05", "--logs-per-epoch", "1"]
 
     # 1. the PNG folder = the idx files in its order
     png, idxd = os.path.join(tmp, "png"), os.path.join(tmp, "idx")
@@ -95,15 +95,16 @@ with tempfile.TemporaryDirectory(prefix="cnnc-folder-") as tmp:
     write_folder(png, "val", vx, vy, "png")
     write_idx(idxd, "train", tx, ty)
     write_idx(idxd, "t10k", vx, vy)
-    a = run(train + ["--dataset", "folder", "--data-dir", png, "--augment", "none", "--seed", "0", "--checkpoint-dir",
+    a = run(train + ["--dataset", "folder", "--data-dir", png, "--augment", "none", "--seed", "3", "--checkpoint-dir",
                      os.path.join(tmp, "ck_png")])
-    b = run(train + ["--dataset", "fashion-mnist", "--data-dir", idxd, "--seed", "0", "--checkpoint-dir",
+    b = run(train + ["--dataset", "fashion-mnist", "--data-dir", idxd, "--seed", "3", "--checkpoint-dir",
                      os.path.join(tmp, "ck_idx")])
     checks.check(a.returncode == 0 and b.returncode == 0, f"train on the PNG folder and the idx files ({a.stderr.strip()[-300:]}"
                  f"{b.stderr.strip()[-300:]})")
     checks.check(last_ckpt(os.path.join(tmp, "ck_png")) == last_ckpt(os.path.join(tmp, "ck_idx")) is not None,
                  "PNG folder and idx files: byte-identical checkpoints")
     checks.check(accuracy(a.stdout) == accuracy(b.stdout) >= 0, f"the same validation ({accuracy(a.stdout)}, {accuracy(b.stdout)})")
+    print(f"PNG folder: validation accuracy {accuracy(a.stdout)}", flush=True)
 
     # 2. + 3. a JPEG folder, decoder threads 0 and 2, shuffled (seed 3)
     jpg = os.path.join(tmp, "jpg")
@@ -119,7 +120,7 @@ with tempfile.TemporaryDirectory(prefix="cnnc-folder-") as tmp:
     checks.check(last_ckpt(os.path.join(tmp, "ck_jpg0")) == last_ckpt(os.path.join(tmp, "ck_jpg2")) is not None,
                  "JPEG folder: 0 and 2 decoder threads give byte-identical checkpoints")
     acc = [float(l.split('"accuracy": ')[1].split(",")[0].rstrip("}")) for l in outs[0].splitlines() if '"validation"' in l]
-    checks.check(acc and acc[0] > 0.5, f"JPEG folder: fmnist_cnn learns (validation accuracy {acc}, chance 0.1)")
+    checks.check(acc and acc[0] > 0.6, f"JPEG folder: fmnist_cnn learns (validation accuracy {acc}, chance 0.1)")
 
     # 2'. RGB 40x40 images, the ImageNet augmentation, cifar_resnet8 (3x32x32)
     rgb = os.path.join(tmp, "rgb")
