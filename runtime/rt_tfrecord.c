@@ -203,7 +203,9 @@ static cnnrt_status rt_pb_feature(const rt_pb *c, const char *key, const uint8_t
   }
   if (kinds == 0) return rt_pb_bad(c, data, "%s has no value (an empty Feature)", msg);
   if (kinds > 1) return rt_pb_bad(c, data, "%s holds %d lists (a Feature holds one)", msg, kinds);
-  if (kind != want) return rt_pb_bad(c, data, "%s is a %s, expected a %s", msg, rt_pb_kinds[kind], rt_pb_kinds[want]);
+  if (kind != want)
+    return rt_pb_bad(c, data, "%s holds %s %s, expected %s", msg, kind == 3 ? "an" : "a", rt_pb_kinds[kind],
+                     want == 1 ? "a bytes_list" : "an int64_list");
   int64_t count = 0;
   p = list, end = list + list_len;
   while (p < end) {
