@@ -111,6 +111,60 @@ put("data", "cifar_badlabel", b"\4" + rec(10))
 put("data", "cifar_short", b"\4" + rec(1)[:100])
 put("data", "empty", b"")
 
+# ---- TFRecord shards (fuzz_tfrecord.c: first byte % 3 = case) --------------------------------
+def crc32c(b):
+    c = 0xFFFFFFFF
+    for x in b:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    return c ^ 0xFFFFFFFF
+
+
+def tfr_mask(c):
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tfr_record(data):
+    n = struct.pack("<Q", len(data))
+    return n + struct.pack("<I", tfr_mask(crc32c(n))) + data + struct.pack("<I", tfr_mask(crc32c(data)))
+
+
+def pb_varint(v):
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | (0x80 if v >> 7 else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+
+
+def pb_ld(num, payload):
+    return pb_varint(num << 3 | 2) + pb_varint(len(payload)) + payload
+
+
+def tf_example(img, label, packed=True, extra=()):
+    lab = pb_ld(1, pb_varint(label)) if packed else pb_varint(8) + pb_varint(label)
+    feats = [("image/height", pb_ld(3, pb_ld(1, pb_varint(4)))), ("image/format", pb_ld(1, pb_ld(1, b"JPEG"))),
+             ("image/object/bbox/xmin", pb_ld(2, pb_ld(1, struct.pack("<2f", 0.1, 0.5))))] + list(extra)
+    feats += [("image/encoded", pb_ld(1, pb_ld(1, img))), ("image/class/label", pb_ld(3, lab))]
+    return pb_ld(1, b"".join(pb_ld(1, pb_ld(1, k.encode()) + pb_ld(2, f)) for k, f in feats))
+
+
+jpg = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(rnd.randrange(256) for _ in range(40)) + b"\xff\xd9"
+ex1, ex2 = tf_example(jpg, 7), tf_example(jpg[:20], -1, packed=False)
+put("tfrecord", "shard_two", b"\0" + tfr_record(ex1) + tfr_record(ex2))
+put("tfrecord", "shard_empty_record", b"\0" + tfr_record(b"") + tfr_record(ex1))
+put("tfrecord", "shard_truncated", b"\0" + (tfr_record(ex1) + tfr_record(ex2))[:-9])
+put("tfrecord", "shard_bad_crc", b"\0" + tfr_record(ex1)[:-1] + b"\0")
+put("tfrecord", "example", b"\1" + ex1)
+put("tfrecord", "example_unpacked", b"\1" + ex2)
+put("tfrecord", "example_label_bytes", b"\1" + tf_example(jpg, 1, extra=[("image/class/label", pb_ld(1, pb_ld(1, b"1")))]))
+put("tfrecord", "wrapped", b"\2" + ex1)
+put("tfrecord", "wrapped_unknown", b"\2" + ex2 + pb_varint(7 << 3 | 1) + b"\1" * 8 + pb_varint(9 << 3 | 5) + b"\2" * 4)
+put("tfrecord", "empty", b"")
+
 # ---- ONNX models: Debian's libonnx-testdata node tests, the small ones ----------------------------
 NODE = "/usr/share/libonnx-testdata/data/node"
 if os.path.isdir(NODE):

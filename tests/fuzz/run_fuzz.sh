@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_fuzz.sh [-t SECONDS] [-k] FUZZ_BUILD [BUILD] [HARNESS...] — runs each libFuzzer harness
-# (tests/fuzz/fuzz_<h>.c: yaml onnx weights ckpt data so image; default all) for SECONDS (default 20),
+# (tests/fuzz/fuzz_<h>.c: yaml onnx weights ckpt data so image tfrecord; default all) for SECONDS (default 20),
 # one at a time, from the seeds (models/, tests/golden/{ok,err} for yaml; make_seeds.py's for
 # the others, .so seeds compiled with BUILD/cnnc when BUILD is given) plus the regression
 # corpus tests/fuzz/regress/<h>/ and the corpus kept in FUZZ_BUILD/fuzz-corpus/<h>/ by
@@ -26,7 +26,7 @@ SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD=""
 if [ $# -gt 0 ] && [ -d "$1" ]; then BUILD=$(cd "$1" && pwd); shift; fi
 HARNESSES=("$@")
-[ ${#HARNESSES[@]} -gt 0 ] || HARNESSES=(yaml onnx weights ckpt data so image)
+[ ${#HARNESSES[@]} -gt 0 ] || HARNESSES=(yaml onnx weights ckpt data so image tfrecord)
 ninja -C "$FB" fuzz_all >/dev/null || { echo "run_fuzz.sh: building $FB failed"; exit 1; }
 SEEDS="$FB/fuzz-seeds"
 rm -rf "$SEEDS"

@@ -9,7 +9,7 @@ set -u
 script_args "$@"
 R="$SRC/tests/fuzz/regress"
 "$PY" "$SRC/tests/fuzz/make_seeds.py" "$T/seeds" "$BUILD" >"$T/out" 2>&1 || bad "make_seeds.py: $(tail -3 "$T/out")"
-for h in yaml onnx weights ckpt data so image; do
+for h in yaml onnx weights ckpt data so image tfrecord; do
   exe="$BUILD/tests/fuzz/replay_$h"
   [ -x "$exe" ] || { bad "no $exe"; continue; }
   case $h in
