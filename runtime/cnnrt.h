@@ -384,10 +384,20 @@ typedef struct cnnrt_folder_options {
   int skip_bad;                /* nonzero: an image that fails to decode is replaced by the next file that
                                   decodes and counted (cnnrt_dataset_stats); 0 (default): the read fails
                                   naming the file */
+  int classes;                 /* TFRecords only: the class count (labels are not read at open), required */
+  int label_base;              /* TFRecords only: subtracted from the stored labels (1 for TensorFlow's
+                                  ImageNet shards, numbered 1..1000); default 0 */
 } cnnrt_folder_options;
 CNNRT_API void cnnrt_folder_options_init(cnnrt_folder_options *o);
 CNNRT_API cnnrt_status cnnrt_dataset_open_folder(const char *dir, int test, const cnnrt_folder_options *o,
                                                  cnnrt_dataset **out);
+/* TensorFlow's ImageNet TFRecord shards, DIR/train-NNNNN-of-MMMMM (test = 0) or
+ * DIR/validation-NNNNN-of-MMMMM: records of tf.train.Example with "image/encoded" and
+ * "image/class/label", CRCs checked (docs/runtime.md).  Everything else as for a folder: the
+ * same options (with classes and label_base), decoding, augmentation, threads and skip_bad; a
+ * label outside 0..classes-1 after label_base fails the read naming the shard and record. */
+CNNRT_API cnnrt_status cnnrt_dataset_open_tfrecord(const char *dir, int test, const cnnrt_folder_options *o,
+                                                   cnnrt_dataset **out);
 /* The name of class k (an image folder's class folder; "0".."9" for the others), or NULL. */
 CNNRT_API const char *cnnrt_dataset_class_name(const cnnrt_dataset *ds, int k);
 typedef struct cnnrt_dataset_stats {

@@ -310,10 +310,11 @@ CNNRT_API cnnrt_status cnnrt_dataset_open(const char *kind, const char *dir, int
   *out = NULL;
   if (!strcmp(kind, "synthetic")) return cnnrt_dataset_synthetic(test ? 256 : 1024, 1, 28, 28, 10, test ? 2 : 1, out);
   int idx = !strcmp(kind, "mnist") || !strcmp(kind, "fashion-mnist"), c100 = !strcmp(kind, "cifar100");
-  if (!strcmp(kind, "folder"))
-    return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset folder: open it with cnnrt_dataset_open_folder (it needs the sample shape)");
+  if (!strcmp(kind, "folder") || !strcmp(kind, "tfrecord"))
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset %s: open it with cnnrt_dataset_open_%s (it needs the sample shape)", kind,
+                   kind);
   if (!idx && !c100 && strcmp(kind, "cifar10"))
-    return rt_fail(CNNRT_INVALID_ARGUMENT, "unknown dataset '%s' (mnist, fashion-mnist, cifar10, cifar100, folder, synthetic)",
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "unknown dataset '%s' (mnist, fashion-mnist, cifar10, cifar100, folder, tfrecord, synthetic)",
                    kind);
   if (!dir || !*dir) return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset %s: no data directory", kind);
   cnnrt_dataset *ds = calloc(1, sizeof *ds);
@@ -332,12 +333,15 @@ CNNRT_API void cnnrt_folder_options_init(cnnrt_folder_options *o) {
   o->threads = -1; /* the default: cores / 2, at least 1 (rt_folder_open) */
 }
 
-CNNRT_API cnnrt_status cnnrt_dataset_open_folder(const char *dir, int test, const cnnrt_folder_options *o,
-                                                 cnnrt_dataset **out) {
+static cnnrt_status rt_open_images(const char *dir, int test, int tfrecord, const cnnrt_folder_options *o,
+                                   cnnrt_dataset **out) {
   rt_clear_error();
   if (!out || !dir || !o) return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_dataset_open_folder: NULL argument");
   *out = NULL;
   if (!*dir) return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset folder: no data directory");
+  if (tfrecord && (o->classes < 1 || o->classes > 1 << 24 || o->label_base < -(1 << 24) || o->label_base > 1 << 24))
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset tfrecord %s: %d classes, label base %d (classes 1..2^24 required)", dir,
+                   o->classes, o->label_base);
   if ((o->channels != 1 && o->channels != 3) || o->height < 1 || o->width < 1 || o->height > 8192 || o->width > 8192)
     return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset folder %s: samples of %dx%dx%d (1 or 3 channels, 1..8192 pixels a side)",
                    dir, o->channels, o->height, o->width);
@@ -347,7 +351,7 @@ CNNRT_API cnnrt_status cnnrt_dataset_open_folder(const char *dir, int test, cons
     return rt_fail(CNNRT_INVALID_ARGUMENT, "dataset folder %s: %d decoder threads (0..256, -1 the default)", dir, o->threads);
   cnnrt_dataset *ds = calloc(1, sizeof *ds);
   if (!ds) return rt_fail(CNNRT_OUT_OF_MEMORY, "out of memory");
-  cnnrt_status s = rt_folder_open(ds, dir, test, o);
+  cnnrt_status s = rt_folder_open(ds, dir, test, tfrecord, o);
   if (s == CNNRT_OK && !(ds->order = malloc((size_t)ds->n * sizeof *ds->order)))
     s = rt_fail(CNNRT_OUT_OF_MEMORY, "dataset folder %s: out of memory", dir);
   if (s != CNNRT_OK) {
@@ -357,6 +361,16 @@ CNNRT_API cnnrt_status cnnrt_dataset_open_folder(const char *dir, int test, cons
   for (int64_t i = 0; i < ds->n; i++) ds->order[i] = i;
   *out = ds;
   return CNNRT_OK;
+}
+
+CNNRT_API cnnrt_status cnnrt_dataset_open_folder(const char *dir, int test, const cnnrt_folder_options *o,
+                                                 cnnrt_dataset **out) {
+  return rt_open_images(dir, test, 0, o, out);
+}
+
+CNNRT_API cnnrt_status cnnrt_dataset_open_tfrecord(const char *dir, int test, const cnnrt_folder_options *o,
+                                                   cnnrt_dataset **out) {
+  return rt_open_images(dir, test, 1, o, out);
 }
 
 CNNRT_API const char *cnnrt_dataset_class_name(const cnnrt_dataset *ds, int k) {

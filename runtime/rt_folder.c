@@ -1,7 +1,9 @@
 /* rt_folder.c — image folders as datasets (cnnrt_dataset_open_folder): the ImageNet layout
  * DIR/{train,val}/CLASS/...  listed once (classes and files in byte order, as torchvision's
- * ImageFolder), images decoded and transformed when read (rt_image.c) by a pool of decoder
- * threads, which also decode the window after each read ahead of time (the read-ahead).
+ * ImageFolder), or TensorFlow's ImageNet TFRecord shards (cnnrt_dataset_open_tfrecord,
+ * rt_tfrecord.c: a record stands for a file); images decoded and transformed when read
+ * (rt_image.c) by a pool of decoder threads, which also decode the window after each read
+ * ahead of time (the read-ahead).
  *
  * The pool works on one job at a time: samples [first, first+count) of the read order into a
  * u8 buffer.  Workers and the reading thread take samples from the job by an index under the
@@ -24,6 +26,7 @@
 #include "common/cm.h"
 #include "rt_image.h"
 #include "rt_internal.h"
+#include "rt_tfrecord.h"
 
 #define RT_FOLDER_MAX_CLASSES 100000
 #define RT_FOLDER_MAX_FILES ((int64_t)1 << 27)
@@ -54,6 +57,8 @@ struct rt_folder {
   int32_t *label;
   int64_t n_files, files_cap, ignored;
   uint8_t *bad; /* [n_files]: 1 once a file failed to decode (skip_bad) */
+  rt_tfr *tfr;    /* TFRecord shards instead of files (off, label, arena unused) */
+  int label_base; /* TFRecords: subtracted from the stored labels */
   rt_xform xf;
   int skip_bad;
   /* the pool */
@@ -253,18 +258,30 @@ static cnnrt_status rt_decode(rt_folder *f, uint64_t seed, int64_t file, uint8_t
   for (int tries = 0;; tries++) {
     cnnrt_status s = CNNRT_OK;
     char path[4200], why[256];
-    snprintf(path, sizeof path, "%s/%s", f->root, f->arena + f->off[file]);
+    if (f->tfr) rt_tfr_describe(f->tfr, file, path, sizeof path);
+    else snprintf(path, sizeof path, "%s/%s", f->root, f->arena + f->off[file]);
     if (!__atomic_load_n(&f->bad[file], __ATOMIC_RELAXED)) {
       size_t len = 0;
-      uint8_t *data = (uint8_t *)cm_read_regular(path, RT_FOLDER_MAX_IMAGE, &len, why, sizeof why);
-      if (!data) s = rt_fail(CNNRT_IO, "%s: %s", path, why);
-      else {
-        uint64_t x = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(file + 1));
-        s = rt_image_load(data, len, path, &f->xf, rt_splitmix(&x), out);
-        free(data);
+      uint8_t *data = NULL;
+      int64_t lab = 0;
+      if (f->tfr) {
+        s = rt_tfr_sample(f->tfr, file, &data, &len, &lab);
+        if (s == CNNRT_OK && (lab - f->label_base < 0 || lab - f->label_base >= f->n_classes))
+          s = rt_fail(CNNRT_BAD_MODEL, "%s: label %lld, outside %d..%d (%d classes, label base %d)", path, (long long)lab,
+                      f->label_base, f->label_base + f->n_classes - 1, f->n_classes, f->label_base);
+        lab -= f->label_base;
+      } else {
+        data = (uint8_t *)cm_read_regular(path, RT_FOLDER_MAX_IMAGE, &len, why, sizeof why);
+        if (!data) s = rt_fail(CNNRT_IO, "%s: %s", path, why);
+        lab = f->label[file];
       }
       if (s == CNNRT_OK) {
-        *label = (float)f->label[file];
+        uint64_t x = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(file + 1));
+        s = rt_image_load(data, len, path, &f->xf, rt_splitmix(&x), out);
+      }
+      free(data);
+      if (s == CNNRT_OK) {
+        *label = (float)lab;
         pthread_mutex_lock(&f->mu);
         f->decoded++;
         pthread_mutex_unlock(&f->mu);
@@ -426,11 +443,14 @@ void rt_folder_close(rt_folder *f) {
   free(f->off);
   free(f->label);
   free(f->bad);
+  rt_tfr_close(f->tfr);
   free(f->root);
   free(f);
 }
 
-const char *rt_folder_class(const rt_folder *f, int k) { return k >= 0 && k < f->n_classes ? f->classes[k] : NULL; }
+const char *rt_folder_class(const rt_folder *f, int k) {
+  return f->classes && k >= 0 && k < f->n_classes ? f->classes[k] : NULL; /* TFRecords have no class names */
+}
 
 void rt_folder_stats(const rt_folder *f, cnnrt_dataset_stats *out) {
   rt_folder *m = (rt_folder *)f; /* the mutex */
@@ -449,7 +469,7 @@ static int rt_default_threads(void) {
   return n / 2 > 1 ? n / 2 : 1;
 }
 
-cnnrt_status rt_folder_open(cnnrt_dataset *ds, const char *dir, int test, const cnnrt_folder_options *o) {
+cnnrt_status rt_folder_open(cnnrt_dataset *ds, const char *dir, int test, int tfrecord, const cnnrt_folder_options *o) {
   rt_folder *f = calloc(1, sizeof *f);
   if (!f) return rt_fail(CNNRT_OUT_OF_MEMORY, "out of memory");
   pthread_mutex_init(&f->mu, NULL);
@@ -463,9 +483,17 @@ cnnrt_status rt_folder_open(cnnrt_dataset *ds, const char *dir, int test, const 
   snprintf(train, sizeof train, "%.*s/train", (int)dl, dir);
   if (!(f->root = malloc(dl + 8))) return rt_fail(CNNRT_OUT_OF_MEMORY, "out of memory");
   snprintf(f->root, dl + 8, "%.*s/%s", (int)dl, dir, test ? "val" : "train");
-  cnnrt_status s = rt_check_dir(f->root, dir, test ? "validation" : "training");
-  if (s == CNNRT_OK) s = rt_list_classes(f->root, &f->classes, &f->n_classes, &f->ignored);
-  if (s == CNNRT_OK && test) { /* the same classes as the train split */
+  cnnrt_status s = CNNRT_OK;
+  if (tfrecord) {
+    snprintf(f->root, dl + 8, "%.*s", (int)dl, dir);
+    s = rt_tfr_open(f->root, test, &f->tfr, &f->n_files);
+    f->n_classes = o->classes;
+    f->label_base = o->label_base;
+  } else {
+    s = rt_check_dir(f->root, dir, test ? "validation" : "training");
+    if (s == CNNRT_OK) s = rt_list_classes(f->root, &f->classes, &f->n_classes, &f->ignored);
+  }
+  if (s == CNNRT_OK && test && !tfrecord) { /* the same classes as the train split */
     char **tc = NULL;
     int tn = 0;
     s = rt_check_dir(train, dir, "training");
@@ -481,7 +509,7 @@ cnnrt_status rt_folder_open(cnnrt_dataset *ds, const char *dir, int test, const 
     }
     if (tc) rt_free_names(tc, tn);
   }
-  for (int k = 0; s == CNNRT_OK && k < f->n_classes; k++) {
+  for (int k = 0; s == CNNRT_OK && !tfrecord && k < f->n_classes; k++) {
     int64_t before = f->n_files;
     s = rt_walk(f, f->classes[k], k, 0);
     if (s == CNNRT_OK && f->n_files == before)

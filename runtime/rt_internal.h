@@ -66,8 +66,9 @@ struct cnnrt_dataset {
   rt_folder *folder; /* an image folder, else NULL */
   int64_t *pick;     /* a folder after cnnrt_dataset_limit: sample -> file; NULL: the identity */
 };
-/* Opens DIR/train or DIR/val into ds (c, h, w, classes, n, folder set; order left to the caller). */
-cnnrt_status rt_folder_open(cnnrt_dataset *ds, const char *dir, int test, const cnnrt_folder_options *o);
+/* Opens DIR/train or DIR/val (tfrecord: DIR's TFRecord shards of the split) into ds (c, h, w,
+ * classes, n, folder set; order left to the caller). */
+cnnrt_status rt_folder_open(cnnrt_dataset *ds, const char *dir, int test, int tfrecord, const cnnrt_folder_options *o);
 /* cnnrt_dataset_read of a folder (arguments checked). */
 cnnrt_status rt_folder_read(const cnnrt_dataset *ds, int64_t first, int64_t count, cnnrt_dtype dtype, void *images,
                             float *labels);

@@ -32,12 +32,13 @@ typedef struct optdef {
 #define OPT_THREADS {"--threads", "T[,T...]", "threads per shard"}
 #define OPT_PIN {"--pin", NULL, "pin each shard's threads to its own cores"}
 #define OPT_TRACE {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"}
-#define OPT_DATASET {"--dataset", "NAME", "fashion-mnist, mnist, cifar10, cifar100, folder or synthetic (default fashion-mnist)"}
-#define OPT_DATA_DIR {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>); folder: DIR/train/CLASS/*.jpg|png, DIR/val/CLASS/..."}
+#define OPT_DATASET {"--dataset", "NAME", "fashion-mnist, mnist, cifar10, cifar100, folder, tfrecord or synthetic (default fashion-mnist)"}
+#define OPT_DATA_DIR {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>); folder: DIR/train/CLASS/*.jpg|png, DIR/val/CLASS/...; tfrecord: DIR/train-NNNNN-of-MMMMM, DIR/validation-..."}
 #define OPT_FOLDER_OPTS                                                                                                      \
-  {"--augment", "imagenet|none", "folder: imagenet (default: random-resized crop + flip; val: resize + centre crop) or none (resize)"}, \
-      {"--loader-threads", "N", "folder: image decoder threads, 0..256 (default: half the cores, at least 1; 0: decode in the step's thread)"}, \
-      {"--bad-images", "stop|skip", "folder: an image that fails to decode stops the run (default) or is skipped, counted and reported"}
+  {"--augment", "imagenet|none", "folder, tfrecord: imagenet (default: random-resized crop + flip; val: resize + centre crop) or none (resize)"}, \
+      {"--loader-threads", "N", "folder, tfrecord: image decoder threads, 0..256 (default: half the cores, at least 1; 0: decode in the step's thread)"}, \
+      {"--bad-images", "stop|skip", "folder, tfrecord: an image that fails to decode stops the run (default) or is skipped, counted and reported"}, \
+      {"--label-base", "K", "tfrecord: subtracted from the stored labels (1 for TensorFlow's ImageNet shards, labels 1..1000; default 0)"}
 #define OPT_ALLOW_NONFINITE {"--allow-nonfinite", NULL, "load checkpoints with NaN/Inf values or negative running variances (refused by default)"}
 
 static const optdef info_opts[] = {{"--json", NULL, "print the descriptor as JSON"}, {NULL, NULL, NULL}};
@@ -222,6 +223,7 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--augment")) o->augment = parse_choice(name, v, augment, 2);
   else if (!strcmp(name, "--loader-threads")) o->loader_threads = parse_int(name, v, 0, 256);
   else if (!strcmp(name, "--bad-images")) o->skip_bad = parse_choice(name, v, bad, 2);
+  else if (!strcmp(name, "--label-base")) o->label_base = parse_int(name, v, -(1 << 24), 1 << 24);
   else return 0;
   return 1;
 }

@@ -21,7 +21,8 @@ typedef struct opts {
   /* train / validate */
   const char *dataset, *data_dir, *logs_per_epoch, *lr_schedule, *decay_epochs, *checkpoint_dir, *restore, *checkpoint;
   int epochs, limit;
-  int augment, loader_threads, skip_bad; /* --dataset folder: cnnrt_augment, decoder threads (-1: default), --bad-images skip */
+  int augment, loader_threads, skip_bad; /* --dataset folder|tfrecord: cnnrt_augment, decoder threads (-1: default), --bad-images skip */
+  int label_base;                        /* --dataset tfrecord: subtracted from the stored labels */
   double lr, lr_factor, warmup_epochs;
   unsigned long long seed;
   /* runtime options of every command (--spin-us, --hugepages, --replica-mode); open_model adds

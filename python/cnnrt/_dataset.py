@@ -33,11 +33,14 @@ class Dataset:
         return cls(p.value, f"dataset {kind} ({'test' if test else 'train'})")
 
     @classmethod
-    def folder(cls, data_dir, shape, test=False, augment="imagenet", threads=None, skip_bad=False):
+    def folder(cls, data_dir, shape, test=False, augment="imagenet", threads=None, skip_bad=False, tfrecord=False,
+               classes=0, label_base=0):
         """An image folder (data_dir/train/CLASS/*.jpg|png or data_dir/val/...) decoded to shape
         (C, H, W) when read: augment "imagenet" (random-resized crop + flip; val: resize +
         centre crop) or "none" (resize); threads: decoder threads (None: half the cores);
-        skip_bad: replace images that fail to decode instead of failing the read."""
+        skip_bad: replace images that fail to decode instead of failing the read.  tfrecord:
+        TensorFlow's ImageNet shards in data_dir (train-NNNNN-of-MMMMM, validation-...) with
+        `classes` classes, label_base subtracted from the stored labels."""
         if augment not in AUGMENT:
             raise InputError(_lib.INVALID_ARGUMENT, f"folder: augment {augment!r}; 'imagenet' or 'none'")
         o = _lib.FolderOptions()
@@ -47,8 +50,10 @@ class Dataset:
         if threads is not None:
             o.threads = int(threads)
         o.skip_bad = 1 if skip_bad else 0
+        o.classes, o.label_base = int(classes), int(label_base)
         p = ctypes.c_void_p()
-        check(lib.cnnrt_dataset_open_folder(_lib.encode_path(data_dir), 1 if test else 0, ctypes.byref(o), ctypes.byref(p)))
+        fn = lib.cnnrt_dataset_open_tfrecord if tfrecord else lib.cnnrt_dataset_open_folder
+        check(fn(_lib.encode_path(data_dir), 1 if test else 0, ctypes.byref(o), ctypes.byref(p)))
         return cls(p.value, f"folder {data_dir} ({'val' if test else 'train'})")
 
     def class_name(self, k):

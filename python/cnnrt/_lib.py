@@ -112,7 +112,7 @@ class LogPlanC(ctypes.Structure):
 
 class FolderOptions(ctypes.Structure):
     _fields_ = [("channels", ctypes.c_int), ("height", ctypes.c_int), ("width", ctypes.c_int), ("augment", ctypes.c_int),
-                ("threads", ctypes.c_int), ("skip_bad", ctypes.c_int)]
+                ("threads", ctypes.c_int), ("skip_bad", ctypes.c_int), ("classes", ctypes.c_int), ("label_base", ctypes.c_int)]
 
 
 class DatasetStats(ctypes.Structure):
@@ -179,6 +179,7 @@ _PROTOS = {
     "cnnrt_dataset_shuffle": (None, [_P, ctypes.c_uint64]),
     "cnnrt_dataset_read": (_I, [_P, _I64, _I64, _I, _P, _P]),
     "cnnrt_dataset_open_folder": (_I, [_CS, _I, ctypes.POINTER(FolderOptions), ctypes.POINTER(_P)]),
+    "cnnrt_dataset_open_tfrecord": (_I, [_CS, _I, ctypes.POINTER(FolderOptions), ctypes.POINTER(_P)]),
     "cnnrt_folder_options_init": (None, [ctypes.POINTER(FolderOptions)]),
     "cnnrt_dataset_class_name": (_CS, [_P, _I]),
     "cnnrt_dataset_stats_get": (None, [_P, ctypes.POINTER(DatasetStats)]),

@@ -2,9 +2,10 @@
 runtime/rt_folder.c, `cnnrun train --dataset folder`).
 
 1. Exactness: Fashion-MNIST samples written as a PNG folder (lossless, 28x28, `--augment none`:
-   the identity resize) and as idx files in the folder's order (class by class) train
-   fmnist_cnn to byte-identical checkpoints (the same --seed shuffles both alike): the folder
-   path decodes, orders and labels exactly as the idx path.
+   the identity resize), as idx files in the folder's order (class by class) and as TFRecord
+   shards (PNG payloads, labels 1..10 read with --label-base 1) train fmnist_cnn to
+   byte-identical checkpoints (the same --seed shuffles all alike): the folder and TFRecord
+   paths decode, order and label exactly as the idx path.
 2. Threads do not change the data: a JPEG folder trained with --loader-threads 0 and 2 (and
    the ImageNet augmentation on an RGB folder for cifar_resnet8, random crops and flips drawn
    from the seed) gives byte-identical checkpoints; the validation split is read too.
@@ -18,12 +19,14 @@ Skips (77) without Fashion-MNIST, numpy or PIL (Debian dataset-fashion-mnist, py
 python3-pil)."""
 import gzip
 import hashlib
+import io
 import os
 import shutil
 import sys
 import tempfile
 
 from testlib import Checks, build_src, need_module, run, SKIP
+from tfrecord_format import imagenet_example, record
 
 BUILD, SRC = build_src(__doc__)
 np = need_module("numpy", "Debian python3-numpy")
@@ -105,6 +108,28 @@ with tempfile.TemporaryDirectory(prefix="cnnc-folder-") as tmp:
                  "PNG folder and idx files: byte-identical checkpoints")
     checks.check(accuracy(a.stdout) == accuracy(b.stdout) >= 0, f"the same validation ({accuracy(a.stdout)}, {accuracy(b.stdout)})")
     print(f"PNG folder: validation accuracy {accuracy(a.stdout)}", flush=True)
+
+    # 1'. the same PNGs as TensorFlow's ImageNet TFRecord shards (labels 1..10, --label-base 1)
+    tfr = os.path.join(tmp, "tfr")
+    os.makedirs(tfr)
+    for split, xs, ys, shards in (("train", tx, ty, 3), ("validation", vx, vy, 2)):
+        recs = []
+        for im, lab in zip(xs, ys):
+            buf = io.BytesIO()
+            Image.fromarray(im, "L").save(buf, "PNG")
+            recs.append(record(imagenet_example(buf.getvalue(), int(lab) + 1)))
+        per = (len(recs) + shards - 1) // shards
+        for k in range(shards):
+            with open(os.path.join(tfr, f"{split}-{k:05d}-of-{shards:05d}"), "wb") as f:
+                f.write(b"".join(recs[k * per:(k + 1) * per]))
+    c = run(train + ["--dataset", "tfrecord", "--data-dir", tfr, "--label-base", "1", "--augment", "none", "--seed", "3",
+                     "--checkpoint-dir", os.path.join(tmp, "ck_tfr")])
+    checks.check(c.returncode == 0, f"train on TFRecord shards ({c.stderr.strip()[-300:]})")
+    checks.check(last_ckpt(os.path.join(tmp, "ck_tfr")) == last_ckpt(os.path.join(tmp, "ck_png")) is not None,
+                 "TFRecord shards and the PNG folder: byte-identical checkpoints")
+    c = run(train + ["--dataset", "tfrecord", "--data-dir", tfr, "--augment", "none"])
+    checks.check(c.returncode == 1 and "label 10, outside 0..9" in c.stderr,
+                 f"TFRecord labels 1..10 without --label-base: refused naming the record ({c.stderr.strip()[-300:]})")
 
     # 2. + 3. a JPEG folder, decoder threads 0 and 2, shuffled (seed 3)
     jpg = os.path.join(tmp, "jpg")
