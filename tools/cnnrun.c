@@ -76,6 +76,8 @@ static const optdef train_opts[] = {
     {"--restore", "CKPT", "start from this checkpoint (weights, optimizer state, step)"},
     {"--limit", "N", "use only the first N training samples"},
     {"--seed", "S", "shuffling seed (default 1; 0 = file order)"},
+    {"--validate-every", "E", "also validate on the test split every E epochs during the training (default: only at the end)"},
+    {"--no-validation", NULL, "no validation at all (the test split is not opened)"},
     OPT_ALLOW_NONFINITE,
     OPT_THREADS,
     {"--json", NULL, "print logs and results as JSON lines"},
@@ -107,7 +109,8 @@ static void usage(FILE *f) {
              "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
              "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR]\n"
              "                             [--lr-schedule KIND] [--warmup-epochs W] [--checkpoint-dir DIR] [--restore CKPT]\n"
-             "                             [--limit N] [--json] [--trace FILE.json] [--allow-nonfinite]\n"
+             "                             [--limit N] [--validate-every E | --no-validation] [--json] [--trace FILE.json]\n"
+             "                             [--allow-nonfinite]\n"
              "       cnnrun MODEL.so validate --checkpoint FILE|DIR [--dataset D] [--data-dir DIR] [--allow-nonfinite]\n"
              "       cnnrun --help | --version\n"
              "runtime options, every command: [--spin-us N] [--hugepages inference|off|all] [--replica-mode shared|parallel]\n"
@@ -208,6 +211,8 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--limit")) o->limit = parse_int(name, v, 1, INT32_MAX);
   else if (!strcmp(name, "--seed")) o->seed = parse_seed(name, v);
   else if (!strcmp(name, "--allow-nonfinite")) o->rt.allow_nonfinite = 1;
+  else if (!strcmp(name, "--validate-every")) o->validate_every = parse_int(name, v, 1, 1 << 20);
+  else if (!strcmp(name, "--no-validation")) o->no_validation = 1;
   else return 0;
   return 1;
 }

@@ -20,7 +20,7 @@ typedef struct opts {
   const char *input, *output, *labels, *format, *trace;
   /* train / validate */
   const char *dataset, *data_dir, *logs_per_epoch, *lr_schedule, *decay_epochs, *checkpoint_dir, *restore, *checkpoint;
-  int epochs, limit;
+  int epochs, limit, validate_every, no_validation; /* --validate-every E (0: only at the end), --no-validation */
   double lr, lr_factor, warmup_epochs;
   unsigned long long seed;
   /* runtime options of every command (--spin-us, --hugepages, --replica-mode); open_model adds
