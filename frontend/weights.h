@@ -8,7 +8,8 @@
  * path (F32, or BF16/F16 converted to f32): a regular file (a FIFO is refused, not waited on)
  * whose header is strict JSON and whose tensors' data offsets tile the data section exactly
  * (no overlap, gap or trailing bytes).  Every parameter must be present with exactly its
- * shape; extra tensors are an error too (names listed).  Values must be finite and
+ * shape; extra tensors are an error too (names listed), but for the optimizer state and
+ * counters of a training checkpoint (fe_load_safetensors_note).  Values must be finite and
  * running_var >= 0 unless allow_nonfinite.  Returns 0 or -1 with d filled naming the file and
  * the tensor. */
 int fe_load_safetensors(ir_graph *g, const char *path, int allow_nonfinite, ir_diag *d);
