@@ -68,6 +68,7 @@ static const optdef train_opts[] = {
     {"--epochs", "E", "passes over the training split (default 1)"},
     {"--logs-per-epoch", "X", "logs (and checkpoints) per epoch: 4, 0.5 or 1/2 (default 1)"},
     {"--lr", "LR", "base learning rate (default 0.05)"},
+    {"--lr-per-256", "LR", "instead of --lr: the base lr for 256 samples per update, scaled to the global batch (lr = LR x batch x micro-batches x replicas / 256)"},
     {"--lr-schedule", "KIND", "constant, step, cosine or exponential (default constant)"},
     {"--lr-decay-epochs", "E1,E2", "step schedule: epochs where the lr is multiplied by the factor"},
     {"--lr-factor", "F", "step: factor per decay (default 0.1); exponential: per epoch (default 0.9)"},
@@ -107,7 +108,7 @@ static void usage(FILE *f) {
              "       cnnrun MODEL.so benchmark [--batches N] [--runs R] [--seconds S] [--warmup W] [--threads T] [--pin]\n"
              "                                 [--json] [--trace FILE.json] [--profile [--peak GFLOPS]] [--lr LR (training)]\n"
              "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
-             "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR]\n"
+             "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR | --lr-per-256 LR]\n"
              "                             [--lr-schedule KIND] [--warmup-epochs W] [--checkpoint-dir DIR] [--restore CKPT]\n"
              "                             [--limit N] [--validate-every E | --no-validation] [--json] [--trace FILE.json]\n"
              "                             [--allow-nonfinite]\n"
@@ -201,6 +202,7 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--epochs")) o->epochs = parse_int(name, v, 1, 1 << 20);
   else if (!strcmp(name, "--logs-per-epoch")) o->logs_per_epoch = v;
   else if (!strcmp(name, "--lr")) o->lr = parse_double(name, v, 0), o->lr_set = 1;
+  else if (!strcmp(name, "--lr-per-256")) o->lr_per_256 = parse_double(name, v, 0), o->lr_per_256_set = 1;
   else if (!strcmp(name, "--lr-schedule")) o->lr_schedule = v;
   else if (!strcmp(name, "--lr-decay-epochs")) o->decay_epochs = v;
   else if (!strcmp(name, "--lr-factor")) o->lr_factor = parse_double(name, v, 0);

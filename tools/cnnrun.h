@@ -22,6 +22,8 @@ typedef struct opts {
   const char *dataset, *data_dir, *logs_per_epoch, *lr_schedule, *decay_epochs, *checkpoint_dir, *restore, *checkpoint;
   int epochs, limit, validate_every, no_validation; /* --validate-every E (0: only at the end), --no-validation */
   double lr, lr_factor, warmup_epochs;
+  double lr_per_256; /* --lr-per-256 (lr_per_256_set): the lr per 256 samples of a weight update */
+  int lr_per_256_set;
   unsigned long long seed;
   /* runtime options of every command (--spin-us, --hugepages, --replica-mode); open_model adds
    * --pin */

@@ -63,6 +63,12 @@ expect 1 "--restore $T/rk/ckpt-step-00000128.safetensors is at step 128 \(epoch 
   "$FT" train --dataset synthetic --epochs 2 --restore "$T/rk/ckpt-step-00000128.safetensors"
 expect 1 "is at step 128 .*--epochs 1 ends at step 64" -- "$FT" train --dataset synthetic --epochs 1 --restore "$T/rk/ckpt-step-00000128.safetensors"
 expect 0 "epoch 3.00 \(step 192/192\)" -- "$FT" train --dataset synthetic --epochs 3 --restore "$T/rk/ckpt-step-00000128.safetensors"
+# --lr-per-256: fake_train2 takes 16 x 2 = 32 samples per update, so 0.4 per 256 is --lr 0.05
+expect 2 "--lr and --lr-per-256 exclude each other" -- "$FT2" train --dataset synthetic --lr 0.1 --lr-per-256 0.4
+expect 0 "^lr 0.05 = --lr-per-256 0.4 x 32 samples per update / 256" -- "$FT2" train --dataset synthetic --lr-per-256 0.4
+a=$("$CNNRUN" "$FT2" train --dataset synthetic --lr-per-256 0.4 --json 2>&1 | grep '"log"' | sed 's/, "images_per_second.*//')
+b=$("$CNNRUN" "$FT2" train --dataset synthetic --lr 0.05 --json 2>&1 | grep '"log"' | sed 's/, "images_per_second.*//')
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "--lr-per-256 0.4 '$a' vs --lr 0.05 '$b'"
 # fewer than 5 classes: no top-5 (every sample would be a hit): null in JSON, absent in text
 printf 'name: three\ninput: {shape: [1, 8, 8], classes: 3}\nlayers:\n  - {name: flatten, op: flatten}\n  - {name: fc, op: dense, units: 3}\n' >"$T/three.yml"
 cnnc_as three "$T/three.yml" --mode training --optimizer sgd --batch-size 8 -o "$T/three.so" &&
