@@ -7,6 +7,8 @@
 # `cnnrun infer` over the same 1000 images reproduces validate's top-1 accuracy, and its raw
 # logits, read back in Python (no numpy needed), give validate's loss as plain cross-entropy
 # (not the label-smoothed loss, which differs by far more than the tolerance) and its top-5.
+# Then a small conv + batchnorm model: the note counts its running statistics and infer of its
+# compiled checkpoint gives validate's accuracy.
 # Skipped (exit 77) when Fashion-MNIST is not installed.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -107,5 +109,17 @@ if errs:
     print("\n".join(errs))
     sys.exit(1)
 EOF
+
+# batch-norm running statistics travel too: a small conv + norm model, 100 momentum steps
+printf 'name: bnnet\ninput: {shape: [1, 28, 28], dtype: u8, mean: [0.0], std: [255.0], classes: 10}\nlayers:\n  - {name: conv1, op: conv, filters: 8, kernel: 3, padding: 1}\n  - {name: bn1, op: norm}\n  - {name: relu1, op: relu}\n  - {name: pool, op: maxpool, kernel: 4}\n  - {name: flatten, op: flatten}\n  - {name: fc, op: dense, units: 10}\n' >"$T/bn.yml"
+if cnnc_as bntr "$T/bn.yml" --mode training --optimizer momentum --batch-size 32 -o "$T/bntr.so" &&
+  run_ok "train bnnet" "$CNNRUN" "$T/bntr.so" train --dataset fashion-mnist --data-dir "$DATA" --limit 3200 --lr 0.05 --no-validation --checkpoint-dir "$T/ckb" &&
+  cnnc_as bninf "$T/bn.yml" --weights "$T/ckb/ckpt-step-00000100.safetensors" -o "$T/bninf.so"; then
+  grep -q "took 6 parameters and 2 batch-norm statistics; ignored 6 optimizer-state tensors" "$T/bninf.log" && ok || bad "bnnet note: $(cat "$T/bninf.log")"
+  v=$("$CNNRUN" "$T/bntr.so" validate --data-dir "$DATA" --checkpoint "$T/ckb" --limit 1000 --json | sed -E 's/.*"accuracy": ([0-9.]+).*/\1/')
+  i=$("$CNNRUN" "$T/bninf.so" infer --input "$T/img" --labels "$T/lab" | sed -nE 's/^accuracy ([0-9.]+) .*/\1/p')
+  [ -n "$v" ] && "$PY" -c "import sys; sys.exit(0 if round(float('$v') * 1000) == round(float('$i') * 1000) else 1)" && ok ||
+    bad "bnnet: validate accuracy '$v', infer '$i'"
+fi
 
 finish
