@@ -44,6 +44,8 @@ typedef struct fe_options {
 #include "options.def"
   unsigned char set[FE_OPT_COUNT];
   const char *tmpdir; /* not an option: where the compile's temporary files go (NULL: /tmp) */
+  char weights_note[1024]; /* not an option: fe_load's note on --weights, e.g. what a training
+                              checkpoint's load ignored ("" if none; the caller prints it) */
 } fe_options;
 
 typedef struct fe_opt_info {

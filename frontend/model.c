@@ -226,7 +226,7 @@ static ir_graph *load(fe_ctx *c) {
     return NULL;
   fe_options_rehome(c->o, from_model, c->g->arena);
   ir_init_params(c->g, (uint64_t)c->o->seed);
-  if (c->o->weights[0] && fe_load_safetensors(c->g, c->o->weights, c->o->allow_nonfinite, c->d)) return NULL;
+  if (c->o->weights[0] && fe_load_safetensors_note(c->g, c->o->weights, c->o->allow_nonfinite, c->o->weights_note, sizeof c->o->weights_note, c->d)) return NULL;
   if (ir_verify(c->g, c->d)) return NULL;
   return c->g;
 }

@@ -550,7 +550,7 @@ static ir_graph *load(ox_ctx *x) {
   x->g = g = ir_graph_new(name, (int)x->o->batch_size);
   x->gfile = ir_strdup(g->arena, x->file);
   if (read_initializers(x, gp) || read_input(x, gp) || walk(x, gp) || set_outputs(x, gp) || add_loss(x)) goto fail;
-  if (x->o->weights[0] && fe_load_safetensors(g, x->o->weights, x->o->allow_nonfinite, x->d)) goto fail;
+  if (x->o->weights[0] && fe_load_safetensors_note(g, x->o->weights, x->o->allow_nonfinite, x->o->weights_note, sizeof x->o->weights_note, x->d)) goto fail;
   if (ir_verify(g, x->d)) goto fail;
   goto out;
 fail:

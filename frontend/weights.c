@@ -23,7 +23,8 @@
 #define ST_MAX_RANK 8
 #define ST_MAX_DIM (1ull << 40)    /* keeps numel * element size far from overflow */
 
-typedef enum st_dtype { ST_F32, ST_F16, ST_BF16, ST_UNSUPPORTED } st_dtype;
+/* I32 and I64 only in a cnnc training checkpoint, for the tensors it ignores (counters). */
+typedef enum st_dtype { ST_F32, ST_F16, ST_BF16, ST_I32, ST_I64, ST_UNSUPPORTED } st_dtype;
 
 typedef struct st_tensor {
   const char *name;      /* NUL-terminated, inside the decoded header copy */
@@ -42,6 +43,10 @@ typedef struct st_file {
   st_tensor *t;
   int n, cap;
   uint64_t data_len;     /* bytes after the header */
+  int ckpt;              /* __metadata__ "format": "cnnc-checkpoint" (cnnrun train's checkpoints) */
+  char step[32];         /* its __metadata__ "step", if any */
+  char *note;            /* fe_load_safetensors_note's buffer (may be NULL) */
+  size_t note_n;
 } st_file;
 
 /* Formats the message and records it against the file (no line/column: binary file). */
@@ -56,7 +61,7 @@ static int st_err(st_file *f, const char *fmt, ...) {
   return ir_diag_set(f->d, loc, NULL, "%s", buf);
 }
 
-static size_t dtype_size(st_dtype t) { return t == ST_F32 ? 4 : 2; }
+static size_t dtype_size(st_dtype t) { return t == ST_I64 ? 8 : t == ST_F32 || t == ST_I32 ? 4 : 2; }
 
 /* ---- JSON header parser ------------------------------------------------------------------ */
 
@@ -226,6 +231,8 @@ static st_dtype dtype_from_name(const char *s) {
   if (!strcmp(s, "F32")) return ST_F32;
   if (!strcmp(s, "F16")) return ST_F16;
   if (!strcmp(s, "BF16")) return ST_BF16;
+  if (!strcmp(s, "I32")) return ST_I32;
+  if (!strcmp(s, "I64")) return ST_I64;
   return ST_UNSUPPORTED;
 }
 
@@ -274,7 +281,7 @@ static int parse_tensor_info(st_file *f, st_tensor *t) {
   return 0;
 }
 
-/* "__metadata__": an object of string values (checked, then ignored). */
+/* "__metadata__": an object of string values (checked; "format" and "step" kept). */
 static int parse_metadata(st_file *f) {
   int r;
   for (r = list_open(f, '{', '}', "'{' (__metadata__)"); r > 0; r = list_next(f, '}', "',' or '}' (__metadata__)")) {
@@ -284,6 +291,8 @@ static int parse_metadata(st_file *f) {
     if (f->pos >= f->len || f->hdr[f->pos] != '"')
       return st_err(f, "__metadata__: value of '%s' must be a string", k);
     if (parse_string(f, &v) < 0) return -1;
+    if (!strcmp(k, "format")) f->ckpt = !strcmp(v, "cnnc-checkpoint");
+    if (!strcmp(k, "step")) snprintf(f->step, sizeof f->step, "%s", v);
   }
   return r;
 }
@@ -350,7 +359,7 @@ static int check_tensors(st_file *f) {
   char sb[160];
   for (int i = 0; i < f->n; i++) {
     st_tensor *t = &f->t[i];
-    if (t->dtype == ST_UNSUPPORTED)
+    if (t->dtype == ST_UNSUPPORTED || ((t->dtype == ST_I32 || t->dtype == ST_I64) && !f->ckpt))
       return st_err(f, "tensor '%s': dtype '%s' is not supported (F32, F16 or BF16)", t->name, t->dtype_name);
     if (t->begin > t->end)
       return st_err(f, "tensor '%s': data_offsets [%llu, %llu] end before they begin", t->name,
@@ -414,7 +423,52 @@ static void list_finish(char *buf, size_t n, int count) {
   if (count > 8) snprintf(buf + k, n - k, " and %d more", count - 8);
 }
 
-/* Every graph param present with its exact shape; no tensor without a param. */
+/* In a cnnc training checkpoint, tensor name that is not a model parameter but optimizer
+ * state or a counter: "step", "optimizer/..." (Adam's step, the loss scale), and P/momentum,
+ * P/rms, P/m, P/v of a parameter P of g (passes/optimizer.c). */
+static int ckpt_ignored(const st_file *f, const ir_graph *g, const char *name) {
+  static const char *const suffix[] = {"/momentum", "/rms", "/m", "/v"};
+  if (!f->ckpt) return 0;
+  if (!strcmp(name, "step") || !strncmp(name, "optimizer/", 10)) return 1;
+  size_t n = strlen(name);
+  for (int k = 0; k < 4; k++) {
+    size_t sl = strlen(suffix[k]);
+    if (n <= sl || strcmp(name + n - sl, suffix[k])) continue;
+    char base[512];
+    if (n - sl >= sizeof base) continue;
+    memcpy(base, name, n - sl), base[n - sl] = 0;
+    int v = ir_find_value(g, base);
+    if (v >= 0 && g->values[v].kind == IR_VAL_PARAM) return 1;
+  }
+  return 0;
+}
+
+/* The note of a checkpoint load: what was taken and what ignored. */
+static void ckpt_note(st_file *f, const ir_graph *g) {
+  if (!f->ckpt || !f->note || !f->note_n) return;
+  int params = 0, stats = 0, ignored = 0, counter = 0;
+  char list[300] = "";
+  for (int v = 0; v < g->n_values; v++) {
+    const ir_value *p = &g->values[v];
+    if (p->kind != IR_VAL_PARAM) continue;
+    size_t n = strlen(p->name);
+    int st = (n >= 13 && !strcmp(p->name + n - 13, "/running_mean")) || (n >= 12 && !strcmp(p->name + n - 12, "/running_var"));
+    st ? stats++ : params++;
+  }
+  for (int i = 0; i < f->n; i++) {
+    if (ir_find_value(g, f->t[i].name) >= 0) continue;
+    if (!strcmp(f->t[i].name, "step")) counter = 1;
+    else list_add(list, sizeof list, &ignored, f->t[i].name);
+  }
+  list_finish(list, sizeof list, ignored);
+  snprintf(f->note, f->note_n, "%s: a cnnc training checkpoint%s%s%s: took %d parameter%s and %d batch-norm statistic%s; ignored "
+           "%d optimizer-state tensor%s%s%s%s%s", f->path, f->step[0] ? " (step " : "", f->step, f->step[0] ? ")" : "",
+           params, params == 1 ? "" : "s", stats, stats == 1 ? "" : "s", ignored, ignored == 1 ? "" : "s",
+           ignored ? " (" : "", list, ignored ? ")" : "", counter ? " and the step counter" : "");
+}
+
+/* Every graph param present with its exact shape; no tensor without a param (but the optimizer
+ * state and counters of a checkpoint, ckpt_ignored). */
 static int match_params(st_file *f, const ir_graph *g) {
   char list[400] = "", sa[160], sb[160];
   int missing = 0;
@@ -437,11 +491,14 @@ static int match_params(st_file *f, const ir_graph *g) {
     if (!same)
       return st_err(f, "tensor '%s': shape %s does not match the model's %s", t->name,
                     fmt_dims(t->dim, t->rank, sa, sizeof sa), ir_shape_str(&p->shape, sb, sizeof sb));
+    if (t->dtype == ST_I32 || t->dtype == ST_I64)
+      return st_err(f, "tensor '%s': dtype '%s' is not supported for a parameter (F32, F16 or BF16)", t->name, t->dtype_name);
   }
   int extra = 0;
   for (int i = 0; i < f->n; i++) {
     int v = ir_find_value(g, f->t[i].name);
-    if (v < 0 || g->values[v].kind != IR_VAL_PARAM) list_add(list, sizeof list, &extra, f->t[i].name);
+    if ((v < 0 || g->values[v].kind != IR_VAL_PARAM) && !ckpt_ignored(f, g, f->t[i].name))
+      list_add(list, sizeof list, &extra, f->t[i].name);
   }
   if (extra) {
     list_finish(list, sizeof list, extra);
@@ -528,7 +585,12 @@ static int check_values(st_file *f, const ir_value *p) {
 }
 
 int fe_load_safetensors(ir_graph *g, const char *path, int allow_nonfinite, ir_diag *d) {
-  st_file f = {.path = path, .d = d};
+  return fe_load_safetensors_note(g, path, allow_nonfinite, NULL, 0, d);
+}
+
+int fe_load_safetensors_note(ir_graph *g, const char *path, int allow_nonfinite, char *note, size_t note_n, ir_diag *d) {
+  st_file f = {.path = path, .d = d, .note = note, .note_n = note_n};
+  if (note && note_n) note[0] = 0;
   unsigned char lenb[8];
   int rc = -1;
   char why[256];
@@ -572,6 +634,7 @@ int fe_load_safetensors(ir_graph *g, const char *path, int allow_nonfinite, ir_d
     if (read_tensor(&f, fp, 8 + n, find_tensor(&f, p->name), p->data) < 0) goto done;
     if (!allow_nonfinite && check_values(&f, p) < 0) goto done;
   }
+  ckpt_note(&f, g);
   rc = 0;
 done:
   fclose(fp);

@@ -266,11 +266,23 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
  * models. */
 CNNRT_API cnnrt_status cnnrt_loss_scale(cnnrt_model *m, double *scale, int64_t *skipped);
 /* Runs the inference-mode forward (running BN statistics, no dropout, no update) over
- * n_batches micro-batches: same buffers as cnnrt_train_step with grad_accum 1.  *loss and
- * *accuracy as there; the state is not changed.  CNNRT_UNSUPPORTED if the model has no eval
- * program.  Buffers are the caller's. */
+ * n_batches micro-batches: same buffers as cnnrt_train_step with grad_accum 1.  *accuracy as
+ * there; *loss the mean plain softmax cross-entropy of the logits, without the label smoothing
+ * the model may train with (models whose eval program keeps the logits inside a stage, i.e.
+ * hand-written ones, report their compiled loss).  The state is not changed.
+ * CNNRT_UNSUPPORTED if the model has no eval program; CNNRT_INVALID_ARGUMENT for a label that
+ * is not a class id (a whole number in 0..classes-1).  Buffers are the caller's. */
 CNNRT_API cnnrt_status cnnrt_evaluate(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
                                       int n_batches, float *loss, float *accuracy);
+/* As cnnrt_evaluate, per sample (n_batches * batch of them, in order): loss[i] (may be NULL)
+ * the plain softmax cross-entropy of sample i's logits against its label (natural log,
+ * computed in double from the f32 logits), rank[i] (may be NULL) the number of classes ranked
+ * before its label (greater logit, or an equal one of a lower class: 0 = a top-1 hit, as the
+ * accuracy counts it; < 5 = a top-5 hit; the class count when the label's logit is NaN).
+ * CNNRT_UNSUPPORTED if the eval program does not write the logits (every cnnc-compiled
+ * model does).  Buffers are the caller's. */
+CNNRT_API cnnrt_status cnnrt_evaluate_samples(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
+                                              int n_batches, float *loss, int32_t *rank);
 
 /* One tensor of the model's persistent state. */
 typedef enum cnnrt_state_kind {

@@ -204,6 +204,20 @@ int rt_train_replica_parallel(const cnnrt_model *m);
 void rt_train_free(cnnrt_model *m);
 /* The index of state tensor name, or -1. */
 int rt_state_find(const cnnc_abi_train *t, const char *name);
+/* rt_train.c's steps that rt_eval.c shares: m must be a training model (fn names the call in
+ * the message); the batch buffers' checks; the thread groups ready; program prog on
+ * micro-batch i in frame 0, adding its compiled loss and top-1 count; the means of a call. */
+cnnrt_status rt_need_train(const cnnrt_model *m, const char *fn);
+cnnrt_status rt_check_batch_args(cnnrt_model *m, const char *fn, const void *images, size_t images_bytes,
+                                 const float *labels, int n_mb);
+cnnrt_status rt_pools_ready(cnnrt_model *m);
+cnnrt_status rt_feed_and_run(cnnrt_model *m, const cnnc_abi_program *prog, const void *images, const float *labels,
+                             int i, double *loss_sum, double *correct_sum);
+void rt_report(int n_mb, int b, double loss_sum, double correct_sum, float *loss, float *accuracy);
+/* Train tensor t's buffer of frame f (the thread groups ready). */
+void *rt_frame_tensor(cnnrt_model *m, int f, int t);
+/* rt_eval.c: CNNRT_INVALID_ARGUMENT unless labels[0..n) are class ids, whole numbers in 0..k-1. */
+cnnrt_status rt_check_labels(const char *fn, const float *labels, int64_t n, int64_t k);
 
 /* ---- the model -------------------------------------------------------------------------- */
 struct cnnrt_model {

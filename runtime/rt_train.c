@@ -2,7 +2,8 @@
  * is validated at open, its state buffer allocated and initialised; cnnrt_train_step and
  * cnnrt_evaluate run the stages of a program one after another on per-shard thread groups
  * (runtime threads, tid 0 included, with RT_THREAD_STACK each), feeding images, labels and lr and reading
- * loss and top-1 count.  Also the state accessors of the public API. */
+ * loss and top-1 count (rt_eval.c: the evaluation calls on top of the eval program).  Also
+ * the state accessors of the public API. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -231,7 +232,7 @@ static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
 }
 
 /* (Re)starts the executor when absent or when cnnrt_set_threads changed a count. */
-static cnnrt_status rt_pools_ready(cnnrt_model *m) {
+cnnrt_status rt_pools_ready(cnnrt_model *m) {
   rt_trainer *tr = m->tr;
   rt_pool *x = tr->pools;
   for (int i = 0; x && i < x->n_groups; i++) {
@@ -506,7 +507,7 @@ void rt_train_free(cnnrt_model *m) {
 }
 
 /* ---- public API ------------------------------------------------------------------------- */
-static cnnrt_status rt_need_train(const cnnrt_model *m, const char *fn) {
+cnnrt_status rt_need_train(const cnnrt_model *m, const char *fn) {
   if (!m) return rt_fail(CNNRT_INVALID_ARGUMENT, "%s: model is NULL", fn);
   if (m->tr) return CNNRT_OK;
   if (m->d->mode == 1)
@@ -584,7 +585,7 @@ CNNRT_API cnnrt_status cnnrt_set_lr_schedule(cnnrt_model *m, const cnnrt_lr_sche
   return CNNRT_OK;
 }
 
-static cnnrt_status rt_check_batch_args(cnnrt_model *m, const char *fn, const void *images, size_t images_bytes,
+cnnrt_status rt_check_batch_args(cnnrt_model *m, const char *fn, const void *images, size_t images_bytes,
                                         const float *labels, int n_mb) {
   cnnrt_status s = rt_need_train(m, fn);
   if (s != CNNRT_OK) return s;
@@ -610,7 +611,7 @@ static void rt_feed(cnnrt_model *m, int f, const void *images, const float *labe
 }
 
 /* Runs prog on micro-batch i (frame 0), adding the loss and correct counts. */
-static cnnrt_status rt_feed_and_run(cnnrt_model *m, const cnnc_abi_program *prog, const void *images, const float *labels,
+cnnrt_status rt_feed_and_run(cnnrt_model *m, const cnnc_abi_program *prog, const void *images, const float *labels,
                                     int i, double *loss_sum, double *correct_sum) {
   const cnnc_abi_train *t = m->tr->t;
   rt_feed(m, 0, images, labels, i);
@@ -620,7 +621,9 @@ static cnnrt_status rt_feed_and_run(cnnrt_model *m, const cnnc_abi_program *prog
   return s;
 }
 
-static void rt_report(int n_mb, int b, double loss_sum, double correct_sum, float *loss, float *accuracy) {
+void *rt_frame_tensor(cnnrt_model *m, int f, int t) { return m->tr->pools->fptr[f][t]; }
+
+void rt_report(int n_mb, int b, double loss_sum, double correct_sum, float *loss, float *accuracy) {
   if (loss) *loss = (float)(loss_sum / n_mb);
   if (accuracy) *accuracy = (float)(correct_sum / ((double)n_mb * b));
 }
@@ -676,6 +679,10 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
   cnnrt_status s = rt_check_batch_args(m, "cnnrt_train_step", images, images_bytes, labels, n * per_update);
   if (s != CNNRT_OK) return s;
   const cnnc_abi_train *t = m->tr->t;
+  const cnnc_abi_tensor *lo = &m->d->tensors[m->d->outputs[0]];
+  if (lo->rank == 2 && (s = rt_check_labels("cnnrt_train_step", labels, (int64_t)n * per_update * m->d->batch_size,
+                                            lo->dims[1])) != CNNRT_OK)
+    return s;
   double loss_sum = 0, correct_sum = 0;
   int ls = rt_state_find(t, "optimizer/loss_scale");
   char *snap = NULL; /* --auto-loss-scaling: the state before each update */
@@ -708,23 +715,6 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
   pthread_mutex_unlock(&m->lock);
   free(snap);
   if (s == CNNRT_OK) rt_report(n * ga * R, m->d->batch_size, loss_sum, correct_sum, loss, accuracy);
-  return s;
-}
-
-CNNRT_API cnnrt_status cnnrt_evaluate(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
-                                      int n_batches, float *loss, float *accuracy) {
-  rt_clear_error();
-  cnnrt_status s = rt_check_batch_args(m, "cnnrt_evaluate", images, images_bytes, labels, n_batches);
-  if (s != CNNRT_OK) return s;
-  if (m->tr->t->eval.n_stages == 0)
-    return rt_fail(CNNRT_UNSUPPORTED, "cnnrt_evaluate: %s has no eval program", m->path);
-  double loss_sum = 0, correct_sum = 0;
-  pthread_mutex_lock(&m->lock);
-  s = rt_pools_ready(m);
-  for (int i = 0; i < n_batches && s == CNNRT_OK; i++)
-    s = rt_feed_and_run(m, &m->tr->t->eval, images, labels, i, &loss_sum, &correct_sum);
-  pthread_mutex_unlock(&m->lock);
-  if (s == CNNRT_OK) rt_report(n_batches, m->d->batch_size, loss_sum, correct_sum, loss, accuracy);
   return s;
 }
 

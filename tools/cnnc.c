@@ -348,6 +348,7 @@ static ir_graph *load(driver *D, fe_options *o) {
     return NULL;
   }
   D->load_seconds = (now_ms() - t0) / 1e3;
+  if (o->weights_note[0]) fprintf(stderr, "cnnc: note: %s\n", o->weights_note);
   if (D->verbose)
     fprintf(stderr, "cnnc: %s: %d layers, %d values, batch %d, loaded in %.1f ms\n", D->model, g->n_nodes,
             g->n_values, g->batch, now_ms() - t0);

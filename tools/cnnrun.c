@@ -74,6 +74,7 @@ static const optdef train_opts[] = {
     {"--epochs", "E", "passes over the training split (default 1)"},
     {"--logs-per-epoch", "X", "logs (and checkpoints) per epoch: 4, 0.5 or 1/2 (default 1)"},
     {"--lr", "LR", "base learning rate (default 0.05)"},
+    {"--lr-per-256", "LR", "instead of --lr: the base lr for 256 samples per update, scaled to the global batch (lr = LR x batch x micro-batches x replicas / 256)"},
     {"--lr-schedule", "KIND", "constant, step, cosine or exponential (default constant)"},
     {"--lr-decay-epochs", "E1,E2", "step schedule: epochs where the lr is multiplied by the factor"},
     {"--lr-factor", "F", "step: factor per decay (default 0.1); exponential: per epoch (default 0.9)"},
@@ -82,6 +83,8 @@ static const optdef train_opts[] = {
     {"--restore", "CKPT", "start from this checkpoint (weights, optimizer state, step)"},
     {"--limit", "N", "use only the first N training samples (of a folder: N spread evenly over it)"},
     {"--seed", "S", "shuffling seed (default 1; 0 = file order)"},
+    {"--validate-every", "E", "also validate on the test split every E epochs during the training (default: only at the end)"},
+    {"--no-validation", NULL, "no validation at all (the test split is not opened)"},
     OPT_ALLOW_NONFINITE,
     OPT_THREADS,
     {"--json", NULL, "print logs and results as JSON lines"},
@@ -112,10 +115,11 @@ static void usage(FILE *f) {
              "       cnnrun MODEL.so benchmark [--batches N] [--runs R] [--seconds S] [--warmup W] [--threads T] [--pin]\n"
              "                                 [--json] [--trace FILE.json] [--profile [--peak GFLOPS]] [--lr LR (training)]\n"
              "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
-             "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR]\n"
-             "                             [--augment imagenet|none] [--loader-threads N] [--bad-images stop|skip]\n"
+             "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR | --lr-per-256 LR]\n"
+             "                             [--augment imagenet|none] [--loader-threads N] [--bad-images stop|skip] [--label-base K]\n"
              "                             [--lr-schedule KIND] [--warmup-epochs W] [--checkpoint-dir DIR] [--restore CKPT]\n"
-             "                             [--limit N] [--json] [--trace FILE.json] [--allow-nonfinite]\n"
+             "                             [--limit N] [--validate-every E | --no-validation] [--json] [--trace FILE.json]\n"
+             "                             [--allow-nonfinite]\n"
              "       cnnrun MODEL.so validate --checkpoint FILE|DIR [--dataset D] [--data-dir DIR] [--allow-nonfinite]\n"
              "       cnnrun --help | --version\n"
              "runtime options, every command: [--spin-us N] [--hugepages inference|off|all] [--replica-mode shared|parallel]\n"
@@ -210,6 +214,7 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--epochs")) o->epochs = parse_int(name, v, 1, 1 << 20);
   else if (!strcmp(name, "--logs-per-epoch")) o->logs_per_epoch = v;
   else if (!strcmp(name, "--lr")) o->lr = parse_double(name, v, 0), o->lr_set = 1;
+  else if (!strcmp(name, "--lr-per-256")) o->lr_per_256 = parse_double(name, v, 0), o->lr_per_256_set = 1;
   else if (!strcmp(name, "--lr-schedule")) o->lr_schedule = v;
   else if (!strcmp(name, "--lr-decay-epochs")) o->decay_epochs = v;
   else if (!strcmp(name, "--lr-factor")) o->lr_factor = parse_double(name, v, 0);
@@ -224,6 +229,8 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--loader-threads")) o->loader_threads = parse_int(name, v, 0, 256);
   else if (!strcmp(name, "--bad-images")) o->skip_bad = parse_choice(name, v, bad, 2);
   else if (!strcmp(name, "--label-base")) o->label_base = parse_int(name, v, -(1 << 24), 1 << 24);
+  else if (!strcmp(name, "--validate-every")) o->validate_every = parse_int(name, v, 1, 1 << 20);
+  else if (!strcmp(name, "--no-validation")) o->no_validation = 1;
   else return 0;
   return 1;
 }

@@ -20,10 +20,12 @@ typedef struct opts {
   const char *input, *output, *labels, *format, *trace;
   /* train / validate */
   const char *dataset, *data_dir, *logs_per_epoch, *lr_schedule, *decay_epochs, *checkpoint_dir, *restore, *checkpoint;
-  int epochs, limit;
+  int epochs, limit, validate_every, no_validation; /* --validate-every E (0: only at the end), --no-validation */
   int augment, loader_threads, skip_bad; /* --dataset folder|tfrecord: cnnrt_augment, decoder threads (-1: default), --bad-images skip */
   int label_base;                        /* --dataset tfrecord: subtracted from the stored labels */
   double lr, lr_factor, warmup_epochs;
+  double lr_per_256; /* --lr-per-256 (lr_per_256_set): the lr per 256 samples of a weight update */
+  int lr_per_256_set;
   unsigned long long seed;
   /* runtime options of every command (--spin-us, --hugepages, --replica-mode); open_model adds
    * --pin */

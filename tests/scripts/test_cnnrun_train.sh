@@ -43,6 +43,38 @@ expect 0 "rounded to 4 \(a log every 16 steps\)" -- "$FT" train --dataset synthe
 expect 0 "validation: loss [0-9.]+  accuracy (0\.9|1\.0)" -- "$FT2" train --dataset synthetic --epochs 2 --lr-schedule cosine --warmup-epochs 0.5
 expect 0 "\"event\": \"log\", \"epoch\": 2.0000, \"step\": 128" -- "$FT" train --dataset synthetic --epochs 4 --logs-per-epoch 1/2 --json
 expect 0 "lr 0.005" -- "$FT" train --dataset synthetic --epochs 3 --lr 0.5 --lr-schedule step --lr-decay-epochs 1,2 --lr-factor 0.1
+# --validate-every / --no-validation (issue 23): validations after epochs 1 and 2 and the final
+# one; top-1, top-5; JSON events marked final or not
+expect 2 "--no-validation and --validate-every exclude each other" -- "$FT" train --dataset synthetic --no-validation --validate-every 1
+expect 2 "--validate-every: must be an integer in 1..1048576 \\(got '0'\\)" -- "$FT" train --dataset synthetic --validate-every 0
+expect 2 "--no-validation takes no value" -- "$FT" train --dataset synthetic --no-validation=1
+expect 0 "validation at epoch 2.00 \(step 128\): loss [0-9.]+  accuracy [0-9.]+  top-5 [0-9.]+  \(256 test images" -- \
+  "$FT" train --dataset synthetic --epochs 3 --validate-every 1
+[ "$(grep -c '^validation' "$T/out")" = 3 ] && grep -qE '^validation: loss [0-9.]+  accuracy [0-9.]+  top-5 ' "$T/out" && ok ||
+  bad "--validate-every 1 over 3 epochs: $(grep ^validation "$T/out")"
+expect 0 '"event": "validation", "step": 128, .*"top5_accuracy": [0-9.]+, .*"final": false' -- "$FT" train --dataset synthetic --epochs 3 --validate-every 2 --json
+[ "$(grep -c '"event": "validation"' "$T/out")" = 2 ] && grep -q '"step": 192, .*"final": true' "$T/out" && ok ||
+  bad "--validate-every 2 over 3 epochs: $(grep validation "$T/out")"
+expect 0 "no validation \(--no-validation\)" -- "$FT" train --dataset synthetic --no-validation
+grep -q "^validation" "$T/out" && bad "--no-validation validated" || ok
+# --restore at or past --epochs: exit 1 and say so (not 0 steps in silence)
+expect 0 "checkpoint" -- "$FT" train --dataset synthetic --epochs 2 --checkpoint-dir "$T/rk"
+expect 1 "--restore $T/rk/ckpt-step-00000128.safetensors is at step 128 \(epoch 2.00 at 64 steps per epoch\): --epochs 2 ends at step 128, so there is nothing left to train; .*give --epochs 3 or more" -- \
+  "$FT" train --dataset synthetic --epochs 2 --restore "$T/rk/ckpt-step-00000128.safetensors"
+expect 1 "is at step 128 .*--epochs 1 ends at step 64" -- "$FT" train --dataset synthetic --epochs 1 --restore "$T/rk/ckpt-step-00000128.safetensors"
+expect 0 "epoch 3.00 \(step 192/192\)" -- "$FT" train --dataset synthetic --epochs 3 --restore "$T/rk/ckpt-step-00000128.safetensors"
+# --lr-per-256: fake_train2 takes 16 x 2 = 32 samples per update, so 0.4 per 256 is --lr 0.05
+expect 2 "--lr and --lr-per-256 exclude each other" -- "$FT2" train --dataset synthetic --lr 0.1 --lr-per-256 0.4
+expect 0 "^lr 0.05 = --lr-per-256 0.4 x 32 samples per update / 256" -- "$FT2" train --dataset synthetic --lr-per-256 0.4
+a=$("$CNNRUN" "$FT2" train --dataset synthetic --lr-per-256 0.4 --json 2>&1 | grep '"log"' | sed 's/, "images_per_second.*//')
+b=$("$CNNRUN" "$FT2" train --dataset synthetic --lr 0.05 --json 2>&1 | grep '"log"' | sed 's/, "images_per_second.*//')
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "--lr-per-256 0.4 '$a' vs --lr 0.05 '$b'"
+# fewer than 5 classes: no top-5 (every sample would be a hit): null in JSON, absent in text
+printf 'name: three\ninput: {shape: [1, 8, 8], classes: 3}\nlayers:\n  - {name: flatten, op: flatten}\n  - {name: fc, op: dense, units: 3}\n' >"$T/three.yml"
+cnnc_as three "$T/three.yml" --mode training --optimizer sgd --batch-size 8 -o "$T/three.so" &&
+  expect 0 '"event": "validation", .*"accuracy": [0-9.]+, "top5_accuracy": null' -- "$T/three.so" train --dataset synthetic --json &&
+  expect 0 "^validation: loss [0-9.]+  accuracy [0-9.]+  \(256 test images" -- "$T/three.so" train --dataset synthetic
+
 # synthetic data takes a compiled model's own input shape (3x32x32) and class count (10)
 cnnc_as r8 "$SRC/models/cifar_resnet8.yml" --mode training --optimizer momentum --batch-size 8 -o "$T/r8.so" &&
   expect 0 "training cifar_resnet8 on synthetic: 128 samples" -- "$T/r8.so" train --dataset synthetic --limit 128 --epochs 1

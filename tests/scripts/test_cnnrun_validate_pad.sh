@@ -1,7 +1,7 @@
 #!/bin/bash
 # test_cnnrun_validate_pad.sh BUILD SRC — cnnrun's validation covers every test sample: the
 # last partial micro-batch is padded and only its real samples are counted
-# (tools/cnnrun_train.inc, evaluate_partial).  fmnist_cnn is trained for 100 steps at batch 64
+# (tools/cnnrun_train.inc, evaluate_dataset).  fmnist_cnn is trained for 100 steps at batch 64
 # (a checkpoint), then `cnnrun validate` evaluates that checkpoint with the model compiled at
 # batch 8 (10000 = 1250 whole batches: no padding), 64 (156 x 64 + 16) and 48 (208 x 48 + 16):
 # the same weights on the same 10000 images, so equal accuracy and loss within 1e-5 relative.

@@ -165,6 +165,7 @@ static int32_t stage_eval(void *const *io, void *state, void *scratch, int32_t t
     load_x(io[0], x);
     forward(x, state, logits);
     xent(logits, io[1], io[2], io[3], NULL);
+    memcpy(io[4], logits, sizeof logits); /* the logits as a train tensor: cnnrt_evaluate_samples */
   }
   return 0;
 }
@@ -261,8 +262,8 @@ static const cnnc_abi_stage update_stages[] = {{"update/s0", 0, 1, 1, io_update,
 static const int32_t io_train[] = {T_IMAGES, T_LABELS, T_LR, T_LOSS, T_CORRECT};
 static const cnnc_abi_stage mb_stages[] = {{"train/s0", 0, 5, 3, io_train, SCRATCH_BYTES, 6.0 * B * D * K, stage_train}};
 #endif
-static const int32_t io_eval[] = {T_IMAGES, T_LABELS, T_LOSS, T_CORRECT};
-static const cnnc_abi_stage eval_stages[] = {{"eval/s0", 0, 4, 2, io_eval, SCRATCH_BYTES, 2.0 * B * D * K, stage_eval}};
+static const int32_t io_eval[] = {T_IMAGES, T_LABELS, T_LOSS, T_CORRECT, T_LOGITS};
+static const cnnc_abi_stage eval_stages[] = {{"eval/s0", 0, 5, 2, io_eval, SCRATCH_BYTES, 2.0 * B * D * K, stage_eval}};
 
 EXPORT const cnnc_abi_train cnnc_train_v1 = {
     .magic = CNNC_ABI_TRAIN_MAGIC,

@@ -103,6 +103,24 @@ static void test_learns(const char *lib, int threads) {
         va, vl, cnnrt_last_error());
   cnnrt_get_state(m, "fc/bias", w1, sizeof w1);
   CHECK(!memcmp(w0, w1, sizeof w0) && cnnrt_train_steps_done(m) == 128, "evaluate changed the state");
+  { /* per sample: the losses average to cnnrt_evaluate's, rank 0 counts its accuracy */
+    float sl[B * 8];
+    int32_t rk[B * 8];
+    double ls = 0, hits = 0;
+    CHECK(cnnrt_evaluate_samples(m, t.x, t.bytes, t.y, 8, sl, rk) == CNNRT_OK, "%s: evaluate_samples: %s", lib, cnnrt_last_error());
+    for (int i = 0; i < B * 8; i++) ls += sl[i], hits += rk[i] == 0;
+    CHECK(fabs(ls / (B * 8) - vl) < 1e-5 * (1 + vl) && fabs(hits / (B * 8) - va) < 1e-6, "%s: samples loss %g acc %g, evaluate %g %g",
+          lib, ls / (B * 8), hits / (B * 8), vl, va);
+    float bad = t.y[5];
+    t.y[5] = K; /* not a class id: refused, before anything runs */
+    CHECK(cnnrt_evaluate_samples(m, t.x, t.bytes, t.y, 8, sl, rk) == CNNRT_INVALID_ARGUMENT && strstr(cnnrt_last_error(), "label 5 is 10"),
+          "%s: label K: %s", lib, cnnrt_last_error());
+    t.y[5] = 1.5f;
+    CHECK(cnnrt_evaluate(m, t.x, t.bytes, t.y, 8, &vl, &va) == CNNRT_INVALID_ARGUMENT, "%s: label 1.5 evaluated", lib);
+    CHECK(cnnrt_train_step(m, t.x, t.bytes / 8 * (size_t)cnnrt_grad_accum(m), t.y, 1, &vl, NULL) == CNNRT_INVALID_ARGUMENT &&
+              cnnrt_train_steps_done(m) == 128, "%s: label 1.5 trained: %s", lib, cnnrt_last_error());
+    t.y[5] = bad;
+  }
   /* lr 0 freezes the weights */
   cnnrt_set_learning_rate(m, 0);
   float l;
