@@ -95,8 +95,12 @@ if have_fmnist train && have_fmnist t10k; then
   steps=$(grep -oE 'step [0-9]+ ' "$T/out" | tr -d 'step ' | tr '\n' ,)
   [ "$steps" = "125,250,375,500," ] && ok || bad "validate order: $steps"
   expect 0 "ckpt-step-00000500.safetensors: step 500" -- "$FT" validate --data-dir "$DATA" --checkpoint "$T/ck/ckpt-step-00000500.safetensors"
-  expect 0 "\(restored\)" -- "$FT" train --dataset fashion-mnist --data-dir "$DATA" --epochs 1 --limit 8000 --restore "$T/ck/ckpt-step-00000250.safetensors"
+  expect 0 "\(restored\)" -- "$FT" train --dataset fashion-mnist --data-dir "$DATA" --epochs 1 --limit 8000 --restore "$T/ck/ckpt-step-00000250.safetensors" \
+    --lr 0.01 --logs-per-epoch 4 --checkpoint-dir "$T/ck2"
   grep -q "step 250/500" "$T/out" && bad "restored run logged step 250 again" || ok
+  # mid-epoch: the rest of the epoch in the same shuffled order, so the same end as the run without a stop
+  cmp -s "$T/ck/ckpt-step-00000500.safetensors" "$T/ck2/ckpt-step-00000500.safetensors" && ok ||
+    bad "--restore at step 250 of 500 (mid-epoch) ends in another checkpoint than the uninterrupted run"
   expect 1 "is not in the state of model fake_train2" -- "$FT2" validate --data-dir "$DATA" --checkpoint "$T/ck"
 else
   skip_part "no Fashion-MNIST in $DATA (Debian dataset-fashion-mnist): its training, checkpoint and validate checks did not run"
