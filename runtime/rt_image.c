@@ -260,12 +260,13 @@ static cnnrt_status rt_resample(const rt_img *im, const rt_axis *ax, const rt_ax
   size_t bytes = (kx * nx + ky * ny) * sizeof(int32_t) + 2 * (nx + ny) * sizeof(int) + kmax * sizeof(double) + stride;
   char *mem = malloc(bytes);
   if (!mem) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory (%zu bytes of filter taps)", name, bytes);
-  rt_taps tx = {(int *)mem, (int *)mem + nx, NULL, (int)kx}, ty = {(int *)mem + 2 * nx, (int *)mem + 2 * nx + ny, NULL, (int)ky};
-  char *q = mem + 2 * (nx + ny) * sizeof(int);
+  double *tmp = (double *)mem; /* doubles first: malloc's alignment */
+  char *q = mem + kmax * sizeof(double);
+  rt_taps tx = {(int *)q, (int *)q + nx, NULL, (int)kx}, ty = {(int *)q + 2 * nx, (int *)q + 2 * nx + ny, NULL, (int)ky};
+  q += 2 * (nx + ny) * sizeof(int);
   tx.k = (int32_t *)q, q += kx * nx * sizeof(int32_t);
   ty.k = (int32_t *)q, q += ky * ny * sizeof(int32_t);
-  double *tmp = (double *)q;
-  uint8_t *res = (uint8_t *)(q + kmax * sizeof(double));
+  uint8_t *res = (uint8_t *)q;
   rt_taps_make(ax, &tx, tmp);
   rt_taps_make(ay, &ty, tmp);
   int y0 = im->h, y1 = 0; /* the source rows the window reads */
@@ -330,12 +331,16 @@ static cnnrt_status rt_check_size(const char *name, const char *what, int64_t w,
 /* A TurboJPEG failure: fatal errors and the warnings that mean missing pixels (a file cut
  * short, a marker inside entropy-coded data) refuse the image; the other warnings (extraneous
  * bytes, a JFIF version) keep it, as PIL does.  Returns OK for a kept warning. */
+static int rt_tj_benign(tjhandle tj) {
+  const char *msg = tjGetErrorStr2(tj);
+  return msg && tjGetErrorCode(tj) == TJERR_WARNING && !strstr(msg, "remature end") && !strstr(msg, "ad Huffman") &&
+         !strstr(msg, "resync") && !strstr(msg, "ad arithmetic");
+}
+
 static cnnrt_status rt_tj_fail(tjhandle tj, const char *name, const char *what) {
   const char *msg = tjGetErrorStr2(tj);
   if (!msg) msg = "unknown error";
-  if (tjGetErrorCode(tj) == TJERR_WARNING && !strstr(msg, "remature end") && !strstr(msg, "ad Huffman") &&
-      !strstr(msg, "resync") && !strstr(msg, "ad arithmetic"))
-    return CNNRT_OK;
+  if (rt_tj_benign(tj)) return CNNRT_OK;
   if (strstr(msg, "remature end")) return rt_fail(CNNRT_BAD_MODEL, "%s: truncated JPEG (%s: %s)", name, what, msg);
   return rt_fail(CNNRT_BAD_MODEL, "%s: corrupt JPEG (%s: %s)", name, what, msg);
 }
@@ -392,7 +397,13 @@ static cnnrt_status rt_jpeg_decode(rt_jpeg *j, const uint8_t *data, size_t n, co
   size_t bytes = (size_t)im->w * im->h * ps;
   if (!(im->p = malloc(bytes)))
     return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory (%zu bytes for a %dx%d JPEG)", name, bytes, im->w, im->h);
-  if (tjDecompress2(j->tj, data, (unsigned long)n, im->p, im->w, im->w * ps, im->h, pf, TJFLAG_LIMITSCANS) != 0) {
+  /* Stop at the first warning, so a file cut short (or a hostile header promising a huge
+   * image) costs no full decode; a benign first warning decodes again without stopping. */
+  int rc = tjDecompress2(j->tj, data, (unsigned long)n, im->p, im->w, im->w * ps, im->h, pf,
+                         TJFLAG_LIMITSCANS | TJFLAG_STOPONWARNING);
+  if (rc != 0 && rt_tj_benign(j->tj))
+    rc = tjDecompress2(j->tj, data, (unsigned long)n, im->p, im->w, im->w * ps, im->h, pf, TJFLAG_LIMITSCANS);
+  if (rc != 0) {
     cnnrt_status s = rt_tj_fail(j->tj, name, "data");
     if (s != CNNRT_OK) return s;
   }
