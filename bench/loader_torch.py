@@ -5,7 +5,8 @@ a DataLoader(num_workers=W, batch_size=B, shuffle=True) with the training recipe
 RandomResizedCrop(224) + RandomHorizontalFlip + ToTensor + Normalize (--val: Resize(256) +
 CenterCrop(224) on DIR/val), looping over epochs until S seconds (default 20) or N images.
 The first batch (worker start-up) is not timed.  Prints one JSON line:
-{"peer":"torchvision","workers":W,"batch":B,"images":N,"seconds":T,"img_per_s":R}.
+{"peer":"torchvision","workers":W,"batch":B,"images":N,"seconds":T,"img_per_s":R} (with
+--workers 0, everything runs in this process: also "cpu_ms_per_img", its CPU time per image).
 DIR: an ImageNet-layout folder (tests/scripts/make_jpeg_folder.py makes one)."""
 import argparse
 import json
@@ -45,14 +46,17 @@ def main():
     while True:
         for x, _ in dl:
             if first:  # worker start-up and the first batch are not timed
-                first, t0 = False, time.perf_counter()
+                first, t0, c0 = False, time.perf_counter(), time.process_time()
                 continue
             n += x.shape[0]
             dt = time.perf_counter() - t0
             if (args.images and n >= args.images) or (not args.images and dt >= args.seconds):
-                print(json.dumps({"peer": "torchvision", "workers": args.workers, "batch": args.batch,
-                                  "kind": "center" if args.val else "train", "images": n, "seconds": round(dt, 2),
-                                  "img_per_s": round(n / dt, 1)}))
+                r = {"peer": "torchvision", "workers": args.workers, "batch": args.batch,
+                     "kind": "center" if args.val else "train", "images": n, "seconds": round(dt, 2),
+                     "img_per_s": round(n / dt, 1)}
+                if args.workers == 0:
+                    r["cpu_ms_per_img"] = round(1e3 * (time.process_time() - c0) / n, 3)
+                print(json.dumps(r))
                 return
 
 

@@ -102,13 +102,17 @@ int main(int argc, char **argv) {
     for (int i = 0; i < b.nf; i++) b.f[i] = read_file(argv[8 + i]);
     pthread_t t[64];
     if (threads < 1 || threads > 64) return 2;
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     double t0 = now();
     b.end = t0 + atof(argv[2]);
     for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, bench_thread, &b);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
     double dt = now() - t0;
-    printf("{\"peer\":\"cnnrt\",\"threads\":%d,\"kind\":\"%s\",\"images\":%ld,\"seconds\":%.2f,\"img_per_s\":%.1f}\n", threads, argv[4],
-           (long)b.done, dt, (double)b.done / dt);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+    printf("{\"peer\":\"cnnrt\",\"threads\":%d,\"kind\":\"%s\",\"images\":%ld,\"seconds\":%.2f,\"img_per_s\":%.1f,"
+           "\"cpu_ms_per_img\":%.3f}\n", threads, argv[4], (long)b.done, dt, (double)b.done / dt, 1e3 * cpu / (double)b.done);
     return 0;
   }
   fprintf(stderr, "usage: see the head of tests/tools/image_load.c\n");

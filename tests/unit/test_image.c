@@ -391,9 +391,20 @@ static void test_refusals(void) {
   blob badj = {bad, j.n};
   expect_refusal(&badj, "dir/huge.jpg", "oversized jpeg", "pixels");
   free(bad);
+  /* junk before the SOS marker: libjpeg's "extraneous bytes" warning (which stops the first
+   * decode) keeps the image, as in PIL */
+  size_t sos = 2;
+  while (sos + 1 < j.n && !(j.p[sos] == 0xff && j.p[sos + 1] == 0xda)) sos++;
+  uint8_t *junk = malloc(j.n + 3);
+  memcpy(junk, j.p, sos), memcpy(junk + sos, "\x00\x11\x22", 3), memcpy(junk + sos + 3, j.p + sos, j.n - sos);
   rt_xform x;
-  rt_xform_default(&x, RT_XFORM_CENTER, 2, 16, 16);
-  uint8_t out[3 * 16 * 16];
+  rt_xform_default(&x, RT_XFORM_CENTER, 3, 16, 16);
+  uint8_t out[3 * 16 * 16], ref[3 * 16 * 16];
+  CHECK(rt_image_load(j.p, j.n, "dir/ok.jpg", &x, 0, ref) == CNNRT_OK && rt_image_load(junk, j.n + 3, "dir/junk.jpg", &x, 0, out) == CNNRT_OK &&
+            !memcmp(out, ref, sizeof out),
+        "junk before SOS: %s", cnnrt_last_error());
+  free(junk);
+  x.out_c = 2;
   CHECK(rt_image_load(j.p, j.n, "dir/ok.jpg", &x, 0, out) == CNNRT_INVALID_ARGUMENT && strstr(cnnrt_last_error(), "dir/ok.jpg"),
         "out_c 2 accepted: %s", cnnrt_last_error());
   free(j.p), free(p.p), free(g);
