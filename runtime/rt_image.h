@@ -1,8 +1,10 @@
 /* rt_image.h — one image file to one training or validation sample (rt_image.c): JPEG
  * (libjpeg-turbo, scaled DCT decoding where the crop allows) or PNG (libspng) by signature,
  * then the torchvision recipes' transforms, deterministic in a 64-bit seed.  Private to
- * libcnnrt (prefix rt_image_).  Every fault is CNNRT_BAD_MODEL (a corrupt or unsupported
- * image) or CNNRT_OUT_OF_MEMORY with a message naming `name`; nothing is read past n. */
+ * libcnnrt (prefix rt_image_).  Every fault names `name`: CNNRT_BAD_MODEL (a corrupt or
+ * unsupported image), CNNRT_OUT_OF_MEMORY, CNNRT_INVALID_ARGUMENT (a bad transform or a NULL
+ * buffer) or CNNRT_UNSUPPORTED (a resampling with absurdly many filter taps); nothing is read
+ * past n. */
 #ifndef CNNC_RT_IMAGE_H
 #define CNNC_RT_IMAGE_H
 
