@@ -15,6 +15,8 @@ runtime/rt_folder.c, `cnnrun train --dataset folder`).
    stop, the default) or are skipped and counted (--bad-images skip); an empty class folder,
    train/val classes that differ, a missing val split, no --data-dir and more classes than the
    model scores each give a clear message and exit status 1 or 2.
+5. CIFAR-100 binary files give the fine labels and pixels as written (a coarse label of 20 is
+   refused naming the record), and the Python binding's Dataset.folder reads a folder.
 Skips (77) without Fashion-MNIST, numpy or PIL (Debian dataset-fashion-mnist, python3-numpy,
 python3-pil)."""
 import gzip
@@ -203,4 +205,37 @@ with tempfile.TemporaryDirectory(prefix="cnnc-folder-") as tmp:
     checks.check(r.returncode == 2 and "--data-dir" in r.stderr, f"folder without --data-dir: usage error ({r.stderr.strip()})")
     r = run([CNNRUN, fm, "train", "--dataset", "folder", "--data-dir", jpg, "--augment", "random"])
     checks.check(r.returncode == 2 and "imagenet" in r.stderr, f"--augment random: usage error ({r.stderr.strip()})")
+    # 5. CIFAR-100 binary (in memory): the fine label of each 3074-byte record, pixels after it;
+    # and the Python binding's folder dataset: class names, stats, a read equal to cnnrun's data
+    sys.path.insert(0, os.path.join(BUILD, "python"))
+    import cnnrt  # noqa: E402
+    rng = np.random.default_rng(7)
+    c100 = os.path.join(tmp, "c100")
+    os.makedirs(c100)
+    for name, n in (("train.bin", 30), ("test.bin", 10)):
+        rec = np.zeros((n, 3074), np.uint8)
+        rec[:, 0] = rng.integers(0, 20, n)
+        rec[:, 1] = rng.integers(0, 100, n)
+        rec[:, 2:] = rng.integers(0, 256, (n, 3072))
+        rec.tofile(os.path.join(c100, name))
+        ds = cnnrt.Dataset.open("cifar100", c100, test=name == "test.bin")
+        x, y = ds.read(0, n)
+        checks.check(ds.shape == (3, 32, 32) and ds.classes == 100 and (y == rec[:, 1]).all() and
+                     (x.reshape(n, -1) == rec[:, 2:]).all(), f"cifar100 {name}: fine labels and pixels as written")
+        ds.close()
+    rec[3, 0] = 20
+    rec.tofile(os.path.join(c100, "test.bin"))
+    try:
+        cnnrt.Dataset.open("cifar100", c100, test=True)
+        checks.check(False, "cifar100: a coarse label of 20 is refused")
+    except cnnrt.CnnrtError as e:
+        checks.check("test.bin: record 3 has coarse label 20" in str(e), f"cifar100: a coarse label of 20 is refused ({e})")
+    ds = cnnrt.Dataset.folder(jpg, (1, 28, 28), augment="none", threads=2)
+    checks.check(len(ds) == 1000 and ds.classes == 10 and ds.class_name(3) == "class3" and ds.class_name(10) is None,
+                 f"Dataset.folder: {len(ds)} samples, {ds.classes} classes, class 3 '{ds.class_name(3)}'")
+    x, y = ds.read(0, 100)
+    st = ds.stats()
+    checks.check(x.shape == (100, 1, 28, 28) and (y == 0).all() and st["decoded"] >= 100 and st["skipped"] == 0,
+                 f"Dataset.folder read: the first 100 samples are class 0 ({st})")
+    ds.close()
 sys.exit(checks.summary())
