@@ -138,7 +138,7 @@ void rt_trace_mb_end(rt_trace *t, int shard, uint64_t t0, uint64_t t1);
 void rt_trace_free(rt_trace *t);
 /* Training (rt_train.c): the leader of thread group `track` starts / ended a job (stage st on
  * frame); with several threads the stage's op barriers go through rt_trace_barrier_cb. */
-void rt_trace_job_begin(rt_trace *t, int track, int nthreads, const cnnc_abi_stage *st, uint64_t t0, int frame);
+void rt_trace_job_begin(rt_trace *t, int track, int nthreads, const cnnc_abi_stage *st, uint64_t t0, int frame, int slot);
 void rt_trace_job_end(rt_trace *t, int track, const cnnc_abi_stage *st, int frame, uint64_t t0, uint64_t t1);
 
 /* ---- per-op profile (rt_profile.c) ------------------------------------------------------ */

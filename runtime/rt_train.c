@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cm.h"
 #include "rt_internal.h"
 
 #define RT_MAX_STATE (1 << 20)
@@ -19,16 +20,19 @@
 
 /* ---- the training executor --------------------------------------------------------------
  * Thread groups: one per (replica group, shard); every thread is a dedicated pthread (tid 0
- * leads).  Frames: one set of train tensor buffers per in-flight micro-batch (replica r,
- * accumulation index a -> frame r * grad_accum + a).  A run hands each group an ordered job
- * list (stage, frame, position of the stage in its replica's program); a job waits until its
- * frame has completed every earlier stage (progress[frame] == position), so a list order is a
- * pipeline schedule (docs/training.md "Pipelined training").  With CNNRT_REPLICA_PARALLEL
+ * leads).  Frames: sets of train tensor buffers, as many as the schedule keeps in flight
+ * (common/cm_pipe.c: sequential 1, grouped and interleaved about 2 x shards, per replica pool),
+ * reused by the micro-batches of an update one after another; images, labels, loss and correct
+ * live per micro-batch (slot r * grad_accum + a) outside the frames.  A run hands each group an
+ * ordered job list (stage, frame, micro-batch slot, stages the frame completed before it); a
+ * job waits until its frame has completed that many stages (progress[frame] == seq), so a list
+ * order is a pipeline schedule (docs/training.md "Pipelined training") and a frame passes to
+ * its next micro-batch once the previous one ran its last stage.  With CNNRT_REPLICA_PARALLEL
  * the replicas get their own groups (threads of a shard divided between them) and run at the
  * same time; by default they share the shard's group and run one after another. */
 typedef struct rt_job {
   const cnnc_abi_stage *st;
-  int frame, seq;
+  int frame, seq, mb;
 } rt_job;
 
 typedef struct rt_tgroup rt_tgroup;
@@ -53,9 +57,14 @@ struct rt_tgroup {
 
 struct rt_pool {
   cnnrt_model *m;
-  int n_groups, par, n_frames, n_tensors;
+  int n_groups, par, n_frames, n_tensors, n_mb;
   rt_tgroup *groups;
   void ***fptr;                /* [n_frames][n_tensors] */
+  cm_pjob *mb_jobs;            /* the micro_batch jobs of one update (cm_pipe_jobs) */
+  long n_mb_jobs;
+  const void **mb_images;      /* [n_mb] per micro-batch slot: the caller's images and labels, */
+  const float **mb_labels;
+  float *mb_out;               /* [2 * n_mb] and the loss and correct count the stages write */
   _Atomic uint32_t *progress;  /* [n_frames]: stages completed in this run */
   _Atomic uint32_t done;       /* groups that finished their list */
   _Atomic int stop;
@@ -85,11 +94,19 @@ static void rt_tg_lead(rt_tgroup *g) {
     while ((p = atomic_load_explicit(&x->progress[jb->frame], memory_order_acquire)) != (uint32_t)jb->seq)
       rt_wait_change(&x->progress[jb->frame], p, g->barrier.spin_ns);
     if (atomic_load(&x->rc) == 0) { /* after a failure the rest only passes the frames on */
-      for (int k = 0; k < jb->st->n_io; k++) g->io[k] = x->fptr[jb->frame][jb->st->io[k]];
+      const cnnc_abi_train *t = x->m->tr->t;
+      for (int k = 0; k < jb->st->n_io; k++) {
+        int32_t v = jb->st->io[k];
+        g->io[k] = v == t->images   ? (void *)(uintptr_t)x->mb_images[jb->mb]
+                   : v == t->labels ? (void *)(uintptr_t)x->mb_labels[jb->mb]
+                   : v == t->loss    ? (void *)&x->mb_out[2 * jb->mb]
+                   : v == t->correct ? (void *)&x->mb_out[2 * jb->mb + 1]
+                                     : x->fptr[jb->frame][v];
+      }
       g->stage = jb->st;
       rt_trace *tr = x->m->trace;
       uint64_t t0 = tr ? rt_trace_now_ns() : 0;
-      if (tr) rt_trace_job_begin(tr, (int)(g - x->groups), g->nthreads, jb->st, t0, jb->frame);
+      if (tr) rt_trace_job_begin(tr, (int)(g - x->groups), g->nthreads, jb->st, t0, jb->frame, jb->mb);
       if (g->nthreads > 1) {
         atomic_fetch_add_explicit(&g->job_gen, 1, memory_order_release);
         rt_wake_all(&g->job_gen);
@@ -139,13 +156,15 @@ static void rt_pools_stop(cnnrt_model *m) {
     free(g->jobs);
     rt_free(m, g->scratch);
   }
-  const cnnc_abi_train *t = m->tr->t;
   for (int f = 0; x->fptr && f < x->n_frames; f++) {
-    for (int k = 0; x->fptr[f] && k < t->n_tensors; k++)
-      if (k != t->images && k != t->labels) rt_free(m, x->fptr[f][k]);
+    for (int k = 0; x->fptr[f] && k < x->n_tensors; k++) rt_free(m, x->fptr[f][k]);
     free(x->fptr[f]);
   }
   free(x->fptr);
+  free(x->mb_jobs);
+  free((void *)x->mb_images);
+  free((void *)x->mb_labels);
+  free(x->mb_out);
   free((void *)x->progress);
   free(x->groups);
   free(x);
@@ -167,6 +186,33 @@ int rt_train_replica_parallel(const cnnrt_model *m) {
 
 static rt_tgroup *rt_group_of(rt_pool *x, int replica, int shard) {
   return &x->groups[(x->par ? replica : 0) * x->m->d->n_shards + shard];
+}
+
+/* Per-frame train tensors: all but the per-micro-batch ones. */
+static int rt_in_frame(const cnnc_abi_train *t, int k) {
+  return k != t->images && k != t->labels && k != t->loss && k != t->correct;
+}
+
+/* The micro_batch pipeline of one update (common/cm_pipe.c); group: [P] filled here. */
+static cm_pipe rt_pipe(const cnnrt_model *m, int par, int *group) {
+  const cnnc_abi_train *t = m->tr->t;
+  int R = rt_replicas(t), P = t->micro_batch.n_stages / R;
+  for (int k = 0; k < P; k++) group[k] = t->micro_batch.stages[k].shard;
+  return (cm_pipe){.P = P, .F = t->n_fwd_stages, .S = m->d->n_shards, .N = t->grad_accum, .R = R, .group = group,
+                   .schedule = t->schedule, .par = par};
+}
+
+/* *B frames in each of *pools pools for the micro_batch program. */
+static cnnrt_status rt_frames(const cnnrt_model *m, int par, int *B, int *pools) {
+  int *group = calloc((size_t)m->tr->t->micro_batch.n_stages, sizeof *group);
+  if (!group) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
+  cm_pipe p = rt_pipe(m, par, group);
+  *B = cm_pipe_frames(&p);
+  *pools = cm_pipe_pools(&p);
+  free(group);
+  if (*B < 1)
+    return rt_fail(*B < 0 ? CNNRT_OUT_OF_MEMORY : CNNRT_BAD_MODEL, "%s: cannot plan the micro_batch pipeline", m->path);
+  return CNNRT_OK;
 }
 
 static cnnrt_status rt_group_start(cnnrt_model *m, rt_pool *x, rt_tgroup *g, int shard, int nthreads) {
@@ -207,16 +253,30 @@ static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
   int ns = m->d->n_shards, R = rt_replicas(t);
   x->par = rt_train_replica_parallel(m);
   x->n_groups = (x->par ? R : 1) * ns;
-  x->n_frames = R * t->grad_accum;
+  int pools = 1, B = 1;
+  cnnrt_status fs = rt_frames(m, x->par, &B, &pools);
+  if (fs != CNNRT_OK) return fs;
+  x->n_frames = pools * B;
   x->n_tensors = t->n_tensors;
+  x->n_mb = R * t->grad_accum;
   x->groups = calloc((size_t)x->n_groups, sizeof *x->groups);
   x->fptr = calloc((size_t)x->n_frames, sizeof *x->fptr);
   x->progress = calloc((size_t)x->n_frames, sizeof *x->progress);
-  if (!x->groups || !x->fptr || !x->progress) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
+  x->mb_images = calloc((size_t)x->n_mb, sizeof *x->mb_images);
+  x->mb_labels = calloc((size_t)x->n_mb, sizeof *x->mb_labels);
+  x->mb_out = calloc(2 * (size_t)x->n_mb, sizeof *x->mb_out);
+  int *group = calloc((size_t)t->micro_batch.n_stages, sizeof *group);
+  cm_pipe pipe = rt_pipe(m, x->par, group);
+  x->n_mb_jobs = cm_pipe_jobs(&pipe, B, NULL);
+  x->mb_jobs = calloc((size_t)x->n_mb_jobs, sizeof *x->mb_jobs);
+  if (x->mb_jobs) cm_pipe_jobs(&pipe, B, x->mb_jobs);
+  free(group);
+  if (!x->groups || !x->fptr || !x->progress || !x->mb_images || !x->mb_labels || !x->mb_out || !group || !x->mb_jobs)
+    return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
   for (int f = 0; f < x->n_frames; f++) {
     if (!(x->fptr[f] = calloc((size_t)t->n_tensors, sizeof **x->fptr))) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
     for (int k = 0; k < t->n_tensors; k++) {
-      if (k == t->images || k == t->labels) continue;
+      if (!rt_in_frame(t, k)) continue;
       if (!(x->fptr[f][k] = rt_alloc_use(m, (size_t)t->tensors[k].bytes, RT_MEM_PLAIN)))
         return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for training tensor '%s'", m->path, t->tensors[k].name);
     }
@@ -251,14 +311,14 @@ static cnnrt_status rt_pools_ready(cnnrt_model *m) {
   return st;
 }
 
-static cnnrt_status rt_push_job(cnnrt_model *m, rt_tgroup *g, const cnnc_abi_stage *st, int frame, int seq) {
+static cnnrt_status rt_push_job(cnnrt_model *m, rt_tgroup *g, const cnnc_abi_stage *st, int frame, int seq, int mb) {
   if (g->n_jobs == g->cap_jobs) {
     int cap = g->cap_jobs ? 2 * g->cap_jobs : 16;
     rt_job *j = realloc(g->jobs, (size_t)cap * sizeof *j);
     if (!j) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
     g->jobs = j, g->cap_jobs = cap;
   }
-  g->jobs[g->n_jobs++] = (rt_job){st, frame, seq};
+  g->jobs[g->n_jobs++] = (rt_job){st, frame, seq, mb};
   return CNNRT_OK;
 }
 
@@ -288,55 +348,30 @@ static cnnrt_status rt_run_jobs(cnnrt_model *m) {
   return CNNRT_OK;
 }
 
-/* Every stage of prog in order on frame 0 (replica 0's groups). */
+/* Every stage of prog in order on frame 0, micro-batch slot 0 (replica 0's groups). */
 static cnnrt_status rt_run_program(cnnrt_model *m, const cnnc_abi_program *prog) {
   if (prog->n_stages == 0) return CNNRT_OK;
   rt_pool *x = m->tr->pools;
   for (int k = 0; k < prog->n_stages; k++) {
-    cnnrt_status s = rt_push_job(m, rt_group_of(x, 0, prog->stages[k].shard), &prog->stages[k], 0, k);
+    cnnrt_status s = rt_push_job(m, rt_group_of(x, 0, prog->stages[k].shard), &prog->stages[k], 0, k, 0);
     if (s != CNNRT_OK) return s;
   }
   return rt_run_jobs(m);
 }
 
-/* The micro_batch jobs of one update: replica r's stages on frames r*ga .. r*ga+ga-1 in the
- * order of the descriptor's schedule (sequential when the forward/backward split is unknown). */
+/* The micro_batch jobs of one update (cm_pipe_jobs, computed when the pools start): replica
+ * r's stages on its micro-batch slots r*ga .. r*ga+ga-1 in the order of the descriptor's
+ * schedule (sequential when the forward/backward split is unknown), frames reused. */
 static cnnrt_status rt_push_micro_batches(cnnrt_model *m) {
   rt_pool *x = m->tr->pools;
   const cnnc_abi_train *t = m->tr->t;
-  int R = rt_replicas(t), ga = t->grad_accum, P = t->micro_batch.n_stages / R, F = t->n_fwd_stages;
-  int sched = F > 0 && F <= P ? t->schedule : CNNC_ABI_SCHED_SEQUENTIAL;
+  int P = t->micro_batch.n_stages / rt_replicas(t);
   cnnrt_status s = CNNRT_OK;
-  for (int r = 0; r < R && s == CNNRT_OK; r++) {
-    const cnnc_abi_stage *st = t->micro_batch.stages + (size_t)r * (size_t)P;
-    int f0 = r * ga;
-    if (sched == CNNC_ABI_SCHED_SEQUENTIAL) {
-      for (int a = 0; a < ga; a++)
-        for (int k = 0; k < P && s == CNNRT_OK; k++) s = rt_push_job(m, rt_group_of(x, r, st[k].shard), &st[k], f0 + a, k);
-      continue;
-    }
-    for (int sh = 0; sh < m->d->n_shards && s == CNNRT_OK; sh++) {
-      rt_tgroup *g = rt_group_of(x, r, sh);
-      int kf = -1, kb = -1, nf = 0, nb = 0;
-      for (int k = 0; k < P; k++)
-        if (st[k].shard == sh) {
-          if (k < F) kf = k, nf++;
-          else kb = k, nb++;
-        }
-      if (sched == CNNC_ABI_SCHED_INTERLEAVED && nf == 1 && nb <= 1) { /* 1F1B */
-        int warm = F - kf < ga ? F - kf : ga, next = 0;
-        for (; next < warm && s == CNNRT_OK; next++) s = rt_push_job(m, g, &st[kf], f0 + next, kf);
-        for (int a = 0; a < ga && s == CNNRT_OK; a++) {
-          if (kb >= 0) s = rt_push_job(m, g, &st[kb], f0 + a, kb);
-          if (next < ga && s == CNNRT_OK) s = rt_push_job(m, g, &st[kf], f0 + next, kf), next++;
-        }
-        continue;
-      }
-      for (int k = 0; k < P; k++) /* grouped: every forward of the group, then every backward */
-        for (int a = 0; a < ga && s == CNNRT_OK && st[k].shard == sh && k < F; a++) s = rt_push_job(m, g, &st[k], f0 + a, k);
-      for (int k = F; k < P; k++)
-        for (int a = 0; a < ga && s == CNNRT_OK && st[k].shard == sh; a++) s = rt_push_job(m, g, &st[k], f0 + a, k);
-    }
+  for (long i = 0; i < x->n_mb_jobs && s == CNNRT_OK; i++) {
+    const cm_pjob *j = &x->mb_jobs[i];
+    int r = j->mb / t->grad_accum;
+    s = rt_push_job(m, rt_group_of(x, r, j->group % m->d->n_shards), &t->micro_batch.stages[(size_t)r * (size_t)P + (size_t)j->stage],
+                    j->frame, j->seq, j->mb);
   }
   return s;
 }
@@ -461,6 +496,10 @@ static cnnrt_status rt_check_train(const cnnrt_model *m) {
       t->grad_accum > 65536)
     return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: replicas %d, grad_accum %d, %d micro_batch stages, %d forward, schedule %d",
                    p, t->replicas, t->grad_accum, t->micro_batch.n_stages, t->n_fwd_stages, t->schedule);
+  for (int k = t->micro_batch.n_stages / rt_replicas(t); k < t->micro_batch.n_stages; k++)
+    if (t->micro_batch.stages[k].shard != t->micro_batch.stages[k % (t->micro_batch.n_stages / rt_replicas(t))].shard)
+      return rt_fail(CNNRT_BAD_MODEL, "%s: micro_batch stage %d: shard %d differs from replica 0's stage %d", p, k,
+                     t->micro_batch.stages[k].shard, k % (t->micro_batch.n_stages / rt_replicas(t)));
   if (t->grad_accum > 1 && t->update.n_stages == 0)
     return rt_fail(CNNRT_BAD_MODEL, "%s: grad_accum %d needs an update program", p, t->grad_accum);
   return CNNRT_OK;
@@ -530,7 +569,9 @@ CNNRT_API cnnrt_status cnnrt_train_plan_info(const cnnrt_model *m, int program, 
   memset(out, 0, sizeof *out);
   out->n_stages = p->n_stages, out->replicas = R, out->grad_accum = t->grad_accum, out->schedule = t->schedule;
   out->recompute = t->recompute;
-  out->frames = program == 0 ? (size_t)R * (size_t)t->grad_accum : 1;
+  int B = 1, pools = 1;
+  if (program == 0 && (s = rt_frames(m, rt_train_replica_parallel(m), &B, &pools)) != CNNRT_OK) return s;
+  out->frames = (size_t)B * (size_t)pools;
   char *used = calloc((size_t)t->n_tensors, 1);
   if (!used) return rt_fail(CNNRT_OUT_OF_MEMORY, "cnnrt_train_plan_info: out of memory");
   size_t *group_scratch = calloc((size_t)m->d->n_shards, sizeof *group_scratch);
@@ -597,26 +638,31 @@ static cnnrt_status rt_check_batch_args(cnnrt_model *m, const char *fn, const vo
   return CNNRT_OK;
 }
 
-/* Points frame f at micro-batch i of the caller's data and writes the lr. */
-static void rt_feed(cnnrt_model *m, int f, const void *images, const float *labels, int i) {
+/* Points micro-batch slot `slot` at micro-batch i of the caller's data (stages only read
+ * inputs). */
+static void rt_feed(cnnrt_model *m, int slot, const void *images, const float *labels, int i) {
   rt_trainer *tr = m->tr;
   const cnnc_abi_train *t = tr->t;
-  void **fp = tr->pools->fptr[f];
   size_t per = (size_t)t->tensors[t->images].bytes;
   int b = m->d->batch_size;
-  fp[t->images] = (char *)(uintptr_t)images + (size_t)i * per; /* stages only read inputs */
-  fp[t->labels] = (float *)(uintptr_t)(labels + (size_t)i * (size_t)b);
-  *(float *)fp[t->lr] = (float)tr->lr;
+  tr->pools->mb_images[slot] = (const char *)images + (size_t)i * per;
+  tr->pools->mb_labels[slot] = labels + (size_t)i * (size_t)b;
 }
 
-/* Runs prog on micro-batch i (frame 0), adding the loss and correct counts. */
+/* Writes the lr into every frame. */
+static void rt_feed_lr(cnnrt_model *m) {
+  rt_pool *x = m->tr->pools;
+  for (int f = 0; f < x->n_frames; f++) *(float *)x->fptr[f][m->tr->t->lr] = (float)m->tr->lr;
+}
+
+/* Runs prog on micro-batch i (frame 0, slot 0), adding the loss and correct counts. */
 static cnnrt_status rt_feed_and_run(cnnrt_model *m, const cnnc_abi_program *prog, const void *images, const float *labels,
                                     int i, double *loss_sum, double *correct_sum) {
-  const cnnc_abi_train *t = m->tr->t;
   rt_feed(m, 0, images, labels, i);
+  rt_feed_lr(m);
   cnnrt_status s = rt_run_program(m, prog);
-  *loss_sum += *(const float *)m->tr->pools->fptr[0][t->loss];
-  *correct_sum += *(const float *)m->tr->pools->fptr[0][t->correct];
+  *loss_sum += m->tr->pools->mb_out[0];
+  *correct_sum += m->tr->pools->mb_out[1];
   return s;
 }
 
@@ -689,14 +735,15 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
   for (int u = 0; u < n && s == CNNRT_OK; u++) {
     rt_trainer *tr = m->tr;
     if (tr->have_sched) tr->lr = cnnrt_lr_at(&tr->sched, (double)tr->step / (double)tr->steps_per_epoch);
-    /* micro-batch u*ga*R + a*R + r goes to replica r, accumulation slot a (frame r*ga + a) */
+    /* micro-batch u*ga*R + a*R + r goes to replica r, accumulation index a (slot r*ga + a) */
     for (int r = 0; r < R; r++)
       for (int a = 0; a < ga; a++) rt_feed(m, r * ga + a, images, labels, (u * ga + a) * R + r);
+    rt_feed_lr(m);
     s = rt_push_micro_batches(m);
     if (s == CNNRT_OK) s = rt_run_jobs(m);
     for (int i = 0; i < ga * R && s == CNNRT_OK; i++) {
-      loss_sum += *(const float *)tr->pools->fptr[i][t->loss];
-      correct_sum += *(const float *)tr->pools->fptr[i][t->correct];
+      loss_sum += tr->pools->mb_out[2 * i];
+      correct_sum += tr->pools->mb_out[2 * i + 1];
     }
     for (int i = 0; s == CNNRT_OK && snap && i < t->n_state; i++) /* the weights and optimizer state only */
       if (t->state[i].kind == CNNC_ABI_STATE_PARAM || t->state[i].kind == CNNC_ABI_STATE_OPTIMIZER)
