@@ -119,8 +119,9 @@ typedef struct cm_pjob {
   int frame;  /* (par ? r * B : 0) + stream index % B */
   int seq;    /* stages the frame has completed before this job */
 } cm_pjob;
-/* Frames per pool: the schedule's bound, raised (never above the stream's micro-batches) until
- * the job lists cannot deadlock on a frame; 0 if p is malformed, -1 out of memory. */
+/* Frames per pool: the schedule's bound, doubled (never above the stream's micro-batches,
+ * where every list order runs) until the job lists cannot deadlock on a frame; 0 if p is
+ * malformed, -1 out of memory. */
 int cm_pipe_frames(const cm_pipe *p);
 /* Pools of frames: R with par, else 1. */
 int cm_pipe_pools(const cm_pipe *p);

@@ -103,7 +103,7 @@ out:
 int cm_pipe_frames(const cm_pipe *p) {
   if (!cm_pipe_ok(p)) return 0;
   int stream = cm_pipe_pools(p) > 1 ? p->N : p->N * p->R;
-  for (int B = cm_pipe_bound(p); B < stream; B++) {
+  for (int B = cm_pipe_bound(p); B < stream; B = B < stream / 2 ? 2 * B : stream) { /* doubling: a few simulations */
     int r = cm_pipe_runs(p, B);
     if (r != 0) return r < 0 ? -1 : B;
   }
