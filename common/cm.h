@@ -95,4 +95,42 @@ void cm_out_abort(cm_out *o); /* closes and removes the temporary file */
  * path, fsync the directory; removes tmp on failure.  0 or -1 with why. */
 int cm_commit_file(const char *tmp, const char *path, char *why, size_t n);
 
+/* ---- pipelined training: job lists and frames (cm_pipe.c) -------------------------------
+ * One weight update of a training model: R replicas x N accumulated micro-batches, each
+ * through P stages (the first F forward, F = 0: unknown), stage k on shard group[k] of S.
+ * Micro-batch mb = r * N + a.  A frame (one set of train tensors) holds one micro-batch from
+ * its first stage to its last and is then reused: a pool of B frames serves the micro-batches
+ * of one stream (replica after replica; with par every replica has its own pool and thread
+ * groups), micro-batch i of a stream on frame i % B, and its stage k runs once the frame has
+ * completed seq = (i / B) * P + k stages.  The schedules (docs/training.md "Pipelined
+ * training"): sequential (B = 1), grouped (per shard the forwards of a chunk of min(N, 2S)
+ * micro-batches, then their backwards), interleaved (1F1B; B = min(N, 2S)).  libcnnrt builds
+ * its job lists with these, cnnc's report simulates them. */
+typedef struct cm_pipe {
+  int P, F, S, N, R;
+  const int *group;  /* [P] the shard of each stage of one replica (the same for every replica) */
+  int schedule;      /* 0 sequential, 1 grouped, 2 interleaved (cnnc_abi.h CNNC_ABI_SCHED_*) */
+  int par;           /* replicas on their own thread groups and frame pools */
+} cm_pipe;
+typedef struct cm_pjob {
+  int group;  /* thread group: (par ? r : 0) * S + shard */
+  int stage;  /* index into one replica's P stages */
+  int mb;     /* micro-batch of the update, r * N + a */
+  int frame;  /* (par ? r * B : 0) + stream index % B */
+  int seq;    /* stages the frame has completed before this job */
+} cm_pjob;
+/* Frames per pool: the schedule's bound, doubled (never above the stream's micro-batches,
+ * where every list order runs) until the job lists cannot deadlock on a frame; 0 if p is
+ * malformed, -1 out of memory. */
+int cm_pipe_frames(const cm_pipe *p);
+/* Pools of frames: R with par, else 1. */
+int cm_pipe_pools(const cm_pipe *p);
+/* The R * N * P jobs of one update with B frames per pool, into out (NULL: count only), in
+ * list order: the jobs of one group appear in the order that group runs them.  Returns the
+ * count. */
+long cm_pipe_jobs(const cm_pipe *p, int B, cm_pjob *out);
+/* 1 if every group can run its list to the end with B frames per pool, 0 if not, -1 out of
+ * memory. */
+int cm_pipe_runs(const cm_pipe *p, int B);
+
 #endif

@@ -232,7 +232,10 @@ typedef struct cnnrt_train_plan {
   size_t tensor_bytes;     /* train tensors one micro-batch of one replica uses (stashed
                               activations, stage boundaries, labels, images) */
   size_t scratch_peak;     /* the largest stage scratch */
-  size_t frames;           /* micro-batches in flight: replicas * grad_accum (micro_batch), else 1 */
+  size_t frames;           /* train tensor sets in flight, reused by the micro-batches of an update
+                              (micro_batch): bounded by the schedule, not by replicas * grad_accum
+                              (sequential 1, grouped / interleaved min(micro-batches, 2 x shards),
+                              per replica with CNNRT_REPLICA_PARALLEL); else 1 */
   size_t planned_bytes;    /* state + frames * tensor_bytes + scratch of every thread group */
 } cnnrt_train_plan;
 CNNRT_API cnnrt_status cnnrt_train_plan_info(const cnnrt_model *m, int program, cnnrt_train_plan *out);

@@ -162,7 +162,7 @@ void rt_trace_mb_end(rt_trace *t, int shard, uint64_t t0, uint64_t t1);
 void rt_trace_free(rt_trace *t);
 /* Training (rt_train.c): the leader of thread group `track` starts / ended a job (stage st on
  * frame); with several threads the stage's op barriers go through rt_trace_barrier_cb. */
-void rt_trace_job_begin(rt_trace *t, int track, int nthreads, const cnnc_abi_stage *st, uint64_t t0, int frame);
+void rt_trace_job_begin(rt_trace *t, int track, int nthreads, const cnnc_abi_stage *st, uint64_t t0, int frame, int slot);
 void rt_trace_job_end(rt_trace *t, int track, const cnnc_abi_stage *st, int frame, uint64_t t0, uint64_t t1);
 
 /* ---- per-op profile (rt_profile.c) ------------------------------------------------------ */
@@ -201,6 +201,10 @@ cnnrt_status rt_train_attach(cnnrt_model *m);
 /* Nonzero if m's replicas run on their own thread groups (CNNRT_REPLICA_PARALLEL asked for,
  * more than one replica, no BUFFER state); 0 for inference models. */
 int rt_train_replica_parallel(const cnnrt_model *m);
+/* Replicas of a training descriptor (0 means 1). */
+static inline int rt_train_replicas(const cnnc_abi_train *t) { return t->replicas > 1 ? t->replicas : 1; }
+/* Validates the training descriptor m->tr->t against m (rt_train_check.c). */
+cnnrt_status rt_check_train(const cnnrt_model *m);
 void rt_train_free(cnnrt_model *m);
 /* The index of state tensor name, or -1. */
 int rt_state_find(const cnnc_abi_train *t, const char *name);

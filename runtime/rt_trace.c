@@ -21,7 +21,7 @@ typedef struct rt_tev {
   int32_t op;  /* index in the shard's op list, -1: the whole micro-batch, -2: a training job */
   uint32_t mb; /* micro-batch number since cnnrt_trace_begin */
   const cnnc_abi_stage *st; /* training: the stage (op and job events) */
-  int32_t frame;            /* training jobs: the frame (replica * grad_accum + accumulation index) */
+  int32_t frame;            /* training jobs: the frame (reused by the micro-batches of an update) */
 } rt_tev;
 
 struct rt_trace {
@@ -96,20 +96,21 @@ static const char *rt_job_kind(const rt_trace *t, const cnnc_abi_stage *st, int 
   return k % P < tr->n_fwd_stages ? "forward" : "backward";
 }
 
-/* Micro-batches per update (grad_accum x replicas): job micro-batch = update * that + frame. */
+/* Micro-batches per update (grad_accum x replicas): job micro-batch = update * that + slot
+ * (replica * grad_accum + accumulation index). */
 static uint32_t rt_per_update(const rt_trace *t) {
   uint32_t per = t->train && t->train->grad_accum > 0 ? (uint32_t)t->train->grad_accum : 1;
   return t->train && t->train->replicas > 1 ? per * (uint32_t)t->train->replicas : per;
 }
 
-void rt_trace_job_begin(rt_trace *t, int track, int nthreads, const cnnc_abi_stage *st, uint64_t t0, int frame) {
+void rt_trace_job_begin(rt_trace *t, int track, int nthreads, const cnnc_abi_stage *st, uint64_t t0, int frame, int slot) {
   if (track < 0 || track >= t->n_shards || !t->cur) return;
   t->op_t0[track] = t0;
   t->op_i[track] = 0;
   t->threads[track] = nthreads;
   t->cur[track] = st;
   t->cur_frame[track] = frame;
-  t->cur_mb[track] = atomic_load_explicit(&t->updates, memory_order_acquire) * rt_per_update(t) + (uint32_t)(frame > 0 ? frame : 0);
+  t->cur_mb[track] = atomic_load_explicit(&t->updates, memory_order_acquire) * rt_per_update(t) + (uint32_t)(slot > 0 ? slot : 0);
 }
 
 void rt_trace_job_end(rt_trace *t, int track, const cnnc_abi_stage *st, int frame, uint64_t t0, uint64_t t1) {

@@ -1,5 +1,5 @@
 /* rt_train.c — training models: the training descriptor (cnnc_abi.h, "training extension")
- * is validated at open, its state buffer allocated and initialised; cnnrt_train_step and
+ * is validated at open (rt_train_check.c), its state buffer allocated and initialised; cnnrt_train_step and
  * cnnrt_evaluate run the stages of a program one after another on per-shard thread groups
  * (runtime threads, tid 0 included, with RT_THREAD_STACK each), feeding images, labels and lr and reading
  * loss and top-1 count (rt_eval.c: the evaluation calls on top of the eval program).  Also
@@ -13,23 +13,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cm.h"
 #include "rt_internal.h"
 
-#define RT_MAX_STATE (1 << 20)
-#define RT_MAX_STAGES 65536
 
 /* ---- the training executor --------------------------------------------------------------
  * Thread groups: one per (replica group, shard); every thread is a dedicated pthread (tid 0
- * leads).  Frames: one set of train tensor buffers per in-flight micro-batch (replica r,
- * accumulation index a -> frame r * grad_accum + a).  A run hands each group an ordered job
- * list (stage, frame, position of the stage in its replica's program); a job waits until its
- * frame has completed every earlier stage (progress[frame] == position), so a list order is a
- * pipeline schedule (docs/training.md "Pipelined training").  With CNNRT_REPLICA_PARALLEL
+ * leads).  Frames: sets of train tensor buffers, as many as the schedule keeps in flight
+ * (common/cm_pipe.c: sequential 1, grouped and interleaved about 2 x shards, per replica pool),
+ * reused by the micro-batches of an update one after another; images, labels, loss and correct
+ * live per micro-batch (slot r * grad_accum + a) outside the frames.  A run hands each group an
+ * ordered job list (stage, frame, micro-batch slot, stages the frame completed before it); a
+ * job waits until its frame has completed that many stages (progress[frame] == seq), so a list
+ * order is a pipeline schedule (docs/training.md "Pipelined training") and a frame passes to
+ * its next micro-batch once the previous one ran its last stage.  With CNNRT_REPLICA_PARALLEL
  * the replicas get their own groups (threads of a shard divided between them) and run at the
  * same time; by default they share the shard's group and run one after another. */
 typedef struct rt_job {
   const cnnc_abi_stage *st;
-  int frame, seq;
+  int frame, seq, mb;
 } rt_job;
 
 typedef struct rt_tgroup rt_tgroup;
@@ -54,9 +56,14 @@ struct rt_tgroup {
 
 struct rt_pool {
   cnnrt_model *m;
-  int n_groups, par, n_frames, n_tensors;
+  int n_groups, par, n_frames, n_tensors, n_mb;
   rt_tgroup *groups;
   void ***fptr;                /* [n_frames][n_tensors] */
+  cm_pjob *mb_jobs;            /* the micro_batch jobs of one update (cm_pipe_jobs) */
+  long n_mb_jobs;
+  const void **mb_images;      /* [n_mb] per micro-batch slot: the caller's images and labels, */
+  const float **mb_labels;
+  float *mb_out;               /* [2 * n_mb] and the loss and correct count the stages write */
   _Atomic uint32_t *progress;  /* [n_frames]: stages completed in this run */
   _Atomic uint32_t done;       /* groups that finished their list */
   _Atomic int stop;
@@ -86,11 +93,19 @@ static void rt_tg_lead(rt_tgroup *g) {
     while ((p = atomic_load_explicit(&x->progress[jb->frame], memory_order_acquire)) != (uint32_t)jb->seq)
       rt_wait_change(&x->progress[jb->frame], p, g->barrier.spin_ns);
     if (atomic_load(&x->rc) == 0) { /* after a failure the rest only passes the frames on */
-      for (int k = 0; k < jb->st->n_io; k++) g->io[k] = x->fptr[jb->frame][jb->st->io[k]];
+      const cnnc_abi_train *t = x->m->tr->t;
+      for (int k = 0; k < jb->st->n_io; k++) {
+        int32_t v = jb->st->io[k];
+        g->io[k] = v == t->images   ? (void *)(uintptr_t)x->mb_images[jb->mb]
+                   : v == t->labels ? (void *)(uintptr_t)x->mb_labels[jb->mb]
+                   : v == t->loss    ? (void *)&x->mb_out[2 * jb->mb]
+                   : v == t->correct ? (void *)&x->mb_out[2 * jb->mb + 1]
+                                     : x->fptr[jb->frame][v];
+      }
       g->stage = jb->st;
       rt_trace *tr = x->m->trace;
       uint64_t t0 = tr ? rt_trace_now_ns() : 0;
-      if (tr) rt_trace_job_begin(tr, (int)(g - x->groups), g->nthreads, jb->st, t0, jb->frame);
+      if (tr) rt_trace_job_begin(tr, (int)(g - x->groups), g->nthreads, jb->st, t0, jb->frame, jb->mb);
       if (g->nthreads > 1) {
         atomic_fetch_add_explicit(&g->job_gen, 1, memory_order_release);
         rt_wake_all(&g->job_gen);
@@ -140,27 +155,28 @@ static void rt_pools_stop(cnnrt_model *m) {
     free(g->jobs);
     rt_free(m, g->scratch);
   }
-  const cnnc_abi_train *t = m->tr->t;
   for (int f = 0; x->fptr && f < x->n_frames; f++) {
-    for (int k = 0; x->fptr[f] && k < t->n_tensors; k++)
-      if (k != t->images && k != t->labels) rt_free(m, x->fptr[f][k]);
+    for (int k = 0; x->fptr[f] && k < x->n_tensors; k++) rt_free(m, x->fptr[f][k]);
     free(x->fptr[f]);
   }
   free(x->fptr);
+  free(x->mb_jobs);
+  free((void *)x->mb_images);
+  free((void *)x->mb_labels);
+  free(x->mb_out);
   free((void *)x->progress);
   free(x->groups);
   free(x);
   m->tr->pools = NULL;
 }
 
-static int rt_replicas(const cnnc_abi_train *t) { return t->replicas > 1 ? t->replicas : 1; }
 
 /* Replica-parallel mode: CNNRT_REPLICA_PARALLEL, more than one replica, and no BUFFER state
  * (batchnorm running statistics: every replica's forward updates the same slice, which only
  * one replica at a time may do; such models run their replicas one after another). */
 int rt_train_replica_parallel(const cnnrt_model *m) {
   const cnnc_abi_train *t = m->tr ? m->tr->t : NULL;
-  if (!t || m->opts.replica_mode != CNNRT_REPLICA_PARALLEL || rt_replicas(t) < 2) return 0;
+  if (!t || m->opts.replica_mode != CNNRT_REPLICA_PARALLEL || rt_train_replicas(t) < 2) return 0;
   for (int i = 0; i < t->n_state; i++)
     if (t->state[i].kind == CNNC_ABI_STATE_BUFFER) return 0;
   return 1;
@@ -168,6 +184,33 @@ int rt_train_replica_parallel(const cnnrt_model *m) {
 
 static rt_tgroup *rt_group_of(rt_pool *x, int replica, int shard) {
   return &x->groups[(x->par ? replica : 0) * x->m->d->n_shards + shard];
+}
+
+/* Per-frame train tensors: all but the per-micro-batch ones. */
+static int rt_in_frame(const cnnc_abi_train *t, int k) {
+  return k != t->images && k != t->labels && k != t->loss && k != t->correct;
+}
+
+/* The micro_batch pipeline of one update (common/cm_pipe.c); group: [P] filled here. */
+static cm_pipe rt_pipe(const cnnrt_model *m, int par, int *group) {
+  const cnnc_abi_train *t = m->tr->t;
+  int R = rt_train_replicas(t), P = t->micro_batch.n_stages / R;
+  for (int k = 0; k < P; k++) group[k] = t->micro_batch.stages[k].shard;
+  return (cm_pipe){.P = P, .F = t->n_fwd_stages, .S = m->d->n_shards, .N = t->grad_accum, .R = R, .group = group,
+                   .schedule = t->schedule, .par = par};
+}
+
+/* *B frames in each of *pools pools for the micro_batch program. */
+static cnnrt_status rt_frames(const cnnrt_model *m, int par, int *B, int *pools) {
+  int *group = calloc((size_t)m->tr->t->micro_batch.n_stages, sizeof *group);
+  if (!group) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
+  cm_pipe p = rt_pipe(m, par, group);
+  *B = cm_pipe_frames(&p);
+  *pools = cm_pipe_pools(&p);
+  free(group);
+  if (*B < 1)
+    return rt_fail(*B < 0 ? CNNRT_OUT_OF_MEMORY : CNNRT_BAD_MODEL, "%s: cannot plan the micro_batch pipeline", m->path);
+  return CNNRT_OK;
 }
 
 static cnnrt_status rt_group_start(cnnrt_model *m, rt_pool *x, rt_tgroup *g, int shard, int nthreads) {
@@ -205,19 +248,33 @@ static cnnrt_status rt_group_start(cnnrt_model *m, rt_pool *x, rt_tgroup *g, int
 
 static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
   const cnnc_abi_train *t = m->tr->t;
-  int ns = m->d->n_shards, R = rt_replicas(t);
+  int ns = m->d->n_shards, R = rt_train_replicas(t);
   x->par = rt_train_replica_parallel(m);
   x->n_groups = (x->par ? R : 1) * ns;
-  x->n_frames = R * t->grad_accum;
+  int pools = 1, B = 1;
+  cnnrt_status fs = rt_frames(m, x->par, &B, &pools);
+  if (fs != CNNRT_OK) return fs;
+  x->n_frames = pools * B;
   x->n_tensors = t->n_tensors;
+  x->n_mb = R * t->grad_accum;
   x->groups = calloc((size_t)x->n_groups, sizeof *x->groups);
   x->fptr = calloc((size_t)x->n_frames, sizeof *x->fptr);
   x->progress = calloc((size_t)x->n_frames, sizeof *x->progress);
-  if (!x->groups || !x->fptr || !x->progress) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
+  x->mb_images = calloc((size_t)x->n_mb, sizeof *x->mb_images);
+  x->mb_labels = calloc((size_t)x->n_mb, sizeof *x->mb_labels);
+  x->mb_out = calloc(2 * (size_t)x->n_mb, sizeof *x->mb_out);
+  int *group = calloc((size_t)t->micro_batch.n_stages, sizeof *group);
+  cm_pipe pipe = rt_pipe(m, x->par, group);
+  x->n_mb_jobs = cm_pipe_jobs(&pipe, B, NULL);
+  x->mb_jobs = calloc((size_t)x->n_mb_jobs, sizeof *x->mb_jobs);
+  if (x->mb_jobs) cm_pipe_jobs(&pipe, B, x->mb_jobs);
+  free(group);
+  if (!x->groups || !x->fptr || !x->progress || !x->mb_images || !x->mb_labels || !x->mb_out || !group || !x->mb_jobs)
+    return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
   for (int f = 0; f < x->n_frames; f++) {
     if (!(x->fptr[f] = calloc((size_t)t->n_tensors, sizeof **x->fptr))) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
     for (int k = 0; k < t->n_tensors; k++) {
-      if (k == t->images || k == t->labels) continue;
+      if (!rt_in_frame(t, k)) continue;
       if (!(x->fptr[f][k] = rt_alloc_use(m, (size_t)t->tensors[k].bytes, RT_MEM_PLAIN)))
         return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for training tensor '%s'", m->path, t->tensors[k].name);
     }
@@ -237,7 +294,7 @@ cnnrt_status rt_pools_ready(cnnrt_model *m) {
   rt_pool *x = tr->pools;
   for (int i = 0; x && i < x->n_groups; i++) {
     int s = x->groups[i].shard, nt = m->threads[s];
-    if (x->par) nt = nt / rt_replicas(tr->t) > 1 ? nt / rt_replicas(tr->t) : 1;
+    if (x->par) nt = nt / rt_train_replicas(tr->t) > 1 ? nt / rt_train_replicas(tr->t) : 1;
     if (x->groups[i].nthreads != nt) {
       rt_pools_stop(m);
       break;
@@ -252,14 +309,14 @@ cnnrt_status rt_pools_ready(cnnrt_model *m) {
   return st;
 }
 
-static cnnrt_status rt_push_job(cnnrt_model *m, rt_tgroup *g, const cnnc_abi_stage *st, int frame, int seq) {
+static cnnrt_status rt_push_job(cnnrt_model *m, rt_tgroup *g, const cnnc_abi_stage *st, int frame, int seq, int mb) {
   if (g->n_jobs == g->cap_jobs) {
     int cap = g->cap_jobs ? 2 * g->cap_jobs : 16;
     rt_job *j = realloc(g->jobs, (size_t)cap * sizeof *j);
     if (!j) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
     g->jobs = j, g->cap_jobs = cap;
   }
-  g->jobs[g->n_jobs++] = (rt_job){st, frame, seq};
+  g->jobs[g->n_jobs++] = (rt_job){st, frame, seq, mb};
   return CNNRT_OK;
 }
 
@@ -289,182 +346,32 @@ static cnnrt_status rt_run_jobs(cnnrt_model *m) {
   return CNNRT_OK;
 }
 
-/* Every stage of prog in order on frame 0 (replica 0's groups). */
+/* Every stage of prog in order on frame 0, micro-batch slot 0 (replica 0's groups). */
 static cnnrt_status rt_run_program(cnnrt_model *m, const cnnc_abi_program *prog) {
   if (prog->n_stages == 0) return CNNRT_OK;
   rt_pool *x = m->tr->pools;
   for (int k = 0; k < prog->n_stages; k++) {
-    cnnrt_status s = rt_push_job(m, rt_group_of(x, 0, prog->stages[k].shard), &prog->stages[k], 0, k);
+    cnnrt_status s = rt_push_job(m, rt_group_of(x, 0, prog->stages[k].shard), &prog->stages[k], 0, k, 0);
     if (s != CNNRT_OK) return s;
   }
   return rt_run_jobs(m);
 }
 
-/* The micro_batch jobs of one update: replica r's stages on frames r*ga .. r*ga+ga-1 in the
- * order of the descriptor's schedule (sequential when the forward/backward split is unknown). */
+/* The micro_batch jobs of one update (cm_pipe_jobs, computed when the pools start): replica
+ * r's stages on its micro-batch slots r*ga .. r*ga+ga-1 in the order of the descriptor's
+ * schedule (sequential when the forward/backward split is unknown), frames reused. */
 static cnnrt_status rt_push_micro_batches(cnnrt_model *m) {
   rt_pool *x = m->tr->pools;
   const cnnc_abi_train *t = m->tr->t;
-  int R = rt_replicas(t), ga = t->grad_accum, P = t->micro_batch.n_stages / R, F = t->n_fwd_stages;
-  int sched = F > 0 && F <= P ? t->schedule : CNNC_ABI_SCHED_SEQUENTIAL;
+  int P = t->micro_batch.n_stages / rt_train_replicas(t);
   cnnrt_status s = CNNRT_OK;
-  for (int r = 0; r < R && s == CNNRT_OK; r++) {
-    const cnnc_abi_stage *st = t->micro_batch.stages + (size_t)r * (size_t)P;
-    int f0 = r * ga;
-    if (sched == CNNC_ABI_SCHED_SEQUENTIAL) {
-      for (int a = 0; a < ga; a++)
-        for (int k = 0; k < P && s == CNNRT_OK; k++) s = rt_push_job(m, rt_group_of(x, r, st[k].shard), &st[k], f0 + a, k);
-      continue;
-    }
-    for (int sh = 0; sh < m->d->n_shards && s == CNNRT_OK; sh++) {
-      rt_tgroup *g = rt_group_of(x, r, sh);
-      int kf = -1, kb = -1, nf = 0, nb = 0;
-      for (int k = 0; k < P; k++)
-        if (st[k].shard == sh) {
-          if (k < F) kf = k, nf++;
-          else kb = k, nb++;
-        }
-      if (sched == CNNC_ABI_SCHED_INTERLEAVED && nf == 1 && nb <= 1) { /* 1F1B */
-        int warm = F - kf < ga ? F - kf : ga, next = 0;
-        for (; next < warm && s == CNNRT_OK; next++) s = rt_push_job(m, g, &st[kf], f0 + next, kf);
-        for (int a = 0; a < ga && s == CNNRT_OK; a++) {
-          if (kb >= 0) s = rt_push_job(m, g, &st[kb], f0 + a, kb);
-          if (next < ga && s == CNNRT_OK) s = rt_push_job(m, g, &st[kf], f0 + next, kf), next++;
-        }
-        continue;
-      }
-      for (int k = 0; k < P; k++) /* grouped: every forward of the group, then every backward */
-        for (int a = 0; a < ga && s == CNNRT_OK && st[k].shard == sh && k < F; a++) s = rt_push_job(m, g, &st[k], f0 + a, k);
-      for (int k = F; k < P; k++)
-        for (int a = 0; a < ga && s == CNNRT_OK && st[k].shard == sh; a++) s = rt_push_job(m, g, &st[k], f0 + a, k);
-    }
+  for (long i = 0; i < x->n_mb_jobs && s == CNNRT_OK; i++) {
+    const cm_pjob *j = &x->mb_jobs[i];
+    int r = j->mb / t->grad_accum;
+    s = rt_push_job(m, rt_group_of(x, r, j->group % m->d->n_shards), &t->micro_batch.stages[(size_t)r * (size_t)P + (size_t)j->stage],
+                    j->frame, j->seq, j->mb);
   }
   return s;
-}
-
-/* ---- descriptor validation -------------------------------------------------------------- */
-static int rt_tensor_ok(const cnnc_abi_tensor *x) {
-  size_t es = rt_dtype_size(x->dtype);
-  if (!x->name || !es || x->rank < 1 || x->rank > 4 || x->bytes <= 0) return 0;
-  int64_t n = 1;
-  for (int k = 0; k < x->rank; k++) {
-    if (x->dims[k] < 1 || x->dims[k] > (1ll << 40) / n) return 0;
-    n *= x->dims[k];
-  }
-  return (int64_t)es * n == x->bytes;
-}
-
-/* Tensor index k has dtype f32 and count elements. */
-static cnnrt_status rt_check_special(const cnnrt_model *m, int32_t k, const char *what, int64_t count) {
-  const cnnc_abi_train *t = m->tr->t;
-  if (k < 0 || k >= t->n_tensors)
-    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: %s tensor index %d, there are %d", m->path, what, k, t->n_tensors);
-  const cnnc_abi_tensor *x = &t->tensors[k];
-  if (count >= 0 && (x->dtype != CNNC_ABI_F32 || x->bytes != 4 * count))
-    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: %s tensor '%s' must be f32 with %lld elements", m->path, what,
-                   x->name, (long long)count);
-  return CNNRT_OK;
-}
-
-static cnnrt_status rt_check_state(const cnnrt_model *m) {
-  const cnnc_abi_train *t = m->tr->t;
-  if (t->n_state < 0 || t->n_state > RT_MAX_STATE || (t->n_state > 0 && !RT_IN_MODEL(t, t->state, t->n_state)) ||
-      t->state_bytes < 0)
-    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: n_state %d, state_bytes %lld (or the table lies outside the "
-                   "model file)", m->path, t->n_state, (long long)t->state_bytes);
-  for (int i = 0; i < t->n_state; i++) {
-    const cnnc_abi_state_tensor *x = &t->state[i];
-    if (!rt_in_model(t, x->name, 1, 1) || !*x->name) return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor %d has no name", m->path, i);
-    if (x->init && (x->bytes < 0 || !rt_in_model(t, x->init, (size_t)x->bytes, 1)))
-      return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor '%s': init data outside the model file", m->path, x->name);
-    if (!strcmp(x->name, "step") || !strcmp(x->name, "__metadata__"))
-      return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor name '%s' is reserved for checkpoints", m->path, x->name);
-    int64_t n = 1;
-    for (int k = 0; k < x->rank && k < 4; k++) n = x->dims[k] >= 1 && x->dims[k] < (1ll << 40) / n ? n * x->dims[k] : -1;
-    /* gradient accumulators may be 16-bit (--enable-half-partials), everything else is 4-byte */
-    int h16 = x->kind == CNNC_ABI_STATE_GRAD_ACCUM && (x->dtype == CNNC_ABI_BF16 || x->dtype == CNNC_ABI_F16);
-    if ((x->dtype != CNNC_ABI_F32 && x->dtype != CNNC_ABI_I32 && !h16) || x->rank < 0 || x->rank > 4 || n < 1 ||
-        x->bytes != (h16 ? 2 : 4) * n || x->kind < 0 || x->kind > CNNC_ABI_STATE_GRAD_ACCUM)
-      return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor '%s': bad dtype, kind, rank, dims or bytes", m->path, x->name);
-    if (x->offset < 0 || x->offset % RT_ALIGN || x->offset > t->state_bytes - x->bytes)
-      return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor '%s': offset %lld (+%lld bytes) is not 64-aligned inside %lld bytes",
-                     m->path, x->name, (long long)x->offset, (long long)x->bytes, (long long)t->state_bytes);
-    for (int j = 0; j < i; j++) {
-      const cnnc_abi_state_tensor *y = &t->state[j];
-      if (!strcmp(x->name, y->name)) return rt_fail(CNNRT_BAD_MODEL, "%s: state tensor '%s' appears twice", m->path, x->name);
-      if (x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes)
-        return rt_fail(CNNRT_BAD_MODEL, "%s: state tensors '%s' and '%s' overlap", m->path, y->name, x->name);
-    }
-  }
-  return CNNRT_OK;
-}
-
-static cnnrt_status rt_check_program(const cnnrt_model *m, const cnnc_abi_program *p, const char *what) {
-  const cnnc_abi_train *t = m->tr->t;
-  if (p->n_stages < 0 || p->n_stages > RT_MAX_STAGES || (p->n_stages > 0 && !RT_IN_MODEL(t, p->stages, p->n_stages)))
-    return rt_fail(CNNRT_BAD_MODEL, "%s: training program %s: n_stages %d (or the table lies outside the model file)", m->path,
-                   what, p->n_stages);
-  for (int k = 0; k < p->n_stages; k++) {
-    const cnnc_abi_stage *st = &p->stages[k];
-    if (st->name && !rt_in_model(t, st->name, 1, 1))
-      return rt_fail(CNNRT_BAD_MODEL, "%s: %s stage %d: name outside the model file", m->path, what, k);
-    const char *nm = st->name ? st->name : "?";
-    if (!rt_in_model(t, (const void *)(uintptr_t)st->run, 1, 1))
-      return rt_fail(CNNRT_BAD_MODEL, "%s: %s stage %d '%s' has no entry function in the model file", m->path, what, k, nm);
-    if (st->shard < 0 || st->shard >= m->d->n_shards)
-      return rt_fail(CNNRT_BAD_MODEL, "%s: %s stage '%s': shard %d, the model has %d", m->path, what, nm, st->shard,
-                     m->d->n_shards);
-    if (st->n_io < 0 || st->n_inputs < 0 || st->n_inputs > st->n_io || (st->n_io > 0 && !RT_IN_MODEL(t, st->io, st->n_io)) ||
-        st->scratch_bytes < 0)
-      return rt_fail(CNNRT_BAD_MODEL, "%s: %s stage '%s': bad io table or scratch size", m->path, what, nm);
-    for (int j = 0; j < st->n_io; j++)
-      if (st->io[j] < 0 || st->io[j] >= t->n_tensors)
-        return rt_fail(CNNRT_BAD_MODEL, "%s: %s stage '%s': io[%d] = %d, there are %d tensors", m->path, what, nm, j,
-                       st->io[j], t->n_tensors);
-  }
-  return CNNRT_OK;
-}
-
-static cnnrt_status rt_check_train(const cnnrt_model *m) {
-  const cnnc_abi_train *t = m->tr->t;
-  const char *p = m->path;
-  if (t->magic != CNNC_ABI_TRAIN_MAGIC)
-    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor magic is 0x%08x, expected 0x%08x", p, t->magic, CNNC_ABI_TRAIN_MAGIC);
-  if (t->version != CNNC_ABI_TRAIN_VERSION)
-    return rt_fail(CNNRT_ABI_MISMATCH, "%s: training descriptor version %u, this runtime supports version %u", p, t->version,
-                   CNNC_ABI_TRAIN_VERSION);
-  if (t->struct_size < sizeof *t)
-    return rt_fail(CNNRT_ABI_MISMATCH, "%s: training descriptor struct_size %u, expected >= %zu", p, t->struct_size, sizeof *t);
-  if (t->n_tensors < 1 || t->n_tensors > RT_MAX_STATE || !RT_IN_MODEL(t, t->tensors, t->n_tensors))
-    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: n_tensors %d (or the table lies outside the model file)", p,
-                   t->n_tensors);
-  if (t->optimizer_json && !rt_in_model(t, t->optimizer_json, 1, 1))
-    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: optimizer_json points outside the model file", p);
-  for (int k = 0; k < t->n_tensors; k++)
-    if (!rt_in_model(t, t->tensors[k].name, 1, 1) || !rt_tensor_ok(&t->tensors[k]))
-      return rt_fail(CNNRT_BAD_MODEL, "%s: training tensor %d: bad name, dtype, rank, dims or bytes", p, k);
-  if (t->grad_accum < 1) return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: grad_accum %d", p, t->grad_accum);
-  int64_t b = m->d->batch_size;
-  cnnrt_status s;
-  if ((s = rt_check_special(m, t->images, "images", -1)) || (s = rt_check_special(m, t->labels, "labels", b)) ||
-      (s = rt_check_special(m, t->lr, "lr", 1)) || (s = rt_check_special(m, t->loss, "loss", 1)) ||
-      (s = rt_check_special(m, t->correct, "correct", 1)))
-    return s;
-  const cnnc_abi_tensor *in = &m->d->tensors[m->d->input], *im = &t->tensors[t->images];
-  if (im->dtype != in->dtype || im->bytes != in->bytes)
-    return rt_fail(CNNRT_BAD_MODEL, "%s: training images tensor '%s' differs from the model input '%s'", p, im->name, in->name);
-  if ((s = rt_check_state(m)) || (s = rt_check_program(m, &t->micro_batch, "micro_batch")) ||
-      (s = rt_check_program(m, &t->update, "update")) || (s = rt_check_program(m, &t->eval, "eval")))
-    return s;
-  if (t->micro_batch.n_stages == 0) return rt_fail(CNNRT_BAD_MODEL, "%s: training program micro_batch has no stages", p);
-  if (t->replicas < 0 || t->replicas > 4096 || t->micro_batch.n_stages % rt_replicas(t) != 0 || t->n_fwd_stages < 0 ||
-      t->n_fwd_stages > t->micro_batch.n_stages / rt_replicas(t) || t->schedule < 0 || t->schedule > CNNC_ABI_SCHED_INTERLEAVED ||
-      t->grad_accum > 65536)
-    return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: replicas %d, grad_accum %d, %d micro_batch stages, %d forward, schedule %d",
-                   p, t->replicas, t->grad_accum, t->micro_batch.n_stages, t->n_fwd_stages, t->schedule);
-  if (t->grad_accum > 1 && t->update.n_stages == 0)
-    return rt_fail(CNNRT_BAD_MODEL, "%s: grad_accum %d needs an update program", p, t->grad_accum);
-  return CNNRT_OK;
 }
 
 /* ---- attach / free ---------------------------------------------------------------------- */
@@ -518,7 +425,7 @@ cnnrt_status rt_need_train(const cnnrt_model *m, const char *fn) {
 
 CNNRT_API int cnnrt_is_training(const cnnrt_model *m) { return m && m->tr; }
 /* Micro-batches per weight update: grad_accum of every replica (what cnnrt_train_step takes per update). */
-CNNRT_API int cnnrt_grad_accum(const cnnrt_model *m) { return m && m->tr ? m->tr->t->grad_accum * rt_replicas(m->tr->t) : 0; }
+CNNRT_API int cnnrt_grad_accum(const cnnrt_model *m) { return m && m->tr ? m->tr->t->grad_accum * rt_train_replicas(m->tr->t) : 0; }
 CNNRT_API cnnrt_status cnnrt_train_plan_info(const cnnrt_model *m, int program, cnnrt_train_plan *out) {
   rt_clear_error();
   cnnrt_status s = rt_need_train(m, "cnnrt_train_plan_info");
@@ -527,11 +434,13 @@ CNNRT_API cnnrt_status cnnrt_train_plan_info(const cnnrt_model *m, int program, 
     return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_train_plan_info: program %d (0 micro_batch, 1 update, 2 eval) or out NULL", program);
   const cnnc_abi_train *t = m->tr->t;
   const cnnc_abi_program *p = program == 0 ? &t->micro_batch : program == 1 ? &t->update : &t->eval;
-  int R = rt_replicas(t), per = program == 0 ? p->n_stages / R : p->n_stages;
+  int R = rt_train_replicas(t), per = program == 0 ? p->n_stages / R : p->n_stages;
   memset(out, 0, sizeof *out);
   out->n_stages = p->n_stages, out->replicas = R, out->grad_accum = t->grad_accum, out->schedule = t->schedule;
   out->recompute = t->recompute;
-  out->frames = program == 0 ? (size_t)R * (size_t)t->grad_accum : 1;
+  int B = 1, pools = 1;
+  if (program == 0 && (s = rt_frames(m, rt_train_replica_parallel(m), &B, &pools)) != CNNRT_OK) return s;
+  out->frames = (size_t)B * (size_t)pools;
   char *used = calloc((size_t)t->n_tensors, 1);
   if (!used) return rt_fail(CNNRT_OUT_OF_MEMORY, "cnnrt_train_plan_info: out of memory");
   size_t *group_scratch = calloc((size_t)m->d->n_shards, sizeof *group_scratch);
@@ -598,30 +507,44 @@ cnnrt_status rt_check_batch_args(cnnrt_model *m, const char *fn, const void *ima
   return CNNRT_OK;
 }
 
-/* Points frame f at micro-batch i of the caller's data and writes the lr. */
-static void rt_feed(cnnrt_model *m, int f, const void *images, const float *labels, int i) {
+/* Points micro-batch slot `slot` at micro-batch i of the caller's data (stages only read
+ * inputs). */
+static void rt_feed(cnnrt_model *m, int slot, const void *images, const float *labels, int i) {
   rt_trainer *tr = m->tr;
   const cnnc_abi_train *t = tr->t;
-  void **fp = tr->pools->fptr[f];
   size_t per = (size_t)t->tensors[t->images].bytes;
   int b = m->d->batch_size;
-  fp[t->images] = (char *)(uintptr_t)images + (size_t)i * per; /* stages only read inputs */
-  fp[t->labels] = (float *)(uintptr_t)(labels + (size_t)i * (size_t)b);
-  *(float *)fp[t->lr] = (float)tr->lr;
+  tr->pools->mb_images[slot] = (const char *)images + (size_t)i * per;
+  tr->pools->mb_labels[slot] = labels + (size_t)i * (size_t)b;
 }
 
-/* Runs prog on micro-batch i (frame 0), adding the loss and correct counts. */
+/* Writes the lr into every frame. */
+static void rt_feed_lr(cnnrt_model *m) {
+  rt_pool *x = m->tr->pools;
+  for (int f = 0; f < x->n_frames; f++) *(float *)x->fptr[f][m->tr->t->lr] = (float)m->tr->lr;
+}
+
+/* Runs prog on micro-batch i (frame 0, slot 0), adding the loss and correct counts. */
 cnnrt_status rt_feed_and_run(cnnrt_model *m, const cnnc_abi_program *prog, const void *images, const float *labels,
                                     int i, double *loss_sum, double *correct_sum) {
-  const cnnc_abi_train *t = m->tr->t;
   rt_feed(m, 0, images, labels, i);
+  rt_feed_lr(m);
   cnnrt_status s = rt_run_program(m, prog);
-  *loss_sum += *(const float *)m->tr->pools->fptr[0][t->loss];
-  *correct_sum += *(const float *)m->tr->pools->fptr[0][t->correct];
+  *loss_sum += m->tr->pools->mb_out[0];
+  *correct_sum += m->tr->pools->mb_out[1];
   return s;
 }
 
-void *rt_frame_tensor(cnnrt_model *m, int f, int t) { return m->tr->pools->fptr[f][t]; }
+/* Train tensor t of frame f after a run; images, labels, loss and correct live per micro-batch
+ * slot (slot 0 with f 0: the micro-batch rt_feed_and_run ran). */
+void *rt_frame_tensor(cnnrt_model *m, int f, int t) {
+  rt_pool *x = m->tr->pools;
+  const cnnc_abi_train *tt = m->tr->t;
+  if (t == tt->loss || t == tt->correct) return &x->mb_out[t == tt->correct];
+  if (t == tt->images) return (void *)(uintptr_t)x->mb_images[0];
+  if (t == tt->labels) return (void *)(uintptr_t)x->mb_labels[0];
+  return x->fptr[f][t];
+}
 
 void rt_report(int n_mb, int b, double loss_sum, double correct_sum, float *loss, float *accuracy) {
   if (loss) *loss = (float)(loss_sum / n_mb);
@@ -673,7 +596,7 @@ CNNRT_API cnnrt_status cnnrt_loss_scale(cnnrt_model *m, double *scale, int64_t *
 CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
                                         int n, float *loss, float *accuracy) {
   rt_clear_error();
-  int ga = m && m->tr ? m->tr->t->grad_accum : 1, per_update = m && m->tr ? ga * rt_replicas(m->tr->t) : 1;
+  int ga = m && m->tr ? m->tr->t->grad_accum : 1, per_update = m && m->tr ? ga * rt_train_replicas(m->tr->t) : 1;
   if (m && m->tr && (n < 1 || n > INT32_MAX / per_update))
     return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_train_step: n is %d, must be >= 1", n);
   cnnrt_status s = rt_check_batch_args(m, "cnnrt_train_step", images, images_bytes, labels, n * per_update);
@@ -692,18 +615,19 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
                    (long long)t->state[ls].bytes);
   pthread_mutex_lock(&m->lock);
   s = rt_pools_ready(m);
-  int R = rt_replicas(t);
+  int R = rt_train_replicas(t);
   for (int u = 0; u < n && s == CNNRT_OK; u++) {
     rt_trainer *tr = m->tr;
     if (tr->have_sched) tr->lr = cnnrt_lr_at(&tr->sched, (double)tr->step / (double)tr->steps_per_epoch);
-    /* micro-batch u*ga*R + a*R + r goes to replica r, accumulation slot a (frame r*ga + a) */
+    /* micro-batch u*ga*R + a*R + r goes to replica r, accumulation index a (slot r*ga + a) */
     for (int r = 0; r < R; r++)
       for (int a = 0; a < ga; a++) rt_feed(m, r * ga + a, images, labels, (u * ga + a) * R + r);
+    rt_feed_lr(m);
     s = rt_push_micro_batches(m);
     if (s == CNNRT_OK) s = rt_run_jobs(m);
     for (int i = 0; i < ga * R && s == CNNRT_OK; i++) {
-      loss_sum += *(const float *)tr->pools->fptr[i][t->loss];
-      correct_sum += *(const float *)tr->pools->fptr[i][t->correct];
+      loss_sum += tr->pools->mb_out[2 * i];
+      correct_sum += tr->pools->mb_out[2 * i + 1];
     }
     for (int i = 0; s == CNNRT_OK && snap && i < t->n_state; i++) /* the weights and optimizer state only */
       if (t->state[i].kind == CNNC_ABI_STATE_PARAM || t->state[i].kind == CNNC_ABI_STATE_OPTIMIZER)

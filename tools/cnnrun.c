@@ -31,6 +31,8 @@ typedef struct optdef {
 /* Entries that read the same in several commands' tables. */
 #define OPT_THREADS {"--threads", "T[,T...]", "threads per shard"}
 #define OPT_PIN {"--pin", NULL, "pin each shard's threads to its own cores"}
+#define OPT_REPLICAS                                                                                                  \
+  {"--replicas", "R", "inference models: R model instances in this process, each on its own group of cores (default 1)"}
 #define OPT_TRACE {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"}
 #define OPT_DATASET {"--dataset", "NAME", "fashion-mnist, mnist, cifar10, cifar100, folder, tfrecord or synthetic (default fashion-mnist)"}
 #define OPT_DATA_DIR {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>); folder: DIR/train/CLASS/*.jpg|png, DIR/val/CLASS/...; tfrecord: DIR/train-NNNNN-of-MMMMM, DIR/validation-..."}
@@ -51,6 +53,7 @@ static const optdef bench_opts[] = {
     {"--threads", "T[,T...]", "threads per shard (one value for all, or one per shard)"},
     OPT_PIN,
     {"--json", NULL, "print the results as JSON"},
+    OPT_REPLICAS,
     OPT_TRACE,
     {"--profile", NULL, "time every op of the timed runs: per layer ms, GFLOP/s, % of peak, kernel (inference models only)"},
     {"--peak", "GFLOPS", "per-core fp32 peak for --profile's % columns (default: measured, AVX2 FMA)"},
@@ -64,6 +67,7 @@ static const optdef infer_opts[] = {
     {"--batches", "N", "micro-batches per call (default 64)"},
     OPT_THREADS,
     OPT_PIN,
+    OPT_REPLICAS,
     OPT_TRACE,
     {NULL, NULL, NULL}};
 
@@ -114,7 +118,8 @@ static void usage(FILE *f) {
   fprintf(f, "usage: cnnrun MODEL.so info [--json]\n"
              "       cnnrun MODEL.so benchmark [--batches N] [--runs R] [--seconds S] [--warmup W] [--threads T] [--pin]\n"
              "                                 [--json] [--trace FILE.json] [--profile [--peak GFLOPS]] [--lr LR (training)]\n"
-             "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE]\n"
+             "                                 [--replicas R (inference)]\n"
+             "       cnnrun MODEL.so infer --input FILE [--output FILE] [--top K] [--labels FILE] [--replicas R]\n"
              "       cnnrun MODEL.so train [--dataset D] [--data-dir DIR] [--epochs E] [--logs-per-epoch X] [--lr LR | --lr-per-256 LR]\n"
              "                             [--augment imagenet|none] [--loader-threads N] [--bad-images stop|skip] [--label-base K]\n"
              "                             [--lr-schedule KIND] [--warmup-epochs W] [--checkpoint-dir DIR] [--restore CKPT]\n"
@@ -262,6 +267,7 @@ static void set_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--warmup")) o->warmup = parse_int(name, v, 0, 1 << 20), o->warmup_set = 1;
   else if (!strcmp(name, "--seconds")) o->seconds = parse_double(name, v, 0);
   else if (!strcmp(name, "--top")) o->top = parse_int(name, v, 1, 1 << 20);
+  else if (!strcmp(name, "--replicas")) o->replicas = parse_int(name, v, 1, 1024);
   else if (!strcmp(name, "--threads")) parse_threads(o, v);
   else if (!strcmp(name, "--input")) o->input = v;
   else if (!strcmp(name, "--output")) o->output = v;
@@ -341,6 +347,7 @@ static void parse_args(opts *o, int argc, char **argv) {
     die_usage("infer: give --output FILE, --top K or --labels FILE");
   if (!strcmp(o->cmd, "infer") && !o->batches_set) o->batches = 64;
   if (!strcmp(o->cmd, "benchmark") && o->peak > 0 && !o->profile) die_usage("benchmark: --peak is for --profile");
+  if (o->replicas > 1 && (o->trace || o->profile)) die_usage("%s: --replicas runs several instances: no --trace or --profile", o->cmd);
   if (!strcmp(o->cmd, "validate") && !o->checkpoint) die_usage("validate: --checkpoint FILE|DIR is required");
 }
 
@@ -606,14 +613,15 @@ static unsigned char *load_labels(const char *path, int64_t n) {
 
 /* Runs every sample (the last micro-batch padded with zeros); out receives per output k a
  * contiguous [n, ...] block. */
-static void run_samples(const opts *o, cnnrt_model *m, const samples *s, unsigned char *out) {
+/* Runs micro-batches [mb0, mb1) of the samples through m into out (every output, [samples, ...]
+ * per output in order). */
+static void run_samples(const opts *o, cnnrt_model *m, const samples *s, unsigned char *out, int64_t mb0, int64_t mb1) {
   int b = cnnrt_batch_size(m), no = cnnrt_num_outputs(m);
   size_t ib = cnnrt_input_bytes(m), ob = cnnrt_output_bytes(m), sib = ib / (size_t)b;
-  int64_t nmb = (s->n + b - 1) / b;
   unsigned char *in = calloc((size_t)o->batches, ib), *res = malloc((size_t)o->batches * ob);
   if (!in || !res) die("out of memory for %d micro-batches", o->batches);
-  for (int64_t first = 0; first < nmb; first += o->batches) {
-    int nb = (int)(nmb - first < o->batches ? nmb - first : o->batches);
+  for (int64_t first = mb0; first < mb1; first += o->batches) {
+    int nb = (int)(mb1 - first < o->batches ? mb1 - first : o->batches);
     int64_t s0 = first * b, ns = s->n - s0 < (int64_t)nb * b ? s->n - s0 : (int64_t)nb * b;
     memset(in, 0, (size_t)nb * ib);
     memcpy(in, s->data + (size_t)s0 * sib, (size_t)ns * sib);
@@ -631,6 +639,21 @@ static void run_samples(const opts *o, cnnrt_model *m, const samples *s, unsigne
   }
   free(in);
   free(res);
+}
+
+typedef struct replica_run {
+  const opts *o;
+  cnnrt_model **ms;
+  const samples *s;
+  unsigned char *out;
+  int64_t nmb;
+} replica_run;
+
+/* Replica i: its contiguous share of the micro-batches. */
+static void run_replica(int i, void *p) {
+  const replica_run *r = p;
+  int R = r->o->replicas;
+  run_samples(r->o, r->ms[i], r->s, r->out, r->nmb * i / R, r->nmb * (i + 1) / R);
 }
 
 /* Prints the top-k classes of each sample of output 0; returns the number of top-1 hits. */
@@ -695,7 +718,16 @@ static int cmd_infer(const opts *o) {
   size_t total = cnnrt_output_bytes(m) / (size_t)b * (size_t)s.n;
   unsigned char *out = malloc(total);
   if (!out) die("out of memory for the outputs of %lld samples", (long long)s.n);
-  run_samples(o, m, &s, out);
+  int64_t nmb = (s.n + b - 1) / b;
+  if (o->replicas > 1) { /* the micro-batches split in contiguous shares, one per instance */
+    cnnrt_model *ms[1024];
+    open_replicas(o, ms);
+    replica_run rr = {o, ms, &s, out, nmb};
+    run_parallel(o->replicas, run_replica, &rr);
+    for (int i = 0; i < o->replicas; i++) cnnrt_close(ms[i]);
+  } else {
+    run_samples(o, m, &s, out, 0, nmb);
+  }
   if (o->output) write_output(o->output, out, total);
   if ((o->top || labels) && out0.dtype != CNNRT_F32) die("output '%s' is %s, not f32", out0.name, dtype_name(out0.dtype));
   int64_t classes = (int64_t)(out0.bytes / 4) / b;

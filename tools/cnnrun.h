@@ -14,6 +14,7 @@
 typedef struct opts {
   const char *model, *cmd;
   int json, pin, top, warmup, warmup_set, runs, batches, batches_set, n_threads, profile, lr_set;
+  int replicas; /* benchmark / infer --replicas: model instances on core groups (0 = 1) */
   double seconds; /* benchmark --seconds: keep timing until at least this long (and --runs calls) */
   double peak; /* --peak: per-core GFLOP/s for the profile's % of peak (0: measure) */
   int threads[64];
@@ -58,6 +59,15 @@ int bench_calls(const opts *o, cnnrt_model *m, bench_result *r, double **ms, int
 /* mean, p50, p90, min of ms[n] (sorted in place). */
 void bench_stats(bench_result *r, double *ms, int n);
 int cmd_benchmark(const opts *o);
+
+/* ---- inference replicas (cnnrun_bench.c) ------------------------------------------------ */
+/* Opens o->replicas instances of o->model (an inference model, else exit 2) into ms[], one per
+ * core group: the CPUs this process may use (sched_getaffinity) in o->replicas contiguous
+ * groups; each shard gets --threads (or the group's cores / shards, at least 1) threads, with
+ * --pin on consecutive cores of its instance's group.  Dies on failure. */
+void open_replicas(const opts *o, cnnrt_model **ms);
+/* Runs fn(i, ctx) for i in 0..n-1, each on its own thread, and waits for them. */
+void run_parallel(int n, void (*fn)(int, void *), void *ctx);
 
 /* ---- training (cnnrun_train.inc) -------------------------------------------------------- */
 int cmd_benchmark_train(const opts *o, cnnrt_model *m);

@@ -1,7 +1,13 @@
 /* cnnrun_bench.c — the benchmark command of cnnrun: timed cnnrt_infer calls on synthetic
  * input (img/s, latency, per-shard busy time) and --profile's per-op table; training models
- * are handed to cmd_benchmark_train (cnnrun_train.inc). */
+ * are handed to cmd_benchmark_train (cnnrun_train.inc).  Also inference replicas (--replicas:
+ * model instances on core groups, for benchmark and infer). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,9 +250,196 @@ static int infer_call(cnnrt_model *m, void *p) {
   return cnnrt_infer(m, c->in, c->in_bytes, c->out, c->out_bytes, c->o->batches);
 }
 
+/* ---- inference replicas ----------------------------------------------------------------- */
+typedef struct par_arg {
+  void (*fn)(int, void *);
+  void *ctx;
+  int i;
+} par_arg;
+static void *par_main(void *p) {
+  par_arg *a = p;
+  a->fn(a->i, a->ctx);
+  return NULL;
+}
+
+void run_parallel(int n, void (*fn)(int, void *), void *ctx) {
+  pthread_t *t = calloc((size_t)n, sizeof *t);
+  par_arg *a = calloc((size_t)n, sizeof *a);
+  if (!t || !a) die("out of memory for %d threads", n);
+  for (int i = 0; i < n; i++) {
+    a[i] = (par_arg){fn, ctx, i};
+    int e = pthread_create(&t[i], NULL, par_main, &a[i]);
+    if (e) die("cannot start a replica thread: %s", strerror(e));
+  }
+  for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+  free(t);
+  free(a);
+}
+
+/* The CPUs this process may run on, in order, into cpus (CPU_SETSIZE entries); their count. */
+static int usable_cpus(int *cpus) {
+  cpu_set_t set;
+  int n = 0;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) die("cannot read this process's cpu affinity");
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &set)) cpus[n++] = c;
+  return n;
+}
+
+/* Core group i of R over n cpus: [first, first + size). */
+static void core_group(int i, int R, int n, int *first, int *size) {
+  *first = (int)((int64_t)n * i / R);
+  *size = (int)((int64_t)n * (i + 1) / R) - *first;
+  if (*size < 1) *first = i % n, *size = 1; /* more replicas than cpus: they share */
+}
+
+void open_replicas(const opts *o, cnnrt_model **ms) {
+  static int cpus[CPU_SETSIZE];
+  int R = o->replicas > 1 ? o->replicas : 1, n = usable_cpus(cpus);
+  opts one = *o;
+  one.pin = 0, one.trace = NULL; /* pinning per core group below */
+  for (int i = 0; i < R; i++) {
+    ms[i] = open_model(&one);
+    if (cnnrt_is_training(ms[i])) {
+      fprintf(stderr, "cnnrun: --replicas: %s is a training model; its replicas are compiled in (cnnc --replicas)\n", o->model);
+      exit(EXIT_USAGE);
+    }
+    int first, size, ns = cnnrt_num_shards(ms[i]), at = 0;
+    core_group(i, R, n, &first, &size);
+    for (int s = 0; s < ns; s++) {
+      int t = o->n_threads ? o->threads[o->n_threads == 1 ? 0 : s] : size / ns > 1 ? size / ns : 1, pin[1024];
+      if (!o->n_threads && cnnrt_set_threads(ms[i], s, t) != CNNRT_OK) die("%s", cnnrt_last_error());
+      if (!o->pin) continue;
+      for (int k = 0; k < t && k < 1024; k++) pin[k] = cpus[first + (at + k) % size];
+      at += t;
+      if (cnnrt_set_cpus(ms[i], s, pin, t < 1024 ? t : 1024) != CNNRT_OK) die("%s", cnnrt_last_error());
+    }
+  }
+}
+
+typedef struct rep_bench {
+  const opts *o;
+  cnnrt_model **ms;
+  void *in;
+  void **out;
+  size_t in_bytes, out_bytes;
+  pthread_barrier_t start;
+  double t0;         /* the timed calls' start (after every replica's warm-up) */
+  double *ms_call;   /* [replica * cap + call] */
+  int cap, *n, *failed;
+  char (*err)[512];  /* per replica: the runtime's message (thread-local) when a call failed */
+  double *end;       /* per replica: when its last timed call ended */
+} rep_bench;
+
+static void rep_bench_main(int i, void *p) {
+  rep_bench *b = p;
+  const opts *o = b->o;
+  for (int w = 0; w < o->warmup && !b->failed[i]; w++)
+    b->failed[i] = cnnrt_infer(b->ms[i], b->in, b->in_bytes, b->out[i], b->out_bytes, o->batches) != CNNRT_OK;
+  if (pthread_barrier_wait(&b->start) == PTHREAD_BARRIER_SERIAL_THREAD) b->t0 = now_seconds();
+  pthread_barrier_wait(&b->start); /* t0 is set */
+  double t = b->t0;
+  while (!b->failed[i] && b->n[i] < b->cap && (b->n[i] < o->runs || t - b->t0 < o->seconds)) {
+    double c0 = now_seconds();
+    b->failed[i] = cnnrt_infer(b->ms[i], b->in, b->in_bytes, b->out[i], b->out_bytes, o->batches) != CNNRT_OK;
+    t = now_seconds();
+    b->ms_call[(size_t)i * (size_t)b->cap + (size_t)b->n[i]++] = (t - c0) * 1e3 / o->batches;
+  }
+  b->end[i] = t;
+  if (b->failed[i]) snprintf(b->err[i], sizeof b->err[i], "%s", cnnrt_last_error());
+}
+
+/* benchmark --replicas R: every instance runs its warm-up, then all start together and make
+ * timed calls (--runs each, until --seconds); img/s = every replica's images / the wall time
+ * from the common start to the last one's end. */
+static int bench_replicas(const opts *o) {
+  int R = o->replicas;
+  cnnrt_model *ms[1024];
+  open_replicas(o, ms);
+  rep_bench b = {.o = o, .ms = ms, .in_bytes = cnnrt_input_bytes(ms[0]) * (size_t)o->batches,
+                 .out_bytes = cnnrt_output_bytes(ms[0]) * (size_t)o->batches};
+  cnnrt_tensor_info t;
+  cnnrt_input_info(ms[0], &t);
+  b.cap = o->seconds > 0 && o->runs < 1 << 16 ? 1 << 16 : o->runs;
+  b.err = calloc((size_t)R, sizeof *b.err);
+  b.in = malloc(b.in_bytes), b.out = calloc((size_t)R, sizeof *b.out), b.n = calloc((size_t)R, sizeof *b.n);
+  b.failed = calloc((size_t)R, sizeof *b.failed), b.end = calloc((size_t)R, sizeof *b.end);
+  b.ms_call = malloc((size_t)R * (size_t)b.cap * sizeof *b.ms_call);
+  if (!b.in || !b.out || !b.n || !b.failed || !b.end || !b.ms_call || !b.err) die("out of memory for %d replicas", R);
+  for (int i = 0; i < R; i++)
+    if (!(b.out[i] = malloc(b.out_bytes))) die("out of memory for %d replicas", R);
+  synth_input(b.in, b.in_bytes, t.dtype);
+  pthread_barrier_init(&b.start, NULL, (unsigned)R);
+  run_parallel(R, rep_bench_main, &b);
+  pthread_barrier_destroy(&b.start);
+  double wall = 0, *all = malloc((size_t)R * (size_t)b.cap * sizeof *all);
+  int n = 0, bs = cnnrt_batch_size(ms[0]);
+  if (!all) die("out of memory");
+  for (int i = 0; i < R; i++) {
+    if (b.failed[i]) die("replica %d: %s", i, b.err[i]);
+    if (b.end[i] - b.t0 > wall) wall = b.end[i] - b.t0;
+    for (int k = 0; k < b.n[i]; k++) all[n++] = b.ms_call[(size_t)i * (size_t)b.cap + (size_t)k];
+  }
+  bench_result r = {0};
+  r.total = wall;
+  bench_stats(&r, all, n);
+  double batches = (double)n * o->batches;
+  r.img_s = batches * bs / wall;
+  r.gflop_s = batches * cnnrt_model_flops(ms[0]) / wall / 1e9;
+  int ns = cnnrt_num_shards(ms[0]);
+  static int cpus[CPU_SETSIZE];
+  int nc = usable_cpus(cpus);
+  if (o->json) {
+    printf("{\"model\": ");
+    print_json_string(cnnrt_model_name(ms[0]));
+    printf(", \"batch_size\": %d, \"batches_per_run\": %d, \"runs\": %d, \"warmup\": %d, \"shards\": %d, \"replicas\": %d, "
+           "\"pinned\": %s, \"images_per_second\": %.3f, \"gflops_per_second\": %.3f, "
+           "\"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"min\": %.4f}, \"replica\": [",
+           bs, o->batches, o->runs, o->warmup, ns, R, o->pin ? "true" : "false", r.img_s, r.gflop_s, r.mean, r.p50, r.p90, r.min);
+    for (int i = 0; i < R; i++) {
+      int first, size;
+      core_group(i, R, nc, &first, &size);
+      printf("%s{\"cores\": [", i ? ", " : "");
+      for (int k = 0; k < size; k++) printf("%s%d", k ? ", " : "", cpus[first + k]);
+      printf("], \"threads\": [");
+      for (int s = 0; s < ns; s++) printf("%s%d", s ? ", " : "", cnnrt_threads(ms[i], s));
+      printf("], \"runs\": %d, \"images_per_second\": %.3f}", b.n[i], (double)b.n[i] * o->batches * bs / (b.end[i] - b.t0));
+    }
+    printf("]}\n");
+  } else {
+    printf("model %s: batch %d, %d shard%s, %d replicas (model instances) on core groups%s\n", cnnrt_model_name(ms[0]), bs, ns,
+           ns == 1 ? "" : "s", R, o->pin ? " (pinned)" : "");
+    for (int i = 0; i < R; i++) {
+      int first, size;
+      core_group(i, R, nc, &first, &size);
+      printf("  replica %d: cores", i);
+      for (int k = 0; k < size; k++) printf("%s%d", k ? "," : " ", cpus[first + k]);
+      printf(", threads");
+      for (int s = 0; s < ns; s++) printf("%s%d", s ? "," : " ", cnnrt_threads(ms[i], s));
+      printf(", %d runs, %.2f img/s\n", b.n[i], (double)b.n[i] * o->batches * bs / (b.end[i] - b.t0));
+    }
+    printf("%d runs of %d batches over %d replicas (%d warm-up run%s each dropped), %.3f s\n", n, o->batches, R, o->warmup,
+           o->warmup == 1 ? "" : "s", wall);
+    printf("throughput  %.2f img/s  (%.2f GFLOP/s), every replica together\n", r.img_s, r.gflop_s);
+    printf("latency per batch  mean %.3f ms  p50 %.3f ms  p90 %.3f ms  min %.3f ms (every replica's calls)\n", r.mean, r.p50,
+           r.p90, r.min);
+  }
+  for (int i = 0; i < R; i++) free(b.out[i]), cnnrt_close(ms[i]);
+  free(b.in), free(b.out), free(b.n), free(b.failed), free(b.end), free(b.ms_call), free(b.err), free(all);
+  return 0;
+}
+
 int cmd_benchmark(const opts *o) {
   cnnrt_model *m = open_model(o);
+  if (cnnrt_is_training(m) && o->replicas > 1) {
+    fprintf(stderr, "cnnrun: --replicas: %s is a training model; its replicas are compiled in (cnnc --replicas)\n", o->model);
+    exit(EXIT_USAGE);
+  }
   if (cnnrt_is_training(m)) return cmd_benchmark_train(o, m);
+  if (o->replicas > 1 && !o->lr_set) {
+    cnnrt_close(m);
+    return bench_replicas(o);
+  }
   if (o->lr_set) {
     fprintf(stderr, "cnnrun: benchmark: --lr applies to training models; %s was compiled for inference\n", o->model);
     exit(EXIT_USAGE);

@@ -5,7 +5,8 @@
 # `training.stages`) and its optimizer updates; the memory categories add up, the sum over
 # the shards equals the runtime's planned bytes of the micro_batch program (`cnnrun info`),
 # stash = stash per micro-batch x frames, micro-batches in flight follow the schedule
-# (sequential 1, interleaved min(S - s, N), grouped N); the liveness curve has one point per
+# (sequential 1, interleaved min(S - s, N), grouped min(N, 2S)), frames follow the schedule
+# (sequential 1, else min(N, 2S)); the liveness curve has one point per
 # forward then backward step and holds the whole stash at the end of the forward;
 # program and kernel FLOPs agree; the balance names the bottleneck and the simulated idle
 # fraction (sequential: the stages run one after another); ops and kernels name their stage;
@@ -25,7 +26,7 @@ expect = Expect()
 expect(r["mode"] == "training" and r["n_shards"] == S and len(r["shards"]) == S,
        f"want {S} model shards, got n_shards {r['n_shards']} and {len(r['shards'])} entries")
 tr = r["training"]
-expect(tr["shards"] == S and tr["gradient_accumulation"] == N and tr["pipeline_schedule"] == sched and tr["frames"] == N,
+expect(tr["shards"] == S and tr["gradient_accumulation"] == N and tr["pipeline_schedule"] == sched and tr["frames"] == (1 if sched == "sequential" else min(N, 2 * S)),
        f"training section {({k: tr[k] for k in ('shards', 'gradient_accumulation', 'pipeline_schedule', 'frames')})}")
 stages = {s["name"]: s for s in tr["stages"]}
 want_stages = [f"fwd/s{s}" for s in range(S)] + [f"bwd/s{s}" for s in reversed(range(S))] + ["update/s0"]
@@ -58,7 +59,7 @@ for s, sh in enumerate(r["shards"]):
     expect(mem["weights"] > 0 and mem["weights_counted"], f"shard {s}: weights")
     expect((mem["optimizer_state"] > 0) == (sys.argv[7] == "momentum"), f"shard {s}: optimizer state {mem['optimizer_state']} ({sys.argv[7]})")
     expect((mem["accumulators"] > 0) == (N > 1), f"shard {s}: accumulators {mem['accumulators']} with accumulation {N}")
-    want_if = 1 if sched == "sequential" else N if sched == "grouped" else min(S - s, N)
+    want_if = 1 if sched == "sequential" else min(N, 2 * S) if sched == "grouped" else min(S - s, N)
     expect(mem["micro_batches_in_flight"] == want_if and mem["stash_in_flight"] == want_if * mem["stash_per_micro_batch"],
            f"shard {s}: {mem['micro_batches_in_flight']} micro-batches in flight, want {want_if} ({sched})")
     lv, nf = sh["liveness"], sh["liveness_forward_steps"]

@@ -57,7 +57,7 @@ typedef struct rp_train {
   int S;                                   /* model shards (thread groups) */
   int n_stages, update_stage;              /* = the layout's shards; update stage or -1 */
   int *st_phase, *st_group;                /* per stage: PASS_PHASE_*, thread group */
-  int grad_accum, replicas, frames;        /* frames = replicas * grad_accum train tensor sets */
+  int grad_accum, replicas, frames;        /* frames: train tensor sets in flight (cm_pipe_frames) */
   int64_t acc_f32_bytes;                   /* the accumulators' slices had they been f32 (half partials: bytes saved) */
   const char *schedule, *recompute;
   rp_tshard *ts;                           /* [S] */

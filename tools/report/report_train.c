@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cm.h"
 #include "ir/grad_train.h"
 #include "tools/report/report_internal.h"
 
@@ -34,6 +35,16 @@ void rp_train_free(rp_train *t) {
   free(t->jobs);
   free(t->busy_s);
   free(t);
+}
+
+/* The runtime's pipeline of one update (common/cm_pipe.c; replicas share their shard's
+ * thread group and one pool of frames, the default); group: [n_stages] filled here. */
+static cm_pipe train_pipe(const rp_train *t, int *group) {
+  int P = 0, F = 0;
+  for (int st = 0; st < t->n_stages; st++)
+    if (t->st_phase[st] != PASS_PHASE_UPDATE) group[P++] = t->st_group[st], F += t->st_phase[st] == PASS_PHASE_FWD;
+  int sched = !strcmp(t->schedule, "grouped") ? 1 : !strcmp(t->schedule, "interleaved") ? 2 : 0;
+  return (cm_pipe){.P = P, .F = F, .S = t->S, .N = t->grad_accum, .R = t->replicas, .group = group, .schedule = sched};
 }
 
 void rp_train_init(rp_report *r, const cg_report_kernel *k) {
@@ -62,7 +73,6 @@ void rp_train_init(rp_report *r, const cg_report_kernel *k) {
     if (t->st_phase[st] < 0) t->st_phase[st] = PASS_PHASE_FWD;
   t->grad_accum = r->opt_grad_accum > 0 ? r->opt_grad_accum : 1;
   t->replicas = r->opt_replicas > 0 ? r->opt_replicas : 1;
-  t->frames = t->grad_accum * t->replicas;
   t->schedule = r->opt_schedule ? r->opt_schedule : "sequential";
   t->recompute = r->opt_recompute ? r->opt_recompute : "none";
   t->ts = ir_calloc((size_t)t->S, sizeof *t->ts);
@@ -73,6 +83,12 @@ void rp_train_init(rp_report *r, const cg_report_kernel *k) {
     if (t->st_phase[st] == PASS_PHASE_FWD) x->fwd = st;
     else if (t->st_phase[st] == PASS_PHASE_BWD) x->bwd = st;
   }
+  /* frames: train tensor sets in flight, the runtime's bound for the schedule (cm_pipe_frames) */
+  int *group = ir_calloc((size_t)t->n_stages + 1, sizeof(int));
+  cm_pipe pipe = train_pipe(t, group);
+  t->frames = pipe.P > 0 ? cm_pipe_frames(&pipe) : 1;
+  if (t->frames < 1) t->frames = t->grad_accum * t->replicas; /* out of memory: one per micro-batch */
+  free(group);
 }
 
 /* The state buffer: every param once, in the model shard of the first kernel reading it
@@ -96,7 +112,7 @@ static void train_state(rp_report *r, const cg_report_kernel *k) {
       else t->ts[s].weights += b;
     }
   }
-  if (t->frames > 1 && t->update_stage >= 0) {
+  if (t->grad_accum * t->replicas > 1 && t->update_stage >= 0) {
     memset(seen, 0, (size_t)g->n_values);
     for (int i = 0; i < r->n_k; i++) {
       if (k[i].shard != t->update_stage) continue;
@@ -121,69 +137,43 @@ static int by_time(const void *a, const void *b) {
   return x->t < y->t ? -1 : x->t > y->t ? 1 : x->d - y->d;
 }
 
-/* One update's micro-batches as the runtime orders them (rt_push_micro_batches; replicas
- * share their shard's thread group, the default), each job taking its stage's roofline
- * estimate; a job starts when its group is free and its frame finished the previous stage.
- * Then the update stage on shard 0's group. */
+/* One update's micro-batches as the runtime orders them (cm_pipe_jobs), each job taking its
+ * stage's roofline estimate; a job starts when its group is free and its frame finished its
+ * previous job (the micro-batch's previous stage, or the last stage of the micro-batch that
+ * used the frame before).  Then the update stage on shard 0's group. */
 static void simulate(rp_report *r) {
   rp_train *t = r->tr;
-  int S = t->S, N = t->grad_accum, R = t->replicas, P = 0, F = 0;
-  for (int st = 0; st < t->n_stages; st++)
-    if (t->st_phase[st] != PASS_PHASE_UPDATE) P++, F += t->st_phase[st] == PASS_PHASE_FWD;
-  int sched = !strcmp(t->schedule, "grouped") ? 1 : !strcmp(t->schedule, "interleaved") ? 2 : 0;
-  int total = R * N * P;
-  int *len = ir_calloc((size_t)S, sizeof(int)); /* per group list of jobs, job = frame * P + k */
+  int S = t->S, N = t->grad_accum, R = t->replicas;
+  int *group = ir_calloc((size_t)t->n_stages + 1, sizeof(int));
+  cm_pipe pipe = train_pipe(t, group);
+  int P = pipe.P, B = t->frames > 0 ? t->frames : 1;
+  long total = cm_pipe_jobs(&pipe, B, NULL);
+  cm_pjob *jl = ir_calloc((size_t)total + 1, sizeof *jl);
+  cm_pipe_jobs(&pipe, B, jl);
+  int *len = ir_calloc((size_t)S, sizeof(int)); /* per group list of jobs (indices into jl) */
   int **gl = ir_calloc((size_t)S, sizeof(int *));
-  for (int s = 0; s < S; s++) gl[s] = ir_calloc((size_t)total, sizeof(int));
-#define PUSH(k, f) (gl[t->st_group[k]][len[t->st_group[k]]++] = (f) * P + (k))
-  for (int rep = 0; rep < R; rep++) {
-    int f0 = rep * N;
-    if (sched == 0) {
-      for (int a = 0; a < N; a++)
-        for (int k = 0; k < P; k++) PUSH(k, f0 + a);
-      continue;
-    }
-    for (int sh = 0; sh < S; sh++) {
-      int kf = -1, kb = -1, nf = 0, nb = 0;
-      for (int k = 0; k < P; k++)
-        if (t->st_group[k] == sh) {
-          if (k < F) kf = k, nf++;
-          else kb = k, nb++;
-        }
-      if (sched == 2 && nf == 1 && nb <= 1) {
-        int warm = F - kf < N ? F - kf : N, next = 0;
-        for (; next < warm; next++) PUSH(kf, f0 + next);
-        for (int a = 0; a < N; a++) {
-          if (kb >= 0) PUSH(kb, f0 + a);
-          if (next < N) PUSH(kf, f0 + next), next++;
-        }
-        continue;
-      }
-      for (int k = 0; k < F; k++)
-        for (int a = 0; a < N && t->st_group[k] == sh; a++) PUSH(k, f0 + a);
-      for (int k = F; k < P; k++)
-        for (int a = 0; a < N && t->st_group[k] == sh; a++) PUSH(k, f0 + a);
-    }
-  }
-#undef PUSH
-  double *fin = ir_calloc((size_t)total, sizeof(double)), *gfree = ir_calloc((size_t)S, sizeof(double));
-  char *done = ir_calloc((size_t)total, 1);
+  for (int s = 0; s < S; s++) gl[s] = ir_calloc((size_t)total + 1, sizeof(int));
+  for (long i = 0; i < total; i++) gl[jl[i].group][len[jl[i].group]++] = (int)i;
+  double *fin = ir_calloc((size_t)R * N * P + 1, sizeof(double)), *gfree = ir_calloc((size_t)S, sizeof(double));
+  double *ffree = ir_calloc((size_t)B, sizeof(double)); /* the frame's last job's end */
+  int *fprog = ir_calloc((size_t)B, sizeof(int));
   int *pos = ir_calloc((size_t)S, sizeof(int)), n_done = 0;
   t->jobs = ir_calloc((size_t)total + 1, sizeof *t->jobs);
   for (int progress = 1; progress && n_done < total;) {
     progress = 0;
     for (int s = 0; s < S; s++)
       while (pos[s] < len[s]) {
-        int j = gl[s][pos[s]], k = j % P, f = j / P;
-        if (k > 0 && !done[f * P + k - 1]) break;
-        double t0 = gfree[s], dep = k > 0 ? fin[f * P + k - 1] : 0;
-        if (dep > t0) t0 = dep;
+        const cm_pjob *j = &jl[gl[s][pos[s]]];
+        int k = j->stage, f = j->mb;
+        if (fprog[j->frame] != j->seq) break;
+        double t0 = gfree[s] > ffree[j->frame] ? gfree[s] : ffree[j->frame];
         double d = r->sh[k].est_s;
-        fin[j] = t0 + d, done[j] = 1, gfree[s] = t0 + d, t->busy_s[s] += d;
+        fin[f * P + k] = t0 + d, gfree[s] = t0 + d, ffree[j->frame] = t0 + d, fprog[j->frame]++, t->busy_s[s] += d;
         t->jobs[t->n_jobs++] = (rp_tjob){s, k, f, t0, t0 + d};
         pos[s]++, n_done++, progress = 1;
       }
   }
+  free(jl), free(group), free(ffree), free(fprog);
   double end = 0;
   for (int s = 0; s < S; s++) end = gfree[s] > end ? gfree[s] : end;
   t->update_s = t->update_stage >= 0 ? r->sh[t->update_stage].est_s : 0;
@@ -209,7 +199,7 @@ static void simulate(rp_report *r) {
     x->in_flight = best;
   }
   for (int s = 0; s < S; s++) free(gl[s]);
-  free(gl), free(len), free(fin), free(gfree), free(done), free(pos);
+  free(gl), free(len), free(fin), free(gfree), free(pos);
 }
 
 void rp_train_derive(rp_report *r, const cg_report_kernel *k, const int *tensor_vid, int n_tensors) {
