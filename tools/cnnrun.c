@@ -84,6 +84,8 @@ static const optdef train_opts[] = {
     {"--lr-factor", "F", "step: factor per decay (default 0.1); exponential: per epoch (default 0.9)"},
     {"--warmup-epochs", "W", "linear warmup from 0 over W epochs (default 0)"},
     {"--checkpoint-dir", "DIR", "save a checkpoint at every log (DIR/ckpt-step-NNNNNNNN.safetensors)"},
+    {"--weight-avg-exp", "D", "keep an exponential moving average of the weights, avg = D avg + (1-D) w per update: "
+                              "validated at the end, checkpointed as ckpt-step-N.ema.safetensors"},
     {"--restore", "CKPT", "start from this checkpoint (weights, optimizer state, step)"},
     {"--limit", "N", "use only the first N training samples (of a folder: N spread evenly over it)"},
     {"--seed", "S", "shuffling seed (default 1; 0 = file order)"},
@@ -234,6 +236,10 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--loader-threads")) o->loader_threads = parse_int(name, v, 0, 256);
   else if (!strcmp(name, "--bad-images")) o->skip_bad = parse_choice(name, v, bad, 2);
   else if (!strcmp(name, "--label-base")) o->label_base = parse_int(name, v, -(1 << 24), 1 << 24);
+  else if (!strcmp(name, "--weight-avg-exp")) {
+    o->ema_decay = parse_double(name, v, 0);
+    if (!(o->ema_decay > 0 && o->ema_decay < 1)) die_usage("--weight-avg-exp: %s is not in (0, 1) (e.g. 0.97)", v);
+  }
   else if (!strcmp(name, "--validate-every")) o->validate_every = parse_int(name, v, 1, 1 << 20);
   else if (!strcmp(name, "--no-validation")) o->no_validation = 1;
   else return 0;
