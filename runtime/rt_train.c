@@ -308,7 +308,9 @@ static cnnrt_status rt_push_micro_batches(cnnrt_model *m) {
   int R = rt_replicas(t), ga = t->grad_accum, P = t->micro_batch.n_stages / R, F = t->n_fwd_stages;
   int sched = F > 0 && F <= P ? t->schedule : CNNC_ABI_SCHED_SEQUENTIAL;
   cnnrt_status s = CNNRT_OK;
-  for (int r = 0; r < R && s == CNNRT_OK; r++) {
+  int r0, r1; /* this process's replicas (rt_dist.c) */
+  rt_dist_replicas(m, &r0, &r1);
+  for (int r = r0; r < r1 && s == CNNRT_OK; r++) {
     const cnnc_abi_stage *st = t->micro_batch.stages + (size_t)r * (size_t)P;
     int f0 = r * ga;
     if (sched == CNNC_ABI_SCHED_SEQUENTIAL) {
@@ -495,6 +497,7 @@ void rt_train_free(cnnrt_model *m) {
   rt_trainer *tr = m->tr;
   if (!tr) return;
   rt_pools_stop(m);
+  rt_dist_free(tr);
   for (int k = 0; tr->tbuf && k < tr->t->n_tensors; k++)
     if (k != tr->t->images && k != tr->t->labels) rt_free(m, tr->tbuf[k]); /* those two are the caller's */
   free(tr->tbuf);
@@ -518,7 +521,7 @@ cnnrt_status rt_need_train(const cnnrt_model *m, const char *fn) {
 
 CNNRT_API int cnnrt_is_training(const cnnrt_model *m) { return m && m->tr; }
 /* Micro-batches per weight update: grad_accum of every replica (what cnnrt_train_step takes per update). */
-CNNRT_API int cnnrt_grad_accum(const cnnrt_model *m) { return m && m->tr ? m->tr->t->grad_accum * rt_replicas(m->tr->t) : 0; }
+CNNRT_API int cnnrt_grad_accum(const cnnrt_model *m) { return m && m->tr ? m->tr->t->grad_accum * rt_dist_replicas(m, NULL, NULL) : 0; }
 CNNRT_API cnnrt_status cnnrt_train_plan_info(const cnnrt_model *m, int program, cnnrt_train_plan *out) {
   rt_clear_error();
   cnnrt_status s = rt_need_train(m, "cnnrt_train_plan_info");
@@ -673,7 +676,7 @@ CNNRT_API cnnrt_status cnnrt_loss_scale(cnnrt_model *m, double *scale, int64_t *
 CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
                                         int n, float *loss, float *accuracy) {
   rt_clear_error();
-  int ga = m && m->tr ? m->tr->t->grad_accum : 1, per_update = m && m->tr ? ga * rt_replicas(m->tr->t) : 1;
+  int ga = m && m->tr ? m->tr->t->grad_accum : 1, per_update = m && m->tr ? ga * rt_dist_replicas(m, NULL, NULL) : 1;
   if (m && m->tr && (n < 1 || n > INT32_MAX / per_update))
     return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_train_step: n is %d, must be >= 1", n);
   cnnrt_status s = rt_check_batch_args(m, "cnnrt_train_step", images, images_bytes, labels, n * per_update);
@@ -692,16 +695,18 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
                    (long long)t->state[ls].bytes);
   pthread_mutex_lock(&m->lock);
   s = rt_pools_ready(m);
-  int R = rt_replicas(t);
+  int R = rt_replicas(t), r0, r1, RL = rt_dist_replicas(m, &r0, &r1); /* all replicas, this process's */
   for (int u = 0; u < n && s == CNNRT_OK; u++) {
     rt_trainer *tr = m->tr;
     if (tr->have_sched) tr->lr = cnnrt_lr_at(&tr->sched, (double)tr->step / (double)tr->steps_per_epoch);
-    /* micro-batch u*ga*R + a*R + r goes to replica r, accumulation slot a (frame r*ga + a) */
-    for (int r = 0; r < R; r++)
-      for (int a = 0; a < ga; a++) rt_feed(m, r * ga + a, images, labels, (u * ga + a) * R + r);
-    s = rt_push_micro_batches(m);
+    /* micro-batch u*ga*RL + a*RL + r - r0 goes to replica r, accumulation slot a (frame r*ga + a) */
+    for (int r = r0; r < r1; r++)
+      for (int a = 0; a < ga; a++) rt_feed(m, r * ga + a, images, labels, (u * ga + a) * RL + r - r0);
+    s = tr->dist ? rt_dist_before(m) : CNNRT_OK;
+    if (s == CNNRT_OK) s = rt_push_micro_batches(m);
     if (s == CNNRT_OK) s = rt_run_jobs(m);
-    for (int i = 0; i < ga * R && s == CNNRT_OK; i++) {
+    if (s == CNNRT_OK && tr->dist) s = rt_dist_after(m, &loss_sum, &correct_sum); /* every replica's gradients */
+    for (int i = 0; i < ga * R && s == CNNRT_OK && !tr->dist; i++) {
       loss_sum += *(const float *)tr->pools->fptr[i][t->loss];
       correct_sum += *(const float *)tr->pools->fptr[i][t->correct];
     }

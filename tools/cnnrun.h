@@ -59,6 +59,16 @@ int bench_calls(const opts *o, cnnrt_model *m, bench_result *r, double **ms, int
 void bench_stats(bench_result *r, double *ms, int n);
 int cmd_benchmark(const opts *o);
 
+/* ---- processes (cnnrun_mpi.c, docs/mpi.md) ---------------------------------------------- */
+/* Under mpirun: loads libcnnrt_mpi, initialises MPI and checks that every rank runs the same
+ * model file with the same options (else every rank exits 1).  Alone: does nothing. */
+void dist_init(const char *model, int *argc, char ***argv);
+const cnnrt_comm *dist_comm_get(void); /* NULL when alone */
+int dist_rank(void), dist_size(void);
+void dist_die_prefix(void);  /* "cnnrun: rank K of N: " on stderr under mpirun */
+void dist_abort(int code);   /* under mpirun: MPI_Abort, ending every rank */
+void dist_finalize(void);
+
 /* ---- training (cnnrun_train.inc) -------------------------------------------------------- */
 int cmd_benchmark_train(const opts *o, cnnrt_model *m);
 
