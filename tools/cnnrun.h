@@ -65,7 +65,7 @@ int cmd_benchmark(const opts *o);
 void dist_init(const char *model, int *argc, char ***argv);
 const cnnrt_comm *dist_comm_get(void); /* NULL when alone */
 int dist_rank(void), dist_size(void);
-void dist_die_prefix(void);  /* "cnnrun: rank K of N: " on stderr under mpirun */
+void dist_die_prefix(void);  /* "[rank K of N] " on stderr under mpirun, before die's message */
 void dist_abort(int code);   /* under mpirun: MPI_Abort, ending every rank */
 void dist_finalize(void);
 

@@ -32,7 +32,7 @@ static int dist_launched(void) {
 }
 
 void dist_die_prefix(void) {
-  if (dist_on) fprintf(stderr, "cnnrun: rank %d of %d: ", dist_comm.rank, dist_comm.size);
+  if (dist_on) fprintf(stderr, "[rank %d of %d] ", dist_comm.rank, dist_comm.size);
 }
 
 /* A rank that dies ends every rank: MPI_Abort, after the message (die). */
