@@ -287,6 +287,39 @@ CNNRT_API cnnrt_status cnnrt_evaluate(cnnrt_model *m, const void *images, size_t
 CNNRT_API cnnrt_status cnnrt_evaluate_samples(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
                                               int n_batches, float *loss, int32_t *rank);
 
+/* ---- data parallelism across processes (docs/mpi.md) --------------------------------------
+ * A communicator: the few collectives the runtime needs, filled by an engine the caller links
+ * (libcnnrt_mpi for Open MPI: runtime/mpi/cnnrt_mpi.h); libcnnrt itself links none.  Every
+ * function returns 0 on success, nonzero on failure (then last_error may say why).  Blocking;
+ * called only from the thread that calls cnnrt_train_step, one collective at a time, in the
+ * same order on every rank. */
+typedef struct cnnrt_comm {
+  uint32_t struct_size;     /* sizeof(cnnrt_comm) */
+  int rank, size;           /* this process's rank, 0 .. size-1 */
+  void *ctx;                /* passed to every function */
+  /* recv (size * bytes) = every rank's send (bytes), in rank order */
+  int (*allgather)(void *ctx, const void *send, size_t bytes, void *recv);
+  int (*broadcast)(void *ctx, void *buf, size_t bytes, int root);
+  int (*barrier)(void *ctx);
+  int (*send)(void *ctx, const void *buf, size_t bytes, int dest);
+  int (*recv)(void *ctx, void *buf, size_t bytes, int src);
+  const char *(*last_error)(void *ctx); /* may be NULL */
+} cnnrt_comm;
+/* Makes m one of comm->size processes training together (NULL: alone again).  The model's
+ * --replicas R (the total, as poprun's --num-replicas) must divide by size: this process runs
+ * replicas rank*R/size .. (rank+1)*R/size-1, cnnrt_grad_accum(m) becomes grad_accum * R/size
+ * (the micro-batches cnnrt_train_step takes per update: the local replicas', global micro-batch
+ * (u*grad_accum + a)*R + r of replica r), and each update gathers every replica's gradient
+ * accumulators before the compiled update stage sums them in replica order: the state stays
+ * bitwise that of one process running all R replicas.  BUFFER state (batch-norm running
+ * statistics) is passed from rank to rank in replica order, as one process updates it.  The
+ * loss and accuracy cnnrt_train_step reports are the global ones.  *comm is copied; its
+ * functions and ctx must outlive the model (or the next call). */
+CNNRT_API cnnrt_status cnnrt_set_comm(cnnrt_model *m, const cnnrt_comm *comm);
+/* Sums n doubles over the ranks of comm in rank order (((r0 + r1) + r2) ...), in place: every
+ * rank gets the same bits.  CNNRT_INTERNAL naming the engine's message on failure. */
+CNNRT_API cnnrt_status cnnrt_comm_sum_f64(const cnnrt_comm *comm, double *buf, int n);
+
 /* One tensor of the model's persistent state. */
 typedef enum cnnrt_state_kind {
   CNNRT_STATE_PARAM = 0, CNNRT_STATE_OPTIMIZER = 1, CNNRT_STATE_BUFFER = 2, CNNRT_STATE_GRAD_ACCUM = 3

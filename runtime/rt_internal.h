@@ -194,7 +194,17 @@ typedef struct rt_trainer {
   cnnrt_lr_schedule sched;       /* decay_epochs -> decay (owned) */
   double *decay;
   int64_t steps_per_epoch;
+  struct rt_dist *dist;          /* cnnrt_set_comm (rt_dist.c), NULL when alone */
 } rt_trainer;
+/* rt_dist.c, data parallelism across processes: the replicas this process runs [*r0, *r1)
+ * (every replica without a communicator) and their count; BUFFER state from the previous
+ * rank before an update's micro-batches; after them, every replica's accumulators gathered,
+ * BUFFER state passed on and shared, and the loss / top-1 sums of every frame in global order
+ * added to *loss_sum, *correct_sum; the communicator freed. */
+int rt_dist_replicas(const cnnrt_model *m, int *r0, int *r1);
+cnnrt_status rt_dist_before(cnnrt_model *m);
+cnnrt_status rt_dist_after(cnnrt_model *m, double *loss_sum, double *correct_sum);
+void rt_dist_free(rt_trainer *tr);
 /* Looks up the training descriptor of a mode-1 model, validates it, allocates and initialises
  * the state (m->tr).  A model without one keeps m->tr NULL.  Names m->path in messages. */
 cnnrt_status rt_train_attach(cnnrt_model *m);

@@ -61,6 +61,7 @@ struct rt_pool {
   void ***fptr;                /* [n_frames][n_tensors] */
   cm_pjob *mb_jobs;            /* the micro_batch jobs of one update (cm_pipe_jobs) */
   long n_mb_jobs;
+  int B, jobs_r0, jobs_rl;     /* frames per pool; the replicas mb_jobs covers (rt_local_jobs) */
   const void **mb_images;      /* [n_mb] per micro-batch slot: the caller's images and labels, */
   const float **mb_labels;
   float *mb_out;               /* [2 * n_mb] and the loss and correct count the stages write */
@@ -265,6 +266,7 @@ static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
   x->mb_out = calloc(2 * (size_t)x->n_mb, sizeof *x->mb_out);
   int *group = calloc((size_t)t->micro_batch.n_stages, sizeof *group);
   cm_pipe pipe = rt_pipe(m, x->par, group);
+  x->B = B, x->jobs_r0 = 0, x->jobs_rl = R;
   x->n_mb_jobs = cm_pipe_jobs(&pipe, B, NULL);
   x->mb_jobs = calloc((size_t)x->n_mb_jobs, sizeof *x->mb_jobs);
   if (x->mb_jobs) cm_pipe_jobs(&pipe, B, x->mb_jobs);
@@ -357,6 +359,30 @@ static cnnrt_status rt_run_program(cnnrt_model *m, const cnnc_abi_program *prog)
   return rt_run_jobs(m);
 }
 
+/* The job lists of replicas r0 .. r0+RL-1 alone (a process's share of them under a
+ * communicator, rt_dist.c), into x->mb_jobs: the pipeline of RL replicas on the same frames,
+ * its micro-batch mb = (r - r0) * ga + a. */
+static cnnrt_status rt_local_jobs(cnnrt_model *m, int r0, int RL) {
+  rt_pool *x = m->tr->pools;
+  int *group = calloc((size_t)m->tr->t->micro_batch.n_stages, sizeof *group);
+  if (!group) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
+  cm_pipe pipe = rt_pipe(m, x->par, group);
+  pipe.R = RL;
+  cnnrt_status s = CNNRT_OK;
+  if (cm_pipe_runs(&pipe, x->B) != 1)
+    s = rt_fail(CNNRT_BAD_MODEL, "%s: replicas %d..%d cannot run on %d frames", m->path, r0, r0 + RL - 1, x->B);
+  long n = s == CNNRT_OK ? cm_pipe_jobs(&pipe, x->B, NULL) : 0;
+  cm_pjob *jobs = s == CNNRT_OK ? calloc((size_t)n, sizeof *jobs) : NULL;
+  if (s == CNNRT_OK && !jobs) s = rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
+  if (s == CNNRT_OK) {
+    cm_pipe_jobs(&pipe, x->B, jobs);
+    free(x->mb_jobs);
+    x->mb_jobs = jobs, x->n_mb_jobs = n, x->jobs_r0 = r0, x->jobs_rl = RL;
+  }
+  free(group);
+  return s;
+}
+
 /* The micro_batch jobs of one update (cm_pipe_jobs, computed when the pools start): replica
  * r's stages on its micro-batch slots r*ga .. r*ga+ga-1 in the order of the descriptor's
  * schedule (sequential when the forward/backward split is unknown), frames reused. */
@@ -365,11 +391,13 @@ static cnnrt_status rt_push_micro_batches(cnnrt_model *m) {
   const cnnc_abi_train *t = m->tr->t;
   int P = t->micro_batch.n_stages / rt_train_replicas(t);
   cnnrt_status s = CNNRT_OK;
+  int r0, r1, RL = rt_dist_replicas(m, &r0, &r1); /* this process's replicas (rt_dist.c) */
+  if ((r0 != x->jobs_r0 || RL != x->jobs_rl) && (s = rt_local_jobs(m, r0, RL)) != CNNRT_OK) return s;
   for (long i = 0; i < x->n_mb_jobs && s == CNNRT_OK; i++) {
     const cm_pjob *j = &x->mb_jobs[i];
-    int r = j->mb / t->grad_accum;
+    int r = r0 + j->mb / t->grad_accum;
     s = rt_push_job(m, rt_group_of(x, r, j->group % m->d->n_shards), &t->micro_batch.stages[(size_t)r * (size_t)P + (size_t)j->stage],
-                    j->frame, j->seq, j->mb);
+                    j->frame, j->seq, r0 * t->grad_accum + j->mb);
   }
   return s;
 }
@@ -402,6 +430,7 @@ void rt_train_free(cnnrt_model *m) {
   rt_trainer *tr = m->tr;
   if (!tr) return;
   rt_pools_stop(m);
+  rt_dist_free(tr);
   for (int k = 0; tr->tbuf && k < tr->t->n_tensors; k++)
     if (k != tr->t->images && k != tr->t->labels) rt_free(m, tr->tbuf[k]); /* those two are the caller's */
   free(tr->tbuf);
@@ -425,7 +454,7 @@ cnnrt_status rt_need_train(const cnnrt_model *m, const char *fn) {
 
 CNNRT_API int cnnrt_is_training(const cnnrt_model *m) { return m && m->tr; }
 /* Micro-batches per weight update: grad_accum of every replica (what cnnrt_train_step takes per update). */
-CNNRT_API int cnnrt_grad_accum(const cnnrt_model *m) { return m && m->tr ? m->tr->t->grad_accum * rt_train_replicas(m->tr->t) : 0; }
+CNNRT_API int cnnrt_grad_accum(const cnnrt_model *m) { return m && m->tr ? m->tr->t->grad_accum * rt_dist_replicas(m, NULL, NULL) : 0; }
 CNNRT_API cnnrt_status cnnrt_train_plan_info(const cnnrt_model *m, int program, cnnrt_train_plan *out) {
   rt_clear_error();
   cnnrt_status s = rt_need_train(m, "cnnrt_train_plan_info");
@@ -536,13 +565,13 @@ cnnrt_status rt_feed_and_run(cnnrt_model *m, const cnnc_abi_program *prog, const
 }
 
 /* Train tensor t of frame f after a run; images, labels, loss and correct live per micro-batch
- * slot (slot 0 with f 0: the micro-batch rt_feed_and_run ran). */
+ * slot: for them f is the slot (r * grad_accum + a; 0: the micro-batch rt_feed_and_run ran). */
 void *rt_frame_tensor(cnnrt_model *m, int f, int t) {
   rt_pool *x = m->tr->pools;
   const cnnc_abi_train *tt = m->tr->t;
-  if (t == tt->loss || t == tt->correct) return &x->mb_out[t == tt->correct];
-  if (t == tt->images) return (void *)(uintptr_t)x->mb_images[0];
-  if (t == tt->labels) return (void *)(uintptr_t)x->mb_labels[0];
+  if (t == tt->loss || t == tt->correct) return &x->mb_out[2 * f + (t == tt->correct)];
+  if (t == tt->images) return (void *)(uintptr_t)x->mb_images[f];
+  if (t == tt->labels) return (void *)(uintptr_t)x->mb_labels[f];
   return x->fptr[f][t];
 }
 
@@ -596,7 +625,7 @@ CNNRT_API cnnrt_status cnnrt_loss_scale(cnnrt_model *m, double *scale, int64_t *
 CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
                                         int n, float *loss, float *accuracy) {
   rt_clear_error();
-  int ga = m && m->tr ? m->tr->t->grad_accum : 1, per_update = m && m->tr ? ga * rt_train_replicas(m->tr->t) : 1;
+  int ga = m && m->tr ? m->tr->t->grad_accum : 1, per_update = m && m->tr ? ga * rt_dist_replicas(m, NULL, NULL) : 1;
   if (m && m->tr && (n < 1 || n > INT32_MAX / per_update))
     return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_train_step: n is %d, must be >= 1", n);
   cnnrt_status s = rt_check_batch_args(m, "cnnrt_train_step", images, images_bytes, labels, n * per_update);
@@ -615,17 +644,19 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
                    (long long)t->state[ls].bytes);
   pthread_mutex_lock(&m->lock);
   s = rt_pools_ready(m);
-  int R = rt_train_replicas(t);
+  int R = rt_train_replicas(t), r0, r1, RL = rt_dist_replicas(m, &r0, &r1); /* all replicas, this process's */
   for (int u = 0; u < n && s == CNNRT_OK; u++) {
     rt_trainer *tr = m->tr;
     if (tr->have_sched) tr->lr = cnnrt_lr_at(&tr->sched, (double)tr->step / (double)tr->steps_per_epoch);
-    /* micro-batch u*ga*R + a*R + r goes to replica r, accumulation index a (slot r*ga + a) */
-    for (int r = 0; r < R; r++)
-      for (int a = 0; a < ga; a++) rt_feed(m, r * ga + a, images, labels, (u * ga + a) * R + r);
+    /* micro-batch u*ga*RL + a*RL + r - r0 goes to replica r, accumulation index a (slot r*ga + a) */
+    for (int r = r0; r < r1; r++)
+      for (int a = 0; a < ga; a++) rt_feed(m, r * ga + a, images, labels, (u * ga + a) * RL + r - r0);
     rt_feed_lr(m);
-    s = rt_push_micro_batches(m);
+    s = tr->dist ? rt_dist_before(m) : CNNRT_OK;
+    if (s == CNNRT_OK) s = rt_push_micro_batches(m);
     if (s == CNNRT_OK) s = rt_run_jobs(m);
-    for (int i = 0; i < ga * R && s == CNNRT_OK; i++) {
+    if (s == CNNRT_OK && tr->dist) s = rt_dist_after(m, &loss_sum, &correct_sum); /* every replica's gradients */
+    for (int i = 0; i < ga * R && s == CNNRT_OK && !tr->dist; i++) {
       loss_sum += tr->pools->mb_out[2 * i];
       correct_sum += tr->pools->mb_out[2 * i + 1];
     }

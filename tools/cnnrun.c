@@ -173,8 +173,10 @@ void die_usage(const char *fmt, ...) {
 void die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
+  dist_die_prefix();
   vmessage(fmt, ap);
   va_end(ap);
+  dist_abort(1); /* under mpirun: every rank ends, none waits for this one */
   exit(1);
 }
 
@@ -756,7 +758,12 @@ int main(int argc, char **argv) {
   check_outputs(&o);
   if (!strcmp(o.cmd, "info")) return cmd_info(&o);
   if (!strcmp(o.cmd, "benchmark")) return cmd_benchmark(&o);
-  if (!strcmp(o.cmd, "train")) return cmd_train(&o);
+  if (!strcmp(o.cmd, "train")) {
+    dist_init(o.model, &argc, &argv); /* under mpirun: one of the processes training together */
+    int rc = cmd_train(&o);
+    dist_finalize();
+    return rc;
+  }
   if (!strcmp(o.cmd, "validate")) return cmd_validate(&o);
   return cmd_infer(&o);
 }

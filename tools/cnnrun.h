@@ -70,6 +70,16 @@ void open_replicas(const opts *o, cnnrt_model **ms);
 /* Runs fn(i, ctx) for i in 0..n-1, each on its own thread, and waits for them. */
 void run_parallel(int n, void (*fn)(int, void *), void *ctx);
 
+/* ---- processes (cnnrun_mpi.c, docs/mpi.md) ---------------------------------------------- */
+/* Under mpirun: loads libcnnrt_mpi, initialises MPI and checks that every rank runs the same
+ * model file with the same options (else every rank exits 1).  Alone: does nothing. */
+void dist_init(const char *model, int *argc, char ***argv);
+const cnnrt_comm *dist_comm_get(void); /* NULL when alone */
+int dist_rank(void), dist_size(void);
+void dist_die_prefix(void);  /* "[rank K of N] " on stderr under mpirun, before die's message */
+void dist_abort(int code);   /* under mpirun: MPI_Abort, ending every rank */
+void dist_finalize(void);
+
 /* ---- training (cnnrun_train.inc) -------------------------------------------------------- */
 int cmd_benchmark_train(const opts *o, cnnrt_model *m);
 

@@ -7,7 +7,7 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata python3-onnx
       libturbojpeg0-dev libspng-dev python3-pil
       python3 python3-numpy python3-torch python3-torchvision
-      dataset-fashion-mnist chromium)
+      dataset-fashion-mnist chromium openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

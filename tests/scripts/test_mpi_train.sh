@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# test_mpi_train.sh BUILD SRC — data-parallel training across processes (docs/mpi.md):
+# `mpirun -np 2 cnnrun X.so train` of a model compiled --replicas 2 (one replica per rank)
+# writes checkpoints byte-identical to one process running both replicas, logs the same global
+# loss and the same (split, reduced) validation: fmnist_cnn (no batch norm) and cifar_resnet8
+# (batch-norm running statistics passed rank to rank) on synthetic data, fmnist_cnn on
+# Fashion-MNIST (--limit); ranks with other .so files or options stop with a message; a killed
+# rank ends the job within seconds.  Skips (77) without mpirun or libcnnrt_mpi.
+set -u
+. "$(dirname "$0")/lib.sh"
+script_args "$@"
+command -v mpirun >/dev/null || skip_all "no mpirun (Debian openmpi-bin)"
+[ -e "$BUILD/libcnnrt_mpi.so" ] || skip_all "no $BUILD/libcnnrt_mpi.so (cnnc built without MPI: libopenmpi-dev)"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPI=(timeout 300 mpirun --oversubscribe -np 2)
+
+# same_run NAME SO ARGS...: one process vs 2 ranks, same checkpoints (cmp) and log lines.
+same_run() {
+  local name=$1 so=$2
+  shift 2
+  rm -rf "$T/one" "$T/two"
+  "$CNNRUN" "$so" train --threads 1 --json --checkpoint-dir "$T/one" "$@" >"$T/one.log" 2>&1 ||
+    { bad "$name: one process failed: $(tail -3 "$T/one.log")"; return; }
+  "${MPI[@]}" "$CNNRUN" "$so" train --threads 1 --json --checkpoint-dir "$T/two" "$@" >"$T/two.log" 2>&1 ||
+    { bad "$name: mpirun -np 2 failed: $(tail -5 "$T/two.log")"; return; }
+  local n=0 f
+  for f in "$T"/one/*.safetensors; do
+    n=$((n + 1))
+    cmp -s "$f" "$T/two/${f##*/}" || { bad "$name: ${f##*/} differs between 1 process and 2 ranks"; return; }
+  done
+  [ "$n" -gt 0 ] || { bad "$name: no checkpoints"; return; }
+  [ "$(ls "$T/two" | wc -l)" = "$n" ] || { bad "$name: 2 ranks wrote other checkpoints: $(ls "$T/two")"; return; }
+  # the global loss / accuracy and the validation, without the timings
+  strip() { grep -E '"event": "(log|validation)"' "$1" | sed -E 's/, "(images_per_second|train_seconds)": [0-9.]+//g'; }
+  [ "$(strip "$T/one.log")" = "$(strip "$T/two.log")" ] && ok || bad "$name: logs differ: $(strip "$T/one.log") vs $(strip "$T/two.log")"
+}
+
+"$CNNC" "$SRC/models/fmnist_cnn.yml" --mode training --batch-size 8 --replicas 2 -o "$T/f2.so" >"$T/c.log" 2>&1 || bad "cnnc fmnist_cnn: $(tail -3 "$T/c.log")"
+"$CNNC" "$SRC/models/cifar_resnet8.yml" --mode training --batch-size 4 --replicas 2 -o "$T/r2.so" >"$T/c.log" 2>&1 || bad "cnnc cifar_resnet8: $(tail -3 "$T/c.log")"
+
+same_run "fmnist_cnn synthetic" "$T/f2.so" --dataset synthetic --epochs 2 --limit 256 --logs-per-epoch 2
+same_run "cifar_resnet8 synthetic (batch norm)" "$T/r2.so" --dataset synthetic --epochs 1 --limit 128 --logs-per-epoch 2
+if have_fmnist; then
+  same_run "fmnist_cnn Fashion-MNIST" "$T/f2.so" --dataset fashion-mnist --epochs 1 --limit 512 --data-dir "$DATA"
+  # --restore on every rank continues as one process does
+  ck=$(ls "$T"/one/*.safetensors | head -1)
+  cp "$ck" "$T/start.safetensors"
+  same_run "fmnist_cnn --restore" "$T/f2.so" --dataset fashion-mnist --epochs 2 --limit 512 --data-dir "$DATA" --restore "$T/start.safetensors"
+else
+  skip_part "no Fashion-MNIST in $DATA"
+fi
+
+# ---- faults: other .so / options on a rank; a rank that dies ----------------------------------
+
+timeout 60 mpirun --oversubscribe -np 1 "$CNNRUN" "$T/f2.so" train --dataset synthetic --no-validation : \
+  -np 1 "$CNNRUN" "$T/r2.so" train --dataset synthetic --no-validation >"$T/out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "rank 1 runs another model file than rank 0" "$T/out" && ok || bad "other .so: rc $rc: $(head -5 "$T/out")"
+timeout 60 mpirun --oversubscribe -np 1 "$CNNRUN" "$T/f2.so" train --dataset synthetic --no-validation : \
+  -np 1 "$CNNRUN" "$T/f2.so" train --dataset synthetic --no-validation --lr 0.1 >"$T/out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "rank 1 was started with other options than rank 0" "$T/out" && ok || bad "other options: rc $rc: $(head -5 "$T/out")"
+# a rank failing alone (the same relative --data-dir, missing in its working directory) ends
+# every rank (MPI_Abort), no hang
+mkdir -p "$T/r0/d" "$T/r1"
+"$PY" -c "import sys; sys.stdout.buffer.write(bytes([0,0,8,3,0,0,0,1,0,0,0,28,0,0,0,28]) + bytes(784))" >"$T/r0/d/train-images-idx3-ubyte"
+timeout 60 mpirun --oversubscribe -np 2 bash -c 'cd "$2/r$OMPI_COMM_WORLD_RANK" &&
+  exec "$0" "$1" train --dataset mnist --data-dir d --no-validation' "$(cd "$(dirname "$CNNRUN")" && pwd)/cnnrun" "$T/f2.so" "$T" >"$T/out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "\[rank 1 of 2\] cnnrun: d/train-images-idx3-ubyte: cannot open" "$T/out" && ok || bad "one rank failing: rc $rc: $(head -5 "$T/out")"
+# a killed rank: mpirun ends the others
+timeout 120 mpirun --oversubscribe -np 2 bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 3; kill -9 $$) & fi;
+  exec "$0" "$1" train --dataset synthetic --epochs 50 --no-validation --threads 1' "$CNNRUN" "$T/f2.so" >"$T/out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -qi "signal 9\|killed" "$T/out" && ok || bad "killed rank: rc $rc: $(tail -5 "$T/out")"
+finish
