@@ -159,6 +159,7 @@ _PROTOS = {
     "cnnrt_train_step": (_I, [_P, _P, _S, _P, _I, _PF, _PF]),
     "cnnrt_loss_scale": (_I, [_P, ctypes.POINTER(_D), ctypes.POINTER(_I64)]),
     "cnnrt_evaluate": (_I, [_P, _P, _S, _P, _I, _PF, _PF]),
+    "cnnrt_evaluate_samples": (_I, [_P, _P, _S, _P, _I, _PF, ctypes.POINTER(ctypes.c_int32)]),
     "cnnrt_num_state": (_I, [_P]),
     "cnnrt_state_info_at": (_I, [_P, _I, ctypes.POINTER(StateInfoC)]),
     "cnnrt_get_state": (_I, [_P, _CS, _P, _S]),

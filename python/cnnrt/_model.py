@@ -406,6 +406,43 @@ class Model:
             hits += np.floor(float(ap) * b + 0.5) - np.floor(float(a0) + 0.5) * (b - r)
         return float(np.float32(lsum / n)), float(np.float32(hits / n))
 
+    def evaluate_samples(self, images, labels):
+        """Per sample, as cnnrt_evaluate_samples: (loss float32 [n], the plain softmax
+        cross-entropy of its logits against its label; rank int32 [n], the classes ranked
+        before its label: 0 = a top-1 hit, < 5 = a top-5 hit).  Any number of samples: the
+        last partial micro-batch is padded with copies of its first sample, whose rows are
+        dropped."""
+        self._need_training("evaluate_samples")
+        n = self._check_images(images, "images")
+        y = self._labels(labels, n)
+        b = self.batch_size
+        nmb = -(-n // b)
+        loss = np.empty(nmb * b, np.float32)
+        rank = np.empty(nmb * b, np.int32)
+        for first in range(0, nmb, _EVAL_CHUNK):
+            k = min(_EVAL_CHUNK, nmb - first)
+            s0, real = first * b, min(k * b, n - first * b)
+            xs, ys = images[s0:s0 + real], y[s0:s0 + real]
+            if real < k * b:  # the partial micro-batch: copies of its first sample
+                pad0 = real - real % b
+                xs = np.concatenate([xs, np.repeat(xs[pad0:pad0 + 1], k * b - real, axis=0)])
+                ys = np.concatenate([ys, np.repeat(ys[pad0:pad0 + 1], k * b - real)])
+            xs, ys = np.ascontiguousarray(xs), np.ascontiguousarray(ys, np.float32)
+            with self._h.lock:
+                st = lib.cnnrt_evaluate_samples(self._h.get(), xs.ctypes.data, k * self._in_bytes, ys.ctypes.data, k,
+                                                loss[s0:].ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                                                rank[s0:].ctypes.data_as(ctypes.POINTER(ctypes.c_int32)))
+            check(st)
+        return loss[:n], rank[:n]
+
+    def evaluate_topk(self, images, labels):
+        """{"loss", "top1", "top5"} over the samples (plain cross-entropy; top5 None with fewer
+        than 5 classes), as cnnrun validate reports them."""
+        loss, rank = self.evaluate_samples(images, labels)
+        classes = self.outputs[0].shape[-1] if len(self.outputs[0].shape) >= 2 else 0
+        return {"loss": float(np.mean(loss, dtype=np.float64)), "top1": float(np.mean(rank < 1)),
+                "top5": float(np.mean(rank < 5)) if classes >= 5 else None}
+
     @property
     def steps_done(self):
         """Weight updates done so far (restored by restore())."""

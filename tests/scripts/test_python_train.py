@@ -145,9 +145,14 @@ def evaluate_check(so, tmp, a_dir):
         x, y = ds.read(0, 100, m.inputs[0].dtype)
         loss, acc = m.evaluate(x, y)
         l64, _ = m.evaluate(x[:64], y[:64])
+        tk = m.evaluate_topk(x, y)
+        ls, rk = m.evaluate_samples(x, y)
     check(close6(loss, ref["loss"]) and close6(acc, ref["accuracy"]) and loss != l64,
           f"evaluate on 100 samples (36 in a padded micro-batch): {loss:.6f} {acc:.6f} as cnnrun validate "
           f"{ref['loss']:.6f} {ref['accuracy']:.6f}")
+    check(ls.shape == (100,) and rk.shape == (100,) and close6(tk["loss"], ref["loss"]) and close6(tk["top1"], acc)
+          and close6(tk["top5"], ref["top5_accuracy"]),
+          f"evaluate_topk / evaluate_samples on 100 samples: {tk} as cnnrun validate {ref} (evaluate: {acc})")
 
 
 def weights_check(tmp, a_dir):
