@@ -8,6 +8,8 @@ made by hand, go through the tool that reads them:
   checkpoint  cnnrun tiny.so validate --checkpoint FILE --dataset synthetic --limit 16
   idx         cnnrun libfake_train.so train --dataset mnist --data-dir DIR --limit 16
   cifar       cnnrun tinyc.so train --dataset cifar10 --data-dir DIR --limit 16
+  image       cnnrun tinyc.so train --dataset folder --data-dir DIR  (JPEG/PNG seeds, PIL)
+  tfrecord    cnnrun tinyc.so train --dataset tfrecord --data-dir DIR --label-base 1
 
 Each run must exit 0 (the file was fine) or 1/2 with a message naming the file -- for YAML at
 file:line:col unless the file cannot be read at all -- and never on a signal or after the 10 s
@@ -275,6 +277,51 @@ def cifar_case(r, rec):
     return {name: b}, name
 
 
+# ---- image folders and TFRecord shards --------------------------------------------------------
+def image_seeds():
+    """Small valid JPEG and PNG files of several kinds (grey, RGB, RGBA, palette, progressive,
+    16-bit), or [] without PIL (the image formats are then skipped)."""
+    try:
+        import io
+        from PIL import Image
+    except ImportError:
+        return []
+    out = []
+    for i, (mode, fmt, kw) in enumerate([("RGB", "JPEG", {"quality": 90}), ("L", "JPEG", {}), ("RGB", "JPEG", {"progressive": True}),
+                                         ("RGB", "PNG", {}), ("RGBA", "PNG", {}), ("P", "PNG", {}), ("L", "PNG", {}),
+                                         ("I;16", "PNG", {})]):
+        im = Image.new("RGB", (20 + 3 * i, 17 + i), (40 * i % 256, 90, 200))
+        im.paste((10, 200, 30), (2, 2, 9, 8))
+        im = im.convert(mode) if mode != "I;16" else im.convert("I").point(lambda v: v * 256).convert("I;16")
+        b = io.BytesIO()
+        im.save(b, fmt, **kw)
+        out.append(b.getvalue())
+    return out
+
+
+def image_case(r, seeds):
+    """A folder: train/c0 with three valid images and one mutated (4 samples: the one step of
+    batch 4 reads them all), val/c0 with one valid image."""
+    bad = mutate_bytes(r.choice(seeds), r) if r.randrange(6) else r.choice([b"", b"\xff\xd8", b"\x89PNG\r\n\x1a\n", bytes(64)])
+    files = {"train/c0/a%d.%s" % (k, "png" if s[:4] == b"\x89PNG" else "jpg"): s for k, s in enumerate(r.sample(seeds, 3))}
+    files["train/c0/zz_bad." + r.choice(["jpg", "png", "jpeg"])] = bad
+    files["val/c0/v.png"] = seeds[3]
+    return files
+
+
+def tfrecord_case(r, seeds):
+    """TFRecord shards: train-00000-of-00001 with four records (labels 1..4), either one image
+    mutated inside valid framing or the shard mutated as a whole; validation-00000-of-00001 with
+    one valid record."""
+    from tfrecord_format import imagenet_example, record
+    if r.randrange(2):  # a broken image in a well-formed record (CRCs right): the decoders' turn
+        imgs = [r.choice(seeds) for _ in range(3)] + [mutate_bytes(r.choice(seeds), r)]
+        shard = b"".join(record(imagenet_example(im, 1 + k)) for k, im in enumerate(imgs))
+    else:  # the shard itself
+        shard = mutate_bytes(b"".join(record(imagenet_example(r.choice(seeds), 1 + k)) for k in range(4)), r)
+    return {"train-00000-of-00001": shard, "validation-00000-of-00001": record(imagenet_example(seeds[0], 1))}
+
+
 # ---- running the cases ----------------------------------------------------------------------
 def run_case(fmt, path, cmd, name_re):
     t0 = time.monotonic()
@@ -338,6 +385,9 @@ def main():
     img0 = idx_file([64, 28, 28], bytes(R.randrange(256) for _ in range(64 * 784)))
     lab0 = idx_file([64], bytes(R.randrange(10) for _ in range(64)))
     rec = bytes([3]) + bytes(R.randrange(256) for _ in range(3072))
+    imgs = image_seeds()
+    if not imgs:
+        print("note: no PIL (Debian python3-pil): the image and tfrecord formats are skipped", flush=True)
     good_test = {"t10k-images-idx3-ubyte": idx_file([16, 28, 28], bytes(16 * 784)), "t10k-labels-idx1-ubyte": idx_file([16], bytes(16))}
 
     def cases():
@@ -373,6 +423,15 @@ def main():
                 open(os.path.join(d, k), "wb").write(v)
             yield ("cifar", d, [CNNRUN, soc, "train", "--dataset", "cifar10", "--data-dir", d, "--limit", "16"],
                    re.escape(d) + r"/(data|test)_batch(_\d)?\.bin: ")
+        for fmt, make, name_re in (("image", image_case, r"/(train|val)/c0/[a-z0-9_]+\.(jpg|jpeg|png)"),
+                                   ("tfrecord", tfrecord_case, r"/(train|validation)-00000-of-00001( record \d+)?")):
+            for i in range(N if imgs else 0):
+                d = os.path.join(T, "%s%d" % (fmt[:2], i))
+                for k, v in make(R, imgs).items():
+                    os.makedirs(os.path.dirname(os.path.join(d, k)), exist_ok=True)
+                    open(os.path.join(d, k), "wb").write(v)
+                yield (fmt, d, [CNNRUN, soc, "train", "--dataset", fmt.replace("image", "folder"), "--data-dir", d, "--label-base",
+                                "1", "--loader-threads", "1"], re.escape(d) + name_re)
 
     stats = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
