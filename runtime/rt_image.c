@@ -192,8 +192,22 @@ static inline uint8_t rt_clip8(int32_t v) {
 /* Horizontal pass of one RGBX row into dst (n RGB pixels): a pixel's four lanes as one GCC
  * vector (an AVX2 clone where the CPU has it). */
 typedef int32_t rt_v4si __attribute__((vector_size(16)));
-__attribute__((target_clones("avx2", "default"))) static void rt_hrow4(const uint8_t *row, const rt_taps *t, int n,
-                                                                       uint8_t *dst) {
+
+/* The AVX2 builds of the two passes are chosen at run time by rt_img_avx2 (not with
+ * target_clones: its IFUNC resolvers run inside the dynamic loader's relocation of libcnnrt,
+ * before a sanitizer runtime is ready, and crash the ASan/fuzz builds). */
+static int rt_img_avx2(void) {
+  static _Atomic int have = -1;
+  int h = atomic_load_explicit(&have, memory_order_relaxed);
+  if (h < 0) {
+    __builtin_cpu_init();
+    h = __builtin_cpu_supports("avx2") != 0;
+    atomic_store_explicit(&have, h, memory_order_relaxed);
+  }
+  return h;
+}
+
+static inline __attribute__((always_inline)) void rt_hrow4_body(const uint8_t *row, const rt_taps *t, int n, uint8_t *dst) {
   const rt_v4si half = {1 << (RT_IMG_PREC - 1), 1 << (RT_IMG_PREC - 1), 1 << (RT_IMG_PREC - 1), 1 << (RT_IMG_PREC - 1)};
   for (int j = 0; j < n; j++) {
     const int32_t *k = t->k + (size_t)j * t->ksize;
@@ -208,6 +222,13 @@ __attribute__((target_clones("avx2", "default"))) static void rt_hrow4(const uin
     a = (a & ~over) | (over & 255);
     dst[3 * j] = (uint8_t)a[0], dst[3 * j + 1] = (uint8_t)a[1], dst[3 * j + 2] = (uint8_t)a[2];
   }
+}
+__attribute__((target("avx2"))) static void rt_hrow4_avx2(const uint8_t *row, const rt_taps *t, int n, uint8_t *dst) {
+  rt_hrow4_body(row, t, n, dst);
+}
+static void rt_hrow4_base(const uint8_t *row, const rt_taps *t, int n, uint8_t *dst) { rt_hrow4_body(row, t, n, dst); }
+static void rt_hrow4(const uint8_t *row, const rt_taps *t, int n, uint8_t *dst) {
+  (rt_img_avx2() ? rt_hrow4_avx2 : rt_hrow4_base)(row, t, n, dst);
 }
 
 /* Horizontal pass of source row r into dst (n pixels of im->c bytes). */
@@ -229,8 +250,8 @@ static void rt_hpass(const rt_img *im, int r, const rt_taps *t, int n, uint8_t *
 /* One output row of the vertical pass: res[e] = clip8(2^21 + sum_y rows[y][e] * k[y]) for e <
  * n (a multiple of 16; rows `stride` bytes apart).  Blocks of 16 so GCC vectorises at -O2;
  * an AVX2 clone where the CPU has it (PIL's arithmetic either way). */
-__attribute__((target_clones("avx2", "default"))) static void rt_vrow(const uint8_t *rows, size_t stride, const int32_t *k,
-                                                                      int count, size_t n, uint8_t *res) {
+static inline __attribute__((always_inline)) void rt_vrow_body(const uint8_t *rows, size_t stride, const int32_t *k, int count,
+                                                              size_t n, uint8_t *res) {
   for (size_t e = 0; e < n; e += 16) {
     int32_t a[16];
     for (int u = 0; u < 16; u++) a[u] = 1 << (RT_IMG_PREC - 1);
@@ -245,6 +266,16 @@ __attribute__((target_clones("avx2", "default"))) static void rt_vrow(const uint
       res[e + u] = (uint8_t)(v >> RT_IMG_PREC);
     }
   }
+}
+__attribute__((target("avx2"))) static void rt_vrow_avx2(const uint8_t *rows, size_t stride, const int32_t *k, int count,
+                                                          size_t n, uint8_t *res) {
+  rt_vrow_body(rows, stride, k, count, n, res);
+}
+static void rt_vrow_base(const uint8_t *rows, size_t stride, const int32_t *k, int count, size_t n, uint8_t *res) {
+  rt_vrow_body(rows, stride, k, count, n, res);
+}
+static void rt_vrow(const uint8_t *rows, size_t stride, const int32_t *k, int count, size_t n, uint8_t *res) {
+  (rt_img_avx2() ? rt_vrow_avx2 : rt_vrow_base)(rows, stride, k, count, n, res);
 }
 
 /* Resamples im over the axes into out (planar out_c x ay->n x ax->n), mirrored if flip: the
