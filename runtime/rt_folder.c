@@ -9,7 +9,9 @@
  * u8 buffer.  Workers and the reading thread take samples from the job by an index under the
  * mutex; a sample's decoding depends on its file and the shuffle seed alone, so the result is
  * the same for any number of threads.  A read that matches the running read-ahead joins it;
- * any other read, a shuffle, a limit or the close cancels it first (rt_folder_quiesce). */
+ * any other read, a shuffle, a limit or the close cancels it first (rt_folder_quiesce).  Reads
+ * from several threads take turns (the mutex rd): a read owns the job until it has copied its
+ * samples out, so another read cannot cancel or replace it. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #endif
@@ -65,6 +67,7 @@ struct rt_folder {
   int n_threads, started;
   pthread_t *th;
   pthread_mutex_t mu;
+  pthread_mutex_t rd; /* held by a read from start to end: one read at a time (then mu) */
   pthread_cond_t work, done;
   int stop;
   rt_job job;
@@ -288,11 +291,14 @@ static cnnrt_status rt_decode(rt_folder *f, uint64_t seed, int64_t file, uint8_t
         return CNNRT_OK;
       }
       if (!f->skip_bad) return s;
-      __atomic_store_n(&f->bad[file], 1, __ATOMIC_RELAXED);
-      pthread_mutex_lock(&f->mu);
-      f->skipped++;
-      snprintf(f->last_skipped, sizeof f->last_skipped, "%s", cnnrt_last_error());
-      pthread_mutex_unlock(&f->mu);
+      /* counted by the thread that marks it: two threads that decode the file at once count it
+       * once.  (With decoder threads, last_skipped is the last marked in time.) */
+      if (!__atomic_exchange_n(&f->bad[file], 1, __ATOMIC_RELAXED)) {
+        pthread_mutex_lock(&f->mu);
+        f->skipped++;
+        snprintf(f->last_skipped, sizeof f->last_skipped, "%s", cnnrt_last_error());
+        pthread_mutex_unlock(&f->mu);
+      }
     }
     if (tries + 1 == RT_FOLDER_SKIP_TRIES || tries + 1 == f->n_files) {
       char last[sizeof f->last_skipped];
@@ -387,6 +393,7 @@ static void rt_start_threads(rt_folder *f) {
 cnnrt_status rt_folder_read(const cnnrt_dataset *ds, int64_t first, int64_t count, cnnrt_dtype dtype, void *images,
                             float *labels) {
   rt_folder *f = ds->folder;
+  pthread_mutex_lock(&f->rd); /* a read from another thread finishes first */
   double t0 = rt_now();
   pthread_mutex_lock(&f->mu);
   if (f->n_threads && !f->started) rt_start_threads(f);
@@ -414,6 +421,7 @@ cnnrt_status rt_folder_read(const cnnrt_dataset *ds, int64_t first, int64_t coun
   if (s == CNNRT_OK && f->n_threads && next < ds->n) /* the read-ahead: the same count after this window */
     rt_start(f, ds, next, count < ds->n - next ? count : ds->n - next);
   pthread_mutex_unlock(&f->mu);
+  pthread_mutex_unlock(&f->rd);
   return s;
 }
 
@@ -433,6 +441,7 @@ void rt_folder_close(rt_folder *f) {
   pthread_mutex_unlock(&f->mu);
   for (int t = 0; t < f->started; t++) pthread_join(f->th[t], NULL);
   pthread_mutex_destroy(&f->mu);
+  pthread_mutex_destroy(&f->rd);
   pthread_cond_destroy(&f->work);
   pthread_cond_destroy(&f->done);
   free(f->th);
@@ -473,6 +482,7 @@ cnnrt_status rt_folder_open(cnnrt_dataset *ds, const char *dir, int test, int tf
   rt_folder *f = calloc(1, sizeof *f);
   if (!f) return rt_fail(CNNRT_OUT_OF_MEMORY, "out of memory");
   pthread_mutex_init(&f->mu, NULL);
+  pthread_mutex_init(&f->rd, NULL);
   pthread_cond_init(&f->work, NULL);
   pthread_cond_init(&f->done, NULL);
   ds->folder = f;

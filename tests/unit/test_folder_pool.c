@@ -1,0 +1,204 @@
+/* test_folder_pool.c — runtime/rt_folder.c's decoder pool through the public dataset calls on
+ * image folders written here (libspng): two threads reading one dataset at once get exactly the
+ * samples one thread reads alone (a reader's job is not cancelled or replaced by another's);
+ * with skip_bad a run of corrupt files is counted once per file however many decoder threads
+ * meet it, and the substitutes are the same for 0 and 4 threads; shuffles, limits and closes
+ * while the read-ahead runs.  Linked against cnnrt_static (for libspng; the calls are public). */
+#include <pthread.h>
+#include <spng.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cnnrt.h"
+
+#include "check.h"
+
+#define SIDE 48 /* stored images; samples are OUT x OUT */
+#define OUT 24
+#define PER (OUT * OUT)
+
+static char g_root[256];
+
+static void write_file(const char *path, const void *p, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(p, 1, n, f) != n) fprintf(stderr, "%s: cannot write\n", path), exit(2);
+  fclose(f);
+}
+
+/* A grey PNG whose pixels encode k (each image differs). */
+static void write_png(const char *path, int k) {
+  uint8_t img[SIDE * SIDE];
+  for (int i = 0; i < SIDE * SIDE; i++) img[i] = (uint8_t)(k * 37 + i * (k % 7 + 1));
+  spng_ctx *ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+  spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
+  struct spng_ihdr ih = {SIDE, SIDE, 8, 0, 0, 0, 0};
+  spng_set_ihdr(ctx, &ih);
+  int e = spng_encode_image(ctx, img, sizeof img, SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE);
+  size_t n = 0;
+  void *b = e ? NULL : spng_get_png_buffer(ctx, &n, &e);
+  if (e) fprintf(stderr, "png encode: %s\n", spng_strerror(e)), exit(2);
+  write_file(path, b, n);
+  free(b);
+  spng_ctx_free(ctx);
+}
+
+/* root/NAME/train/classK/...: `good` PNGs per class; with bad > 0, class 1 starts with `bad`
+ * corrupt files (a000.png ... sort before the good ones). */
+static void make_folder(const char *name, int classes, int good, int bad) {
+  char d[512], p[600];
+  snprintf(d, sizeof d, "%s/%s", g_root, name);
+  mkdir(d, 0777);
+  snprintf(d, sizeof d, "%s/%s/train", g_root, name);
+  mkdir(d, 0777);
+  for (int c = 0; c < classes; c++) {
+    snprintf(d, sizeof d, "%s/%s/train/class%d", g_root, name, c);
+    mkdir(d, 0777);
+    for (int i = 0; i < good; i++) {
+      snprintf(p, sizeof p, "%s/img%04d.png", d, i);
+      write_png(p, c * 1000 + i);
+    }
+    for (int i = 0; c == 1 && i < bad; i++) {
+      snprintf(p, sizeof p, "%s/a%03d.png", d, i);
+      write_file(p, "\x89PNG\r\n\x1a\n not really a PNG", 24);
+    }
+  }
+}
+
+static cnnrt_dataset *open_folder(const char *name, int threads, int skip_bad) {
+  char d[512];
+  snprintf(d, sizeof d, "%s/%s", g_root, name);
+  cnnrt_folder_options o;
+  cnnrt_folder_options_init(&o);
+  o.channels = 1, o.height = OUT, o.width = OUT;
+  o.threads = threads;
+  o.skip_bad = skip_bad;
+  cnnrt_dataset *ds = NULL;
+  if (cnnrt_dataset_open_folder(d, 0, &o, &ds) != CNNRT_OK) fprintf(stderr, "open %s: %s\n", d, cnnrt_last_error()), exit(2);
+  return ds;
+}
+
+/* ---- two readers on one dataset ----------------------------------------------------------- */
+#define WIN 8
+typedef struct reader {
+  cnnrt_dataset *ds;
+  const uint8_t *ref;   /* [n][PER]: the samples read by one thread */
+  const float *ref_lab;
+  int64_t n;
+  int parity, rounds, wrong, failed;
+} reader;
+
+static void *read_windows(void *p) {
+  reader *r = p;
+  uint8_t px[WIN * PER];
+  float lab[WIN];
+  for (int k = 0; k < r->rounds; k++)
+    for (int64_t w = r->parity; (w + 1) * WIN <= r->n; w += 2) {
+      if (cnnrt_dataset_read(r->ds, w * WIN, WIN, CNNRT_U8, px, lab) != CNNRT_OK) {
+        r->failed++;
+        continue;
+      }
+      if (memcmp(px, r->ref + w * WIN * PER, sizeof px) || memcmp(lab, r->ref_lab + w * WIN, sizeof lab)) r->wrong++;
+    }
+  return NULL;
+}
+
+static void test_two_readers(void) {
+  for (int threads = 0; threads <= 2; threads += 2) {
+    cnnrt_dataset *ds = open_folder("plain", threads, 0);
+    cnnrt_dataset_shuffle(ds, 11);
+    int64_t n = cnnrt_dataset_size(ds);
+    uint8_t *ref = malloc((size_t)n * PER);
+    float *ref_lab = malloc((size_t)n * sizeof *ref_lab);
+    CHECK(cnnrt_dataset_read(ds, 0, n, CNNRT_U8, ref, ref_lab) == CNNRT_OK, "read all: %s", cnnrt_last_error());
+    reader r[2];
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) {
+      r[t] = (reader){ds, ref, ref_lab, n, t, 20, 0, 0};
+      pthread_create(&th[t], NULL, read_windows, &r[t]);
+    }
+    for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < 2; t++)
+      CHECK(r[t].wrong == 0 && r[t].failed == 0,
+            "%d decoder threads, two readers at once: reader %d got %d windows of other samples, %d failed reads", threads,
+            t, r[t].wrong, r[t].failed);
+    cnnrt_dataset_close(ds);
+    free(ref);
+    free(ref_lab);
+  }
+}
+
+/* ---- skip_bad: each corrupt file counted once, the same substitutes for any thread count ---- */
+static void test_skip_bad(void) {
+  cnnrt_dataset *ds0 = open_folder("bad", 0, 1);
+  int64_t n = cnnrt_dataset_size(ds0);
+  uint8_t *ref = malloc((size_t)n * PER), *px = malloc((size_t)n * PER);
+  float *ref_lab = malloc((size_t)n * sizeof *ref_lab), *lab = malloc((size_t)n * sizeof *lab);
+  CHECK(cnnrt_dataset_read(ds0, 0, n, CNNRT_U8, ref, ref_lab) == CNNRT_OK, "skip_bad, no threads: %s", cnnrt_last_error());
+  cnnrt_dataset_stats st;
+  cnnrt_dataset_stats_get(ds0, &st);
+  CHECK(st.skipped == 60 && strstr(st.last_skipped, "class1/a0"), "skip_bad, no threads: %lld skipped (60 corrupt files), last '%s'",
+        (long long)st.skipped, st.last_skipped);
+  cnnrt_dataset_close(ds0);
+  int miscount = 0, differ = 0;
+  for (int k = 0; k < 40; k++) {
+    cnnrt_dataset *ds = open_folder("bad", 4, 1);
+    if (cnnrt_dataset_read(ds, 0, n, CNNRT_U8, px, lab) != CNNRT_OK) {
+      CHECK(0, "skip_bad, 4 threads: %s", cnnrt_last_error());
+      cnnrt_dataset_close(ds);
+      break;
+    }
+    cnnrt_dataset_stats_get(ds, &st);
+    if (st.skipped != 60) {
+      if (!miscount) fprintf(stderr, "  run %d: %lld skipped\n", k, (long long)st.skipped);
+      miscount++;
+    }
+    differ += memcmp(px, ref, (size_t)n * PER) != 0 || memcmp(lab, ref_lab, (size_t)n * sizeof *lab) != 0;
+    cnnrt_dataset_close(ds);
+  }
+  CHECK(miscount == 0, "skip_bad, 4 threads: %d of 40 runs did not count the 60 corrupt files once each", miscount);
+  CHECK(differ == 0, "skip_bad, 4 threads: %d of 40 runs substituted other samples than 0 threads", differ);
+  free(ref), free(px), free(ref_lab), free(lab);
+}
+
+/* ---- shuffles, limits and closes while the read-ahead decodes -------------------------- */
+static void test_churn(void) {
+  uint8_t px[WIN * PER], px0[WIN * PER];
+  float lab[WIN], lab0[WIN];
+  cnnrt_dataset *ref = open_folder("plain", 0, 0);
+  for (int k = 0; k < 30; k++) {
+    cnnrt_dataset *ds = open_folder("plain", 3, 0);
+    cnnrt_dataset_shuffle(ds, (uint64_t)k + 1);
+    cnnrt_dataset_shuffle(ref, (uint64_t)k + 1);
+    CHECK(cnnrt_dataset_read(ds, 0, WIN, CNNRT_U8, px, lab) == CNNRT_OK, "churn read: %s", cnnrt_last_error());
+    /* the read-ahead now decodes samples WIN.. of this order: change the order under it */
+    cnnrt_dataset_shuffle(ds, (uint64_t)k + 100);
+    cnnrt_dataset_shuffle(ref, (uint64_t)k + 100);
+    CHECK(cnnrt_dataset_read(ds, WIN, WIN, CNNRT_U8, px, lab) == CNNRT_OK, "churn read: %s", cnnrt_last_error());
+    CHECK(cnnrt_dataset_read(ref, WIN, WIN, CNNRT_U8, px0, lab0) == CNNRT_OK, "churn read: %s", cnnrt_last_error());
+    CHECK(!memcmp(px, px0, sizeof px) && !memcmp(lab, lab0, sizeof lab), "churn %d: a read after a shuffle under the read-ahead", k);
+    if (k % 3 == 0) {
+      CHECK(cnnrt_dataset_limit(ds, 2 * WIN + k) == CNNRT_OK, "limit: %s", cnnrt_last_error());
+      CHECK(cnnrt_dataset_read(ds, 0, WIN, CNNRT_U8, px, lab) == CNNRT_OK, "read after limit: %s", cnnrt_last_error());
+    }
+    cnnrt_dataset_close(ds); /* with the read-ahead of the last read running */
+  }
+  cnnrt_dataset_close(ref);
+}
+
+int main(void) {
+  snprintf(g_root, sizeof g_root, "/tmp/cnnc-folder-pool-XXXXXX");
+  if (!mkdtemp(g_root)) return perror("mkdtemp"), 2;
+  make_folder("plain", 4, 24, 0);
+  make_folder("bad", 3, 6, 60);
+  test_two_readers();
+  test_skip_bad();
+  test_churn();
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", g_root);
+  return check_done("test_folder_pool", g_failures);
+}
