@@ -269,10 +269,12 @@ static cnnrt_status rt_decode(rt_folder *f, uint64_t seed, int64_t file, uint8_t
       int64_t lab = 0;
       if (f->tfr) {
         s = rt_tfr_sample(f->tfr, file, &data, &len, &lab);
-        if (s == CNNRT_OK && (lab - f->label_base < 0 || lab - f->label_base >= f->n_classes))
+        /* compared before subtracting: a stored label near INT64_MIN/MAX must not overflow
+         * (label_base and n_classes are within +-2^24) */
+        if (s == CNNRT_OK && (lab < f->label_base || lab >= (int64_t)f->label_base + f->n_classes))
           s = rt_fail(CNNRT_BAD_MODEL, "%s: label %lld, outside %d..%d (%d classes, label base %d)", path, (long long)lab,
                       f->label_base, f->label_base + f->n_classes - 1, f->n_classes, f->label_base);
-        lab -= f->label_base;
+        else if (s == CNNRT_OK) lab -= f->label_base;
       } else {
         data = (uint8_t *)cm_read_regular(path, RT_FOLDER_MAX_IMAGE, &len, why, sizeof why);
         if (!data) s = rt_fail(CNNRT_IO, "%s: %s", path, why);

@@ -3,7 +3,8 @@
  * samples one thread reads alone (a reader's job is not cancelled or replaced by another's);
  * with skip_bad a run of corrupt files is counted once per file however many decoder threads
  * meet it, and the substitutes are the same for 0 and 4 threads; shuffles, limits and closes
- * while the read-ahead runs.  Linked against cnnrt_static (for libspng; the calls are public). */
+ * while the read-ahead runs; TFRecord labels at the ends of int64 refused (no overflow in the
+ * label_base check).  Linked against cnnrt_static (for libspng; the calls are public). */
 #include <pthread.h>
 #include <spng.h>
 #include <stdint.h>
@@ -189,6 +190,86 @@ static void test_churn(void) {
   cnnrt_dataset_close(ref);
 }
 
+/* ---- TFRecord labels at the ends of int64 -------------------------------------------------- */
+static uint32_t crc32c(const uint8_t *p, size_t n) {
+  uint32_t c = 0xFFFFFFFFu;
+  while (n--) {
+    c ^= *p++;
+    for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+  }
+  return c ^ 0xFFFFFFFFu;
+}
+static uint32_t masked(const uint8_t *p, size_t n) {
+  uint32_t c = crc32c(p, n);
+  return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
+}
+static size_t varint(uint8_t *o, uint64_t v) {
+  size_t k = 0;
+  do o[k++] = (uint8_t)(v & 0x7F) | (v >> 7 ? 0x80 : 0); while (v >>= 7);
+  return k;
+}
+/* field num, wire type 2, payload p[0..n) appended to o */
+static size_t ld(uint8_t *o, int num, const uint8_t *p, size_t n) {
+  size_t k = varint(o, (uint64_t)num << 3 | 2);
+  k += varint(o + k, n);
+  memcpy(o + k, p, n);
+  return k + n;
+}
+
+static void test_tfrecord_label_ends(void) {
+  static uint8_t img[] = "\x89PNG\r\n\x1a\n unused: the label is checked first";
+  const int64_t labels[2] = {INT64_MIN, INT64_MAX};
+  const int bases[2] = {1, -1};
+  for (int t = 0; t < 2; t++) {
+    uint8_t a[256], b[256], c[512], ex[1024], rec[1100];
+    size_t na, nb, nc, ne = 0, k;
+    /* "image/encoded": Feature{bytes_list{value}} */
+    na = ld(a, 1, img, sizeof img - 1);
+    nb = ld(b, 1, a, na);
+    nc = ld(c, 1, (const uint8_t *)"image/encoded", 13);
+    nc += ld(c + nc, 2, b, nb);
+    uint8_t feats[1024];
+    size_t nf = ld(feats, 1, c, nc);
+    /* "image/class/label": Feature{int64_list{packed value}} */
+    uint8_t v[16];
+    size_t nv = varint(v, (uint64_t)labels[t]);
+    na = ld(a, 1, v, nv);
+    nb = ld(b, 3, a, na);
+    nc = ld(c, 1, (const uint8_t *)"image/class/label", 17);
+    nc += ld(c + nc, 2, b, nb);
+    nf += ld(feats + nf, 1, c, nc);
+    ne = ld(ex, 1, feats, nf);
+    uint64_t len = ne;
+    for (k = 0; k < 8; k++) rec[k] = (uint8_t)(len >> (8 * k));
+    uint32_t h = masked(rec, 8), d;
+    for (k = 0; k < 4; k++) rec[8 + k] = (uint8_t)(h >> (8 * k));
+    memcpy(rec + 12, ex, ne);
+    d = masked(ex, ne);
+    for (k = 0; k < 4; k++) rec[12 + ne + k] = (uint8_t)(d >> (8 * k));
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/tfr%d", g_root, t);
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/train-00000-of-00001", dir);
+    write_file(path, rec, 16 + ne);
+    cnnrt_folder_options o;
+    cnnrt_folder_options_init(&o);
+    o.channels = 1, o.height = OUT, o.width = OUT, o.threads = 0, o.classes = 4, o.label_base = bases[t];
+    cnnrt_dataset *ds = NULL;
+    if (cnnrt_dataset_open_tfrecord(dir, 0, &o, &ds) != CNNRT_OK) {
+      CHECK(0, "open %s: %s", dir, cnnrt_last_error());
+      continue;
+    }
+    uint8_t px[PER];
+    float lab;
+    char want[64];
+    snprintf(want, sizeof want, "label %lld, outside", (long long)labels[t]);
+    cnnrt_status st = cnnrt_dataset_read(ds, 0, 1, CNNRT_U8, px, &lab);
+    CHECK(st == CNNRT_BAD_MODEL && strstr(cnnrt_last_error(), want) && strstr(cnnrt_last_error(), "train-00000-of-00001"),
+          "TFRecord label %lld, label base %d: status %d, '%s'", (long long)labels[t], bases[t], (int)st, cnnrt_last_error());
+    cnnrt_dataset_close(ds);
+  }
+}
+
 int main(void) {
   snprintf(g_root, sizeof g_root, "/tmp/cnnc-folder-pool-XXXXXX");
   if (!mkdtemp(g_root)) return perror("mkdtemp"), 2;
@@ -197,6 +278,7 @@ int main(void) {
   test_two_readers();
   test_skip_bad();
   test_churn();
+  test_tfrecord_label_ends();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
   if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", g_root);
