@@ -395,6 +395,7 @@ static void rt_start_threads(rt_folder *f) {
 cnnrt_status rt_folder_read(const cnnrt_dataset *ds, int64_t first, int64_t count, cnnrt_dtype dtype, void *images,
                             float *labels) {
   rt_folder *f = ds->folder;
+  if (count == 0) return CNNRT_OK; /* nothing to decode (and the job's buffers may not exist yet) */
   pthread_mutex_lock(&f->rd); /* a read from another thread finishes first */
   double t0 = rt_now();
   pthread_mutex_lock(&f->mu);

@@ -107,6 +107,18 @@ static void *read_windows(void *p) {
   return NULL;
 }
 
+/* A read of 0 samples (the first read of the dataset: the pool has no buffers yet) succeeds. */
+static void test_empty_read(void) {
+  cnnrt_dataset *ds = open_folder("plain", 2, 0);
+  uint8_t px[PER];
+  float lab;
+  CHECK(cnnrt_dataset_read(ds, 0, 0, CNNRT_U8, px, &lab) == CNNRT_OK, "a read of 0 samples: %s", cnnrt_last_error());
+  CHECK(cnnrt_dataset_read(ds, cnnrt_dataset_size(ds), 0, CNNRT_F32, px, &lab) == CNNRT_OK, "a read of 0 samples at the end: %s",
+        cnnrt_last_error());
+  CHECK(cnnrt_dataset_read(ds, 1, 1, CNNRT_U8, px, &lab) == CNNRT_OK && lab == 0, "a read after: %s", cnnrt_last_error());
+  cnnrt_dataset_close(ds);
+}
+
 static void test_two_readers(void) {
   for (int threads = 0; threads <= 2; threads += 2) {
     cnnrt_dataset *ds = open_folder("plain", threads, 0);
@@ -275,6 +287,7 @@ int main(void) {
   if (!mkdtemp(g_root)) return perror("mkdtemp"), 2;
   make_folder("plain", 4, 24, 0);
   make_folder("bad", 3, 6, 60);
+  test_empty_read();
   test_two_readers();
   test_skip_bad();
   test_churn();
