@@ -453,7 +453,8 @@ typedef struct cnnrt_dataset_stats {
   int64_t skipped;      /* images that failed to decode and were replaced (skip_bad) */
   int64_t ignored;      /* files in the folder that are not .jpg/.jpeg/.png */
   double wait_seconds;  /* time cnnrt_dataset_read spent decoding or waiting for decoders */
-  char last_skipped[512]; /* the last skipped image's message ("" if none) */
+  char last_skipped[512]; /* the last skipped image's message ("" if none; with decoder threads the
+                             last in time, which may vary from run to run; skipped does not) */
 } cnnrt_dataset_stats;
 CNNRT_API void cnnrt_dataset_stats_get(const cnnrt_dataset *ds, cnnrt_dataset_stats *out);
 /* n samples of c x h x w, `classes` classes: class k brightens its own band of pixels over

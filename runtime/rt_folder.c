@@ -9,7 +9,9 @@
  * u8 buffer.  Workers and the reading thread take samples from the job by an index under the
  * mutex; a sample's decoding depends on its file and the shuffle seed alone, so the result is
  * the same for any number of threads.  A read that matches the running read-ahead joins it;
- * any other read, a shuffle, a limit or the close cancels it first (rt_folder_quiesce). */
+ * any other read, a shuffle, a limit or the close cancels it first (rt_folder_quiesce).  Reads
+ * from several threads take turns (the mutex rd): a read owns the job until it has copied its
+ * samples out, so another read cannot cancel or replace it. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #endif
@@ -65,6 +67,7 @@ struct rt_folder {
   int n_threads, started;
   pthread_t *th;
   pthread_mutex_t mu;
+  pthread_mutex_t rd; /* held by a read from start to end: one read at a time (then mu) */
   pthread_cond_t work, done;
   int stop;
   rt_job job;
@@ -266,10 +269,12 @@ static cnnrt_status rt_decode(rt_folder *f, uint64_t seed, int64_t file, uint8_t
       int64_t lab = 0;
       if (f->tfr) {
         s = rt_tfr_sample(f->tfr, file, &data, &len, &lab);
-        if (s == CNNRT_OK && (lab - f->label_base < 0 || lab - f->label_base >= f->n_classes))
+        /* compared before subtracting: a stored label near INT64_MIN/MAX must not overflow
+         * (label_base and n_classes are within +-2^24) */
+        if (s == CNNRT_OK && (lab < f->label_base || lab >= (int64_t)f->label_base + f->n_classes))
           s = rt_fail(CNNRT_BAD_MODEL, "%s: label %lld, outside %d..%d (%d classes, label base %d)", path, (long long)lab,
                       f->label_base, f->label_base + f->n_classes - 1, f->n_classes, f->label_base);
-        lab -= f->label_base;
+        else if (s == CNNRT_OK) lab -= f->label_base;
       } else {
         data = (uint8_t *)cm_read_regular(path, RT_FOLDER_MAX_IMAGE, &len, why, sizeof why);
         if (!data) s = rt_fail(CNNRT_IO, "%s: %s", path, why);
@@ -288,11 +293,14 @@ static cnnrt_status rt_decode(rt_folder *f, uint64_t seed, int64_t file, uint8_t
         return CNNRT_OK;
       }
       if (!f->skip_bad) return s;
-      __atomic_store_n(&f->bad[file], 1, __ATOMIC_RELAXED);
-      pthread_mutex_lock(&f->mu);
-      f->skipped++;
-      snprintf(f->last_skipped, sizeof f->last_skipped, "%s", cnnrt_last_error());
-      pthread_mutex_unlock(&f->mu);
+      /* counted by the thread that marks it: two threads that decode the file at once count it
+       * once.  (With decoder threads, last_skipped is the last marked in time.) */
+      if (!__atomic_exchange_n(&f->bad[file], 1, __ATOMIC_RELAXED)) {
+        pthread_mutex_lock(&f->mu);
+        f->skipped++;
+        snprintf(f->last_skipped, sizeof f->last_skipped, "%s", cnnrt_last_error());
+        pthread_mutex_unlock(&f->mu);
+      }
     }
     if (tries + 1 == RT_FOLDER_SKIP_TRIES || tries + 1 == f->n_files) {
       char last[sizeof f->last_skipped];
@@ -387,6 +395,8 @@ static void rt_start_threads(rt_folder *f) {
 cnnrt_status rt_folder_read(const cnnrt_dataset *ds, int64_t first, int64_t count, cnnrt_dtype dtype, void *images,
                             float *labels) {
   rt_folder *f = ds->folder;
+  if (count == 0) return CNNRT_OK; /* nothing to decode (and the job's buffers may not exist yet) */
+  pthread_mutex_lock(&f->rd); /* a read from another thread finishes first */
   double t0 = rt_now();
   pthread_mutex_lock(&f->mu);
   if (f->n_threads && !f->started) rt_start_threads(f);
@@ -414,6 +424,7 @@ cnnrt_status rt_folder_read(const cnnrt_dataset *ds, int64_t first, int64_t coun
   if (s == CNNRT_OK && f->n_threads && next < ds->n) /* the read-ahead: the same count after this window */
     rt_start(f, ds, next, count < ds->n - next ? count : ds->n - next);
   pthread_mutex_unlock(&f->mu);
+  pthread_mutex_unlock(&f->rd);
   return s;
 }
 
@@ -433,6 +444,7 @@ void rt_folder_close(rt_folder *f) {
   pthread_mutex_unlock(&f->mu);
   for (int t = 0; t < f->started; t++) pthread_join(f->th[t], NULL);
   pthread_mutex_destroy(&f->mu);
+  pthread_mutex_destroy(&f->rd);
   pthread_cond_destroy(&f->work);
   pthread_cond_destroy(&f->done);
   free(f->th);
@@ -473,6 +485,7 @@ cnnrt_status rt_folder_open(cnnrt_dataset *ds, const char *dir, int test, int tf
   rt_folder *f = calloc(1, sizeof *f);
   if (!f) return rt_fail(CNNRT_OUT_OF_MEMORY, "out of memory");
   pthread_mutex_init(&f->mu, NULL);
+  pthread_mutex_init(&f->rd, NULL);
   pthread_cond_init(&f->work, NULL);
   pthread_cond_init(&f->done, NULL);
   ds->folder = f;
