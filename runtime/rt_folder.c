@@ -185,7 +185,7 @@ static cnnrt_status rt_walk(rt_folder *f, const char *rel, int label, int depth)
       s = rt_fail(CNNRT_BAD_MODEL, "%s/%s: path longer than %zu bytes", path, names[i], sizeof sub - 1);
       break;
     }
-    if (stat(sub, &st) != 0) { /* a dangling link: named, not fatal for the others */
+    if (stat(sub, &st) != 0) { /* a dangling link: the open stops, naming it */
       s = rt_fail(CNNRT_IO, "%s: %s", sub, strerror(errno));
       break;
     }

@@ -23,12 +23,12 @@ const cnnrt_comm *dist_comm_get(void) { return dist_on ? &dist_comm : NULL; }
 int dist_rank(void) { return dist_on ? dist_comm.rank : 0; }
 int dist_size(void) { return dist_on ? dist_comm.size : 1; }
 
-static int dist_launched(void) {
+static int dist_launched(void) { /* more than one rank: mpirun -np 1 runs as a plain process */
   const char *s = getenv("OMPI_COMM_WORLD_SIZE");
-  if (s && atoi(s) > 1) return 1;
+  if (s) return atoi(s) > 1;
   s = getenv("PMI_SIZE");
-  if (s && atoi(s) > 1) return 1;
-  return getenv("PMIX_RANK") != NULL && !(s && atoi(s) <= 1);
+  if (s) return atoi(s) > 1;
+  return getenv("PMIX_RANK") != NULL; /* a PMIx launcher that does not give the size: MPI will */
 }
 
 void dist_die_prefix(void) {
