@@ -57,6 +57,12 @@ typedef struct fe_opt_info {
 extern const fe_opt_info fe_opt_table[FE_OPT_COUNT];
 
 void fe_options_init(fe_options *o);            /* every field to its default, set[] zero */
+/* --batch-size of a --mode training compile that does not give one (command line or compile:):
+ * the batch of the standard PyTorch recipe (../shared/anchors/fmnist_torch.py: SGD momentum 0.9,
+ * lr 0.05 = cnnrun train's default, batch 64), not inference's 1. */
+#define FE_TRAIN_BATCH_DEFAULT 64
+/* After the compile: section is merged: the training defaults of options not given (the batch). */
+void fe_options_mode_defaults(fe_options *o);
 int fe_option_find(const char *long_or_field);  /* index or -1; accepts "batch-size" or "batch_size" */
 /* Sets option k from text (strings must outlive o; lists take one item per call).
  * Returns 0 or -1 with d filled (loc/layer left to the caller). */

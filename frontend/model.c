@@ -206,6 +206,7 @@ static int read_top(fe_ctx *c, const fe_node *root, fe_field *top, unsigned char
   if (defs && fe_check_keys(c, defs, &fe_tab_defaults, NULL, NULL, "defaults")) return -1;
   if (fe_read_table(c, defs, &fe_tab_defaults, NULL, NULL, "defaults.", c->defs)) return -1;
   if (merge_compile(c, comp, from_model) || merge_weights(c, top, comp, from_model)) return -1;
+  fe_options_mode_defaults(c->o);
   c->blocks = top[FE_K_top_blocks].node;
   return check_blocks(c, c->blocks);
 }

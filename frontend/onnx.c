@@ -539,6 +539,7 @@ static ir_graph *load(ox_ctx *x) {
     goto out;
   }
   x->training = x->o->mode == FE_MODE_TRAINING;
+  fe_options_mode_defaults(x->o); /* a fixed batch dim of the input still wins (read_input) */
   const char *name = gp->name && gp->name[0] ? clean_name(x, gp->name) : "";
   if (!name[0]) { /* the file name without directory and extension */
     const char *b = strrchr(x->file, '/');

@@ -70,6 +70,10 @@ void fe_options_init(fe_options *o) {
     if (fe_opt_table[k].type != OPT_LIST) set_raw(o, k, fe_opt_table[k].def, "", NULL);
 }
 
+void fe_options_mode_defaults(fe_options *o) {
+  if (o->mode == FE_MODE_TRAINING && !o->set[FE_OPTK_batch_size]) o->batch_size = FE_TRAIN_BATCH_DEFAULT;
+}
+
 int fe_option_find(const char *name) {
   for (int k = 0; k < FE_OPT_COUNT; k++) {
     const char *l = fe_opt_table[k].long_name;

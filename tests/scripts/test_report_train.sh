@@ -114,7 +114,7 @@ EOF
 
 
 # the example: 2 shards gave 5 "shards" (the stages)
-run_ok "compile sgd, 2 shards" "$CNNC" "$M" --mode training --shards 2 --batch-size 16 -o "$T/a.so" --report "$T/a.json"
+run_ok "compile sgd, 2 shards" "$CNNC" "$M" --mode training --optimizer sgd --shards 2 --batch-size 16 -o "$T/a.so" --report "$T/a.json"
 run_ok "report: sgd, 2 shards, sequential" python3 "$T/check.py" "$T/a.json" "$T/a.so" "$CNNRUN" 2 1 sequential sgd
 run_ok "compile momentum, accumulation 4, interleaved" "$CNNC" "$M" --mode training --optimizer momentum --shards 2 --batch-size 16 \
   --gradient-accumulation 4 --pipeline-schedule interleaved -o "$T/b.so" --report "$T/b"

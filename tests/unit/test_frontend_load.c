@@ -1,7 +1,8 @@
 /* test_frontend_load.c — the options API (defaults, lookup, typed setting, "not implemented
  * yet", JSON) and fe_load's contract: compile: fills options not set on the command line,
  * options are restored on failure, `weights:` is relative to the model file, training adds a
- * label and a loss, and the zoo's ResNet-50 lowers to the expected totals. */
+ * label and a loss and defaults to batch 64 with momentum SGD, and the zoo's ResNet-50 lowers
+ * to the expected totals. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,50 @@ static void test_training(void) {
   ir_graph_free(g);
 }
 
+/* Training defaults (issue 23): the standard PyTorch recipe of ../shared/anchors/fmnist_torch.py
+ * (SGD momentum 0.9, batch 64; cnnrun train's lr 0.05) without flags; a batch given on the
+ * command line or in compile: wins; inference keeps batch 1. */
+static void test_training_defaults(void) {
+  const char *path = write_file("tiny_nobatch.yml",
+                                "name: tiny\n"
+                                "input: {shape: [2, 4, 4], classes: 3}\n"
+                                "layers:\n"
+                                "  - {name: flat, op: flatten}\n"
+                                "  - {name: fc, op: dense, units: 3}\n");
+  const char *path_c = write_file("tiny_compile_train.yml",
+                                  "name: tiny\n"
+                                  "input: {shape: [2, 4, 4], classes: 3}\n"
+                                  "compile: {mode: training}\n"
+                                  "layers:\n"
+                                  "  - {name: flat, op: flatten}\n"
+                                  "  - {name: fc, op: dense, units: 3}\n");
+  fe_options o;
+  ir_diag d = {0};
+  fe_options_init(&o);
+  CHECK(o.optimizer == FE_OPTIMIZER_MOMENTUM && o.momentum == 0.9, "default optimizer: momentum 0.9");
+  ir_graph *g = load_with(path, "mode", "training", &o, &d);
+  CHECK(g && g->batch == FE_TRAIN_BATCH_DEFAULT && FE_TRAIN_BATCH_DEFAULT == 64 && o.batch_size == 64 &&
+            !o.set[bs_k()],
+        "training without --batch-size: batch 64 (got %d: %s)", g ? g->batch : -1, d.msg);
+  ir_graph_free(g);
+  g = load_with(path_c, NULL, NULL, &o, &d);
+  CHECK(g && g->batch == 64 && o.mode == FE_MODE_TRAINING, "compile: mode training: batch 64 (got %d: %s)",
+        g ? g->batch : -1, d.msg);
+  ir_graph_free(g);
+  fe_options_init(&o);
+  fe_option_set(&o, fe_option_find("mode"), "training", &d);
+  fe_option_set(&o, bs_k(), "1", &d);
+  g = fe_load(path, &o, &d);
+  CHECK(g && g->batch == 1, "training with --batch-size 1 keeps 1 (got %d: %s)", g ? g->batch : -1, d.msg);
+  ir_graph_free(g);
+  g = load_with(write_file("tiny.yml", k_model), "mode", "training", &o, &d);
+  CHECK(g && g->batch == 5, "training with compile: batch_size 5 keeps 5 (got %d: %s)", g ? g->batch : -1, d.msg);
+  ir_graph_free(g);
+  g = load_with(path, NULL, NULL, &o, &d);
+  CHECK(g && g->batch == 1 && o.batch_size == 1, "inference default batch 1 (got %d: %s)", g ? g->batch : -1, d.msg);
+  ir_graph_free(g);
+}
+
 /* weights: in the model file is relative to the model's directory, not the cwd. */
 static void test_weights_relative(void) {
   const char *path = write_file("w_src.yml", k_model);
@@ -190,6 +235,7 @@ int main(void) {
   test_compile_section();
   test_failure_restores_options();
   test_training();
+  test_training_defaults();
   test_weights_relative();
   test_resnet50();
   char cmd[300];
