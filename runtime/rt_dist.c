@@ -5,7 +5,9 @@
  *   1. rank k > 0 receives the BUFFER state (batch-norm running statistics) from rank k-1;
  *   2. the local micro-batches run (rt_train.c), every replica adding into its own GRAD_ACCUM
  *      slices as in one process;
- *   3. rank k < N-1 sends its BUFFER state to rank k+1, the last rank broadcasts it: every
+ *   3. rank k < N-1 sends its BUFFER state to rank k+1 as soon as its forward stage jobs are
+ *      done (rt_dist_pass; rt_train.c runs the job list in two parts for it), so rank k+1's
+ *      forwards overlap rank k's backwards; after the step the last rank broadcasts it: every
  *      rank ends with the statistics of all R replicas' forwards applied in replica order;
  *   4. every rank's slices are gathered (allgather, rank order) into every replica's slices;
  *   5. the compiled update stage sums the R slices in replica order and scales them, as in one
@@ -205,15 +207,30 @@ cnnrt_status rt_dist_before(cnnrt_model *m) {
   return CNNRT_OK;
 }
 
+int rt_dist_pass_stats(const cnnrt_model *m) {
+  const rt_dist *d = m->tr->dist;
+  return d && d->n_buf && d->c.rank < d->c.size - 1;
+}
+
+/* After the rank's last forward job: its BUFFER state to the next rank, which waits for it in
+ * rt_dist_before (the backward stages leave BUFFER state alone, so these are the bytes the
+ * whole step ends with). */
+cnnrt_status rt_dist_pass(cnnrt_model *m) {
+  rt_dist *d = m->tr->dist;
+  if (!rt_dist_pass_stats(m)) return CNNRT_OK;
+  rt_buf_copy(m, d, 0);
+  if (d->c.send(d->c.ctx, d->pack, d->buf_bytes, d->c.rank + 1))
+    return rt_fail(CNNRT_INTERNAL, "%s: rank %d: sending the batch-norm statistics to rank %d failed: %s", m->path, d->c.rank,
+                   d->c.rank + 1, rt_comm_msg(&d->c));
+  return CNNRT_OK;
+}
+
 cnnrt_status rt_dist_after(cnnrt_model *m, double *loss_sum, double *correct_sum) {
   rt_dist *d = m->tr->dist;
   const cnnc_abi_train *t = m->tr->t;
   int n = d->c.size, rank = d->c.rank, rl = d->r1 - d->r0, ga = t->grad_accum, nf = rl * ga;
-  if (d->n_buf) { /* the statistics along the ranks, then the last rank's to all */
+  if (d->n_buf) { /* the last rank's statistics to all (each passed its own on in rt_dist_pass) */
     rt_buf_copy(m, d, 0);
-    if (rank < n - 1 && d->c.send(d->c.ctx, d->pack, d->buf_bytes, rank + 1))
-      return rt_fail(CNNRT_INTERNAL, "%s: rank %d: sending the batch-norm statistics to rank %d failed: %s", m->path, rank,
-                     rank + 1, rt_comm_msg(&d->c));
     if (d->c.broadcast(d->c.ctx, d->pack, d->buf_bytes, n - 1))
       return rt_fail(CNNRT_INTERNAL, "%s: rank %d: broadcasting the batch-norm statistics failed: %s", m->path, rank,
                      rt_comm_msg(&d->c));

@@ -198,12 +198,16 @@ typedef struct rt_trainer {
 } rt_trainer;
 /* rt_dist.c, data parallelism across processes: the replicas this process runs [*r0, *r1)
  * (every replica without a communicator) and their count; BUFFER state from the previous
- * rank before an update's micro-batches; after them, every replica's accumulators gathered,
- * BUFFER state passed on and shared, and the loss / top-1 sums of every frame in global order
- * added to *loss_sum, *correct_sum; the communicator freed. */
+ * rank before an update's micro-batches, passed on to the next after the forward stage jobs;
+ * after all, every replica's accumulators gathered, the last rank's BUFFER state shared, and
+ * the loss / top-1 sums of every frame in global order added to *loss_sum, *correct_sum; the
+ * communicator freed. */
 int rt_dist_replicas(const cnnrt_model *m, int *r0, int *r1);
 cnnrt_status rt_dist_before(cnnrt_model *m);
 cnnrt_status rt_dist_after(cnnrt_model *m, double *loss_sum, double *correct_sum);
+/* Whether this rank passes BUFFER state on to the next (rt_dist_pass, after its forwards). */
+int rt_dist_pass_stats(const cnnrt_model *m);
+cnnrt_status rt_dist_pass(cnnrt_model *m);
 void rt_dist_free(rt_trainer *tr);
 /* Looks up the training descriptor of a mode-1 model, validates it, allocates and initialises
  * the state (m->tr).  A model without one keeps m->tr NULL.  Names m->path in messages. */

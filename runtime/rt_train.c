@@ -322,10 +322,12 @@ static cnnrt_status rt_push_job(cnnrt_model *m, rt_tgroup *g, const cnnc_abi_sta
   return CNNRT_OK;
 }
 
-/* Runs the job lists already pushed, waits for them, resets the lists. */
-static cnnrt_status rt_run_jobs(cnnrt_model *m) {
+/* Runs the job lists already pushed, waits for them, resets the lists.  reset 0: the frames'
+ * progress counts on from the previous run (the second part of one job list split in two). */
+static cnnrt_status rt_run_jobs_part(cnnrt_model *m, int reset) {
   rt_pool *x = m->tr->pools;
-  for (int f = 0; f < x->n_frames; f++) atomic_store(&x->progress[f], 0);
+  if (reset)
+    for (int f = 0; f < x->n_frames; f++) atomic_store(&x->progress[f], 0);
   atomic_store(&x->done, 0);
   atomic_store(&x->rc, 0);
   atomic_store(&x->failed, NULL);
@@ -347,6 +349,8 @@ static cnnrt_status rt_run_jobs(cnnrt_model *m) {
   }
   return CNNRT_OK;
 }
+
+static cnnrt_status rt_run_jobs(cnnrt_model *m) { return rt_run_jobs_part(m, 1); }
 
 /* Every stage of prog in order on frame 0, micro-batch slot 0 (replica 0's groups). */
 static cnnrt_status rt_run_program(cnnrt_model *m, const cnnc_abi_program *prog) {
@@ -383,17 +387,52 @@ static cnnrt_status rt_local_jobs(cnnrt_model *m, int r0, int RL) {
   return s;
 }
 
+/* The job list of this process's replicas, computed again when they change. */
+static cnnrt_status rt_mb_jobs_ready(cnnrt_model *m) {
+  rt_pool *x = m->tr->pools;
+  int r0, r1, RL = rt_dist_replicas(m, &r0, &r1); /* this process's replicas (rt_dist.c) */
+  if (r0 != x->jobs_r0 || RL != x->jobs_rl) return rt_local_jobs(m, r0, RL);
+  return CNNRT_OK;
+}
+
+/* Under a communicator with BUFFER state to pass on (rt_dist_pass_stats): the end of the prefix
+ * of the job list that holds every forward stage job (the last one + 1); the statistics are
+ * final there, the rest are backward jobs.  The whole list when the forward/backward split of
+ * the stages is unknown (n_fwd_stages 0), or when a job after the split would have to run on a
+ * frame before one of the prefix (the prefix must run to its end on its own). */
+static long rt_fwd_split(const cnnrt_model *m) {
+  const rt_pool *x = m->tr->pools;
+  int F = m->tr->t->n_fwd_stages;
+  long n = x->n_mb_jobs, k = 0;
+  if (F <= 0) return n;
+  for (long i = 0; i < n; i++)
+    if (x->mb_jobs[i].stage < F) k = i + 1;
+  if (k == n) return n;
+  int *top = calloc((size_t)x->n_frames, sizeof *top); /* per frame: 1 + the prefix's largest seq */
+  if (!top) return n;
+  for (long i = 0; i < k; i++) {
+    const cm_pjob *j = &x->mb_jobs[i];
+    if (j->frame >= 0 && j->frame < x->n_frames && j->seq + 1 > top[j->frame]) top[j->frame] = j->seq + 1;
+  }
+  for (long i = k; i < n && k < n; i++) {
+    const cm_pjob *j = &x->mb_jobs[i];
+    if (j->frame < 0 || j->frame >= x->n_frames || j->seq < top[j->frame]) k = n;
+  }
+  free(top);
+  return k;
+}
+
 /* The micro_batch jobs of one update (cm_pipe_jobs, computed when the pools start): replica
  * r's stages on its micro-batch slots r*ga .. r*ga+ga-1 in the order of the descriptor's
  * schedule (sequential when the forward/backward split is unknown), frames reused. */
-static cnnrt_status rt_push_micro_batches(cnnrt_model *m) {
+static cnnrt_status rt_push_micro_batches(cnnrt_model *m, long from, long to) {
   rt_pool *x = m->tr->pools;
   const cnnc_abi_train *t = m->tr->t;
   int P = t->micro_batch.n_stages / rt_train_replicas(t);
   cnnrt_status s = CNNRT_OK;
-  int r0, r1, RL = rt_dist_replicas(m, &r0, &r1); /* this process's replicas (rt_dist.c) */
-  if ((r0 != x->jobs_r0 || RL != x->jobs_rl) && (s = rt_local_jobs(m, r0, RL)) != CNNRT_OK) return s;
-  for (long i = 0; i < x->n_mb_jobs && s == CNNRT_OK; i++) {
+  int r0 = x->jobs_r0; /* rt_mb_jobs_ready */
+  if (to > x->n_mb_jobs) to = x->n_mb_jobs;
+  for (long i = from; i < to && s == CNNRT_OK; i++) {
     const cm_pjob *j = &x->mb_jobs[i];
     int r = r0 + j->mb / t->grad_accum;
     s = rt_push_job(m, rt_group_of(x, r, j->group % m->d->n_shards), &t->micro_batch.stages[(size_t)r * (size_t)P + (size_t)j->stage],
@@ -653,8 +692,20 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
       for (int a = 0; a < ga; a++) rt_feed(m, r * ga + a, images, labels, (u * ga + a) * RL + r - r0);
     rt_feed_lr(m);
     s = tr->dist ? rt_dist_before(m) : CNNRT_OK;
-    if (s == CNNRT_OK) s = rt_push_micro_batches(m);
-    if (s == CNNRT_OK) s = rt_run_jobs(m);
+    if (s == CNNRT_OK) s = rt_mb_jobs_ready(m);
+    if (s == CNNRT_OK && tr->dist && rt_dist_pass_stats(m)) {
+      /* the forwards, then the statistics on to the next rank (it waits for them before its
+       * own forwards), then the backwards: the ranks' backwards overlap */
+      long k = rt_fwd_split(m);
+      s = rt_push_micro_batches(m, 0, k);
+      if (s == CNNRT_OK) s = rt_run_jobs_part(m, 1);
+      if (s == CNNRT_OK) s = rt_dist_pass(m);
+      if (s == CNNRT_OK && k < tr->pools->n_mb_jobs) s = rt_push_micro_batches(m, k, tr->pools->n_mb_jobs);
+      if (s == CNNRT_OK && k < tr->pools->n_mb_jobs) s = rt_run_jobs_part(m, 0);
+    } else {
+      if (s == CNNRT_OK) s = rt_push_micro_batches(m, 0, tr->pools->n_mb_jobs);
+      if (s == CNNRT_OK) s = rt_run_jobs(m);
+    }
     if (s == CNNRT_OK && tr->dist) s = rt_dist_after(m, &loss_sum, &correct_sum); /* every replica's gradients */
     for (int i = 0; i < ga * R && s == CNNRT_OK && !tr->dist; i++) {
       loss_sum += tr->pools->mb_out[2 * i];

@@ -3,7 +3,8 @@
 # `mpirun -np 2 cnnrun X.so train` of a model compiled --replicas 2 (one replica per rank)
 # writes checkpoints byte-identical to one process running both replicas, logs the same global
 # loss and the same (split, reduced) validation: fmnist_cnn (no batch norm) and cifar_resnet8
-# (batch-norm running statistics passed rank to rank) on synthetic data, fmnist_cnn on
+# (batch-norm running statistics passed rank to rank after each rank's forwards; also 2
+# replicas per rank with gradient accumulation) on synthetic data, fmnist_cnn on
 # Fashion-MNIST (--limit); ranks with other .so files or options stop with a message; a killed
 # rank ends the job within seconds.  Skips (77) without mpirun or libcnnrt_mpi.
 set -u
@@ -40,6 +41,10 @@ same_run() {
 
 same_run "fmnist_cnn synthetic" "$T/f2.so" --dataset synthetic --epochs 2 --limit 256 --logs-per-epoch 2
 same_run "cifar_resnet8 synthetic (batch norm)" "$T/r2.so" --dataset synthetic --epochs 1 --limit 128 --logs-per-epoch 2
+# 2 replicas per rank x 2 accumulated micro-batches: the statistics are passed on after the
+# rank's last forward job, backward jobs of earlier micro-batches before it
+"$CNNC" "$SRC/models/cifar_resnet8.yml" --mode training --batch-size 4 --replicas 4 --gradient-accumulation 2 -o "$T/r4.so" >"$T/c.log" 2>&1 || bad "cnnc cifar_resnet8 r4: $(tail -3 "$T/c.log")"
+same_run "cifar_resnet8 4 replicas, accumulation 2 (batch norm)" "$T/r4.so" --dataset synthetic --epochs 1 --limit 256 --logs-per-epoch 2
 if have_fmnist; then
   same_run "fmnist_cnn Fashion-MNIST" "$T/f2.so" --dataset fashion-mnist --epochs 1 --limit 512 --data-dir "$DATA"
   # --restore on every rank continues as one process does
