@@ -538,7 +538,7 @@ static int idx_parse(const blob *b, idx *x) {
     if (x->count > (int64_t)b->n) return 0; /* also keeps the product from overflowing */
   }
   x->data = b->p + hdr;
-  return b->n - hdr == (size_t)x->count * idx_elem_size(x->type);
+  return b->n - hdr == (size_t)x->count * idx_elem_size(x->type) ? 1 : -1; /* -1: an idx header, another size */
 }
 
 /* Element i of an idx array as a double (big-endian data). */
@@ -586,8 +586,12 @@ static samples load_samples(const opts *o, const cnnrt_tensor_info *in, int batc
   int64_t per = (int64_t)(in->bytes / dtype_size(in->dtype)) / batch; /* values per sample */
   blob b = read_file(o->input, strcmp(o->format, "raw") != 0);
   idx x;
-  int is_idx = strcmp(o->format, "raw") != 0 && idx_parse(&b, &x);
-  if (!strcmp(o->format, "idx") && !is_idx) die("%s: not an idx file (bad header or size)", o->input);
+  int is_idx = strcmp(o->format, "raw") != 0 ? idx_parse(&b, &x) : 0;
+  if (!strcmp(o->format, "idx") && is_idx != 1) die("%s: not an idx file (bad header or size)", o->input);
+  if (is_idx < 0) /* auto: never read an idx file with the wrong size as raw bytes in silence */
+    die("%s: an idx header (type 0x%02x, %d dims) promising %lld bytes of data, but the file holds %zu (truncated, or "
+        "trailing data?); --format raw reads it as raw samples", o->input, x.type, x.ndim,
+        (long long)(x.count * (int64_t)idx_elem_size(x.type)), b.n - (4 + 4 * (size_t)x.ndim));
   if (is_idx) {
     samples s = idx_samples(o->input, &x, in, per);
     free(b.p);
@@ -606,7 +610,11 @@ static unsigned char *load_labels(const char *path, int64_t n) {
   idx x;
   const unsigned char *p = b.p;
   size_t count = b.n;
-  if (idx_parse(&b, &x)) {
+  int is_idx = idx_parse(&b, &x);
+  if (is_idx < 0)
+    die("%s: an idx header promising %lld labels' bytes, but the file holds %zu after it (truncated, or trailing data?)", path,
+        (long long)(x.count * (int64_t)idx_elem_size(x.type)), b.n - (4 + 4 * (size_t)x.ndim));
+  if (is_idx) {
     if (x.type != 0x08 || x.ndim != 1) die("%s: labels must be a 1-d u8 idx file", path);
     p = x.data;
     count = (size_t)x.count;

@@ -215,4 +215,10 @@ refuse 0 "note: --limit 100000 is more than the" -- "$FT" train --dataset synthe
 for cmd in train validate; do refuse 2 "$cmd: unknown option '--bogus'" -- "$FT" $cmd --bogus; done
 for cmd in infer benchmark; do refuse 2 "$cmd: unknown option '--frobnicate=1'" -- "$FM" $cmd --frobnicate=1; done
 refuse 2 "train: --restore needs a value" -- "$FT" train --restore
+# an idx file whose size is not its header's (a byte of trailing data, or cut short) is refused,
+# never read as raw samples in silence (fake_model takes 1x4x4 per sample); --format raw reads it
+python3 -c "import sys; sys.stdout.buffer.write(bytes([0,0,8,3,0,0,0,4,0,0,0,4,0,0,0,4]) + bytes(64) + b'x')" >"$T/t.idx"
+refuse 1 "t.idx: an idx header \(type 0x08, 3 dims\) promising 64 bytes of data, but the file holds 65" -- "$FM" infer --input "$T/t.idx" --top 1
+head -c 70 "$T/t.idx" >"$T/c.idx"
+refuse 1 "c.idx: an idx header .* promising 64 bytes of data, but the file holds 54" -- "$FM" infer --input "$T/c.idx" --top 1
 finish
