@@ -89,9 +89,10 @@ static cnnrt_status rt_dist_build(cnnrt_model *m, rt_dist *d) {
   d->n_acc = cnt[0];
   for (int r = 1; r < d->R; r++)
     if (cnt[r] != d->n_acc) {
+      int have = cnt[r];
       free(cnt);
       return rt_fail(CNNRT_BAD_MODEL, "cnnrt_set_comm: %s: replica %d has %d gradient accumulators, replica 0 %d", m->path, r,
-                     cnt[r], d->n_acc);
+                     have, d->n_acc);
     }
   free(cnt);
   if (d->n_acc == 0)

@@ -68,7 +68,9 @@ rc=$?
 # a rank failing alone (the same relative --data-dir, missing in its working directory) ends
 # every rank (MPI_Abort), no hang
 mkdir -p "$T/r0/d" "$T/r1"
-"$PY" -c "import sys; sys.stdout.buffer.write(bytes([0,0,8,3,0,0,0,1,0,0,0,28,0,0,0,28]) + bytes(784))" >"$T/r0/d/train-images-idx3-ubyte"
+# rank 0's data is whole (64 samples, 4 updates): only rank 1 fails, rank 0 waits for it in the exchange
+"$PY" -c "import sys; sys.stdout.buffer.write(bytes([0,0,8,3,0,0,0,64,0,0,0,28,0,0,0,28]) + bytes(64 * 784))" >"$T/r0/d/train-images-idx3-ubyte"
+"$PY" -c "import sys; sys.stdout.buffer.write(bytes([0,0,8,1,0,0,0,64]) + bytes(k % 10 for k in range(64)))" >"$T/r0/d/train-labels-idx1-ubyte"
 timeout 60 mpirun --oversubscribe -np 2 bash -c 'cd "$2/r$OMPI_COMM_WORLD_RANK" &&
   exec "$0" "$1" train --dataset mnist --data-dir d --no-validation' "$(cd "$(dirname "$CNNRUN")" && pwd)/cnnrun" "$T/f2.so" "$T" >"$T/out" 2>&1
 rc=$?
