@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "common/cm.h"
 #include "rt_image.h"
@@ -76,11 +75,7 @@ struct rt_folder {
   char last_skipped[512];
 };
 
-static double rt_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static double rt_now(void) { return 1e-9 * (double)rt_trace_now_ns(); } /* monotonic seconds */
 
 /* ---- listing ------------------------------------------------------------------------------ */
 static int rt_is_image_name(const char *name) {
