@@ -29,12 +29,22 @@ typedef struct cg_cache_sizes {
   int from_sysfs;              /* 1: read from the host's sysfs; 2: --target-cache; 0: the fallbacks */
 } cg_cache_sizes;
 
+/* A core's row of codegen/cores.def: what the generators know of it beyond the ISA. */
+typedef struct cg_core {
+  const char *id, *cpus;  /* row name; the LLVM CPU names it covers, comma separated */
+  double bf16_dot_rate;   /* vdpbf16ps multiply-adds per cycle over f32 FMA's (zmm, one core) */
+  const char *source;     /* where the figures come from */
+} cg_core;
+/* The row of LLVM CPU name cpu, or NULL (a core the table does not describe). */
+const cg_core *cg_core_of(const char *cpu);
+
 typedef struct cg_target {
   LLVMTargetMachineRef tm;
   char *triple, *cpu, *features;  /* LLVM-owned strings (LLVMDisposeMessage) */
   int vec_f32;                    /* f32 lanes of the widest usable vector: 16 AVX-512, 8 AVX2, 4 SSE */
   int has_avx512bf16;
   cg_cache_sizes cache;           /* what cache blocking assumes: the host's, fallbacks, or --target-cache */
+  const cg_core *core;            /* cg_core_of(cpu): NULL for a core codegen/cores.def does not describe */
 } cg_target;
 
 /* Creates the target machine for the host, or for the given cpu/features/triple (NULL or ""

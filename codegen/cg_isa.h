@@ -25,6 +25,10 @@ void cg_target_emit_isa(cg_ctx *c);
  * tune bf16_emulate=1 (x86 targets with FMA: the same kernels with every vdpbf16ps emulated
  * exactly in f32 vector code), 0 = no bf16 route. */
 int cg_bf16_dot(const cg_target *t, const ir_tuning *tune);
+/* The bf16 conv route's mode for tune->bf16: 0 (tune bf16=0, no bf16 dot products, or a core
+ * whose codegen/cores.def row has vdpbf16ps at most as fast as f32 FMA, unless tune bf16=2),
+ * else cg_bf16_dot's.  why (may be NULL): the decision in words, for the plan and the report. */
+int cg_bf16_route(const cg_target *t, const ir_tuning *tune, char *why, size_t n);
 /* The ISA part of the bf16 kernels' names, "avx512bf16" or "<isa>_bf16emu". */
 const char *cg_bf16_isa_name(const cg_target *t);
 /* The dot-product step, one <V x float> accumulator: per lane i, acc += a[2i+1]*b[2i+1], then

@@ -23,13 +23,20 @@ static void at_node(sel_ctx *s, int i) {
   s->priv.shard = s->c.g->nodes[i].shard, s->priv.node = i;
 }
 
-/* A conv's 16-bit operands: the bf16 route's epilogue (cg_conv_bf16_io16), else the direct
- * route's pixel vectors (a Winograd conv given a 16-bit input is the direct route's: its
- * match takes f32 inputs only).  x: whether it reads its input x in 16 bits. */
+/* Whether node i's kernel is a Winograd conv (it reads and writes f32 only: its input,
+ * residual and result stay f32 so that the route holds after store16). */
+static int on_wino(const sel_ctx *s, int i) {
+  int a = s->fu[i].anchor, r = s->kp[a].route;
+  return s->c.g->nodes[a].op == IR_OP_conv2d && r >= 0 && !strcmp(cg_routes[r].name, "wino");
+}
+
+/* A conv's 16-bit operands: the bf16 route's epilogue (cg_conv_bf16_io16), none on Winograd,
+ * else the direct route's pixel vectors.  x: whether it reads its input x in 16 bits. */
 static int conv16(sel_ctx *s, int i, int x) {
   at_node(s, i);
   const ir_node *n = &s->c.g->nodes[i];
   if (s->bf16[i]) return cg_conv_bf16_io16(&s->c, n, x);
+  if (on_wino(s, i)) return 0;
   return cg_conv_direct_io16_ok(&s->c, n);
 }
 
@@ -66,8 +73,11 @@ static unsigned in16(sel_ctx *s, int i) {
 static int out16(sel_ctx *s, int p) {
   const ir_graph *g = s->c.g;
   int a = s->fu[p].anchor, v = g->nodes[p].out;
-  for (int i = p + 1; i < g->n_nodes; i++) /* a bf16-route conv that reads its input in f32 (conv/bf16.c gathered kxk panels) */
+  for (int i = p + 1; i < g->n_nodes; i++) { /* a bf16-route conv that reads its input in f32 (conv/bf16.c gathered kxk panels) */
     if (g->nodes[i].op == IR_OP_conv2d && g->nodes[i].in[0] == v && s->bf16[i] && !(s->kp[i].in16 & 1)) return 0;
+    for (int q = 0; q < g->nodes[i].n_in; q++) /* an input or residual of a Winograd conv */
+      if (g->nodes[i].in[q] == v && on_wino(s, i)) return 0;
+  }
   if (g->nodes[p].op == IR_OP_maxpool) return a == p; /* gen_pool.c */
   if (g->nodes[p].op != IR_OP_round16) return 0;
   if (a == p) return 1; /* the round16 kernel narrows in its store (gen_round16.c) */

@@ -230,7 +230,24 @@ int cg_target_init(cg_target *t, const char *triple, const char *cpu, const char
   t->vec_f32 = probe_vec_width(t);
   t->has_avx512bf16 = probe_avx512bf16(t);
   cg_cache_sizes_detect(t, &t->cache);
+  t->core = cg_core_of(t->cpu);
   return 0;
+}
+
+static const cg_core cores[] = {
+#define CORE(id, cpus, bf16, source) {#id, cpus, bf16, source},
+#include "codegen/cores.def"
+};
+
+const cg_core *cg_core_of(const char *cpu) {
+  size_t n = cpu ? strlen(cpu) : 0;
+  for (size_t i = 0; n && i < sizeof cores / sizeof cores[0]; i++)
+    for (const char *p = cores[i].cpus; *p;) { /* one comma-separated name at a time */
+      size_t len = strcspn(p, ",");
+      if (len == n && !strncmp(p, cpu, n)) return &cores[i];
+      p += len + (p[len] == ',');
+    }
+  return NULL;
 }
 
 void cg_target_dispose(cg_target *t) {
@@ -274,6 +291,22 @@ int cg_bf16_dot(const cg_target *t, const ir_tuning *tune) {
   free(z);
   if (own.tm) LLVMDisposeTargetMachine(own.tm);
   return fma ? 1 : 0;
+}
+
+int cg_bf16_route(const cg_target *t, const ir_tuning *tune, char *why, size_t n) {
+  int mode = tune->bf16 ? cg_bf16_dot(t, tune) : 0;
+  const cg_core *k = t->core;
+  if (why && n) {
+    if (!tune->bf16) snprintf(why, n, "off (tune bf16=0)");
+    else if (mode == 1) snprintf(why, n, "vdpbf16ps emulated (tune bf16_emulate=1)");
+    else if (!mode) snprintf(why, n, "none (the target has no avx512bf16)");
+    else if (!k) snprintf(why, n, "vdpbf16ps (cpu %s: no row in codegen/cores.def)", t->cpu);
+    else if (tune->bf16 == 2) snprintf(why, n, "vdpbf16ps (tune bf16=2; core %s: %.2fx f32 FMA)", k->id, k->bf16_dot_rate);
+    else if (k->bf16_dot_rate > 1.0) snprintf(why, n, "vdpbf16ps (core %s: %.2fx f32 FMA)", k->id, k->bf16_dot_rate);
+    else snprintf(why, n, "f32 FMA on bf16 storage (core %s: vdpbf16ps %.2fx f32 FMA; tune bf16=2 takes it)", k->id, k->bf16_dot_rate);
+  }
+  if (mode == 2 && tune->bf16 == 1 && k && k->bf16_dot_rate <= 1.0) return 0; /* the faster route wins */
+  return mode;
 }
 
 /* ---- the CPU features a model needs (runtime/rt_isa.c refuses a model whose features the CPU

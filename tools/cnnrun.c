@@ -56,7 +56,7 @@ static const optdef bench_opts[] = {
     OPT_REPLICAS,
     OPT_TRACE,
     {"--profile", NULL, "time every op of the timed runs: per layer ms, GFLOP/s, % of peak, kernel (inference models only)"},
-    {"--peak", "GFLOPS", "per-core fp32 peak for --profile's % columns (default: measured, AVX2 FMA)"},
+    {"--peak", "GFLOPS", "per-core fp32 peak for --profile's % columns (default: measured, FMA of the widest vectors: AVX-512 or AVX2)"},
     {NULL, NULL, NULL}};
 static const optdef infer_opts[] = {
     {"--input", "FILE", "samples: raw (the input dtype, u8 or f32) or idx (MNIST format, .gz too)"},

@@ -133,7 +133,7 @@ int cg_conv_bf16_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
 
 int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
   const cg_priv *pv = c->priv;
-  if (n->op != IR_OP_conv2d || (pv && pv->train) || !cg_bf16_dot(c->target, cg_tune(c)) || !cg_tune(c)->bf16) return 0;
+  if (n->op != IR_OP_conv2d || (pv && pv->train) || !cg_bf16_route(c->target, cg_tune(c), NULL, 0)) return 0;
   const ir_conv2d_attr *a = &n->attr.conv2d;
   int flat = a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && !a->pad[0] && !a->pad[1] &&
              !a->pad[2] && !a->pad[3];

@@ -182,15 +182,18 @@ int cg_conv_wino_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
    * tile slots of the GEMMs empty: the direct kernels */
   if (((y->shape.dim[2] + 1) / 2) * ((y->shape.dim[3] + 1) / 2) < c->target->vec_f32) return 0;
   if (x->dtype != IR_F32 || c->g->values[n->in[1]].data == NULL) return 0;
-  for (int i = 0; i < c->g->n_nodes; i++) /* --precision 16.x: the graph's results stay the direct kernels' */
-    if (c->g->nodes[i].op == IR_OP_round16) return 0; /* whether or not round16 is fused (bitwise, test_precision_fusion) */
+  /* --precision 16.x (round16 nodes): f32 Winograd sums rounded in the epilogue, f32 in and out
+   * (cg_select keeps this conv's input and residual in f32: its store16 choices);
+   * tune wino16=0 leaves such graphs to the direct kernels */
+  for (int i = 0; i < c->g->n_nodes && !cg_tune(c)->wino16; i++)
+    if (c->g->nodes[i].op == IR_OP_round16) return 0;
   const pass_fusion *fu = cg_fusion(c, n);
   if (fu->n_pre || fu->n_side) return 0;
   int prev = fu->bn >= 0 ? c->g->nodes[fu->bn].out : n->out;
-  for (int i = 0; i < fu->n_post; i++) { /* relu, or a residual add of an f32 tensor */
+  for (int i = 0; i < fu->n_post; i++) { /* relu, a residual add of an f32 tensor, a last round16 */
     const ir_node *m = &c->g->nodes[fu->post[i]];
     if (m->op == IR_OP_add && c->g->values[m->in[0] == prev ? m->in[1] : m->in[0]].dtype != IR_F32) return 0;
-    if (m->op != IR_OP_relu && m->op != IR_OP_add) return 0;
+    if (m->op != IR_OP_relu && m->op != IR_OP_add && !(m->op == IR_OP_round16 && i == fu->n_post - 1)) return 0;
     prev = m->out;
   }
   return c->g->values[c->g->nodes[fu->last].out].dtype == IR_F32;

@@ -32,7 +32,7 @@ if not peak > 0: errs.append("no measured peak")
 for o in p["ops"]:
     tag = f"{o['name']} ({o['kernel']})"
     if not o["cpu_seconds"] > 0: errs.append(f"{tag}: cpu_seconds {o['cpu_seconds']}")
-    # the measured peak is AVX2 FMA (half an AVX-512 core's) and Winograd ops count direct-conv
+    # the measured peak is the widest FMA the CPU has, and Winograd ops count direct-conv
     # FLOPs (up to 4x the multiplies): 10x the measured peak is beyond any kernel
     elif peak > 0 and o["gflops_per_cpu_second"] > 10 * peak:
         errs.append(f"{tag}: {o['gflops_per_cpu_second']:.0f} GF per CPU-second > 10 x peak {peak:.0f}")

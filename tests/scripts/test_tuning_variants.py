@@ -19,7 +19,7 @@ BUILD, SRC = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 CNNC, CNNRUN = os.path.join(BUILD, "cnnc"), os.path.join(BUILD, "cnnrun")
 MODEL = os.path.join(SRC, "tests", "store16", "resnetish.yml")
 BASE = ["--batch-size", "2", "--seed", "3"]
-BF16 = ["--precision", "16.16", "--half-type", "bf16", "--tune", "bf16_emulate=1"]
+BF16 = ["--precision", "16.16", "--half-type", "bf16", "--tune", "bf16_emulate=1,bf16=2"]
 TRAIN = ["--mode", "training", "--optimizer", "momentum"]
 AVX512 = ["--target-cpu", "skylake-avx512"]
 # Groups of knobs at a non-default value, each compiled in one build against a default build

@@ -98,6 +98,7 @@ int main(void) {
     return 0;
   }
   cgt_init_dir();
+  ct_tune("bf16=2"); /* the bf16 kernels wherever the ISA has them: this test checks the kernels, not the route choice (codegen/cores.def) */
   enum { NX = 2 * 16 * 8 * 8 };
   static float x[NX];
   cgt_rng = 3;

@@ -272,6 +272,7 @@ static void model_case(const cg_target *t, const char *tn) {
 
 int main(void) {
   cgt_init_dir();
+  ct_tune("bf16=2"); /* the bf16 kernels wherever the ISA has them: this test checks the kernels, not the route choice (codegen/cores.def) */
   cg_target avx2, sse;
   if (cgt_target(&avx2, "x86-64-v3") || cgt_target(&sse, "x86-64")) return 1;
   ir_diag d = {0};

@@ -269,7 +269,7 @@ static int host_bf16_dot(void) {
   cg_target t;
   ir_diag d = {0};
   if (cg_target_init(&t, "", "", "", &d)) return ir_diag_print(&d, stderr), 0;
-  int dot = cg_bf16_dot(&t, &ct_tuning) != 0 /* the knobs build() compiled with */;
+  int dot = cg_bf16_route(&t, &ct_tuning, NULL, 0) != 0 /* the knobs build() compiled with */;
   cg_target_dispose(&t);
   return dot;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "codegen/cg_isa.h"
 #include "ir/grad_train.h"
 #include "tools/report/report_internal.h"
 
@@ -191,6 +192,8 @@ static void on_target(void *ctx, const cg_target *t) {
   rp_report *r = ctx;
   snprintf(r->triple, sizeof r->triple, "%s", t->triple ? t->triple : "?");
   snprintf(r->cpu, sizeof r->cpu, "%s", t->cpu ? t->cpu : "?");
+  snprintf(r->core, sizeof r->core, "%s", t->core ? t->core->id : "");
+  if (r->g) cg_bf16_route(t, ir_tune(r->g), r->bf16_route, sizeof r->bf16_route);
   r->vec_f32 = t->vec_f32 > 0 ? t->vec_f32 : 4;
   cg_cache_sizes_for(t, &r->cache);
 }
@@ -512,6 +515,11 @@ int rp_report_write_json(const rp_report *r, FILE *f) {
   rp_json_str(f, r->triple);
   fprintf(f, ", \"cpu\": ");
   rp_json_str(f, r->cpu);
+  fprintf(f, ", \"core\": ");
+  if (r->core[0]) rp_json_str(f, r->core);
+  else fprintf(f, "null");
+  fprintf(f, ", \"bf16_route\": ");
+  rp_json_str(f, r->bf16_route);
   fprintf(f, ", \"vec_f32\": %d, \"cores\": %d, \"cores_per_shard\": %d, \"peak_gflops_per_core\": %.4g, "
              "\"peak_gbytes_per_core\": %.4g},\n",
           r->vec_f32, r->cores, rp_cores_per_shard(r), r->peak_flops_core / 1e9, r->peak_bw_core / 1e9);

@@ -408,10 +408,16 @@ static void header(const rp_report *r, FILE *f) {
   rp_html_str(f, r->triple);
   fprintf(f, ", cpu ");
   rp_html_str(f, r->cpu);
-  fprintf(f, ", %d f32 lanes</dd><dt>ops / kernels</dt><dd>%d / %d</dd><dt>compute</dt><dd>%.4g GFLOP per micro-batch"
+  if (r->core[0]) {
+    fprintf(f, ", core ");
+    rp_html_str(f, r->core);
+  }
+  fprintf(f, ", %d f32 lanes; bf16 convs: ", r->vec_f32);
+  rp_html_str(f, r->bf16_route);
+  fprintf(f, "</dd><dt>ops / kernels</dt><dd>%d / %d</dd><dt>compute</dt><dd>%.4g GFLOP per micro-batch"
              "</dd><dt>estimate</dt><dd>%.3f ms per micro-batch in sequence, %.3f ms for the slowest stage "
              "(roofline: %.0f GFLOP/s and %.0f GB/s per core, %d core(s) per shard)</dd>",
-          r->vec_f32, r->g->n_nodes, r->n_k, flops / 1e9, est * 1e3, emax * 1e3, r->peak_flops_core / 1e9,
+          r->g->n_nodes, r->n_k, flops / 1e9, est * 1e3, emax * 1e3, r->peak_flops_core / 1e9,
           r->peak_bw_core / 1e9, rp_cores_per_shard(r));
   for (int i = 0; i < r->n_phases; i++)
     if (!strcmp(r->phase_name[i], "total")) fprintf(f, "<dt>compile time</dt><dd>%.2f s</dd>", r->phase_s[i]);

@@ -76,7 +76,8 @@ struct rp_report {
   const char *amp_text;  /* --available-memory-proportion as given (NULL: the default) */
   cg_cache_sizes cache;  /* the target's, for working-set budgets */
   int training;          /* the graph has optimizer updates: weights live in the state buffer */
-  char triple[96], cpu[64];
+  char triple[96], cpu[64], core[32]; /* core: the codegen/cores.def row, "" for none */
+  char bf16_route[192];            /* cg_bf16_route's decision in words */
   int vec_f32, cores;
   double peak_flops_core, peak_bw_core;
   int have_layout;
