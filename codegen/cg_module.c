@@ -150,8 +150,8 @@ static int write_plan(const cg_layout *L, const cg_target *t, const char *path, 
   fprintf(f, "# cnnc kernel plan: %s, batch %d, %s; target %s, cpu %s, %d f32 lanes, L2 %lld, L3 %lld\n", g->name,
           g->batch, L->train ? "training" : "inference", t->triple, t->cpu, t->vec_f32, (long long)t->cache.l2,
           (long long)t->cache.l3);
-  int bf16 = 0; /* a --half-type bf16 model: say which route its convs may take and why */
-  for (int i = 0; i < g->n_nodes && !bf16; i++) bf16 = g->nodes[i].op == IR_OP_round16 && g->nodes[i].attr.round16.format == IR_HALF_BF16;
+  int bf16 = 0; /* a --half-type bf16 inference model: say which route its convs may take and why */
+  for (int i = 0; i < g->n_nodes && !bf16 && !L->train; i++) bf16 = g->nodes[i].op == IR_OP_round16 && g->nodes[i].attr.round16.format == IR_HALF_BF16;
   if (bf16) {
     char why[192];
     cg_bf16_route(t, ir_tune(g), why, sizeof why);
