@@ -18,7 +18,8 @@ figure (models/MODEL.yml, where the zoo has it) as a column, to compare the two 
 --bf16: the bf16 workload, ResNet-50 batch 16 compiled with --precision 16.16 --half-type bf16,
 against `torch_bench.py resnet50 infer 16 THREADS bf16` (CPU autocast to bfloat16); no ORT run.
 Alone it runs only that row; with --only, the listed fp32 rows too.  Its %pk is against the
-vdpbf16ps peak where the host has AVX512_BF16 (else the fp32 peak).
+vdpbf16ps peak where cnnc's plan takes the vdpbf16ps route (its "# bf16 convs:" line, which
+is printed), else the fp32 peak.
   python3 bench/run.py --train [--rounds 2] [--only resnet50/16 fmnist_cnn/64] [--seconds 20]
 
 --train: steady-state training against PyTorch (issue 5).  cnnc: `cnnrun X.so benchmark` on a
@@ -87,6 +88,13 @@ def cnnc_run(a, model, batch, bf16=False, onnx=False):
     runs = max(3, math.ceil(a.seconds / max(probe["latency_ms"]["mean"] / 1000, 1e-3)))
     r = json.loads(sh(run + ["--runs", str(runs)]))
     return r["images_per_second"], r["gflops_per_second"] / r["images_per_second"]
+
+
+def bf16_route(a, model, batch):
+    """The "# bf16 convs:" line of cnnc's plan for the bf16 workload (codegen/cores.def decides)."""
+    plan = sh([os.path.join(a.build, "cnnc"), os.path.join(ROOT, "models", f"{model}.yml"), "--batch-size", str(batch),
+               *BF16_OPTS, "--emit", "plan"])
+    return next((l[len("# bf16 convs: "):] for l in plan.splitlines() if l.startswith("# bf16 convs: ")), "?")
 
 
 def ort_run(a, model, batch):
@@ -240,7 +248,7 @@ def main():
         b1, b2, bc1, bc2 = pks["bf16"]
         pk_bf = b2 if a.threads > 1 else b1
         print(f"bf16 avx512_bf16 vdpbf16ps peak: 1 thread {b1:.1f}, 2 threads {b2:.1f} GFLOP/s (per CPU-second: "
-              f"{bc1:.1f} / {bc2:.1f})" + (f"; % of peak of the bf16 row uses {pk_bf:.1f}" if a.bf16 else ""))
+              f"{bc1:.1f} / {bc2:.1f})" + (f"; % of peak of the bf16 row uses it where cnnc's plan takes vdpbf16ps" if a.bf16 else ""))
     elif a.bf16:
         print("no AVX512_BF16 on this host: % of peak of the bf16 row uses the fp32 peak")
     rows = []
@@ -253,7 +261,11 @@ def main():
         yml = cnnc_run(a, model, batch)[0] if a.onnx and a.yaml_too and has_yml else None
         ort = None if a.no_ort or bf16 else ort_run(a, model, batch)
         tor = None if a.no_torch else torch_run(a, model, batch, bf16)
-        p = pk_bf if bf16 else pk
+        p = pk
+        if bf16:
+            route = bf16_route(a, model, batch)
+            print(f"  bf16 convs: {route}", file=sys.stderr)
+            p = pk_bf if route.startswith("vdpbf16ps") else pk
         f = lambda v: f"{v:9.2f}" if v is not None else f"{'-':>9}"
         name = model + (" bf16" if bf16 else "") + (" onnx" if a.onnx else "")
         row = (f"{name:<22}{batch:>5}{f(ips)}{f(ort)}{f(tor)}"
