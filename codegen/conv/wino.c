@@ -185,6 +185,7 @@ int cg_conv_wino_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
   /* --precision 16.x (round16 nodes): f32 Winograd sums rounded in the epilogue, f32 in and out
    * (cg_select keeps this conv's input and residual in f32: its store16 choices);
    * tune wino16=0 leaves such graphs to the direct kernels */
+  if (c->g->half_partials) return 0; /* its M sums live in f32 memory between K blocks */
   for (int i = 0; i < c->g->n_nodes && !cg_tune(c)->wino16; i++)
     if (c->g->nodes[i].op == IR_OP_round16) return 0;
   const pass_fusion *fu = cg_fusion(c, n);
