@@ -663,6 +663,28 @@ static int op_leaky_relu(ox_ctx *x) {
   a.leaky_relu.alpha = (float)alpha;
   return ox_node(x, IR_OP_leaky_relu, &in, 1, &a);
 }
+/* LRN (opsets 1, 13): size required; alpha, beta, bias as ir_lrn_check allows. */
+static int op_lrn(ox_ctx *x) {
+  if (ox_check_attrs(x, "size,alpha,beta,bias")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  int64_t size;
+  double alpha, beta, bias;
+  int has_size = ox_attr_int(x, "size", 0, &size);
+  if (has_size < 0 || ox_attr_float(x, "alpha", 1e-4, &alpha) < 0 ||
+      ox_attr_float(x, "beta", 0.75, &beta) < 0 || ox_attr_float(x, "bias", 1.0, &bias) < 0)
+    return -1;
+  if (!has_size) return ox_err(x, "attribute 'size' is required");
+  if (size < 1 || size > IR_LRN_MAX_SIZE) return ox_err(x, "attribute 'size' (%lld) is out of range (1 to %d)", (long long)size, IR_LRN_MAX_SIZE);
+  if (!isfinite(alpha) || alpha < 0 || alpha > 1e30) return ox_err(x, "attribute 'alpha' (%g) must be finite and >= 0", alpha);
+  if (!isfinite(beta) || fabs(beta) > 1e30) return ox_err(x, "attribute 'beta' (%g) must be finite", beta);
+  if (!isfinite(bias) || !(bias > 0) || bias > 1e30) return ox_err(x, "attribute 'bias' (%g) must be finite and > 0", bias);
+  const ir_shape *s = &x->g->values[in].shape;
+  if (s->rank < 3) return ox_err(x, "LRN needs an [N, C, ...] input of rank >= 3; this input has rank %d", s->rank);
+  ir_attr a = {0};
+  a.lrn = (ir_lrn_attr){(int)size, (float)alpha, (float)beta, (float)bias};
+  return ox_node(x, IR_OP_lrn, &in, 1, &a);
+}
 static int op_identity(ox_ctx *x) { return alias(x, ""); }
 static int op_dropout(ox_ctx *x) { return alias(x, "ratio,seed,is_test,consumed_inputs"); }
 
@@ -677,7 +699,7 @@ static const ox_op ops[] = {
     {"Unsqueeze", ox_op_unsqueeze}, {"Squeeze", ox_op_squeeze},           {"Cast", ox_op_cast},
     {"Concat", ox_op_concat},          {"Clip", clip},                    {"HardSigmoid", hardsigmoid},
     {"HardSwish", op_hardswish}, {"Slice", ox_op_slice},                  {"Split", ox_op_split},
-    {"ConstantOfShape", ox_op_constant_of_shape}, {"LeakyRelu", op_leaky_relu},
+    {"ConstantOfShape", ox_op_constant_of_shape}, {"LeakyRelu", op_leaky_relu}, {"LRN", op_lrn},
     {"GlobalMaxPool", op_global_maxpool},
     {"Pad", pad},                {"Transpose", transpose},          {"ReduceMean", reduce_mean},
 };
