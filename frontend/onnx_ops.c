@@ -573,12 +573,27 @@ static int softmax(ox_ctx *x) {
   if (ox_attr_int(x, "axis", x->opset >= 13 ? -1 : 1, &axis) < 0) return -1;
   if (axis < 0) axis += s->rank;
   if (axis < 0 || axis >= s->rank) return ox_err(x, "axis is out of range for rank %d", s->rank);
-  /* Before opset 13 the input is coerced to 2-D at axis: the same as the last axis when
-   * axis is the last dim; from 13 the axis itself.  cnnc's softmax runs over the last axis. */
-  if (axis != s->rank - 1)
-    return ox_err(x, "softmax over axis %lld of a rank-%d tensor is not supported (only the last axis)", (long long)axis,
-                  s->rank);
-  return ox_node(x, IR_OP_softmax, &in, 1, NULL);
+  /* Before opset 13 the input is coerced to 2-D at axis: one softmax over all the dims from
+   * axis on; from 13 over the axis itself, which is the same when the dims after it are 1.
+   * cnnc's softmax runs over the last axis: the dims from axis on are merged into one by a
+   * reshape (dims before axis kept: dim 0 stays the batch), and the result reshaped back. */
+  if (axis == s->rank - 1) return ox_node(x, IR_OP_softmax, &in, 1, NULL);
+  int merge = axis >= 1;
+  for (int k = (int)axis + 1; k < s->rank && x->opset >= 13; k++) merge &= s->dim[k] == 1;
+  if (!merge)
+    return ox_err(x, "softmax over axis %lld of a rank-%d tensor is not supported (only the last axis, or an axis >= 1 "
+                     "followed by dims of 1)", (long long)axis, s->rank);
+  ir_attr a = {0};
+  a.reshape.shape.rank = (int)axis + 1;
+  for (int k = 0; k < s->rank; k++) a.reshape.shape.dim[k < axis ? k : axis] = k <= axis ? s->dim[k] : a.reshape.shape.dim[axis] * s->dim[k];
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, s->dim, sizeof(int64_t) * (size_t)s->rank);
+  int rank = s->rank;
+  int flat = ox_part_node(x, "flat", IR_OP_reshape, &in, 1, &a);
+  if (flat < 0) return -1;
+  int sm = ox_part_node(x, "softmax", IR_OP_softmax, &flat, 1, NULL);
+  if (sm < 0) return -1;
+  return ox_reshape_to(x, sm, dims, rank);
 }
 
 /* ---- aliases and constants ------------------------------------------------------------- */
