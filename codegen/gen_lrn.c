@@ -4,6 +4,8 @@
  * channel window (clamped to [0, C)) at run time.  s^-beta = exp(-beta log s) (s >= bias > 0;
  * cg_exp and a Cephes logf polynomial: no libm).  The backward kernel recomputes the window
  * sums s_c of the channels c whose window holds j (size^2 loads per element). */
+#include <math.h>
+
 #include "codegen/cg_internal.h"
 
 /* log(x) for normal x > 0: x = m 2^e with m in [sqrt(1/2), sqrt(2)) (musl's offset trick),
@@ -51,8 +53,14 @@ static LLVMValueRef window_s(cg_ctx *c, lrn_ctx *u, LLVMValueRef ch, LLVMValueRe
   return cg_fma(c, LLVMBuildLoad2(b, cg_vtype(c, w), acc, ""), cg_fconst(c, a->alpha / (float)a->size, w), cg_fconst(c, a->bias, w));
 }
 
+/* s^-beta; s NaN (a NaN in the window) stays NaN and s = inf (overflowed squares) gives
+ * inf^-beta, as the reference's pow. */
 static LLVMValueRef pow_neg_beta(cg_ctx *c, LLVMValueRef s, float beta, int w) {
-  return cg_exp(c, LLVMBuildFMul(c->b, lrn_log(c, s, w), cg_fconst(c, -beta, w), ""), w);
+  LLVMBuilderRef b = c->b;
+  LLVMValueRef r = cg_exp(c, LLVMBuildFMul(b, lrn_log(c, s, w), cg_fconst(c, -beta, w), ""), w);
+  r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, s, cg_fconst(c, INFINITY, w), ""),
+                      cg_fconst(c, beta > 0 ? 0.0f : beta < 0 ? INFINITY : 1.0f, w), r, "");
+  return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, s, s, ""), s, r, "");
 }
 
 static LLVMValueRef at(cg_ctx *c, lrn_ctx *u, LLVMValueRef ch, LLVMValueRef j) {
