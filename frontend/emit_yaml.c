@@ -69,6 +69,10 @@ static int layer(FILE *f, const ir_graph *g, const ir_node *n, const char *path,
     if (isfinite(a->clip.lo)) fprintf(f, ", min: %.9g", a->clip.lo);
     if (isfinite(a->clip.hi)) fprintf(f, ", max: %.9g", a->clip.hi);
     break;
+  case IR_OP_lrn:
+    if (a->lrn.size % 2 == 0) return fail(d, path, n, "an lrn of even size has no YAML form");
+    fprintf(f, ", op: lrn, size: %d, alpha: %.9g, beta: %.9g, bias: %.9g", a->lrn.size, a->lrn.alpha, a->lrn.beta, a->lrn.bias);
+    break;
   case IR_OP_leaky_relu: fprintf(f, ", op: leaky_relu, alpha: %.9g", a->leaky_relu.alpha); break;
   case IR_OP_hardsigmoid: fprintf(f, ", op: hardsigmoid, alpha: %.9g, beta: %.9g", a->hardsigmoid.alpha, a->hardsigmoid.beta); break;
   case IR_OP_add: case IR_OP_mul:

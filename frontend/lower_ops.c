@@ -185,6 +185,19 @@ int fe_lower_leaky(fe_ctx *c, fe_layer *L) {
   return fe_add_node(c, L, IR_OP_leaky_relu, L->in, 1, &a);
 }
 
+int fe_lower_lrn(fe_ctx *c, fe_layer *L) {
+  const ir_shape *x = in_shape(c, L, 0);
+  if (x->rank < 3) return fe_err(c, L->m, L->name, "op 'lrn' needs a [C,H,W] or [C,L] input (got %s)", sample_str(c, x));
+  ir_attr a = {0};
+  a.lrn.size = (int)L->f[FE_K_lrn_size].v.i;
+  if (a.lrn.size % 2 == 0)
+    return fe_err(c, at(L, FE_K_lrn_size), L->name, "'size' (%d) must be odd (a window centred on the channel)", a.lrn.size);
+  a.lrn.alpha = (float)L->f[FE_K_lrn_alpha].v.f;
+  a.lrn.beta = (float)L->f[FE_K_lrn_beta].v.f;
+  a.lrn.bias = (float)L->f[FE_K_lrn_bias].v.f;
+  return fe_add_node(c, L, IR_OP_lrn, L->in, 1, &a);
+}
+
 int fe_lower_hardsigmoid(fe_ctx *c, fe_layer *L) {
   ir_attr a = {0};
   a.hardsigmoid.alpha = (float)L->f[FE_K_hardsigmoid_alpha].v.f;

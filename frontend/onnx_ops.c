@@ -573,12 +573,27 @@ static int softmax(ox_ctx *x) {
   if (ox_attr_int(x, "axis", x->opset >= 13 ? -1 : 1, &axis) < 0) return -1;
   if (axis < 0) axis += s->rank;
   if (axis < 0 || axis >= s->rank) return ox_err(x, "axis is out of range for rank %d", s->rank);
-  /* Before opset 13 the input is coerced to 2-D at axis: the same as the last axis when
-   * axis is the last dim; from 13 the axis itself.  cnnc's softmax runs over the last axis. */
-  if (axis != s->rank - 1)
-    return ox_err(x, "softmax over axis %lld of a rank-%d tensor is not supported (only the last axis)", (long long)axis,
-                  s->rank);
-  return ox_node(x, IR_OP_softmax, &in, 1, NULL);
+  /* Before opset 13 the input is coerced to 2-D at axis: one softmax over all the dims from
+   * axis on; from 13 over the axis itself, which is the same when the dims after it are 1.
+   * cnnc's softmax runs over the last axis: the dims from axis on are merged into one by a
+   * reshape (dims before axis kept: dim 0 stays the batch), and the result reshaped back. */
+  if (axis == s->rank - 1) return ox_node(x, IR_OP_softmax, &in, 1, NULL);
+  int merge = axis >= 1;
+  for (int k = (int)axis + 1; k < s->rank && x->opset >= 13; k++) merge &= s->dim[k] == 1;
+  if (!merge)
+    return ox_err(x, "softmax over axis %lld of a rank-%d tensor is not supported (only the last axis, or an axis >= 1 "
+                     "followed by dims of 1)", (long long)axis, s->rank);
+  ir_attr a = {0};
+  a.reshape.shape.rank = (int)axis + 1;
+  for (int k = 0; k < s->rank; k++) a.reshape.shape.dim[k < axis ? k : axis] = k <= axis ? s->dim[k] : a.reshape.shape.dim[axis] * s->dim[k];
+  int64_t dims[IR_MAX_RANK];
+  memcpy(dims, s->dim, sizeof(int64_t) * (size_t)s->rank);
+  int rank = s->rank;
+  int flat = ox_part_node(x, "flat", IR_OP_reshape, &in, 1, &a);
+  if (flat < 0) return -1;
+  int sm = ox_part_node(x, "softmax", IR_OP_softmax, &flat, 1, NULL);
+  if (sm < 0) return -1;
+  return ox_reshape_to(x, sm, dims, rank);
 }
 
 /* ---- aliases and constants ------------------------------------------------------------- */
@@ -663,6 +678,28 @@ static int op_leaky_relu(ox_ctx *x) {
   a.leaky_relu.alpha = (float)alpha;
   return ox_node(x, IR_OP_leaky_relu, &in, 1, &a);
 }
+/* LRN (opsets 1, 13): size required; alpha, beta, bias as ir_lrn_check allows. */
+static int op_lrn(ox_ctx *x) {
+  if (ox_check_attrs(x, "size,alpha,beta,bias")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  int64_t size;
+  double alpha, beta, bias;
+  int has_size = ox_attr_int(x, "size", 0, &size);
+  if (has_size < 0 || ox_attr_float(x, "alpha", 1e-4, &alpha) < 0 ||
+      ox_attr_float(x, "beta", 0.75, &beta) < 0 || ox_attr_float(x, "bias", 1.0, &bias) < 0)
+    return -1;
+  if (!has_size) return ox_err(x, "attribute 'size' is required");
+  if (size < 1 || size > IR_LRN_MAX_SIZE) return ox_err(x, "attribute 'size' (%lld) is out of range (1 to %d)", (long long)size, IR_LRN_MAX_SIZE);
+  if (!isfinite(alpha) || alpha < 0 || alpha > 1e30) return ox_err(x, "attribute 'alpha' (%g) must be finite and >= 0", alpha);
+  if (!isfinite(beta) || fabs(beta) > 1e30) return ox_err(x, "attribute 'beta' (%g) must be finite", beta);
+  if (!isfinite(bias) || !(bias > 0) || bias > 1e30) return ox_err(x, "attribute 'bias' (%g) must be finite and > 0", bias);
+  const ir_shape *s = &x->g->values[in].shape;
+  if (s->rank < 3) return ox_err(x, "LRN needs an [N, C, ...] input of rank >= 3; this input has rank %d", s->rank);
+  ir_attr a = {0};
+  a.lrn = (ir_lrn_attr){(int)size, (float)alpha, (float)beta, (float)bias};
+  return ox_node(x, IR_OP_lrn, &in, 1, &a);
+}
 static int op_identity(ox_ctx *x) { return alias(x, ""); }
 static int op_dropout(ox_ctx *x) { return alias(x, "ratio,seed,is_test,consumed_inputs"); }
 
@@ -677,7 +714,7 @@ static const ox_op ops[] = {
     {"Unsqueeze", ox_op_unsqueeze}, {"Squeeze", ox_op_squeeze},           {"Cast", ox_op_cast},
     {"Concat", ox_op_concat},          {"Clip", clip},                    {"HardSigmoid", hardsigmoid},
     {"HardSwish", op_hardswish}, {"Slice", ox_op_slice},                  {"Split", ox_op_split},
-    {"ConstantOfShape", ox_op_constant_of_shape}, {"LeakyRelu", op_leaky_relu},
+    {"ConstantOfShape", ox_op_constant_of_shape}, {"LeakyRelu", op_leaky_relu}, {"LRN", op_lrn},
     {"GlobalMaxPool", op_global_maxpool},
     {"Pad", pad},                {"Transpose", transpose},          {"ReduceMean", reduce_mean},
 };

@@ -51,6 +51,7 @@ void ir_cost_dropout(const ir_graph *g, const ir_node *n, ir_cost *c) {
 }
 void ir_cost_reshape(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
 void ir_cost_concat(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
+void ir_cost_lrn(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 2.0 * n->attr.lrn.size + 20); }
 void ir_cost_channel_shuffle(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
 void ir_cost_slice(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
 void ir_cost_normalize(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 2); }

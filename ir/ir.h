@@ -97,6 +97,12 @@ typedef struct ir_slice_grad_attr { ir_slice_attr slice; ir_shape x_shape; } ir_
 typedef struct ir_clip_attr { float lo, hi; } ir_clip_attr;          /* clip, clip_grad: lo <= hi */
 typedef struct ir_hsig_attr { float alpha, beta; } ir_hsig_attr;     /* hardsigmoid(_grad) */
 typedef struct ir_leaky_attr { float alpha; } ir_leaky_attr;         /* leaky_relu(_grad) */
+/* lrn(_grad) (ONNX LRN, PyTorch LocalResponseNorm): y[n,c,..] = x[n,c,..] / s^beta, s = bias +
+ * alpha/size * sum of x[n,k,..]^2 for k in [c - (size-1)/2, c + size-1 - (size-1)/2] within
+ * [0, C); 1 <= size <= IR_LRN_MAX_SIZE, alpha >= 0, bias > 0, all finite. */
+typedef struct ir_lrn_attr { int size; float alpha, beta, bias; } ir_lrn_attr;
+#define IR_LRN_MAX_SIZE 1024
+int ir_lrn_check(const ir_lrn_attr *a, char *msg, size_t len); /* 0, or -1 and why in msg */
 /* The scalar definitions the reference kernels and codegen follow (f32 arithmetic):
  * clip(x) = x < lo ? lo : x > hi ? hi : x (NaN stays); hardsigmoid(x) = min(max(fma(alpha, x,
  * beta), 0), 1); hardswish(x) = x * hardsigmoid(x) with alpha = 1/6, beta = 1/2. */

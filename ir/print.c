@@ -40,6 +40,9 @@ static void print_slice_grad(FILE *f, const ir_attr *u) {
   ir_attr s = {.slice = u->slice_grad.slice};
   print_slice(f, &s);
 }
+static void print_lrn(FILE *f, const ir_attr *u) {
+  fprintf(f, " size=%d alpha=%g beta=%g bias=%g", u->lrn.size, u->lrn.alpha, u->lrn.beta, u->lrn.bias);
+}
 static void print_leaky(FILE *f, const ir_attr *u) { fprintf(f, " alpha=%g", u->leaky_relu.alpha); }
 static void print_clip(FILE *f, const ir_attr *u) { fprintf(f, " lo=%g hi=%g", u->clip.lo, u->clip.hi); }
 static void print_hsig(FILE *f, const ir_attr *u) { fprintf(f, " alpha=%g beta=%g", u->hardsigmoid.alpha, u->hardsigmoid.beta); }

@@ -72,3 +72,52 @@ void ir_ref_groupnorm(const ir_graph *g, const ir_node *n, const float *const *i
         }
     }
 }
+
+/* lrn (ir.h ir_lrn_attr): the window sums in double.  x [N,C,S]; lo channels before c, hi
+ * after (ONNX: floor((size-1)/2) and ceil((size-1)/2); PyTorch's pads agree for odd size). */
+static void lrn_dims(const ir_graph *g, const ir_node *n, int64_t *nb, int64_t *C, int64_t *S, int *lo, int *hi) {
+  const ir_shape *s = &g->values[n->in[n->op == IR_OP_lrn_grad]].shape;
+  *nb = s->dim[0], *C = s->dim[1], *S = 1;
+  for (int k = 2; k < s->rank; k++) *S *= s->dim[k];
+  *lo = (n->attr.lrn.size - 1) / 2, *hi = n->attr.lrn.size - 1 - *lo;
+}
+
+static double lrn_scale(const float *x, int64_t C, int64_t S, int64_t c, int lo, int hi, const ir_lrn_attr *a) {
+  double sum = 0.0;
+  for (int64_t k = c - lo < 0 ? 0 : c - lo; k <= c + hi && k < C; k++) sum += (double)x[k * S] * x[k * S];
+  return a->bias + (double)a->alpha / a->size * sum;
+}
+
+void ir_ref_lrn(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t nb, C, S;
+  int lo, hi;
+  lrn_dims(g, n, &nb, &C, &S, &lo, &hi);
+  const ir_lrn_attr *a = &n->attr.lrn;
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t i = 0; i < S; i++) {
+        const float *x = in[0] + b * C * S + i;
+        out[(b * C + c) * S + i] = (float)(x[c * S] * pow(lrn_scale(x, C, S, c, lo, hi, a), -(double)a->beta));
+      }
+}
+
+/* dx_j = dy_j s_j^-beta - 2 alpha beta / size * x_j * sum over the c whose window holds j
+ * (c in [j - hi, j + lo]) of dy_c x_c s_c^(-beta-1). */
+void ir_ref_lrn_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t nb, C, S;
+  int lo, hi;
+  lrn_dims(g, n, &nb, &C, &S, &lo, &hi);
+  const ir_lrn_attr *a = &n->attr.lrn;
+  double k = 2.0 * a->alpha * a->beta / a->size;
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t i = 0; i < S; i++) {
+      const float *x = in[1] + b * C * S + i, *dy = in[0] + b * C * S + i;
+      for (int64_t j = 0; j < C; j++) {
+        double acc = 0.0;
+        for (int64_t c = j - hi < 0 ? 0 : j - hi; c <= j + lo && c < C; c++)
+          acc += (double)dy[c * S] * x[c * S] * pow(lrn_scale(x, C, S, c, lo, hi, a), -(double)a->beta - 1.0);
+        out[(b * C + j) * S + i] =
+            (float)(dy[j * S] * pow(lrn_scale(x, C, S, j, lo, hi, a), -(double)a->beta) - k * x[j * S] * acc);
+      }
+    }
+}

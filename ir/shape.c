@@ -2,6 +2,7 @@
  * operands' ranks/shapes and attributes and returns 0 with *out set, or -1 with a message in
  * d (the caller adds the layer name and source location). */
 #include <math.h>
+#include <stdio.h>
 
 #include "ir.h"
 
@@ -211,6 +212,23 @@ int ir_infer_channel_shuffle(const ir_graph *g, const ir_node *n, ir_shape *out,
   if (x->rank < 2) return FAIL(d, "channel_shuffle needs channels (rank >= 2)");
   if (gr < 1 || x->dim[1] % gr) return FAIL(d, "channel_shuffle groups %d must divide the %lld channels", gr, (long long)x->dim[1]);
   *out = *x;
+  return 0;
+}
+
+/* lrn: the ONNX/PyTorch attribute ranges (the window never empty, s > 0). */
+int ir_lrn_check(const ir_lrn_attr *a, char *msg, size_t len) {
+  if (a->size < 1 || a->size > IR_LRN_MAX_SIZE)
+    return snprintf(msg, len, "lrn size %d must be in [1, %d]", a->size, IR_LRN_MAX_SIZE), -1;
+  if (!isfinite(a->alpha) || a->alpha < 0) return snprintf(msg, len, "lrn alpha %g must be finite and >= 0", a->alpha), -1;
+  if (!isfinite(a->beta)) return snprintf(msg, len, "lrn beta %g must be finite", a->beta), -1;
+  if (!isfinite(a->bias) || !(a->bias > 0)) return snprintf(msg, len, "lrn bias %g must be finite and > 0", a->bias), -1;
+  return 0;
+}
+int ir_infer_lrn(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  char msg[128];
+  if (ir_lrn_check(&n->attr.lrn, msg, sizeof msg)) return FAIL(d, "%s", msg);
+  if (X(0)->rank < 3) return FAIL(d, "lrn needs [N, C, spatial...] (rank >= 3), got rank %d", X(0)->rank);
+  *out = *X(0);
   return 0;
 }
 

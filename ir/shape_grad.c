@@ -72,6 +72,7 @@ int ir_infer_swish_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_d
 int ir_infer_clip_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_hardsigmoid_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_leaky_relu_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
+int ir_infer_lrn_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_hardswish_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_slice_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   ir_shape s;
@@ -229,6 +230,9 @@ void ir_cost_slice_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_e
 void ir_cost_clip_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 2); }
 void ir_cost_hardsigmoid_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 3); }
 void ir_cost_leaky_relu_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 2); }
+void ir_cost_lrn_grad(const ir_graph *g, const ir_node *n, ir_cost *c) {
+  per_elem(g, n, c, n->out, 2.0 * n->attr.lrn.size * n->attr.lrn.size + 40);
+}
 void ir_cost_hardswish_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 4); }
 void ir_cost_swish_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 8); }
 void ir_cost_maxpool_grad(const ir_graph *g, const ir_node *n, ir_cost *c) {

@@ -241,6 +241,11 @@ int pass_grad_leaky_relu(pass_ad *ad, const ir_node *n, int dy) {
   int in[2] = {dy, n->in[0]};
   return pass_grad_give(ad, n, 0, "dx", IR_OP_leaky_relu_grad, in, 2, &a);
 }
+int pass_grad_lrn(pass_ad *ad, const ir_node *n, int dy) {
+  ir_attr a = {.lrn_grad = n->attr.lrn};
+  int in[2] = {dy, n->in[0]};
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_lrn_grad, in, 2, &a);
+}
 int pass_grad_hardsigmoid(pass_ad *ad, const ir_node *n, int dy) {
   ir_attr a = {.hardsigmoid = n->attr.hardsigmoid};
   int in[2] = {dy, n->in[0]};
@@ -355,7 +360,7 @@ int pass_grad_normalize(pass_ad *ad, const ir_node *n, int dy) {
     return pass_grad_fail(ad, n, #op " is a training op and has no gradient rule");           \
   }
 NO_RULE(conv2d_grad_input) NO_RULE(conv2d_grad_weight) NO_RULE(reduce_sum) NO_RULE(relu_grad)
-NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(slice_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(leaky_relu_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
+NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(slice_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(leaky_relu_grad) NO_RULE(lrn_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
 NO_RULE(global_avgpool_grad) NO_RULE(batchnorm_grad_input) NO_RULE(batchnorm_grad_gamma)
 NO_RULE(groupnorm_grad_input) NO_RULE(groupnorm_grad_gamma) NO_RULE(dense_grad_input)
 NO_RULE(dense_grad_weight) NO_RULE(softmax_grad) NO_RULE(softmax_xent_grad) NO_RULE(sgd_update)

@@ -83,6 +83,13 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-bad-") as T:
            "node 'relu1' (#1, Relu, opset 13): attribute 'alpha' is not supported")
     expect("mistyped attribute", save("attrtype", small_model(conv_attrs={"strides": 2})),
            "node 'conv1' (#0, Conv, opset 13): attribute 'strides' must be a list of ints")
+    for what, attrs, pattern in [("LRN without size", {"alpha": 1e-4}, "attribute 'size' is required"),
+                                 ("LRN bias 0", {"size": 3, "bias": 0.0}, "attribute 'bias' (0) must be finite and > 0"),
+                                 ("LRN alpha < 0", {"size": 3, "alpha": -1.0}, "attribute 'alpha' (-1) must be finite"),
+                                 ("LRN size 0", {"size": 0}, "attribute 'size' (0) is out of range")]:
+        m = small_model(relu_attrs=attrs)
+        m.graph.node[1].op_type = "LRN"
+        expect(what, save("lrn", m), "node 'relu1' (#1, LRN, opset 13): " + pattern)
     huge = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1 << 20, 1 << 20, 3, 3])
     expect("huge dims", save("huge", small_model(w_tensor=huge)), "more than 1073741824 elements")
     ext = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")

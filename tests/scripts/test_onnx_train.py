@@ -6,7 +6,8 @@ in train mode on the same batch and weights: the loss, the first step's gradient
 parameter and running statistic after the steps within 2e-4 (relative).  The net has what the
 importer turns into the new ops: Clip (relu6), Slice into two halves, HardSigmoid * x
 (hardswish), Concat, ShuffleNet's channel shuffle (Reshape, Transpose, Reshape), a zero Pad
-before an AveragePool, Gemm."""
+before an AveragePool, Gemm, and an LRN (F.local_response_norm in PyTorch; torch.onnx exports it
+as many ops, so a Relu stands in at export and is made an LRN node)."""
 import os
 import re
 import sys
@@ -25,6 +26,9 @@ nn, F = torch.nn, torch.nn.functional
 BATCH, STEPS, LR, TOL = 4, 2, 0.05, 2e-4
 
 
+LRN = (3, 0.5, 0.75, 1.5)  # size, alpha, beta, bias
+
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -33,6 +37,7 @@ class Net(nn.Module):
         self.conv2 = nn.Conv2d(4, 4, 3, padding=1, groups=2)
         self.bn2 = nn.BatchNorm2d(8)
         self.fc = nn.Linear(8 * 4 * 4, 5)
+        self.exporting = False  # torch exports local_response_norm as many ops: a Relu stands in, made LRN below
 
     def forward(self, x):
         y = self.bn1(F.relu6(self.conv1(x)))  # a batch norm right after a conv is folded into it by the export
@@ -42,6 +47,7 @@ class Net(nn.Module):
         n, c, h, w = y.shape
         y = y.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)  # channel shuffle
         y = self.bn2(y)
+        y = torch.relu(y) if self.exporting else F.local_response_norm(y, LRN[0], LRN[1], LRN[2], LRN[3])
         y = F.avg_pool2d(F.pad(y, (0, 0, 0, 0)), 2)
         return self.fc(torch.flatten(y, 1))
 
@@ -66,11 +72,17 @@ y = torch.tensor([0, 3, 1, 4])
 with tempfile.TemporaryDirectory(prefix="cnnc-onnx-train-") as T:
     path = os.path.join(T, "net.onnx")
     model.eval()
+    model.exporting = True
     torch.onnx.export(model, x, path, opset_version=13, do_constant_folding=False, input_names=["input"],
                       output_names=["logits"], dynamic_axes={"input": {0: "n"}, "logits": {0: "n"}})
+    model.exporting = False
     m = onnx.load(path)
+    node = [n for n in m.graph.node if n.op_type == "Relu"][-1]  # the stand-in (relu6 exports as Relu, Clip)
+    node.op_type = "LRN"
+    node.attribute.extend([onnx.helper.make_attribute(k, v) for k, v in zip(("size", "alpha", "beta", "bias"), LRN)])
+    onnx.save(m, path)
     ops = {n.op_type for n in m.graph.node}
-    want_ops = {"Clip", "Slice", "HardSigmoid", "Concat", "Transpose", "Pad", "AveragePool", "BatchNormalization", "Gemm"}
+    want_ops = {"Clip", "Slice", "HardSigmoid", "Concat", "Transpose", "Pad", "AveragePool", "BatchNormalization", "Gemm", "LRN"}
     checks.check(want_ops <= ops, f"the export has {sorted(want_ops)} (it has {sorted(ops)})")
     # cnnc's state names of the torch parameters: "<layer>/weight" ... by the nodes reading them
     state = dict(model.named_parameters())

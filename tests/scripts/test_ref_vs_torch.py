@@ -146,6 +146,19 @@ def activation_cases(rng):
             yield ("x%s scale=%g" % (list(shape), scale), op, attrs, [("input", x)], fn(t64(x)))
 
 
+def lrn_cases(rng):
+    # torch.nn.functional.local_response_norm divides alpha by size and pads size//2 channels
+    # before, (size-1)//2 after: ONNX's window for odd size
+    for shape, size, alpha, beta, bias, scale in [((2, 7, 4, 5), 5, 1e-4, 0.75, 1.0, 3.0),
+                                                  ((1, 6, 3, 3), 3, 0.5, 0.6, 2.0, 2.0),
+                                                  ((2, 4, 9), 7, 2.0, 1.5, 0.5, 1.0),
+                                                  ((1, 3, 2, 2), 1, 1.0, -0.4, 1.5, 1.0)]:
+        x = f32(rng, *shape, scale=scale)
+        want = F.local_response_norm(t64(x), size, alpha, beta, bias)
+        yield ("x%s size=%d alpha=%g beta=%g bias=%g" % (list(shape), size, alpha, beta, bias), "lrn",
+               {"size": [size], "alpha": [alpha], "beta": [beta], "bias": [bias]}, [("input", x)], want)
+
+
 def broadcast_cases(rng):
     pairs = [((2, 3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (2, 3, 1, 1)), ((2, 3, 4, 5), (5,)),
              ((2, 3, 4, 5), (3, 1, 1)), ((2, 3, 4, 5), (1, 1, 4, 1)), ((4, 6), (6,)),
@@ -256,7 +269,7 @@ def dropout_inference_cases(rng):
                F.dropout(t64(x), rate, training=False))
 
 
-CASES = [conv_cases, batchnorm_cases, groupnorm_cases, activation_cases, broadcast_cases, pool_cases,
+CASES = [conv_cases, batchnorm_cases, groupnorm_cases, activation_cases, lrn_cases, broadcast_cases, pool_cases,
          global_avgpool_cases, dense_cases, softmax_cases, xent_cases, dropout_inference_cases,
          reshape_cases, normalize_cases]
 

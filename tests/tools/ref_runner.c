@@ -50,6 +50,8 @@ static const attr_field attr_fields[] = {
     F(round16, format, "format", A_INT, 1),      F(clip, lo, "lo", A_FLOAT, 1),
     F(clip, hi, "hi", A_FLOAT, 1),               F(hardsigmoid, alpha, "alpha", A_FLOAT, 1),
     F(hardsigmoid, beta, "beta", A_FLOAT, 1),    F(leaky_relu, alpha, "alpha", A_FLOAT, 1),
+    F(lrn, size, "size", A_INT, 1),              F(lrn, alpha, "alpha", A_FLOAT, 1),
+    F(lrn, beta, "beta", A_FLOAT, 1),            F(lrn, bias, "bias", A_FLOAT, 1),
 };
 #undef F
 

@@ -301,6 +301,26 @@ static void test_shape_ops(const cg_target *t) {
   }
 }
 
+/* lrn and lrn_grad (gen_lrn.c): windows clamped at both ends, even size, pixel counts with and
+ * without a vector tail, rank 3, beta 0.75 and others. */
+static void test_lrn(const cg_target *t) {
+  static const struct { ir_shape s; ir_lrn_attr a; } lc[] = {
+      {{4, {2, 7, 5, 6}}, {5, 1e-4f, 0.75f, 1.0f}}, {{4, {1, 6, 4, 4}}, {3, 2.0f, 1.3f, 0.7f}},
+      {{4, {1, 5, 3, 3}}, {2, 1.0f, 0.6f, 2.0f}},   {{3, {2, 4, 19}}, {7, 0.8f, -0.5f, 1.2f}},
+      {{4, {1, 3, 2, 8}}, {1, 5.0f, 0.75f, 0.5f}}};
+  for (int i = 0; i < 5; i++) {
+    int x;
+    ir_graph *g = graph(lc[i].s, IR_F32, &x);
+    ir_attr a = {.lrn = lc[i].a};
+    int y = cgt_node(g, IR_OP_lrn, "lrn", &x, 1, &a);
+    int dy = cgt_node(g, IR_OP_hardswish, "dy", &y, 1, NULL);
+    output(g, cgt_node(g, IR_OP_lrn_grad, "lrn_grad", (int[]){dy, x}, 2, &a));
+    char label[64];
+    snprintf(label, sizeof label, "lrn case %d", i);
+    check(g, t, label);
+  }
+}
+
 static void test_pool(const cg_target *t) {
   static const struct { int h, w, k, s, p, ceil, incl; } cases[] = {
       {12, 12, 3, 2, 1, 0, 1}, {13, 13, 3, 2, 1, 1, 1}, {8, 8, 2, 2, 0, 0, 1}, {9, 9, 3, 1, 1, 0, 0},
@@ -491,6 +511,8 @@ int main(void) {
   test_binary(&host);
   test_shape_ops(&host);
   test_shape_ops(&sse);
+  test_lrn(&host);
+  test_lrn(&sse);
   test_pool(&host);
   test_dense_softmax(&host);
   test_norm(&host);

@@ -7,7 +7,7 @@
  * within 1e-4 (relative, tests/unit/test_codegen_harness.h cgt_compare).
  *
  * Models: the zoo's CIFAR ResNet-8 (momentum; batchnorm in training mode, residual adds, global average
- * pool), a small model with group norm, swish, sigmoid, clip, concat, hardswish, relu6, hardsigmoid,
+ * pool), a small model with group norm, swish, sigmoid, clip, concat, lrn, hardswish, relu6, hardsigmoid,
  * batchnorm, both average-pool padding
  * modes, global average pool and softmax (every backward kernel of gen_train_norm.c and
  * gen_train_act.c); optimizers SGD, momentum, RMSprop and Adam, with decoupled weight decay,
@@ -39,6 +39,7 @@ static const char *misc_yml =
     "  - {name: c3, op: conv, filters: 9, kernel: 1, bias: false}\n"
     "  - {name: bn3, op: batchnorm}\n"
     "  - {name: r3, op: relu6}\n"
+    "  - {name: ln, op: lrn, size: 3, alpha: 0.5, beta: 0.75, bias: 1.5}\n"
     "  - {name: lk, op: leaky_relu, alpha: 0.2}\n"
     "  - {name: hsg, op: hardsigmoid, alpha: 0.3, beta: 0.4}\n"
     "  - {name: g, op: global_avgpool}\n"

@@ -365,6 +365,19 @@ static void test_shape_ops(void) {
   xa = P("a", SHAPE(2, 6, 2, 2), 1, 0);
   ir_attr sh = {.channel_shuffle = {3}};
   check_case("channel_shuffle", NODE(IR_OP_channel_shuffle, "sh", &xa, 1, &sh), NULL);
+  /* lrn: odd and even windows (ONNX's, clamped at both channel ends), large alpha so the
+   * cross-channel terms matter, negative beta, rank 3 */
+  static const struct { ir_shape s; ir_lrn_attr a; } lc[] = {
+      {{4, {2, 6, 2, 3}}, {5, 1.5f, 0.75f, 1.0f}}, {{4, {1, 5, 2, 2}}, {3, 2.0f, 1.3f, 0.7f}},
+      {{4, {1, 4, 2, 2}}, {2, 1.0f, 0.6f, 2.0f}},  {{3, {2, 5, 3}}, {7, 0.8f, -0.5f, 1.2f}}};
+  for (int i = 0; i < 4; i++) {
+    new_graph(2);
+    xa = P("a", lc[i].s, 1, 0);
+    ir_attr la = {.lrn = lc[i].a};
+    char label[32];
+    snprintf(label, sizeof label, "lrn case %d", i);
+    check_case(label, NODE(IR_OP_lrn, "lrn", &xa, 1, &la), NULL);
+  }
 }
 
 int main(void) {

@@ -175,6 +175,17 @@ static void test_shape_ops(void) {
   o[0] = (operand){SHAPE(1, 1, 2, 2), y};
   a = (ir_attr){.slice_grad = {{1, 1, 1}, SHAPE(1, 3, 2, 2)}};
   expect_op("slice_grad", IR_OP_slice_grad, &a, o, 1, (const float[]){0, 0, 0, 0, 10, 11, 12, 13, 0, 0, 0, 0}, 12, 0);
+  /* lrn by hand: x = 1, 2, 3 over channels; size 3, alpha 3 (alpha/size = 1), beta 1, bias 1:
+   * s = 1 + (1+4), 1 + (1+4+9), 1 + (4+9); size 2 (ONNX: the channel and the next), alpha 3:
+   * s = 1 + 1.5 (1+4), 1 + 1.5 (4+9), 1 + 1.5 * 9 */
+  const float x3[3] = {1, 2, 3};
+  o[0] = (operand){SHAPE(1, 3, 1, 1), x3};
+  a = (ir_attr){.lrn = {3, 3.0f, 1.0f, 1.0f}};
+  expect_op("lrn size 3", IR_OP_lrn, &a, o, 1, (const float[]){1.0f / 6, 2.0f / 15, 3.0f / 14}, 3, 1e-7);
+  a = (ir_attr){.lrn = {2, 3.0f, 1.0f, 1.0f}};
+  expect_op("lrn size 2", IR_OP_lrn, &a, o, 1, (const float[]){1 / 8.5f, 2 / 20.5f, 3 / 14.5f}, 3, 1e-7);
+  a = (ir_attr){.lrn = {3, 3.0f, 0.5f, 3.0f}}; /* beta 0.5: x / sqrt(s), s = 8, 17, 16 */
+  expect_op("lrn beta 0.5", IR_OP_lrn, &a, o, 1, (const float[]){0.35355339f, 0.48507125f, 0.75f}, 3, 1e-7);
 }
 
 static void test_broadcast(void) {
