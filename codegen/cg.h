@@ -78,6 +78,10 @@ typedef struct cg_ctx {
  * out, args[n_act+1] = tid, args[n_act+2] = nthreads. */
 LLVMValueRef cg_kernel_begin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args);
 void cg_kernel_end(cg_ctx *c);  /* emits ret void */
+/* cg_kernel_begin for node n whose parameter operands are module constants: *f the function,
+ * a[] its arguments as above, op[i] = operand i (a kernel argument or cg_param_const's global).
+ * Returns n_act, the activation operands passed. */
+int cg_kernel_begin_ops(cg_ctx *c, const ir_node *n, const char *fn_name, LLVMValueRef *f, LLVMValueRef *a, LLVMValueRef *op);
 
 /* Counted loop: for (iv = lo; iv < hi; iv += step).  Usage:
  *   cg_loop L; LLVMValueRef i = cg_loop_begin(c, &L, lo, hi, step, "i");  ...body...  cg_loop_end(c, &L);

@@ -51,6 +51,14 @@ void cg_set_fn_attrs(cg_ctx *c, LLVMValueRef f) {
   add_enum_attr(c, f, LLVMAttributeFunctionIndex, "nounwind");
 }
 
+int cg_kernel_begin_ops(cg_ctx *c, const ir_node *n, const char *fn_name, LLVMValueRef *f, LLVMValueRef *a, LLVMValueRef *op) {
+  int n_act = 0;
+  for (int i = 0; i < n->n_in; i++) n_act += c->g->values[n->in[i]].kind != IR_VAL_PARAM;
+  *f = cg_kernel_begin(c, fn_name, n_act, a);
+  for (int i = 0, k = 0; i < n->n_in; i++) op[i] = c->g->values[n->in[i]].kind == IR_VAL_PARAM ? cg_param_const(c, n->in[i]) : a[k++];
+  return n_act;
+}
+
 LLVMValueRef cg_kernel_begin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args) {
   LLVMTypeRef params[IR_MAX_IN + PASS_MAX_POST + 4];
   int np = n_act + 3;

@@ -37,6 +37,11 @@ typedef struct lrn_ctx {
   LLVMValueRef x, dy, out, base, ch; /* base: b*C*S (i64); ch: this plane's channel */
 } lrn_ctx;
 
+/* Element (channel ch, pixel j) of this plane's image. */
+static LLVMValueRef at(cg_ctx *c, lrn_ctx *u, LLVMValueRef ch, LLVMValueRef j) {
+  return LLVMBuildAdd(c->b, u->base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ch, cg_i64(c, u->S), ""), j, ""), "");
+}
+
 /* s of channel ch at pixel j: bias + alpha/size * sum over ch's window of x^2. */
 static LLVMValueRef window_s(cg_ctx *c, lrn_ctx *u, LLVMValueRef ch, LLVMValueRef j, int w) {
   LLVMBuilderRef b = c->b;
@@ -46,7 +51,7 @@ static LLVMValueRef window_s(cg_ctx *c, lrn_ctx *u, LLVMValueRef ch, LLVMValueRe
   LLVMValueRef k1 = cg_min64(c, LLVMBuildAdd(b, ch, cg_i64(c, u->hi + 1), ""), cg_i64(c, u->C));
   cg_loop L;
   LLVMValueRef k = cg_loop_begin(c, &L, k0, k1, cg_i64(c, 1), "k");
-  LLVMValueRef v = cg_load_v(c, u->x, LLVMBuildAdd(b, u->base, LLVMBuildAdd(b, LLVMBuildMul(b, k, cg_i64(c, u->S), ""), j, ""), ""), w);
+  LLVMValueRef v = cg_load_v(c, u->x, at(c, u, k, j), w);
   LLVMBuildStore(b, cg_fma(c, v, v, LLVMBuildLoad2(b, cg_vtype(c, w), acc, "")), acc);
   cg_loop_end(c, &L);
   const ir_lrn_attr *a = &u->n->attr.lrn;
@@ -61,10 +66,6 @@ static LLVMValueRef pow_neg_beta(cg_ctx *c, LLVMValueRef s, float beta, int w) {
   r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, s, cg_fconst(c, INFINITY, w), ""),
                       cg_fconst(c, beta > 0 ? 0.0f : beta < 0 ? INFINITY : 1.0f, w), r, "");
   return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, s, s, ""), s, r, "");
-}
-
-static LLVMValueRef at(cg_ctx *c, lrn_ctx *u, LLVMValueRef ch, LLVMValueRef j) {
-  return LLVMBuildAdd(c->b, u->base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ch, cg_i64(c, u->S), ""), j, ""), "");
 }
 
 static void fwd_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
@@ -97,11 +98,8 @@ static void bwd_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
 }
 
 static LLVMValueRef gen_lrn(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  LLVMValueRef a[IR_MAX_IN + 3], op[IR_MAX_IN];
-  int n_act = 0;
-  for (int i = 0; i < n->n_in; i++) n_act += c->g->values[n->in[i]].kind != IR_VAL_PARAM;
-  LLVMValueRef f = cg_kernel_begin(c, fn_name, n_act, a);
-  for (int i = 0, k = 0; i < n->n_in; i++) op[i] = c->g->values[n->in[i]].kind == IR_VAL_PARAM ? cg_param_const(c, n->in[i]) : a[k++];
+  LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
+  int n_act = cg_kernel_begin_ops(c, n, fn_name, &f, a, op);
   int grad = n->op == IR_OP_lrn_grad;
   const ir_shape *s = &c->g->values[n->in[grad]].shape;
   lrn_ctx u = {n, s->dim[1], 1, (n->attr.lrn.size - 1) / 2, 0, grad ? op[1] : op[0], grad ? op[0] : NULL, a[n_act], NULL, NULL};

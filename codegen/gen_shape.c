@@ -48,18 +48,9 @@ static void split_at(const ir_shape *s, int axis, int64_t *outer, int64_t *inner
   for (int k = axis + 1; k < s->rank; k++) *inner *= s->dim[k];
 }
 
-/* Operand i of n: a kernel argument, or the constant of a parameter. */
-static int begin_args(cg_ctx *c, const ir_node *n, const char *fn_name, LLVMValueRef *f, LLVMValueRef *a, LLVMValueRef *op) {
-  int n_act = 0;
-  for (int i = 0; i < n->n_in; i++) n_act += c->g->values[n->in[i]].kind != IR_VAL_PARAM;
-  *f = cg_kernel_begin(c, fn_name, n_act, a);
-  for (int i = 0, k = 0; i < n->n_in; i++) op[i] = c->g->values[n->in[i]].kind == IR_VAL_PARAM ? cg_param_const(c, n->in[i]) : a[k++];
-  return n_act;
-}
-
 LLVMValueRef cg_gen_concat(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
-  int n_act = begin_args(c, n, fn_name, &f, a, op);
+  int n_act = cg_kernel_begin_ops(c, n, fn_name, &f, a, op);
   const ir_shape *os = &c->g->values[n->out].shape;
   int ax = n->attr.concat.axis;
   int64_t outer, inner, off = 0;
@@ -78,7 +69,7 @@ LLVMValueRef cg_gen_concat(cg_ctx *c, const ir_node *n, const char *fn_name, con
 /* One plane copy per output channel: out channel i*G + j <- in channel j*(C/G) + i. */
 LLVMValueRef cg_gen_channel_shuffle(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
-  int n_act = begin_args(c, n, fn_name, &f, a, op);
+  int n_act = cg_kernel_begin_ops(c, n, fn_name, &f, a, op);
   const ir_shape *s = &c->g->values[n->in[0]].shape;
   int64_t outer, plane, C = s->dim[1], G = n->attr.channel_shuffle.groups;
   split_at(s, 1, &outer, &plane);
@@ -102,7 +93,7 @@ LLVMValueRef cg_gen_channel_shuffle(cg_ctx *c, const ir_node *n, const char *fn_
 
 LLVMValueRef cg_gen_slice(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
-  int n_act = begin_args(c, n, fn_name, &f, a, op);
+  int n_act = cg_kernel_begin_ops(c, n, fn_name, &f, a, op);
   const ir_slice_attr *s = &n->attr.slice;
   int64_t outer, inner;
   split_at(&c->g->values[n->in[0]].shape, s->axis, &outer, &inner);
@@ -117,7 +108,7 @@ LLVMValueRef cg_gen_slice(cg_ctx *c, const ir_node *n, const char *fn_name, cons
 /* dx: dy copied to the slice, zeros written around it (each element written once). */
 LLVMValueRef cg_gen_slice_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
-  int n_act = begin_args(c, n, fn_name, &f, a, op);
+  int n_act = cg_kernel_begin_ops(c, n, fn_name, &f, a, op);
   const ir_slice_attr *s = &n->attr.slice_grad.slice;
   const ir_shape *xs = &n->attr.slice_grad.x_shape;
   int64_t outer, inner;
