@@ -43,3 +43,108 @@ LLVMValueRef cg_bf16_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, L
   t = cg_intrinsic(c, "llvm.fma", &vf, 1, args2, 3);
   return LLVMBuildBitCast(c->b, flush_denormal_bits(c, LLVMBuildBitCast(c->b, t, vi, ""), V), vf, "dp");
 }
+
+/* ---- AMX tiles (cg_isa.h) -------------------------------------------------------------- */
+#define AMX_TILES 8
+#define AMX_ROWS 16
+
+/* The one tile configuration every AMX kernel of the module loads: palette 1, tiles 0-7 of
+ * 16 rows x 64 bytes (byte 0 palette, 16 + 2t colsb of tile t, 48 + t its rows). */
+static LLVMValueRef amx_config(cg_ctx *c) {
+  LLVMValueRef g = LLVMGetNamedGlobal(c->mod, "cnnc_amx_tilecfg");
+  if (g) return g;
+  unsigned char cfg[64] = {1};
+  for (int t = 0; t < AMX_TILES; t++) cfg[16 + 2 * t] = 64, cfg[48 + t] = AMX_ROWS;
+  LLVMValueRef init = LLVMConstStringInContext2(c->llc, (const char *)cfg, sizeof cfg, 1);
+  g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), "cnnc_amx_tilecfg");
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  LLVMSetAlignment(g, 64);
+  return g;
+}
+
+static LLVMValueRef imm8(cg_ctx *c, int v) { return LLVMConstInt(c->t_i8, (unsigned long long)v, 0); }
+
+/* Row i of emulated tile t: <16 x i32>* into the tile file. */
+static LLVMValueRef emu_row(cg_ctx *c, const cg_amx *a, int t, LLVMValueRef i) {
+  LLVMTypeRef vi = LLVMVectorType(c->t_i32, 16);
+  LLVMValueRef idx = LLVMBuildAdd(c->b, cg_i64(c, (int64_t)t * AMX_ROWS), i, "");
+  return LLVMBuildGEP2(c->b, vi, a->file, &idx, 1, "trow");
+}
+
+void cg_amx_begin(cg_ctx *c, cg_amx *a, int mode, int dp) {
+  a->mode = mode, a->dp = dp, a->file = NULL;
+  if (mode == 1) {
+    LLVMValueRef args[1] = {amx_config(c)};
+    cg_intrinsic(c, "llvm.x86.ldtilecfg", NULL, 0, args, 1);
+    return;
+  }
+  a->file = cg_entry_alloca(c, LLVMArrayType2(LLVMVectorType(c->t_i32, 16), AMX_TILES * AMX_ROWS), "amx_tiles");
+  LLVMSetAlignment(a->file, 64);
+}
+
+void cg_amx_zero(cg_ctx *c, const cg_amx *a, int tile) {
+  if (a->mode == 1) {
+    LLVMValueRef args[1] = {imm8(c, tile)};
+    cg_intrinsic(c, "llvm.x86.tilezero", NULL, 0, args, 1);
+    return;
+  }
+  for (int i = 0; i < AMX_ROWS; i++) LLVMBuildStore(c->b, LLVMConstNull(LLVMVectorType(c->t_i32, 16)), emu_row(c, a, tile, cg_i64(c, i)));
+}
+
+/* Emulated row copies between memory (row i at ptr + i stride bytes) and tile t. */
+static void emu_copy(cg_ctx *c, const cg_amx *a, int t, LLVMValueRef ptr, int64_t stride, int store) {
+  LLVMTypeRef vi = LLVMVectorType(c->t_i32, 16);
+  for (int i = 0; i < AMX_ROWS; i++) {
+    LLVMValueRef off = cg_i64(c, i * stride);
+    LLVMValueRef p = LLVMBuildGEP2(c->b, c->t_i8, ptr, &off, 1, ""), r = emu_row(c, a, t, cg_i64(c, i));
+    LLVMValueRef v = LLVMBuildLoad2(c->b, vi, store ? r : p, "");
+    LLVMSetAlignment(v, store ? 64 : 4);
+    LLVMSetAlignment(LLVMBuildStore(c->b, v, store ? p : r), store ? 4 : 64);
+  }
+}
+
+void cg_amx_load(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride) {
+  if (a->mode == 1) {
+    LLVMValueRef args[3] = {imm8(c, tile), ptr, cg_i64(c, stride)};
+    cg_intrinsic(c, "llvm.x86.tileloadd64", NULL, 0, args, 3);
+    return;
+  }
+  emu_copy(c, a, tile, ptr, stride, 0);
+}
+
+void cg_amx_store(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride) {
+  if (a->mode == 1) {
+    LLVMValueRef args[3] = {imm8(c, tile), ptr, cg_i64(c, stride)};
+    cg_intrinsic(c, "llvm.x86.tilestored64", NULL, 0, args, 3);
+    return;
+  }
+  emu_copy(c, a, tile, ptr, stride, 1);
+}
+
+void cg_amx_dpbf16(cg_ctx *c, const cg_amx *a, int tc, int ta, int tb) {
+  if (a->mode == 1) {
+    LLVMValueRef args[3] = {imm8(c, tc), imm8(c, ta), imm8(c, tb)};
+    cg_intrinsic(c, "llvm.x86.tdpbf16ps", NULL, 0, args, 3);
+    return;
+  }
+  /* per row m of C (a run-time loop): the 16 pairs of A's row m in order */
+  LLVMTypeRef vi = LLVMVectorType(c->t_i32, 16), vf = cg_vtype(c, 16);
+  cg_loop M;
+  LLVMValueRef m = cg_loop_begin(c, &M, cg_i64(c, 0), cg_i64(c, AMX_ROWS), cg_i64(c, 1), "amx_m");
+  LLVMValueRef crow = emu_row(c, a, tc, m);
+  LLVMValueRef acc = LLVMBuildBitCast(c->b, LLVMBuildLoad2(c->b, vi, crow, ""), vf, "");
+  LLVMValueRef arow = LLVMBuildLoad2(c->b, vi, emu_row(c, a, ta, m), "arow");
+  for (int k = 0; k < AMX_ROWS; k++) {
+    LLVMValueRef b = LLVMBuildLoad2(c->b, vi, emu_row(c, a, tb, cg_i64(c, k)), "brow");
+    LLVMValueRef w = LLVMBuildShuffleVector(c->b, arow, LLVMGetUndef(vi), splat_i32v(c, (uint32_t)k, 16), "abc");
+    acc = cg_bf16_dp(c, a->dp, acc, b, w, 16);
+  }
+  LLVMBuildStore(c->b, LLVMBuildBitCast(c->b, acc, vi, ""), crow);
+  cg_loop_end(c, &M);
+}
+
+void cg_amx_end(cg_ctx *c, const cg_amx *a) {
+  if (a->mode == 1) cg_intrinsic(c, "llvm.x86.tilerelease", NULL, 0, NULL, 0);
+}

@@ -29,13 +29,42 @@ int cg_bf16_dot(const cg_target *t, const ir_tuning *tune);
  * whose codegen/cores.def row has vdpbf16ps at most as fast as f32 FMA, unless tune bf16=2),
  * else cg_bf16_dot's.  why (may be NULL): the decision in words, for the plan and the report. */
 int cg_bf16_route(const cg_target *t, const ir_tuning *tune, char *why, size_t n);
-/* The ISA part of the bf16 kernels' names, "avx512bf16" or "<isa>_bf16emu". */
-const char *cg_bf16_isa_name(const cg_target *t);
+/* The ISA part of the bf16 kernels' names: "avx512bf16" or "<isa>_bf16emu"; for the AMX
+ * microkernel (amx = cg_amx_mode) "amxbf16" or "<isa>_amxemu". */
+const char *cg_bf16_isa_name(const cg_target *t, int amx);
 /* The dot-product step, one <V x float> accumulator: per lane i, acc += a[2i+1]*b[2i+1], then
  * acc += a[2i]*b[2i] (each an f32 FMA rounded to nearest even, input denormals read as zero,
  * denormal results flushed to zero: the SDM's VDPBF16PS).  a, b: <V x i32>, each lane a bf16
  * pair (element 2i in the low half).  Native (mode 2): llvm.x86.avx512bf16.dpbf16ps.512 (V = 16);
  * mode 1: the emulation (cg_isa.c). */
 LLVMValueRef cg_bf16_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b, int V);
+
+/* ---- AMX tiles (the bf16 conv route's AMX microkernel, conv/bf16.c; docs/codegen.md "AMX")
+ * -------------------------------------------------------------------------------------------- */
+/* 1 = the route's convs run on AMX tdpbf16ps (the target has amx-bf16 and avx512bf16, tune
+ * amx=1, the default), 2 = tune amx=2: the same kernels with every tile instruction emulated
+ * in vector code (any target where cg_bf16_dot is non-zero: how the kernels are tested on CPUs
+ * without AMX), 0 = none (tune amx=0 or bf16=0, or no AMX). */
+int cg_amx_mode(const cg_target *t, const ir_tuning *tune);
+
+/* A kernel's tiles.  Every tile is configured as 16 rows of 64 bytes (palette 1): the kernels
+ * use tiles 0-3 as f32 accumulators (16 x 16), 4-5 as A (16 rows x 16 bf16 pairs) and 6-7 as
+ * B (16 pair rows x 16 columns).  Native: the explicit-tile intrinsics (llvm.x86.ldtilecfg,
+ * tileloadd64, tdpbf16ps, tilestored64, tilezero, tilerelease); emulated: a stack tile file of
+ * 8 x 16 rows, tdpbf16ps as, per row m of C and pair k in order, C[m] = dp(C[m], B[k],
+ * broadcast A[m][k]) with cg_bf16_dp (the vdpbf16ps route's summation order exactly). */
+typedef struct cg_amx { int mode, dp; LLVMValueRef file; } cg_amx;
+/* In the kernel's entry block: loads the tile configuration (native) or allocates the tile
+ * file (emulated); mode = cg_amx_mode, dp = cg_bf16_dot (the emulation's dot-product steps). */
+void cg_amx_begin(cg_ctx *c, cg_amx *a, int mode, int dp);
+void cg_amx_zero(cg_ctx *c, const cg_amx *a, int tile);
+/* Tile `tile` = 16 rows of 64 bytes from ptr, row i at ptr + i * stride bytes. */
+void cg_amx_load(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride);
+void cg_amx_store(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride);
+/* tc += ta . tb: C[m][n] += A[m][2k] B[k][2n] + A[m][2k+1] B[k][2n+1] over k < 16 (bf16 pairs,
+ * f32 accumulators). */
+void cg_amx_dpbf16(cg_ctx *c, const cg_amx *a, int tc, int ta, int tb);
+/* Before the kernel returns: tilerelease (native). */
+void cg_amx_end(cg_ctx *c, const cg_amx *a);
 
 #endif

@@ -152,6 +152,20 @@ static int probe_avx512bf16(const cg_target *t) {
   return ok;
 }
 
+/* AMX (amx-tile and amx-bf16): in a host's feature string as +/- (a host whose CPU model has
+ * AMX but whose hypervisor hides it says -amx-bf16); a --target-cpu's own features are not in
+ * its string and cannot be probed by compiling (a tile intrinsic the target lacks aborts
+ * instruction selection), so the LLVM 19 CPUs whose definitions include AMX-BF16 are listed
+ * here; --target-features -amx-bf16 (or -amx-tile) turns it off, +amx-tile,+amx-bf16 on. */
+static int detect_amx_bf16(const cg_target *t) {
+  if (!is_x86(t) || t->vec_f32 != 16 || strstr(t->features, "-amx-bf16") || strstr(t->features, "-amx-tile")) return 0;
+  if (strstr(t->features, "+amx-bf16") && strstr(t->features, "+amx-tile")) return 1;
+  static const char *const amx_cpus[] = {"sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d"};
+  for (size_t i = 0; i < sizeof amx_cpus / sizeof amx_cpus[0]; i++)
+    if (!strcmp(t->cpu, amx_cpus[i]) && !strstr(t->features, "amx-bf16")) return 1; /* a host lists it as + or - */
+  return 0;
+}
+
 /* LLVM reports an unknown CPU or feature only as a warning on stderr (and may abort later),
  * so target creation runs with stderr captured and the warning becomes our error. */
 typedef struct err_capture { int saved; FILE *tmp; } err_capture;
@@ -229,6 +243,7 @@ int cg_target_init(cg_target *t, const char *triple, const char *cpu, const char
   }
   t->vec_f32 = probe_vec_width(t);
   t->has_avx512bf16 = probe_avx512bf16(t);
+  t->has_amx_bf16 = detect_amx_bf16(t);
   cg_cache_sizes_detect(t, &t->cache);
   t->core = cg_core_of(t->cpu);
   return 0;
@@ -282,7 +297,7 @@ int cg_acc_budget(const cg_target *t) {
 int cg_bf16_dot(const cg_target *t, const ir_tuning *tune) {
   if (!is_x86(t)) return 0;
   if (t->has_avx512bf16) return 2;
-  if (!tune->bf16_emulate) return 0;
+  if (!tune->bf16_emulate && tune->amx != 2) return 0; /* tune amx=2 emulates the tiles' vdpbf16ps steps too */
   /* the emulation's llvm.fma must be an instruction (a target without FMA would import fmaf) */
   cg_target own = *t; /* codegen threads call this: a target machine of its own */
   own.tm = cg_target_clone_tm(t, 2);
@@ -293,9 +308,19 @@ int cg_bf16_dot(const cg_target *t, const ir_tuning *tune) {
   return fma ? 1 : 0;
 }
 
+int cg_amx_mode(const cg_target *t, const ir_tuning *tune) {
+  if (!tune->bf16 || !tune->amx) return 0;
+  if (tune->amx == 2) return cg_bf16_dot(t, tune) ? 2 : 0;
+  return t->has_amx_bf16 && t->has_avx512bf16 ? 1 : 0;
+}
+
 int cg_bf16_route(const cg_target *t, const ir_tuning *tune, char *why, size_t n) {
-  int mode = tune->bf16 ? cg_bf16_dot(t, tune) : 0;
+  int mode = tune->bf16 ? cg_bf16_dot(t, tune) : 0, amx = cg_amx_mode(t, tune);
   const cg_core *k = t->core;
+  if (amx) { /* AMX: 16 x 16 x 32 bf16 products per instruction, far above any vector route */
+    if (why && n) snprintf(why, n, amx == 1 ? "AMX tdpbf16ps tiles (the target has amx-bf16; tune amx=0: not)" : "AMX tiles emulated (tune amx=2)");
+    return mode;
+  }
   if (why && n) {
     if (!tune->bf16) snprintf(why, n, "off (tune bf16=0)");
     else if (mode == 1) snprintf(why, n, "vdpbf16ps emulated (tune bf16_emulate=1)");
@@ -333,7 +358,7 @@ static int probe_has(const cg_target *t, int kind, const char *want, const char 
 void cg_target_isa_needs(const cg_target *t, char *buf, size_t n) {
   buf[0] = 0;
   if (!is_x86(t) || n < 64) return;
-  const char *names[9];
+  const char *names[11];
   int k = 0;
   if (t->vec_f32 >= 8) names[k++] = "avx";
   if (t->vec_f32 >= 8 && (probe_has(t, 3, "vpaddd", "%ymm") || probe_has(t, 3, "vpaddd", "%zmm"))) names[k++] = "avx2";
@@ -348,6 +373,7 @@ void cg_target_isa_needs(const cg_target *t, char *buf, size_t n) {
     if (probe_has(t, 7, "vpabsq", "%ymm")) names[k++] = "avx512vl";
   }
   if (t->has_avx512bf16) names[k++] = "avx512bf16";
+  if (t->has_amx_bf16) names[k++] = "amx-tile", names[k++] = "amx-bf16";
   size_t used = 0;
   for (int i = 0; i < k && used + 16 < n; i++) used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? "," : "", names[i]);
 }
@@ -363,7 +389,8 @@ void cg_target_emit_isa(cg_ctx *c) {
   LLVMSetVisibility(g, LLVMDefaultVisibility);
 }
 
-const char *cg_bf16_isa_name(const cg_target *t) {
+const char *cg_bf16_isa_name(const cg_target *t, int amx) {
+  if (amx) return amx == 1 ? "amxbf16" : t->vec_f32 >= 16 ? "avx512_amxemu" : "avx2_amxemu";
   if (t->has_avx512bf16) return "avx512bf16";
   static const char *const emu[] = {"generic_bf16emu", "sse_bf16emu", "avx2_bf16emu", "avx512_bf16emu"};
   const char *isa = cg_isa_name(t);

@@ -3,15 +3,38 @@
  * first kernel).  The model exports `cnnc_isa_v1` (codegen/cg_isa.h), the comma-separated x86
  * features its kernels may use; a model without the symbol (older cnnc) is not checked. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "rt_internal.h"
 
 cnnrt_status rt_isa_check(void *dl, const char *path);
 
+#if defined(__x86_64__)
+/* AMX (amx-tile, amx-bf16): CPUID.(7,0):EDX bits 24 and 22, and the OS's XSAVE of the tile
+ * state (XCR0 bits 17 XTILECFG and 18 XTILEDATA). */
+static int amx_cpu(int bit) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> bit) & 1)) return 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1)) return 0; /* OSXSAVE */
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & (3u << 17)) == (3u << 17);
+}
+#endif
+
 /* 1 supported, 0 not, -1 a name this runtime does not know */
 static int cpu_has(const char *name, size_t n) {
+#if defined(__x86_64__)
+  if (n == 8 && !strncmp(name, "amx-tile", 8)) return amx_cpu(24);
+  if (n == 8 && !strncmp(name, "amx-bf16", 8)) return amx_cpu(22);
+#endif
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
 #define F(s)                                                 \
@@ -45,5 +68,13 @@ cnnrt_status rt_isa_check(void *dl, const char *path) {
   if (unknown[0])
     return rt_fail(CNNRT_UNSUPPORTED, "%s: needs CPU features this runtime cannot check: %s (the model needs %s)", path,
                    unknown, need);
+#if defined(__x86_64__)
+  /* Linux (5.16 on) enables the AMX tile data per process on request; without it the first
+   * tile instruction raises SIGILL.  Asked once per process (a repeat is harmless). */
+  if (strstr(need, "amx-tile") && syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) != 0)
+    return rt_fail(CNNRT_UNSUPPORTED, "%s: the kernel refused this process the AMX tile state (arch_prctl "
+                   "ARCH_REQ_XCOMP_PERM: %s); the model runs its convolutions on AMX tiles (recompile with --tune amx=0)",
+                   path, strerror(errno));
+#endif
   return CNNRT_OK;
 }

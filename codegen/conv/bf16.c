@@ -50,6 +50,8 @@ typedef struct bk {
   LLVMValueRef x, out, wp, bp, sp, buf, in_base, out_base, wbase, bbase, c0;
   LLVMValueRef tix, xpf; /* channel tile; flat: byte offset in x of the thread's next chunk in plane 0 (NULL: no x prefetch) */
   LLVMValueRef resid[PASS_MAX_POST];
+  LLVMValueRef cbuf; /* AMX: the accumulator tiles stored for the epilogue, [4][16][16] f32 */
+  cg_amx amx;
   const conv_epi *e;
   int bn;
   /* 16-bit inference storage (passes/store16.c, cg_conv_bf16_io16): dtypes of x (flat
@@ -94,8 +96,8 @@ static void pack_vec(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, int
     h1 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x1, IR_HALF_BF16, 0, V), vi, "");
   }
   LLVMValueRef pair = LLVMBuildOr(c->b, h0, LLVMBuildShl(c->b, h1, splat_i32v(c, 16, V), ""), "pair");
-  /* [pixel tile][kp][P]: tile j / P, vector j % P */
-  LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, cg_i64(c, g->P), ""), cg_i64(c, g->kp), ""), k, ""),
+  /* [pixel tile][kpr][P]: tile j / P, vector j % P */
+  LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, cg_i64(c, g->P), ""), cg_i64(c, g->kpr), ""), k, ""),
                                                       cg_i64(c, g->P), ""),
                                      LLVMBuildSRem(c->b, j, cg_i64(c, g->P), ""), "slot");
   LLVMValueRef st = LLVMBuildStore(c->b, pair, LLVMBuildGEP2(c->b, vi, s->buf, &slot, 1, ""));
@@ -251,7 +253,7 @@ static void gather_vec(cg_ctx *c, const bgeom *g, const bk *s, int tap, LLVMValu
     LLVMValueRef pair = LLVMBuildOr(c->b, LLVMBuildLShr(c->b, u0, splat_i32v(c, 16, V), ""),
                                     LLVMBuildAnd(c->b, u1, splat_i32v(c, 0xffff0000u, V), ""), "pair");
     LLVMValueRef kk = LLVMBuildAdd(c->b, k, cg_i64(c, tap * g->kpc), "");
-    LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, cg_i64(c, g->P), ""), cg_i64(c, g->kp), ""), kk, ""),
+    LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, cg_i64(c, g->P), ""), cg_i64(c, g->kpr), ""), kk, ""),
                                                         cg_i64(c, g->P), ""),
                                        LLVMBuildSRem(c->b, j, cg_i64(c, g->P), ""), "slot");
     LLVMValueRef st = LLVMBuildStore(c->b, pair, LLVMBuildGEP2(c->b, vi, s->buf, &slot, 1, ""));
@@ -382,16 +384,50 @@ static void prefetch_epi(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np,
   }
 }
 
-/* rr channels x np vectors at chunk pixel q0 (a multiple of P*V); last_mask: lanes of the
- * last vector inside the plane (all for whole tiles); pf (NULL: none): the first output
- * element of the next tile, whose residuals prefetch_epi prefetches. */
-static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMValueRef q0, unsigned last_mask, LLVMValueRef pf,
-                 LLVMValueRef xpf) {
+/* The AMX microkernel of rr channels (<= R = 16 or 32) x np pixel vectors (<= P) at chunk pixel
+ * q0: accumulator tile 2a + p (channels 16a.., pixel vector p) += A tile 4 + a (16 channels x
+ * 16 pairs of the packed weights) . B tile 6 + p (16 pair rows of the panel, row stride P
+ * vectors), per K step of 16 pairs (kpr / 16 steps; the pairs past kp are 0 in both); the
+ * tiles stored to s->cbuf, acc[r np + p] pointing at the rows the epilogue reads. */
+static void amx_tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMValueRef q0, LLVMValueRef *acc) {
+  int na = (rr + 15) / 16;
+  LLVMTypeRef vi = LLVMVectorType(c->t_i32, 16);
+  for (int a = 0; a < na; a++)
+    for (int p = 0; p < np; p++) cg_amx_zero(c, &s->amx, 2 * a + p);
+  LLVMValueRef ptile = LLVMBuildSDiv(c->b, q0, cg_i64(c, (int64_t)g->P * 16), "ptile");
+  LLVMValueRef prow = LLVMBuildMul(c->b, ptile, cg_i64(c, g->kpr), "prow"); /* the tile's first pair row */
+  cg_loop K;
+  LLVMValueRef kb = cg_loop_begin(c, &K, cg_i64(c, 0), cg_i64(c, g->kpr / 16), cg_i64(c, 1), "kb");
+  LLVMValueRef wi = LLVMBuildAdd(c->b, s->wbase, LLVMBuildMul(c->b, kb, cg_i64(c, (int64_t)g->R * 16), ""), "wa");
+  for (int a = 0; a < na; a++) {
+    LLVMValueRef i = LLVMBuildAdd(c->b, wi, cg_i64(c, a * 256), "");
+    cg_amx_load(c, &s->amx, 4 + a, LLVMBuildGEP2(c->b, c->t_i32, s->wp, &i, 1, "atile"), 64);
+  }
+  LLVMValueRef row = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, prow, LLVMBuildMul(c->b, kb, cg_i64(c, 16), ""), ""), cg_i64(c, g->P), "");
+  for (int p = 0; p < np; p++) {
+    LLVMValueRef i = LLVMBuildAdd(c->b, row, cg_i64(c, p), "");
+    cg_amx_load(c, &s->amx, 6 + p, LLVMBuildGEP2(c->b, vi, s->buf, &i, 1, "btile"), (int64_t)g->P * 64);
+  }
+  for (int a = 0; a < na; a++)
+    for (int p = 0; p < np; p++) cg_amx_dpbf16(c, &s->amx, 2 * a + p, 4 + a, 6 + p);
+  cg_loop_end(c, &K);
+  for (int a = 0; a < na; a++)
+    for (int p = 0; p < np; p++) {
+      LLVMValueRef i = cg_i64(c, (2 * a + p) * 256);
+      cg_amx_store(c, &s->amx, 2 * a + p, LLVMBuildGEP2(c->b, c->t_f32, s->cbuf, &i, 1, "ctile"), 64);
+    }
+  for (int r = 0; r < rr; r++)
+    for (int p = 0; p < np; p++) {
+      LLVMValueRef i = cg_i64(c, (2 * (r / 16) + p) * 256 + (r % 16) * 16);
+      acc[r * np + p] = LLVMBuildGEP2(c->b, c->t_f32, s->cbuf, &i, 1, "crow");
+    }
+}
+
+/* The vdpbf16ps microkernel of rr channels x np pixel vectors at chunk pixel q0: R x P vector
+ * accumulators (acc[r np + p], allocas) over the kp pairs; xpf: the next-chunk x prefetch. */
+static void vec_tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMValueRef q0, LLVMValueRef xpf, LLVMValueRef *acc) {
   int V = g->V;
-  unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
   LLVMTypeRef vt = cg_vtype(c, V), vi = LLVMVectorType(c->t_i32, (unsigned)V);
-  LLVMValueRef acc[64];
-  if (pf) prefetch_epi(c, g, s, rr, g->P, pf);
   for (int i = 0; i < rr * np; i++) {
     acc[i] = cg_entry_alloca(c, vt, "acc");
     LLVMBuildStore(c->b, cg_fzero(c, V), acc[i]);
@@ -401,7 +437,7 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
   LLVMValueRef k = cg_loop_begin(c, &K, cg_i64(c, 0), cg_i64(c, g->kp), cg_i64(c, 1), "kp");
   LLVMValueRef cur[64], xv[8];
   for (int i = 0; i < rr * np; i++) cur[i] = LLVMBuildLoad2(c->b, vt, acc[i], "");
-  LLVMValueRef slot = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ptile, cg_i64(c, g->kp), ""), k, ""), cg_i64(c, g->P), "");
+  LLVMValueRef slot = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, ptile, cg_i64(c, g->kpr), ""), k, ""), cg_i64(c, g->P), "");
   for (int p = 0; p < np; p++) {
     LLVMValueRef idx = LLVMBuildAdd(c->b, slot, cg_i64(c, p), "");
     LLVMValueRef l = LLVMBuildLoad2(c->b, vi, LLVMBuildGEP2(c->b, vi, s->buf, &idx, 1, ""), "xpair");
@@ -428,6 +464,20 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
   }
   for (int i = 0; i < rr * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
   cg_loop_end(c, &K);
+}
+
+/* rr channels x np vectors at chunk pixel q0 (a multiple of P*V); last_mask: lanes of the
+ * last vector inside the plane (all for whole tiles); pf (NULL: none): the first output
+ * element of the next tile, whose residuals prefetch_epi prefetches. */
+static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMValueRef q0, unsigned last_mask, LLVMValueRef pf,
+                 LLVMValueRef xpf) {
+  int V = g->V;
+  unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
+  LLVMTypeRef vt = cg_vtype(c, V);
+  LLVMValueRef acc[64];
+  if (pf) prefetch_epi(c, g, s, rr, g->P, pf);
+  if (g->amx) amx_tile(c, g, s, rr, np, q0, acc);
+  else vec_tile(c, g, s, rr, np, q0, xpf, acc);
   const conv_epi *e = s->e;
   for (int r = 0; r < rr; r++) {
     LLVMValueRef bi = LLVMBuildAdd(c->b, s->bbase, cg_i64(c, r), "");
@@ -531,7 +581,7 @@ static const char *bf16_kind(cg_ctx *c, const bgeom *g, const pass_fusion *fu, c
   int r16 = 0; /* 16-bit storage: "_x16" reads x, "_o16" writes the result, "_r16" reads a residual */
   for (int i = 0; i < PASS_MAX_POST; i++) r16 |= s->rdt[i] != IR_F32;
   return ir_fmt(c->arena, "%s%s%s%s_bf16_%dx%d__%s", op, s->xdt != IR_F32 ? "_x16" : "", s->odt != IR_F32 ? "_o16" : "",
-                r16 ? "_r16" : "", g->R, g->P * g->V, cg_bf16_isa_name(c->target));
+                r16 ? "_r16" : "", g->R, g->P * g->V, cg_bf16_isa_name(c->target, g->amx));
 }
 
 /* Sets s's dtypes from the values of n's group (passes/store16.c decided them with
@@ -562,7 +612,7 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
     e.post[i] = &c->g->nodes[fu->post[i]];
     n_act += e.post[i]->op == IR_OP_add;
   }
-  size_t nco = (size_t)g.ntile * g.R, wn = nco * (size_t)g.kp;
+  size_t nco = (size_t)g.ntile * g.R, wn = nco * (size_t)g.kpr;
   uint32_t *wp = malloc(wn * sizeof *wp);
   float *bp = malloc(nco * sizeof(float)), *sp = malloc(nco * sizeof(float));
   if (!wp || !bp || !sp) abort();
@@ -585,8 +635,24 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   s.sp = s.bn ? cg_blob_const(c, "conv_bf16.s", sp, nco * sizeof(float)) : NULL;
   free(wp), free(bp), free(sp);
   LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)g.V);
-  s.buf = cg_entry_alloca(c, LLVMArrayType2(vi, (uint64_t)(g.chunk_px / g.V * g.kp)), "xpanel");
+  s.buf = cg_entry_alloca(c, LLVMArrayType2(vi, (uint64_t)(g.chunk_px / g.V * g.kpr)), "xpanel");
   LLVMSetAlignment(s.buf, 64);
+  if (g.amx) {
+    s.cbuf = cg_entry_alloca(c, LLVMArrayType2(c->t_f32, 4 * 256), "amx_c");
+    LLVMSetAlignment(s.cbuf, 64);
+    cg_amx_begin(c, &s.amx, g.amx, g.mode);
+    if (g.kpr > g.kp) { /* the pair rows past kp stay 0 (the packs write rows < kp only) */
+      cg_loop Z;
+      LLVMValueRef v = cg_loop_begin(c, &Z, cg_i64(c, 0), cg_i64(c, g.chunk_px / g.V), cg_i64(c, 1), "zv");
+      LLVMValueRef base = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, v, cg_i64(c, g.P), ""), cg_i64(c, g.kpr), ""), cg_i64(c, g.P), ""),
+                                       LLVMBuildSRem(c->b, v, cg_i64(c, g.P), ""), "");
+      for (int64_t k = g.kp; k < g.kpr; k++) {
+        LLVMValueRef i = LLVMBuildAdd(c->b, base, cg_i64(c, k * g.P), "");
+        LLVMSetAlignment(LLVMBuildStore(c->b, LLVMConstNull(vi), LLVMBuildGEP2(c->b, vi, s.buf, &i, 1, "")), 64);
+      }
+      cg_loop_end(c, &Z);
+    }
+  }
   LLVMValueRef key = cg_entry_alloca(c, c->t_i64, "xpanel_key");
   LLVMBuildStore(c->b, cg_i64(c, -1), key);
   LLVMValueRef lo, hi;
@@ -602,7 +668,7 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   LLVMValueRef co0 = LLVMBuildMul(c->b, t, cg_i64(c, g.R), "co0");
   s.out_base = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, img, cg_i64(c, g.cout), ""), co0, ""), cg_i64(c, g.hw), ""),
                             s.c0, "out_base"); /* spanned (img 0): channel co0's plane of image 0 + c0 */
-  s.wbase = LLVMBuildMul(c->b, t, cg_i64(c, g.kp * g.R), "wbase");
+  s.wbase = LLVMBuildMul(c->b, t, cg_i64(c, g.kpr * g.R), "wbase");
   s.bbase = co0, s.tix = t;
   if (g.flat && g.cout <= g.cin && cg_tune(c)->bf16_x_pf) { /* the thread's next chunk: this image's next, or the next image's first */
     LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, chunk, cg_i64(c, g.nch - 1), "");
@@ -628,6 +694,7 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
     cg_if_end(c, &f2);
   }
   cg_loop_end(c, &L);
+  if (g.amx) cg_amx_end(c, &s.amx);
   cg_kernel_end(c);
   *kind = bf16_kind(c, &g, fu, &s);
   return f;

@@ -89,6 +89,7 @@ int cg_conv_bf16_plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   memset(g, 0, sizeof *g);
   g->mode = cg_bf16_dot(c->target, cg_tune(c));
+  g->amx = cg_amx_mode(c->target, cg_tune(c));
   const ir_conv2d_attr *a = &n->attr.conv2d;
   g->n = xs->dim[0], g->cin = xs->dim[1], g->cout = ys->dim[1], g->hw = ys->dim[2] * ys->dim[3];
   g->kh = a->kernel[0], g->kw = a->kernel[1], g->sh = a->stride[0], g->sw = a->stride[1];
@@ -96,16 +97,21 @@ int cg_conv_bf16_plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   g->flat = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !a->pad[0] && !a->pad[1] && !a->pad[2] && !a->pad[3];
   g->kpc = (g->cin + 1) / 2;
   g->kp = g->kpc * g->kh * g->kw;
-  g->V = c->target->vec_f32;
+  g->V = g->amx ? 16 : c->target->vec_f32; /* AMX: a tile row is 16 dwords */
   span_plan(c, n, g);
   seg_plan(c, g);
-  choose_tile(g, cg_acc_budget(c->target));
-  int64_t tile_px = (int64_t)g->P * g->V, k = BF16_PANEL_BYTES / (4 * g->kp) / tile_px;
+  if (g->amx) { /* 2 A x 2 B tiles into 4 accumulator tiles: 32 channels x 32 pixels per K step of 16 pairs */
+    g->R = g->cout > 16 ? 32 : 16, g->P = g->q > 16 ? 2 : 1;
+    g->ntile = (int)((g->cout + g->R - 1) / g->R);
+  } else
+    choose_tile(g, cg_acc_budget(c->target));
+  g->kpr = g->amx ? (g->kp + 15) / 16 * 16 : g->kp;
+  int64_t tile_px = (int64_t)g->P * g->V, k = BF16_PANEL_BYTES / (4 * g->kpr) / tile_px;
   if (k < 1) k = 1;
   int64_t whole = (g->q + tile_px - 1) / tile_px;
   g->chunk_px = (k < whole ? k : whole) * tile_px;
   g->nch = (g->q + g->chunk_px - 1) / g->chunk_px;
-  return g->chunk_px * g->kp * 4 <= (g->flat ? BF16_STACK_MAX : BF16_GATHER_STACK_MAX);
+  return g->chunk_px * g->kpr * 4 <= (g->flat ? BF16_STACK_MAX : BF16_GATHER_STACK_MAX);
 }
 
 /* Whether value v is on the bf16 grid by construction: a bf16 round16 result (or its 16-bit
@@ -165,11 +171,13 @@ void cg_conv_bf16_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bge
     if (co < g->cout) cg_conv_bn_fold(c, n, bn, co, &scale, &shift);
     bp[co] = (float)shift, sp[co] = (float)scale;
     int taps = g->kh * g->kw;
-    for (int64_t k = 0; k < g->kp; k++) { /* pair k: tap k / kpc, channels 2 (k % kpc) and the next */
+    for (int64_t k = 0; k < g->kpr; k++) { /* pair k: tap k / kpc, channels 2 (k % kpc) and the next; AMX: 0 past kp */
       int64_t tap = k / g->kpc, c0 = 2 * (k % g->kpc), wi = (co * g->cin + c0) * taps + tap;
-      uint32_t lo = co < g->cout ? cg_conv_bf16_bits(w[wi]) : 0;
-      uint32_t hi = co < g->cout && c0 + 1 < g->cin ? cg_conv_bf16_bits(w[wi + taps]) : 0;
-      wp[(t * g->kp + k) * g->R + r] = lo | hi << 16;
+      int in = co < g->cout && k < g->kp;
+      uint32_t lo = in ? cg_conv_bf16_bits(w[wi]) : 0;
+      uint32_t hi = in && c0 + 1 < g->cin ? cg_conv_bf16_bits(w[wi + taps]) : 0;
+      if (g->amx) wp[((t * (g->kpr / 16) + k / 16) * g->R + r) * 16 + k % 16] = lo | hi << 16;
+      else wp[(t * g->kp + k) * g->R + r] = lo | hi << 16;
     }
   }
 }

@@ -22,6 +22,8 @@ typedef struct bgeom {
   int64_t dseg;                 /* input offset from one output row's segment to the next's */
   int span;                     /* pixel vectors run across images (span_plan): q = n hw, one plane */
   int64_t q, kdiv;              /* pixels of a plane (hw, or n hw spanned); pixels per segment key */
+  int amx;                      /* cg_amx_mode: 1 AMX tiles, 2 emulated tiles, 0 the vdpbf16ps microkernel */
+  int64_t kpr;                  /* pair rows of the panel and weights: kp, or (AMX) kp rounded up to 16, zero pairs after kp */
 } bgeom;
 
 /* Whether node n (a conv2d) takes the bf16 route on c's target. */
@@ -37,7 +39,8 @@ int cg_conv_bf16_io16(cg_ctx *c, const ir_node *n, int x);
 
 /* The plan of conv n on the route (g zeroed first); 0 when its panel exceeds the stack limit. */
 int cg_conv_bf16_plan(cg_ctx *c, const ir_node *n, bgeom *g);
-/* Packs weights as bf16 pair dwords [tile][kp][R], bias (conv bias, BN shift) and the BN
+/* Packs weights as bf16 pair dwords [tile][kp][R] (AMX: [tile][kpr / 16][R][16], a 16-row A
+ * tile of 16 pairs per 1 KiB), bias (conv bias, BN shift) and the BN
  * scale (1 without BN) per padded channel. */
 void cg_conv_bf16_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bgeom *g, uint32_t *wp, float *bp, float *sp);
 /* The bf16 bits of x (on the grid: its top half), rounded to nearest even otherwise, a

@@ -199,7 +199,7 @@ static const char *stem_kind(cg_ctx *c, const sgeom *g, const pass_fusion *fu, c
   for (int i = 0; i < fu->n_post && k < 100; i++)
     k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
   return ir_fmt(c->arena, "%s_x16%s_bf16_%dx%d__%s", op, s->odt != IR_F32 ? "_o16" : "", g->R, g->P * g->V,
-                cg_bf16_isa_name(c->target));
+                cg_bf16_isa_name(c->target, 0));
 }
 
 LLVMValueRef cg_gen_conv2d_stem(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {

@@ -2,8 +2,9 @@
 # test_core_route.sh BUILD SRC — the routes chosen from a core's row of codegen/cores.def and the
 # Winograd convs of --precision 16.x graphs (tune wino16), on any host (targets pinned):
 #  1. the bf16 conv route (vdpbf16ps) where the row says it outruns f32 FMA: znver4 and znver5
-#     take it; sapphirerapids (vdpbf16ps 0.49x f32 FMA, measured) keeps bf16 storage on the f32
-#     kernels, with --tune bf16=2 it takes the route, with bf16=0 no core does; a core without
+#     take it; sapphirerapids has AMX-BF16 and takes the route's AMX kernels (tune amx=1); with
+#     --tune amx=0 (vdpbf16ps 0.49x f32 FMA, measured) it keeps bf16 storage on the f32
+#     kernels, with --tune amx=0,bf16=2 it takes vdpbf16ps, with bf16=0 no core does; a core without
 #     a row (cooperlake) keeps the ISA's choice; skylake-avx512 has no avx512bf16.  The plan's
 #     "# bf16 convs:" line and the report's target.core / target.bf16_route say so.
 #  2. --precision 16.16 on the f32 kernels: cifar_resnet8's 3x3 stride-1 convs take Winograd
@@ -30,11 +31,16 @@ for cpu in znver4 znver5; do
   [ "$(routes "$cpu")" -gt 0 ] && ok || bad "$cpu: no conv on the bf16 route"
   case "$(header "$cpu")" in "vdpbf16ps (core zen"*) ok ;; *) bad "$cpu: header '$(header "$cpu")'" ;; esac
 done
-if plan spr --target-cpu sapphirerapids; then
+if plan amx --target-cpu sapphirerapids; then
+  [ "$(routes amx)" -gt 0 ] && [ "$(grep -c -- '-> bf16: .*_amxbf16' "$T/amx.plan")" = "$(routes amx)" ] && ok ||
+    bad "sapphirerapids: $(routes amx) convs on the bf16 route, $(grep -c _amxbf16 "$T/amx.plan") on AMX"
+  case "$(header amx)" in "AMX tdpbf16ps tiles (the target has amx-bf16"*) ok ;; *) bad "sapphirerapids: header '$(header amx)'" ;; esac
+fi
+if plan spr --target-cpu sapphirerapids --tune amx=0; then
   [ "$(routes spr)" = 0 ] && ok || bad "sapphirerapids: $(routes spr) convs on vdpbf16ps, slower there than f32 FMA"
   case "$(header spr)" in "f32 FMA on bf16 storage (core sapphirerapids: vdpbf16ps 0.49x"*) ok ;; *) bad "sapphirerapids: header '$(header spr)'" ;; esac
 fi
-if plan spr2 --target-cpu sapphirerapids --tune bf16=2; then
+if plan spr2 --target-cpu sapphirerapids --tune amx=0,bf16=2; then
   [ "$(routes spr2)" -gt 0 ] && ok || bad "sapphirerapids --tune bf16=2: no conv on the bf16 route"
   case "$(header spr2)" in "vdpbf16ps (tune bf16=2; core sapphirerapids"*) ok ;; *) bad "bf16=2: header '$(header spr2)'" ;; esac
 fi
@@ -49,7 +55,7 @@ if plan skx --target-cpu skylake-avx512; then
   case "$(header skx)" in "none (the target has no avx512bf16)") ok ;; *) bad "skylake-avx512: header '$(header skx)'" ;; esac
 fi
 # the report names the core and the decision (a full compile for the pinned target; not run)
-if cnnc_as rep "$M" --precision 16.16 --batch-size 1 --target-cpu sapphirerapids --target-cache 1M,32M \
+if cnnc_as rep "$M" --precision 16.16 --batch-size 1 --target-cpu sapphirerapids --tune amx=0 --target-cache 1M,32M \
   -o "$T/rep.so" --report "$T/rep.json"; then
   "$PY" - "$T/rep.json" >"$T/rep.out" 2>&1 <<'P' && ok || bad "report: $(cat "$T/rep.out")"
 import json, sys
