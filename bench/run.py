@@ -64,8 +64,9 @@ def peak(work):
     sh(["gcc", "-O2", os.path.join(ROOT, "bench", "peak.c"), "-o", exe, "-lpthread"])
     f = sh([exe, "--gflops"]).split()
     pk = {"fp32": tuple(map(float, f[1:5]))}
-    if len(f) >= 10 and f[5] == "bf16":
-        pk["bf16"] = tuple(map(float, f[6:10]))
+    for i, w in enumerate(f):  # named groups of four: bf16, amx_bf16, amx_int8
+        if w in ("bf16", "amx_bf16", "amx_int8") and len(f) >= i + 5:
+            pk[w] = tuple(map(float, f[i + 1:i + 5]))
     return f[0], pk
 
 
