@@ -19,7 +19,7 @@ figure (models/MODEL.yml, where the zoo has it) as a column, to compare the two 
 against `torch_bench.py resnet50 infer 16 THREADS bf16` (CPU autocast to bfloat16); no ORT run.
 Alone it runs only that row; with --only, the listed fp32 rows too.  Its %pk is against the
 vdpbf16ps peak where cnnc's plan takes the vdpbf16ps route (its "# bf16 convs:" line, which
-is printed), else the fp32 peak.
+is printed), the AMX tdpbf16ps peak where it takes AMX tiles, else the fp32 peak.
   python3 bench/run.py --train [--rounds 2] [--only resnet50/16 fmnist_cnn/64] [--seconds 20]
 
 --train: steady-state training against PyTorch (issue 5).  cnnc: `cnnrun X.so benchmark` on a
@@ -252,6 +252,13 @@ def main():
               f"{bc1:.1f} / {bc2:.1f})" + (f"; % of peak of the bf16 row uses it where cnnc's plan takes vdpbf16ps" if a.bf16 else ""))
     elif a.bf16:
         print("no AVX512_BF16 on this host: % of peak of the bf16 row uses the fp32 peak")
+    pk_amx = None
+    if "amx_bf16" in pks:
+        x1, x2, xc1, xc2 = pks["amx_bf16"]
+        i1, i2, ic1, ic2 = pks.get("amx_int8", (0, 0, 0, 0))
+        pk_amx = x2 if a.threads > 1 else x1
+        print(f"AMX tdpbf16ps peak: 1 thread {x1:.1f}, 2 threads {x2:.1f} GFLOP/s (per CPU-second: {xc1:.1f} / {xc2:.1f}); "
+              f"tdpbssd: {i1:.1f} / {i2:.1f} GOP/s" + ("; % of peak of the bf16 row uses it where cnnc's plan takes AMX" if a.bf16 else ""))
     rows = []
     hdr = (f"{'model':<22}{'batch':>5}{'cnnc':>9}{'ORT':>9}{'torch':>9}{'cnnc/ORT':>10}{'cnnc/torch':>11}{'cnnc %pk':>10}"
            f"{'ORT %pk':>9}{'load':>6}" + (f"{'yaml':>9}{'onnx/yaml':>10}" if a.yaml_too else ""))
@@ -266,7 +273,7 @@ def main():
         if bf16:
             route = bf16_route(a, model, batch)
             print(f"  bf16 convs: {route}", file=sys.stderr)
-            p = pk_bf if route.startswith("vdpbf16ps") else pk
+            p = pk_bf if route.startswith("vdpbf16ps") else pk_amx if route.startswith("AMX tdpbf16ps") and pk_amx else pk
         f = lambda v: f"{v:9.2f}" if v is not None else f"{'-':>9}"
         name = model + (" bf16" if bf16 else "") + (" onnx" if a.onnx else "")
         row = (f"{name:<22}{batch:>5}{f(ips)}{f(ort)}{f(tor)}"
