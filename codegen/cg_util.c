@@ -344,6 +344,14 @@ LLVMValueRef cg_activation(cg_ctx *c, const ir_node *n, LLVMValueRef x, int w) {
     return LLVMBuildSelect(c->b, pos, x, LLVMBuildFMul(c->b, x, cg_fconst(c, n->attr.leaky_relu.alpha, w), ""), "leaky");
   }
   case IR_OP_hardsigmoid: return cg_hardsigmoid(c, x, n->attr.hardsigmoid.alpha, n->attr.hardsigmoid.beta, w);
+  case IR_OP_quantize8: { /* ir_quantize8_f32: roundeven(x inv) clamped, NaN -> 0 */
+    const ir_quantize8_attr *q = &n->attr.quantize8;
+    LLVMTypeRef vt = LLVMTypeOf(x);
+    LLVMValueRef t = LLVMBuildFMul(c->b, x, cg_fconst(c, q->inv, w), "");
+    t = cg_intrinsic(c, "llvm.roundeven", &vt, 1, &t, 1);
+    t = cg_clip(c, t, (float)q->lo, (float)q->hi, w);
+    return LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealUNO, t, t, ""), cg_fzero(c, w), t, "q8");
+  }
   case IR_OP_hardswish:
     return LLVMBuildFMul(c->b, x, cg_hardsigmoid(c, x, IR_HARDSWISH_ALPHA, IR_HARDSWISH_BETA, w), "hardswish");
   default: return NULL;

@@ -44,6 +44,9 @@ LLVMValueRef cg_gen_swish(cg_ctx *c, const ir_node *n, const char *fn_name, cons
 LLVMValueRef cg_gen_clip(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return cg_gen_unary(c, n, fn_name, kind, "clip");
 }
+LLVMValueRef cg_gen_quantize8(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return cg_gen_unary(c, n, fn_name, kind, "quantize8");
+}
 LLVMValueRef cg_gen_hardsigmoid(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return cg_gen_unary(c, n, fn_name, kind, "hardsigmoid");
 }

@@ -40,6 +40,7 @@ void ir_cost_relu(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, 
 void ir_cost_sigmoid(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 4); }
 void ir_cost_swish(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 5); }
 void ir_cost_clip(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 2); }
+void ir_cost_quantize8(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 4); }
 void ir_cost_hardsigmoid(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 3); }
 void ir_cost_leaky_relu(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 2); }
 void ir_cost_hardswish(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 4); }

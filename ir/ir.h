@@ -97,6 +97,10 @@ typedef struct ir_slice_grad_attr { ir_slice_attr slice; ir_shape x_shape; } ir_
 typedef struct ir_clip_attr { float lo, hi; } ir_clip_attr;          /* clip, clip_grad: lo <= hi */
 typedef struct ir_hsig_attr { float alpha, beta; } ir_hsig_attr;     /* hardsigmoid(_grad) */
 typedef struct ir_leaky_attr { float alpha; } ir_leaky_attr;         /* leaky_relu(_grad) */
+/* quantize8 (int8 inference): q = round-half-even(x * inv) clamped to [lo, hi], NaN -> 0;
+ * inv = 1 / step, finite and > 0; lo..hi = 0..255 (u8) or -128..127 (s8). */
+typedef struct ir_quantize8_attr { float inv; int lo, hi; } ir_quantize8_attr;
+float ir_quantize8_f32(float x, float inv, int lo, int hi);
 /* lrn(_grad) (ONNX LRN, PyTorch LocalResponseNorm): y[n,c,..] = x[n,c,..] / s^beta, s = bias +
  * alpha/size * sum of x[n,k,..]^2 for k in [c - (size-1)/2, c + size-1 - (size-1)/2] within
  * [0, C); 1 <= size <= IR_LRN_MAX_SIZE, alpha >= 0, bias > 0, all finite. */

@@ -44,6 +44,9 @@ static void print_lrn(FILE *f, const ir_attr *u) {
   fprintf(f, " size=%d alpha=%g beta=%g bias=%g", u->lrn.size, u->lrn.alpha, u->lrn.beta, u->lrn.bias);
 }
 static void print_leaky(FILE *f, const ir_attr *u) { fprintf(f, " alpha=%g", u->leaky_relu.alpha); }
+static void print_quantize8(FILE *f, const ir_attr *u) {
+  fprintf(f, " inv=%.9g range=%d..%d", u->quantize8.inv, u->quantize8.lo, u->quantize8.hi);
+}
 static void print_clip(FILE *f, const ir_attr *u) { fprintf(f, " lo=%g hi=%g", u->clip.lo, u->clip.hi); }
 static void print_hsig(FILE *f, const ir_attr *u) { fprintf(f, " alpha=%g beta=%g", u->hardsigmoid.alpha, u->hardsigmoid.beta); }
 static void print_xent(FILE *f, const ir_attr *u) { fprintf(f, " label_smoothing=%g", u->softmax_xent.label_smoothing); }

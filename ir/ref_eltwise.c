@@ -30,6 +30,18 @@ float ir_hardsigmoid_f32(float x, float alpha, float beta) {
   return t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t; /* NaN stays */
 }
 
+float ir_quantize8_f32(float x, float inv, int lo, int hi) {
+  float t = rintf(x * inv); /* the default rounding mode: to nearest, ties to even */
+  if (t != t) return 0.0f;
+  return t < (float)lo ? (float)lo : t > (float)hi ? (float)hi : t;
+}
+
+void ir_ref_quantize8(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = out_numel(g, n);
+  const ir_quantize8_attr *a = &n->attr.quantize8;
+  for (int64_t i = 0; i < k; i++) out[i] = ir_quantize8_f32(in[0][i], a->inv, a->lo, a->hi);
+}
+
 void ir_ref_clip(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   int64_t k = out_numel(g, n);
   for (int64_t i = 0; i < k; i++) out[i] = ir_clip_f32(in[0][i], n->attr.clip.lo, n->attr.clip.hi);

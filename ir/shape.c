@@ -102,6 +102,13 @@ int ir_infer_clip(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d
   if (!(n->attr.clip.lo <= n->attr.clip.hi)) return FAIL(d, "clip bounds must satisfy lo <= hi (got %g, %g)", n->attr.clip.lo, n->attr.clip.hi);
   return same_shape(g, n, out);
 }
+int ir_infer_quantize8(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_quantize8_attr *a = &n->attr.quantize8;
+  if (!isfinite(a->inv) || !(a->inv > 0)) return FAIL(d, "quantize8 inv must be finite and > 0 (got %g)", a->inv);
+  if (!((a->lo == 0 && a->hi == 255) || (a->lo == -128 && a->hi == 127)))
+    return FAIL(d, "quantize8 range must be 0..255 (u8) or -128..127 (s8) (got %d..%d)", a->lo, a->hi);
+  return same_shape(g, n, out);
+}
 int ir_infer_hardsigmoid(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   if (!isfinite(n->attr.hardsigmoid.alpha) || !isfinite(n->attr.hardsigmoid.beta)) return FAIL(d, "alpha and beta must be finite");
   return same_shape(g, n, out);

@@ -359,6 +359,9 @@ int pass_grad_normalize(pass_ad *ad, const ir_node *n, int dy) {
   int pass_grad_##op(pass_ad *ad, const ir_node *n, int dy) {                                  \
     return pass_grad_fail(ad, n, #op " is a training op and has no gradient rule");           \
   }
+int pass_grad_quantize8(pass_ad *ad, const ir_node *n, int dy) {
+  return pass_grad_fail(ad, n, "quantize8 (--precision int8) is inference-only: an int8 model does not train");
+}
 NO_RULE(conv2d_grad_input) NO_RULE(conv2d_grad_weight) NO_RULE(reduce_sum) NO_RULE(relu_grad)
 NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(slice_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(leaky_relu_grad) NO_RULE(lrn_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
 NO_RULE(global_avgpool_grad) NO_RULE(batchnorm_grad_input) NO_RULE(batchnorm_grad_gamma)

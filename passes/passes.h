@@ -135,6 +135,11 @@ const char *pass_mem_human(int64_t bytes, char *buf, size_t n);
  * (default, NULL) or "fp16".  Returns the number of round16 nodes added (0 for 32.32 or when
  * already applied) or -1 with d filled (16.16 training: not implemented). */
 int pass_precision(ir_graph *g, const char *precision, const char *half_type, int training, ir_diag *d);
+/* --precision int8 (passes/quantize.c; docs/precision.md "int8"): calibrates on the n samples
+ * x (whole input samples, f32 values; u8 inputs as 0..255) through the interpreter, then
+ * quantises every groups-1 conv (quantize8 before it, integer weights, the dequantisation in
+ * a batchnorm after it).  log: progress, or NULL.  Returns the number of convs, or -1. */
+int pass_quantize8(ir_graph *g, const float *x, int64_t n, FILE *log, ir_diag *d);
 /* IR_HALF_BF16 / IR_HALF_FP16 for a --half-type value, -1 if unknown. */
 int pass_precision_format(const char *half_type);
 
@@ -238,6 +243,8 @@ int pass_optimizer(ir_graph *g, const pass_optim_cfg *cfg, ir_diag *d);
 typedef struct pass_pipeline_opts {
   int training;                      /* --mode training */
   const char *precision, *half_type; /* --precision, --half-type */
+  const float *calib;                /* --precision int8: calibration samples (f32 values) ... */
+  int64_t calib_n;                   /* ... and how many */
   const char *const *splits;         /* --pipeline-splits */
   int n_splits, shards;              /* ... and --shards */
   pass_optim_cfg optim;              /* training: the optimizer update */

@@ -48,7 +48,9 @@ int pass_pipeline(ir_graph *g, const pass_pipeline_opts *o, int *stopped, ir_dia
   *stopped = 0;
   if (pass_pipeline_check_stop(o->stop_after, o->training, d)) return -1;
   /* --precision 16.x: round16 nodes on the forward graph, before autodiff (docs/precision.md) */
-  PASS("precision", pass_precision(g, o->precision, o->half_type, o->training, d));
+  int int8 = o->precision && !strcmp(o->precision, "int8"); /* int8: quantize.c, in the precision slot */
+  PASS("precision", int8 ? pass_quantize8(g, o->calib, o->calib_n, o->log, d)
+                         : pass_precision(g, o->precision, o->half_type, o->training, d));
   if (!o->training) {
     PASS("split", pass_split(g, o->splits, o->n_splits, o->shards, d));
     return 0; /* store16 (inference): codegen/gen_store16.c, which asks the kernels */

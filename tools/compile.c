@@ -2,9 +2,11 @@
  * knobs resolved, the graph passes (passes/pipeline.c), then the back end: the target, 16-bit
  * inference storage, the memory check and code generation (codegen/), or a dump of a stage. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "runtime/cnnc_abi.h"
@@ -28,7 +30,18 @@ static int half_format(const fe_options *o) { return o->half_type == FE_HALF_FP1
 /* Options this back end cannot honour yet. */
 static int check_options(const fe_options *o, ir_diag *d) {
   ir_loc loc = {0};
-  int train = o->mode == FE_MODE_TRAINING, p16 = o->precision != FE_PRECISION_32_32;
+  int train = o->mode == FE_MODE_TRAINING, p16 = o->precision == FE_PRECISION_16_32 || o->precision == FE_PRECISION_16_16;
+  if (o->precision == FE_PRECISION_INT8 && train)
+    return ir_diag_set(d, loc, NULL, "--precision int8 is for inference: an int8 model does not train (train in 32.32 or 16.x, "
+                                     "then compile the checkpoint with --weights and --precision int8)");
+  if (o->precision == FE_PRECISION_INT8 && !o->calibrate[0])
+    return ir_diag_set(d, loc, NULL, "--precision int8 needs --calibrate FILE: raw input samples whose activation ranges "
+                                     "set the int8 scales");
+  if (o->calibrate[0] && o->precision != FE_PRECISION_INT8)
+    return ir_diag_set(d, loc, NULL, "--calibrate sets the scales of --precision int8; this compile is --precision %s",
+                       fe_optval_text(o->precision));
+  if (o->calibrate_samples < 1 || o->calibrate_samples > 4096)
+    return ir_diag_set(d, loc, NULL, "--calibrate-samples %lld: must be in 1..4096", (long long)o->calibrate_samples);
   if (train && (o->gradient_accumulation < 1 || o->gradient_accumulation > 4096))
     return ir_diag_set(d, loc, NULL, "--gradient-accumulation %lld: must be in 1..4096", (long long)o->gradient_accumulation);
   if (train && (o->replicas < 1 || o->replicas > 64))
@@ -65,7 +78,7 @@ static pass_pipeline_opts pipeline_opts(const fe_options *o, const char *stop_af
   p.recompute = fe_optval_text(o->recompute);
   p.stop_after = stop_after;
   p.log = verbose ? stderr : NULL;
-  p.store16_fmt = p.training && o->precision != FE_PRECISION_32_32 ? half_format(o) : -1;
+  p.store16_fmt = p.training && (o->precision == FE_PRECISION_16_32 || o->precision == FE_PRECISION_16_16) ? half_format(o) : -1;
   pass_optim_cfg *cfg = &p.optim;
   cfg->optimizer = fe_optval_text(o->optimizer);
   cfg->momentum = (float)o->momentum;
@@ -80,6 +93,51 @@ static pass_pipeline_opts pipeline_opts(const fe_options *o, const char *stop_af
     cfg->auto_loss_scale = o->loss_scaling > 0 && o->loss_scaling != 1 ? (float)o->loss_scaling : 65536.0f,
     cfg->loss_scale = 1.0f, cfg->loss_scale_interval = o->loss_scaling_interval;
   return p;
+}
+
+/* --calibrate FILE: up to max whole samples of g's input (raw, in its dtype: f32, or u8 read as
+ * 0..255) as f32 values, malloc'd in *x, their count in *n.  A file that is not a regular file,
+ * empty, or not a whole number of samples is an error naming it. */
+static int load_calibration(const ir_graph *g, const char *path, int64_t max, float **x, int64_t *n, ir_diag *d) {
+  ir_loc loc = {0};
+  const ir_value *in = &g->values[g->input];
+  int u8 = in->dtype == IR_U8;
+  int64_t per = ir_shape_numel(&in->shape) / (g->batch > 0 ? g->batch : 1), es = u8 ? 1 : 4;
+  FILE *f = fopen(path, "rb");
+  if (!f) return ir_diag_set(d, loc, NULL, "--calibrate '%s': %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode)) {
+    fclose(f);
+    return ir_diag_set(d, loc, NULL, "--calibrate '%s': not a regular file", path);
+  }
+  int64_t bytes = (int64_t)sb.st_size, sample = per * es;
+  if (bytes <= 0 || bytes % sample) {
+    fclose(f);
+    return ir_diag_set(d, loc, NULL, "--calibrate '%s': %lld bytes is not a whole number of samples (%lld bytes each: "
+                       "%lld %s values, the model's input)", path, (long long)bytes, (long long)sample, (long long)per,
+                       u8 ? "u8" : "f32");
+  }
+  *n = bytes / sample < max ? bytes / sample : max;
+  *x = malloc((size_t)(*n * per) * sizeof **x);
+  unsigned char *raw = malloc((size_t)(*n * sample));
+  if (!*x || !raw) abort();
+  size_t got = fread(raw, 1, (size_t)(*n * sample), f);
+  fclose(f);
+  if (got != (size_t)(*n * sample)) {
+    free(raw), free(*x), *x = NULL;
+    return ir_diag_set(d, loc, NULL, "--calibrate '%s': short read (%zu of %lld bytes)", path, got, (long long)(*n * sample));
+  }
+  for (int64_t i = 0; i < *n * per; i++) {
+    if (u8) (*x)[i] = (float)raw[i];
+    else memcpy(&(*x)[i], raw + 4 * i, 4);
+    if (!isfinite((*x)[i])) {
+      free(raw), free(*x), *x = NULL;
+      return ir_diag_set(d, loc, NULL, "--calibrate '%s': sample %lld has a non-finite value at element %lld", path,
+                         (long long)(i / per), (long long)(i % per));
+    }
+  }
+  free(raw);
+  return 0;
 }
 
 /* --emit ir-after: the graph as text in output. */
@@ -102,8 +160,16 @@ int cnnc_build_model_report(ir_graph *g, const fe_options *o, const char *output
   g->tune = tune;
   const char *stop = emit && !strncmp(emit, "ir-after=", 9) ? emit + 9 : NULL;
   pass_pipeline_opts po = pipeline_opts(o, stop, verbose);
+  float *calib = NULL;
+  if (o->precision == FE_PRECISION_INT8) {
+    if (load_calibration(g, o->calibrate, o->calibrate_samples, &calib, &po.calib_n, d)) return -1;
+    po.calib = calib;
+    if (!po.log) po.log = stderr; /* calibration runs the interpreter: minutes on big models, so say so */
+  }
   int stopped = 0;
-  if (pass_pipeline(g, &po, &stopped, d) < 0) return -1; /* passes/pipeline.c */
+  int prc = pass_pipeline(g, &po, &stopped, d); /* passes/pipeline.c */
+  free(calib);
+  if (prc < 0) return -1;
   if (stopped) return dump_ir(g, output, d);
   cg_target t;
   if (cg_target_init(&t, o->mtriple, o->target_cpu, o->target_features, d)) return -1;
@@ -111,7 +177,7 @@ int cnnc_build_model_report(ir_graph *g, const fe_options *o, const char *output
     cg_target_dispose(&t);
     return -1;
   }
-  if (o->mode != FE_MODE_TRAINING && o->precision != FE_PRECISION_32_32 &&
+  if (o->mode != FE_MODE_TRAINING && (o->precision == FE_PRECISION_16_32 || o->precision == FE_PRECISION_16_16) &&
       !pass_store16_disabled(g) && /* 16-bit inference activations (gen_store16.c), before the budget sees them */
       cg_store16_infer(g, &t, o->available_memory_proportion, half_format(o), verbose ? stderr : NULL, d) < 0) {
     cg_target_dispose(&t);
