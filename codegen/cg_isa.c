@@ -148,3 +148,21 @@ void cg_amx_dpbf16(cg_ctx *c, const cg_amx *a, int tc, int ta, int tb) {
 void cg_amx_end(cg_ctx *c, const cg_amx *a) {
   if (a->mode == 1) cg_intrinsic(c, "llvm.x86.tilerelease", NULL, 0, NULL, 0);
 }
+
+/* ---- int8 dot products (cg_isa.h) ---------------------------------------------------------- */
+LLVMValueRef cg_int8_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b, int V) {
+  if (mode == 2) {
+    LLVMValueRef args[3] = {acc, a, b};
+    return cg_intrinsic(c, "llvm.x86.avx512.vpdpbusd.512", NULL, 0, args, 3);
+  }
+  /* byte i: (a >> 8i) & 0xff times (b << (24 - 8i)) >> 24 (arithmetic), i = 3 .. 0 */
+  LLVMValueRef s = acc;
+  for (int i = 3; i >= 0; i--) {
+    LLVMValueRef ua = LLVMBuildAnd(c->b, i ? LLVMBuildLShr(c->b, a, splat_i32v(c, (uint32_t)(8 * i), V), "") : a,
+                                   splat_i32v(c, 0xffu, V), "");
+    LLVMValueRef sb = LLVMBuildAShr(c->b, i < 3 ? LLVMBuildShl(c->b, b, splat_i32v(c, (uint32_t)(24 - 8 * i), V), "") : b,
+                                    splat_i32v(c, 24, V), "");
+    s = LLVMBuildAdd(c->b, s, LLVMBuildMul(c->b, ua, sb, ""), "");
+  }
+  return s;
+}

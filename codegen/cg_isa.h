@@ -39,6 +39,18 @@ const char *cg_bf16_isa_name(const cg_target *t, int amx);
  * mode 1: the emulation (cg_isa.c). */
 LLVMValueRef cg_bf16_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b, int V);
 
+/* ---- int8 dot products (--precision int8: the int8 conv route, conv/bf16.c with 4 channels a
+ * dword; docs/codegen.md "int8 kernels") ---------------------------------------------------- */
+/* 2 = vpdpbusd on the target (avx512vnni, zmm; tune int8=1, the default), 1 = tune int8=2: the
+ * same kernels with each vpdpbusd emulated exactly in i32 vector code (AVX2 or wider targets:
+ * how they are tested without VNNI), 0 = no int8 route (the f32 kernels compute the quantised
+ * graph; tune int8=0, or no VNNI: the emulation is slower than those). */
+int cg_int8_dot(const cg_target *t, const ir_tuning *tune);
+const char *cg_int8_isa_name(const cg_target *t, int mode);
+/* acc + sum over the 4 bytes i of u8 a.byte[i] * s8 b.byte[i], per i32 lane (<V x i32>; wraps
+ * modulo 2^32 as the instruction does).  Native (mode 2, V 16): llvm.x86.avx512.vpdpbusd.512. */
+LLVMValueRef cg_int8_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b, int V);
+
 /* ---- AMX tiles (the bf16 conv route's AMX microkernel, conv/bf16.c; docs/codegen.md "AMX")
  * -------------------------------------------------------------------------------------------- */
 /* 1 = the route's convs run on AMX tdpbf16ps (the target has amx-bf16 and avx512bf16, tune

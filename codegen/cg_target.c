@@ -166,6 +166,19 @@ static int detect_amx_bf16(const cg_target *t) {
   return 0;
 }
 
+/* avx512vnni, as AMX above: the host's +/-, a given +avx512vnni, or a --target-cpu whose LLVM 19
+ * definition has it (an intrinsic the target lacks would abort instruction selection). */
+static int detect_avx512vnni(const cg_target *t) {
+  if (!is_x86(t) || t->vec_f32 != 16 || strstr(t->features, "-avx512vnni")) return 0;
+  if (strstr(t->features, "+avx512vnni")) return 1;
+  static const char *const cpus[] = {"cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake",
+                                     "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d",
+                                     "znver4", "znver5"};
+  for (size_t i = 0; i < sizeof cpus / sizeof cpus[0]; i++)
+    if (!strcmp(t->cpu, cpus[i])) return 1;
+  return 0;
+}
+
 /* LLVM reports an unknown CPU or feature only as a warning on stderr (and may abort later),
  * so target creation runs with stderr captured and the warning becomes our error. */
 typedef struct err_capture { int saved; FILE *tmp; } err_capture;
@@ -244,6 +257,7 @@ int cg_target_init(cg_target *t, const char *triple, const char *cpu, const char
   t->vec_f32 = probe_vec_width(t);
   t->has_avx512bf16 = probe_avx512bf16(t);
   t->has_amx_bf16 = detect_amx_bf16(t);
+  t->has_avx512vnni = detect_avx512vnni(t);
   cg_cache_sizes_detect(t, &t->cache);
   t->core = cg_core_of(t->cpu);
   return 0;
@@ -308,6 +322,17 @@ int cg_bf16_dot(const cg_target *t, const ir_tuning *tune) {
   return fma ? 1 : 0;
 }
 
+int cg_int8_dot(const cg_target *t, const ir_tuning *tune) {
+  if (!is_x86(t) || !tune->int8) return 0;
+  if (t->has_avx512vnni && tune->int8 == 1) return 2;
+  return tune->int8 == 2 && t->vec_f32 >= 8 ? 1 : 0; /* the emulation: i32 lanes, AVX2 or wider */
+}
+
+const char *cg_int8_isa_name(const cg_target *t, int mode) {
+  if (mode == 2) return "avx512vnni";
+  return t->vec_f32 >= 16 ? "avx512_vnniemu" : "avx2_vnniemu";
+}
+
 int cg_amx_mode(const cg_target *t, const ir_tuning *tune) {
   if (!tune->bf16 || !tune->amx) return 0;
   if (tune->amx == 2) return cg_bf16_dot(t, tune) ? 2 : 0;
@@ -358,7 +383,7 @@ static int probe_has(const cg_target *t, int kind, const char *want, const char 
 void cg_target_isa_needs(const cg_target *t, char *buf, size_t n) {
   buf[0] = 0;
   if (!is_x86(t) || n < 64) return;
-  const char *names[11];
+  const char *names[12];
   int k = 0;
   if (t->vec_f32 >= 8) names[k++] = "avx";
   if (t->vec_f32 >= 8 && (probe_has(t, 3, "vpaddd", "%ymm") || probe_has(t, 3, "vpaddd", "%zmm"))) names[k++] = "avx2";
@@ -373,6 +398,7 @@ void cg_target_isa_needs(const cg_target *t, char *buf, size_t n) {
     if (probe_has(t, 7, "vpabsq", "%ymm")) names[k++] = "avx512vl";
   }
   if (t->has_avx512bf16) names[k++] = "avx512bf16";
+  if (t->has_avx512vnni) names[k++] = "avx512vnni";
   if (t->has_amx_bf16) names[k++] = "amx-tile", names[k++] = "amx-bf16";
   size_t used = 0;
   for (int i = 0; i < k && used + 16 < n; i++) used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? "," : "", names[i]);

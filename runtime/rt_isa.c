@@ -39,7 +39,7 @@ static int cpu_has(const char *name, size_t n) {
   __builtin_cpu_init();
 #define F(s)                                                 \
   if (n == sizeof(s) - 1 && !strncmp(name, s, n)) return __builtin_cpu_supports(s) != 0;
-  F("avx") F("avx2") F("fma") F("f16c") F("avx512f") F("avx512bw") F("avx512vl") F("avx512dq") F("avx512bf16")
+  F("avx") F("avx2") F("fma") F("f16c") F("avx512f") F("avx512bw") F("avx512vl") F("avx512dq") F("avx512bf16") F("avx512vnni")
 #undef F
   return -1;
 #else

@@ -51,6 +51,7 @@ typedef struct bk {
   LLVMValueRef tix, xpf; /* channel tile; flat: byte offset in x of the thread's next chunk in plane 0 (NULL: no x prefetch) */
   LLVMValueRef resid[PASS_MAX_POST];
   LLVMValueRef cbuf; /* AMX: the accumulator tiles stored for the epilogue, [4][16][16] f32 */
+  LLVMValueRef comp; /* int8 with s8 inputs: 128 x the weights' sum per padded channel (i32), else NULL */
   cg_amx amx;
   const conv_epi *e;
   int bn;
@@ -77,15 +78,41 @@ static LLVMValueRef load_h16(cg_ctx *c, const bk *s, LLVMValueRef idx, unsigned 
   return LLVMBuildZExt(c->b, h, LLVMVectorType(c->t_i32, (unsigned)V), "");
 }
 
-/* Vector j (run time, or jc >= 0 at compile time with lane mask m) of pair k of the chunk. */
-static void pack_vec(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, int odd_last, LLVMValueRef j, unsigned m) {
+/* int8: the dword of 4 channel vectors x[0..3] (f32 integer values of a quantize8; NULL: a
+ * channel past Cin, byte 0): byte i = x[i] (u8), or x[i] + 128 (s8, q8 2). */
+static LLVMValueRef q8_dword(cg_ctx *c, const bgeom *g, LLVMValueRef *x) {
   int V = g->V;
+  LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
+  LLVMValueRef d = LLVMConstNull(vi);
+  for (int i = 0; i < 4; i++) {
+    if (!x[i]) continue;
+    LLVMValueRef q = LLVMBuildFPToSI(c->b, x[i], vi, "q");
+    if (g->q8 == 2) q = LLVMBuildAdd(c->b, q, splat_i32v(c, 128, V), "");
+    q = LLVMBuildAnd(c->b, q, splat_i32v(c, 0xffu, V), "");
+    d = LLVMBuildOr(c->b, d, i ? LLVMBuildShl(c->b, q, splat_i32v(c, (uint32_t)(8 * i), V), "") : q, "");
+  }
+  return d;
+}
+
+/* Vector j (run time, or jc >= 0 at compile time with lane mask m) of pair k of the chunk;
+ * nch: the dword's channels present (epd, or Cin mod epd for the last one). */
+static void pack_vec(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, int nch, LLVMValueRef j, unsigned m) {
+  int V = g->V, odd_last = nch < 2;
   unsigned full = V >= 32 ? ~0u : (1u << V) - 1;
   LLVMValueRef px = LLVMBuildAdd(c->b, s->c0, LLVMBuildMul(c->b, j, cg_i64(c, V), ""), "");
-  LLVMValueRef i0 = LLVMBuildAdd(c->b, s->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, 2 * g->hw), ""), px, ""), "");
+  LLVMValueRef i0 = LLVMBuildAdd(c->b, s->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, g->epd * g->hw), ""), px, ""), "");
   LLVMValueRef i1 = LLVMBuildAdd(c->b, i0, cg_i64(c, g->hw), "");
   LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
-  LLVMValueRef h0, h1;
+  LLVMValueRef h0, h1, pair;
+  if (g->q8) {
+    LLVMValueRef x[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < nch; i++) {
+      LLVMValueRef ii = LLVMBuildAdd(c->b, i0, cg_i64(c, i * g->hw), "");
+      x[i] = m == full ? cg_load_v(c, s->x, ii, V) : cg_conv_masked_load(c, s->x, ii, m, V);
+    }
+    pair = q8_dword(c, g, x);
+    goto store;
+  }
   if (s->xdt != IR_F32) { /* 16-bit storage: the bf16 bits as they are */
     h0 = load_h16(c, s, i0, m, V);
     h1 = odd_last ? LLVMConstNull(vi) : load_h16(c, s, i1, m, V);
@@ -95,7 +122,8 @@ static void pack_vec(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, int
     h0 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x0, IR_HALF_BF16, 0, V), vi, "");
     h1 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x1, IR_HALF_BF16, 0, V), vi, "");
   }
-  LLVMValueRef pair = LLVMBuildOr(c->b, h0, LLVMBuildShl(c->b, h1, splat_i32v(c, 16, V), ""), "pair");
+  pair = LLVMBuildOr(c->b, h0, LLVMBuildShl(c->b, h1, splat_i32v(c, 16, V), ""), "pair");
+store:;
   /* [pixel tile][kpr][P]: tile j / P, vector j % P */
   LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, cg_i64(c, g->P), ""), cg_i64(c, g->kpr), ""), k, ""),
                                                       cg_i64(c, g->P), ""),
@@ -107,18 +135,21 @@ static void pack_vec(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, int
 /* Packs px pixels (compile time) of the chunk at s->c0: nfv whole vectors, then a masked one. */
 static void pack_chunk(cg_ctx *c, const bgeom *g, const bk *s, int64_t px) {
   int64_t nfv = px / g->V, tail = px % g->V;
-  int64_t kfull = g->cin / 2;
-  for (int odd = 0; odd <= (g->cin & 1); odd++) {
+  int64_t kfull = g->cin / g->epd;
+  int rem = (int)(g->cin % g->epd);
+  for (int last = 0; last <= (rem != 0); last++) {
+    if (!last && !kfull) continue;
     cg_loop K;
-    LLVMValueRef k = odd ? cg_i64(c, kfull) : cg_loop_begin(c, &K, cg_i64(c, 0), cg_i64(c, kfull), cg_i64(c, 1), "pk");
+    LLVMValueRef k = last ? cg_i64(c, kfull) : cg_loop_begin(c, &K, cg_i64(c, 0), cg_i64(c, kfull), cg_i64(c, 1), "pk");
+    int nch = last ? rem : g->epd;
     if (nfv > 0) {
       cg_loop J;
       LLVMValueRef j = cg_loop_begin(c, &J, cg_i64(c, 0), cg_i64(c, nfv), cg_i64(c, 1), "pj");
-      pack_vec(c, g, s, k, odd, j, g->V >= 32 ? ~0u : (1u << g->V) - 1);
+      pack_vec(c, g, s, k, nch, j, g->V >= 32 ? ~0u : (1u << g->V) - 1);
       cg_loop_end(c, &J);
     }
-    if (tail) pack_vec(c, g, s, k, odd, cg_i64(c, nfv), (1u << tail) - 1);
-    if (!odd) cg_loop_end(c, &K);
+    if (tail) pack_vec(c, g, s, k, nch, cg_i64(c, nfv), (1u << tail) - 1);
+    if (!last) cg_loop_end(c, &K);
   }
 }
 
@@ -225,40 +256,45 @@ static void gather_vec(cg_ctx *c, const bgeom *g, const bk *s, int tap, LLVMValu
                                  LLVMBuildICmp(c->b, LLVMIntULT, ix, splat_i32v(c, (uint32_t)g->iw, V), ""), "");
   in = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntULT, p, splat_i32v(c, (uint32_t)g->q, V), ""), "in");
   LLVMValueRef off = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, iy, splat_i32v(c, (uint32_t)g->iw, V), ""), ix, "off");
-  int64_t in_hw = g->ih * g->iw, kfull = g->cin / 2;
+  int64_t in_hw = g->ih * g->iw, kfull = g->cin / g->epd;
+  int rem = (int)(g->cin % g->epd);
   if (g->span) off = LLVMBuildAdd(c->b, off, LLVMBuildMul(c->b, img, splat_i32v(c, (uint32_t)(g->cin * in_hw), V), ""), "off");
   LLVMValueRef m[4], ma[4], mb[4], sb[4];
   if (g->nseg) {
     seg_masks(c, g, LLVMBuildUDiv(c->b, p, splat_i32v(c, (uint32_t)g->kdiv, V), "key"), in, m, ma, mb);
     seg_bases(c, g, LLVMBuildAdd(c->b, s->c0, LLVMBuildMul(c->b, j, cg_i64(c, V), ""), "p0"), tap, sb);
   }
-  for (int odd = 0; odd <= (g->cin & 1); odd++) {
+  for (int last = 0; last <= (rem != 0); last++) {
+    if (!last && !kfull) continue;
     cg_loop K;
-    LLVMValueRef k = odd ? cg_i64(c, kfull) : cg_loop_begin(c, &K, cg_i64(c, 0), cg_i64(c, kfull), cg_i64(c, 1), "gk");
-    LLVMValueRef x0, x1;
+    LLVMValueRef k = last ? cg_i64(c, kfull) : cg_loop_begin(c, &K, cg_i64(c, 0), cg_i64(c, kfull), cg_i64(c, 1), "gk");
+    int nch = last ? rem : g->epd;
+    LLVMValueRef x[4] = {NULL, NULL, NULL, NULL}; /* the dword's channels, f32 (16-bit storage: their f32 bits) */
     if (g->nseg) {
-      LLVMValueRef o = LLVMBuildAdd(c->b, s->in_base, LLVMBuildMul(c->b, k, cg_i64(c, 2 * in_hw), ""), "roff");
-      x0 = seg_load(c, g, s, o, sb, m, ma, mb);
-      x1 = odd ? cg_fzero(c, V) : seg_load(c, g, s, LLVMBuildAdd(c->b, o, cg_i64(c, in_hw), ""), sb, m, ma, mb);
+      LLVMValueRef o = LLVMBuildAdd(c->b, s->in_base, LLVMBuildMul(c->b, k, cg_i64(c, g->epd * in_hw), ""), "roff");
+      for (int i = 0; i < nch; i++) x[i] = seg_load(c, g, s, i ? LLVMBuildAdd(c->b, o, cg_i64(c, i * in_hw), "") : o, sb, m, ma, mb);
     } else { /* the channel offset joins the i32 lane offsets inside the loop (dword-index gathers) */
-      LLVMValueRef kof = LLVMBuildTrunc(c->b, LLVMBuildMul(c->b, k, cg_i64(c, 2 * in_hw), ""), c->t_i32, "");
+      LLVMValueRef kof = LLVMBuildTrunc(c->b, LLVMBuildMul(c->b, k, cg_i64(c, g->epd * in_hw), ""), c->t_i32, "");
       LLVMValueRef kv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), kof, cg_i32(c, 0), ""),
                                                LLVMGetUndef(vi), LLVMConstNull(vi), "");
       LLVMValueRef o0 = LLVMBuildAdd(c->b, off, kv, "");
-      x0 = gather_ch(c, s, s->in_base, o0, in, V);
-      x1 = odd ? cg_fzero(c, V) : gather_ch(c, s, s->in_base, LLVMBuildAdd(c->b, o0, splat_i32v(c, (uint32_t)in_hw, V), ""), in, V);
+      for (int i = 0; i < nch; i++)
+        x[i] = gather_ch(c, s, s->in_base, i ? LLVMBuildAdd(c->b, o0, splat_i32v(c, (uint32_t)(i * in_hw), V), "") : o0, in, V);
     }
-    /* on the bf16 grid (a round16 result): the pair is the two top halves */
-    LLVMValueRef u0 = LLVMBuildBitCast(c->b, x0, vi, ""), u1 = LLVMBuildBitCast(c->b, x1, vi, "");
-    LLVMValueRef pair = LLVMBuildOr(c->b, LLVMBuildLShr(c->b, u0, splat_i32v(c, 16, V), ""),
-                                    LLVMBuildAnd(c->b, u1, splat_i32v(c, 0xffff0000u, V), ""), "pair");
+    LLVMValueRef pair;
+    if (g->q8) pair = q8_dword(c, g, x);
+    else { /* on the bf16 grid (a round16 result): the pair is the two top halves */
+      LLVMValueRef u0 = LLVMBuildBitCast(c->b, x[0], vi, ""), u1 = LLVMBuildBitCast(c->b, x[1] ? x[1] : cg_fzero(c, V), vi, "");
+      pair = LLVMBuildOr(c->b, LLVMBuildLShr(c->b, u0, splat_i32v(c, 16, V), ""),
+                         LLVMBuildAnd(c->b, u1, splat_i32v(c, 0xffff0000u, V), ""), "pair");
+    }
     LLVMValueRef kk = LLVMBuildAdd(c->b, k, cg_i64(c, tap * g->kpc), "");
     LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, cg_i64(c, g->P), ""), cg_i64(c, g->kpr), ""), kk, ""),
                                                         cg_i64(c, g->P), ""),
                                        LLVMBuildSRem(c->b, j, cg_i64(c, g->P), ""), "slot");
     LLVMValueRef st = LLVMBuildStore(c->b, pair, LLVMBuildGEP2(c->b, vi, s->buf, &slot, 1, ""));
     LLVMSetAlignment(st, (unsigned)V * 4); /* one slot: V dwords */
-    if (!odd) cg_loop_end(c, &K);
+    if (!last) cg_loop_end(c, &K);
   }
 }
 
@@ -460,7 +496,12 @@ static void vec_tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLV
     LLVMSetAlignment(w, 4);
     LLVMValueRef wv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), w, cg_i32(c, 0), ""),
                                              LLVMGetUndef(vi), LLVMConstNull(vi), "wbc");
-    for (int p = 0; p < np; p++) cur[r * np + p] = cg_bf16_dp(c, g->mode, cur[r * np + p], xv[p], wv, V);
+    for (int p = 0; p < np; p++) {
+      LLVMValueRef *a = &cur[r * np + p];
+      if (g->q8) /* i32 sums kept in the f32 accumulators' bits */
+        *a = LLVMBuildBitCast(c->b, cg_int8_dp(c, g->mode, LLVMBuildBitCast(c->b, *a, vi, ""), xv[p], wv, V), vt, "");
+      else *a = cg_bf16_dp(c, g->mode, *a, xv[p], wv, V);
+    }
   }
   for (int i = 0; i < rr * np; i++) LLVMBuildStore(c->b, cur[i], acc[i]);
   cg_loop_end(c, &K);
@@ -488,6 +529,17 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
       unsigned mo = p == np - 1 ? last_mask : full;
       LLVMValueRef oi = LLVMBuildAdd(c->b, orow, cg_i64(c, (int64_t)p * V), "oi");
       LLVMValueRef v = LLVMBuildLoad2(c->b, vt, acc[r * np + p], "");
+      if (g->q8) { /* the i32 sum (s8 inputs: less 128 x the weights' sum) as f32, rounded to nearest even */
+        LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
+        LLVMValueRef iv = LLVMBuildBitCast(c->b, v, vi, "");
+        if (s->comp) {
+          LLVMValueRef cv = LLVMBuildLoad2(c->b, c->t_i32, LLVMBuildGEP2(c->b, c->t_i32, s->comp, &bi, 1, ""), "comp");
+          cv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), cv, cg_i32(c, 0), ""), LLVMGetUndef(vi),
+                                      LLVMConstNull(vi), "");
+          iv = LLVMBuildSub(c->b, iv, cv, "");
+        }
+        v = LLVMBuildSIToFP(c->b, iv, vt, "acc");
+      }
       LLVMValueRef qv = g->span ? LLVMBuildAdd(c->b, s->c0, LLVMBuildAdd(c->b, q0, cg_i64(c, (int64_t)p * V), ""), "qv") : NULL;
       if (scale) v = LLVMBuildFMul(c->b, v, scale, "bn");
       v = LLVMBuildFAdd(c->b, v, bias, "");
@@ -580,8 +632,9 @@ static const char *bf16_kind(cg_ctx *c, const bgeom *g, const pass_fusion *fu, c
     k += snprintf(op + k, sizeof op - (size_t)k, "_%s", ir_ops[c->g->nodes[fu->post[i]].op].name);
   int r16 = 0; /* 16-bit storage: "_x16" reads x, "_o16" writes the result, "_r16" reads a residual */
   for (int i = 0; i < PASS_MAX_POST; i++) r16 |= s->rdt[i] != IR_F32;
-  return ir_fmt(c->arena, "%s%s%s%s_bf16_%dx%d__%s", op, s->xdt != IR_F32 ? "_x16" : "", s->odt != IR_F32 ? "_o16" : "",
-                r16 ? "_r16" : "", g->R, g->P * g->V, cg_bf16_isa_name(c->target, g->amx));
+  return ir_fmt(c->arena, "%s%s%s%s_%s_%dx%d__%s", op, s->xdt != IR_F32 ? "_x16" : "", s->odt != IR_F32 ? "_o16" : "",
+                r16 ? "_r16" : "", g->q8 ? (g->q8 == 2 ? "int8_s8" : "int8_u8") : "bf16", g->R, g->P * g->V,
+                g->q8 ? cg_int8_isa_name(c->target, g->mode) : cg_bf16_isa_name(c->target, g->amx));
 }
 
 /* Sets s's dtypes from the values of n's group (passes/store16.c decided them with
@@ -617,7 +670,18 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   float *bp = malloc(nco * sizeof(float)), *sp = malloc(nco * sizeof(float));
   if (!wp || !bp || !sp) abort();
   const ir_node *bnn = fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL;
-  cg_conv_bf16_pack(c, n, bnn, &g, wp, bp, sp);
+  int32_t *comp = NULL;
+  if (g.q8) { /* int8 weights; bias and BN scale per channel as cg_conv_bf16_pack gives them */
+    comp = malloc(nco * sizeof *comp);
+    if (!comp) abort();
+    cg_conv_int8_pack(c, n, &g, wp, comp);
+    for (size_t co = 0; co < nco; co++) {
+      double scale = 1.0, shift = 0.0;
+      if ((int64_t)co < g.cout) cg_conv_bn_fold(c, n, bnn, (int64_t)co, &scale, &shift);
+      bp[co] = (float)shift, sp[co] = (float)scale;
+    }
+  } else
+    cg_conv_bf16_pack(c, n, bnn, &g, wp, bp, sp);
   LLVMValueRef a[IR_MAX_IN + PASS_MAX_POST + 4];
   LLVMValueRef f = cg_kernel_begin(c, fn_name, n_act, a);
   bk s;
@@ -627,13 +691,14 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   for (int i = 1; i < n_act; i++) s.resid[i - 1] = a[i];
   s.out = a[n_act];
   if (bf16_dtypes(c, n, &g, fu, &s) < 0) {
-    free(wp), free(bp), free(sp);
+    free(wp), free(bp), free(sp), free(comp);
     return NULL;
   }
   s.wp = cg_blob_const(c, "conv_bf16.w", wp, wn * sizeof *wp);
   s.bp = cg_blob_const(c, "conv_bf16.b", bp, nco * sizeof(float));
   s.sp = s.bn ? cg_blob_const(c, "conv_bf16.s", sp, nco * sizeof(float)) : NULL;
-  free(wp), free(bp), free(sp);
+  s.comp = g.q8 == 2 ? cg_blob_const(c, "conv_int8.comp", comp, nco * sizeof *comp) : NULL;
+  free(wp), free(bp), free(sp), free(comp);
   LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)g.V);
   s.buf = cg_entry_alloca(c, LLVMArrayType2(vi, (uint64_t)(g.chunk_px / g.V * g.kpr)), "xpanel");
   LLVMSetAlignment(s.buf, 64);

@@ -85,17 +85,26 @@ static void span_plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   if (us >= ui + (g->flat ? 0.15 : 0.05) || cg_tune(c)->bf16_span_force) g->span = 1, g->q = q, g->flat = 0; /* 1x1 s1: row-segment panels */
 }
 
+/* 1 (u8) / 2 (s8) when conv n reads a quantize8 result and the target has the int8 route. */
+static int int8_input(cg_ctx *c, const ir_node *n) {
+  int p = c->g->values[n->in[0]].producer;
+  if (p < 0 || c->g->nodes[p].op != IR_OP_quantize8 || !cg_int8_dot(c->target, cg_tune(c))) return 0;
+  return c->g->nodes[p].attr.quantize8.lo < 0 ? 2 : 1;
+}
+
 int cg_conv_bf16_plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   memset(g, 0, sizeof *g);
-  g->mode = cg_bf16_dot(c->target, cg_tune(c));
-  g->amx = cg_amx_mode(c->target, cg_tune(c));
+  g->q8 = int8_input(c, n);
+  g->epd = g->q8 ? 4 : 2;
+  g->mode = g->q8 ? cg_int8_dot(c->target, cg_tune(c)) : cg_bf16_dot(c->target, cg_tune(c));
+  g->amx = g->q8 ? 0 : cg_amx_mode(c->target, cg_tune(c));
   const ir_conv2d_attr *a = &n->attr.conv2d;
   g->n = xs->dim[0], g->cin = xs->dim[1], g->cout = ys->dim[1], g->hw = ys->dim[2] * ys->dim[3];
   g->kh = a->kernel[0], g->kw = a->kernel[1], g->sh = a->stride[0], g->sw = a->stride[1];
   g->ph = a->pad[0], g->pw = a->pad[1], g->ih = xs->dim[2], g->iw = xs->dim[3], g->ow = ys->dim[3];
   g->flat = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !a->pad[0] && !a->pad[1] && !a->pad[2] && !a->pad[3];
-  g->kpc = (g->cin + 1) / 2;
+  g->kpc = (g->cin + g->epd - 1) / g->epd;
   g->kp = g->kpc * g->kh * g->kw;
   g->V = g->amx ? 16 : c->target->vec_f32; /* AMX: a tile row is 16 dwords */
   span_plan(c, n, g);
@@ -135,6 +144,43 @@ static int bf16_grid(const ir_graph *G, int v) {
 int cg_conv_bf16_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
   (void)kp;
   return cg_conv_bf16_ok(c, n);
+}
+
+int cg_conv_int8_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
+  (void)kp;
+  const cg_priv *pv = c->priv;
+  if (n->op != IR_OP_conv2d || (pv && pv->train) || !int8_input(c, n)) return 0;
+  const ir_conv2d_attr *a = &n->attr.conv2d;
+  if (a->groups > 1 || a->dilation[0] > 1 || a->dilation[1] > 1 || cg_fusion(c, n)->n_pre) return 0;
+  const ir_value *w = &c->g->values[n->in[1]];
+  if (!w->data || n->n_in > 2) return 0;
+  for (int64_t i = 0; i < ir_shape_numel(&w->shape); i++)
+    if (w->data[i] != nearbyintf(w->data[i]) || fabsf(w->data[i]) > 127) return 0; /* not int8 weights */
+  bgeom g;
+  int ok = cg_conv_bf16_plan(c, n, &g);
+  int flat = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !a->pad[0] && !a->pad[1] && !a->pad[2] && !a->pad[3];
+  if (!flat && (g.cin < (g.nseg ? BF16_LOAD_MIN_CIN : BF16_GATHER_MIN_CIN) || g.cout < (g.nseg ? BF16_LOAD_MIN_COUT : BF16_GATHER_MIN_COUT)))
+    return 0;
+  return ok;
+}
+
+void cg_conv_int8_pack(cg_ctx *c, const ir_node *n, const bgeom *g, uint32_t *wp, int32_t *comp) {
+  const float *w = c->g->values[n->in[1]].data;
+  int taps = g->kh * g->kw;
+  for (int64_t co = 0; co < (int64_t)g->ntile * g->R; co++) {
+    int64_t t = co / g->R, r = co % g->R, sum = 0;
+    for (int64_t k = 0; k < g->kp; k++) { /* dword k: tap k / kpc, channels 4 (k % kpc) .. +3 */
+      int64_t tap = k / g->kpc, c0 = 4 * (k % g->kpc);
+      uint32_t d = 0;
+      for (int i = 0; i < 4; i++)
+        if (co < g->cout && c0 + i < g->cin) {
+          int q = (int)w[(co * g->cin + c0 + i) * taps + tap];
+          d |= (uint32_t)(uint8_t)(int8_t)q << (8 * i), sum += q;
+        }
+      wp[(t * g->kp + k) * g->R + r] = d;
+    }
+    comp[co] = g->q8 == 2 ? (int32_t)(128 * sum) : 0;
+  }
 }
 
 int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {

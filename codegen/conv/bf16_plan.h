@@ -23,11 +23,17 @@ typedef struct bgeom {
   int span;                     /* pixel vectors run across images (span_plan): q = n hw, one plane */
   int64_t q, kdiv;              /* pixels of a plane (hw, or n hw spanned); pixels per segment key */
   int amx;                      /* cg_amx_mode: 1 AMX tiles, 2 emulated tiles, 0 the vdpbf16ps microkernel */
+  int epd;                      /* channels per dword: 2 (bf16 pairs), 4 (int8 quads); "pair" below = a dword's channels */
+  int q8;                       /* the int8 route: 1 u8 input, 2 s8 input (stored + 128, the weights' sum x 128 subtracted); 0 bf16 */
   int64_t kpr;                  /* pair rows of the panel and weights: kp, or (AMX) kp rounded up to 16, zero pairs after kp */
 } bgeom;
 
 /* Whether node n (a conv2d) takes the bf16 route on c's target. */
 int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n);
+/* The int8 route (--precision int8; the same kernel with 4 channels a dword): a groups-1 conv
+ * whose input is a quantize8 result and whose weights are integers in -127..127, on a target
+ * where cg_int8_dot is non-zero; thresholds as the bf16 route's kxk convs.  kernels.def row. */
+int cg_conv_int8_match(cg_ctx *c, const ir_node *n, cg_kplan *kp);
 /* The route's match (kernels.def): cg_conv_bf16_ok. */
 int cg_conv_bf16_match(cg_ctx *c, const ir_node *n, cg_kplan *kp);
 /* 16-bit inference storage (passes/store16.c via gen_store16.c): whether the kernel of
@@ -43,6 +49,9 @@ int cg_conv_bf16_plan(cg_ctx *c, const ir_node *n, bgeom *g);
  * tile of 16 pairs per 1 KiB), bias (conv bias, BN shift) and the BN
  * scale (1 without BN) per padded channel. */
 void cg_conv_bf16_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bgeom *g, uint32_t *wp, float *bp, float *sp);
+/* int8 (g->q8): weights as dwords of 4 s8 (channel 4 (k % kpc) + i in byte i), [Cout/R][kp][R];
+ * comp[co] = 128 x the sum of channel co's weights (s8 inputs), else 0. */
+void cg_conv_int8_pack(cg_ctx *c, const ir_node *n, const bgeom *g, uint32_t *wp, int32_t *comp);
 /* The bf16 bits of x (on the grid: its top half), rounded to nearest even otherwise, a
  * denormal as a signed zero (vdpbf16ps reads it so). */
 uint32_t cg_conv_bf16_bits(float x);

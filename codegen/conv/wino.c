@@ -177,6 +177,7 @@ int cg_conv_wino_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
   for (int i = 0; i < 4; i++) /* pads 0 and 1 are what the tests cover (ResNet's 3x3 convs pad 1) */
     if (a->pad[i] < 0 || a->pad[i] > 1) return 0;
   const ir_value *x = &c->g->values[n->in[0]], *y = &c->g->values[n->out];
+  if (x->producer >= 0 && c->g->nodes[x->producer].op == IR_OP_quantize8) return 0; /* int8: the direct kernels sum integers exactly */
   if (x->shape.rank != 4 || x->shape.dim[1] < CG_WINO_MIN_C || y->shape.dim[1] < CG_WINO_MIN_C) return 0;
   /* maps with fewer 2x2 output tiles than vector lanes (4x4 and smaller on AVX2) leave most
    * tile slots of the GEMMs empty: the direct kernels */
