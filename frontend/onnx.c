@@ -414,6 +414,7 @@ static int read_input(ox_ctx *x, const Onnx__GraphProto *gp) {
         return ox_err(x, "input '%s' has a fixed batch of %lld but --batch-size is %lld", in->name,
                       (long long)dm->dim_value, (long long)x->o->batch_size);
       s.dim[0] = x->o->batch_size;
+      x->dim0_free = !sym && !x->training;
       continue;
     }
     if (sym)
@@ -448,6 +449,22 @@ static int set_outputs(ox_ctx *x, const Onnx__GraphProto *gp) {
     }
     if (v->ir < 0 || x->g->values[v->ir].kind != IR_VAL_ACT)
       return ox_err(x, "graph output '%s' is a constant; cnnc outputs are computed tensors", nm);
+    const ir_shape *os = &x->g->values[v->ir].shape;
+    if (os->dim[0] != x->g->batch) { /* an op crossed dim 0 (x->dim0_free): the runtime's outputs are
+                                      * [batch, ...]; the same elements in order as [batch, rest] */
+      int64_t n = ir_shape_numel(os);
+      char buf[96];
+      if (n % x->g->batch)
+        return ox_err(x, "graph output '%s' has shape %s: its %lld elements do not split into the %d samples of the "
+                         "batch (dim 0 of the input), as cnnc's outputs must", nm, ir_shape_str(os, buf, sizeof buf),
+                      (long long)n, x->g->batch);
+      ir_attr a = {.reshape = {(ir_shape){2, {x->g->batch, n / x->g->batch}}}};
+      ir_diag sub = {0};
+      int r = ir_add_node(x->g, IR_OP_reshape, ir_fmt(x->g->arena, "output/%zu", i), (ir_loc){x->gfile, 0, 0}, &v->ir, 1,
+                          &a, &sub);
+      if (r < 0) return ox_err(x, "graph output '%s': %s", nm, sub.msg);
+      v->ir = r;
+    }
     for (int j = 0; j < x->g->n_outputs; j++)
       if (x->g->outputs[j] == v->ir) return ox_err(x, "graph output '%s' is listed twice", nm);
     x->g->outputs[x->g->n_outputs++] = v->ir;

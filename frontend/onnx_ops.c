@@ -434,12 +434,19 @@ static int matmul(ox_ctx *x) {
 }
 
 /* ---- shape -------------------------------------------------------------------------------- */
+int ox_cross_dim0(ox_ctx *x, const char *what) {
+  if (x->dim0_free) return 0;
+  return ox_err(x, "%s crosses dim 0, which cnnc keeps as the batch here (%s): only an inference graph whose input "
+                   "has a fixed dim 0 computes across it", what,
+                x->training ? "--mode training" : "the input's dim 0 is symbolic");
+}
+
 int ox_reshape_to(ox_ctx *x, int in, const int64_t *dims, int rank) {
   if (rank < 1 || rank > IR_MAX_RANK) return ox_err(x, "the result would have rank %d (1 to %d)", rank, IR_MAX_RANK);
-  if (dims[0] != x->g->batch)
-    return ox_err(x, "the result's first dim is %lld, not the batch (%d): cnnc keeps the batch in dim 0",
-                  (long long)dims[0], x->g->batch);
   const ir_shape *s = ox_shape(x, in);
+  if (dims[0] != s->dim[0] &&
+      ox_cross_dim0(x, ir_fmt(x->a, "a reshape of dim 0 (%lld to %lld)", (long long)s->dim[0], (long long)dims[0])))
+    return -1;
   if (s->rank == rank && !memcmp(s->dim, dims, (size_t)rank * sizeof *dims))
     return ox_bind(x, x->node->output[0], in, NULL); /* the same shape: an alias */
   ir_attr a = {0};
@@ -448,6 +455,7 @@ int ox_reshape_to(ox_ctx *x, int in, const int64_t *dims, int rank) {
   return ox_node(x, IR_OP_reshape, &in, 1, &a);
 }
 
+/* Flatten at axis: [d0 .. d(axis-1)] x [d(axis) ..] (axis 0: [1, all]). */
 static int flatten(ox_ctx *x) {
   if (ox_check_attrs(x, "axis")) return -1;
   int in = ox_act(x, 0);
@@ -456,8 +464,9 @@ static int flatten(ox_ctx *x) {
   int64_t axis;
   if (ox_attr_int(x, "axis", 1, &axis) < 0) return -1;
   if (axis < 0) axis += s->rank;
-  if (axis != 1) return ox_err(x, "axis %lld is not supported (cnnc keeps the batch apart: axis 1)", (long long)axis);
-  int64_t dims[2] = {s->dim[0], ir_shape_numel(s) / (s->dim[0] ? s->dim[0] : 1)};
+  if (axis < 0 || axis > s->rank) return ox_err(x, "attribute 'axis' is out of range for rank %d", s->rank);
+  int64_t dims[2] = {1, 1};
+  for (int k = 0; k < s->rank; k++) dims[k >= axis] *= s->dim[k];
   return ox_reshape_to(x, in, dims, 2);
 }
 

@@ -193,7 +193,7 @@ int ir_infer_concat(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag 
   const ir_shape *a = X(0);
   int ax = n->attr.concat.axis;
   char b1[96], b2[96];
-  if (ax < 1 || ax >= a->rank) return FAIL(d, "concat axis %d must be 1..%d (dim 0 is the batch)", ax, a->rank - 1);
+  if (ax < 0 || ax >= a->rank) return FAIL(d, "concat axis %d must be 0..%d", ax, a->rank - 1);
   *out = *a;
   for (int i = 1; i < n->n_in; i++) {
     const ir_shape *b = X(i);
@@ -235,7 +235,7 @@ int ir_infer_lrn(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d)
 int ir_infer_slice(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   const ir_slice_attr *s = &n->attr.slice;
   const ir_shape *x = X(0);
-  if (s->axis < 1 || s->axis >= x->rank) return FAIL(d, "slice axis %d must be 1..%d (dim 0 is the batch)", s->axis, x->rank - 1);
+  if (s->axis < 0 || s->axis >= x->rank) return FAIL(d, "slice axis %d must be 0..%d", s->axis, x->rank - 1);
   if (s->start < 0 || s->len < 1 || s->start + s->len > x->dim[s->axis])
     return FAIL(d, "slice [%lld, %lld) is not inside dim %d of size %lld", (long long)s->start,
                 (long long)(s->start + s->len), s->axis, (long long)x->dim[s->axis]);

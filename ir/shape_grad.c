@@ -77,9 +77,9 @@ int ir_infer_hardswish_grad(const ir_graph *g, const ir_node *n, ir_shape *out, 
 int ir_infer_slice_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   ir_shape s;
   const ir_shape *xs = &n->attr.slice_grad.x_shape;
-  if (xs->rank < 2 || xs->rank > IR_MAX_RANK) return FAIL(d, "slice_grad needs the forward input's shape");
+  if (xs->rank < 1 || xs->rank > IR_MAX_RANK) return FAIL(d, "slice_grad needs the forward input's shape");
   const ir_slice_attr *sa = &n->attr.slice_grad.slice;
-  if (sa->axis < 1 || sa->axis >= xs->rank || sa->start < 0 || sa->start + sa->len > xs->dim[sa->axis])
+  if (sa->axis < 0 || sa->axis >= xs->rank || sa->start < 0 || sa->start + sa->len > xs->dim[sa->axis])
     return FAIL(d, "slice_grad: the slice is not inside the forward input");
   s = *xs;
   s.dim[sa->axis] = sa->len;

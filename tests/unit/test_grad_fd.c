@@ -361,6 +361,16 @@ static void test_shape_ops(void) {
   xa = P("a", SHAPE(2, 3, 4, 2), 1, 0);
   ir_attr sa = {.slice = {2, 1, 2}};
   check_case("slice", NODE(IR_OP_slice, "sl", &xa, 1, &sa), NULL);
+  /* concat and slice along dim 0 (ONNX import, docs/onnx.md "Dim 0") */
+  new_graph(2);
+  xa = P("a", SHAPE(2, 3, 2, 2), 1, 0), xb = P("b", SHAPE(1, 3, 2, 2), 1, 0);
+  ir_attr c0 = {.concat = {0}};
+  int cat0_in[3] = {xa, xb, xa};
+  check_case("concat dim 0", NODE(IR_OP_concat, "cat", cat0_in, 3, &c0), NULL);
+  new_graph(2);
+  xa = P("a", SHAPE(3, 3, 2, 2), 1, 0);
+  ir_attr s0 = {.slice = {0, 1, 2}};
+  check_case("slice dim 0", NODE(IR_OP_slice, "sl", &xa, 1, &s0), NULL);
   new_graph(2);
   xa = P("a", SHAPE(2, 6, 2, 2), 1, 0);
   ir_attr sh = {.channel_shuffle = {3}};

@@ -169,6 +169,13 @@ static void test_shape_ops(void) {
   expect_op("concat width", IR_OP_concat, &a, o, 2, (const float[]){0, 1, 10, 2, 3, 11, 4, 5, 12, 6, 7, 13}, 12, 0);
   a = (ir_attr){.slice = {2, 1, 1}};
   expect_op("slice rows", IR_OP_slice, &a, o, 1, (const float[]){2, 3, 6, 7}, 4, 0);
+  /* along dim 0 (ONNX import, docs/onnx.md "Dim 0"): [2, 2, 2] and [1, 2, 2] stacked */
+  o[0] = (operand){{3, {2, 2, 2}}, x};
+  o[1] = (operand){{3, {1, 2, 2}}, y};
+  a = (ir_attr){.concat = {0}};
+  expect_op("concat dim 0", IR_OP_concat, &a, o, 2, (const float[]){0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13}, 12, 0);
+  a = (ir_attr){.slice = {0, 1, 1}};
+  expect_op("slice dim 0", IR_OP_slice, &a, o, 1, (const float[]){4, 5, 6, 7}, 4, 0);
   o[0] = (operand){SHAPE(1, 4, 1, 2), x};
   a = (ir_attr){.channel_shuffle = {2}}; /* channels 0 1 2 3 -> 0 2 1 3 */
   expect_op("channel_shuffle 2", IR_OP_channel_shuffle, &a, o, 1, (const float[]){0, 1, 4, 5, 2, 3, 6, 7}, 8, 0);
