@@ -128,3 +128,44 @@ LLVMValueRef cg_gen_slice_grad(cg_ctx *c, const ir_node *n, const char *fn_name,
   *kind = cg_kind(c, "slice_grad", NULL);
   return f;
 }
+
+/* transpose: one output row (the last output dim) per work item; its source is contiguous
+ * (a block copy) when perm keeps the last dim last, else a strided gather. */
+LLVMValueRef cg_gen_transpose(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
+  int n_act = cg_kernel_begin_ops(c, n, fn_name, &f, a, op);
+  const ir_shape *xs = &c->g->values[n->in[0]].shape;
+  const int *perm = n->attr.transpose.perm;
+  int r = xs->rank;
+  int64_t st[IR_MAX_RANK], od[IR_MAX_RANK], os[IR_MAX_RANK], rows = 1;
+  for (int k = r - 1, s = 1; k >= 0; s *= (int)xs->dim[k], k--) st[k] = s;
+  for (int i = 0; i < r; i++) od[i] = xs->dim[perm[i]], os[i] = st[perm[i]]; /* os: input stride of out dim i */
+  for (int i = 0; i < r - 1; i++) rows *= od[i];
+  int64_t inner = od[r - 1], s_in = os[r - 1];
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, rows), a[n_act + 1], a[n_act + 2], &lo, &hi);
+  cg_loop L;
+  LLVMValueRef row = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "row");
+  LLVMValueRef src = cg_i64(c, 0), rest = row;
+  for (int i = r - 2; i >= 0; i--) { /* row = ((o0 * od1) + o1) * od2 + o2 ... */
+    LLVMValueRef oi = i ? LLVMBuildURem(B, rest, cg_i64(c, od[i]), "") : rest;
+    if (i) rest = LLVMBuildUDiv(B, rest, cg_i64(c, od[i]), "");
+    src = LLVMBuildAdd(B, src, LLVMBuildMul(B, oi, cg_i64(c, os[i]), ""), "");
+  }
+  LLVMValueRef dst = LLVMBuildMul(B, row, cg_i64(c, inner), "");
+  if (s_in == 1) {
+    blk b = {op[0], a[n_act], inner, 0, 0, 0, 0, src, dst};
+    cg_inner_loop(c, inner, blk_body, &b);
+  } else {
+    cg_loop J;
+    LLVMValueRef j = cg_loop_begin(c, &J, cg_i64(c, 0), cg_i64(c, inner), cg_i64(c, 1), "j");
+    LLVMValueRef v = cg_load_f32(c, op[0], LLVMBuildAdd(B, src, LLVMBuildMul(B, j, cg_i64(c, s_in), ""), ""));
+    cg_store_f32(c, v, a[n_act], LLVMBuildAdd(B, dst, j, ""));
+    cg_loop_end(c, &J);
+  }
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, s_in == 1 ? "transpose_rows" : "transpose_gather", NULL);
+  return f;
+}

@@ -92,6 +92,7 @@ typedef struct ir_pool_attr {
 typedef struct ir_dense_attr { int units; } ir_dense_attr;
 typedef struct ir_concat_attr { int axis; } ir_concat_attr;
 typedef struct ir_shuffle_attr { int groups; } ir_shuffle_attr; /* channel_shuffle; groups divides C */
+typedef struct ir_transpose_attr { int perm[IR_MAX_RANK]; } ir_transpose_attr; /* a permutation of 0..rank-1 */
 typedef struct ir_slice_attr { int axis; int64_t start, len; } ir_slice_attr;
 typedef struct ir_slice_grad_attr { ir_slice_attr slice; ir_shape x_shape; } ir_slice_grad_attr;
 typedef struct ir_clip_attr { float lo, hi; } ir_clip_attr;          /* clip, clip_grad: lo <= hi */

@@ -206,6 +206,27 @@ int ir_infer_concat(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag 
   return 0;
 }
 
+/* transpose: perm a permutation of the input's dims (entries past the rank 0). */
+int ir_infer_transpose(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_shape *x = X(0);
+  const int *p = n->attr.transpose.perm;
+  unsigned seen = 0;
+  for (int i = 0; i < IR_MAX_RANK; i++) {
+    if (i >= x->rank) {
+      if (p[i]) return FAIL(d, "transpose perm entry %d is %d past the rank %d (must be 0)", i, p[i], x->rank);
+      continue;
+    }
+    if (p[i] < 0 || p[i] >= x->rank || (seen >> p[i] & 1u))
+      return FAIL(d, "transpose perm is not a permutation of the %d dims", x->rank);
+    seen |= 1u << p[i];
+  }
+  *out = *x;
+  for (int i = 0; i < x->rank; i++) out->dim[i] = x->dim[p[i]];
+  return 0;
+}
+
+int ir_infer_hardmax(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
+
 int ir_infer_channel_shuffle(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   const ir_shape *x = X(0);
   int gr = n->attr.channel_shuffle.groups;

@@ -328,6 +328,21 @@ int pass_grad_concat(pass_ad *ad, const ir_node *n, int dy) {
   return 0;
 }
 
+/* The inverse permutation: dx dim perm[i] is dy dim i. */
+int pass_grad_transpose(pass_ad *ad, const ir_node *n, int dy) {
+  ir_attr a = {0};
+  for (int i = 0; i < SHAPE_OF(ad, n->in[0]).rank; i++) a.transpose.perm[n->attr.transpose.perm[i]] = i;
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_transpose, &dy, 1, &a);
+}
+
+/* Piecewise constant: the gradient is 0 (where it exists).  clip_grad with an empty range
+ * (lo = hi = 0) writes exact zeros whatever dy and x hold (NaN, inf), with existing kernels. */
+int pass_grad_hardmax(pass_ad *ad, const ir_node *n, int dy) {
+  ir_attr a = {.clip_grad = {0.0f, 0.0f}};
+  int in[2] = {dy, n->in[0]};
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_clip_grad, in, 2, &a);
+}
+
 /* The inverse permutation: a shuffle with C/G groups. */
 int pass_grad_channel_shuffle(pass_ad *ad, const ir_node *n, int dy) {
   ir_attr a = {.channel_shuffle = {(int)(SHAPE_OF(ad, n->in[0]).dim[1] / n->attr.channel_shuffle.groups)}};

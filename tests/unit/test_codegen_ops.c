@@ -301,6 +301,34 @@ static void test_shape_ops(const cg_target *t) {
   }
 }
 
+/* transpose (gen_shape.c): rows copied (last dim kept) and gathered, ranks 1 to 4, vector
+ * tails; hardmax (gen_softmax.c) with ties, short and long rows. */
+static void test_transpose_hardmax(const cg_target *t) {
+  static const struct { ir_shape s; int perm[4]; } tc[] = {
+      {{1, {7}}, {0}},          {{2, {5, 9}}, {1, 0}},          {{3, {3, 4, 13}}, {1, 0, 2}},
+      {{3, {3, 4, 5}}, {2, 0, 1}}, {{4, {2, 3, 4, 5}}, {0, 2, 3, 1}}, {{4, {2, 3, 4, 17}}, {2, 1, 0, 3}},
+      {{4, {3, 2, 5, 4}}, {3, 2, 1, 0}}};
+  for (int i = 0; i < 7; i++) {
+    int x;
+    ir_graph *g = graph(tc[i].s, IR_F32, &x);
+    ir_attr a = {.transpose = {{tc[i].perm[0], tc[i].perm[1], tc[i].perm[2], tc[i].perm[3]}}};
+    output(g, cgt_node(g, IR_OP_transpose, "tr", &x, 1, &a));
+    char label[64];
+    snprintf(label, sizeof label, "transpose case %d", i);
+    check(g, t, label);
+  }
+  static const ir_shape hs[] = {{2, {4, 1}}, {2, {3, 10}}, {4, {2, 3, 4, 5}}, {3, {2, 2, 37}}};
+  for (int i = 0; i < 4; i++) {
+    int x;
+    ir_graph *g = graph(hs[i], IR_F32, &x);
+    int q = cgt_node(g, IR_OP_clip, "q", &x, 1, &(ir_attr){.clip = {-0.25f, 0.25f}}); /* ties at the clip bounds */
+    output(g, cgt_node(g, IR_OP_hardmax, "hm", &q, 1, NULL));
+    char label[64];
+    snprintf(label, sizeof label, "hardmax case %d", i);
+    check(g, t, label);
+  }
+}
+
 /* lrn and lrn_grad (gen_lrn.c): windows clamped at both ends, even size, pixel counts with and
  * without a vector tail, rank 3, beta 0.75 and others. */
 static void test_lrn(const cg_target *t) {
@@ -513,6 +541,8 @@ int main(void) {
   test_shape_ops(&sse);
   test_lrn(&host);
   test_lrn(&sse);
+  test_transpose_hardmax(&host);
+  test_transpose_hardmax(&sse);
   test_pool(&host);
   test_dense_softmax(&host);
   test_norm(&host);

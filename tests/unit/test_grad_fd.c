@@ -361,6 +361,21 @@ static void test_shape_ops(void) {
   xa = P("a", SHAPE(2, 3, 4, 2), 1, 0);
   ir_attr sa = {.slice = {2, 1, 2}};
   check_case("slice", NODE(IR_OP_slice, "sl", &xa, 1, &sa), NULL);
+  /* transpose: 2-D, 3-D and 4-D permutations, dim 0 moved too */
+  static const struct { ir_shape s; int perm[4]; } tc[] = {
+      {{2, {3, 4}}, {1, 0}}, {{3, {2, 3, 4}}, {2, 0, 1}}, {{4, {2, 3, 2, 2}}, {0, 2, 3, 1}}, {{4, {2, 3, 2, 2}}, {3, 1, 0, 2}}};
+  for (int i = 0; i < 4; i++) {
+    new_graph(2);
+    xa = P("a", tc[i].s, 1, 0);
+    ir_attr ta = {.transpose = {{tc[i].perm[0], tc[i].perm[1], tc[i].perm[2], tc[i].perm[3]}}};
+    char label[32];
+    snprintf(label, sizeof label, "transpose case %d", i);
+    check_case(label, NODE(IR_OP_transpose, "tr", &xa, 1, &ta), NULL);
+  }
+  /* hardmax: piecewise constant, its gradient 0 (random inputs have no ties) */
+  new_graph(2);
+  xa = P("a", SHAPE(2, 3, 2, 5), 1, 0);
+  check_case("hardmax", NODE(IR_OP_hardmax, "hm", &xa, 1, NULL), NULL);
   /* concat and slice along dim 0 (ONNX import, docs/onnx.md "Dim 0") */
   new_graph(2);
   xa = P("a", SHAPE(2, 3, 2, 2), 1, 0), xb = P("b", SHAPE(1, 3, 2, 2), 1, 0);

@@ -169,6 +169,20 @@ static void test_shape_ops(void) {
   expect_op("concat width", IR_OP_concat, &a, o, 2, (const float[]){0, 1, 10, 2, 3, 11, 4, 5, 12, 6, 7, 13}, 12, 0);
   a = (ir_attr){.slice = {2, 1, 1}};
   expect_op("slice rows", IR_OP_slice, &a, o, 1, (const float[]){2, 3, 6, 7}, 4, 0);
+  /* transpose by hand: [2, 3] -> [3, 2]; [2, 2, 2] perm (2, 0, 1): out[i][j][k] = x[j][k][i] */
+  o[0] = (operand){{2, {2, 3}}, x};
+  a = (ir_attr){.transpose = {{1, 0}}};
+  expect_op("transpose 2-D", IR_OP_transpose, &a, o, 1, (const float[]){0, 3, 1, 4, 2, 5}, 6, 0);
+  o[0] = (operand){{3, {2, 2, 2}}, x};
+  a = (ir_attr){.transpose = {{2, 0, 1}}};
+  expect_op("transpose 3-D", IR_OP_transpose, &a, o, 1, (const float[]){0, 2, 4, 6, 1, 3, 5, 7}, 8, 0);
+  /* hardmax: rows (3, 1, 3) -> first max; (-1, -5) -> 0; a NaN after the max never wins */
+  const float hx[7] = {3, 1, 3, -1, -5, 2, NAN};
+  o[0] = (operand){{2, {2, 3}}, hx};
+  a = (ir_attr){0};
+  expect_op("hardmax", IR_OP_hardmax, &a, o, 1, (const float[]){1, 0, 0, 0, 0, 1}, 6, 0);
+  o[0] = (operand){{2, {1, 2}}, hx + 5};
+  expect_op("hardmax NaN", IR_OP_hardmax, &a, o, 1, (const float[]){1, 0}, 2, 0);
   /* along dim 0 (ONNX import, docs/onnx.md "Dim 0"): [2, 2, 2] and [1, 2, 2] stacked */
   o[0] = (operand){{3, {2, 2, 2}}, x};
   o[1] = (operand){{3, {1, 2, 2}}, y};
