@@ -533,8 +533,9 @@ static int reshape(ox_ctx *x) {
   return ox_reshape_to(x, in, dims, rank);
 }
 
-/* Transpose: of a constant (folded), or the channel shuffle's swap of dims 1 and 2 of a
- * [N, G, C/G, H, W] view. */
+/* Transpose: of a constant (folded); the channel shuffle's swap of dims 1 and 2 of a
+ * [N, G, C/G, H, W] view; any other permutation of an activation (rank <= 4) an IR transpose
+ * (one that moves dim 0 only when x->dim0_free). */
 static int transpose(ox_ctx *x) {
   if (ox_check_attrs(x, "perm")) return -1;
   ox_val *v = ox_input(x, 0);
@@ -544,14 +545,33 @@ static int transpose(ox_ctx *x) {
   if (v->c && v->ir < 0) return ox_fold_transpose(x, v->c, perm, n);
   if (ox_act(x, 0) < 0) return -1;
   static const int64_t swap12[5] = {0, 2, 1, 3, 4};
-  if (v->view != 1 || n != 5 || memcmp(perm, swap12, sizeof swap12))
-    return ox_err(x, "only the channel shuffle pattern is supported: Reshape [N,C,H,W] -> [N,G,C/G,H,W], Transpose "
-                     "perm [0,2,1,3,4], Reshape back to [N,C,H,W]");
-  if (ox_bind(x, x->node->output[0], v->ir, NULL)) return -1;
-  ox_val *t = ox_find(x, x->node->output[0]);
-  t->view = 2;
-  t->view_groups = v->view_groups;
-  return 0;
+  if (v->view == 1 && n == 5 && !memcmp(perm, swap12, sizeof swap12)) {
+    if (ox_bind(x, x->node->output[0], v->ir, NULL)) return -1;
+    ox_val *t = ox_find(x, x->node->output[0]);
+    t->view = 2;
+    t->view_groups = v->view_groups;
+    return 0;
+  }
+  if (v->view)
+    return ox_err(x, "a [N, G, C/G, H, W] view is supported only as the channel shuffle pattern: Reshape [N,C,H,W] -> "
+                     "[N,G,C/G,H,W], Transpose perm [0,2,1,3,4], Reshape back to [N,C,H,W]");
+  int in = v->ir, rank = ox_shape(x, in)->rank;
+  if (!ox_attr(x, "perm")) /* the default: the dims reversed */
+    for (n = 0; n < rank; n++) perm[n] = rank - 1 - n;
+  if (n != rank) return ox_err(x, "attribute 'perm' has %d items for a rank-%d input", n, rank);
+  ir_attr a = {0};
+  unsigned seen = 0;
+  int same = 1;
+  for (int i = 0; i < rank; i++) {
+    if (perm[i] < 0 || perm[i] >= rank || (seen >> perm[i] & 1u))
+      return ox_err(x, "attribute 'perm' is not a permutation of 0..%d", rank - 1);
+    seen |= 1u << perm[i];
+    a.transpose.perm[i] = (int)perm[i];
+    same &= perm[i] == i;
+  }
+  if (same) return ox_bind(x, x->node->output[0], in, NULL);
+  if (perm[0] != 0 && ox_cross_dim0(x, "a transpose that moves dim 0")) return -1;
+  return ox_node(x, IR_OP_transpose, &in, 1, &a);
 }
 
 /* ReduceMean over the two spatial dims of [N, C, H, W]: global average pooling. */
@@ -573,7 +593,12 @@ static int reduce_mean(ox_ctx *x) {
   return ox_reshape_to(x, g, dims, 2);
 }
 
-static int softmax(ox_ctx *x) {
+/* Softmax, Hardmax (and LogSoftmax): IR ops over the last axis.  Before opset 13 the input is
+ * coerced to 2-D at axis: one op over all the dims from axis on, i.e. over the last axis of a
+ * reshape that merges them (dims before axis kept).  From opset 13 over the axis itself: the
+ * same reshape when the dims after it are 1, else a transpose swapping axis and the last dim,
+ * the op, and the same transpose back.  Axis 0 crosses dim 0 (x->dim0_free). */
+static int softmax_like(ox_ctx *x, ir_op op) {
   if (ox_check_attrs(x, "axis")) return -1;
   int in = ox_act(x, 0);
   if (in < 0) return -1;
@@ -582,28 +607,31 @@ static int softmax(ox_ctx *x) {
   if (ox_attr_int(x, "axis", x->opset >= 13 ? -1 : 1, &axis) < 0) return -1;
   if (axis < 0) axis += s->rank;
   if (axis < 0 || axis >= s->rank) return ox_err(x, "axis is out of range for rank %d", s->rank);
-  /* Before opset 13 the input is coerced to 2-D at axis: one softmax over all the dims from
-   * axis on; from 13 over the axis itself, which is the same when the dims after it are 1.
-   * cnnc's softmax runs over the last axis: the dims from axis on are merged into one by a
-   * reshape (dims before axis kept: dim 0 stays the batch), and the result reshaped back. */
-  if (axis == s->rank - 1) return ox_node(x, IR_OP_softmax, &in, 1, NULL);
-  int merge = axis >= 1;
+  if (axis == s->rank - 1) return ox_node(x, op, &in, 1, NULL);
+  if (axis == 0 && ox_cross_dim0(x, ir_fmt(x->a, "%s over axis 0", x->node->op_type))) return -1;
+  int merge = 1;
   for (int k = (int)axis + 1; k < s->rank && x->opset >= 13; k++) merge &= s->dim[k] == 1;
-  if (!merge)
-    return ox_err(x, "softmax over axis %lld of a rank-%d tensor is not supported (only the last axis, or an axis >= 1 "
-                     "followed by dims of 1)", (long long)axis, s->rank);
-  ir_attr a = {0};
-  a.reshape.shape.rank = (int)axis + 1;
-  for (int k = 0; k < s->rank; k++) a.reshape.shape.dim[k < axis ? k : axis] = k <= axis ? s->dim[k] : a.reshape.shape.dim[axis] * s->dim[k];
   int64_t dims[IR_MAX_RANK];
   memcpy(dims, s->dim, sizeof(int64_t) * (size_t)s->rank);
   int rank = s->rank;
+  if (!merge) {
+    ir_attr t = {0};
+    for (int k = 0; k < rank; k++) t.transpose.perm[k] = k == axis ? rank - 1 : k == rank - 1 ? (int)axis : k;
+    int tr = ox_part_node(x, "to_last", IR_OP_transpose, &in, 1, &t);
+    int y = tr < 0 ? -1 : ox_part_node(x, ir_ops[op].name, op, &tr, 1, NULL);
+    return y < 0 ? -1 : ox_node(x, IR_OP_transpose, &y, 1, &t);
+  }
+  ir_attr a = {0};
+  a.reshape.shape.rank = (int)axis + 1;
+  for (int k = 0; k < rank; k++) a.reshape.shape.dim[k < axis ? k : axis] = k <= axis ? s->dim[k] : a.reshape.shape.dim[axis] * s->dim[k];
   int flat = ox_part_node(x, "flat", IR_OP_reshape, &in, 1, &a);
   if (flat < 0) return -1;
-  int sm = ox_part_node(x, "softmax", IR_OP_softmax, &flat, 1, NULL);
+  int sm = ox_part_node(x, ir_ops[op].name, op, &flat, 1, NULL);
   if (sm < 0) return -1;
   return ox_reshape_to(x, sm, dims, rank);
 }
+static int softmax(ox_ctx *x) { return softmax_like(x, IR_OP_softmax); }
+static int hardmax(ox_ctx *x) { return softmax_like(x, IR_OP_hardmax); }
 
 /* ---- aliases and constants ------------------------------------------------------------- */
 static int alias(ox_ctx *x, const char *attrs) {
@@ -725,7 +753,7 @@ static const ox_op ops[] = {
     {"HardSwish", op_hardswish}, {"Slice", ox_op_slice},                  {"Split", ox_op_split},
     {"ConstantOfShape", ox_op_constant_of_shape}, {"LeakyRelu", op_leaky_relu}, {"LRN", op_lrn},
     {"GlobalMaxPool", op_global_maxpool},
-    {"Pad", pad},                {"Transpose", transpose},          {"ReduceMean", reduce_mean},
+    {"Pad", pad},                {"Transpose", transpose},          {"Hardmax", hardmax},          {"ReduceMean", reduce_mean},
 };
 
 const char *ox_supported(void) {
