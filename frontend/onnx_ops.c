@@ -593,7 +593,7 @@ static int reduce_mean(ox_ctx *x) {
   return ox_reshape_to(x, g, dims, 2);
 }
 
-/* Softmax, Hardmax (and LogSoftmax): IR ops over the last axis.  Before opset 13 the input is
+/* Softmax, Hardmax and LogSoftmax: IR ops over the last axis.  Before opset 13 the input is
  * coerced to 2-D at axis: one op over all the dims from axis on, i.e. over the last axis of a
  * reshape that merges them (dims before axis kept).  From opset 13 over the axis itself: the
  * same reshape when the dims after it are 1, else a transpose swapping axis and the last dim,
@@ -632,6 +632,7 @@ static int softmax_like(ox_ctx *x, ir_op op) {
 }
 static int softmax(ox_ctx *x) { return softmax_like(x, IR_OP_softmax); }
 static int hardmax(ox_ctx *x) { return softmax_like(x, IR_OP_hardmax); }
+static int log_softmax(ox_ctx *x) { return softmax_like(x, IR_OP_log_softmax); }
 
 /* ---- aliases and constants ------------------------------------------------------------- */
 static int alias(ox_ctx *x, const char *attrs) {
@@ -753,7 +754,7 @@ static const ox_op ops[] = {
     {"HardSwish", op_hardswish}, {"Slice", ox_op_slice},                  {"Split", ox_op_split},
     {"ConstantOfShape", ox_op_constant_of_shape}, {"LeakyRelu", op_leaky_relu}, {"LRN", op_lrn},
     {"GlobalMaxPool", op_global_maxpool},
-    {"Pad", pad},                {"Transpose", transpose},          {"Hardmax", hardmax},          {"ReduceMean", reduce_mean},
+    {"Pad", pad},                {"Transpose", transpose},          {"Hardmax", hardmax},   {"LogSoftmax", log_softmax},          {"ReduceMean", reduce_mean},
 };
 
 const char *ox_supported(void) {

@@ -226,6 +226,7 @@ int ir_infer_transpose(const ir_graph *g, const ir_node *n, ir_shape *out, ir_di
 }
 
 int ir_infer_hardmax(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
+int ir_infer_log_softmax(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
 
 int ir_infer_channel_shuffle(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   const ir_shape *x = X(0);

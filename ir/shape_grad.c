@@ -88,6 +88,7 @@ int ir_infer_slice_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_d
   return 0;
 }
 int ir_infer_softmax_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
+int ir_infer_log_softmax_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 
 static int infer_pool_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   const ir_pool_grad_attr *a = &n->attr.maxpool_grad;
@@ -257,6 +258,7 @@ void ir_cost_dense_grad_weight(const ir_graph *g, const ir_node *n, ir_cost *c) 
   c->bytes = io_bytes(g, n);
 }
 void ir_cost_softmax_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 4); }
+void ir_cost_log_softmax_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 12); }
 void ir_cost_softmax_xent_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 6); }
 void ir_cost_sgd_update(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 5); }
 void ir_cost_momentum_acc(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 4); }

@@ -290,6 +290,10 @@ int pass_grad_dense(pass_ad *ad, const ir_node *n, int dy) {
   return n->n_in > 2 ? give_channel_sum(ad, n, 2, "db", dy) : 0;
 }
 
+int pass_grad_log_softmax(pass_ad *ad, const ir_node *n, int dy) {
+  int in[2] = {dy, n->out};
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_log_softmax_grad, in, 2, NULL);
+}
 int pass_grad_softmax(pass_ad *ad, const ir_node *n, int dy) {
   int in[2] = {dy, n->out};
   return pass_grad_give(ad, n, 0, "dx", IR_OP_softmax_grad, in, 2, NULL);
@@ -375,7 +379,7 @@ int pass_grad_normalize(pass_ad *ad, const ir_node *n, int dy) {
     return pass_grad_fail(ad, n, #op " is a training op and has no gradient rule");           \
   }
 NO_RULE(conv2d_grad_input) NO_RULE(conv2d_grad_weight) NO_RULE(reduce_sum) NO_RULE(relu_grad)
-NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(slice_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(leaky_relu_grad) NO_RULE(lrn_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
+NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(slice_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(leaky_relu_grad) NO_RULE(lrn_grad) NO_RULE(log_softmax_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
 NO_RULE(global_avgpool_grad) NO_RULE(batchnorm_grad_input) NO_RULE(batchnorm_grad_gamma)
 NO_RULE(groupnorm_grad_input) NO_RULE(groupnorm_grad_gamma) NO_RULE(dense_grad_input)
 NO_RULE(dense_grad_weight) NO_RULE(softmax_grad) NO_RULE(softmax_xent_grad) NO_RULE(sgd_update)

@@ -6,8 +6,11 @@ in train mode on the same batch and weights: the loss, the first step's gradient
 parameter and running statistic after the steps within 2e-4 (relative).  The net has what the
 importer turns into the new ops: Clip (relu6), Slice into two halves, HardSigmoid * x
 (hardswish), Concat, ShuffleNet's channel shuffle (Reshape, Transpose, Reshape), a zero Pad
-before an AveragePool, Gemm, and an LRN (F.local_response_norm in PyTorch; torch.onnx exports it
-as many ops, so a Relu stands in at export and is made an LRN node)."""
+before an AveragePool, Gemm, an LRN (F.local_response_norm in PyTorch; torch.onnx exports it
+as many ops, so a Relu stands in at export and is made an LRN node), a Transpose of H and W,
+a Softmax over H (transposes around cnnc's last-axis softmax) and a LogSoftmax at the end
+(cross-entropy of log-probabilities is that of the logits: its gradient runs through
+log_softmax_grad)."""
 import os
 import re
 import sys
@@ -48,8 +51,9 @@ class Net(nn.Module):
         y = y.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)  # channel shuffle
         y = self.bn2(y)
         y = torch.relu(y) if self.exporting else F.local_response_norm(y, LRN[0], LRN[1], LRN[2], LRN[3])
+        y = y.transpose(2, 3) * torch.softmax(y, dim=2)
         y = F.avg_pool2d(F.pad(y, (0, 0, 0, 0)), 2)
-        return self.fc(torch.flatten(y, 1))
+        return F.log_softmax(self.fc(torch.flatten(y, 1)), dim=1)
 
 
 def clean(name):
@@ -82,7 +86,8 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-train-") as T:
     node.attribute.extend([onnx.helper.make_attribute(k, v) for k, v in zip(("size", "alpha", "beta", "bias"), LRN)])
     onnx.save(m, path)
     ops = {n.op_type for n in m.graph.node}
-    want_ops = {"Clip", "Slice", "HardSigmoid", "Concat", "Transpose", "Pad", "AveragePool", "BatchNormalization", "Gemm", "LRN"}
+    want_ops = {"Clip", "Slice", "HardSigmoid", "Concat", "Transpose", "Pad", "AveragePool", "BatchNormalization", "Gemm", "LRN",
+                "Softmax", "LogSoftmax"}
     checks.check(want_ops <= ops, f"the export has {sorted(want_ops)} (it has {sorted(ops)})")
     # cnnc's state names of the torch parameters: "<layer>/weight" ... by the nodes reading them
     state = dict(model.named_parameters())

@@ -327,6 +327,17 @@ static void test_transpose_hardmax(const cg_target *t) {
     snprintf(label, sizeof label, "hardmax case %d", i);
     check(g, t, label);
   }
+  for (int i = 0; i < 4; i++) { /* log_softmax and its gradient (gen_train.c), same shapes */
+    int x;
+    ir_graph *g = graph(hs[i], IR_F32, &x);
+    int y = cgt_node(g, IR_OP_log_softmax, "ls", &x, 1, NULL);
+    int dy = cgt_node(g, IR_OP_hardswish, "dy", &y, 1, NULL);
+    output(g, y);
+    output(g, cgt_node(g, IR_OP_log_softmax_grad, "ls_grad", (int[]){dy, y}, 2, NULL));
+    char label[64];
+    snprintf(label, sizeof label, "log_softmax case %d", i);
+    check(g, t, label);
+  }
 }
 
 /* lrn and lrn_grad (gen_lrn.c): windows clamped at both ends, even size, pixel counts with and

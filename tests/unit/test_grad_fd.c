@@ -372,10 +372,17 @@ static void test_shape_ops(void) {
     snprintf(label, sizeof label, "transpose case %d", i);
     check_case(label, NODE(IR_OP_transpose, "tr", &xa, 1, &ta), NULL);
   }
-  /* hardmax: piecewise constant, its gradient 0 (random inputs have no ties) */
+  /* hardmax: piecewise constant, its gradient 0 (random inputs: no two values of a row within the finite-difference step; this case's draws come before the log_softmax ones) */
   new_graph(2);
   xa = P("a", SHAPE(2, 3, 2, 5), 1, 0);
   check_case("hardmax", NODE(IR_OP_hardmax, "hm", &xa, 1, NULL), NULL);
+  /* log_softmax: rows of 5 and of 1 (a row of one: log_softmax 0, gradient 0) */
+  new_graph(2);
+  xa = P("a", SHAPE(2, 3, 2, 5), 1, 0);
+  check_case("log_softmax", NODE(IR_OP_log_softmax, "ls", &xa, 1, NULL), NULL);
+  new_graph(2);
+  xa = P("a", SHAPE(2, 3, 1), 1, 0);
+  check_case("log_softmax rows of 1", NODE(IR_OP_log_softmax, "ls", &xa, 1, NULL), NULL);
   /* concat and slice along dim 0 (ONNX import, docs/onnx.md "Dim 0") */
   new_graph(2);
   xa = P("a", SHAPE(2, 3, 2, 2), 1, 0), xb = P("b", SHAPE(1, 3, 2, 2), 1, 0);

@@ -176,6 +176,11 @@ static void test_shape_ops(void) {
   o[0] = (operand){{3, {2, 2, 2}}, x};
   a = (ir_attr){.transpose = {{2, 0, 1}}};
   expect_op("transpose 3-D", IR_OP_transpose, &a, o, 1, (const float[]){0, 2, 4, 6, 1, 3, 5, 7}, 8, 0);
+  /* log_softmax: rows (0, log 3) -> log(1/4), log(3/4) */
+  const float lx[2] = {0, 1.0986123f};
+  o[0] = (operand){{2, {1, 2}}, lx};
+  a = (ir_attr){0};
+  expect_op("log_softmax", IR_OP_log_softmax, &a, o, 1, (const float[]){-1.3862944f, -0.2876821f}, 2, 1e-6);
   /* hardmax: rows (3, 1, 3) -> first max; (-1, -5) -> 0; a NaN after the max never wins */
   const float hx[7] = {3, 1, 3, -1, -5, 2, NAN};
   o[0] = (operand){{2, {2, 3}}, hx};
