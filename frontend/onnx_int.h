@@ -63,6 +63,7 @@ typedef struct ox_ctx {
   int dim0_free;             /* ops may cross dim 0 (docs/onnx.md "Dim 0"): an inference graph
                               * whose input has a fixed dim 0, so one micro-batch is the whole
                               * tensor the model computes on */
+  int crossed;               /* an op crossed dim 0: the whole input is one sample (one_sample) */
   fe_strmap names;           /* ONNX value name -> index in vals */
   ox_val *vals; int n_vals, cap_vals;
   fe_strmap use_names;       /* value name -> index in use_count */

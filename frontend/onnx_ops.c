@@ -435,7 +435,7 @@ static int matmul(ox_ctx *x) {
 
 /* ---- shape -------------------------------------------------------------------------------- */
 int ox_cross_dim0(ox_ctx *x, const char *what) {
-  if (x->dim0_free) return 0;
+  if (x->dim0_free) return x->crossed = 1, 0;
   return ox_err(x, "%s crosses dim 0, which cnnc keeps as the batch here (%s): only an inference graph whose input "
                    "has a fixed dim 0 computes across it", what,
                 x->training ? "--mode training" : "the input's dim 0 is symbolic");

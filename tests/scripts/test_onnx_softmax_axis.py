@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testlib import Checks, build_src, need_module, run  # noqa: E402
+from testlib import Checks, build_src, need_module, run, so_info  # noqa: E402
 
 BUILD, SRC = build_src(__doc__)
 onnx = need_module("onnx", "Debian python3-onnx")
@@ -61,6 +61,13 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-softmax-") as T:
         r = run([CNNC, p, "-o", p + ".so"], timeout=120)
         if not checks.check(r.returncode == 0, what + ": compiles (" + r.stderr.strip()[:200] + ")"):
             continue
+        # across dim 0 the whole tensor is one sample: batch 1, input [1, all]; else dim 0 is the batch
+        info = so_info(CNNRUN, p + ".so")
+        crosses = (axis + len(shape)) % len(shape) == 0
+        want_b, want_in = (1, [1, int(np.prod(shape))]) if crosses else (shape[0], list(shape))
+        checks.check(info["batch_size"] == want_b and info["tensors"][info["input"]]["shape"] == want_in,
+                     what + ": batch %d, input %s (want %d, %s)" % (info["batch_size"], info["tensors"][info["input"]]["shape"],
+                                                                  want_b, want_in))
         x = rng.standard_normal(shape).astype(np.float32) * 3
         xin, yout = os.path.join(T, "x.raw"), os.path.join(T, "y.raw")
         x.tofile(xin)
