@@ -395,10 +395,21 @@ static int dense(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alph
   a.dense.units = (int)N;
   int in[3] = {xin, ox_param(x, "weight", wt, 1, 0, NULL), -1}, n_in = 2;
   if (in[1] < 0) return -1;
+  if (c && c->rank == 2 && c->dims[0] != 1) { /* C [M, N] or [M, 1]: row m is added to output row m */
+    if (c->dims[0] != xs->dim[0] || (c->dims[1] != N && c->dims[1] != 1))
+      return ox_err(x, "input C is [%lld, %lld]; the output is [%lld, %lld]", (long long)c->dims[0], (long long)c->dims[1],
+                    (long long)xs->dim[0], (long long)N);
+    if (ox_cross_dim0(x, "a bias C with one row per row of A")) return -1;
+    ox_const *cm = ox_const_new(x, 2, c->dims, 0);
+    for (int64_t i = 0; i < c->numel; i++) cm->f[i] = (float)(beta * (c->is_int ? (double)c->i[i] : c->f[i]));
+    int y = ox_part_node(x, "gemm", IR_OP_dense, in, n_in, &a);
+    int add[2] = {y, y < 0 ? -1 : ox_param(x, "bias", cm, 1, 0, NULL)};
+    return add[1] < 0 ? -1 : ox_node(x, IR_OP_add, add, 2, NULL);
+  }
   if (c) {
     int ok = c->numel == N || c->numel == 1;
-    if (!ok || c->rank > 2 || (c->rank == 2 && c->dims[0] != 1))
-      return ox_err(x, "input C must have shape [%lld], [1, %lld] or be a scalar (batch-dependent C is not supported)",
+    if (!ok || c->rank > 2)
+      return ox_err(x, "input C must have shape [%lld], [1, %lld], [M, %lld], [M, 1] or be a scalar", (long long)N,
                     (long long)N, (long long)N);
     ox_const *bias = ox_const_new(x, 1, &N, 0);
     for (int64_t o = 0; o < N; o++) {
@@ -417,9 +428,14 @@ static int gemm(ox_ctx *x) {
   if (ox_attr_float(x, "alpha", 1, &alpha) < 0 || ox_attr_float(x, "beta", 1, &beta) < 0 ||
       ox_attr_int(x, "transA", 0, &ta) < 0 || ox_attr_int(x, "transB", 0, &tb) < 0)
     return -1;
-  if (ta) return ox_err(x, "transA 1 is not supported (A must be [N, K] activations)");
   int a = ox_act(x, 0);
   if (a < 0) return -1;
+  if (ta) { /* A [K, M]: its transpose is the [M, K] input (a transpose of dims 0 and 1) */
+    if (ox_shape(x, a)->rank != 2) return ox_err(x, "input A must be [K, M] (rank 2) with transA 1");
+    if (ox_cross_dim0(x, "Gemm with transA 1")) return -1;
+    ir_attr t = {.transpose = {{1, 0}}};
+    if ((a = ox_part_node(x, "transA", IR_OP_transpose, &a, 1, &t)) < 0) return -1;
+  }
   const ox_const *b = ox_need_const(x, 1, "the weight B"), *c = NULL;
   if (!b || (ox_has_input(x, 2) && !(c = ox_need_const(x, 2, "the bias C")))) return -1;
   return dense(x, a, b, tb != 0, alpha, c, beta);

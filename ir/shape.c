@@ -144,9 +144,9 @@ static int infer_pool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_dia
   if (need_rank(X(0), 4, "pool input", d)) return -1;
   if (a->kernel[0] < 1 || a->kernel[1] < 1 || a->stride[0] < 1 || a->stride[1] < 1)
     return FAIL(d, "kernel and stride must be >= 1");
-  for (int i = 0; i < 4; i++)
-    if (a->pad[i] < 0 || a->pad[i] * 2 > a->kernel[i & 1])
-      return FAIL(d, "padding must be >= 0 and at most half the kernel");
+  for (int i = 0; i < 4; i++) /* every window overlaps the input (ONNX allows pads over half the kernel) */
+    if (a->pad[i] < 0 || a->pad[i] >= a->kernel[i & 1])
+      return FAIL(d, "padding must be >= 0 and less than the kernel");
   const ir_shape *x = X(0);
   int64_t oh = window_out(x->dim[2], a->kernel[0], a->stride[0], a->pad[0], a->pad[2], 1, a->ceil_mode);
   int64_t ow = window_out(x->dim[3], a->kernel[1], a->stride[1], a->pad[1], a->pad[3], 1, a->ceil_mode);

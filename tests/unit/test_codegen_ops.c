@@ -370,6 +370,8 @@ static void test_pool(const cg_target *t) {
        * window reaches into the chunk past the last */
       {9, 9, 3, 2, 0, 0, 0},   {11, 55, 3, 2, 0, 1, 0}, {7, 65, 3, 2, 0, 0, 0}, {6, 66, 3, 2, 0, 1, 0},
       {5, 33, 3, 2, 0, 0, 0},
+      /* pads over half the kernel (ONNX; windows of one real row or column at the borders) */
+      {9, 9, 3, 1, 2, 0, 0},   {9, 30, 3, 1, 2, 0, 1},  {10, 10, 3, 2, 2, 1, 0}, {8, 9, 4, 2, 3, 0, 1},
   };
   for (int mx = 0; mx < 2; mx++)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

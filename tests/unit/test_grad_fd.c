@@ -252,7 +252,8 @@ static void test_pools(void) {
   static const ir_pool_attr pa[] = {
       {{2, 2}, {2, 2}, {0, 0, 0, 0}, 0, 0}, {{3, 3}, {2, 2}, {1, 1, 1, 1}, 0, 0},
       {{3, 3}, {2, 2}, {1, 1, 1, 1}, 1, 0}, {{2, 2}, {2, 2}, {0, 0, 0, 0}, 0, 1} /* ceil_mode */,
-      {{3, 2}, {1, 2}, {1, 0, 1, 1}, 0, 0}};
+      {{3, 2}, {1, 2}, {1, 0, 1, 1}, 0, 0}, {{3, 3}, {1, 1}, {2, 2, 2, 2}, 0, 0} /* pads over half the kernel */,
+      {{3, 3}, {2, 2}, {2, 1, 2, 2}, 1, 1}};
   for (int op = 0; op < 2; op++)
     for (size_t i = 0; i < sizeof pa / sizeof *pa; i++) {
       char label[80];
@@ -372,9 +373,10 @@ static void test_shape_ops(void) {
     snprintf(label, sizeof label, "transpose case %d", i);
     check_case(label, NODE(IR_OP_transpose, "tr", &xa, 1, &ta), NULL);
   }
-  /* hardmax: piecewise constant, its gradient 0 (random inputs: no two values of a row within the finite-difference step; this case's draws come before the log_softmax ones) */
+  /* hardmax: piecewise constant, its gradient 0 (distinct values 0.05 apart: no tie within
+   * the finite-difference step) */
   new_graph(2);
-  xa = P("a", SHAPE(2, 3, 2, 5), 1, 0);
+  xa = P_distinct("a", SHAPE(2, 3, 2, 5));
   check_case("hardmax", NODE(IR_OP_hardmax, "hm", &xa, 1, NULL), NULL);
   /* log_softmax: rows of 5 and of 1 (a row of one: log_softmax 0, gradient 0) */
   new_graph(2);
