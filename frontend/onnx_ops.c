@@ -179,6 +179,150 @@ static int pool(ox_ctx *x, ir_op op) {
 /* Pad with zeros of the two spatial dims of an [N, C, H, W] tensor: an alias when it pads
  * nothing, else folded into its one reader when that is a Conv or an AveragePool (the window's
  * padding grows); other Pads are not supported. */
+/* ---- ConvTranspose --------------------------------------------------------------------- */
+/* x [N, C, H, W] with zeros inserted: [N, C, H*sh, W*sw], x[iy, ix] at (iy*sh, ix*sw) (each pixel
+ * followed by sw-1 zero columns and each row by sh-1 zero rows).  Per dim: reshape so the dim
+ * to spread is followed by a dim of 1, slice_grad into s places along it (x at place 0, exact
+ * zeros elsewhere, its gradient the slice back), reshape back; dim 0 stays the batch. */
+static int spread_zeros(ox_ctx *x, int in, int sh, int sw) {
+  for (int d = 1; d >= 0; d--) { /* width first, then height */
+    int s = d ? sw : sh;
+    if (s == 1) continue;
+    const ir_shape *xs = ox_shape(x, in);
+    int64_t n = xs->dim[0], c = xs->dim[1], h = xs->dim[2], w = xs->dim[3];
+    if (ir_shape_numel(xs) * s > OX_MAX_CONST_NUMEL) return ox_err(x, "the input with the stride's zeros would have over 2^30 elements");
+    ir_attr r = {0}, z = {0};
+    r.reshape.shape = d ? (ir_shape){4, {n, c * h, w, 1}} : (ir_shape){4, {n, c * h, 1, w}};
+    z.slice_grad.slice = (ir_slice_attr){d ? 3 : 2, 0, 1};
+    z.slice_grad.x_shape = d ? (ir_shape){4, {n, c * h, w, s}} : (ir_shape){4, {n, c * h, s, w}};
+    int v = ox_part_node(x, d ? "cols" : "rows", IR_OP_reshape, &in, 1, &r);
+    if (v < 0 || (v = ox_part_node(x, d ? "spread_cols" : "spread_rows", IR_OP_slice_grad, &v, 1, &z)) < 0) return -1;
+    r.reshape.shape = d ? (ir_shape){4, {n, c, h, w * s}} : (ir_shape){4, {n, c, h * s, w}};
+    if ((in = ox_part_node(x, d ? "up_cols" : "up_rows", IR_OP_reshape, &v, 1, &r)) < 0) return -1;
+  }
+  return in;
+}
+
+/* ConvTranspose (1-D and 2-D): y[oy] = sum over iy, ky with oy = iy*s - pad_begin + ky*d of
+ * x[iy] w[ky].  It is a stride-1 conv2d over x with zeros spread between its pixels
+ * (spread_zeros) and the weight flipped, input and output channels swapped per group; padded
+ * by d(k-1) - pad_begin before and d(k-1) - pad_end + output_padding after (less the s-1
+ * zeros spread_zeros leaves at the end; a negative amount crops the spread input).  Made of
+ * reshape, slice_grad, slice and conv2d, it infers and trains with their kernels. */
+static int conv_transpose(ox_ctx *x) {
+  if (ox_check_attrs(x, "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  const ox_const *w = ox_need_const(x, 1, "the weight"), *b = NULL;
+  if (!w) return -1;
+  if (ox_has_input(x, 2) && !(b = ox_need_const(x, 2, "the bias"))) return -1;
+  const ir_shape *xs0 = ox_shape(x, in);
+  int nd = xs0->rank - 2, o = 2 - nd;
+  if ((nd != 1 && nd != 2) || w->rank != nd + 2)
+    return ox_err(x, "cnnc imports 1-D and 2-D transposed convolutions ([N, C, L] or [N, C, H, W] inputs, weights of the "
+                     "same rank); this input has rank %d, the weight %d", xs0->rank, w->rank);
+  int64_t group;
+  if (ox_attr_int(x, "group", 1, &group) < 0) return -1;
+  if (group < 1 || group > FE_MAX_CH || w->dims[0] != xs0->dim[1] || w->dims[0] % group ||
+      w->dims[1] * group > FE_MAX_CH)
+    return ox_err(x, "group %lld does not fit input channels %lld and weight [%lld, %lld, ...]", (long long)group,
+                  (long long)xs0->dim[1], (long long)w->dims[0], (long long)w->dims[1]);
+  int64_t cout = w->dims[1] * group, cin_g = w->dims[0] / group, cout_g = w->dims[1];
+  if (b && (b->rank != 1 || b->dims[0] != cout)) return ox_err(x, "the bias must have shape [%lld]", (long long)cout);
+  /* attributes per spatial dim (2-D order; a 1-D window is the W dim of height 1) */
+  int64_t k[2] = {1, 1}, s[2] = {1, 1}, dl[2] = {1, 1}, op[2] = {0, 0}, pb[2] = {0, 0}, pe[2] = {0, 0}, v[8], in_len[2] = {1, 1};
+  int n;
+  for (int i = 0; i < nd; i++) {
+    k[o + i] = w->dims[2 + i];
+    in_len[o + i] = xs0->dim[2 + i];
+  }
+  static const char *const names[] = {"kernel_shape", "strides", "dilations", "output_padding"};
+  int64_t *dst[] = {k, s, dl, op};
+  for (int a = 0; a < 4; a++) {
+    if (ox_attr_ints(x, names[a], 8, v, &n) < 0) return -1;
+    if (!n) continue;
+    if (n != nd) return ox_err(x, "attribute '%s' has %d items (%d expected)", names[a], n, nd);
+    for (int i = 0; i < nd; i++) {
+      if (v[i] < (a == 3 ? 0 : 1) || v[i] > FE_MAX_K)
+        return ox_err(x, "attribute '%s' item %d is %lld (%d to %d)", names[a], i, (long long)v[i], a == 3 ? 0 : 1, FE_MAX_K);
+      if (a == 0 && v[i] != w->dims[2 + i]) return ox_err(x, "attribute 'kernel_shape' does not match the weight's shape");
+      dst[a][o + i] = v[i];
+    }
+  }
+  for (int i = o; i < 2; i++)
+    if (op[i] >= s[i] && op[i] >= dl[i])
+      return ox_err(x, "attribute 'output_padding' item %d is %lld (less than the stride or the dilation)", i - o, (long long)op[i]);
+  const char *ap;
+  int64_t oshape[8];
+  int n_os;
+  if (ox_attr_str(x, "auto_pad", "NOTSET", &ap) < 0 || ox_attr_ints(x, "output_shape", 8, oshape, &n_os) < 0 ||
+      ox_attr_ints(x, "pads", 8, v, &n) < 0)
+    return -1;
+  int same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+  if (!same && strcmp(ap, "NOTSET") && strcmp(ap, "VALID"))
+    return ox_err(x, "attribute 'auto_pad' is '%s' (NOTSET, SAME_UPPER, SAME_LOWER or VALID)", ap);
+  if (n_os && n_os != nd) return ox_err(x, "attribute 'output_shape' has %d items (%d expected)", n_os, nd);
+  if (n_os || same) { /* the pads that give output_shape (SAME: the input's size times the stride) */
+    for (int i = o; i < 2; i++) {
+      int64_t want = n_os ? oshape[i - o] : in_len[i] * s[i];
+      if (want < 1 || want > FE_MAX_DIM) return ox_err(x, "output size %lld is out of range (1 to %d)", (long long)want, FE_MAX_DIM);
+      int64_t total = s[i] * (in_len[i] - 1) + op[i] + (k[i] - 1) * dl[i] + 1 - want;
+      int upper = !strcmp(ap, "SAME_UPPER");
+      int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2); /* floor(total / 2): a negative total adds at the end */
+      pb[i] = upper ? half : total - half;
+      pe[i] = total - pb[i];
+    }
+  } else if (!strcmp(ap, "NOTSET") && n) {
+    if (n != 2 * nd) return ox_err(x, "attribute 'pads' has %d items (%d expected: the begins, then the ends)", n, 2 * nd);
+    for (int i = 0; i < 2 * nd; i++) {
+      if (v[i] < 0 || v[i] > FE_MAX_K) return ox_err(x, "attribute 'pads' item %d is %lld (0 to %d)", i, (long long)v[i], FE_MAX_K);
+      (i < nd ? pb : pe)[o + i % nd] = v[i];
+    }
+  }
+  int64_t P[4]; /* conv pads: top, left, bottom, right */
+  for (int i = 0; i < 2; i++) {
+    P[i] = (k[i] - 1) * dl[i] - pb[i];
+    P[i + 2] = (k[i] - 1) * dl[i] - pe[i] + op[i] - (s[i] - 1);
+  }
+  if ((in = lift(x, in)) < 0 || (in = spread_zeros(x, in, (int)s[0], (int)s[1])) < 0) return -1;
+  for (int i = 0; i < 2; i++) { /* a negative pad: crop the spread input */
+    const ir_shape *us = ox_shape(x, in);
+    int64_t len = us->dim[2 + i], c0 = P[i] < 0 ? -P[i] : 0, c1 = P[i + 2] < 0 ? -P[i + 2] : 0;
+    if (!c0 && !c1) continue;
+    if (c0 + c1 >= len) return ox_err(x, "the pads leave no input along spatial dim %d", i);
+    ir_attr sa = {0};
+    sa.slice = (ir_slice_attr){2 + i, c0, len - c0 - c1};
+    if ((in = ox_part_node(x, i ? "crop_cols" : "crop_rows", IR_OP_slice, &in, 1, &sa)) < 0) return -1;
+    P[i] += c0, P[i + 2] += c1;
+  }
+  for (int i = 0; i < 4; i++)
+    if (P[i] > FE_MAX_K) return ox_err(x, "padding %lld is out of range", (long long)P[i]);
+  int64_t wd[4] = {cout, cin_g, k[0], k[1]};
+  ox_const *wc = ox_const_new(x, 4, wd, 0);
+  if (!wc) return -1;
+  for (int64_t g = 0; g < group; g++)
+    for (int64_t co = 0; co < cout_g; co++)
+      for (int64_t ci = 0; ci < cin_g; ci++)
+        for (int64_t y = 0; y < k[0]; y++)
+          for (int64_t xx = 0; xx < k[1]; xx++) {
+            int64_t src = (((g * cin_g + ci) * cout_g + co) * k[0] + (k[0] - 1 - y)) * k[1] + (k[1] - 1 - xx);
+            wc->f[(((g * cout_g + co) * cin_g + ci) * k[0] + y) * k[1] + xx] = w->is_int ? (float)w->i[src] : w->f[src];
+          }
+  ir_attr a = {0};
+  ir_conv2d_attr *ca = &a.conv2d;
+  for (int i = 0; i < 2; i++) {
+    ca->kernel[i] = (int)k[i];
+    ca->stride[i] = 1;
+    ca->dilation[i] = (int)dl[i];
+  }
+  for (int i = 0; i < 4; i++) ca->pad[i] = (int)P[i];
+  ca->groups = (int)group;
+  int cin[3] = {in, ox_param(x, "weight", wc, 1, 0, NULL), -1}, n_in = 2;
+  if (cin[1] < 0) return -1;
+  if (b && (cin[n_in++] = ox_param(x, "bias", b, 1, 0, NULL)) < 0) return -1;
+  return node_1d(x, nd == 1, IR_OP_conv2d, cin, n_in, &a);
+}
+
 static int pad(ox_ctx *x) {
   if (ox_check_attrs(x, x->opset < 11 ? "mode,pads,value" : "mode")) return -1;
   int in = ox_act(x, 0);
@@ -770,7 +914,7 @@ static const ox_op ops[] = {
     {"HardSwish", op_hardswish}, {"Slice", ox_op_slice},                  {"Split", ox_op_split},
     {"ConstantOfShape", ox_op_constant_of_shape}, {"LeakyRelu", op_leaky_relu}, {"LRN", op_lrn},
     {"GlobalMaxPool", op_global_maxpool},
-    {"Pad", pad},                {"Transpose", transpose},          {"Hardmax", hardmax},   {"LogSoftmax", log_softmax},          {"ReduceMean", reduce_mean},
+    {"Pad", pad},                {"Transpose", transpose},          {"Hardmax", hardmax},   {"ConvTranspose", conv_transpose},   {"LogSoftmax", log_softmax},          {"ReduceMean", reduce_mean},
 };
 
 const char *ox_supported(void) {

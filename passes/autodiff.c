@@ -353,6 +353,13 @@ int pass_grad_channel_shuffle(pass_ad *ad, const ir_node *n, int dy) {
   return pass_grad_give(ad, n, 0, "dx", IR_OP_channel_shuffle, &dy, 1, &a);
 }
 
+/* slice_grad as a forward op (zeros around x, e.g. ONNX ConvTranspose's spread input): the
+ * gradient is dy's slice. */
+int pass_grad_slice_grad(pass_ad *ad, const ir_node *n, int dy) {
+  ir_attr a = {.slice = n->attr.slice_grad.slice};
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_slice, &dy, 1, &a);
+}
+
 int pass_grad_slice(pass_ad *ad, const ir_node *n, int dy) {
   ir_attr a = {.slice_grad = {n->attr.slice, SHAPE_OF(ad, n->in[0])}};
   return pass_grad_give(ad, n, 0, "dx", IR_OP_slice_grad, &dy, 1, &a);
@@ -379,7 +386,7 @@ int pass_grad_normalize(pass_ad *ad, const ir_node *n, int dy) {
     return pass_grad_fail(ad, n, #op " is a training op and has no gradient rule");           \
   }
 NO_RULE(conv2d_grad_input) NO_RULE(conv2d_grad_weight) NO_RULE(reduce_sum) NO_RULE(relu_grad)
-NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(slice_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(leaky_relu_grad) NO_RULE(lrn_grad) NO_RULE(log_softmax_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
+NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(leaky_relu_grad) NO_RULE(lrn_grad) NO_RULE(log_softmax_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
 NO_RULE(global_avgpool_grad) NO_RULE(batchnorm_grad_input) NO_RULE(batchnorm_grad_gamma)
 NO_RULE(groupnorm_grad_input) NO_RULE(groupnorm_grad_gamma) NO_RULE(dense_grad_input)
 NO_RULE(dense_grad_weight) NO_RULE(softmax_grad) NO_RULE(softmax_xent_grad) NO_RULE(sgd_update)

@@ -395,6 +395,11 @@ static void test_shape_ops(void) {
   xa = P("a", SHAPE(3, 3, 2, 2), 1, 0);
   ir_attr s0 = {.slice = {0, 1, 2}};
   check_case("slice dim 0", NODE(IR_OP_slice, "sl", &xa, 1, &s0), NULL);
+  /* slice_grad as a forward op (zeros around x: ONNX ConvTranspose's spread input) */
+  new_graph(2);
+  xa = P("a", SHAPE(2, 3, 2, 1), 1, 0);
+  ir_attr zg = {.slice_grad = {{3, 0, 1}, SHAPE(2, 3, 2, 3)}};
+  check_case("slice_grad forward", NODE(IR_OP_slice_grad, "spread", &xa, 1, &zg), NULL);
   new_graph(2);
   xa = P("a", SHAPE(2, 6, 2, 2), 1, 0);
   ir_attr sh = {.channel_shuffle = {3}};
