@@ -520,7 +520,10 @@ int ox_binary(ox_ctx *x, ir_op op) {
 
 /* ---- dense ------------------------------------------------------------------------------- */
 /* y = x W^T + b with W [Out, In] (the IR's layout). */
-static int dense(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alpha, const ox_const *c, double beta) {
+/* The dense of A [M, K] by constant B (and C): the node's result, or with part (a suffix) a
+ * part node whose value id is returned. */
+static int dense_part(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alpha, const ox_const *c, double beta,
+                      const char *part) {
   const ir_shape *xs = ox_shape(x, xin);
   if (xs->rank != 2) return ox_err(x, "input A must be [N, K] (rank 2); it has rank %d", xs->rank);
   if (w->rank != 2) return ox_err(x, "input B must be a rank-2 constant");
@@ -548,7 +551,7 @@ static int dense(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alph
     for (int64_t i = 0; i < c->numel; i++) cm->f[i] = (float)(beta * (c->is_int ? (double)c->i[i] : c->f[i]));
     int y = ox_part_node(x, "gemm", IR_OP_dense, in, n_in, &a);
     int add[2] = {y, y < 0 ? -1 : ox_param(x, "bias", cm, 1, 0, NULL)};
-    return add[1] < 0 ? -1 : ox_node(x, IR_OP_add, add, 2, NULL);
+    return add[1] < 0 ? -1 : part ? ox_part_node(x, part, IR_OP_add, add, 2, NULL) : ox_node(x, IR_OP_add, add, 2, NULL);
   }
   if (c) {
     int ok = c->numel == N || c->numel == 1;
@@ -562,7 +565,10 @@ static int dense(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alph
     }
     if ((in[n_in++] = ox_param(x, "bias", bias, 1, 0, NULL)) < 0) return -1;
   }
-  return ox_node(x, IR_OP_dense, in, n_in, &a);
+  return part ? ox_part_node(x, part, IR_OP_dense, in, n_in, &a) : ox_node(x, IR_OP_dense, in, n_in, &a);
+}
+static int dense(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alpha, const ox_const *c, double beta) {
+  return dense_part(x, xin, w, trans_b, alpha, c, beta, NULL);
 }
 
 static int gemm(ox_ctx *x) {
@@ -585,12 +591,80 @@ static int gemm(ox_ctx *x) {
   return dense(x, a, b, tb != 0, alpha, c, beta);
 }
 
+/* MatMul of A [..., M, K] by a constant B [..., K, N] with the same leading dims (rank 3 or
+ * 4): A as [L, M, K], each of its L matrices sliced out, a dense by its B, the results
+ * concatenated and reshaped to [..., M, N].  It crosses dim 0 (docs/onnx.md "Dim 0"). */
+static int batched_matmul(ox_ctx *x, int a, const ox_const *b) {
+  const ir_shape *as = ox_shape(x, a);
+  int r = as->rank;
+  if (b->rank != r) return ox_err(x, "B has rank %d; a batched MatMul needs B of A's rank %d (or a rank-2 B)", b->rank, r);
+  int64_t L = 1, M = as->dim[r - 2], K = as->dim[r - 1], N = b->dims[r - 1];
+  for (int i = 0; i < r - 2; i++) {
+    if (b->dims[i] != as->dim[i]) return ox_err(x, "A's and B's leading dims differ (broadcasting is not supported)");
+    L *= as->dim[i];
+  }
+  if (b->dims[r - 2] != K) return ox_err(x, "A is [..., %lld, %lld] but B is [..., %lld, %lld]", (long long)M, (long long)K,
+                                         (long long)b->dims[r - 2], (long long)N);
+  if (L > 4096) return ox_err(x, "%lld matrices (at most 4096)", (long long)L);
+  if (ox_cross_dim0(x, "a batched MatMul")) return -1;
+  ir_attr ra = {0};
+  ra.reshape.shape = (ir_shape){3, {L, M, K}};
+  int a3 = ox_part_node(x, "rows", IR_OP_reshape, &a, 1, &ra), acc = -1;
+  if (a3 < 0) return -1;
+  for (int64_t l = 0; l < L; l++) {
+    ir_attr sa = {0}, m2 = {0}, da = {0}, m3 = {0};
+    sa.slice = (ir_slice_attr){0, l, 1};
+    m2.reshape.shape = (ir_shape){2, {M, K}};
+    int v = ox_part_node(x, ir_fmt(x->a, "a%lld", (long long)l), IR_OP_slice, &a3, 1, &sa);
+    if (v < 0 || (v = ox_part_node(x, ir_fmt(x->a, "a%lld/2d", (long long)l), IR_OP_reshape, &v, 1, &m2)) < 0) return -1;
+    int64_t wd[2] = {N, K};
+    ox_const *wt = ox_const_new(x, 2, wd, 0);
+    if (!wt) return -1;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < K; k++) {
+        int64_t src = (l * K + k) * N + n;
+        wt->f[n * K + k] = b->is_int ? (float)b->i[src] : b->f[src];
+      }
+    int in[2] = {v, ox_param(x, ir_fmt(x->a, "weight%lld", (long long)l), wt, 1, 0, NULL)};
+    da.dense.units = (int)N;
+    if (in[1] < 0 || (v = ox_part_node(x, ir_fmt(x->a, "mm%lld", (long long)l), IR_OP_dense, in, 2, &da)) < 0) return -1;
+    m3.reshape.shape = (ir_shape){3, {1, M, N}};
+    if ((v = ox_part_node(x, ir_fmt(x->a, "mm%lld/3d", (long long)l), IR_OP_reshape, &v, 1, &m3)) < 0) return -1;
+    if (acc < 0) {
+      acc = v;
+      continue;
+    }
+    ir_attr ca = {.concat = {0}};
+    int cat[2] = {acc, v};
+    if ((acc = ox_part_node(x, ir_fmt(x->a, "cat%lld", (long long)l), IR_OP_concat, cat, 2, &ca)) < 0) return -1;
+  }
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0; i < r; i++) dims[i] = as->dim[i];
+  dims[r - 1] = N;
+  return ox_reshape_to(x, acc, dims, r);
+}
+
 static int matmul(ox_ctx *x) {
   if (ox_check_attrs(x, "")) return -1;
   int a = ox_act(x, 0);
   if (a < 0) return -1;
   const ox_const *b = ox_need_const(x, 1, "the weight B");
-  return b ? dense(x, a, b, 0, 1.0, NULL, 0) : -1;
+  if (!b) return -1;
+  const ir_shape *as = ox_shape(x, a);
+  if (as->rank > 2 && b->rank > 2) return batched_matmul(x, a, b);
+  if (as->rank > 2 && b->rank == 2) { /* A [..., M, K] as [rows, K] rows, the dense, reshaped back */
+    int64_t dims[IR_MAX_RANK], rows = ir_shape_numel(as) / as->dim[as->rank - 1];
+    for (int i = 0; i < as->rank; i++) dims[i] = as->dim[i];
+    dims[as->rank - 1] = b->dims[1];
+    if (rows != as->dim[0] && ox_cross_dim0(x, "a MatMul of a rank > 2 A")) return -1;
+    ir_attr ra = {0};
+    ra.reshape.shape = (ir_shape){2, {rows, as->dim[as->rank - 1]}};
+    int a2 = ox_part_node(x, "rows", IR_OP_reshape, &a, 1, &ra);
+    if (a2 < 0) return -1;
+    int y = dense_part(x, a2, b, 0, 1.0, NULL, 0, "dense");
+    return y < 0 ? -1 : ox_reshape_to(x, y, dims, as->rank);
+  }
+  return dense(x, a, b, 0, 1.0, NULL, 0);
 }
 
 /* ---- shape -------------------------------------------------------------------------------- */
