@@ -477,6 +477,10 @@ static int one_sample(ox_ctx *x) {
   ir_attr a = {.reshape = {s}};
   ir_diag sub = {0};
   x->node = NULL;
+  int64_t n = 1;
+  for (int i = 0; i < s.rank; i++) n = n > OX_MAX_CONST_NUMEL ? n : n * s.dim[i]; /* dims <= 2^16: no overflow */
+  if (n > OX_MAX_CONST_NUMEL)
+    return ox_err(x, "the input, one sample (an op crosses dim 0), would have over 2^30 elements");
   int v = ir_add_node(g, IR_OP_reshape, "input/onnx_shape", (ir_loc){x->gfile, 0, 0}, &vin, 1, &a, &sub);
   if (v < 0) return ox_err(x, "the input's reshape: %s", sub.msg);
   for (int i = 0; i < n0; i++)
