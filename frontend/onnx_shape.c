@@ -304,7 +304,7 @@ int ox_op_concat(ox_ctx *x) {
   return -1; /* not reached */
 }
 
-/* Slice: starts/ends/axes/steps as constant inputs (opset >= 10) or attributes; step 1 along
+/* Slice: starts/ends/axes/steps as constant inputs (opset >= 10) or attributes; any nonzero step along
  * dims past the batch, or dim 0 when x->dim0_free (a chain of IR slices for several axes). */
 int ox_op_slice(ox_ctx *x) {
   if (ox_check_attrs(x, x->opset < 10 ? "starts,ends,axes" : "")) return -1;
@@ -347,20 +347,28 @@ int ox_op_slice(ox_ctx *x) {
     int64_t a = na >= 0 ? ax[i] : i, step = ns >= 0 ? sp[i] : 1;
     if (a < 0) a += rank;
     if (a < 0 || a >= rank) return ox_err(x, "axis %lld is out of range", (long long)(na >= 0 ? ax[i] : i));
-    if (step != 1) return ox_err(x, "step %lld is not supported (only 1)", (long long)step);
-    int64_t dim = ox_shape(x, cur)->dim[a], b = st[i], e = en[i];
+    if (step == 0 || step < -FE_MAX_DIM || step > FE_MAX_DIM)
+      return ox_err(x, "step %lld is out of range (a nonzero step of at most %d either way)", (long long)step, FE_MAX_DIM);
+    int64_t dim = ox_shape(x, cur)->dim[a], b = st[i], e = en[i], len;
     if (b < 0) b += dim;
     if (e < 0) e += dim;
-    b = b < 0 ? 0 : b > dim ? dim : b;
-    e = e < 0 ? 0 : e > dim ? dim : e;
-    if (e <= b) return ox_err(x, "the slice of axis %lld is empty", (long long)a);
-    if (a == 0 && (b != 0 || e != dim) && ox_cross_dim0(x, "slicing axis 0")) return -1;
-    if (b == 0 && e == dim) {
+    if (step > 0) { /* ONNX's clamps: [0, dim] going forward, [0, dim - 1] and [-1, dim - 1] going back */
+      b = b < 0 ? 0 : b > dim ? dim : b;
+      e = e < 0 ? 0 : e > dim ? dim : e;
+      len = e > b ? (e - b + step - 1) / step : 0;
+    } else {
+      b = b < 0 ? 0 : b > dim - 1 ? dim - 1 : b;
+      e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
+      len = b > e ? (b - e - step - 1) / -step : 0;
+    }
+    if (len < 1) return ox_err(x, "the slice of axis %lld is empty (cnnc's tensors have no empty dims)", (long long)a);
+    if (a == 0 && (len != dim || step != 1) && ox_cross_dim0(x, "slicing axis 0")) return -1;
+    if (step == 1 && len == dim) {
       if (i == last) return ox_bind(x, x->node->output[0], cur, NULL);
       continue;
     }
     ir_attr at = {0};
-    at.slice = (ir_slice_attr){(int)a, b, e - b};
+    at.slice = (ir_slice_attr){(int)a, b, len, step};
     if (i == last) return ox_node(x, IR_OP_slice, &cur, 1, &at);
     if ((cur = ox_part_node(x, ir_fmt(x->a, "axis%lld", (long long)a), IR_OP_slice, &cur, 1, &at)) < 0) return -1;
   }

@@ -36,6 +36,7 @@ static void print_transpose(FILE *f, const ir_attr *u) { p_ints(f, "perm", u->tr
 static void print_concat(FILE *f, const ir_attr *u) { fprintf(f, " axis=%d", u->concat.axis); }
 static void print_slice(FILE *f, const ir_attr *u) {
   fprintf(f, " axis=%d start=%lld len=%lld", u->slice.axis, (long long)u->slice.start, (long long)u->slice.len);
+  if (ir_slice_step(&u->slice) != 1) fprintf(f, " step=%lld", (long long)u->slice.step);
 }
 static void print_slice_grad(FILE *f, const ir_attr *u) {
   ir_attr s = {.slice = u->slice_grad.slice};

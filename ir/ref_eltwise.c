@@ -181,8 +181,10 @@ void ir_ref_slice(const ir_graph *g, const ir_node *n, const float *const *in, f
   const ir_shape *xs = &g->values[n->in[0]].shape;
   int64_t outer, inner;
   split_at(xs, s->axis, &outer, &inner);
-  int64_t row = xs->dim[s->axis] * inner, len = s->len * inner;
-  for (int64_t o = 0; o < outer; o++) memcpy(out + o * len, in[0] + o * row + s->start * inner, (size_t)len * sizeof *out);
+  int64_t row = xs->dim[s->axis] * inner, st = ir_slice_step(s);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < s->len; i++)
+      memcpy(out + (o * s->len + i) * inner, in[0] + o * row + (s->start + i * st) * inner, (size_t)inner * sizeof *out);
 }
 
 void ir_ref_slice_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
@@ -190,9 +192,11 @@ void ir_ref_slice_grad(const ir_graph *g, const ir_node *n, const float *const *
   const ir_shape *xs = &n->attr.slice_grad.x_shape;
   int64_t outer, inner;
   split_at(xs, s->axis, &outer, &inner);
-  int64_t row = xs->dim[s->axis] * inner, len = s->len * inner;
+  int64_t row = xs->dim[s->axis] * inner, st = ir_slice_step(s);
   memset(out, 0, (size_t)(outer * row) * sizeof *out);
-  for (int64_t o = 0; o < outer; o++) memcpy(out + o * row + s->start * inner, in[0] + o * len, (size_t)len * sizeof *out);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < s->len; i++)
+      memcpy(out + o * row + (s->start + i * st) * inner, in[0] + (o * s->len + i) * inner, (size_t)inner * sizeof *out);
 }
 
 void ir_ref_reshape(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {

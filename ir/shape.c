@@ -254,13 +254,21 @@ int ir_infer_lrn(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d)
   return 0;
 }
 
+/* The slice's elements lie inside dim (0 or -1 with why in msg). */
+int ir_slice_check(const ir_slice_attr *s, int64_t dim, char *msg, size_t len) {
+  int64_t st = ir_slice_step(s), last = s->start + (s->len - 1) * st;
+  if (s->len < 1 || s->start < 0 || s->start >= dim || last < 0 || last >= dim || s->len > dim)
+    return snprintf(msg, len, "slice start %lld, %lld elements, step %lld is not inside dim %d of size %lld",
+                    (long long)s->start, (long long)s->len, (long long)st, s->axis, (long long)dim), -1;
+  return 0;
+}
+
 int ir_infer_slice(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   const ir_slice_attr *s = &n->attr.slice;
   const ir_shape *x = X(0);
+  char msg[160];
   if (s->axis < 0 || s->axis >= x->rank) return FAIL(d, "slice axis %d must be 0..%d", s->axis, x->rank - 1);
-  if (s->start < 0 || s->len < 1 || s->start + s->len > x->dim[s->axis])
-    return FAIL(d, "slice [%lld, %lld) is not inside dim %d of size %lld", (long long)s->start,
-                (long long)(s->start + s->len), s->axis, (long long)x->dim[s->axis]);
+  if (ir_slice_check(s, x->dim[s->axis], msg, sizeof msg)) return FAIL(d, "%s", msg);
   *out = *x;
   out->dim[s->axis] = s->len;
   return 0;

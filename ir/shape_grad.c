@@ -79,7 +79,8 @@ int ir_infer_slice_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_d
   const ir_shape *xs = &n->attr.slice_grad.x_shape;
   if (xs->rank < 1 || xs->rank > IR_MAX_RANK) return FAIL(d, "slice_grad needs the forward input's shape");
   const ir_slice_attr *sa = &n->attr.slice_grad.slice;
-  if (sa->axis < 0 || sa->axis >= xs->rank || sa->start < 0 || sa->start + sa->len > xs->dim[sa->axis])
+  char msg[160];
+  if (sa->axis < 0 || sa->axis >= xs->rank || ir_slice_check(sa, xs->dim[sa->axis], msg, sizeof msg))
     return FAIL(d, "slice_grad: the slice is not inside the forward input");
   s = *xs;
   s.dim[sa->axis] = sa->len;

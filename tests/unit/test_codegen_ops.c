@@ -288,6 +288,22 @@ static void test_shape_ops(const cg_target *t) {
     snprintf(label, sizeof label, "channel_shuffle case %d", i);
     check(g, t, label);
   }
+  /* slices and slice_grads with steps: back, forward, rows of 1 element and of 30 (vector tails) */
+  static const struct { ir_shape s; ir_slice_attr a; } sc[] = {
+      {{4, {2, 6, 4, 30}}, {1, 5, 3, -2}}, {{4, {2, 6, 4, 30}}, {3, 1, 10, 3}}, {{3, {7, 3, 9}}, {0, 6, 7, -1}},
+      {{2, {3, 17}}, {1, 16, 4, -5}}};
+  for (int i = 0; i < 4; i++) {
+    int x;
+    ir_graph *g = graph(sc[i].s, IR_F32, &x);
+    ir_attr a = {.slice = sc[i].a};
+    int y = cgt_node(g, IR_OP_slice, "sl", &x, 1, &a);
+    ir_attr ga = {.slice_grad = {sc[i].a, sc[i].s}};
+    output(g, y);
+    output(g, cgt_node(g, IR_OP_slice_grad, "sg", &y, 1, &ga));
+    char label[64];
+    snprintf(label, sizeof label, "slice step case %d", i);
+    check(g, t, label);
+  }
   for (int ax = 0; ax < 4; ax++) {
     int x;
     ir_graph *g = graph(SHAPE(2, 3, 4, 5), IR_F32, &x);

@@ -395,6 +395,16 @@ static void test_shape_ops(void) {
   xa = P("a", SHAPE(3, 3, 2, 2), 1, 0);
   ir_attr s0 = {.slice = {0, 1, 2}};
   check_case("slice dim 0", NODE(IR_OP_slice, "sl", &xa, 1, &s0), NULL);
+  /* slices with steps (forward, backward, along dim 0 and a middle dim) */
+  static const ir_slice_attr ss[] = {{1, 4, 3, -2}, {2, 0, 2, 3}, {0, 2, 3, -1}};
+  for (int i = 0; i < 3; i++) {
+    new_graph(2);
+    xa = P("a", SHAPE(3, 5, 4, 2), 1, 0);
+    ir_attr sa2 = {.slice = ss[i]};
+    char label[32];
+    snprintf(label, sizeof label, "slice step case %d", i);
+    check_case(label, NODE(IR_OP_slice, "sl", &xa, 1, &sa2), NULL);
+  }
   /* slice_grad as a forward op (zeros around x: ONNX ConvTranspose's spread input) */
   new_graph(2);
   xa = P("a", SHAPE(2, 3, 2, 1), 1, 0);

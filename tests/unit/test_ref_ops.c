@@ -195,6 +195,15 @@ static void test_shape_ops(void) {
   expect_op("concat dim 0", IR_OP_concat, &a, o, 2, (const float[]){0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13}, 12, 0);
   a = (ir_attr){.slice = {0, 1, 1}};
   expect_op("slice dim 0", IR_OP_slice, &a, o, 1, (const float[]){4, 5, 6, 7}, 4, 0);
+  /* steps: [8] from 6 back by 2 -> 6, 4, 2; from 1 by 3 -> 1, 4, 7; slice_grad puts them back */
+  o[0] = (operand){{1, {8}}, x};
+  a = (ir_attr){.slice = {0, 6, 3, -2}};
+  expect_op("slice step -2", IR_OP_slice, &a, o, 1, (const float[]){6, 4, 2}, 3, 0);
+  a = (ir_attr){.slice = {0, 1, 3, 3}};
+  expect_op("slice step 3", IR_OP_slice, &a, o, 1, (const float[]){1, 4, 7}, 3, 0);
+  o[0] = (operand){{2, {1, 3}}, x + 1}; /* 1, 2, 3 */
+  a = (ir_attr){.slice_grad = {{1, 6, 3, -2}, {2, {1, 8}}}};
+  expect_op("slice_grad step -2", IR_OP_slice_grad, &a, o, 1, (const float[]){0, 0, 3, 0, 2, 0, 1, 0}, 8, 0);
   o[0] = (operand){SHAPE(1, 4, 1, 2), x};
   a = (ir_attr){.channel_shuffle = {2}}; /* channels 0 1 2 3 -> 0 2 1 3 */
   expect_op("channel_shuffle 2", IR_OP_channel_shuffle, &a, o, 1, (const float[]){0, 1, 4, 5, 2, 3, 6, 7}, 8, 0);
