@@ -323,13 +323,57 @@ static int conv_transpose(ox_ctx *x) {
   return node_1d(x, nd == 1, IR_OP_conv2d, cin, n_in, &a);
 }
 
+/* A constant Pad as IR ops: per padded dim a slice (a negative pad crops) and a slice_grad
+ * (x placed with zeros around it); a nonzero value is then added where the padding is (a
+ * frozen parameter of the result's shape holding value there and 0 elsewhere).  Padding dim 0
+ * crosses it (docs/onnx.md "Dim 0"). */
+static int pad_node(ox_ctx *x, int in, const int64_t *p, double value) {
+  int r = ox_shape(x, in)->rank;
+  for (int d = 0; d < r; d++) {
+    int64_t b = p[d], e = p[r + d], dim = ox_shape(x, in)->dim[d];
+    if (!b && !e) continue;
+    if (d == 0 && ox_cross_dim0(x, "padding dim 0")) return -1;
+    if (b < 0 || e < 0) { /* crop first */
+      int64_t c0 = b < 0 ? -b : 0, c1 = e < 0 ? -e : 0;
+      if (c0 + c1 >= dim) return ox_err(x, "the pads of dim %d leave nothing (cnnc's tensors have no empty dims)", d);
+      ir_attr sa = {0};
+      sa.slice = (ir_slice_attr){d, c0, dim - c0 - c1};
+      if ((in = ox_part_node(x, ir_fmt(x->a, "crop%d", d), IR_OP_slice, &in, 1, &sa)) < 0) return -1;
+      dim -= c0 + c1, b = b < 0 ? 0 : b, e = e < 0 ? 0 : e;
+      if (!b && !e) continue;
+    }
+    ir_attr za = {0};
+    za.slice_grad.slice = (ir_slice_attr){d, b, dim};
+    za.slice_grad.x_shape = *ox_shape(x, in);
+    za.slice_grad.x_shape.dim[d] = dim + b + e;
+    if (ir_shape_numel(&za.slice_grad.x_shape) > OX_MAX_CONST_NUMEL) return ox_err(x, "the padded tensor would have over 2^30 elements");
+    if ((in = ox_part_node(x, ir_fmt(x->a, "pad%d", d), IR_OP_slice_grad, &in, 1, &za)) < 0) return -1;
+  }
+  if (value == 0) return ox_bind(x, x->node->output[0], in, NULL) ? -1 : 0;
+  if (x->training) /* the training kernels read parameters by pointer; an add's frozen operand is a constant */
+    return ox_err(x, "padding with %g is not supported with --mode training (only zeros)", value);
+  const ir_shape *ys = ox_shape(x, in);
+  int64_t dims[IR_MAX_RANK], idx[IR_MAX_RANK] = {0}, total = ir_shape_numel(ys);
+  for (int d = 0; d < r; d++) dims[d] = ys->dim[d];
+  ox_const *m = ox_const_new(x, r, dims, 0);
+  if (!m) return -1;
+  for (int64_t i = 0; i < total; i++) {
+    int inside = 1;
+    for (int d = 0; d < r; d++) inside &= idx[d] >= (p[d] > 0 ? p[d] : 0) && idx[d] < dims[d] - (p[r + d] > 0 ? p[r + d] : 0);
+    m->f[i] = inside ? 0.0f : (float)value;
+    for (int d = r - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
+  }
+  int add[2] = {in, ox_param(x, "value", m, 0, 0, NULL)};
+  return add[1] < 0 ? -1 : ox_node(x, IR_OP_add, add, 2, NULL);
+}
+
 static int pad(ox_ctx *x) {
   if (ox_check_attrs(x, x->opset < 11 ? "mode,pads,value" : "mode")) return -1;
   int in = ox_act(x, 0);
   if (in < 0) return -1;
   const char *mode;
   if (ox_attr_str(x, "mode", "constant", &mode) < 0) return -1;
-  if (strcmp(mode, "constant")) return ox_err(x, "mode '%s' is not supported (only constant zeros)", mode);
+  if (strcmp(mode, "constant")) return ox_err(x, "mode '%s' is not supported (only constant)", mode);
   int64_t p[8];
   int n = 0;
   double value = 0;
@@ -350,19 +394,19 @@ static int pad(ox_ctx *x) {
   }
   const ir_shape *s = ox_shape(x, in);
   if (n != 2 * s->rank) return ox_err(x, "pads has %d items for a rank-%d input", n, s->rank);
-  int any = 0;
+  int any = 0, neg = 0;
   for (int i = 0; i < n; i++) {
-    if (p[i] < 0) return ox_err(x, "negative pads (cropping) are not supported");
+    if (p[i] < -FE_MAX_DIM || p[i] > FE_MAX_DIM) return ox_err(x, "pads item %d is %lld (at most %d either way)", i, (long long)p[i], FE_MAX_DIM);
     any |= p[i] != 0;
+    neg |= p[i] < 0;
   }
   if (!any) return ox_bind(x, x->node->output[0], in, NULL);
-  if (value != 0) return ox_err(x, "padding with %g is not supported (only zeros)", value);
-  if (s->rank != 4 || p[0] || p[1] || p[4] || p[5]) return ox_err(x, "only the spatial dims of [N, C, H, W] may be padded");
   const char *out = x->node->output[0];
   int slot = -1, k = ox_uses(x, out) == 1 ? ox_next_reader(x, out, &slot) : -1;
   const Onnx__NodeProto *reader = k >= 0 ? x->graph->node[k] : NULL;
-  if (!reader || slot != 0 || !reader->op_type || (strcmp(reader->op_type, "Conv") && strcmp(reader->op_type, "AveragePool")))
-    return ox_err(x, "a Pad is supported only when its one reader is a Conv or an AveragePool (it is folded into their padding)");
+  if (value != 0 || neg || s->rank != 4 || p[0] || p[1] || p[4] || p[5] || !reader || slot != 0 || !reader->op_type ||
+      (strcmp(reader->op_type, "Conv") && strcmp(reader->op_type, "AveragePool")))
+    return pad_node(x, in, p, value);
   if (ox_bind(x, out, in, NULL)) return -1;
   ox_val *v = ox_find(x, out);
   v->padded = 1;
