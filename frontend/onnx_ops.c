@@ -323,12 +323,47 @@ static int conv_transpose(ox_ctx *x) {
   return node_1d(x, nd == 1, IR_OP_conv2d, cin, n_in, &a);
 }
 
-/* A constant Pad as IR ops: per padded dim a slice (a negative pad crops) and a slice_grad
- * (x placed with zeros around it); a nonzero value is then added where the padding is (a
- * frozen parameter of the result's shape holding value there and 0 elsewhere).  Padding dim 0
- * crosses it (docs/onnx.md "Dim 0"). */
-static int pad_node(ox_ctx *x, int in, const int64_t *p, double value) {
-  int r = ox_shape(x, in)->rank;
+/* A Pad as IR ops: per padded dim a slice (a negative pad crops), then for mode constant a
+ * slice_grad (x placed with zeros around it), for reflect and edge pad_from_x; a nonzero
+ * constant value is then added where the padding is (a frozen parameter of the result's shape
+ * holding value there and 0 elsewhere).  Padding dim 0 crosses it (docs/onnx.md "Dim 0"). */
+/* x along dim d with b elements before and e after from x itself (reflect: the mirror image
+ * without the edge, slices with step -1; edge: the edge element repeated), joined by concats. */
+static int pad_from_x(ox_ctx *x, int in, int d, int64_t b, int64_t e, int reflect) {
+  int64_t dim = ox_shape(x, in)->dim[d];
+  if (reflect && (b >= dim || e >= dim))
+    return ox_err(x, "reflect pads of %lld and %lld for dim %d of size %lld (at most size - 1)", (long long)b, (long long)e, d,
+                  (long long)dim);
+  if (b > FE_MAX_K || e > FE_MAX_K) return ox_err(x, "pads over %d", FE_MAX_K);
+  int acc = -1, k = 0;
+  for (int side = 0; side < 3; side++) {
+    int64_t n = side == 0 ? b : side == 2 ? e : 1;
+    for (int64_t j = 0; j < n; j++) {
+      ir_attr sa = {0};
+      int v = in;
+      if (side != 1) {
+        if (reflect) { /* before: x[b], x[b-1], .., x[1]; after: x[dim-2], x[dim-3], .. */
+          sa.slice = side == 0 ? (ir_slice_attr){d, b, b, -1} : (ir_slice_attr){d, dim - 2, e, -1};
+          j = n; /* one slice for the whole side */
+        } else {
+          sa.slice = (ir_slice_attr){d, side == 0 ? 0 : dim - 1, 1};
+        }
+        if ((v = ox_part_node(x, ir_fmt(x->a, "pad%d/part%d", d, k++), IR_OP_slice, &in, 1, &sa)) < 0) return -1;
+      }
+      if (acc < 0) {
+        acc = v;
+        continue;
+      }
+      ir_attr ca = {.concat = {d}};
+      int two[2] = {acc, v};
+      if ((acc = ox_part_node(x, ir_fmt(x->a, "pad%d/cat%d", d, k++), IR_OP_concat, two, 2, &ca)) < 0) return -1;
+    }
+  }
+  return acc;
+}
+
+static int pad_node(ox_ctx *x, int in, const int64_t *p, double value, const char *mode) {
+  int r = ox_shape(x, in)->rank, reflect = !strcmp(mode, "reflect"), edge = !strcmp(mode, "edge");
   for (int d = 0; d < r; d++) {
     int64_t b = p[d], e = p[r + d], dim = ox_shape(x, in)->dim[d];
     if (!b && !e) continue;
@@ -342,6 +377,10 @@ static int pad_node(ox_ctx *x, int in, const int64_t *p, double value) {
       dim -= c0 + c1, b = b < 0 ? 0 : b, e = e < 0 ? 0 : e;
       if (!b && !e) continue;
     }
+    if (reflect || edge) {
+      if ((in = pad_from_x(x, in, d, b, e, reflect)) < 0) return -1;
+      continue;
+    }
     ir_attr za = {0};
     za.slice_grad.slice = (ir_slice_attr){d, b, dim};
     za.slice_grad.x_shape = *ox_shape(x, in);
@@ -349,7 +388,7 @@ static int pad_node(ox_ctx *x, int in, const int64_t *p, double value) {
     if (ir_shape_numel(&za.slice_grad.x_shape) > OX_MAX_CONST_NUMEL) return ox_err(x, "the padded tensor would have over 2^30 elements");
     if ((in = ox_part_node(x, ir_fmt(x->a, "pad%d", d), IR_OP_slice_grad, &in, 1, &za)) < 0) return -1;
   }
-  if (value == 0) return ox_bind(x, x->node->output[0], in, NULL) ? -1 : 0;
+  if (value == 0 || reflect || edge) return ox_bind(x, x->node->output[0], in, NULL) ? -1 : 0;
   if (x->training) /* the training kernels read parameters by pointer; an add's frozen operand is a constant */
     return ox_err(x, "padding with %g is not supported with --mode training (only zeros)", value);
   const ir_shape *ys = ox_shape(x, in);
@@ -373,7 +412,8 @@ static int pad(ox_ctx *x) {
   if (in < 0) return -1;
   const char *mode;
   if (ox_attr_str(x, "mode", "constant", &mode) < 0) return -1;
-  if (strcmp(mode, "constant")) return ox_err(x, "mode '%s' is not supported (only constant)", mode);
+  if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge"))
+    return ox_err(x, "mode '%s' is not supported (constant, reflect or edge)", mode);
   int64_t p[8];
   int n = 0;
   double value = 0;
@@ -404,9 +444,9 @@ static int pad(ox_ctx *x) {
   const char *out = x->node->output[0];
   int slot = -1, k = ox_uses(x, out) == 1 ? ox_next_reader(x, out, &slot) : -1;
   const Onnx__NodeProto *reader = k >= 0 ? x->graph->node[k] : NULL;
-  if (value != 0 || neg || s->rank != 4 || p[0] || p[1] || p[4] || p[5] || !reader || slot != 0 || !reader->op_type ||
+  if (value != 0 || neg || strcmp(mode, "constant") || s->rank != 4 || p[0] || p[1] || p[4] || p[5] || !reader || slot != 0 || !reader->op_type ||
       (strcmp(reader->op_type, "Conv") && strcmp(reader->op_type, "AveragePool")))
-    return pad_node(x, in, p, value);
+    return pad_node(x, in, p, value, mode);
   if (ox_bind(x, out, in, NULL)) return -1;
   ox_val *v = ox_find(x, out);
   v->padded = 1;

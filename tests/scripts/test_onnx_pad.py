@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""test_onnx_pad.py BUILD SRC -- ONNX Pad in constant mode beyond the zero pads folded into a
-Conv or AveragePool (frontend/onnx_ops.c pad_node): nonzero values, pads of the channel dim,
-negative pads (crops), a pad followed by a Relu, compiled with cnnc and run with `cnnrun
+"""test_onnx_pad.py BUILD SRC -- ONNX Pad beyond the zero pads folded into a Conv or
+AveragePool (frontend/onnx_ops.c pad_node): constant mode with nonzero values, pads of the
+channel dim, negative pads (crops), a pad followed by a Relu; reflect and edge modes, compiled with cnnc and run with `cnnrun
 infer` against numpy's np.pad (exact); padding dim 0 crosses it (docs/onnx.md "Dim 0"), so
 with a symbolic dim 0 it must fail naming the node; a zero pad compiles for training, a
 nonzero value is refused there."""
@@ -23,10 +23,10 @@ checks = Checks(verbose=True)
 rng = np.random.default_rng(7)
 
 
-def model(shape, pads, value, tail=None):
+def model(shape, pads, value, tail=None, mode="constant"):
     inits = [onnx.numpy_helper.from_array(np.array(pads, np.int64), "pads"),
              onnx.numpy_helper.from_array(np.array(value, np.float32), "value")]
-    nodes = [helper.make_node("Pad", ["x", "pads", "value"], ["p" if tail else "y"], name="pad", mode="constant")]
+    nodes = [helper.make_node("Pad", ["x", "pads", "value"], ["p" if tail else "y"], name="pad", mode=mode)]
     if tail:
         nodes.append(helper.make_node(tail, ["p"], ["y"], name="tail"))
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
@@ -34,12 +34,13 @@ def model(shape, pads, value, tail=None):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def np_pad(x, pads, value):
+def np_pad(x, pads, value, mode="constant"):
     r = x.ndim
     for d in range(r):  # crops first
         b, e = pads[d], pads[r + d]
         x = x[(slice(None),) * d + (slice(-b if b < 0 else 0, x.shape[d] + e if e < 0 else None),)]
-    return np.pad(x, [(max(pads[d], 0), max(pads[r + d], 0)) for d in range(r)], constant_values=value)
+    widths = [(max(pads[d], 0), max(pads[r + d], 0)) for d in range(r)]
+    return np.pad(x, widths, constant_values=value) if mode == "constant" else np.pad(x, widths, mode=mode)
 
 
 def train_model(p, value):
@@ -55,13 +56,16 @@ def train_model(p, value):
 
 with tempfile.TemporaryDirectory(prefix="cnnc-onnx-pad-") as T:
     p = os.path.join(T, "m.onnx")
-    for shape, pads, value, tail in [((2, 3, 4, 5), [0, 0, 1, 2, 0, 0, 2, 1], 1.5, None),
-                                     ((2, 3, 4, 5), [0, 1, 0, 0, 0, 2, 0, 0], 0.0, None),
-                                     ((2, 3, 4, 5), [0, 0, -1, 2, 0, 0, 1, -2], -2.0, "Relu"),
-                                     ((2, 3, 6), [0, 0, 3, 0, 0, 4], 0.0, "Relu"),
-                                     ((3, 4), [1, 0, 0, 2], 0.25, None)]:
-        what = f"Pad x{list(shape)} pads {pads} value {value}" + (f" then {tail}" if tail else "")
-        onnx.save(model(shape, pads, value, tail), p)
+    for shape, pads, value, tail, mode in [((2, 3, 4, 5), [0, 0, 1, 2, 0, 0, 2, 1], 1.5, None, "constant"),
+                                           ((2, 3, 4, 5), [0, 1, 0, 0, 0, 2, 0, 0], 0.0, None, "constant"),
+                                           ((2, 3, 4, 5), [0, 0, -1, 2, 0, 0, 1, -2], -2.0, "Relu", "constant"),
+                                           ((2, 3, 6), [0, 0, 3, 0, 0, 4], 0.0, "Relu", "constant"),
+                                           ((3, 4), [1, 0, 0, 2], 0.25, None, "constant"),
+                                           ((2, 3, 4, 5), [0, 0, 2, 3, 0, 0, 3, 4], 9.0, None, "reflect"),
+                                           ((2, 3, 4, 5), [0, 0, 2, 1, 0, 0, 3, 5], 9.0, "Relu", "edge"),
+                                           ((2, 5, 7), [0, 0, 6, 0, 0, 1], 0.0, None, "reflect")]:
+        what = f"Pad {mode} x{list(shape)} pads {pads} value {value}" + (f" then {tail}" if tail else "")
+        onnx.save(model(shape, pads, value, tail, mode), p)
         r = run([CNNC, p, "-o", p + ".so"], timeout=120)
         if not checks.check(r.returncode == 0, what + ": compiles (" + r.stderr.strip()[:200] + ")"):
             continue
@@ -71,7 +75,7 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-pad-") as T:
         r = run([CNNRUN, p + ".so", "infer", "--input", xin, "--output", yout, "--format", "raw"], timeout=120)
         if not checks.check(r.returncode == 0, what + ": runs (" + (r.stderr + r.stdout).strip()[:200] + ")"):
             continue
-        want = np_pad(x, pads, np.float32(value))
+        want = np_pad(x, pads, np.float32(value), mode)
         if tail == "Relu":
             want = np.maximum(want, 0)
         got = np.fromfile(yout, dtype=np.float32)
