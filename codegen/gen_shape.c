@@ -91,21 +91,43 @@ LLVMValueRef cg_gen_channel_shuffle(cg_ctx *c, const ir_node *n, const char *fn_
   return f;
 }
 
+/* A slice with a step (ir_slice_step != 1): one output row (outer index o, slice index i) of
+ * `inner` elements per work item, read from row start + i*step. */
+static void slice_rows(cg_ctx *c, const ir_slice_attr *s, int64_t outer, int64_t inner, int64_t dim, LLVMValueRef src,
+                       LLVMValueRef dst, LLVMValueRef tid, LLVMValueRef nth) {
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, outer * s->len), tid, nth, &lo, &hi);
+  cg_loop L;
+  LLVMValueRef r = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "row");
+  LLVMValueRef o = LLVMBuildUDiv(B, r, cg_i64(c, s->len), ""), i = LLVMBuildURem(B, r, cg_i64(c, s->len), "");
+  LLVMValueRef at = LLVMBuildAdd(B, cg_i64(c, s->start), LLVMBuildMul(B, i, cg_i64(c, ir_slice_step(s)), ""), "");
+  LLVMValueRef so = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, o, cg_i64(c, dim), ""), at, ""), cg_i64(c, inner), "");
+  blk b = {src, dst, inner, 0, 0, 0, 0, so, LLVMBuildMul(B, r, cg_i64(c, inner), "")};
+  cg_inner_loop(c, inner, blk_body, &b);
+  cg_loop_end(c, &L);
+}
+
 LLVMValueRef cg_gen_slice(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
   int n_act = cg_kernel_begin_ops(c, n, fn_name, &f, a, op);
   const ir_slice_attr *s = &n->attr.slice;
-  int64_t outer, inner;
+  int64_t outer, inner, dim = c->g->values[n->in[0]].shape.dim[s->axis];
   split_at(&c->g->values[n->in[0]].shape, s->axis, &outer, &inner);
-  blk b = {op[0], a[n_act], s->len * inner, c->g->values[n->in[0]].shape.dim[s->axis] * inner, s->start * inner,
-           s->len * inner, 0, NULL, NULL};
-  copy_block(c, &b, outer, a[n_act + 1], a[n_act + 2]);
+  if (ir_slice_step(s) != 1) {
+    slice_rows(c, s, outer, inner, dim, op[0], a[n_act], a[n_act + 1], a[n_act + 2]);
+  } else {
+    blk b = {op[0], a[n_act], s->len * inner, dim * inner, s->start * inner, s->len * inner, 0, NULL, NULL};
+    copy_block(c, &b, outer, a[n_act + 1], a[n_act + 2]);
+  }
   cg_kernel_end(c);
-  *kind = cg_kind(c, "slice", NULL);
+  *kind = cg_kind(c, ir_slice_step(s) != 1 ? "slice_step" : "slice", NULL);
   return f;
 }
 
-/* dx: dy copied to the slice, zeros written around it (each element written once). */
+/* dx: dy copied to the slice, zeros written around it (each element written once).  With a
+ * step: per dx row (outer index o, index j along the axis), dy's row i when j = start + i*step,
+ * else zeros. */
 LLVMValueRef cg_gen_slice_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
   int n_act = cg_kernel_begin_ops(c, n, fn_name, &f, a, op);
@@ -113,7 +135,35 @@ LLVMValueRef cg_gen_slice_grad(cg_ctx *c, const ir_node *n, const char *fn_name,
   const ir_shape *xs = &n->attr.slice_grad.x_shape;
   int64_t outer, inner;
   split_at(xs, s->axis, &outer, &inner);
-  int64_t row = xs->dim[s->axis] * inner, a0 = s->start * inner, len = s->len * inner, a1 = a0 + len;
+  int64_t dim = xs->dim[s->axis], st = ir_slice_step(s);
+  if (st != 1) {
+    LLVMBuilderRef B = c->b;
+    LLVMValueRef lo, hi;
+    cg_thread_range(c, cg_i64(c, outer * dim), a[n_act + 1], a[n_act + 2], &lo, &hi);
+    cg_loop L;
+    LLVMValueRef r = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "row");
+    LLVMValueRef o = LLVMBuildUDiv(B, r, cg_i64(c, dim), ""), j = LLVMBuildURem(B, r, cg_i64(c, dim), "");
+    LLVMValueRef dd = LLVMBuildSub(B, j, cg_i64(c, s->start), ""); /* i*step when j is in the slice */
+    LLVMValueRef i = LLVMBuildSDiv(B, dd, cg_i64(c, st), "");
+    LLVMValueRef hit = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildSRem(B, dd, cg_i64(c, st), ""), cg_i64(c, 0), ""),
+                                    LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntSGE, i, cg_i64(c, 0), ""),
+                                                 LLVMBuildICmp(B, LLVMIntSLT, i, cg_i64(c, s->len), ""), ""), "hit");
+    LLVMValueRef dof = LLVMBuildMul(B, r, cg_i64(c, inner), "");
+    cg_if fi;
+    cg_if_begin(c, &fi, hit);
+    LLVMValueRef so = LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, o, cg_i64(c, s->len), ""), i, ""), cg_i64(c, inner), "");
+    blk b = {op[0], a[n_act], inner, 0, 0, 0, 0, so, dof};
+    cg_inner_loop(c, inner, blk_body, &b);
+    cg_if_else(c, &fi);
+    blk z = {NULL, a[n_act], inner, 0, 0, 0, 0, NULL, dof};
+    cg_inner_loop(c, inner, blk_body, &z);
+    cg_if_end(c, &fi);
+    cg_loop_end(c, &L);
+    cg_kernel_end(c);
+    *kind = cg_kind(c, "slice_grad_step", NULL);
+    return f;
+  }
+  int64_t row = dim * inner, a0 = s->start * inner, len = s->len * inner, a1 = a0 + len;
   blk mid = {op[0], a[n_act], len, len, 0, row, a0, NULL, NULL};
   copy_block(c, &mid, outer, a[n_act + 1], a[n_act + 2]);
   if (a0 > 0) {
@@ -126,5 +176,46 @@ LLVMValueRef cg_gen_slice_grad(cg_ctx *c, const ir_node *n, const char *fn_name,
   }
   cg_kernel_end(c);
   *kind = cg_kind(c, "slice_grad", NULL);
+  return f;
+}
+
+/* transpose: one output row (the last output dim) per work item; its source is contiguous
+ * (a block copy) when perm keeps the last dim last, else a strided gather. */
+LLVMValueRef cg_gen_transpose(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
+  int n_act = cg_kernel_begin_ops(c, n, fn_name, &f, a, op);
+  const ir_shape *xs = &c->g->values[n->in[0]].shape;
+  const int *perm = n->attr.transpose.perm;
+  int r = xs->rank;
+  int64_t st[IR_MAX_RANK], od[IR_MAX_RANK], os[IR_MAX_RANK], rows = 1;
+  for (int k = r - 1, s = 1; k >= 0; s *= (int)xs->dim[k], k--) st[k] = s;
+  for (int i = 0; i < r; i++) od[i] = xs->dim[perm[i]], os[i] = st[perm[i]]; /* os: input stride of out dim i */
+  for (int i = 0; i < r - 1; i++) rows *= od[i];
+  int64_t inner = od[r - 1], s_in = os[r - 1];
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, rows), a[n_act + 1], a[n_act + 2], &lo, &hi);
+  cg_loop L;
+  LLVMValueRef row = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "row");
+  LLVMValueRef src = cg_i64(c, 0), rest = row;
+  for (int i = r - 2; i >= 0; i--) { /* row = ((o0 * od1) + o1) * od2 + o2 ... */
+    LLVMValueRef oi = i ? LLVMBuildURem(B, rest, cg_i64(c, od[i]), "") : rest;
+    if (i) rest = LLVMBuildUDiv(B, rest, cg_i64(c, od[i]), "");
+    src = LLVMBuildAdd(B, src, LLVMBuildMul(B, oi, cg_i64(c, os[i]), ""), "");
+  }
+  LLVMValueRef dst = LLVMBuildMul(B, row, cg_i64(c, inner), "");
+  if (s_in == 1) {
+    blk b = {op[0], a[n_act], inner, 0, 0, 0, 0, src, dst};
+    cg_inner_loop(c, inner, blk_body, &b);
+  } else {
+    cg_loop J;
+    LLVMValueRef j = cg_loop_begin(c, &J, cg_i64(c, 0), cg_i64(c, inner), cg_i64(c, 1), "j");
+    LLVMValueRef v = cg_load_f32(c, op[0], LLVMBuildAdd(B, src, LLVMBuildMul(B, j, cg_i64(c, s_in), ""), ""));
+    cg_store_f32(c, v, a[n_act], LLVMBuildAdd(B, dst, j, ""));
+    cg_loop_end(c, &J);
+  }
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, s_in == 1 ? "transpose_rows" : "transpose_gather", NULL);
   return f;
 }

@@ -61,3 +61,36 @@ LLVMValueRef cg_gen_softmax_xent(cg_ctx *c, const ir_node *n, const char *fn_nam
   *kind = "softmax_xent";
   return cg_fail(c, n, "softmax_xent (the training loss) is not supported in inference codegen");
 }
+
+/* hardmax over the last axis (ir_ref_hardmax): per row, the first index whose value is greater
+ * than every earlier one, then 1 there and 0 elsewhere.  Scalar: rows are short (classes). */
+LLVMValueRef cg_gen_hardmax(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_shape *xs = &c->g->values[n->in[0]].shape;
+  int64_t k = xs->dim[xs->rank - 1], rows = ir_shape_numel(xs) / k;
+  LLVMBuilderRef B = c->b;
+  LLVMValueRef a[4];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, 1, a);
+  LLVMValueRef best = cg_entry_alloca(c, c->t_i64, "best"), bv = cg_entry_alloca(c, c->t_f32, "bv");
+  LLVMValueRef lo, hi;
+  cg_thread_range(c, cg_i64(c, rows), a[2], a[3], &lo, &hi);
+  cg_loop L, J;
+  LLVMValueRef r = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "row");
+  LLVMValueRef base = LLVMBuildMul(B, r, cg_i64(c, k), "");
+  LLVMBuildStore(B, cg_i64(c, 0), best);
+  LLVMBuildStore(B, cg_load_f32(c, a[0], base), bv);
+  LLVMValueRef j = cg_loop_begin(c, &J, cg_i64(c, 1), cg_i64(c, k), cg_i64(c, 1), "j");
+  LLVMValueRef x = cg_load_f32(c, a[0], LLVMBuildAdd(B, base, j, "")), m = LLVMBuildLoad2(B, c->t_f32, bv, "");
+  LLVMValueRef gt = LLVMBuildFCmp(B, LLVMRealOGT, x, m, "");
+  LLVMBuildStore(B, LLVMBuildSelect(B, gt, x, m, ""), bv);
+  LLVMBuildStore(B, LLVMBuildSelect(B, gt, j, LLVMBuildLoad2(B, c->t_i64, best, ""), ""), best);
+  cg_loop_end(c, &J);
+  LLVMValueRef at = LLVMBuildLoad2(B, c->t_i64, best, "at");
+  j = cg_loop_begin(c, &J, cg_i64(c, 0), cg_i64(c, k), cg_i64(c, 1), "j");
+  LLVMValueRef one = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntEQ, j, at, ""), cg_f32(c, 1.0f), cg_f32(c, 0.0f), "");
+  cg_store_f32(c, one, a[1], LLVMBuildAdd(B, base, j, ""));
+  cg_loop_end(c, &J);
+  cg_loop_end(c, &L);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "hardmax", NULL);
+  return f;
+}

@@ -191,6 +191,57 @@ LLVMValueRef cg_gen_softmax_xent_grad(cg_ctx *c, const ir_node *n, const char *f
   return f;
 }
 
+/* log_softmax over the last axis (ir_ref_log_softmax; an inference op too): per row the
+ * loss's statistics, then x - (max + log sum) in double.  Work: rows. */
+LLVMValueRef cg_gen_log_softmax(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_shape *xs = &c->g->values[n->in[0]].shape;
+  int64_t k = xs->dim[xs->rank - 1], rows = ir_shape_numel(xs) / k;
+  LLVMTypeRef dt = LLVMDoubleTypeInContext(c->llc);
+  LLVMValueRef a[4];
+  LLVMValueRef f = cg_kernel_begin(c, fn_name, 1, a);
+  cg_loop R, J;
+  LLVMValueRef r = par_loop(c, &R, rows, a[2], a[3], "row");
+  LLVMValueRef rb = mul64(c, r, k), mx, sum;
+  row_softmax_stats(c, a[0], rb, k, &mx, &sum);
+  LLVMValueRef lse = LLVMBuildFAdd(c->b, LLVMBuildFPExt(c->b, mx, dt, ""), log_d(c, sum), "lse");
+  LLVMValueRef j = seq_loop(c, &J, 0, k, "j");
+  LLVMValueRef x = LLVMBuildFPExt(c->b, cg_load_f32(c, a[0], add64(c, rb, j)), dt, "");
+  cg_store_f32(c, LLVMBuildFPTrunc(c->b, LLVMBuildFSub(c->b, x, lse, ""), c->t_f32, ""), a[1], add64(c, rb, j));
+  cg_loop_end(c, &J);
+  cg_loop_end(c, &R);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "log_softmax", NULL);
+  return f;
+}
+
+/* dy, y = log_softmax(x) -> dy - exp(y) * sum_j dy_j per row (sum in double).  Work: rows. */
+LLVMValueRef cg_gen_log_softmax_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  const ir_shape *s = &c->g->values[n->out].shape;
+  int64_t k = s->dim[s->rank - 1], rows = ir_shape_numel(s) / k;
+  LLVMTypeRef dt = LLVMDoubleTypeInContext(c->llc);
+  LLVMValueRef a[5];
+  LLVMValueRef f = kbegin(c, fn_name, 2, a);
+  LLVMValueRef sa = cg_entry_alloca(c, dt, "sum");
+  cg_loop R, J;
+  LLVMValueRef r = par_loop(c, &R, rows, a[3], a[4], "row");
+  LLVMValueRef rb = mul64(c, r, k);
+  LLVMBuildStore(c->b, LLVMConstReal(dt, 0.0), sa);
+  LLVMValueRef j = seq_loop(c, &J, 0, k, "j");
+  LLVMValueRef dy = LLVMBuildFPExt(c->b, cg_load_f32(c, a[0], add64(c, rb, j)), dt, "");
+  LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, dt, sa, ""), dy, ""), sa);
+  cg_loop_end(c, &J);
+  LLVMValueRef sum = LLVMBuildFPTrunc(c->b, LLVMBuildLoad2(c->b, dt, sa, ""), c->t_f32, "sum");
+  j = seq_loop(c, &J, 0, k, "j");
+  LLVMValueRef e = cg_exp(c, cg_load_f32(c, a[1], add64(c, rb, j)), 1);
+  LLVMValueRef v = LLVMBuildFSub(c->b, cg_load_f32(c, a[0], add64(c, rb, j)), LLVMBuildFMul(c->b, e, sum, ""), "");
+  cg_store_f32(c, v, a[2], add64(c, rb, j));
+  cg_loop_end(c, &J);
+  cg_loop_end(c, &R);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "log_softmax_grad", NULL);
+  return f;
+}
+
 LLVMValueRef cg_gen_top1(cg_ctx *c, const char *name, int64_t nb, int64_t k) {
   LLVMValueRef a[5];
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(c->b);

@@ -106,11 +106,14 @@ static int layer(FILE *f, const ir_graph *g, const ir_node *n, const char *path,
     break;
   case IR_OP_dropout: fprintf(f, ", op: dropout, rate: %.9g", a->dropout.rate); break;
   case IR_OP_concat:
+    if (a->concat.axis < 1) return fail(d, path, n, "a concat along dim 0 (the batch) has no YAML form");
     fprintf(f, ", op: concat, axis: %d", a->concat.axis - 1);
     inputs(f, g, n, n->n_in);
     fprintf(f, "}\n");
     return 0;
   case IR_OP_slice:
+    if (a->slice.axis < 1) return fail(d, path, n, "a slice of dim 0 (the batch) has no YAML form");
+    if (ir_slice_step(&a->slice) != 1) return fail(d, path, n, "a slice with a step has no YAML form");
     fprintf(f, ", op: slice, axis: %d, start: %lld, length: %lld", a->slice.axis - 1, (long long)a->slice.start,
             (long long)a->slice.len);
     break;

@@ -414,6 +414,7 @@ static int read_input(ox_ctx *x, const Onnx__GraphProto *gp) {
         return ox_err(x, "input '%s' has a fixed batch of %lld but --batch-size is %lld", in->name,
                       (long long)dm->dim_value, (long long)x->o->batch_size);
       s.dim[0] = x->o->batch_size;
+      x->dim0_free = !sym && !x->training;
       continue;
     }
     if (sym)
@@ -448,10 +449,52 @@ static int set_outputs(ox_ctx *x, const Onnx__GraphProto *gp) {
     }
     if (v->ir < 0 || x->g->values[v->ir].kind != IR_VAL_ACT)
       return ox_err(x, "graph output '%s' is a constant; cnnc outputs are computed tensors", nm);
+    const ir_shape *os = &x->g->values[v->ir].shape;
+    if (x->crossed && (os->dim[0] != 1 || os->rank < 2)) { /* one sample (one_sample()): [1, all] */
+      ir_attr a = {.reshape = {(ir_shape){2, {1, ir_shape_numel(os)}}}};
+      ir_diag sub = {0};
+      int r = ir_add_node(x->g, IR_OP_reshape, ir_fmt(x->g->arena, "output/%zu", i), (ir_loc){x->gfile, 0, 0}, &v->ir, 1,
+                          &a, &sub);
+      if (r < 0) return ox_err(x, "graph output '%s': %s", nm, sub.msg);
+      v->ir = r;
+    }
     for (int j = 0; j < x->g->n_outputs; j++)
       if (x->g->outputs[j] == v->ir) return ox_err(x, "graph output '%s' is listed twice", nm);
     x->g->outputs[x->g->n_outputs++] = v->ir;
   }
+  return 0;
+}
+
+/* A graph whose ops crossed dim 0 (x->crossed: an inference graph with a fixed input dim 0,
+ * docs/onnx.md "Dim 0") computes one function of the whole input tensor: it is one sample.
+ * The IR input becomes [1, all elements] (the same bytes), a reshape to the ONNX shape is put
+ * in front of every node (the nodes that read the input read it), the batch is 1, and
+ * set_outputs made the outputs [1, all elements]. */
+static int one_sample(ox_ctx *x) {
+  ir_graph *g = x->g;
+  int vin = g->input, n0 = g->n_nodes;
+  ir_shape s = g->values[vin].shape;
+  ir_attr a = {.reshape = {s}};
+  ir_diag sub = {0};
+  x->node = NULL;
+  int64_t n = 1;
+  for (int i = 0; i < s.rank; i++) n = n > OX_MAX_CONST_NUMEL ? n : n * s.dim[i]; /* dims <= 2^16: no overflow */
+  if (n > OX_MAX_CONST_NUMEL)
+    return ox_err(x, "the input, one sample (an op crosses dim 0), would have over 2^30 elements");
+  int v = ir_add_node(g, IR_OP_reshape, "input/onnx_shape", (ir_loc){x->gfile, 0, 0}, &vin, 1, &a, &sub);
+  if (v < 0) return ox_err(x, "the input's reshape: %s", sub.msg);
+  for (int i = 0; i < n0; i++)
+    for (int j = 0; j < g->nodes[i].n_in; j++)
+      if (g->nodes[i].in[j] == vin) g->nodes[i].in[j] = v;
+  ir_node front = g->nodes[n0];
+  memmove(g->nodes + 1, g->nodes, (size_t)n0 * sizeof *g->nodes);
+  g->nodes[0] = front;
+  for (int i = 0; i <= n0; i++) g->nodes[i].id = i;
+  for (int k = 0; k < g->n_values; k++)
+    if (g->values[k].producer >= 0) g->values[k].producer = g->values[k].producer == n0 ? 0 : g->values[k].producer + 1;
+  g->values[vin].shape = (ir_shape){2, {1, ir_shape_numel(&s)}};
+  g->batch = 1;
+  x->o->batch_size = 1;
   return 0;
 }
 
@@ -550,7 +593,7 @@ static ir_graph *load(ox_ctx *x) {
   }
   x->g = g = ir_graph_new(name, (int)x->o->batch_size);
   x->gfile = ir_strdup(g->arena, x->file);
-  if (read_initializers(x, gp) || read_input(x, gp) || walk(x, gp) || set_outputs(x, gp) || add_loss(x)) goto fail;
+  if (read_initializers(x, gp) || read_input(x, gp) || walk(x, gp) || set_outputs(x, gp) || (x->crossed && one_sample(x)) || add_loss(x)) goto fail;
   if (x->o->weights[0] && fe_load_safetensors_note(g, x->o->weights, x->o->allow_nonfinite, x->o->weights_note, sizeof x->o->weights_note, x->d)) goto fail;
   if (ir_verify(g, x->d)) goto fail;
   goto out;

@@ -60,6 +60,10 @@ typedef struct ox_ctx {
   ir_diag *d;
   int opset;                 /* of the default domain */
   int training;
+  int dim0_free;             /* ops may cross dim 0 (docs/onnx.md "Dim 0"): an inference graph
+                              * whose input has a fixed dim 0, so one micro-batch is the whole
+                              * tensor the model computes on */
+  int crossed;               /* an op crossed dim 0: the whole input is one sample (one_sample) */
   fe_strmap names;           /* ONNX value name -> index in vals */
   ox_val *vals; int n_vals, cap_vals;
   fe_strmap use_names;       /* value name -> index in use_count */
@@ -113,7 +117,10 @@ static inline const ir_shape *ox_shape(ox_ctx *x, int v) { return &x->g->values[
 /* An IR node of the current ONNX node that is not its result (a link of a chain, one of
  * several outputs): named "<layer>/<suffix>".  Returns its value id or -1. */
 int ox_part_node(ox_ctx *x, const char *suffix, ir_op op, const int *in, int n_in, const ir_attr *a);
-int ox_reshape_to(ox_ctx *x, int in, const int64_t *dims, int rank); /* reshape or alias; dim 0 stays the batch */
+int ox_reshape_to(ox_ctx *x, int in, const int64_t *dims, int rank); /* reshape or alias; dim 0 stays the batch unless dim0_free */
+/* 0 when the current node may compute across dim 0 (x->dim0_free), else -1 with an error
+ * saying what (e.g. "concatenation along axis 0") and why not. */
+int ox_cross_dim0(ox_ctx *x, const char *what);
 int ox_binary(ox_ctx *x, ir_op op);                                  /* Add / Mul of activations */
 int ox_op_shape_op(ox_ctx *x);
 int ox_op_gather(ox_ctx *x);

@@ -179,13 +179,241 @@ static int pool(ox_ctx *x, ir_op op) {
 /* Pad with zeros of the two spatial dims of an [N, C, H, W] tensor: an alias when it pads
  * nothing, else folded into its one reader when that is a Conv or an AveragePool (the window's
  * padding grows); other Pads are not supported. */
+/* ---- ConvTranspose --------------------------------------------------------------------- */
+/* x [N, C, H, W] with zeros inserted: [N, C, H*sh, W*sw], x[iy, ix] at (iy*sh, ix*sw) (each pixel
+ * followed by sw-1 zero columns and each row by sh-1 zero rows).  Per dim: reshape so the dim
+ * to spread is followed by a dim of 1, slice_grad into s places along it (x at place 0, exact
+ * zeros elsewhere, its gradient the slice back), reshape back; dim 0 stays the batch. */
+static int spread_zeros(ox_ctx *x, int in, int sh, int sw) {
+  for (int d = 1; d >= 0; d--) { /* width first, then height */
+    int s = d ? sw : sh;
+    if (s == 1) continue;
+    const ir_shape *xs = ox_shape(x, in);
+    int64_t n = xs->dim[0], c = xs->dim[1], h = xs->dim[2], w = xs->dim[3];
+    if (ir_shape_numel(xs) * s > OX_MAX_CONST_NUMEL) return ox_err(x, "the input with the stride's zeros would have over 2^30 elements");
+    ir_attr r = {0}, z = {0};
+    r.reshape.shape = d ? (ir_shape){4, {n, c * h, w, 1}} : (ir_shape){4, {n, c * h, 1, w}};
+    z.slice_grad.slice = (ir_slice_attr){d ? 3 : 2, 0, 1};
+    z.slice_grad.x_shape = d ? (ir_shape){4, {n, c * h, w, s}} : (ir_shape){4, {n, c * h, s, w}};
+    int v = ox_part_node(x, d ? "cols" : "rows", IR_OP_reshape, &in, 1, &r);
+    if (v < 0 || (v = ox_part_node(x, d ? "spread_cols" : "spread_rows", IR_OP_slice_grad, &v, 1, &z)) < 0) return -1;
+    r.reshape.shape = d ? (ir_shape){4, {n, c, h, w * s}} : (ir_shape){4, {n, c, h * s, w}};
+    if ((in = ox_part_node(x, d ? "up_cols" : "up_rows", IR_OP_reshape, &v, 1, &r)) < 0) return -1;
+  }
+  return in;
+}
+
+/* ConvTranspose (1-D and 2-D): y[oy] = sum over iy, ky with oy = iy*s - pad_begin + ky*d of
+ * x[iy] w[ky].  It is a stride-1 conv2d over x with zeros spread between its pixels
+ * (spread_zeros) and the weight flipped, input and output channels swapped per group; padded
+ * by d(k-1) - pad_begin before and d(k-1) - pad_end + output_padding after (less the s-1
+ * zeros spread_zeros leaves at the end; a negative amount crops the spread input).  Made of
+ * reshape, slice_grad, slice and conv2d, it infers and trains with their kernels. */
+static int conv_transpose(ox_ctx *x) {
+  if (ox_check_attrs(x, "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  const ox_const *w = ox_need_const(x, 1, "the weight"), *b = NULL;
+  if (!w) return -1;
+  if (ox_has_input(x, 2) && !(b = ox_need_const(x, 2, "the bias"))) return -1;
+  const ir_shape *xs0 = ox_shape(x, in);
+  int nd = xs0->rank - 2, o = 2 - nd;
+  if ((nd != 1 && nd != 2) || w->rank != nd + 2)
+    return ox_err(x, "cnnc imports 1-D and 2-D transposed convolutions ([N, C, L] or [N, C, H, W] inputs, weights of the "
+                     "same rank); this input has rank %d, the weight %d", xs0->rank, w->rank);
+  int64_t group;
+  if (ox_attr_int(x, "group", 1, &group) < 0) return -1;
+  if (group < 1 || group > FE_MAX_CH || w->dims[0] != xs0->dim[1] || w->dims[0] % group ||
+      w->dims[1] * group > FE_MAX_CH)
+    return ox_err(x, "group %lld does not fit input channels %lld and weight [%lld, %lld, ...]", (long long)group,
+                  (long long)xs0->dim[1], (long long)w->dims[0], (long long)w->dims[1]);
+  int64_t cout = w->dims[1] * group, cin_g = w->dims[0] / group, cout_g = w->dims[1];
+  if (b && (b->rank != 1 || b->dims[0] != cout)) return ox_err(x, "the bias must have shape [%lld]", (long long)cout);
+  /* attributes per spatial dim (2-D order; a 1-D window is the W dim of height 1) */
+  int64_t k[2] = {1, 1}, s[2] = {1, 1}, dl[2] = {1, 1}, op[2] = {0, 0}, pb[2] = {0, 0}, pe[2] = {0, 0}, v[8], in_len[2] = {1, 1};
+  int n;
+  for (int i = 0; i < nd; i++) {
+    k[o + i] = w->dims[2 + i];
+    in_len[o + i] = xs0->dim[2 + i];
+  }
+  static const char *const names[] = {"kernel_shape", "strides", "dilations", "output_padding"};
+  int64_t *dst[] = {k, s, dl, op};
+  for (int a = 0; a < 4; a++) {
+    if (ox_attr_ints(x, names[a], 8, v, &n) < 0) return -1;
+    if (!n) continue;
+    if (n != nd) return ox_err(x, "attribute '%s' has %d items (%d expected)", names[a], n, nd);
+    for (int i = 0; i < nd; i++) {
+      if (v[i] < (a == 3 ? 0 : 1) || v[i] > FE_MAX_K)
+        return ox_err(x, "attribute '%s' item %d is %lld (%d to %d)", names[a], i, (long long)v[i], a == 3 ? 0 : 1, FE_MAX_K);
+      if (a == 0 && v[i] != w->dims[2 + i]) return ox_err(x, "attribute 'kernel_shape' does not match the weight's shape");
+      dst[a][o + i] = v[i];
+    }
+  }
+  for (int i = o; i < 2; i++)
+    if (op[i] >= s[i] && op[i] >= dl[i])
+      return ox_err(x, "attribute 'output_padding' item %d is %lld (less than the stride or the dilation)", i - o, (long long)op[i]);
+  const char *ap;
+  int64_t oshape[8];
+  int n_os;
+  if (ox_attr_str(x, "auto_pad", "NOTSET", &ap) < 0 || ox_attr_ints(x, "output_shape", 8, oshape, &n_os) < 0 ||
+      ox_attr_ints(x, "pads", 8, v, &n) < 0)
+    return -1;
+  int same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+  if (!same && strcmp(ap, "NOTSET") && strcmp(ap, "VALID"))
+    return ox_err(x, "attribute 'auto_pad' is '%s' (NOTSET, SAME_UPPER, SAME_LOWER or VALID)", ap);
+  if (n_os && n_os != nd) return ox_err(x, "attribute 'output_shape' has %d items (%d expected)", n_os, nd);
+  if (n_os || same) { /* the pads that give output_shape (SAME: the input's size times the stride) */
+    for (int i = o; i < 2; i++) {
+      int64_t want = n_os ? oshape[i - o] : in_len[i] * s[i];
+      if (want < 1 || want > FE_MAX_DIM) return ox_err(x, "output size %lld is out of range (1 to %d)", (long long)want, FE_MAX_DIM);
+      int64_t total = s[i] * (in_len[i] - 1) + op[i] + (k[i] - 1) * dl[i] + 1 - want;
+      int upper = !strcmp(ap, "SAME_UPPER");
+      int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2); /* floor(total / 2): a negative total adds at the end */
+      pb[i] = upper ? half : total - half;
+      pe[i] = total - pb[i];
+    }
+  } else if (!strcmp(ap, "NOTSET") && n) {
+    if (n != 2 * nd) return ox_err(x, "attribute 'pads' has %d items (%d expected: the begins, then the ends)", n, 2 * nd);
+    for (int i = 0; i < 2 * nd; i++) {
+      if (v[i] < 0 || v[i] > FE_MAX_K) return ox_err(x, "attribute 'pads' item %d is %lld (0 to %d)", i, (long long)v[i], FE_MAX_K);
+      (i < nd ? pb : pe)[o + i % nd] = v[i];
+    }
+  }
+  int64_t P[4]; /* conv pads: top, left, bottom, right */
+  for (int i = 0; i < 2; i++) {
+    P[i] = (k[i] - 1) * dl[i] - pb[i];
+    P[i + 2] = (k[i] - 1) * dl[i] - pe[i] + op[i] - (s[i] - 1);
+  }
+  if ((in = lift(x, in)) < 0 || (in = spread_zeros(x, in, (int)s[0], (int)s[1])) < 0) return -1;
+  for (int i = 0; i < 2; i++) { /* a negative pad: crop the spread input */
+    const ir_shape *us = ox_shape(x, in);
+    int64_t len = us->dim[2 + i], c0 = P[i] < 0 ? -P[i] : 0, c1 = P[i + 2] < 0 ? -P[i + 2] : 0;
+    if (!c0 && !c1) continue;
+    if (c0 + c1 >= len) return ox_err(x, "the pads leave no input along spatial dim %d", i);
+    ir_attr sa = {0};
+    sa.slice = (ir_slice_attr){2 + i, c0, len - c0 - c1};
+    if ((in = ox_part_node(x, i ? "crop_cols" : "crop_rows", IR_OP_slice, &in, 1, &sa)) < 0) return -1;
+    P[i] += c0, P[i + 2] += c1;
+  }
+  for (int i = 0; i < 4; i++)
+    if (P[i] > FE_MAX_K) return ox_err(x, "padding %lld is out of range", (long long)P[i]);
+  int64_t wd[4] = {cout, cin_g, k[0], k[1]};
+  ox_const *wc = ox_const_new(x, 4, wd, 0);
+  if (!wc) return -1;
+  for (int64_t g = 0; g < group; g++)
+    for (int64_t co = 0; co < cout_g; co++)
+      for (int64_t ci = 0; ci < cin_g; ci++)
+        for (int64_t y = 0; y < k[0]; y++)
+          for (int64_t xx = 0; xx < k[1]; xx++) {
+            int64_t src = (((g * cin_g + ci) * cout_g + co) * k[0] + (k[0] - 1 - y)) * k[1] + (k[1] - 1 - xx);
+            wc->f[(((g * cout_g + co) * cin_g + ci) * k[0] + y) * k[1] + xx] = w->is_int ? (float)w->i[src] : w->f[src];
+          }
+  ir_attr a = {0};
+  ir_conv2d_attr *ca = &a.conv2d;
+  for (int i = 0; i < 2; i++) {
+    ca->kernel[i] = (int)k[i];
+    ca->stride[i] = 1;
+    ca->dilation[i] = (int)dl[i];
+  }
+  for (int i = 0; i < 4; i++) ca->pad[i] = (int)P[i];
+  ca->groups = (int)group;
+  int cin[3] = {in, ox_param(x, "weight", wc, 1, 0, NULL), -1}, n_in = 2;
+  if (cin[1] < 0) return -1;
+  if (b && (cin[n_in++] = ox_param(x, "bias", b, 1, 0, NULL)) < 0) return -1;
+  return node_1d(x, nd == 1, IR_OP_conv2d, cin, n_in, &a);
+}
+
+/* A Pad as IR ops: per padded dim a slice (a negative pad crops), then for mode constant a
+ * slice_grad (x placed with zeros around it), for reflect and edge pad_from_x; a nonzero
+ * constant value is then added where the padding is (a frozen parameter of the result's shape
+ * holding value there and 0 elsewhere).  Padding dim 0 crosses it (docs/onnx.md "Dim 0"). */
+/* x along dim d with b elements before and e after from x itself (reflect: the mirror image
+ * without the edge, slices with step -1; edge: the edge element repeated), joined by concats. */
+static int pad_from_x(ox_ctx *x, int in, int d, int64_t b, int64_t e, int reflect) {
+  int64_t dim = ox_shape(x, in)->dim[d];
+  if (reflect && (b >= dim || e >= dim))
+    return ox_err(x, "reflect pads of %lld and %lld for dim %d of size %lld (at most size - 1)", (long long)b, (long long)e, d,
+                  (long long)dim);
+  if (b > FE_MAX_K || e > FE_MAX_K) return ox_err(x, "pads over %d", FE_MAX_K);
+  int acc = -1, k = 0;
+  for (int side = 0; side < 3; side++) {
+    int64_t n = side == 0 ? b : side == 2 ? e : 1;
+    for (int64_t j = 0; j < n; j++) {
+      ir_attr sa = {0};
+      int v = in;
+      if (side != 1) {
+        if (reflect) { /* before: x[b], x[b-1], .., x[1]; after: x[dim-2], x[dim-3], .. */
+          sa.slice = side == 0 ? (ir_slice_attr){d, b, b, -1} : (ir_slice_attr){d, dim - 2, e, -1};
+          j = n; /* one slice for the whole side */
+        } else {
+          sa.slice = (ir_slice_attr){d, side == 0 ? 0 : dim - 1, 1};
+        }
+        if ((v = ox_part_node(x, ir_fmt(x->a, "pad%d/part%d", d, k++), IR_OP_slice, &in, 1, &sa)) < 0) return -1;
+      }
+      if (acc < 0) {
+        acc = v;
+        continue;
+      }
+      ir_attr ca = {.concat = {d}};
+      int two[2] = {acc, v};
+      if ((acc = ox_part_node(x, ir_fmt(x->a, "pad%d/cat%d", d, k++), IR_OP_concat, two, 2, &ca)) < 0) return -1;
+    }
+  }
+  return acc;
+}
+
+static int pad_node(ox_ctx *x, int in, const int64_t *p, double value, const char *mode) {
+  int r = ox_shape(x, in)->rank, reflect = !strcmp(mode, "reflect"), edge = !strcmp(mode, "edge");
+  for (int d = 0; d < r; d++) {
+    int64_t b = p[d], e = p[r + d], dim = ox_shape(x, in)->dim[d];
+    if (!b && !e) continue;
+    if (d == 0 && ox_cross_dim0(x, "padding dim 0")) return -1;
+    if (b < 0 || e < 0) { /* crop first */
+      int64_t c0 = b < 0 ? -b : 0, c1 = e < 0 ? -e : 0;
+      if (c0 + c1 >= dim) return ox_err(x, "the pads of dim %d leave nothing (cnnc's tensors have no empty dims)", d);
+      ir_attr sa = {0};
+      sa.slice = (ir_slice_attr){d, c0, dim - c0 - c1};
+      if ((in = ox_part_node(x, ir_fmt(x->a, "crop%d", d), IR_OP_slice, &in, 1, &sa)) < 0) return -1;
+      dim -= c0 + c1, b = b < 0 ? 0 : b, e = e < 0 ? 0 : e;
+      if (!b && !e) continue;
+    }
+    if (reflect || edge) {
+      if ((in = pad_from_x(x, in, d, b, e, reflect)) < 0) return -1;
+      continue;
+    }
+    ir_attr za = {0};
+    za.slice_grad.slice = (ir_slice_attr){d, b, dim};
+    za.slice_grad.x_shape = *ox_shape(x, in);
+    za.slice_grad.x_shape.dim[d] = dim + b + e;
+    if (ir_shape_numel(&za.slice_grad.x_shape) > OX_MAX_CONST_NUMEL) return ox_err(x, "the padded tensor would have over 2^30 elements");
+    if ((in = ox_part_node(x, ir_fmt(x->a, "pad%d", d), IR_OP_slice_grad, &in, 1, &za)) < 0) return -1;
+  }
+  if (value == 0 || reflect || edge) return ox_bind(x, x->node->output[0], in, NULL) ? -1 : 0;
+  if (x->training) /* the training kernels read parameters by pointer; an add's frozen operand is a constant */
+    return ox_err(x, "padding with %g is not supported with --mode training (only zeros)", value);
+  const ir_shape *ys = ox_shape(x, in);
+  int64_t dims[IR_MAX_RANK], idx[IR_MAX_RANK] = {0}, total = ir_shape_numel(ys);
+  for (int d = 0; d < r; d++) dims[d] = ys->dim[d];
+  ox_const *m = ox_const_new(x, r, dims, 0);
+  if (!m) return -1;
+  for (int64_t i = 0; i < total; i++) {
+    int inside = 1;
+    for (int d = 0; d < r; d++) inside &= idx[d] >= (p[d] > 0 ? p[d] : 0) && idx[d] < dims[d] - (p[r + d] > 0 ? p[r + d] : 0);
+    m->f[i] = inside ? 0.0f : (float)value;
+    for (int d = r - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
+  }
+  int add[2] = {in, ox_param(x, "value", m, 0, 0, NULL)};
+  return add[1] < 0 ? -1 : ox_node(x, IR_OP_add, add, 2, NULL);
+}
+
 static int pad(ox_ctx *x) {
   if (ox_check_attrs(x, x->opset < 11 ? "mode,pads,value" : "mode")) return -1;
   int in = ox_act(x, 0);
   if (in < 0) return -1;
   const char *mode;
   if (ox_attr_str(x, "mode", "constant", &mode) < 0) return -1;
-  if (strcmp(mode, "constant")) return ox_err(x, "mode '%s' is not supported (only constant zeros)", mode);
+  if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge"))
+    return ox_err(x, "mode '%s' is not supported (constant, reflect or edge)", mode);
   int64_t p[8];
   int n = 0;
   double value = 0;
@@ -206,19 +434,19 @@ static int pad(ox_ctx *x) {
   }
   const ir_shape *s = ox_shape(x, in);
   if (n != 2 * s->rank) return ox_err(x, "pads has %d items for a rank-%d input", n, s->rank);
-  int any = 0;
+  int any = 0, neg = 0;
   for (int i = 0; i < n; i++) {
-    if (p[i] < 0) return ox_err(x, "negative pads (cropping) are not supported");
+    if (p[i] < -FE_MAX_DIM || p[i] > FE_MAX_DIM) return ox_err(x, "pads item %d is %lld (at most %d either way)", i, (long long)p[i], FE_MAX_DIM);
     any |= p[i] != 0;
+    neg |= p[i] < 0;
   }
   if (!any) return ox_bind(x, x->node->output[0], in, NULL);
-  if (value != 0) return ox_err(x, "padding with %g is not supported (only zeros)", value);
-  if (s->rank != 4 || p[0] || p[1] || p[4] || p[5]) return ox_err(x, "only the spatial dims of [N, C, H, W] may be padded");
   const char *out = x->node->output[0];
   int slot = -1, k = ox_uses(x, out) == 1 ? ox_next_reader(x, out, &slot) : -1;
   const Onnx__NodeProto *reader = k >= 0 ? x->graph->node[k] : NULL;
-  if (!reader || slot != 0 || !reader->op_type || (strcmp(reader->op_type, "Conv") && strcmp(reader->op_type, "AveragePool")))
-    return ox_err(x, "a Pad is supported only when its one reader is a Conv or an AveragePool (it is folded into their padding)");
+  if (value != 0 || neg || strcmp(mode, "constant") || s->rank != 4 || p[0] || p[1] || p[4] || p[5] || !reader || slot != 0 || !reader->op_type ||
+      (strcmp(reader->op_type, "Conv") && strcmp(reader->op_type, "AveragePool")))
+    return pad_node(x, in, p, value, mode);
   if (ox_bind(x, out, in, NULL)) return -1;
   ox_val *v = ox_find(x, out);
   v->padded = 1;
@@ -376,7 +604,10 @@ int ox_binary(ox_ctx *x, ir_op op) {
 
 /* ---- dense ------------------------------------------------------------------------------- */
 /* y = x W^T + b with W [Out, In] (the IR's layout). */
-static int dense(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alpha, const ox_const *c, double beta) {
+/* The dense of A [M, K] by constant B (and C): the node's result, or with part (a suffix) a
+ * part node whose value id is returned. */
+static int dense_part(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alpha, const ox_const *c, double beta,
+                      const char *part) {
   const ir_shape *xs = ox_shape(x, xin);
   if (xs->rank != 2) return ox_err(x, "input A must be [N, K] (rank 2); it has rank %d", xs->rank);
   if (w->rank != 2) return ox_err(x, "input B must be a rank-2 constant");
@@ -395,10 +626,21 @@ static int dense(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alph
   a.dense.units = (int)N;
   int in[3] = {xin, ox_param(x, "weight", wt, 1, 0, NULL), -1}, n_in = 2;
   if (in[1] < 0) return -1;
+  if (c && c->rank == 2 && c->dims[0] != 1) { /* C [M, N] or [M, 1]: row m is added to output row m */
+    if (c->dims[0] != xs->dim[0] || (c->dims[1] != N && c->dims[1] != 1))
+      return ox_err(x, "input C is [%lld, %lld]; the output is [%lld, %lld]", (long long)c->dims[0], (long long)c->dims[1],
+                    (long long)xs->dim[0], (long long)N);
+    if (ox_cross_dim0(x, "a bias C with one row per row of A")) return -1;
+    ox_const *cm = ox_const_new(x, 2, c->dims, 0);
+    for (int64_t i = 0; i < c->numel; i++) cm->f[i] = (float)(beta * (c->is_int ? (double)c->i[i] : c->f[i]));
+    int y = ox_part_node(x, "gemm", IR_OP_dense, in, n_in, &a);
+    int add[2] = {y, y < 0 ? -1 : ox_param(x, "bias", cm, 1, 0, NULL)};
+    return add[1] < 0 ? -1 : part ? ox_part_node(x, part, IR_OP_add, add, 2, NULL) : ox_node(x, IR_OP_add, add, 2, NULL);
+  }
   if (c) {
     int ok = c->numel == N || c->numel == 1;
-    if (!ok || c->rank > 2 || (c->rank == 2 && c->dims[0] != 1))
-      return ox_err(x, "input C must have shape [%lld], [1, %lld] or be a scalar (batch-dependent C is not supported)",
+    if (!ok || c->rank > 2)
+      return ox_err(x, "input C must have shape [%lld], [1, %lld], [M, %lld], [M, 1] or be a scalar", (long long)N,
                     (long long)N, (long long)N);
     ox_const *bias = ox_const_new(x, 1, &N, 0);
     for (int64_t o = 0; o < N; o++) {
@@ -407,7 +649,10 @@ static int dense(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alph
     }
     if ((in[n_in++] = ox_param(x, "bias", bias, 1, 0, NULL)) < 0) return -1;
   }
-  return ox_node(x, IR_OP_dense, in, n_in, &a);
+  return part ? ox_part_node(x, part, IR_OP_dense, in, n_in, &a) : ox_node(x, IR_OP_dense, in, n_in, &a);
+}
+static int dense(ox_ctx *x, int xin, const ox_const *w, int trans_b, double alpha, const ox_const *c, double beta) {
+  return dense_part(x, xin, w, trans_b, alpha, c, beta, NULL);
 }
 
 static int gemm(ox_ctx *x) {
@@ -417,12 +662,70 @@ static int gemm(ox_ctx *x) {
   if (ox_attr_float(x, "alpha", 1, &alpha) < 0 || ox_attr_float(x, "beta", 1, &beta) < 0 ||
       ox_attr_int(x, "transA", 0, &ta) < 0 || ox_attr_int(x, "transB", 0, &tb) < 0)
     return -1;
-  if (ta) return ox_err(x, "transA 1 is not supported (A must be [N, K] activations)");
   int a = ox_act(x, 0);
   if (a < 0) return -1;
+  if (ta) { /* A [K, M]: its transpose is the [M, K] input (a transpose of dims 0 and 1) */
+    if (ox_shape(x, a)->rank != 2) return ox_err(x, "input A must be [K, M] (rank 2) with transA 1");
+    if (ox_cross_dim0(x, "Gemm with transA 1")) return -1;
+    ir_attr t = {.transpose = {{1, 0}}};
+    if ((a = ox_part_node(x, "transA", IR_OP_transpose, &a, 1, &t)) < 0) return -1;
+  }
   const ox_const *b = ox_need_const(x, 1, "the weight B"), *c = NULL;
   if (!b || (ox_has_input(x, 2) && !(c = ox_need_const(x, 2, "the bias C")))) return -1;
   return dense(x, a, b, tb != 0, alpha, c, beta);
+}
+
+/* MatMul of A [..., M, K] by a constant B [..., K, N] with the same leading dims (rank 3 or
+ * 4): A as [L, M, K], each of its L matrices sliced out, a dense by its B, the results
+ * concatenated and reshaped to [..., M, N].  It crosses dim 0 (docs/onnx.md "Dim 0"). */
+static int batched_matmul(ox_ctx *x, int a, const ox_const *b) {
+  const ir_shape *as = ox_shape(x, a);
+  int r = as->rank;
+  if (b->rank != r) return ox_err(x, "B has rank %d; a batched MatMul needs B of A's rank %d (or a rank-2 B)", b->rank, r);
+  int64_t L = 1, M = as->dim[r - 2], K = as->dim[r - 1], N = b->dims[r - 1];
+  for (int i = 0; i < r - 2; i++) {
+    if (b->dims[i] != as->dim[i]) return ox_err(x, "A's and B's leading dims differ (broadcasting is not supported)");
+    L *= as->dim[i];
+  }
+  if (b->dims[r - 2] != K) return ox_err(x, "A is [..., %lld, %lld] but B is [..., %lld, %lld]", (long long)M, (long long)K,
+                                         (long long)b->dims[r - 2], (long long)N);
+  if (L > 4096) return ox_err(x, "%lld matrices (at most 4096)", (long long)L);
+  if (ox_cross_dim0(x, "a batched MatMul")) return -1;
+  ir_attr ra = {0};
+  ra.reshape.shape = (ir_shape){3, {L, M, K}};
+  int a3 = ox_part_node(x, "rows", IR_OP_reshape, &a, 1, &ra), acc = -1;
+  if (a3 < 0) return -1;
+  for (int64_t l = 0; l < L; l++) {
+    ir_attr sa = {0}, m2 = {0}, da = {0}, m3 = {0};
+    sa.slice = (ir_slice_attr){0, l, 1};
+    m2.reshape.shape = (ir_shape){2, {M, K}};
+    int v = ox_part_node(x, ir_fmt(x->a, "a%lld", (long long)l), IR_OP_slice, &a3, 1, &sa);
+    if (v < 0 || (v = ox_part_node(x, ir_fmt(x->a, "a%lld/2d", (long long)l), IR_OP_reshape, &v, 1, &m2)) < 0) return -1;
+    int64_t wd[2] = {N, K};
+    ox_const *wt = ox_const_new(x, 2, wd, 0);
+    if (!wt) return -1;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < K; k++) {
+        int64_t src = (l * K + k) * N + n;
+        wt->f[n * K + k] = b->is_int ? (float)b->i[src] : b->f[src];
+      }
+    int in[2] = {v, ox_param(x, ir_fmt(x->a, "weight%lld", (long long)l), wt, 1, 0, NULL)};
+    da.dense.units = (int)N;
+    if (in[1] < 0 || (v = ox_part_node(x, ir_fmt(x->a, "mm%lld", (long long)l), IR_OP_dense, in, 2, &da)) < 0) return -1;
+    m3.reshape.shape = (ir_shape){3, {1, M, N}};
+    if ((v = ox_part_node(x, ir_fmt(x->a, "mm%lld/3d", (long long)l), IR_OP_reshape, &v, 1, &m3)) < 0) return -1;
+    if (acc < 0) {
+      acc = v;
+      continue;
+    }
+    ir_attr ca = {.concat = {0}};
+    int cat[2] = {acc, v};
+    if ((acc = ox_part_node(x, ir_fmt(x->a, "cat%lld", (long long)l), IR_OP_concat, cat, 2, &ca)) < 0) return -1;
+  }
+  int64_t dims[IR_MAX_RANK];
+  for (int i = 0; i < r; i++) dims[i] = as->dim[i];
+  dims[r - 1] = N;
+  return ox_reshape_to(x, acc, dims, r);
 }
 
 static int matmul(ox_ctx *x) {
@@ -430,16 +733,38 @@ static int matmul(ox_ctx *x) {
   int a = ox_act(x, 0);
   if (a < 0) return -1;
   const ox_const *b = ox_need_const(x, 1, "the weight B");
-  return b ? dense(x, a, b, 0, 1.0, NULL, 0) : -1;
+  if (!b) return -1;
+  const ir_shape *as = ox_shape(x, a);
+  if (as->rank > 2 && b->rank > 2) return batched_matmul(x, a, b);
+  if (as->rank > 2 && b->rank == 2) { /* A [..., M, K] as [rows, K] rows, the dense, reshaped back */
+    int64_t dims[IR_MAX_RANK], rows = ir_shape_numel(as) / as->dim[as->rank - 1];
+    for (int i = 0; i < as->rank; i++) dims[i] = as->dim[i];
+    dims[as->rank - 1] = b->dims[1];
+    if (rows != as->dim[0] && ox_cross_dim0(x, "a MatMul of a rank > 2 A")) return -1;
+    ir_attr ra = {0};
+    ra.reshape.shape = (ir_shape){2, {rows, as->dim[as->rank - 1]}};
+    int a2 = ox_part_node(x, "rows", IR_OP_reshape, &a, 1, &ra);
+    if (a2 < 0) return -1;
+    int y = dense_part(x, a2, b, 0, 1.0, NULL, 0, "dense");
+    return y < 0 ? -1 : ox_reshape_to(x, y, dims, as->rank);
+  }
+  return dense(x, a, b, 0, 1.0, NULL, 0);
 }
 
 /* ---- shape -------------------------------------------------------------------------------- */
+int ox_cross_dim0(ox_ctx *x, const char *what) {
+  if (x->dim0_free) return x->crossed = 1, 0;
+  return ox_err(x, "%s crosses dim 0, which cnnc keeps as the batch here (%s): only an inference graph whose input "
+                   "has a fixed dim 0 computes across it", what,
+                x->training ? "--mode training" : "the input's dim 0 is symbolic");
+}
+
 int ox_reshape_to(ox_ctx *x, int in, const int64_t *dims, int rank) {
   if (rank < 1 || rank > IR_MAX_RANK) return ox_err(x, "the result would have rank %d (1 to %d)", rank, IR_MAX_RANK);
-  if (dims[0] != x->g->batch)
-    return ox_err(x, "the result's first dim is %lld, not the batch (%d): cnnc keeps the batch in dim 0",
-                  (long long)dims[0], x->g->batch);
   const ir_shape *s = ox_shape(x, in);
+  if (dims[0] != s->dim[0] &&
+      ox_cross_dim0(x, ir_fmt(x->a, "a reshape of dim 0 (%lld to %lld)", (long long)s->dim[0], (long long)dims[0])))
+    return -1;
   if (s->rank == rank && !memcmp(s->dim, dims, (size_t)rank * sizeof *dims))
     return ox_bind(x, x->node->output[0], in, NULL); /* the same shape: an alias */
   ir_attr a = {0};
@@ -448,6 +773,7 @@ int ox_reshape_to(ox_ctx *x, int in, const int64_t *dims, int rank) {
   return ox_node(x, IR_OP_reshape, &in, 1, &a);
 }
 
+/* Flatten at axis: [d0 .. d(axis-1)] x [d(axis) ..] (axis 0: [1, all]). */
 static int flatten(ox_ctx *x) {
   if (ox_check_attrs(x, "axis")) return -1;
   int in = ox_act(x, 0);
@@ -456,8 +782,9 @@ static int flatten(ox_ctx *x) {
   int64_t axis;
   if (ox_attr_int(x, "axis", 1, &axis) < 0) return -1;
   if (axis < 0) axis += s->rank;
-  if (axis != 1) return ox_err(x, "axis %lld is not supported (cnnc keeps the batch apart: axis 1)", (long long)axis);
-  int64_t dims[2] = {s->dim[0], ir_shape_numel(s) / (s->dim[0] ? s->dim[0] : 1)};
+  if (axis < 0 || axis > s->rank) return ox_err(x, "attribute 'axis' is out of range for rank %d", s->rank);
+  int64_t dims[2] = {1, 1};
+  for (int k = 0; k < s->rank; k++) dims[k >= axis] *= s->dim[k];
   return ox_reshape_to(x, in, dims, 2);
 }
 
@@ -524,8 +851,9 @@ static int reshape(ox_ctx *x) {
   return ox_reshape_to(x, in, dims, rank);
 }
 
-/* Transpose: of a constant (folded), or the channel shuffle's swap of dims 1 and 2 of a
- * [N, G, C/G, H, W] view. */
+/* Transpose: of a constant (folded); the channel shuffle's swap of dims 1 and 2 of a
+ * [N, G, C/G, H, W] view; any other permutation of an activation (rank <= 4) an IR transpose
+ * (one that moves dim 0 only when x->dim0_free). */
 static int transpose(ox_ctx *x) {
   if (ox_check_attrs(x, "perm")) return -1;
   ox_val *v = ox_input(x, 0);
@@ -535,14 +863,33 @@ static int transpose(ox_ctx *x) {
   if (v->c && v->ir < 0) return ox_fold_transpose(x, v->c, perm, n);
   if (ox_act(x, 0) < 0) return -1;
   static const int64_t swap12[5] = {0, 2, 1, 3, 4};
-  if (v->view != 1 || n != 5 || memcmp(perm, swap12, sizeof swap12))
-    return ox_err(x, "only the channel shuffle pattern is supported: Reshape [N,C,H,W] -> [N,G,C/G,H,W], Transpose "
-                     "perm [0,2,1,3,4], Reshape back to [N,C,H,W]");
-  if (ox_bind(x, x->node->output[0], v->ir, NULL)) return -1;
-  ox_val *t = ox_find(x, x->node->output[0]);
-  t->view = 2;
-  t->view_groups = v->view_groups;
-  return 0;
+  if (v->view == 1 && n == 5 && !memcmp(perm, swap12, sizeof swap12)) {
+    if (ox_bind(x, x->node->output[0], v->ir, NULL)) return -1;
+    ox_val *t = ox_find(x, x->node->output[0]);
+    t->view = 2;
+    t->view_groups = v->view_groups;
+    return 0;
+  }
+  if (v->view)
+    return ox_err(x, "a [N, G, C/G, H, W] view is supported only as the channel shuffle pattern: Reshape [N,C,H,W] -> "
+                     "[N,G,C/G,H,W], Transpose perm [0,2,1,3,4], Reshape back to [N,C,H,W]");
+  int in = v->ir, rank = ox_shape(x, in)->rank;
+  if (!ox_attr(x, "perm")) /* the default: the dims reversed */
+    for (n = 0; n < rank; n++) perm[n] = rank - 1 - n;
+  if (n != rank) return ox_err(x, "attribute 'perm' has %d items for a rank-%d input", n, rank);
+  ir_attr a = {0};
+  unsigned seen = 0;
+  int same = 1;
+  for (int i = 0; i < rank; i++) {
+    if (perm[i] < 0 || perm[i] >= rank || (seen >> perm[i] & 1u))
+      return ox_err(x, "attribute 'perm' is not a permutation of 0..%d", rank - 1);
+    seen |= 1u << perm[i];
+    a.transpose.perm[i] = (int)perm[i];
+    same &= perm[i] == i;
+  }
+  if (same) return ox_bind(x, x->node->output[0], in, NULL);
+  if (perm[0] != 0 && ox_cross_dim0(x, "a transpose that moves dim 0")) return -1;
+  return ox_node(x, IR_OP_transpose, &in, 1, &a);
 }
 
 /* ReduceMean over the two spatial dims of [N, C, H, W]: global average pooling. */
@@ -564,7 +911,12 @@ static int reduce_mean(ox_ctx *x) {
   return ox_reshape_to(x, g, dims, 2);
 }
 
-static int softmax(ox_ctx *x) {
+/* Softmax, Hardmax and LogSoftmax: IR ops over the last axis.  Before opset 13 the input is
+ * coerced to 2-D at axis: one op over all the dims from axis on, i.e. over the last axis of a
+ * reshape that merges them (dims before axis kept).  From opset 13 over the axis itself: the
+ * same reshape when the dims after it are 1, else a transpose swapping axis and the last dim,
+ * the op, and the same transpose back.  Axis 0 crosses dim 0 (x->dim0_free). */
+static int softmax_like(ox_ctx *x, ir_op op) {
   if (ox_check_attrs(x, "axis")) return -1;
   int in = ox_act(x, 0);
   if (in < 0) return -1;
@@ -573,28 +925,32 @@ static int softmax(ox_ctx *x) {
   if (ox_attr_int(x, "axis", x->opset >= 13 ? -1 : 1, &axis) < 0) return -1;
   if (axis < 0) axis += s->rank;
   if (axis < 0 || axis >= s->rank) return ox_err(x, "axis is out of range for rank %d", s->rank);
-  /* Before opset 13 the input is coerced to 2-D at axis: one softmax over all the dims from
-   * axis on; from 13 over the axis itself, which is the same when the dims after it are 1.
-   * cnnc's softmax runs over the last axis: the dims from axis on are merged into one by a
-   * reshape (dims before axis kept: dim 0 stays the batch), and the result reshaped back. */
-  if (axis == s->rank - 1) return ox_node(x, IR_OP_softmax, &in, 1, NULL);
-  int merge = axis >= 1;
+  if (axis == s->rank - 1) return ox_node(x, op, &in, 1, NULL);
+  if (axis == 0 && ox_cross_dim0(x, ir_fmt(x->a, "%s over axis 0", x->node->op_type))) return -1;
+  int merge = 1;
   for (int k = (int)axis + 1; k < s->rank && x->opset >= 13; k++) merge &= s->dim[k] == 1;
-  if (!merge)
-    return ox_err(x, "softmax over axis %lld of a rank-%d tensor is not supported (only the last axis, or an axis >= 1 "
-                     "followed by dims of 1)", (long long)axis, s->rank);
-  ir_attr a = {0};
-  a.reshape.shape.rank = (int)axis + 1;
-  for (int k = 0; k < s->rank; k++) a.reshape.shape.dim[k < axis ? k : axis] = k <= axis ? s->dim[k] : a.reshape.shape.dim[axis] * s->dim[k];
   int64_t dims[IR_MAX_RANK];
   memcpy(dims, s->dim, sizeof(int64_t) * (size_t)s->rank);
   int rank = s->rank;
+  if (!merge) {
+    ir_attr t = {0};
+    for (int k = 0; k < rank; k++) t.transpose.perm[k] = k == axis ? rank - 1 : k == rank - 1 ? (int)axis : k;
+    int tr = ox_part_node(x, "to_last", IR_OP_transpose, &in, 1, &t);
+    int y = tr < 0 ? -1 : ox_part_node(x, ir_ops[op].name, op, &tr, 1, NULL);
+    return y < 0 ? -1 : ox_node(x, IR_OP_transpose, &y, 1, &t);
+  }
+  ir_attr a = {0};
+  a.reshape.shape.rank = (int)axis + 1;
+  for (int k = 0; k < rank; k++) a.reshape.shape.dim[k < axis ? k : axis] = k <= axis ? s->dim[k] : a.reshape.shape.dim[axis] * s->dim[k];
   int flat = ox_part_node(x, "flat", IR_OP_reshape, &in, 1, &a);
   if (flat < 0) return -1;
-  int sm = ox_part_node(x, "softmax", IR_OP_softmax, &flat, 1, NULL);
+  int sm = ox_part_node(x, ir_ops[op].name, op, &flat, 1, NULL);
   if (sm < 0) return -1;
   return ox_reshape_to(x, sm, dims, rank);
 }
+static int softmax(ox_ctx *x) { return softmax_like(x, IR_OP_softmax); }
+static int hardmax(ox_ctx *x) { return softmax_like(x, IR_OP_hardmax); }
+static int log_softmax(ox_ctx *x) { return softmax_like(x, IR_OP_log_softmax); }
 
 /* ---- aliases and constants ------------------------------------------------------------- */
 static int alias(ox_ctx *x, const char *attrs) {
@@ -716,7 +1072,7 @@ static const ox_op ops[] = {
     {"HardSwish", op_hardswish}, {"Slice", ox_op_slice},                  {"Split", ox_op_split},
     {"ConstantOfShape", ox_op_constant_of_shape}, {"LeakyRelu", op_leaky_relu}, {"LRN", op_lrn},
     {"GlobalMaxPool", op_global_maxpool},
-    {"Pad", pad},                {"Transpose", transpose},          {"ReduceMean", reduce_mean},
+    {"Pad", pad},                {"Transpose", transpose},          {"Hardmax", hardmax},   {"ConvTranspose", conv_transpose},   {"LogSoftmax", log_softmax},          {"ReduceMean", reduce_mean},
 };
 
 const char *ox_supported(void) {

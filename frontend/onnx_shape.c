@@ -49,7 +49,8 @@ static int squeeze(ox_ctx *x, int un) {
   if (ox_check_attrs(x, x->opset < 13 ? "axes" : "")) return -1;
   const ox_val *src = ox_input(x, 0);
   if (!src) return -1;
-  /* an activation: the dims of its IR shape, the result a reshape (dim 0 stays the batch) */
+  /* an activation: the dims of its IR shape, the result a reshape (dim 0 stays the batch
+   * unless x->dim0_free) */
   ox_const act = {0};
   const ox_const *d = src->c;
   if (!d) {
@@ -86,8 +87,9 @@ static int squeeze(ox_ctx *x, int un) {
     else if (!(n ? mark[i] : d->dims[i] == 1)) dims[r++] = d->dims[i];
   }
   if (d == &act) {
-    if ((un ? mark[0] : (n ? mark[0] : d->dims[0] == 1)))
-      return ox_err(x, "%s dim 0 of an activation is not supported (cnnc keeps the batch in dim 0)", un ? "inserting a" : "removing");
+    if ((un ? mark[0] : (n ? mark[0] : d->dims[0] == 1)) &&
+        ox_cross_dim0(x, un ? "inserting a dim 0 into an activation" : "removing dim 0 of an activation"))
+      return -1;
     return ox_reshape_to(x, src->ir, dims, r);
   }
   ox_const *c = ox_const_new(x, r, dims, d->is_int);
@@ -266,7 +268,7 @@ static int concat_const(ox_ctx *x, int64_t axis) {
   return ox_bind(x, x->node->output[0], -1, r);
 }
 
-/* Concat of activations along a dim past the batch: one IR concat of up to IR_MAX_IN inputs,
+/* Concat of activations along a dim past the batch (or dim 0 when x->dim0_free): one IR concat of up to IR_MAX_IN inputs,
  * a chain of them for more (the running result is the first input of the next link). */
 int ox_op_concat(ox_ctx *x) {
   if (ox_check_attrs(x, "axis")) return -1;
@@ -284,8 +286,8 @@ int ox_op_concat(ox_ctx *x) {
   if (first < 0) return -1;
   int rank = ox_shape(x, first)->rank;
   if (axis < 0) axis += rank;
-  if (axis < 1 || axis >= rank)
-    return ox_err(x, "axis %lld: cnnc concatenates along a dim past the batch (1 to %d)", (long long)axis, rank - 1);
+  if (axis < 0 || axis >= rank) return ox_err(x, "attribute 'axis' is out of range for rank %d", rank);
+  if (axis == 0 && ox_cross_dim0(x, "concatenation along axis 0")) return -1;
   ir_attr a = {0};
   a.concat.axis = (int)axis;
   if (n == 1) return ox_bind(x, x->node->output[0], first, NULL);
@@ -302,8 +304,8 @@ int ox_op_concat(ox_ctx *x) {
   return -1; /* not reached */
 }
 
-/* Slice: starts/ends/axes/steps as constant inputs (opset >= 10) or attributes; step 1 along
- * dims past the batch (a chain of IR slices for several axes). */
+/* Slice: starts/ends/axes/steps as constant inputs (opset >= 10) or attributes; any nonzero step along
+ * dims past the batch, or dim 0 when x->dim0_free (a chain of IR slices for several axes). */
 int ox_op_slice(ox_ctx *x) {
   if (ox_check_attrs(x, x->opset < 10 ? "starts,ends,axes" : "")) return -1;
   const ox_val *src = ox_input(x, 0);
@@ -345,31 +347,36 @@ int ox_op_slice(ox_ctx *x) {
     int64_t a = na >= 0 ? ax[i] : i, step = ns >= 0 ? sp[i] : 1;
     if (a < 0) a += rank;
     if (a < 0 || a >= rank) return ox_err(x, "axis %lld is out of range", (long long)(na >= 0 ? ax[i] : i));
-    if (step != 1) return ox_err(x, "step %lld is not supported (only 1)", (long long)step);
-    int64_t dim = ox_shape(x, cur)->dim[a], b = st[i], e = en[i];
+    if (step == 0 || step < -FE_MAX_DIM || step > FE_MAX_DIM)
+      return ox_err(x, "step %lld is out of range (a nonzero step of at most %d either way)", (long long)step, FE_MAX_DIM);
+    int64_t dim = ox_shape(x, cur)->dim[a], b = st[i], e = en[i], len;
     if (b < 0) b += dim;
     if (e < 0) e += dim;
-    b = b < 0 ? 0 : b > dim ? dim : b;
-    e = e < 0 ? 0 : e > dim ? dim : e;
-    if (e <= b) return ox_err(x, "the slice of axis %lld is empty", (long long)a);
-    if (a == 0) {
-      if (b != 0 || e != dim) return ox_err(x, "slicing the batch (axis 0) is not supported");
-      if (i == last) return ox_bind(x, x->node->output[0], cur, NULL);
-      continue;
+    if (step > 0) { /* ONNX's clamps: [0, dim] going forward, [0, dim - 1] and [-1, dim - 1] going back */
+      b = b < 0 ? 0 : b > dim ? dim : b;
+      e = e < 0 ? 0 : e > dim ? dim : e;
+      len = e > b ? (e - b + step - 1) / step : 0;
+    } else {
+      b = b < 0 ? 0 : b > dim - 1 ? dim - 1 : b;
+      e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
+      len = b > e ? (b - e - step - 1) / -step : 0;
     }
-    if (b == 0 && e == dim) {
+    if (len < 1) return ox_err(x, "the slice of axis %lld is empty (cnnc's tensors have no empty dims)", (long long)a);
+    if (a == 0 && (len != dim || step != 1) && ox_cross_dim0(x, "slicing axis 0")) return -1;
+    if (step == 1 && len == dim) {
       if (i == last) return ox_bind(x, x->node->output[0], cur, NULL);
       continue;
     }
     ir_attr at = {0};
-    at.slice = (ir_slice_attr){(int)a, b, e - b};
+    at.slice = (ir_slice_attr){(int)a, b, len, step};
     if (i == last) return ox_node(x, IR_OP_slice, &cur, 1, &at);
     if ((cur = ox_part_node(x, ir_fmt(x->a, "axis%lld", (long long)a), IR_OP_slice, &cur, 1, &at)) < 0) return -1;
   }
   return -1; /* not reached */
 }
 
-/* Split into several outputs along a dim past the batch: one IR slice per output. */
+/* Split into several outputs along a dim past the batch (or dim 0 when x->dim0_free): one IR
+ * slice per output. */
 int ox_op_split(ox_ctx *x) {
   if (ox_check_attrs(x, x->opset < 13 ? "axis,split" : "axis")) return -1;
   int in = ox_act(x, 0);
@@ -379,7 +386,8 @@ int ox_op_split(ox_ctx *x) {
   if (ox_attr_int(x, "axis", 0, &axis) < 0) return -1;
   const ir_shape *s = ox_shape(x, in);
   if (axis < 0) axis += s->rank;
-  if (axis < 1 || axis >= s->rank) return ox_err(x, "axis %lld: cnnc splits along a dim past the batch", (long long)axis);
+  if (axis < 0 || axis >= s->rank) return ox_err(x, "attribute 'axis' is out of range for rank %d", s->rank);
+  if (axis == 0 && nout > 1 && ox_cross_dim0(x, "a split along axis 0")) return -1;
   if (nout < 1 || nout > IR_MAX_IN * 8) return ox_err(x, "%d outputs (1 to %d)", nout, IR_MAX_IN * 8);
   if (x->opset < 13) {
     if (ox_attr_ints(x, "split", IR_MAX_IN * 8, parts, &np) < 0) return -1;

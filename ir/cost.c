@@ -52,6 +52,9 @@ void ir_cost_dropout(const ir_graph *g, const ir_node *n, ir_cost *c) {
 }
 void ir_cost_reshape(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
 void ir_cost_concat(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
+void ir_cost_transpose(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
+void ir_cost_hardmax(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 1); }
+void ir_cost_log_softmax(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 12); }
 void ir_cost_lrn(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 2.0 * n->attr.lrn.size + 20); }
 void ir_cost_channel_shuffle(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
 void ir_cost_slice(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }

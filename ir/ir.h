@@ -92,7 +92,10 @@ typedef struct ir_pool_attr {
 typedef struct ir_dense_attr { int units; } ir_dense_attr;
 typedef struct ir_concat_attr { int axis; } ir_concat_attr;
 typedef struct ir_shuffle_attr { int groups; } ir_shuffle_attr; /* channel_shuffle; groups divides C */
-typedef struct ir_slice_attr { int axis; int64_t start, len; } ir_slice_attr;
+typedef struct ir_transpose_attr { int perm[IR_MAX_RANK]; } ir_transpose_attr; /* a permutation of 0..rank-1 */
+/* slice: out index i along axis reads start + i*step (step 0 means 1; negative steps walk back). */
+typedef struct ir_slice_attr { int axis; int64_t start, len, step; } ir_slice_attr;
+static inline int64_t ir_slice_step(const ir_slice_attr *s) { return s->step ? s->step : 1; }
 typedef struct ir_slice_grad_attr { ir_slice_attr slice; ir_shape x_shape; } ir_slice_grad_attr;
 typedef struct ir_clip_attr { float lo, hi; } ir_clip_attr;          /* clip, clip_grad: lo <= hi */
 typedef struct ir_hsig_attr { float alpha, beta; } ir_hsig_attr;     /* hardsigmoid(_grad) */
@@ -107,6 +110,7 @@ float ir_quantize8_f32(float x, float inv, int lo, int hi);
 typedef struct ir_lrn_attr { int size; float alpha, beta, bias; } ir_lrn_attr;
 #define IR_LRN_MAX_SIZE 1024
 int ir_lrn_check(const ir_lrn_attr *a, char *msg, size_t len); /* 0, or -1 and why in msg */
+int ir_slice_check(const ir_slice_attr *s, int64_t dim, char *msg, size_t len); /* the same for a slice of a dim */
 /* The scalar definitions the reference kernels and codegen follow (f32 arithmetic):
  * clip(x) = x < lo ? lo : x > hi ? hi : x (NaN stays); hardsigmoid(x) = min(max(fma(alpha, x,
  * beta), 0), 1); hardswish(x) = x * hardsigmoid(x) with alpha = 1/6, beta = 1/2. */

@@ -32,9 +32,11 @@ static void print_pool(FILE *f, const ir_attr *u) {
 }
 static void print_dense(FILE *f, const ir_attr *u) { fprintf(f, " units=%d", u->dense.units); }
 static void print_shuffle(FILE *f, const ir_attr *u) { fprintf(f, " groups=%d", u->channel_shuffle.groups); }
+static void print_transpose(FILE *f, const ir_attr *u) { p_ints(f, "perm", u->transpose.perm, IR_MAX_RANK); }
 static void print_concat(FILE *f, const ir_attr *u) { fprintf(f, " axis=%d", u->concat.axis); }
 static void print_slice(FILE *f, const ir_attr *u) {
   fprintf(f, " axis=%d start=%lld len=%lld", u->slice.axis, (long long)u->slice.start, (long long)u->slice.len);
+  if (ir_slice_step(&u->slice) != 1) fprintf(f, " step=%lld", (long long)u->slice.step);
 }
 static void print_slice_grad(FILE *f, const ir_attr *u) {
   ir_attr s = {.slice = u->slice_grad.slice};

@@ -62,6 +62,31 @@ void ir_ref_softmax(const ir_graph *g, const ir_node *n, const float *const *in,
   }
 }
 
+/* in: x [..., K]; out [..., K], each row x - logsumexp(x). */
+void ir_ref_log_softmax(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_shape *xs = ref_in_shape(g, n, 0);
+  int64_t k = xs->dim[xs->rank - 1], rows = ir_shape_numel(xs) / k;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *x = in[0] + r * k;
+    double lse = log_sum_exp(x, k);
+    for (int64_t j = 0; j < k; j++) out[r * k + j] = (float)(x[j] - lse);
+  }
+}
+
+/* in: x [..., K]; out [..., K], each row 1 at its first maximum (x[j] > every earlier x: NaN
+ * never wins after j = 0), 0 elsewhere. */
+void ir_ref_hardmax(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_shape *xs = ref_in_shape(g, n, 0);
+  int64_t k = xs->dim[xs->rank - 1], rows = ir_shape_numel(xs) / k;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *x = in[0] + r * k;
+    int64_t best = 0;
+    for (int64_t j = 1; j < k; j++)
+      if (x[j] > x[best]) best = j;
+    for (int64_t j = 0; j < k; j++) out[r * k + j] = j == best ? 1.0f : 0.0f;
+  }
+}
+
 /* Loss of one sample: (1-s) * -log p[y] + s * mean_j(-log p[j]).  A label that is not a
  * class id in [0,K) gives NaN (visible, never an out-of-bounds read). */
 static double xent_row(const float *x, int64_t k, float label, double s) {

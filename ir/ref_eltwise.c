@@ -163,6 +163,21 @@ void ir_ref_concat(const ir_graph *g, const ir_node *n, const float *const *in, 
   }
 }
 
+/* transpose: out[o] = in[sum o_i * stride_in(perm[i])]. */
+void ir_ref_transpose(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_shape *xs = &g->values[n->in[0]].shape;
+  int r = xs->rank;
+  int64_t st[IR_MAX_RANK], od[IR_MAX_RANK], idx[IR_MAX_RANK] = {0}, total = ir_shape_numel(xs);
+  for (int k = r - 1, s = 1; k >= 0; s *= (int)xs->dim[k], k--) st[k] = s;
+  for (int i = 0; i < r; i++) od[i] = xs->dim[n->attr.transpose.perm[i]];
+  for (int64_t o = 0; o < total; o++) {
+    int64_t src = 0;
+    for (int i = 0; i < r; i++) src += idx[i] * st[n->attr.transpose.perm[i]];
+    out[o] = in[0][src];
+    for (int i = r - 1; i >= 0 && ++idx[i] == od[i]; i--) idx[i] = 0;
+  }
+}
+
 void ir_ref_channel_shuffle(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   const ir_shape *s = &g->values[n->in[0]].shape;
   int64_t outer, plane, C = s->dim[1], G = n->attr.channel_shuffle.groups;
@@ -178,8 +193,10 @@ void ir_ref_slice(const ir_graph *g, const ir_node *n, const float *const *in, f
   const ir_shape *xs = &g->values[n->in[0]].shape;
   int64_t outer, inner;
   split_at(xs, s->axis, &outer, &inner);
-  int64_t row = xs->dim[s->axis] * inner, len = s->len * inner;
-  for (int64_t o = 0; o < outer; o++) memcpy(out + o * len, in[0] + o * row + s->start * inner, (size_t)len * sizeof *out);
+  int64_t row = xs->dim[s->axis] * inner, st = ir_slice_step(s);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < s->len; i++)
+      memcpy(out + (o * s->len + i) * inner, in[0] + o * row + (s->start + i * st) * inner, (size_t)inner * sizeof *out);
 }
 
 void ir_ref_slice_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
@@ -187,9 +204,11 @@ void ir_ref_slice_grad(const ir_graph *g, const ir_node *n, const float *const *
   const ir_shape *xs = &n->attr.slice_grad.x_shape;
   int64_t outer, inner;
   split_at(xs, s->axis, &outer, &inner);
-  int64_t row = xs->dim[s->axis] * inner, len = s->len * inner;
+  int64_t row = xs->dim[s->axis] * inner, st = ir_slice_step(s);
   memset(out, 0, (size_t)(outer * row) * sizeof *out);
-  for (int64_t o = 0; o < outer; o++) memcpy(out + o * row + s->start * inner, in[0] + o * len, (size_t)len * sizeof *out);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < s->len; i++)
+      memcpy(out + o * row + (s->start + i * st) * inner, in[0] + (o * s->len + i) * inner, (size_t)inner * sizeof *out);
 }
 
 void ir_ref_reshape(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {

@@ -228,6 +228,18 @@ void ir_ref_softmax_grad(const ir_graph *g, const ir_node *n, const float *const
   }
 }
 
+/* in: dy [..., K], y = log_softmax(x) [..., K]; out dy - exp(y) * sum_j dy_j per row. */
+void ir_ref_log_softmax_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_shape *s = ref_out_shape(g, n);
+  int64_t k = s->dim[s->rank - 1], rows = ir_shape_numel(s) / k;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *dy = in[0] + r * k, *y = in[1] + r * k;
+    double sum = 0.0;
+    for (int64_t j = 0; j < k; j++) sum += dy[j];
+    for (int64_t j = 0; j < k; j++) out[r * k + j] = (float)(dy[j] - exp((double)y[j]) * sum);
+  }
+}
+
 /* in: logits [N,K], labels [N]; out d(mean loss)/dlogits * scale = (softmax - target) * scale / N
  * with target = (1-s) onehot(label) + s/K.  An invalid label gives a NaN row. */
 void ir_ref_softmax_xent_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {

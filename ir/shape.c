@@ -151,9 +151,9 @@ static int infer_pool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_dia
   if (need_rank(X(0), 4, "pool input", d)) return -1;
   if (a->kernel[0] < 1 || a->kernel[1] < 1 || a->stride[0] < 1 || a->stride[1] < 1)
     return FAIL(d, "kernel and stride must be >= 1");
-  for (int i = 0; i < 4; i++)
-    if (a->pad[i] < 0 || a->pad[i] * 2 > a->kernel[i & 1])
-      return FAIL(d, "padding must be >= 0 and at most half the kernel");
+  for (int i = 0; i < 4; i++) /* every window overlaps the input (ONNX allows pads over half the kernel) */
+    if (a->pad[i] < 0 || a->pad[i] >= a->kernel[i & 1])
+      return FAIL(d, "padding must be >= 0 and less than the kernel");
   const ir_shape *x = X(0);
   int64_t oh = window_out(x->dim[2], a->kernel[0], a->stride[0], a->pad[0], a->pad[2], 1, a->ceil_mode);
   int64_t ow = window_out(x->dim[3], a->kernel[1], a->stride[1], a->pad[1], a->pad[3], 1, a->ceil_mode);
@@ -200,7 +200,7 @@ int ir_infer_concat(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag 
   const ir_shape *a = X(0);
   int ax = n->attr.concat.axis;
   char b1[96], b2[96];
-  if (ax < 1 || ax >= a->rank) return FAIL(d, "concat axis %d must be 1..%d (dim 0 is the batch)", ax, a->rank - 1);
+  if (ax < 0 || ax >= a->rank) return FAIL(d, "concat axis %d must be 0..%d", ax, a->rank - 1);
   *out = *a;
   for (int i = 1; i < n->n_in; i++) {
     const ir_shape *b = X(i);
@@ -212,6 +212,28 @@ int ir_infer_concat(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag 
   }
   return 0;
 }
+
+/* transpose: perm a permutation of the input's dims (entries past the rank 0). */
+int ir_infer_transpose(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_shape *x = X(0);
+  const int *p = n->attr.transpose.perm;
+  unsigned seen = 0;
+  for (int i = 0; i < IR_MAX_RANK; i++) {
+    if (i >= x->rank) {
+      if (p[i]) return FAIL(d, "transpose perm entry %d is %d past the rank %d (must be 0)", i, p[i], x->rank);
+      continue;
+    }
+    if (p[i] < 0 || p[i] >= x->rank || (seen >> p[i] & 1u))
+      return FAIL(d, "transpose perm is not a permutation of the %d dims", x->rank);
+    seen |= 1u << p[i];
+  }
+  *out = *x;
+  for (int i = 0; i < x->rank; i++) out->dim[i] = x->dim[p[i]];
+  return 0;
+}
+
+int ir_infer_hardmax(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
+int ir_infer_log_softmax(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
 
 int ir_infer_channel_shuffle(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   const ir_shape *x = X(0);
@@ -239,13 +261,21 @@ int ir_infer_lrn(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d)
   return 0;
 }
 
+/* The slice's elements lie inside dim (0 or -1 with why in msg). */
+int ir_slice_check(const ir_slice_attr *s, int64_t dim, char *msg, size_t len) {
+  int64_t st = ir_slice_step(s), last = s->start + (s->len - 1) * st;
+  if (s->len < 1 || s->start < 0 || s->start >= dim || last < 0 || last >= dim || s->len > dim)
+    return snprintf(msg, len, "slice start %lld, %lld elements, step %lld is not inside dim %d of size %lld",
+                    (long long)s->start, (long long)s->len, (long long)st, s->axis, (long long)dim), -1;
+  return 0;
+}
+
 int ir_infer_slice(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   const ir_slice_attr *s = &n->attr.slice;
   const ir_shape *x = X(0);
-  if (s->axis < 1 || s->axis >= x->rank) return FAIL(d, "slice axis %d must be 1..%d (dim 0 is the batch)", s->axis, x->rank - 1);
-  if (s->start < 0 || s->len < 1 || s->start + s->len > x->dim[s->axis])
-    return FAIL(d, "slice [%lld, %lld) is not inside dim %d of size %lld", (long long)s->start,
-                (long long)(s->start + s->len), s->axis, (long long)x->dim[s->axis]);
+  char msg[160];
+  if (s->axis < 0 || s->axis >= x->rank) return FAIL(d, "slice axis %d must be 0..%d", s->axis, x->rank - 1);
+  if (ir_slice_check(s, x->dim[s->axis], msg, sizeof msg)) return FAIL(d, "%s", msg);
   *out = *x;
   out->dim[s->axis] = s->len;
   return 0;

@@ -77,9 +77,10 @@ int ir_infer_hardswish_grad(const ir_graph *g, const ir_node *n, ir_shape *out, 
 int ir_infer_slice_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   ir_shape s;
   const ir_shape *xs = &n->attr.slice_grad.x_shape;
-  if (xs->rank < 2 || xs->rank > IR_MAX_RANK) return FAIL(d, "slice_grad needs the forward input's shape");
+  if (xs->rank < 1 || xs->rank > IR_MAX_RANK) return FAIL(d, "slice_grad needs the forward input's shape");
   const ir_slice_attr *sa = &n->attr.slice_grad.slice;
-  if (sa->axis < 1 || sa->axis >= xs->rank || sa->start < 0 || sa->start + sa->len > xs->dim[sa->axis])
+  char msg[160];
+  if (sa->axis < 0 || sa->axis >= xs->rank || ir_slice_check(sa, xs->dim[sa->axis], msg, sizeof msg))
     return FAIL(d, "slice_grad: the slice is not inside the forward input");
   s = *xs;
   s.dim[sa->axis] = sa->len;
@@ -88,6 +89,7 @@ int ir_infer_slice_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_d
   return 0;
 }
 int ir_infer_softmax_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
+int ir_infer_log_softmax_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 
 static int infer_pool_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   const ir_pool_grad_attr *a = &n->attr.maxpool_grad;
@@ -257,6 +259,7 @@ void ir_cost_dense_grad_weight(const ir_graph *g, const ir_node *n, ir_cost *c) 
   c->bytes = io_bytes(g, n);
 }
 void ir_cost_softmax_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 4); }
+void ir_cost_log_softmax_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 12); }
 void ir_cost_softmax_xent_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 6); }
 void ir_cost_sgd_update(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 5); }
 void ir_cost_momentum_acc(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 4); }

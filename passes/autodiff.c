@@ -290,6 +290,10 @@ int pass_grad_dense(pass_ad *ad, const ir_node *n, int dy) {
   return n->n_in > 2 ? give_channel_sum(ad, n, 2, "db", dy) : 0;
 }
 
+int pass_grad_log_softmax(pass_ad *ad, const ir_node *n, int dy) {
+  int in[2] = {dy, n->out};
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_log_softmax_grad, in, 2, NULL);
+}
 int pass_grad_softmax(pass_ad *ad, const ir_node *n, int dy) {
   int in[2] = {dy, n->out};
   return pass_grad_give(ad, n, 0, "dx", IR_OP_softmax_grad, in, 2, NULL);
@@ -328,10 +332,32 @@ int pass_grad_concat(pass_ad *ad, const ir_node *n, int dy) {
   return 0;
 }
 
+/* The inverse permutation: dx dim perm[i] is dy dim i. */
+int pass_grad_transpose(pass_ad *ad, const ir_node *n, int dy) {
+  ir_attr a = {0};
+  for (int i = 0; i < SHAPE_OF(ad, n->in[0]).rank; i++) a.transpose.perm[n->attr.transpose.perm[i]] = i;
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_transpose, &dy, 1, &a);
+}
+
+/* Piecewise constant: the gradient is 0 (where it exists).  clip_grad with an empty range
+ * (lo = hi = 0) writes exact zeros whatever dy and x hold (NaN, inf), with existing kernels. */
+int pass_grad_hardmax(pass_ad *ad, const ir_node *n, int dy) {
+  ir_attr a = {.clip_grad = {0.0f, 0.0f}};
+  int in[2] = {dy, n->in[0]};
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_clip_grad, in, 2, &a);
+}
+
 /* The inverse permutation: a shuffle with C/G groups. */
 int pass_grad_channel_shuffle(pass_ad *ad, const ir_node *n, int dy) {
   ir_attr a = {.channel_shuffle = {(int)(SHAPE_OF(ad, n->in[0]).dim[1] / n->attr.channel_shuffle.groups)}};
   return pass_grad_give(ad, n, 0, "dx", IR_OP_channel_shuffle, &dy, 1, &a);
+}
+
+/* slice_grad as a forward op (zeros around x, e.g. ONNX ConvTranspose's spread input): the
+ * gradient is dy's slice. */
+int pass_grad_slice_grad(pass_ad *ad, const ir_node *n, int dy) {
+  ir_attr a = {.slice = n->attr.slice_grad.slice};
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_slice, &dy, 1, &a);
 }
 
 int pass_grad_slice(pass_ad *ad, const ir_node *n, int dy) {
@@ -363,7 +389,7 @@ int pass_grad_quantize8(pass_ad *ad, const ir_node *n, int dy) {
   return pass_grad_fail(ad, n, "quantize8 (--precision int8) is inference-only: an int8 model does not train");
 }
 NO_RULE(conv2d_grad_input) NO_RULE(conv2d_grad_weight) NO_RULE(reduce_sum) NO_RULE(relu_grad)
-NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(slice_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(leaky_relu_grad) NO_RULE(lrn_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
+NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(leaky_relu_grad) NO_RULE(lrn_grad) NO_RULE(log_softmax_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
 NO_RULE(global_avgpool_grad) NO_RULE(batchnorm_grad_input) NO_RULE(batchnorm_grad_gamma)
 NO_RULE(groupnorm_grad_input) NO_RULE(groupnorm_grad_gamma) NO_RULE(dense_grad_input)
 NO_RULE(dense_grad_weight) NO_RULE(softmax_grad) NO_RULE(softmax_xent_grad) NO_RULE(sgd_update)

@@ -3,7 +3,7 @@
 
 Runs the ONNX backend tests of Debian's libonnx-testdata (node/ and pytorch-converted/: a
 model.onnx with test_data_set_0/input_*.pb and output_*.pb) through cnnc's importer, compiler
-and `cnnrun infer`, and compares the first output at the backend tests' own tolerance
+and `cnnrun infer`, and compares every output at the backend tests' own tolerance
 (|got - want| <= 1e-7 + 1e-3 |want|, as onnx.backend.test does).
 
 The cases that matter to CNNs are listed in tests/onnx/backend_cases.txt, one per line:
@@ -73,14 +73,18 @@ def run_case(onnx, nh, np, build, case_dir, tmp):
             timeout=120)
     if r.returncode:
         return "fail", "cnnrun: " + first_line(r.stderr + r.stdout)
-    want = outs[0]
-    got = np.fromfile(yout, dtype=np.float32)
-    if got.size != want.size:
-        return "fail", f"output has {got.size} values, expected {want.size}"
-    got = got.reshape(want.shape)
-    bad = np.abs(got - want) > 1e-7 + 1e-3 * np.abs(want)
-    if bad.any():
-        return "fail", f"mismatch: {int(bad.sum())} of {want.size} values, max abs err {float(np.abs(got - want).max()):.3g}"
+    flat = np.fromfile(yout, dtype=np.float32)  # every output, in order (one micro-batch)
+    want_n = sum(w.size for w in outs)
+    if flat.size != want_n:
+        return "fail", f"the outputs have {flat.size} values, expected {want_n}"
+    off = 0
+    for k, want in enumerate(outs):
+        got = flat[off:off + want.size].reshape(want.shape)
+        off += want.size
+        bad = np.abs(got - want) > 1e-7 + 1e-3 * np.abs(want)
+        if bad.any():
+            return "fail", (f"mismatch in output {k}: {int(bad.sum())} of {want.size} values, "
+                            f"max abs err {float(np.abs(got - want).max()):.3g}")
     return "pass", ""
 
 

@@ -6,8 +6,13 @@ in train mode on the same batch and weights: the loss, the first step's gradient
 parameter and running statistic after the steps within 2e-4 (relative).  The net has what the
 importer turns into the new ops: Clip (relu6), Slice into two halves, HardSigmoid * x
 (hardswish), Concat, ShuffleNet's channel shuffle (Reshape, Transpose, Reshape), a zero Pad
-before an AveragePool, Gemm, and an LRN (F.local_response_norm in PyTorch; torch.onnx exports it
-as many ops, so a Relu stands in at export and is made an LRN node)."""
+before an AveragePool, Gemm, an LRN (F.local_response_norm in PyTorch; torch.onnx exports it
+as many ops, so a Relu stands in at export and is made an LRN node), a Transpose of H and W,
+a Softmax over H (transposes around cnnc's last-axis softmax), a grouped ConvTranspose of
+stride 2 (a conv over the input with zeros spread in: its weight is compared flipped, channels
+swapped per group) and a LogSoftmax at the end
+(cross-entropy of log-probabilities is that of the logits: its gradient runs through
+log_softmax_grad)."""
 import os
 import re
 import sys
@@ -36,7 +41,8 @@ class Net(nn.Module):
         self.bn1 = nn.BatchNorm2d(8)
         self.conv2 = nn.Conv2d(4, 4, 3, padding=1, groups=2)
         self.bn2 = nn.BatchNorm2d(8)
-        self.fc = nn.Linear(8 * 4 * 4, 5)
+        self.up = nn.ConvTranspose2d(8, 6, 2, stride=2, groups=2)
+        self.fc = nn.Linear(6 * 4 * 4, 5)
         self.exporting = False  # torch exports local_response_norm as many ops: a Relu stands in, made LRN below
 
     def forward(self, x):
@@ -48,8 +54,9 @@ class Net(nn.Module):
         y = y.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)  # channel shuffle
         y = self.bn2(y)
         y = torch.relu(y) if self.exporting else F.local_response_norm(y, LRN[0], LRN[1], LRN[2], LRN[3])
-        y = F.avg_pool2d(F.pad(y, (0, 0, 0, 0)), 2)
-        return self.fc(torch.flatten(y, 1))
+        y = self.up(y.transpose(2, 3) * torch.softmax(y, dim=2))
+        y = F.avg_pool2d(F.pad(y, (0, 0, 0, 0)), 4)
+        return F.log_softmax(self.fc(torch.flatten(y, 1)), dim=1)
 
 
 def clean(name):
@@ -82,19 +89,28 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-train-") as T:
     node.attribute.extend([onnx.helper.make_attribute(k, v) for k, v in zip(("size", "alpha", "beta", "bias"), LRN)])
     onnx.save(m, path)
     ops = {n.op_type for n in m.graph.node}
-    want_ops = {"Clip", "Slice", "HardSigmoid", "Concat", "Transpose", "Pad", "AveragePool", "BatchNormalization", "Gemm", "LRN"}
+    want_ops = {"Clip", "Slice", "HardSigmoid", "Concat", "Transpose", "Pad", "AveragePool", "BatchNormalization", "Gemm", "LRN",
+                "Softmax", "LogSoftmax", "ConvTranspose"}
     checks.check(want_ops <= ops, f"the export has {sorted(want_ops)} (it has {sorted(ops)})")
     # cnnc's state names of the torch parameters: "<layer>/weight" ... by the nodes reading them
     state = dict(model.named_parameters())
     bufs = dict(model.named_buffers())
-    roles = {"Conv": ["weight", "bias"], "Gemm": ["weight", "bias"],
+    roles = {"Conv": ["weight", "bias"], "Gemm": ["weight", "bias"], "ConvTranspose": ["weight", "bias"],
              "BatchNormalization": ["gamma", "beta", "running_mean", "running_var"]}
-    tens = {}
+
+    def convt_weight(w, groups=2):  # [Cin, Cout/g, kh, kw] -> cnnc's conv weight [Cout, Cin/g, kh, kw], flipped
+        cin, cout_g = w.shape[:2]
+        w = w.reshape(groups, cin // groups, cout_g, *w.shape[2:]).swapaxes(1, 2)
+        return np.ascontiguousarray(w.reshape(groups * cout_g, cin // groups, *w.shape[3:])[:, :, ::-1, ::-1])
+
+    tens, layout = {}, {}
     for node in m.graph.node:
         for k, role in enumerate(roles.get(node.op_type, [])):
             if k + 1 < len(node.input) and node.input[k + 1] in {**state, **bufs}:
                 t = state.get(node.input[k + 1], bufs.get(node.input[k + 1]))
                 tens[clean(node.name) + "/" + role] = (t, node.input[k + 1] in state)
+                if node.op_type == "ConvTranspose" and role == "weight":
+                    layout[clean(node.name) + "/" + role] = convt_weight
     checks.check(len(tens) == len(state) + len(bufs) - 2,  # num_batches_tracked x2 are not state
                  f"every parameter maps to a cnnc state tensor ({len(tens)} of {len(state) + len(bufs) - 2})")
     xp, lp = os.path.join(T, "x.f32"), os.path.join(T, "y.f32")
@@ -116,11 +132,11 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-train-") as T:
             loss.backward()
             losses.append(float(loss))
             if s == 0:
-                t_grads = {n: t.grad.detach().numpy().copy() for n, (t, tr) in tens.items() if tr}
+                t_grads = {n: layout.get(n, np.copy)(t.grad.detach().numpy().copy()) for n, (t, tr) in tens.items() if tr}
             opt.step()
         for s in range(STEPS):
             checks.check(abs(c_losses[s] - losses[s]) <= TOL * max(1.0, abs(losses[s])),
                          f"step {s + 1} loss: cnnc {c_losses[s]:.7g}, torch {losses[s]:.7g}")
-        t_vals = {n: t.detach().numpy().copy() for n, (t, _) in tens.items()}
+        t_vals = {n: layout.get(n, np.copy)(t.detach().numpy().copy()) for n, (t, _) in tens.items()}
         torchtrain.compare_dump(checks.check, "imported net", TOL, STEPS, *got, losses[0], t_grads, t_vals)
 sys.exit(checks.summary())

@@ -260,9 +260,9 @@ static void test_binary(const cg_target *t) {
 /* concat (runs of whole vectors and not; a parameter operand; every axis), slice,
  * channel_shuffle and slice_grad (the block copies of gen_shape.c). */
 static void test_shape_ops(const cg_target *t) {
-  static const ir_shape xs[] = {{4, {2, 9, 5, 7}}, {4, {1, 8, 4, 4}}};
+  static const ir_shape xs[] = {{4, {3, 9, 5, 7}}, {4, {1, 8, 4, 4}}};
   for (int s = 0; s < 2; s++)
-    for (int ax = 1; ax < 4; ax++) {
+    for (int ax = s; ax < 4; ax++) { /* axis 0 too (ONNX import, docs/onnx.md "Dim 0") */
       int x;
       ir_graph *g = graph(xs[s], IR_F32, &x);
       int64_t d = xs[s].dim[ax];
@@ -288,7 +288,23 @@ static void test_shape_ops(const cg_target *t) {
     snprintf(label, sizeof label, "channel_shuffle case %d", i);
     check(g, t, label);
   }
-  for (int ax = 1; ax < 4; ax++) {
+  /* slices and slice_grads with steps: back, forward, rows of 1 element and of 30 (vector tails) */
+  static const struct { ir_shape s; ir_slice_attr a; } sc[] = {
+      {{4, {2, 6, 4, 30}}, {1, 5, 3, -2}}, {{4, {2, 6, 4, 30}}, {3, 1, 10, 3}}, {{3, {7, 3, 9}}, {0, 6, 7, -1}},
+      {{2, {3, 17}}, {1, 16, 4, -5}}};
+  for (int i = 0; i < 4; i++) {
+    int x;
+    ir_graph *g = graph(sc[i].s, IR_F32, &x);
+    ir_attr a = {.slice = sc[i].a};
+    int y = cgt_node(g, IR_OP_slice, "sl", &x, 1, &a);
+    ir_attr ga = {.slice_grad = {sc[i].a, sc[i].s}};
+    output(g, y);
+    output(g, cgt_node(g, IR_OP_slice_grad, "sg", &y, 1, &ga));
+    char label[64];
+    snprintf(label, sizeof label, "slice step case %d", i);
+    check(g, t, label);
+  }
+  for (int ax = 0; ax < 4; ax++) {
     int x;
     ir_graph *g = graph(SHAPE(2, 3, 4, 5), IR_F32, &x);
     ir_shape full = SHAPE(2, 3, 4, 5);
@@ -297,6 +313,45 @@ static void test_shape_ops(const cg_target *t) {
     output(g, cgt_node(g, IR_OP_slice_grad, "sg", &x, 1, &a));
     char label[64];
     snprintf(label, sizeof label, "slice_grad axis %d", ax);
+    check(g, t, label);
+  }
+}
+
+/* transpose (gen_shape.c): rows copied (last dim kept) and gathered, ranks 1 to 4, vector
+ * tails; hardmax (gen_softmax.c) with ties, short and long rows. */
+static void test_transpose_hardmax(const cg_target *t) {
+  static const struct { ir_shape s; int perm[4]; } tc[] = {
+      {{1, {7}}, {0}},          {{2, {5, 9}}, {1, 0}},          {{3, {3, 4, 13}}, {1, 0, 2}},
+      {{3, {3, 4, 5}}, {2, 0, 1}}, {{4, {2, 3, 4, 5}}, {0, 2, 3, 1}}, {{4, {2, 3, 4, 17}}, {2, 1, 0, 3}},
+      {{4, {3, 2, 5, 4}}, {3, 2, 1, 0}}};
+  for (int i = 0; i < 7; i++) {
+    int x;
+    ir_graph *g = graph(tc[i].s, IR_F32, &x);
+    ir_attr a = {.transpose = {{tc[i].perm[0], tc[i].perm[1], tc[i].perm[2], tc[i].perm[3]}}};
+    output(g, cgt_node(g, IR_OP_transpose, "tr", &x, 1, &a));
+    char label[64];
+    snprintf(label, sizeof label, "transpose case %d", i);
+    check(g, t, label);
+  }
+  static const ir_shape hs[] = {{2, {4, 1}}, {2, {3, 10}}, {4, {2, 3, 4, 5}}, {3, {2, 2, 37}}};
+  for (int i = 0; i < 4; i++) {
+    int x;
+    ir_graph *g = graph(hs[i], IR_F32, &x);
+    int q = cgt_node(g, IR_OP_clip, "q", &x, 1, &(ir_attr){.clip = {-0.25f, 0.25f}}); /* ties at the clip bounds */
+    output(g, cgt_node(g, IR_OP_hardmax, "hm", &q, 1, NULL));
+    char label[64];
+    snprintf(label, sizeof label, "hardmax case %d", i);
+    check(g, t, label);
+  }
+  for (int i = 0; i < 4; i++) { /* log_softmax and its gradient (gen_train.c), same shapes */
+    int x;
+    ir_graph *g = graph(hs[i], IR_F32, &x);
+    int y = cgt_node(g, IR_OP_log_softmax, "ls", &x, 1, NULL);
+    int dy = cgt_node(g, IR_OP_hardswish, "dy", &y, 1, NULL);
+    output(g, y);
+    output(g, cgt_node(g, IR_OP_log_softmax_grad, "ls_grad", (int[]){dy, y}, 2, NULL));
+    char label[64];
+    snprintf(label, sizeof label, "log_softmax case %d", i);
     check(g, t, label);
   }
 }
@@ -331,6 +386,8 @@ static void test_pool(const cg_target *t) {
        * window reaches into the chunk past the last */
       {9, 9, 3, 2, 0, 0, 0},   {11, 55, 3, 2, 0, 1, 0}, {7, 65, 3, 2, 0, 0, 0}, {6, 66, 3, 2, 0, 1, 0},
       {5, 33, 3, 2, 0, 0, 0},
+      /* pads over half the kernel (ONNX; windows of one real row or column at the borders) */
+      {9, 9, 3, 1, 2, 0, 0},   {9, 30, 3, 1, 2, 0, 1},  {10, 10, 3, 2, 2, 1, 0}, {8, 9, 4, 2, 3, 0, 1},
   };
   for (int mx = 0; mx < 2; mx++)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -513,6 +570,8 @@ int main(void) {
   test_shape_ops(&sse);
   test_lrn(&host);
   test_lrn(&sse);
+  test_transpose_hardmax(&host);
+  test_transpose_hardmax(&sse);
   test_pool(&host);
   test_dense_softmax(&host);
   test_norm(&host);

@@ -252,7 +252,8 @@ static void test_pools(void) {
   static const ir_pool_attr pa[] = {
       {{2, 2}, {2, 2}, {0, 0, 0, 0}, 0, 0}, {{3, 3}, {2, 2}, {1, 1, 1, 1}, 0, 0},
       {{3, 3}, {2, 2}, {1, 1, 1, 1}, 1, 0}, {{2, 2}, {2, 2}, {0, 0, 0, 0}, 0, 1} /* ceil_mode */,
-      {{3, 2}, {1, 2}, {1, 0, 1, 1}, 0, 0}};
+      {{3, 2}, {1, 2}, {1, 0, 1, 1}, 0, 0}, {{3, 3}, {1, 1}, {2, 2, 2, 2}, 0, 0} /* pads over half the kernel */,
+      {{3, 3}, {2, 2}, {2, 1, 2, 2}, 1, 1}};
   for (int op = 0; op < 2; op++)
     for (size_t i = 0; i < sizeof pa / sizeof *pa; i++) {
       char label[80];
@@ -361,6 +362,54 @@ static void test_shape_ops(void) {
   xa = P("a", SHAPE(2, 3, 4, 2), 1, 0);
   ir_attr sa = {.slice = {2, 1, 2}};
   check_case("slice", NODE(IR_OP_slice, "sl", &xa, 1, &sa), NULL);
+  /* transpose: 2-D, 3-D and 4-D permutations, dim 0 moved too */
+  static const struct { ir_shape s; int perm[4]; } tc[] = {
+      {{2, {3, 4}}, {1, 0}}, {{3, {2, 3, 4}}, {2, 0, 1}}, {{4, {2, 3, 2, 2}}, {0, 2, 3, 1}}, {{4, {2, 3, 2, 2}}, {3, 1, 0, 2}}};
+  for (int i = 0; i < 4; i++) {
+    new_graph(2);
+    xa = P("a", tc[i].s, 1, 0);
+    ir_attr ta = {.transpose = {{tc[i].perm[0], tc[i].perm[1], tc[i].perm[2], tc[i].perm[3]}}};
+    char label[32];
+    snprintf(label, sizeof label, "transpose case %d", i);
+    check_case(label, NODE(IR_OP_transpose, "tr", &xa, 1, &ta), NULL);
+  }
+  /* hardmax: piecewise constant, its gradient 0 (distinct values 0.05 apart: no tie within
+   * the finite-difference step) */
+  new_graph(2);
+  xa = P_distinct("a", SHAPE(2, 3, 2, 5));
+  check_case("hardmax", NODE(IR_OP_hardmax, "hm", &xa, 1, NULL), NULL);
+  /* log_softmax: rows of 5 and of 1 (a row of one: log_softmax 0, gradient 0) */
+  new_graph(2);
+  xa = P("a", SHAPE(2, 3, 2, 5), 1, 0);
+  check_case("log_softmax", NODE(IR_OP_log_softmax, "ls", &xa, 1, NULL), NULL);
+  new_graph(2);
+  xa = P("a", SHAPE(2, 3, 1), 1, 0);
+  check_case("log_softmax rows of 1", NODE(IR_OP_log_softmax, "ls", &xa, 1, NULL), NULL);
+  /* concat and slice along dim 0 (ONNX import, docs/onnx.md "Dim 0") */
+  new_graph(2);
+  xa = P("a", SHAPE(2, 3, 2, 2), 1, 0), xb = P("b", SHAPE(1, 3, 2, 2), 1, 0);
+  ir_attr c0 = {.concat = {0}};
+  int cat0_in[3] = {xa, xb, xa};
+  check_case("concat dim 0", NODE(IR_OP_concat, "cat", cat0_in, 3, &c0), NULL);
+  new_graph(2);
+  xa = P("a", SHAPE(3, 3, 2, 2), 1, 0);
+  ir_attr s0 = {.slice = {0, 1, 2}};
+  check_case("slice dim 0", NODE(IR_OP_slice, "sl", &xa, 1, &s0), NULL);
+  /* slices with steps (forward, backward, along dim 0 and a middle dim) */
+  static const ir_slice_attr ss[] = {{1, 4, 3, -2}, {2, 0, 2, 3}, {0, 2, 3, -1}};
+  for (int i = 0; i < 3; i++) {
+    new_graph(2);
+    xa = P("a", SHAPE(3, 5, 4, 2), 1, 0);
+    ir_attr sa2 = {.slice = ss[i]};
+    char label[32];
+    snprintf(label, sizeof label, "slice step case %d", i);
+    check_case(label, NODE(IR_OP_slice, "sl", &xa, 1, &sa2), NULL);
+  }
+  /* slice_grad as a forward op (zeros around x: ONNX ConvTranspose's spread input) */
+  new_graph(2);
+  xa = P("a", SHAPE(2, 3, 2, 1), 1, 0);
+  ir_attr zg = {.slice_grad = {{3, 0, 1}, SHAPE(2, 3, 2, 3)}};
+  check_case("slice_grad forward", NODE(IR_OP_slice_grad, "spread", &xa, 1, &zg), NULL);
   new_graph(2);
   xa = P("a", SHAPE(2, 6, 2, 2), 1, 0);
   ir_attr sh = {.channel_shuffle = {3}};

@@ -169,6 +169,41 @@ static void test_shape_ops(void) {
   expect_op("concat width", IR_OP_concat, &a, o, 2, (const float[]){0, 1, 10, 2, 3, 11, 4, 5, 12, 6, 7, 13}, 12, 0);
   a = (ir_attr){.slice = {2, 1, 1}};
   expect_op("slice rows", IR_OP_slice, &a, o, 1, (const float[]){2, 3, 6, 7}, 4, 0);
+  /* transpose by hand: [2, 3] -> [3, 2]; [2, 2, 2] perm (2, 0, 1): out[i][j][k] = x[j][k][i] */
+  o[0] = (operand){{2, {2, 3}}, x};
+  a = (ir_attr){.transpose = {{1, 0}}};
+  expect_op("transpose 2-D", IR_OP_transpose, &a, o, 1, (const float[]){0, 3, 1, 4, 2, 5}, 6, 0);
+  o[0] = (operand){{3, {2, 2, 2}}, x};
+  a = (ir_attr){.transpose = {{2, 0, 1}}};
+  expect_op("transpose 3-D", IR_OP_transpose, &a, o, 1, (const float[]){0, 2, 4, 6, 1, 3, 5, 7}, 8, 0);
+  /* log_softmax: rows (0, log 3) -> log(1/4), log(3/4) */
+  const float lx[2] = {0, 1.0986123f};
+  o[0] = (operand){{2, {1, 2}}, lx};
+  a = (ir_attr){0};
+  expect_op("log_softmax", IR_OP_log_softmax, &a, o, 1, (const float[]){-1.3862944f, -0.2876821f}, 2, 1e-6);
+  /* hardmax: rows (3, 1, 3) -> first max; (-1, -5) -> 0; a NaN after the max never wins */
+  const float hx[7] = {3, 1, 3, -1, -5, 2, NAN};
+  o[0] = (operand){{2, {2, 3}}, hx};
+  a = (ir_attr){0};
+  expect_op("hardmax", IR_OP_hardmax, &a, o, 1, (const float[]){1, 0, 0, 0, 0, 1}, 6, 0);
+  o[0] = (operand){{2, {1, 2}}, hx + 5};
+  expect_op("hardmax NaN", IR_OP_hardmax, &a, o, 1, (const float[]){1, 0}, 2, 0);
+  /* along dim 0 (ONNX import, docs/onnx.md "Dim 0"): [2, 2, 2] and [1, 2, 2] stacked */
+  o[0] = (operand){{3, {2, 2, 2}}, x};
+  o[1] = (operand){{3, {1, 2, 2}}, y};
+  a = (ir_attr){.concat = {0}};
+  expect_op("concat dim 0", IR_OP_concat, &a, o, 2, (const float[]){0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13}, 12, 0);
+  a = (ir_attr){.slice = {0, 1, 1}};
+  expect_op("slice dim 0", IR_OP_slice, &a, o, 1, (const float[]){4, 5, 6, 7}, 4, 0);
+  /* steps: [8] from 6 back by 2 -> 6, 4, 2; from 1 by 3 -> 1, 4, 7; slice_grad puts them back */
+  o[0] = (operand){{1, {8}}, x};
+  a = (ir_attr){.slice = {0, 6, 3, -2}};
+  expect_op("slice step -2", IR_OP_slice, &a, o, 1, (const float[]){6, 4, 2}, 3, 0);
+  a = (ir_attr){.slice = {0, 1, 3, 3}};
+  expect_op("slice step 3", IR_OP_slice, &a, o, 1, (const float[]){1, 4, 7}, 3, 0);
+  o[0] = (operand){{2, {1, 3}}, x + 1}; /* 1, 2, 3 */
+  a = (ir_attr){.slice_grad = {{1, 6, 3, -2}, {2, {1, 8}}}};
+  expect_op("slice_grad step -2", IR_OP_slice_grad, &a, o, 1, (const float[]){0, 0, 3, 0, 2, 0, 1, 0}, 8, 0);
   o[0] = (operand){SHAPE(1, 4, 1, 2), x};
   a = (ir_attr){.channel_shuffle = {2}}; /* channels 0 1 2 3 -> 0 2 1 3 */
   expect_op("channel_shuffle 2", IR_OP_channel_shuffle, &a, o, 1, (const float[]){0, 1, 4, 5, 2, 3, 6, 7}, 8, 0);
