@@ -1,7 +1,8 @@
 """test_mixup_torch.py BUILD SRC -- the mixed-label loss (cnnc --mixed-labels, docs/training.md)
 against PyTorch: a flatten + dense model compiled with --mixed-labels --optimizer sgd
 --label-smoothing 0.1 at batch 4 takes three SGD steps through cnnrt_train_step_mixed on
-random f32 inputs and rows (a, b, lam) (a == b, lam 0 and 1 included).  PyTorch computes, in
+random f32 inputs and rows (a, b, lam) (a == b, lam 0 and 1 included), the last through the
+Python method Model.train_step_mixed.  PyTorch computes, in
 double from the same weights, the loss as timm's mixup does, lam CE(z, a) + (1 - lam) CE(z, b)
 with F.cross_entropy(label_smoothing=0.1), also as a soft-target cross-entropy against
 lam onehot(a) + (1 - lam) onehot(b) smoothed (both forms must agree), its gradient, and the
@@ -62,10 +63,14 @@ def main():
         rows[:, 2] = rng.uniform(0, 1, B)
         rows[1, 1] = rows[1, 0]
         rows[2, 2] = step % 2
-        loss, acc = ctypes.c_float(), ctypes.c_float()
-        st = lib.cnnrt_train_step_mixed(m._h.get(), x.ctypes.data, x.nbytes, rows.ctypes.data, 1, ctypes.byref(loss),
-                                        ctypes.byref(acc))
-        check(st == 0, "step %d: cnnrt_train_step_mixed status %d" % (step, st))
+        if step < 2:  # the C function, then the Python method
+            loss, acc = ctypes.c_float(), ctypes.c_float()
+            st = lib.cnnrt_train_step_mixed(m._h.get(), x.ctypes.data, x.nbytes, rows.ctypes.data, 1,
+                                            ctypes.byref(loss), ctypes.byref(acc))
+            check(st == 0, "step %d: cnnrt_train_step_mixed status %d" % (step, st))
+        else:
+            lv, av = m.train_step_mixed(x, rows)
+            loss, acc = ctypes.c_float(lv), ctypes.c_float(av)
         tw = torch.tensor(w, requires_grad=True)
         tb = torch.tensor(b, requires_grad=True)
         z = torch.tensor(x.reshape(B, -1), dtype=torch.float64) @ tw.T + tb
@@ -93,6 +98,11 @@ def main():
                lam * F.cross_entropy(z.detach(), yb, reduction="none", label_smoothing=LS)).mean().item()
         check(abs(alt - ref.item()) > 1e-4, "step %d: swapped weights change the loss (%.6f vs %.6f)" % (step, alt, ref.item()))
     check(moved == 3, "the weights moved in every step")
+    try:
+        m.train_step_mixed(np.zeros((B, 2, 3, 3), np.float32), np.zeros((B, 2), np.float32))
+        check(False, "rows of 2 columns accepted")
+    except cnnrt.InputError as e:
+        check("want (4, 3)" in str(e), "rows of 2 columns: %s" % e)
     m.close()
     for p in (yml, so):
         os.unlink(p)
