@@ -162,7 +162,7 @@ LLVMValueRef cg_gen_mul(cg_ctx *c, const ir_node *n, const char *fn_name, const 
 }
 
 /* ---- normalize ------------------------------------------------------------------------- */
-typedef struct norm_ctx { LLVMValueRef x, out, base, scale, mean, sd; int u8; } norm_ctx;
+typedef struct norm_ctx { LLVMValueRef x, out, base, scale, mean, sd; int u8, copy; } norm_ctx;
 
 static void norm_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
   norm_ctx *u = user;
@@ -175,6 +175,10 @@ static void norm_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
     x = LLVMBuildUIToFP(c->b, l, cg_vtype(c, w), "");
   } else {
     x = cg_load_v(c, u->x, i, w);
+  }
+  if (u->copy) { /* folded into the conv (pass_fold_normalize): the raw values */
+    cg_store_v(c, x, u->out, i, w);
+    return;
   }
   LLVMValueRef y = LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, x, cg_splat(c, u->scale, w), ""), cg_splat(c, u->mean, w), "");
   cg_store_v(c, LLVMBuildFDiv(c->b, y, cg_splat(c, u->sd, w), ""), u->out, i, w);
@@ -202,10 +206,10 @@ LLVMValueRef cg_gen_normalize(cg_ctx *c, const ir_node *n, const char *fn_name, 
   LLVMValueRef p = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "plane");
   LLVMValueRef ch = LLVMBuildSRem(c->b, p, cg_i64(c, nc), "c");
   norm_ctx u = {a[0], a[1], LLVMBuildMul(c->b, p, cg_i64(c, s), ""), cg_f32(c, at->scale), cg_load_f32(c, t, ch),
-                cg_load_f32(c, t, LLVMBuildAdd(c->b, ch, cg_i64(c, nc), "")), xv->dtype == IR_U8};
+                cg_load_f32(c, t, LLVMBuildAdd(c->b, ch, cg_i64(c, nc), "")), xv->dtype == IR_U8, at->folded};
   cg_inner_loop(c, s, norm_body, &u);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
-  *kind = cg_kind(c, xv->dtype == IR_U8 ? "normalize_u8" : "normalize", NULL);
+  *kind = cg_kind(c, at->folded ? "normalize_u8_folded" : xv->dtype == IR_U8 ? "normalize_u8" : "normalize", NULL);
   return f;
 }

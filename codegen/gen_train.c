@@ -129,11 +129,23 @@ static void row_softmax_stats(cg_ctx *c, LLVMValueRef x, LLVMValueRef rb, int64_
   *sum = LLVMBuildLoad2(c->b, dt, sa, "sum");
 }
 
+/* The labels of row b (docs/training.md "Mixup"): width 1 = class ids [N]; width 3 = mixed
+ * labels [N,3] (a, b, lam).  *ya, *yb as i64 (yb = ya for width 1), *lam as double (1). */
+static void load_labels(cg_ctx *c, LLVMValueRef lab, LLVMValueRef b, int w, LLVMValueRef *ya, LLVMValueRef *yb,
+                        LLVMValueRef *lam) {
+  LLVMTypeRef dt = LLVMDoubleTypeInContext(c->llc);
+  LLVMValueRef rb = mul64(c, b, w);
+  *ya = LLVMBuildFPToSI(c->b, cg_load_f32(c, lab, rb), c->t_i64, "ya");
+  *yb = w == 3 ? LLVMBuildFPToSI(c->b, cg_load_f32(c, lab, add64(c, rb, cg_i64(c, 1))), c->t_i64, "yb") : *ya;
+  *lam = w == 3 ? LLVMBuildFPExt(c->b, cg_load_f32(c, lab, add64(c, rb, cg_i64(c, 2))), dt, "lam") : LLVMConstReal(dt, 1.0);
+}
+
 /* Forward loss: logits [N,K], labels [N] -> [1] mean (label smoothing s); thread 0 only. */
 static LLVMValueRef gen_xent_train(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_shape *xs = &c->g->values[n->in[0]].shape;
   int64_t nb = xs->dim[0], k = ir_shape_numel(xs) / nb;
   double s = n->attr.softmax_xent.label_smoothing;
+  int w = ir_label_width(&c->g->values[n->in[1]].shape);
   LLVMTypeRef dt = LLVMDoubleTypeInContext(c->llc);
   LLVMValueRef a[5];
   LLVMValueRef f = kbegin(c, fn_name, 2, a);
@@ -146,8 +158,14 @@ static LLVMValueRef gen_xent_train(cg_ctx *c, const ir_node *n, const char *fn_n
   LLVMValueRef rb = mul64(c, b, k), mx, sum;
   row_softmax_stats(c, a[0], rb, k, &mx, &sum);
   LLVMValueRef lse = LLVMBuildFAdd(c->b, LLVMBuildFPExt(c->b, mx, dt, ""), log_d(c, sum), "lse");
-  LLVMValueRef y = LLVMBuildFPToSI(c->b, cg_load_f32(c, a[1], b), c->t_i64, "y");
-  LLVMValueRef xy = LLVMBuildFPExt(c->b, cg_load_f32(c, a[0], add64(c, rb, y)), dt, "");
+  LLVMValueRef ya, yb, lam;
+  load_labels(c, a[1], b, w, &ya, &yb, &lam);
+  LLVMValueRef xy = LLVMBuildFPExt(c->b, cg_load_f32(c, a[0], add64(c, rb, ya)), dt, "");
+  if (w == 3) { /* lam x[a] + (1 - lam) x[b]: the mixed loss lam CE(a) + (1 - lam) CE(b) */
+    LLVMValueRef xb = LLVMBuildFPExt(c->b, cg_load_f32(c, a[0], add64(c, rb, yb)), dt, "");
+    xy = LLVMBuildFAdd(c->b, LLVMBuildFMul(c->b, lam, xy, ""),
+                       LLVMBuildFMul(c->b, LLVMBuildFSub(c->b, LLVMConstReal(dt, 1.0), lam, ""), xb, ""), "");
+  }
   LLVMValueRef row = LLVMBuildFMul(c->b, LLVMConstReal(dt, 1.0 - s), LLVMBuildFSub(c->b, lse, xy, ""), "");
   if (s != 0.0) {
     LLVMValueRef mean = LLVMBuildFDiv(c->b, LLVMBuildFPExt(c->b, cg_reduce_sum(c, a[0], rb, k, NULL), dt, ""),
@@ -169,6 +187,7 @@ LLVMValueRef cg_gen_softmax_xent_grad(cg_ctx *c, const ir_node *n, const char *f
   const ir_shape *xs = &c->g->values[n->in[0]].shape;
   int64_t nb = xs->dim[0], k = ir_shape_numel(xs) / nb;
   float s = n->attr.softmax_xent_grad.label_smoothing, scale = n->attr.softmax_xent_grad.scale / (float)nb;
+  int w = ir_label_width(&c->g->values[n->in[1]].shape);
   LLVMTypeRef dt = LLVMDoubleTypeInContext(c->llc);
   LLVMValueRef a[5];
   LLVMValueRef f = kbegin(c, fn_name, 2, a);
@@ -177,11 +196,22 @@ LLVMValueRef cg_gen_softmax_xent_grad(cg_ctx *c, const ir_node *n, const char *f
   LLVMValueRef rb = mul64(c, b, k), mx, sum;
   row_softmax_stats(c, a[0], rb, k, &mx, &sum);
   LLVMValueRef inv = LLVMBuildFDiv(c->b, LLVMConstReal(dt, 1.0), sum, "");
-  LLVMValueRef y = LLVMBuildFPToSI(c->b, cg_load_f32(c, a[1], b), c->t_i64, "y");
+  LLVMValueRef ya, yb, lam;
+  load_labels(c, a[1], b, w, &ya, &yb, &lam);
   LLVMValueRef j = seq_loop(c, &J, 0, k, "j");
   LLVMValueRef e = LLVMBuildFPExt(c->b, cg_exp(c, LLVMBuildFSub(c->b, cg_load_f32(c, a[0], add64(c, rb, j)), mx, ""), 1), dt, "");
-  LLVMValueRef t = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, j, y, ""), LLVMConstReal(dt, 1.0 - s + s / (double)k),
-                                   LLVMConstReal(dt, s / (double)k), "");
+  LLVMValueRef t;
+  if (w == 1) {
+    t = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, j, ya, ""), LLVMConstReal(dt, 1.0 - s + s / (double)k),
+                        LLVMConstReal(dt, s / (double)k), "");
+  } else { /* s/K + (1 - s) (lam [j = a] + (1 - lam) [j = b]) */
+    LLVMValueRef z = LLVMConstReal(dt, 0.0);
+    LLVMValueRef ha = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, j, ya, ""), lam, z, "");
+    LLVMValueRef hb = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, j, yb, ""),
+                                      LLVMBuildFSub(c->b, LLVMConstReal(dt, 1.0), lam, ""), z, "");
+    t = LLVMBuildFAdd(c->b, LLVMConstReal(dt, s / (double)k),
+                      LLVMBuildFMul(c->b, LLVMConstReal(dt, 1.0 - s), LLVMBuildFAdd(c->b, ha, hb, ""), ""), "");
+  }
   LLVMValueRef v = LLVMBuildFMul(c->b, LLVMBuildFSub(c->b, LLVMBuildFMul(c->b, e, inv, ""), t, ""), LLVMConstReal(dt, scale), "");
   cg_store_f32(c, LLVMBuildFPTrunc(c->b, v, c->t_f32, ""), a[2], add64(c, rb, j));
   cg_loop_end(c, &J);
@@ -243,6 +273,7 @@ LLVMValueRef cg_gen_log_softmax_grad(cg_ctx *c, const ir_node *n, const char *fn
 }
 
 LLVMValueRef cg_gen_top1(cg_ctx *c, const char *name, int64_t nb, int64_t k) {
+  int w = c->g->label >= 0 ? ir_label_width(&c->g->values[c->g->label].shape) : 1;
   LLVMValueRef a[5];
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(c->b);
   LLVMValueRef f = kbegin(c, name, 2, a);
@@ -262,7 +293,10 @@ LLVMValueRef cg_gen_top1(cg_ctx *c, const char *name, int64_t nb, int64_t k) {
   LLVMBuildStore(c->b, LLVMBuildSelect(c->b, gt, v, LLVMBuildLoad2(c->b, c->t_f32, bv, ""), ""), bv);
   LLVMBuildStore(c->b, LLVMBuildSelect(c->b, gt, j, LLVMBuildLoad2(c->b, c->t_i64, best, ""), ""), best);
   cg_loop_end(c, &J);
-  LLVMValueRef y = LLVMBuildFPToSI(c->b, cg_load_f32(c, a[1], b), c->t_i64, "y");
+  LLVMValueRef ya, yb, lam; /* mixed labels: the label of the larger weight (a at lam >= 0.5) */
+  load_labels(c, a[1], b, w, &ya, &yb, &lam);
+  LLVMValueRef half = LLVMConstReal(LLVMDoubleTypeInContext(c->llc), 0.5);
+  LLVMValueRef y = w == 1 ? ya : LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealOGE, lam, half, ""), ya, yb, "y");
   LLVMValueRef hit = LLVMBuildICmp(c->b, LLVMIntEQ, y, LLVMBuildLoad2(c->b, c->t_i64, best, ""), "");
   LLVMValueRef add = LLVMBuildSelect(c->b, hit, cg_f32(c, 1.0f), cg_f32(c, 0.0f), "");
   LLVMBuildStore(c->b, LLVMBuildFAdd(c->b, LLVMBuildLoad2(c->b, c->t_f32, cnt, ""), add, ""), cnt);

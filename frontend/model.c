@@ -178,7 +178,7 @@ static int add_loss(fe_ctx *c, const fe_node *m, const fe_node *root) {
   a.softmax_xent.label_smoothing = (float)(c->o->set[FE_OPTK_label_smoothing] ? c->o->label_smoothing
                                                                                : f[FE_K_loss_label_smoothing].v.f);
   const fe_node *at = m ? m : root;
-  int in[2] = {c->g->outputs[0], ir_add_label(c->g, "label")};
+  int in[2] = {c->g->outputs[0], c->o->mixed_labels ? ir_add_label_mixed(c->g, "label") : ir_add_label(c->g, "label")};
   ir_diag sub = {0};
   int v = ir_add_node(c->g, IR_OP_softmax_xent, "loss", (ir_loc){c->gfile, at->line, at->col}, in, 2, &a, &sub);
   if (v < 0) return fe_err(c, at, NULL, "loss: %s", sub.msg);

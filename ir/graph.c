@@ -85,6 +85,15 @@ int ir_add_label(ir_graph *g, const char *name) {
   return v->id;
 }
 
+/* Mixed labels (cnnc --mixed-labels): row i = (a, b, lam), the target lam onehot(a) + (1-lam)
+ * onehot(b) of mixup / cutmix. */
+int ir_add_label_mixed(ir_graph *g, const char *name) {
+  ir_shape s = {2, {g->batch, 3}};
+  ir_value *v = new_value(g, name, IR_VAL_LABEL, IR_F32, s);
+  g->label = v->id;
+  return v->id;
+}
+
 int ir_add_param(ir_graph *g, const char *name, ir_shape s, int trainable) {
   ir_value *v = new_value(g, name, IR_VAL_PARAM, IR_F32, s);
   v->trainable = trainable;

@@ -126,6 +126,8 @@ typedef struct ir_normalize_attr {
   float scale;                               /* applied first: 1/255 for u8 images */
   int channels;
   float mean[IR_MAX_CHANNELS_NORMALIZE], std[IR_MAX_CHANNELS_NORMALIZE];
+  int folded;                                /* pass_fold_normalize: scale, mean and std moved into
+                                                the consumer conv (this node: 1, 0, 1, a u8 -> f32 copy) */
 } ir_normalize_attr;
 
 /* Training (issue 5; docs/training.md): attributes of the backward and optimizer ops. */
@@ -248,6 +250,9 @@ void ir_graph_free(ir_graph *g);
 
 int ir_add_input(ir_graph *g, const char *name, ir_dtype dt, ir_shape s);  /* returns value id */
 int ir_add_label(ir_graph *g, const char *name);                            /* [N] f32 class ids */
+int ir_add_label_mixed(ir_graph *g, const char *name); /* [N,3] f32 (class a, class b, weight of a): mixup */
+/* Floats per sample of a labels shape: 1 for [N] class ids, 3 for [N,3] mixed labels, else 0. */
+static inline int ir_label_width(const ir_shape *s) { return s->rank == 1 ? 1 : s->rank == 2 && s->dim[1] == 3 ? 3 : 0; }
 /* A parameter tensor (data zero-filled, owned by g).  Returns value id. */
 int ir_add_param(ir_graph *g, const char *name, ir_shape s, int trainable);
 /* Appends a node, infers its output shape with the op's hook and returns the new value id,

@@ -97,11 +97,17 @@ static double xent_row(const float *x, int64_t k, float label, double s) {
   return (1.0 - s) * -(x[y] - lse) + s * -(sum_logp / (double)k);
 }
 
-/* in: logits [N,K], labels [N] (f32 class ids); out [1] = mean over N of xent_row. */
+/* in: logits [N,K], labels [N] (f32 class ids) or [N,3] mixed labels (a, b, lam: the loss
+ * lam xent_row(a) + (1-lam) xent_row(b), mixup's); out [1] = mean over N of the rows. */
 void ir_ref_softmax_xent(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   const ir_shape *xs = ref_in_shape(g, n, 0);
   int64_t nb = xs->dim[0], k = ir_shape_numel(xs) / nb;
-  double total = 0.0;
-  for (int64_t b = 0; b < nb; b++) total += xent_row(in[0] + b * k, k, in[1][b], n->attr.softmax_xent.label_smoothing);
+  int w = ir_label_width(ref_in_shape(g, n, 1));
+  double total = 0.0, s = n->attr.softmax_xent.label_smoothing;
+  for (int64_t b = 0; b < nb; b++) {
+    const float *x = in[0] + b * k, *y = in[1] + b * w;
+    if (w == 1) total += xent_row(x, k, y[0], s);
+    else total += (double)y[2] * xent_row(x, k, y[0], s) + (1.0 - (double)y[2]) * xent_row(x, k, y[1], s);
+  }
   out[0] = (float)(total / (double)nb);
 }

@@ -241,21 +241,25 @@ void ir_ref_log_softmax_grad(const ir_graph *g, const ir_node *n, const float *c
 }
 
 /* in: logits [N,K], labels [N]; out d(mean loss)/dlogits * scale = (softmax - target) * scale / N
- * with target = (1-s) onehot(label) + s/K.  An invalid label gives a NaN row. */
+ * with target = (1-s) onehot(label) + s/K.  Mixed labels [N,3] (a, b, lam): target =
+ * (1-s) (lam onehot(a) + (1-lam) onehot(b)) + s/K.  An invalid label gives a NaN row. */
 void ir_ref_softmax_xent_grad(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   const ir_shape *xs = ref_in_shape(g, n, 0);
   int64_t nb = xs->dim[0], k = xs->dim[1];
+  int w = ir_label_width(ref_in_shape(g, n, 1));
   double s = n->attr.softmax_xent_grad.label_smoothing, scale = n->attr.softmax_xent_grad.scale / (double)nb;
   for (int64_t b = 0; b < nb; b++) {
-    const float *x = in[0] + b * k;
-    float label = in[1][b];
-    int valid = label >= 0.0f && label < (float)k;
+    const float *x = in[0] + b * k, *y = in[1] + b * w;
+    float la = y[0], lb = w == 3 ? y[1] : y[0];
+    double lam = w == 3 ? y[2] : 1.0;
+    int valid = la >= 0.0f && la < (float)k && lb >= 0.0f && lb < (float)k;
     double mx = -INFINITY, sum = 0.0;
     for (int64_t j = 0; j < k; j++)
       if (x[j] > mx) mx = x[j];
     for (int64_t j = 0; j < k; j++) sum += exp(x[j] - mx);
     for (int64_t j = 0; j < k; j++) {
-      double t = s / (double)k + (valid && j == (int64_t)label ? 1.0 - s : 0.0);
+      double hot = (valid && j == (int64_t)la ? lam : 0.0) + (valid && j == (int64_t)lb ? 1.0 - lam : 0.0);
+      double t = s / (double)k + (1.0 - s) * hot;
       out[b * k + j] = valid ? (float)((exp(x[j] - mx) / sum - t) * scale) : NAN;
     }
   }

@@ -188,7 +188,8 @@ int ir_infer_dense(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *
 }
 
 int ir_infer_softmax_xent(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
-  if (need_rank(X(0), 2, "loss logits", d) || need_rank(X(1), 1, "labels", d)) return -1;
+  if (need_rank(X(0), 2, "loss logits", d)) return -1;
+  if (!ir_label_width(X(1))) return FAIL(d, "labels must be [N] class ids or [N,3] mixed labels");
   if (X(1)->dim[0] != X(0)->dim[0]) return FAIL(d, "labels and logits disagree on the batch size");
   float s = n->attr.softmax_xent.label_smoothing;
   if (!(s >= 0 && s < 1)) return FAIL(d, "label_smoothing must be in [0, 1)");

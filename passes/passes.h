@@ -128,6 +128,14 @@ int pass_mem_is_optimizer_state(const ir_graph *g, int v);
 /* bytes as "12.3 MiB" into buf; returns buf. */
 const char *pass_mem_human(int64_t bytes, char *buf, size_t n);
 
+/* ---- fold_normalize.c (issue 23; docs/model-format.md "input") ------------------------------ */
+/* Inference, f32: moves a u8 input's normalisation ((x/255 - mean[c]) / std[c]) into the conv
+ * that is its only consumer: w' = w / (255 std[c]), b' = b - sum w mean[c] / std[c], the
+ * normalize node left as a plain u8 -> f32 copy (attr folded).  Only where zero padding stays
+ * exact: the conv has no padding, or every mean[c] is 0 (raw 0 then normalises to 0); groups
+ * 1, weights and bias read by that conv alone.  Returns 1 if folded, 0 if not. */
+int pass_fold_normalize(ir_graph *g);
+
 /* ---- precision.c (issue 6; docs/precision.md) ------------------------------------------- */
 /* --precision 16.32 / 16.16 as exact 16-bit numerics in f32 storage: inserts round16 nodes on
  * the stored activations and (training) on the weights as they are read; inference rounds

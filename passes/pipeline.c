@@ -52,6 +52,7 @@ int pass_pipeline(ir_graph *g, const pass_pipeline_opts *o, int *stopped, ir_dia
   PASS("precision", int8 ? pass_quantize8(g, o->calib, o->calib_n, o->log, d)
                          : pass_precision(g, o->precision, o->half_type, o->training, d));
   if (!o->training) {
+    if (!o->precision || !strcmp(o->precision, "32.32")) pass_fold_normalize(g); /* u8 input: into the first conv */
     PASS("split", pass_split(g, o->splits, o->n_splits, o->shards, d));
     return 0; /* store16 (inference): codegen/gen_store16.c, which asks the kernels */
   }

@@ -262,6 +262,35 @@ CNNRT_API cnnrt_status cnnrt_set_lr_schedule(cnnrt_model *m, const cnnrt_lr_sche
  * the forward passes of this call.  Buffers are the caller's, read only during the call. */
 CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
                                         int n, float *loss, float *accuracy);
+/* Models compiled with cnnc --mixed-labels (labels [N,3]): 1, else 0.  Such a model still
+ * takes class ids through cnnrt_train_step and the evaluations (as rows (y, y, 1)). */
+CNNRT_API int cnnrt_mixed_labels(const cnnrt_model *m);
+/* As cnnrt_train_step with mixed labels: labels holds 3 f32 per sample, (a, b, lam), and the
+ * sample's loss is lam CE(a) + (1 - lam) CE(b) (each with the model's label smoothing; the
+ * accuracy counts the label of the larger weight, a when lam >= 0.5).  a and b are class ids,
+ * lam in [0, 1], else CNNRT_INVALID_ARGUMENT.  CNNRT_UNSUPPORTED for a model compiled without
+ * --mixed-labels. */
+CNNRT_API cnnrt_status cnnrt_train_step_mixed(cnnrt_model *m, const void *images, size_t images_bytes,
+                                              const float *labels, int n, float *loss, float *accuracy);
+/* Mixup and cutmix of one micro-batch (docs/runtime.md "Mixup and cutmix"), timm's Mixup in
+ * batch mode: one lam ~ Beta(alpha, alpha) for the batch; with both alphas > 0, cutmix or mixup
+ * with probability 0.5 each; sample i is mixed with sample n-1-i (the batch reversed).
+ * mixup: x_i = lam x_i + (1 - lam) x_{n-1-i} (u8: in f32, rounded half to even, as timm's
+ * FastCollateMixup); cutmix: a box of about (1 - lam) of the image (side sqrt(1 - lam) of H
+ * and W, centre uniform, clipped) is copied from x_{n-1-i}, lam = 1 - box area / (H W).  The
+ * draws depend on seed and index alone (index: the micro-batch's number in the run). */
+typedef struct cnnrt_mix_options {
+  double mixup_alpha;  /* >= 0; 0 = no mixup */
+  double cutmix_alpha; /* >= 0; 0 = no cutmix */
+  uint64_t seed;
+} cnnrt_mix_options;
+typedef enum cnnrt_mix_kind { CNNRT_MIX_NONE = 0, CNNRT_MIX_MIXUP = 1, CNNRT_MIX_CUTMIX = 2 } cnnrt_mix_kind;
+/* Mixes images (n samples of c x h x w in dtype U8 or F32) in place and writes the mixed
+ * labels (n rows (labels[i], labels[n-1-i], lam)) into mixed; *lam and *kind (either may be
+ * NULL) receive the batch's lam and kind.  Both alphas 0: lam 1, images unchanged. */
+CNNRT_API cnnrt_status cnnrt_mix_batch(const cnnrt_mix_options *o, uint64_t index, cnnrt_dtype dtype, void *images, int n,
+                                       int c, int h, int w, const float *labels, float *mixed, double *lam,
+                                       cnnrt_mix_kind *kind);
 /* --auto-loss-scaling models (docs/precision.md): *scale (may be NULL) receives the current
  * loss scale S, *skipped (may be NULL) the number of updates skipped so far because a
  * gradient was not finite (weights and optimizer state left unchanged, S halved).  Both live

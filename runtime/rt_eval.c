@@ -73,9 +73,11 @@ static cnnrt_status rt_eval_run(cnnrt_model *m, const char *fn, const void *imag
   if (lg >= 0 && t->tensors[lg].dims[1] != k) lg = -1;
   pthread_mutex_lock(&m->lock);
   s = rt_pools_ready(m);
+  const float *fed = s == CNNRT_OK ? rt_labels_widen(m, labels, (int64_t)n * b) : labels; /* the model's width */
+  if (!fed) s = rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for %lld mixed-label rows", fn, (long long)n * b);
   for (int i = 0; i < n && s == CNNRT_OK; i++) {
     double kl = 0, ce = 0;
-    s = rt_feed_and_run(m, &t->eval, images, labels, i, &kl, correct_sum);
+    s = rt_feed_and_run(m, &t->eval, images, fed, i, &kl, correct_sum);
     if (s != CNNRT_OK) break;
     if (lg < 0) {
       *loss_sum += kl;

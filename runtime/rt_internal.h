@@ -195,6 +195,8 @@ typedef struct rt_trainer {
   double *decay;
   int64_t steps_per_epoch;
   struct rt_dist *dist;          /* cnnrt_set_comm (rt_dist.c), NULL when alone */
+  float *wide;                   /* class ids widened to mixed-label rows (rt_mix.c), wide_n floats */
+  size_t wide_n;
 } rt_trainer;
 /* rt_dist.c, data parallelism across processes: the replicas this process runs [*r0, *r1)
  * (every replica without a communicator) and their count; BUFFER state from the previous
@@ -236,6 +238,16 @@ void rt_report(int n_mb, int b, double loss_sum, double correct_sum, float *loss
 void *rt_frame_tensor(cnnrt_model *m, int f, int t);
 /* rt_eval.c: CNNRT_INVALID_ARGUMENT unless labels[0..n) are class ids, whole numbers in 0..k-1. */
 cnnrt_status rt_check_labels(const char *fn, const float *labels, int64_t n, int64_t k);
+/* rt_mix.c, mixed labels (cnnc --mixed-labels): floats per sample of m's labels tensor (1 or
+ * 3); n rows (a, b, lam) checked (class ids in 0..k-1, lam in [0, 1]); n class ids as the model
+ * reads them: labels itself at width 1, else rows (y, y, 1) in m->tr->wide (NULL: out of
+ * memory; call with m->lock held). */
+int rt_label_width(const cnnrt_model *m);
+cnnrt_status rt_check_mixed_labels(const char *fn, const float *labels, int64_t n, int64_t k);
+const float *rt_labels_widen(cnnrt_model *m, const float *labels, int64_t n);
+/* The body of cnnrt_train_step (width 1) and cnnrt_train_step_mixed (width 3). */
+cnnrt_status rt_train_step(cnnrt_model *m, const char *fn, const void *images, size_t images_bytes, const float *labels,
+                           int width, int n, float *loss, float *accuracy);
 
 /* ---- the model -------------------------------------------------------------------------- */
 struct cnnrt_model {

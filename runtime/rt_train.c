@@ -475,6 +475,7 @@ void rt_train_free(cnnrt_model *m) {
   free(tr->tbuf);
   free(tr->io);
   free(tr->decay);
+  free(tr->wide);
   rt_free(m, tr->scratch);
   rt_free(m, tr->state);
   free(tr);
@@ -583,7 +584,7 @@ static void rt_feed(cnnrt_model *m, int slot, const void *images, const float *l
   size_t per = (size_t)t->tensors[t->images].bytes;
   int b = m->d->batch_size;
   tr->pools->mb_images[slot] = (const char *)images + (size_t)i * per;
-  tr->pools->mb_labels[slot] = labels + (size_t)i * (size_t)b;
+  tr->pools->mb_labels[slot] = labels + (size_t)i * (size_t)b * (size_t)rt_label_width(m);
 }
 
 /* Writes the lr into every frame. */
@@ -664,15 +665,23 @@ CNNRT_API cnnrt_status cnnrt_loss_scale(cnnrt_model *m, double *scale, int64_t *
 CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size_t images_bytes, const float *labels,
                                         int n, float *loss, float *accuracy) {
   rt_clear_error();
+  return rt_train_step(m, "cnnrt_train_step", images, images_bytes, labels, 1, n, loss, accuracy);
+}
+
+cnnrt_status rt_train_step(cnnrt_model *m, const char *fn, const void *images, size_t images_bytes, const float *labels,
+                           int width, int n, float *loss, float *accuracy) {
   int ga = m && m->tr ? m->tr->t->grad_accum : 1, per_update = m && m->tr ? ga * rt_dist_replicas(m, NULL, NULL) : 1;
   if (m && m->tr && (n < 1 || n > INT32_MAX / per_update))
-    return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_train_step: n is %d, must be >= 1", n);
-  cnnrt_status s = rt_check_batch_args(m, "cnnrt_train_step", images, images_bytes, labels, n * per_update);
+    return rt_fail(CNNRT_INVALID_ARGUMENT, "%s: n is %d, must be >= 1", fn, n);
+  cnnrt_status s = rt_check_batch_args(m, fn, images, images_bytes, labels, n * per_update);
   if (s != CNNRT_OK) return s;
+  if (width == 3 && rt_label_width(m) != 3)
+    return rt_fail(CNNRT_UNSUPPORTED, "%s: %s was compiled without --mixed-labels: it takes class ids only", fn, m->path);
   const cnnc_abi_train *t = m->tr->t;
   const cnnc_abi_tensor *lo = &m->d->tensors[m->d->outputs[0]];
-  if (lo->rank == 2 && (s = rt_check_labels("cnnrt_train_step", labels, (int64_t)n * per_update * m->d->batch_size,
-                                            lo->dims[1])) != CNNRT_OK)
+  int64_t n_labels = (int64_t)n * per_update * m->d->batch_size;
+  if (lo->rank == 2 && (s = width == 3 ? rt_check_mixed_labels(fn, labels, n_labels, lo->dims[1])
+                                       : rt_check_labels(fn, labels, n_labels, lo->dims[1])) != CNNRT_OK)
     return s;
   double loss_sum = 0, correct_sum = 0;
   int ls = rt_state_find(t, "optimizer/loss_scale");
@@ -683,6 +692,8 @@ CNNRT_API cnnrt_status cnnrt_train_step(cnnrt_model *m, const void *images, size
                    (long long)t->state[ls].bytes);
   pthread_mutex_lock(&m->lock);
   s = rt_pools_ready(m);
+  if (s == CNNRT_OK && width == 1 && !(labels = rt_labels_widen(m, labels, n_labels)))
+    s = rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory for %lld mixed-label rows", fn, (long long)n_labels);
   int R = rt_train_replicas(t), r0, r1, RL = rt_dist_replicas(m, &r0, &r1); /* all replicas, this process's */
   for (int u = 0; u < n && s == CNNRT_OK; u++) {
     rt_trainer *tr = m->tr;

@@ -113,7 +113,9 @@ cnnrt_status rt_check_train(const cnnrt_model *m) {
   if (t->grad_accum < 1) return rt_fail(CNNRT_BAD_MODEL, "%s: training descriptor: grad_accum %d", p, t->grad_accum);
   int64_t b = m->d->batch_size;
   cnnrt_status s;
-  if ((s = rt_check_special(m, t->images, "images", -1)) || (s = rt_check_special(m, t->labels, "labels", b)) ||
+  /* labels: b class ids, or b rows (a, b, lam) of a --mixed-labels model */
+  int64_t lw = t->labels >= 0 && t->labels < t->n_tensors && t->tensors[t->labels].bytes == 12 * b ? 3 : 1;
+  if ((s = rt_check_special(m, t->images, "images", -1)) || (s = rt_check_special(m, t->labels, "labels", lw * b)) ||
       (s = rt_check_special(m, t->lr, "lr", 1)) || (s = rt_check_special(m, t->loss, "loss", 1)) ||
       (s = rt_check_special(m, t->correct, "correct", 1)))
     return s;

@@ -347,6 +347,11 @@ static ir_graph *load(driver *D, fe_options *o) {
     ir_diag_print(&d, stderr);
     return NULL;
   }
+  if (o->mixed_labels && g->label >= 0 && ir_label_width(&g->values[g->label].shape) != 3) {
+    fprintf(stderr, "cnnc: error: --mixed-labels: %s: only YAML models take mixed labels yet\n", D->model);
+    ir_graph_free(g);
+    return NULL;
+  }
   D->load_seconds = (now_ms() - t0) / 1e3;
   if (o->weights_note[0]) fprintf(stderr, "cnnc: note: %s\n", o->weights_note);
   if (D->verbose)

@@ -86,6 +86,8 @@ static const optdef train_opts[] = {
     {"--checkpoint-dir", "DIR", "save a checkpoint at every log (DIR/ckpt-step-NNNNNNNN.safetensors)"},
     {"--weight-avg-exp", "D", "keep an exponential moving average of the weights, avg = D avg + (1-D) w per update: "
                               "validated at the end, checkpointed as ckpt-step-N.ema.safetensors"},
+    {"--mixup", "ALPHA", "mixup each micro-batch with lam ~ Beta(ALPHA, ALPHA), partner the batch reversed (timm's Mixup; model compiled with --mixed-labels)"},
+    {"--cutmix", "ALPHA", "cutmix each micro-batch, lam ~ Beta(ALPHA, ALPHA) corrected to the box; with --mixup: one of the two per batch, 0.5 each"},
     {"--restore", "CKPT", "start from this checkpoint (weights, optimizer state, step)"},
     {"--limit", "N", "use only the first N training samples (of a folder: N spread evenly over it)"},
     {"--seed", "S", "shuffling seed (default 1; 0 = file order)"},
@@ -241,6 +243,11 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--weight-avg-exp")) {
     o->ema_decay = parse_double(name, v, 0);
     if (!(o->ema_decay > 0 && o->ema_decay < 1)) die_usage("--weight-avg-exp: %s is not in (0, 1) (e.g. 0.97)", v);
+  }
+  else if (!strcmp(name, "--mixup") || !strcmp(name, "--cutmix")) {
+    double a = parse_double(name, v, 0);
+    if (!(a <= 1e6)) die_usage("%s: %s is over 1e6", name, v);
+    *(name[2] == 'm' ? &o->mixup : &o->cutmix) = a;
   }
   else if (!strcmp(name, "--validate-every")) o->validate_every = parse_int(name, v, 1, 1 << 20);
   else if (!strcmp(name, "--no-validation")) o->no_validation = 1;

@@ -25,6 +25,7 @@ typedef struct opts {
   int augment, loader_threads, skip_bad; /* --dataset folder|tfrecord: cnnrt_augment, decoder threads (-1: default), --bad-images skip */
   int label_base;                        /* --dataset tfrecord: subtracted from the stored labels */
   double ema_decay;                      /* --weight-avg-exp D (0: none) */
+  double mixup, cutmix;                  /* --mixup / --cutmix ALPHA (0: none) */
   double lr, lr_factor, warmup_epochs;
   double lr_per_256; /* --lr-per-256 (lr_per_256_set): the lr per 256 samples of a weight update */
   int lr_per_256_set;

@@ -57,6 +57,8 @@ static int check_options(const fe_options *o, ir_diag *d) {
   if (o->enable_half_partials && !p16)
     return ir_diag_set(d, loc, NULL, "--enable-half-partials stores partial sums in the 16-bit --half-type: it needs "
                                      "--precision 16.32 or 16.16");
+  if (o->mixed_labels && !train)
+    return ir_diag_set(d, loc, NULL, "--mixed-labels changes the training loss's labels: it needs --mode training");
   if (!train && (o->gradient_accumulation != 1 || o->replicas != 1 || o->recompute != FE_RECOMPUTE_NONE ||
                  o->pipeline_schedule != FE_SCHEDULE_SEQUENTIAL))
     return ir_diag_set(d, loc, NULL,

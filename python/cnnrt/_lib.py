@@ -157,6 +157,8 @@ _PROTOS = {
     "cnnrt_learning_rate": (_D, [_P]),
     "cnnrt_set_lr_schedule": (_I, [_P, ctypes.POINTER(LrScheduleC), _I64]),
     "cnnrt_train_step": (_I, [_P, _P, _S, _P, _I, _PF, _PF]),
+    "cnnrt_train_step_mixed": (_I, [_P, _P, _S, _P, _I, _PF, _PF]),
+    "cnnrt_mixed_labels": (_I, [_P]),
     "cnnrt_loss_scale": (_I, [_P, ctypes.POINTER(_D), ctypes.POINTER(_I64)]),
     "cnnrt_evaluate": (_I, [_P, _P, _S, _P, _I, _PF, _PF]),
     "cnnrt_evaluate_samples": (_I, [_P, _P, _S, _P, _I, _PF, ctypes.POINTER(ctypes.c_int32)]),

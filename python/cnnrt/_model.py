@@ -370,6 +370,25 @@ class Model:
         check(st)
         return loss.value, acc.value
 
+    def train_step_mixed(self, images, rows, steps=None):
+        """train_step with mixed labels (a model compiled with --mixed-labels): rows [n, 3] of
+        (class a, class b, lam), the loss lam CE(a) + (1 - lam) CE(b) (docs/training.md); the
+        runtime checks the rows (cnnrt_train_step_mixed).  Returns (mean loss, accuracy)."""
+        self._need_training("train_step_mixed")
+        n = self._check_images(images, "images")
+        per = self.batch_size * self.grad_accum
+        if n % per or (steps is not None and n != int(steps) * per):
+            raise InputError(_lib.SHAPE_MISMATCH, f"images: {n} samples; a weight update takes {per}")
+        r = np.ascontiguousarray(rows, dtype=np.float32)
+        if r.shape != (n, 3):
+            raise InputError(_lib.SHAPE_MISMATCH, f"rows: shape {r.shape}, want ({n}, 3): (a, b, lam) per image")
+        loss, acc = ctypes.c_float(), ctypes.c_float()
+        with self._h.lock:
+            st = lib.cnnrt_train_step_mixed(self._h.get(), images.ctypes.data, images.nbytes, r.ctypes.data, n // per,
+                                            ctypes.byref(loss), ctypes.byref(acc))
+        check(st)
+        return loss.value, acc.value
+
     def _evaluate_call(self, images, y, nmb):
         loss, acc = ctypes.c_float(), ctypes.c_float()
         with self._h.lock:

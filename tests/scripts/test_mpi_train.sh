@@ -5,8 +5,9 @@
 # loss and the same (split, reduced) validation: fmnist_cnn (no batch norm) and cifar_resnet8
 # (batch-norm running statistics passed rank to rank after each rank's forwards; also 2
 # replicas per rank with gradient accumulation) on synthetic data, fmnist_cnn on
-# Fashion-MNIST (--limit); ranks with other .so files or options stop with a message; a killed
-# rank ends the job within seconds.  Skips (77) without mpirun or libcnnrt_mpi.
+# Fashion-MNIST (--limit), --mixup/--cutmix with accumulation 2; ranks with other .so files or
+# options stop with a message; a killed rank ends the job within seconds.  Skips (77) without
+# mpirun or libcnnrt_mpi.
 set -u
 . "$(dirname "$0")/lib.sh"
 script_args "$@"
@@ -45,6 +46,11 @@ same_run "cifar_resnet8 synthetic (batch norm)" "$T/r2.so" --dataset synthetic -
 # rank's last forward job, backward jobs of earlier micro-batches before it
 "$CNNC" "$SRC/models/cifar_resnet8.yml" --mode training --batch-size 4 --replicas 4 --gradient-accumulation 2 -o "$T/r4.so" >"$T/c.log" 2>&1 || bad "cnnc cifar_resnet8 r4: $(tail -3 "$T/c.log")"
 same_run "cifar_resnet8 4 replicas, accumulation 2 (batch norm)" "$T/r4.so" --dataset synthetic --epochs 1 --limit 256 --logs-per-epoch 2
+# --mixup / --cutmix: each micro-batch's draws follow its number in the run, the same on 2 ranks
+"$CNNC" "$SRC/models/fmnist_cnn.yml" --mode training --batch-size 8 --replicas 2 --gradient-accumulation 2 --mixed-labels \
+  -o "$T/fm.so" >"$T/c.log" 2>&1 || bad "cnnc fmnist_cnn --mixed-labels: $(tail -3 "$T/c.log")"
+same_run "fmnist_cnn mixup + cutmix" "$T/fm.so" --dataset synthetic --epochs 1 --limit 256 --logs-per-epoch 2 \
+  --mixup 0.4 --cutmix 1.0 --seed 3
 if have_fmnist; then
   same_run "fmnist_cnn Fashion-MNIST" "$T/f2.so" --dataset fashion-mnist --epochs 1 --limit 512 --data-dir "$DATA"
   # --restore on every rank continues as one process does

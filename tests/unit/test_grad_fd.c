@@ -290,6 +290,21 @@ static void test_dense_softmax(void) {
   }
 }
 
+/* Mixed labels [N,3] (a, b, lam) of mixup: a != b, a == b, lam 0 and 1.  Run last: its draws
+ * leave the other cases' random values as they were. */
+static void test_xent_mixed(void) {
+  const float mixed[12] = {2, 0, 0.7f, 3, 3, 0.25f, 4, 1, 0.0f, 1, 2, 1.0f};
+  const float smooth[] = {0.0f, 0.3f};
+  for (int i = 0; i < 2; i++) {
+    char label[64];
+    snprintf(label, sizeof label, "softmax_xent mixed labels, label_smoothing=%g", smooth[i]);
+    new_graph(4);
+    int lin[2] = {P("logits", SHAPE(4, 5), 2, 0), ir_add_label_mixed(G, "label")};
+    ir_attr xa = {.softmax_xent = {smooth[i]}};
+    check_case(label, NODE(IR_OP_softmax_xent, "loss", lin, 2, &xa), mixed);
+  }
+}
+
 /* conv -> bn(training) -> relu -> add(x) -> global_avgpool -> reshape -> dense: a residual
  * block, where x has two consumers. */
 static void test_block(void) {
@@ -439,6 +454,7 @@ int main(void) {
   test_shape_ops();
   test_rule_table();
   test_checker_rejects();
+  test_xent_mixed();
   if (g_failures) {
     fprintf(stderr, "test_grad_fd: %d check(s) failed (%d cases)\n", g_failures, g_cases);
     return 1;
