@@ -133,6 +133,16 @@ int ox_fold_transpose(ox_ctx *x, const ox_const *c, const int64_t *perm, int n);
 int ox_op_concat(ox_ctx *x);
 int ox_op_slice(ox_ctx *x);
 int ox_op_split(ox_ctx *x);
+/* onnx_tensor.c */
+int ox_op_gemm(ox_ctx *x);
+int ox_op_matmul(ox_ctx *x);
+int ox_op_flatten(ox_ctx *x);
+int ox_op_reshape(ox_ctx *x);
+int ox_op_transpose(ox_ctx *x);
+int ox_op_reduce_mean(ox_ctx *x);
+int ox_op_softmax(ox_ctx *x);
+int ox_op_hardmax(ox_ctx *x);
+int ox_op_log_softmax(ox_ctx *x);
 int ox_op_add(ox_ctx *x);
 int ox_op_sub(ox_ctx *x);
 int ox_op_mul(ox_ctx *x);
