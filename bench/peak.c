@@ -83,47 +83,31 @@ __attribute__((target("avx512f,avx512bf16"))) static void *runbf16(void *p) {
 static unsigned char amx_cfg[64] __attribute__((aligned(64)));
 static unsigned char amx_src[1024] __attribute__((aligned(64)));
 
-__attribute__((target("amx-tile,amx-bf16"))) static void *runamxbf16(void *p) {
-  _tile_loadconfig(amx_cfg);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  _tile_loadd(4, amx_src, 64);
-  _tile_loadd(6, amx_src, 64);
-  for (long n = 0; n < AMX_ITERS; n++) {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 6);
-    _tile_dpbf16ps(2, 4, 6);
-    _tile_dpbf16ps(3, 4, 6);
+/* run<NAME>: 4 accumulator tiles, ITERS / 16 iterations of 4 INSTR(c, 4, 6); OUT the C type
+ * of a stored accumulator. */
+#define AMX_RUN(NAME, FEATURES, INSTR, OUT)                                     \
+  __attribute__((target(FEATURES))) static void *run##NAME(void *p) {           \
+    _tile_loadconfig(amx_cfg);                                                  \
+    _tile_zero(0);                                                              \
+    _tile_zero(1);                                                              \
+    _tile_zero(2);                                                              \
+    _tile_zero(3);                                                              \
+    _tile_loadd(4, amx_src, 64);                                                \
+    _tile_loadd(6, amx_src, 64);                                                \
+    for (long n = 0; n < AMX_ITERS; n++) {                                      \
+      INSTR(0, 4, 6);                                                           \
+      INSTR(1, 4, 6);                                                           \
+      INSTR(2, 4, 6);                                                           \
+      INSTR(3, 4, 6);                                                           \
+    }                                                                           \
+    OUT out[256] __attribute__((aligned(64)));                                  \
+    _tile_stored(0, out, 64);                                                   \
+    _tile_release();                                                            \
+    thread_cpu(p, (float)out[0]);                                               \
+    return 0;                                                                   \
   }
-  float out[256] __attribute__((aligned(64)));
-  _tile_stored(0, out, 64);
-  _tile_release();
-  thread_cpu(p, out[0]);
-  return 0;
-}
-
-__attribute__((target("amx-tile,amx-int8"))) static void *runamxint8(void *p) {
-  _tile_loadconfig(amx_cfg);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  _tile_loadd(4, amx_src, 64);
-  _tile_loadd(6, amx_src, 64);
-  for (long n = 0; n < AMX_ITERS; n++) {
-    _tile_dpbssd(0, 4, 6);
-    _tile_dpbssd(1, 4, 6);
-    _tile_dpbssd(2, 4, 6);
-    _tile_dpbssd(3, 4, 6);
-  }
-  int out[256] __attribute__((aligned(64)));
-  _tile_stored(0, out, 64);
-  _tile_release();
-  thread_cpu(p, (float)out[0]);
-  return 0;
-}
+AMX_RUN(amxbf16, "amx-tile,amx-bf16", _tile_dpbf16ps, float)
+AMX_RUN(amxint8, "amx-tile,amx-int8", _tile_dpbssd, int)
 
 /* AMX bits of CPUID.(7,0):EDX (22 bf16, 24 tile, 25 int8) with the OS's tile state in XCR0 and
  * the process's permission granted: 1 bf16, 2 int8, 3 both, 0 none. */

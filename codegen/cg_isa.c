@@ -105,23 +105,18 @@ static void emu_copy(cg_ctx *c, const cg_amx *a, int t, LLVMValueRef ptr, int64_
   }
 }
 
-void cg_amx_load(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride) {
+/* tileloadd64 (store 0) / tilestored64 (store 1), or their emulation. */
+static void amx_move(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride, int store) {
   if (a->mode == 1) {
     LLVMValueRef args[3] = {imm8(c, tile), ptr, cg_i64(c, stride)};
-    cg_intrinsic(c, "llvm.x86.tileloadd64", NULL, 0, args, 3);
+    cg_intrinsic(c, store ? "llvm.x86.tilestored64" : "llvm.x86.tileloadd64", NULL, 0, args, 3);
     return;
   }
-  emu_copy(c, a, tile, ptr, stride, 0);
+  emu_copy(c, a, tile, ptr, stride, store);
 }
 
-void cg_amx_store(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride) {
-  if (a->mode == 1) {
-    LLVMValueRef args[3] = {imm8(c, tile), ptr, cg_i64(c, stride)};
-    cg_intrinsic(c, "llvm.x86.tilestored64", NULL, 0, args, 3);
-    return;
-  }
-  emu_copy(c, a, tile, ptr, stride, 1);
-}
+void cg_amx_load(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride) { amx_move(c, a, tile, ptr, stride, 0); }
+void cg_amx_store(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride) { amx_move(c, a, tile, ptr, stride, 1); }
 
 void cg_amx_dpbf16(cg_ctx *c, const cg_amx *a, int tc, int ta, int tb) {
   if (a->mode == 1) {

@@ -52,6 +52,27 @@ static inline int bf16_compile_report(ir_graph *g, const cg_target *t, const cg_
   return rc;
 }
 
+/* The conv kernels' kinds of a compile: n convs, hit of them whose kind contains tag, the last
+ * conv kind (test_codegen_amx.c, test_codegen_int8.c). */
+typedef struct conv_kinds { int n, hit; const char *tag; char kind[160]; } conv_kinds;
+static inline void conv_kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const struct pass_fusion *plan,
+                                     const cg_report_buffer *b, int n_b, const int64_t *sb, int ns, const int *tv, int nt) {
+  conv_kinds *s = ctx;
+  for (int i = 0; i < n_k; i++)
+    if (!strncmp(k[i].kind, "conv2d", 6)) {
+      s->n++;
+      s->hit += strstr(k[i].kind, s->tag) != NULL;
+      snprintf(s->kind, sizeof s->kind, "%s", k[i].kind);
+    }
+}
+/* g compiled for t (n = -1 when the compile fails). */
+static inline conv_kinds conv_kinds_of(ir_graph *g, const cg_target *t, const char *tag) {
+  conv_kinds s = {0, 0, tag, ""};
+  cg_report_sink rs = {&s, conv_kinds_layout, NULL, NULL};
+  if (bf16_compile_report(g, t, &rs)) s.n = -1;
+  return s;
+}
+
 /* g compiled for t, run on x (nx floats) with 1 and 2 threads: every output bitwise want[0..ny),
  * the C model of the kernel (what names it in the message).  Returns the number of outputs that
  * differ with 1 thread (-1: not run). */

@@ -32,23 +32,8 @@ static ir_graph *case_graph(const kcase *k) {
   return g;
 }
 
-typedef struct kinds { int n, amx; char kind[160]; } kinds;
-static void kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const struct pass_fusion *plan, const cg_report_buffer *b, int n_b,
-                         const int64_t *sb, int ns, const int *tv, int nt) {
-  kinds *s = ctx;
-  for (int i = 0; i < n_k; i++)
-    if (!strncmp(k[i].kind, "conv2d", 6)) {
-      s->n++;
-      s->amx += strstr(k[i].kind, "amx") != NULL;
-      snprintf(s->kind, sizeof s->kind, "%s", k[i].kind);
-    }
-}
-static kinds compile_kinds(ir_graph *g, const cg_target *t) {
-  kinds s = {0};
-  cg_report_sink rs = {&s, kinds_layout, NULL, NULL};
-  if (bf16_compile_report(g, t, &rs)) s.n = -1;
-  return s;
-}
+typedef conv_kinds kinds;
+static kinds compile_kinds(ir_graph *g, const cg_target *t) { return conv_kinds_of(g, t, "amx"); }
 
 static int g_pad = 1; /* the model adds the K padding's zero steps */
 
@@ -86,7 +71,7 @@ static void emulated_case(const cg_target *t, const char *tn, const kcase *k) {
     return;
   }
   kinds ks = compile_kinds(g, t);
-  CGT_CHECK(ks.n == 1 && ks.amx == 1 && strstr(ks.kind, "_amxemu"), "%s: the conv is not on the emulated AMX kernels (%s)", label, ks.kind);
+  CGT_CHECK(ks.n == 1 && ks.hit == 1 && strstr(ks.kind, "_amxemu"), "%s: the conv is not on the emulated AMX kernels (%s)", label, ks.kind);
   fprintf(stderr, "%s: %s\n", label, ks.kind);
   bf16_check_case(g, t, k, model, label, sizeof label); /* bitwise the model, then vs the interpreter */
   ir_graph_free(g);
@@ -198,15 +183,15 @@ int main(void) {
   ct_tune("amx=0,bf16=2,bf16_emulate=1");
   {
     ir_graph *g = case_graph(&cases[0]);
-    kinds k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, ""};
-    CGT_CHECK(k.n == 1 && k.amx == 0 && strstr(k.kind, "_bf16_"), "tune amx=0: %s", k.kind);
+    kinds k = g ? compile_kinds(g, &avx2) : (kinds){-1, 0, NULL, ""};
+    CGT_CHECK(k.n == 1 && k.hit == 0 && strstr(k.kind, "_bf16_"), "tune amx=0: %s", k.kind);
     ir_graph_free(g);
   }
   ct_tune("amx=1,bf16=1,bf16_emulate=0");
   CGT_CHECK(spr.has_amx_bf16 && !avx2.has_amx_bf16, "has_amx_bf16: sapphirerapids %d, x86-64-v3 %d", spr.has_amx_bf16, avx2.has_amx_bf16);
   for (int i = 0; i < nc; i += 3) { /* compiled for the AMX target (not run here): the native kernels */
     ir_graph *g = case_graph(&cases[i]);
-    kinds k = g ? compile_kinds(g, &spr) : (kinds){-1, 0, ""};
+    kinds k = g ? compile_kinds(g, &spr) : (kinds){-1, 0, NULL, ""};
     CGT_CHECK(k.n == 1 && strstr(k.kind, "_amxbf16"), "sapphirerapids, case %d: %s", i, k.kind);
     ir_graph_free(g);
   }

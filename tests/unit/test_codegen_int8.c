@@ -11,6 +11,8 @@
  *     sapphirerapids and znver4 compile to `_int8_..._avx512vnni` kernels. */
 #include "test_codegen_harness.h"
 
+#include "bf16_case_check.h"
+
 typedef struct icase { int n, cin, cout, h, w, k, s, p, s8; } icase;
 
 static ir_graph *case_graph(const icase *k) {
@@ -29,28 +31,8 @@ static ir_graph *case_graph(const icase *k) {
   return g;
 }
 
-typedef struct kinds { int n, int8; char kind[160]; } kinds;
-static void kinds_layout(void *ctx, const cg_report_kernel *k, int n_k, const struct pass_fusion *plan, const cg_report_buffer *b, int n_b,
-                         const int64_t *sb, int ns, const int *tv, int nt) {
-  kinds *s = ctx;
-  for (int i = 0; i < n_k; i++)
-    if (!strncmp(k[i].kind, "conv2d", 6)) {
-      s->n++;
-      s->int8 += strstr(k[i].kind, "_int8_") != NULL;
-      snprintf(s->kind, sizeof s->kind, "%s", k[i].kind);
-    }
-}
-static kinds compile_kinds(ir_graph *g, const cg_target *t) {
-  kinds s = {0};
-  cg_report_sink rs = {&s, kinds_layout, NULL, NULL};
-  char so[512];
-  snprintf(so, sizeof so, "%s/kinds.so", cgt_dir);
-  cg_options o = {so, NULL, "kinds", "{}", 2, 0, &rs};
-  ir_diag d = {0};
-  if (cg_compile(ct_g(g), t, &o, &d)) ir_diag_print(&d, stderr), s.n = -1;
-  unlink(so);
-  return s;
-}
+typedef conv_kinds kinds;
+static kinds compile_kinds(ir_graph *g, const cg_target *t) { return conv_kinds_of(g, t, "_int8_"); }
 
 static void check_case(const cg_target *t, const char *tn, const icase *k, const char *want_isa) {
   char label[200];
@@ -58,7 +40,7 @@ static void check_case(const cg_target *t, const char *tn, const icase *k, const
            k->s8 ? "s8" : "u8");
   ir_graph *g = case_graph(k);
   kinds ks = compile_kinds(g, t);
-  CGT_CHECK(ks.n == 1 && ks.int8 == 1 && strstr(ks.kind, want_isa), "%s: not on the int8 route (%s)", label, ks.kind);
+  CGT_CHECK(ks.n == 1 && ks.hit == 1 && strstr(ks.kind, want_isa), "%s: not on the int8 route (%s)", label, ks.kind);
   fprintf(stderr, "%s: %s\n", label, ks.kind);
   int oh = (k->h + 2 * k->p - k->k) / k->s + 1, ow = (k->w + 2 * k->p - k->k) / k->s + 1, taps = k->k * k->k;
   int64_t nx = (int64_t)k->n * k->cin * k->h * k->w, ny = (int64_t)k->n * k->cout * oh * ow;
@@ -129,14 +111,14 @@ int main(void) {
   {
     ir_graph *g = case_graph(&cases[0]);
     kinds k = compile_kinds(g, &spr);
-    CGT_CHECK(k.n == 1 && k.int8 == 0, "tune int8=0: %s", k.kind);
+    CGT_CHECK(k.n == 1 && k.hit == 0, "tune int8=0: %s", k.kind);
     ir_graph_free(g);
   }
   ct_tune("int8=1");
   {
     ir_graph *g = case_graph(&cases[1]);
     kinds k = compile_kinds(g, &v4);
-    CGT_CHECK(k.n == 1 && k.int8 == 0, "x86-64-v4 (no avx512vnni): %s", k.kind);
+    CGT_CHECK(k.n == 1 && k.hit == 0, "x86-64-v4 (no avx512vnni): %s", k.kind);
     k = compile_kinds(g, &spr);
     CGT_CHECK(k.n == 1 && strstr(k.kind, "_int8_s8_") && strstr(k.kind, "__avx512vnni"), "sapphirerapids: %s", k.kind);
     k = compile_kinds(g, &zn4);
