@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testlib import Checks, build_src, need_module, run  # noqa: E402
+from testlib import Checks, build_src, compiles, infer_raw, need_module, run  # noqa: E402
 
 BUILD, SRC = build_src(__doc__)
 torch = need_module("torch", "Debian python3-torch")
@@ -41,17 +41,12 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-convt-") as T:
         x = torch.randn(*shape)
         path = os.path.join(T, "m.onnx")
         torch.onnx.export(conv, x, path, opset_version=13, input_names=["x"], output_names=["y"])
-        r = run([CNNC, path, "-o", path + ".so"], timeout=120)
-        if not checks.check(r.returncode == 0, what + ": compiles (" + r.stderr.strip()[:200] + ")"):
-            continue
-        xin, yout = os.path.join(T, "x.raw"), os.path.join(T, "y.raw")
-        x.numpy().astype(np.float32).tofile(xin)
-        r = run([CNNRUN, path + ".so", "infer", "--input", xin, "--output", yout, "--format", "raw"], timeout=120)
-        if not checks.check(r.returncode == 0, what + ": runs (" + (r.stderr + r.stdout).strip()[:200] + ")"):
+        so = compiles(checks, CNNC, path, what)
+        got = infer_raw(checks, CNNRUN, so, x.numpy(), what, T) if so else None
+        if got is None:
             continue
         with torch.no_grad():
             want = conv(x).numpy()
-        got = np.fromfile(yout, dtype=np.float32)
         if not checks.check(got.size == want.size, what + f": {got.size} values, want {want.size}"):
             continue
         got = got.reshape(want.shape)

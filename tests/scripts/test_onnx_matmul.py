@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testlib import Checks, build_src, need_module, run  # noqa: E402
+from testlib import Checks, build_src, compiles, infer_raw, need_module, run  # noqa: E402
 
 BUILD, SRC = build_src(__doc__)
 onnx = need_module("onnx", "Debian python3-onnx")
@@ -38,17 +38,12 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-matmul-") as T:
         what = f"MatMul A{list(ashape)} B{list(bshape)}"
         b = rng.standard_normal(bshape).astype(np.float32)
         onnx.save(model(ashape, b), p)
-        r = run([CNNC, p, "-o", p + ".so"], timeout=120)
-        if not checks.check(r.returncode == 0, what + ": compiles (" + r.stderr.strip()[:200] + ")"):
-            continue
+        so = compiles(checks, CNNC, p, what)
         a = rng.standard_normal(ashape).astype(np.float32)
-        xin, yout = os.path.join(T, "x.raw"), os.path.join(T, "y.raw")
-        a.tofile(xin)
-        r = run([CNNRUN, p + ".so", "infer", "--input", xin, "--output", yout, "--format", "raw"], timeout=120)
-        if not checks.check(r.returncode == 0, what + ": runs (" + (r.stderr + r.stdout).strip()[:200] + ")"):
+        got = infer_raw(checks, CNNRUN, so, a, what, T) if so else None
+        if got is None:
             continue
         want = np.matmul(a.astype(np.float64), b.astype(np.float64))
-        got = np.fromfile(yout, dtype=np.float32)
         if not checks.check(got.size == want.size, what + f": {got.size} values, want {want.size}"):
             continue
         got = got.reshape(want.shape)

@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testlib import Checks, build_src, need_module, run  # noqa: E402
+from testlib import Checks, build_src, compiles, infer_raw, need_module, run  # noqa: E402
 
 BUILD, SRC = build_src(__doc__)
 onnx = need_module("onnx", "Debian python3-onnx")
@@ -66,19 +66,14 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-pad-") as T:
                                            ((2, 5, 7), [0, 0, 6, 0, 0, 1], 0.0, None, "reflect")]:
         what = f"Pad {mode} x{list(shape)} pads {pads} value {value}" + (f" then {tail}" if tail else "")
         onnx.save(model(shape, pads, value, tail, mode), p)
-        r = run([CNNC, p, "-o", p + ".so"], timeout=120)
-        if not checks.check(r.returncode == 0, what + ": compiles (" + r.stderr.strip()[:200] + ")"):
-            continue
+        so = compiles(checks, CNNC, p, what)
         x = rng.standard_normal(shape).astype(np.float32)
-        xin, yout = os.path.join(T, "x.raw"), os.path.join(T, "y.raw")
-        x.tofile(xin)
-        r = run([CNNRUN, p + ".so", "infer", "--input", xin, "--output", yout, "--format", "raw"], timeout=120)
-        if not checks.check(r.returncode == 0, what + ": runs (" + (r.stderr + r.stdout).strip()[:200] + ")"):
+        got = infer_raw(checks, CNNRUN, so, x, what, T) if so else None
+        if got is None:
             continue
         want = np_pad(x, pads, np.float32(value), mode)
         if tail == "Relu":
             want = np.maximum(want, 0)
-        got = np.fromfile(yout, dtype=np.float32)
         if checks.check(got.size == want.size, what + f": {got.size} values, want {want.size}"):
             checks.check(bool((got.reshape(want.shape) == want).all()), what + ": equal to np.pad")
     onnx.save(model(("N", 4), [1, 0, 0, 2], 0.0), p)

@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testlib import Checks, build_src, need_module, run, so_info  # noqa: E402
+from testlib import Checks, build_src, compiles, infer_raw, need_module, run, so_info  # noqa: E402
 
 BUILD, SRC = build_src(__doc__)
 onnx = need_module("onnx", "Debian python3-onnx")
@@ -58,8 +58,7 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-softmax-") as T:
         what = "%s x%s axis %d opset %d" % (op, list(shape), axis, opset)
         p = os.path.join(T, "m.onnx")
         onnx.save(model(shape, axis, opset, op), p)
-        r = run([CNNC, p, "-o", p + ".so"], timeout=120)
-        if not checks.check(r.returncode == 0, what + ": compiles (" + r.stderr.strip()[:200] + ")"):
+        if not compiles(checks, CNNC, p, what):
             continue
         # across dim 0 the whole tensor is one sample: batch 1, input [1, all]; else dim 0 is the batch
         info = so_info(CNNRUN, p + ".so")
@@ -69,12 +68,10 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-softmax-") as T:
                      what + ": batch %d, input %s (want %d, %s)" % (info["batch_size"], info["tensors"][info["input"]]["shape"],
                                                                   want_b, want_in))
         x = rng.standard_normal(shape).astype(np.float32) * 3
-        xin, yout = os.path.join(T, "x.raw"), os.path.join(T, "y.raw")
-        x.tofile(xin)
-        r = run([CNNRUN, p + ".so", "infer", "--input", xin, "--output", yout, "--format", "raw"], timeout=120)
-        if not checks.check(r.returncode == 0, what + ": runs (" + (r.stderr + r.stdout).strip()[:200] + ")"):
+        got = infer_raw(checks, CNNRUN, p + ".so", x, what, T)
+        if got is None:
             continue
-        got = np.fromfile(yout, dtype=np.float32).reshape(shape)
+        got = got.reshape(shape)
         want = softmax(x, axis + len(shape) if axis < 0 else axis, opset, op == "Hardmax")
         err = float(np.abs(got - want).max())
         checks.check(bool((np.abs(got - want) <= 1e-6 + 1e-5 * np.abs(want)).all()), what + ": max abs err %.3g" % err)

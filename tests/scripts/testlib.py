@@ -71,6 +71,25 @@ def run(cmd, timeout=900, env=None):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def compiles(checks, cnnc, model, what, args=()):
+    """cnnc MODEL -o MODEL.so ARGS as one check ("WHAT: compiles"): the .so's path, or None."""
+    so = model + ".so"
+    r = run([cnnc, model, "-o", so] + list(args), timeout=120)
+    return so if checks.check(r.returncode == 0, what + ": compiles (" + r.stderr.strip()[:200] + ")") else None
+
+
+def infer_raw(checks, cnnrun, so, x, what, tmp):
+    """cnnrun SO infer on the array x written raw (f32) in tmp, as one check ("WHAT: runs"): the
+    output as a flat float32 array, or None."""
+    np = importlib.import_module("numpy")
+    xin, yout = os.path.join(tmp, "x.raw"), os.path.join(tmp, "y.raw")
+    np.asarray(x, dtype=np.float32).tofile(xin)
+    r = run([cnnrun, so, "infer", "--input", xin, "--output", yout, "--format", "raw"], timeout=120)
+    if not checks.check(r.returncode == 0, what + ": runs (" + (r.stderr + r.stdout).strip()[:200] + ")"):
+        return None
+    return np.fromfile(yout, dtype=np.float32)
+
+
 def run_output(cmd, env=None):
     """(exit status, stdout + stderr) of cmd, without a time limit."""
     r = run(cmd, timeout=None, env=env)
