@@ -78,6 +78,15 @@ static LLVMValueRef load_h16(cg_ctx *c, const bk *s, LLVMValueRef idx, unsigned 
   return LLVMBuildZExt(c->b, h, LLVMVectorType(c->t_i32, (unsigned)V), "");
 }
 
+/* Stores panel vector j (run time) of dword row k: [pixel tile][kpr][P], tile j / P, vector j % P. */
+static void store_slot(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, LLVMValueRef j, LLVMValueRef v) {
+  LLVMValueRef tile = LLVMBuildSDiv(c->b, j, cg_i64(c, g->P), ""), in = LLVMBuildSRem(c->b, j, cg_i64(c, g->P), "");
+  LLVMValueRef row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, tile, cg_i64(c, g->kpr), ""), k, "");
+  LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, row, cg_i64(c, g->P), ""), in, "slot");
+  LLVMValueRef st = LLVMBuildStore(c->b, v, LLVMBuildGEP2(c->b, LLVMTypeOf(v), s->buf, &slot, 1, ""));
+  LLVMSetAlignment(st, (unsigned)g->V * 4); /* one slot: V dwords */
+}
+
 /* int8: the dword of 4 channel vectors x[0..3] (f32 integer values of a quantize8; NULL: a
  * channel past Cin, byte 0): byte i = x[i] (u8), or x[i] + 128 (s8, q8 2). */
 static LLVMValueRef q8_dword(cg_ctx *c, const bgeom *g, LLVMValueRef *x) {
@@ -103,7 +112,7 @@ static void pack_vec(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, int
   LLVMValueRef i0 = LLVMBuildAdd(c->b, s->in_base, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, k, cg_i64(c, g->epd * g->hw), ""), px, ""), "");
   LLVMValueRef i1 = LLVMBuildAdd(c->b, i0, cg_i64(c, g->hw), "");
   LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
-  LLVMValueRef h0, h1, pair;
+  LLVMValueRef pair;
   if (g->q8) {
     LLVMValueRef x[4] = {NULL, NULL, NULL, NULL};
     for (int i = 0; i < nch; i++) {
@@ -111,25 +120,20 @@ static void pack_vec(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, int
       x[i] = m == full ? cg_load_v(c, s->x, ii, V) : cg_conv_masked_load(c, s->x, ii, m, V);
     }
     pair = q8_dword(c, g, x);
-    goto store;
-  }
-  if (s->xdt != IR_F32) { /* 16-bit storage: the bf16 bits as they are */
-    h0 = load_h16(c, s, i0, m, V);
-    h1 = odd_last ? LLVMConstNull(vi) : load_h16(c, s, i1, m, V);
   } else {
-    LLVMValueRef x0 = m == full ? cg_load_v(c, s->x, i0, V) : cg_conv_masked_load(c, s->x, i0, m, V);
-    LLVMValueRef x1 = odd_last ? cg_fzero(c, V) : m == full ? cg_load_v(c, s->x, i1, V) : cg_conv_masked_load(c, s->x, i1, m, V);
-    h0 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x0, IR_HALF_BF16, 0, V), vi, "");
-    h1 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x1, IR_HALF_BF16, 0, V), vi, "");
+    LLVMValueRef h0, h1;
+    if (s->xdt != IR_F32) { /* 16-bit storage: the bf16 bits as they are */
+      h0 = load_h16(c, s, i0, m, V);
+      h1 = odd_last ? LLVMConstNull(vi) : load_h16(c, s, i1, m, V);
+    } else {
+      LLVMValueRef x0 = m == full ? cg_load_v(c, s->x, i0, V) : cg_conv_masked_load(c, s->x, i0, m, V);
+      LLVMValueRef x1 = odd_last ? cg_fzero(c, V) : m == full ? cg_load_v(c, s->x, i1, V) : cg_conv_masked_load(c, s->x, i1, m, V);
+      h0 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x0, IR_HALF_BF16, 0, V), vi, "");
+      h1 = LLVMBuildZExt(c->b, cg_narrow16_v(c, NULL, x1, IR_HALF_BF16, 0, V), vi, "");
+    }
+    pair = LLVMBuildOr(c->b, h0, LLVMBuildShl(c->b, h1, splat_i32v(c, 16, V), ""), "pair");
   }
-  pair = LLVMBuildOr(c->b, h0, LLVMBuildShl(c->b, h1, splat_i32v(c, 16, V), ""), "pair");
-store:;
-  /* [pixel tile][kpr][P]: tile j / P, vector j % P */
-  LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, cg_i64(c, g->P), ""), cg_i64(c, g->kpr), ""), k, ""),
-                                                      cg_i64(c, g->P), ""),
-                                     LLVMBuildSRem(c->b, j, cg_i64(c, g->P), ""), "slot");
-  LLVMValueRef st = LLVMBuildStore(c->b, pair, LLVMBuildGEP2(c->b, vi, s->buf, &slot, 1, ""));
-  LLVMSetAlignment(st, (unsigned)V * 4); /* one slot: V dwords */
+  store_slot(c, g, s, k, j, pair);
 }
 
 /* Packs px pixels (compile time) of the chunk at s->c0: nfv whole vectors, then a masked one. */
@@ -288,12 +292,7 @@ static void gather_vec(cg_ctx *c, const bgeom *g, const bk *s, int tap, LLVMValu
       pair = LLVMBuildOr(c->b, LLVMBuildLShr(c->b, u0, splat_i32v(c, 16, V), ""),
                          LLVMBuildAnd(c->b, u1, splat_i32v(c, 0xffff0000u, V), ""), "pair");
     }
-    LLVMValueRef kk = LLVMBuildAdd(c->b, k, cg_i64(c, tap * g->kpc), "");
-    LLVMValueRef slot = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSDiv(c->b, j, cg_i64(c, g->P), ""), cg_i64(c, g->kpr), ""), kk, ""),
-                                                        cg_i64(c, g->P), ""),
-                                       LLVMBuildSRem(c->b, j, cg_i64(c, g->P), ""), "slot");
-    LLVMValueRef st = LLVMBuildStore(c->b, pair, LLVMBuildGEP2(c->b, vi, s->buf, &slot, 1, ""));
-    LLVMSetAlignment(st, (unsigned)V * 4); /* one slot: V dwords */
+    store_slot(c, g, s, LLVMBuildAdd(c->b, k, cg_i64(c, tap * g->kpc), ""), j, pair);
     if (!last) cg_loop_end(c, &K);
   }
 }
@@ -524,21 +523,21 @@ static void tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLVMVal
     LLVMValueRef bi = LLVMBuildAdd(c->b, s->bbase, cg_i64(c, r), "");
     LLVMValueRef bias = cg_splat(c, cg_load_f32(c, s->bp, bi), V);
     LLVMValueRef scale = s->bn ? cg_splat(c, cg_load_f32(c, s->sp, bi), V) : NULL;
+    LLVMValueRef comp = NULL; /* int8: 128 x the weights' sum (s8 inputs; 0 for u8), <V x i32> */
+    if (g->q8) {
+      LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
+      comp = s->comp ? LLVMBuildLoad2(c->b, c->t_i32, LLVMBuildGEP2(c->b, c->t_i32, s->comp, &bi, 1, ""), "comp") : cg_i32(c, 0);
+      comp = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), comp, cg_i32(c, 0), ""), LLVMGetUndef(vi),
+                                    LLVMConstNull(vi), "comp");
+    }
     LLVMValueRef orow = LLVMBuildAdd(c->b, s->out_base, LLVMBuildAdd(c->b, cg_i64(c, r * g->hw), q0, ""), "");
     for (int p = 0; p < np; p++) {
       unsigned mo = p == np - 1 ? last_mask : full;
       LLVMValueRef oi = LLVMBuildAdd(c->b, orow, cg_i64(c, (int64_t)p * V), "oi");
       LLVMValueRef v = LLVMBuildLoad2(c->b, vt, acc[r * np + p], "");
       if (g->q8) { /* the i32 sum (s8 inputs: less 128 x the weights' sum) as f32, rounded to nearest even */
-        LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
-        LLVMValueRef iv = LLVMBuildBitCast(c->b, v, vi, "");
-        if (s->comp) {
-          LLVMValueRef cv = LLVMBuildLoad2(c->b, c->t_i32, LLVMBuildGEP2(c->b, c->t_i32, s->comp, &bi, 1, ""), "comp");
-          cv = LLVMBuildShuffleVector(c->b, LLVMBuildInsertElement(c->b, LLVMGetUndef(vi), cv, cg_i32(c, 0), ""), LLVMGetUndef(vi),
-                                      LLVMConstNull(vi), "");
-          iv = LLVMBuildSub(c->b, iv, cv, "");
-        }
-        v = LLVMBuildSIToFP(c->b, iv, vt, "acc");
+        LLVMValueRef iv = LLVMBuildBitCast(c->b, v, LLVMTypeOf(comp), "");
+        v = LLVMBuildSIToFP(c->b, s->comp ? LLVMBuildSub(c->b, iv, comp, "") : iv, vt, "acc");
       }
       LLVMValueRef qv = g->span ? LLVMBuildAdd(c->b, s->c0, LLVMBuildAdd(c->b, q0, cg_i64(c, (int64_t)p * V), ""), "qv") : NULL;
       if (scale) v = LLVMBuildFMul(c->b, v, scale, "bn");
@@ -668,20 +667,10 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   size_t nco = (size_t)g.ntile * g.R, wn = nco * (size_t)g.kpr;
   uint32_t *wp = malloc(wn * sizeof *wp);
   float *bp = malloc(nco * sizeof(float)), *sp = malloc(nco * sizeof(float));
-  if (!wp || !bp || !sp) abort();
+  int32_t *comp = malloc(nco * sizeof *comp);
+  if (!wp || !bp || !sp || !comp) abort();
   const ir_node *bnn = fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL;
-  int32_t *comp = NULL;
-  if (g.q8) { /* int8 weights; bias and BN scale per channel as cg_conv_bf16_pack gives them */
-    comp = malloc(nco * sizeof *comp);
-    if (!comp) abort();
-    cg_conv_int8_pack(c, n, &g, wp, comp);
-    for (size_t co = 0; co < nco; co++) {
-      double scale = 1.0, shift = 0.0;
-      if ((int64_t)co < g.cout) cg_conv_bn_fold(c, n, bnn, (int64_t)co, &scale, &shift);
-      bp[co] = (float)shift, sp[co] = (float)scale;
-    }
-  } else
-    cg_conv_bf16_pack(c, n, bnn, &g, wp, bp, sp);
+  cg_conv_bf16_pack(c, n, bnn, &g, wp, bp, sp, comp);
   LLVMValueRef a[IR_MAX_IN + PASS_MAX_POST + 4];
   LLVMValueRef f = cg_kernel_begin(c, fn_name, n_act, a);
   bk s;

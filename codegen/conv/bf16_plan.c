@@ -141,6 +141,26 @@ static int bf16_grid(const ir_graph *G, int v) {
   }
 }
 
+/* The shapes the bf16 and int8 routes take (1: the plan fits, 0: not): groups 1, no dilation,
+ * no squeeze-excite factor on the input; kxk / strided convs (only with kxk) with enough
+ * channels.  Gathered panels: a stem's few channels leave dword lanes empty, and a panel
+ * vector's gathers are paid back by Cout dot-product steps (ResNet-50 b16 per batch, CPU time:
+ * conv1 3 -> 64 7x7 31 ms vs the f32 kernel's 23, layer1's 64 -> 64 3x3 22 vs 19-21; layer2's
+ * 128 -> 128 16-17 vs 19-21); row-segment panels win on layer1's 3x3s too (opcmp 2 threads
+ * 1.68-1.81x per CPU-second) and on the stem (1.21x).  Measured for vdpbf16ps; the int8 route
+ * uses the same thresholds. */
+static int route_shape_ok(cg_ctx *c, const ir_node *n, int kxk) {
+  const ir_conv2d_attr *a = &n->attr.conv2d;
+  int flat = a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && !a->pad[0] && !a->pad[1] &&
+             !a->pad[2] && !a->pad[3];
+  if (a->groups > 1 || a->dilation[0] > 1 || a->dilation[1] > 1 || cg_fusion(c, n)->n_pre || (!flat && !kxk)) return 0;
+  bgeom g;
+  int ok = cg_conv_bf16_plan(c, n, &g);
+  if (!flat && (g.cin < (g.nseg ? BF16_LOAD_MIN_CIN : BF16_GATHER_MIN_CIN) || g.cout < (g.nseg ? BF16_LOAD_MIN_COUT : BF16_GATHER_MIN_COUT)))
+    return 0;
+  return ok;
+}
+
 int cg_conv_bf16_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
   (void)kp;
   return cg_conv_bf16_ok(c, n);
@@ -150,72 +170,52 @@ int cg_conv_int8_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
   (void)kp;
   const cg_priv *pv = c->priv;
   if (n->op != IR_OP_conv2d || (pv && pv->train) || !int8_input(c, n)) return 0;
-  const ir_conv2d_attr *a = &n->attr.conv2d;
-  if (a->groups > 1 || a->dilation[0] > 1 || a->dilation[1] > 1 || cg_fusion(c, n)->n_pre) return 0;
   const ir_value *w = &c->g->values[n->in[1]];
   if (!w->data || n->n_in > 2) return 0;
   for (int64_t i = 0; i < ir_shape_numel(&w->shape); i++)
     if (w->data[i] != nearbyintf(w->data[i]) || fabsf(w->data[i]) > 127) return 0; /* not int8 weights */
-  bgeom g;
-  int ok = cg_conv_bf16_plan(c, n, &g);
-  int flat = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !a->pad[0] && !a->pad[1] && !a->pad[2] && !a->pad[3];
-  if (!flat && (g.cin < (g.nseg ? BF16_LOAD_MIN_CIN : BF16_GATHER_MIN_CIN) || g.cout < (g.nseg ? BF16_LOAD_MIN_COUT : BF16_GATHER_MIN_COUT)))
-    return 0;
-  return ok;
-}
-
-void cg_conv_int8_pack(cg_ctx *c, const ir_node *n, const bgeom *g, uint32_t *wp, int32_t *comp) {
-  const float *w = c->g->values[n->in[1]].data;
-  int taps = g->kh * g->kw;
-  for (int64_t co = 0; co < (int64_t)g->ntile * g->R; co++) {
-    int64_t t = co / g->R, r = co % g->R, sum = 0;
-    for (int64_t k = 0; k < g->kp; k++) { /* dword k: tap k / kpc, channels 4 (k % kpc) .. +3 */
-      int64_t tap = k / g->kpc, c0 = 4 * (k % g->kpc);
-      uint32_t d = 0;
-      for (int i = 0; i < 4; i++)
-        if (co < g->cout && c0 + i < g->cin) {
-          int q = (int)w[(co * g->cin + c0 + i) * taps + tap];
-          d |= (uint32_t)(uint8_t)(int8_t)q << (8 * i), sum += q;
-        }
-      wp[(t * g->kp + k) * g->R + r] = d;
-    }
-    comp[co] = g->q8 == 2 ? (int32_t)(128 * sum) : 0;
-  }
+  return route_shape_ok(c, n, 1);
 }
 
 int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
   const cg_priv *pv = c->priv;
   if (n->op != IR_OP_conv2d || (pv && pv->train) || !cg_bf16_route(c->target, cg_tune(c), NULL, 0)) return 0;
-  const ir_conv2d_attr *a = &n->attr.conv2d;
-  int flat = a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && !a->pad[0] && !a->pad[1] &&
-             !a->pad[2] && !a->pad[3];
-  if (a->groups > 1 || a->dilation[0] > 1 || a->dilation[1] > 1) return 0;
-  if (!flat && !cg_tune(c)->bf16_kxk) return 0; /* A/B: kxk / strided convs keep the f32 kernels */
-  /* gathered panels: a stem's few channels leave pair lanes empty, and a panel vector's
-   * gathers are paid back by Cout dot-product steps (ResNet-50 b16 per batch, CPU time:
-   * conv1 3 -> 64 7x7 31 ms vs the f32 kernel's 23, layer1's 64 -> 64 3x3 22 vs 19-21;
-   * layer2's 128 -> 128 16-17 vs 19-21); row-segment panels win on layer1's 3x3s too
-   * (opcmp 2 threads 1.68-1.81x per CPU-second) and on the stem (1.21x) */
-  bgeom g;
-  int ok = cg_conv_bf16_plan(c, n, &g);
-  if (!flat && (c->g->values[n->in[0]].shape.dim[1] < (g.nseg ? BF16_LOAD_MIN_CIN : BF16_GATHER_MIN_CIN) ||
-                c->g->values[n->out].shape.dim[1] < (g.nseg ? BF16_LOAD_MIN_COUT : BF16_GATHER_MIN_COUT)))
-    return 0;
-  if (cg_fusion(c, n)->n_pre) return 0; /* squeeze-excite factors scale the input first */
   const ir_value *x = &c->g->values[n->in[0]], *w = &c->g->values[n->in[1]];
   if (x->shape.rank != 4 || x->producer < 0 || !w->data || !bf16_grid(c->g, n->in[0])) return 0;
   for (int64_t i = 0; i < ir_shape_numel(&w->shape); i++)
     if (ir_round16_f32(w->data[i], IR_HALF_BF16) != w->data[i]) return 0; /* not a bf16 weight */
-  return ok;
+  return route_shape_ok(c, n, cg_tune(c)->bf16_kxk); /* bf16_kxk=0 (A/B): kxk / strided convs keep the f32 kernels */
 }
 
-void cg_conv_bf16_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bgeom *g, uint32_t *wp, float *bp, float *sp) {
+/* int8 weights of channel co (g->q8): dwords of 4 s8, channel 4 (k % kpc) + i in byte i, at
+ * wp[(t kp + k) R + r]; returns 128 x their sum (the s8 inputs' compensation), else 0. */
+static int32_t pack_int8(const float *w, const bgeom *g, int64_t co, uint32_t *wp) {
+  int64_t t = co / g->R, r = co % g->R, sum = 0, taps = g->kh * g->kw;
+  for (int64_t k = 0; k < g->kp; k++) { /* dword k: tap k / kpc, channels 4 (k % kpc) .. +3 */
+    int64_t tap = k / g->kpc, c0 = 4 * (k % g->kpc);
+    uint32_t d = 0;
+    for (int i = 0; i < 4; i++)
+      if (co < g->cout && c0 + i < g->cin) {
+        int q = (int)w[(co * g->cin + c0 + i) * taps + tap];
+        d |= (uint32_t)(uint8_t)(int8_t)q << (8 * i), sum += q;
+      }
+    wp[(t * g->kp + k) * g->R + r] = d;
+  }
+  return g->q8 == 2 ? (int32_t)(128 * sum) : 0;
+}
+
+void cg_conv_bf16_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bgeom *g, uint32_t *wp, float *bp, float *sp,
+                       int32_t *comp) {
   const float *w = c->g->values[n->in[1]].data;
   for (int64_t co = 0; co < (int64_t)g->ntile * g->R; co++) {
     int64_t t = co / g->R, r = co % g->R;
     double scale = 1.0, shift = 0.0;
     if (co < g->cout) cg_conv_bn_fold(c, n, bn, co, &scale, &shift);
     bp[co] = (float)shift, sp[co] = (float)scale;
+    if (g->q8) {
+      comp[co] = pack_int8(w, g, co, wp);
+      continue;
+    }
     int taps = g->kh * g->kw;
     for (int64_t k = 0; k < g->kpr; k++) { /* pair k: tap k / kpc, channels 2 (k % kpc) and the next; AMX: 0 past kp */
       int64_t tap = k / g->kpc, c0 = 2 * (k % g->kpc), wi = (co * g->cin + c0) * taps + tap;

@@ -48,10 +48,10 @@ int cg_conv_bf16_plan(cg_ctx *c, const ir_node *n, bgeom *g);
 /* Packs weights as bf16 pair dwords [tile][kp][R] (AMX: [tile][kpr / 16][R][16], a 16-row A
  * tile of 16 pairs per 1 KiB), bias (conv bias, BN shift) and the BN
  * scale (1 without BN) per padded channel. */
-void cg_conv_bf16_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bgeom *g, uint32_t *wp, float *bp, float *sp);
-/* int8 (g->q8): weights as dwords of 4 s8 (channel 4 (k % kpc) + i in byte i), [Cout/R][kp][R];
- * comp[co] = 128 x the sum of channel co's weights (s8 inputs), else 0. */
-void cg_conv_int8_pack(cg_ctx *c, const ir_node *n, const bgeom *g, uint32_t *wp, int32_t *comp);
+/* int8 (g->q8): the weights as dwords of 4 s8 (channel 4 (k % kpc) + i in byte i), [Cout/R][kp][R],
+ * and comp[co] = 128 x the sum of channel co's weights (s8 inputs), else 0 (comp unused for bf16). */
+void cg_conv_bf16_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bgeom *g, uint32_t *wp, float *bp, float *sp,
+                       int32_t *comp);
 /* The bf16 bits of x (on the grid: its top half), rounded to nearest even otherwise, a
  * denormal as a signed zero (vdpbf16ps reads it so). */
 uint32_t cg_conv_bf16_bits(float x);
