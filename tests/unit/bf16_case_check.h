@@ -102,6 +102,36 @@ typedef struct bf16_case { int n, cin, cout, h, w, k, s, p; } bf16_case;
 /* The kernel's arithmetic in C: out [n][cout][oh][ow] of x with the weights wt and bias bs. */
 typedef void bf16_model_fn(const bf16_case *k, const float *x, const float *wt, const float *bs, int oh, int ow, float *out);
 
+/* The route's arithmetic in C (test_codegen_bf16_kxk.c, test_codegen_amx.c): out [n][cout][oh]
+ * [ow] of x with the weights wt and bias bs — pair k = (tap k / kpc, channels 2 (k % kpc), +1),
+ * per pair acc = ftz(fma(x[odd], w[odd], acc)) then ftz(fma(x[even], w[even], acc)), padding
+ * read as 0; pad16 (the AMX tiles): then zero pairs up to the next multiple of 16 (acc + 0: a
+ * -0 sum becomes +0). */
+static inline void bf16_pairs_model(const bf16_case *k, const float *x, const float *wt, const float *bs, int oh, int ow,
+                                    float *out, int pad16) {
+  int kpc = (k->cin + 1) / 2, taps = k->k * k->k, kp = kpc * taps, kpr = pad16 ? (kp + 15) / 16 * 16 : kp;
+  for (int b = 0; b < k->n; b++)
+    for (int co = 0; co < k->cout; co++)
+      for (int oy = 0; oy < oh; oy++)
+        for (int ox = 0; ox < ow; ox++) {
+          float a = 0;
+          for (int tap = 0; tap < taps; tap++) {
+            int iy = oy * k->s + tap / k->k - k->p, ix = ox * k->s + tap % k->k - k->p;
+            int in = iy >= 0 && iy < k->h && ix >= 0 && ix < k->w;
+            for (int cp = 0; cp < kpc; cp++) {
+              int c0 = 2 * cp, c1 = c0 + 1;
+              float x0 = in ? bf16_in(x[(((int64_t)b * k->cin + c0) * k->h + iy) * k->w + ix]) : 0.0f;
+              float x1 = in && c1 < k->cin ? bf16_in(x[(((int64_t)b * k->cin + c1) * k->h + iy) * k->w + ix]) : 0.0f;
+              float w0 = ftz(wt[((int64_t)co * k->cin + c0) * taps + tap]);
+              float w1 = c1 < k->cin ? ftz(wt[((int64_t)co * k->cin + c1) * taps + tap]) : 0.0f;
+              a = ftz(fmaf(x1, w1, a)), a = ftz(fmaf(x0, w0, a));
+            }
+          }
+          for (int z = kp; z < kpr; z++) a = ftz(fmaf(0.0f, 0.0f, a)), a = ftz(fmaf(0.0f, 0.0f, a));
+          out[(((int64_t)b * k->cout + co) * oh + oy) * ow + ox] = a + bs[co];
+        }
+}
+
 /* g (the conv c of k) for t on a random input, every 13th value a bf16 denormal (read as
  * zero): bitwise model's result with 1 and 2 threads (bf16_check_model); then g vs the
  * interpreter within 5e-3 on its own input, label extended by " vs interpreter". */

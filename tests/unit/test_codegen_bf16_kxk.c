@@ -53,26 +53,7 @@ static kinds compile_kinds(ir_graph *g, const cg_target *t) {
 
 /* The kernel's arithmetic in C (see the header); out [n][cout][oh][ow]. */
 static void model(const kcase *k, const float *x, const float *wt, const float *bs, int oh, int ow, float *out) {
-  int kpc = (k->cin + 1) / 2, taps = k->k * k->k;
-  for (int b = 0; b < k->n; b++)
-    for (int co = 0; co < k->cout; co++)
-      for (int oy = 0; oy < oh; oy++)
-        for (int ox = 0; ox < ow; ox++) {
-          float a = 0;
-          for (int tap = 0; tap < taps; tap++) {
-            int iy = oy * k->s + tap / k->k - k->p, ix = ox * k->s + tap % k->k - k->p;
-            int in = iy >= 0 && iy < k->h && ix >= 0 && ix < k->w;
-            for (int cp = 0; cp < kpc; cp++) {
-              int c0 = 2 * cp, c1 = c0 + 1;
-              float x0 = in ? bf16_in(x[(((int64_t)b * k->cin + c0) * k->h + iy) * k->w + ix]) : 0.0f;
-              float x1 = in && c1 < k->cin ? bf16_in(x[(((int64_t)b * k->cin + c1) * k->h + iy) * k->w + ix]) : 0.0f;
-              float w0 = ftz(wt[((int64_t)co * k->cin + c0) * taps + tap]);
-              float w1 = c1 < k->cin ? ftz(wt[((int64_t)co * k->cin + c1) * taps + tap]) : 0.0f;
-              a = ftz(fmaf(x1, w1, a)), a = ftz(fmaf(x0, w0, a));
-            }
-          }
-          out[(((int64_t)b * k->cout + co) * oh + oy) * ow + ox] = a + bs[co];
-        }
+  bf16_pairs_model(k, x, wt, bs, oh, ow, out, 0);
 }
 
 static void bitwise_case(const cg_target *t, const char *tn, const kcase *k) {
