@@ -150,6 +150,12 @@ LLVMValueRef cg_int8_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, L
     LLVMValueRef args[3] = {acc, a, b};
     return cg_intrinsic(c, "llvm.x86.avx512.vpdpbusd.512", NULL, 0, args, 3);
   }
+  if (mode == 3) {
+    LLVMTypeRef vh = LLVMVectorType(LLVMInt16TypeInContext(c->llc), (unsigned)(2 * V));
+    LLVMValueRef args[2] = {LLVMBuildBitCast(c->b, a, vh, ""), LLVMBuildBitCast(c->b, b, vh, "")};
+    const char *name = V == 16 ? "llvm.x86.avx512.pmaddw.d.512" : V == 8 ? "llvm.x86.avx2.pmadd.wd" : "llvm.x86.sse2.pmadd.wd";
+    return LLVMBuildAdd(c->b, acc, cg_intrinsic(c, name, NULL, 0, args, 2), "");
+  }
   /* byte i: (a >> 8i) & 0xff times (b << (24 - 8i)) >> 24 (arithmetic), i = 3 .. 0 */
   LLVMValueRef s = acc;
   for (int i = 3; i >= 0; i--) {

@@ -41,14 +41,18 @@ LLVMValueRef cg_bf16_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, L
 
 /* ---- int8 dot products (--precision int8: the int8 conv route, conv/bf16.c with 4 channels a
  * dword; docs/codegen.md "int8 kernels") ---------------------------------------------------- */
-/* 2 = vpdpbusd on the target (avx512vnni, zmm; tune int8=1, the default), 1 = tune int8=2: the
- * same kernels with each vpdpbusd emulated exactly in i32 vector code (AVX2 or wider targets:
- * how they are tested without VNNI), 0 = no int8 route (the f32 kernels compute the quantised
- * graph; tune int8=0, or no VNNI: the emulation is slower than those). */
+/* 2 = vpdpbusd on the target (avx512vnni, zmm; tune int8=1, the default), 3 = vpmaddwd on
+ * 16-bit pairs (2 channels a dword, s16 activations and weights: exact, no saturation; the
+ * default on AVX2 or wider targets without VNNI, tune int8=3 everywhere), 1 = tune int8=2:
+ * the vpdpbusd kernels with each vpdpbusd emulated exactly in i32 vector code (how they are
+ * tested without VNNI), 0 = no int8 route (the f32 kernels compute the quantised graph; tune
+ * int8=0, or a target narrower than AVX2). */
 int cg_int8_dot(const cg_target *t, const ir_tuning *tune);
 const char *cg_int8_isa_name(const cg_target *t, int mode);
-/* acc + sum over the 4 bytes i of u8 a.byte[i] * s8 b.byte[i], per i32 lane (<V x i32>; wraps
- * modulo 2^32 as the instruction does).  Native (mode 2, V 16): llvm.x86.avx512.vpdpbusd.512. */
+/* Modes 1, 2: acc + sum over the 4 bytes i of u8 a.byte[i] * s8 b.byte[i], per i32 lane
+ * (<V x i32>; wraps modulo 2^32 as the instruction does; native mode 2, V 16:
+ * llvm.x86.avx512.vpdpbusd.512).  Mode 3: acc + sum over the 2 halves of s16 a * s16 b
+ * (vpmaddwd ymm / zmm, then vpaddd). */
 LLVMValueRef cg_int8_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b, int V);
 
 /* ---- AMX tiles (the bf16 conv route's AMX microkernel, conv/bf16.c; docs/codegen.md "AMX")

@@ -325,11 +325,13 @@ int cg_bf16_dot(const cg_target *t, const ir_tuning *tune) {
 int cg_int8_dot(const cg_target *t, const ir_tuning *tune) {
   if (!is_x86(t) || !tune->int8) return 0;
   if (t->has_avx512vnni && tune->int8 == 1) return 2;
-  return tune->int8 == 2 && t->vec_f32 >= 8 ? 1 : 0; /* the emulation: i32 lanes, AVX2 or wider */
+  if (t->vec_f32 < 8) return 0;   /* i32 lanes of AVX2 or wider */
+  return tune->int8 == 2 ? 1 : 3; /* the vpdpbusd emulation (tests), or vpmaddwd on 16-bit pairs */
 }
 
 const char *cg_int8_isa_name(const cg_target *t, int mode) {
   if (mode == 2) return "avx512vnni";
+  if (mode == 3) return t->vec_f32 >= 16 ? "avx512_pmaddwd" : "avx2_pmaddwd";
   return t->vec_f32 >= 16 ? "avx512_vnniemu" : "avx2_vnniemu";
 }
 

@@ -87,18 +87,19 @@ static void store_slot(cg_ctx *c, const bgeom *g, const bk *s, LLVMValueRef k, L
   LLVMSetAlignment(st, (unsigned)g->V * 4); /* one slot: V dwords */
 }
 
-/* int8: the dword of 4 channel vectors x[0..3] (f32 integer values of a quantize8; NULL: a
- * channel past Cin, byte 0): byte i = x[i] (u8), or x[i] + 128 (s8, q8 2). */
+/* int8: the dword of epd channel vectors x[0..epd-1] (f32 integer values of a quantize8; NULL:
+ * a channel past Cin, 0): vpdpbusd (epd 4): byte i = x[i] (u8), or x[i] + 128 (s8, q8 2);
+ * vpmaddwd (epd 2): half i = x[i] as s16. */
 static LLVMValueRef q8_dword(cg_ctx *c, const bgeom *g, LLVMValueRef *x) {
-  int V = g->V;
+  int V = g->V, bits = 32 / g->epd;
   LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)V);
   LLVMValueRef d = LLVMConstNull(vi);
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < g->epd; i++) {
     if (!x[i]) continue;
     LLVMValueRef q = LLVMBuildFPToSI(c->b, x[i], vi, "q");
-    if (g->q8 == 2) q = LLVMBuildAdd(c->b, q, splat_i32v(c, 128, V), "");
-    q = LLVMBuildAnd(c->b, q, splat_i32v(c, 0xffu, V), "");
-    d = LLVMBuildOr(c->b, d, i ? LLVMBuildShl(c->b, q, splat_i32v(c, (uint32_t)(8 * i), V), "") : q, "");
+    if (g->q8 == 2 && g->epd == 4) q = LLVMBuildAdd(c->b, q, splat_i32v(c, 128, V), "");
+    if (i < g->epd - 1) q = LLVMBuildAnd(c->b, q, splat_i32v(c, (1u << bits) - 1, V), "");
+    d = LLVMBuildOr(c->b, d, i ? LLVMBuildShl(c->b, q, splat_i32v(c, (uint32_t)(bits * i), V), "") : q, "");
   }
   return d;
 }
@@ -686,7 +687,7 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   s.wp = cg_blob_const(c, "conv_bf16.w", wp, wn * sizeof *wp);
   s.bp = cg_blob_const(c, "conv_bf16.b", bp, nco * sizeof(float));
   s.sp = s.bn ? cg_blob_const(c, "conv_bf16.s", sp, nco * sizeof(float)) : NULL;
-  s.comp = g.q8 == 2 ? cg_blob_const(c, "conv_int8.comp", comp, nco * sizeof *comp) : NULL;
+  s.comp = g.q8 == 2 && g.epd == 4 ? cg_blob_const(c, "conv_int8.comp", comp, nco * sizeof *comp) : NULL;
   free(wp), free(bp), free(sp), free(comp);
   LLVMTypeRef vi = LLVMVectorType(c->t_i32, (unsigned)g.V);
   s.buf = cg_entry_alloca(c, LLVMArrayType2(vi, (uint64_t)(g.chunk_px / g.V * g.kpr)), "xpanel");

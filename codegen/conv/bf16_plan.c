@@ -28,13 +28,15 @@ uint32_t cg_conv_bf16_bits(float x) {
 }
 
 /* R x P as conv/conv_core.c's conv_choose_tile scores pixel tiles: accumulators x channel x pixel
- * utilisation, minus 0.25 per load of a step (R broadcasts + P panel vectors). */
-static void choose_tile(bgeom *g, int budget) {
+ * utilisation, minus 0.25 per load of a step (R broadcasts + P panel vectors).  regs > 0: the
+ * tile's accumulators, P panel vectors, a broadcast and a product register fit in regs vector
+ * registers (vpmaddwd: no embedded broadcast, and its product is added separately). */
+static void choose_tile(bgeom *g, int budget, int regs) {
   int64_t pv = (g->q + g->V - 1) / g->V;
   int pmax = (int)(pv < 4 ? pv : 4);
   double best = -1;
   for (int p = 1; p <= pmax; p++)
-    for (int r = 1; r <= budget / p && r <= g->cout; r++) {
+    for (int r = 1; r <= budget / p && r <= g->cout && (!regs || r * p + p + 2 <= regs); r++) {
       double uc = (double)g->cout / (double)(((g->cout + r - 1) / r) * r);
       int64_t tp = (int64_t)p * g->V;
       double up = (double)g->q / (double)(((g->q + tp - 1) / tp) * tp);
@@ -96,8 +98,8 @@ int cg_conv_bf16_plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   memset(g, 0, sizeof *g);
   g->q8 = int8_input(c, n);
-  g->epd = g->q8 ? 4 : 2;
   g->mode = g->q8 ? cg_int8_dot(c->target, cg_tune(c)) : cg_bf16_dot(c->target, cg_tune(c));
+  g->epd = g->q8 && g->mode != 3 ? 4 : 2; /* vpdpbusd: 4 bytes a dword; vpmaddwd, bf16: 2 halves */
   g->amx = g->q8 ? 0 : cg_amx_mode(c->target, cg_tune(c));
   const ir_conv2d_attr *a = &n->attr.conv2d;
   g->n = xs->dim[0], g->cin = xs->dim[1], g->cout = ys->dim[1], g->hw = ys->dim[2] * ys->dim[3];
@@ -113,7 +115,7 @@ int cg_conv_bf16_plan(cg_ctx *c, const ir_node *n, bgeom *g) {
     g->R = g->cout > 16 ? 32 : 16, g->P = g->q > 16 ? 2 : 1;
     g->ntile = (int)((g->cout + g->R - 1) / g->R);
   } else
-    choose_tile(g, cg_acc_budget(c->target));
+    choose_tile(g, cg_acc_budget(c->target), g->q8 && g->mode == 3 ? (g->V >= 16 ? 32 : 16) : 0);
   g->kpr = g->amx ? (g->kp + 15) / 16 * 16 : g->kp;
   int64_t tile_px = (int64_t)g->P * g->V, k = BF16_PANEL_BYTES / (4 * g->kpr) / tile_px;
   if (k < 1) k = 1;
@@ -187,21 +189,24 @@ int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
   return route_shape_ok(c, n, cg_tune(c)->bf16_kxk); /* bf16_kxk=0 (A/B): kxk / strided convs keep the f32 kernels */
 }
 
-/* int8 weights of channel co (g->q8): dwords of 4 s8, channel 4 (k % kpc) + i in byte i, at
- * wp[(t kp + k) R + r]; returns 128 x their sum (the s8 inputs' compensation), else 0. */
+/* int8 weights of channel co (g->q8): dwords of epd channels, channel epd (k % kpc) + i in
+ * byte i (4 s8, vpdpbusd) or half i (2 s16, vpmaddwd), at wp[(t kp + k) R + r]; returns 128 x
+ * their sum where the inputs are s8 stored + 128 (vpdpbusd's compensation), else 0. */
 static int32_t pack_int8(const float *w, const bgeom *g, int64_t co, uint32_t *wp) {
   int64_t t = co / g->R, r = co % g->R, sum = 0, taps = g->kh * g->kw;
-  for (int64_t k = 0; k < g->kp; k++) { /* dword k: tap k / kpc, channels 4 (k % kpc) .. +3 */
-    int64_t tap = k / g->kpc, c0 = 4 * (k % g->kpc);
+  int bits = 32 / g->epd;
+  uint32_t mask = (1u << bits) - 1;
+  for (int64_t k = 0; k < g->kp; k++) { /* dword k: tap k / kpc, channels epd (k % kpc) .. + epd - 1 */
+    int64_t tap = k / g->kpc, c0 = g->epd * (k % g->kpc);
     uint32_t d = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < g->epd; i++)
       if (co < g->cout && c0 + i < g->cin) {
         int q = (int)w[(co * g->cin + c0 + i) * taps + tap];
-        d |= (uint32_t)(uint8_t)(int8_t)q << (8 * i), sum += q;
+        d |= ((uint32_t)q & mask) << (bits * i), sum += q;
       }
     wp[(t * g->kp + k) * g->R + r] = d;
   }
-  return g->q8 == 2 ? (int32_t)(128 * sum) : 0;
+  return g->q8 == 2 && g->epd == 4 ? (int32_t)(128 * sum) : 0;
 }
 
 void cg_conv_bf16_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bgeom *g, uint32_t *wp, float *bp, float *sp,

@@ -7,8 +7,11 @@
  *     pixel vectors, gathered panels (tune bf16_gather=1); s8 inputs exercise the +128 storage
  *     and the weights' compensation (padding reads 0, stored as 128).  Emulated (tune int8=2) on
  *     AVX2, natively on a host with avx512vnni (else said so).
- *  2. The route: tune int8=0, or a target without avx512vnni at int8=1, keeps the f32 kernels;
- *     sapphirerapids and znver4 compile to `_int8_..._avx512vnni` kernels. */
+ *     The vpmaddwd kernels (2 s16 channels a dword; tune int8=1 without VNNI): the same cases on
+ *     x86-64-v3 (natively on any AVX2 host), some on x86-64-v4 where the host has AVX-512.
+ *  2. The route: tune int8=0 keeps the f32 kernels; a target without avx512vnni takes
+ *     vpmaddwd (`__avx512_pmaddwd`, `__avx2_pmaddwd`), sapphirerapids and znver4 `__avx512vnni`
+ *     (tune int8=3: vpmaddwd there too). */
 #include "test_codegen_harness.h"
 
 #include "bf16_case_check.h"
@@ -106,6 +109,16 @@ int main(void) {
   ct_tune("bf16_gather=1");
   check_case(&avx2, "avx2 emulated, gathers", &cases[4], "_avx2_vnniemu");
   ct_tune("bf16_gather=0");
+  /* vpmaddwd on 16-bit pairs: natively on every AVX2 host (x86-64-v3, and zmm on x86-64-v4 where the host has AVX-512) */
+  ct_tune("int8=1");
+  for (int i = 0; i < nc; i++) check_case(&avx2, "avx2 pmaddwd", &cases[i], "_avx2_pmaddwd");
+  ct_tune("bf16_gather=1");
+  check_case(&avx2, "avx2 pmaddwd, gathers", &cases[4], "_avx2_pmaddwd");
+  ct_tune("bf16_gather=0");
+  if (host.vec_f32 >= 16)
+    for (int i = 0; i < nc; i += 3) check_case(&v4, "x86-64-v4 pmaddwd", &cases[i], "_avx512_pmaddwd");
+  else
+    fprintf(stderr, "host without AVX-512 (cpu %s): x86-64-v4 pmaddwd cases skipped\n", host.cpu);
   /* 2. the route */
   ct_tune("int8=0");
   {
@@ -118,11 +131,15 @@ int main(void) {
   {
     ir_graph *g = case_graph(&cases[1]);
     kinds k = compile_kinds(g, &v4);
-    CGT_CHECK(k.n == 1 && k.hit == 0, "x86-64-v4 (no avx512vnni): %s", k.kind);
+    CGT_CHECK(k.n == 1 && strstr(k.kind, "_int8_s8_") && strstr(k.kind, "__avx512_pmaddwd"), "x86-64-v4 (no avx512vnni): %s", k.kind);
     k = compile_kinds(g, &spr);
     CGT_CHECK(k.n == 1 && strstr(k.kind, "_int8_s8_") && strstr(k.kind, "__avx512vnni"), "sapphirerapids: %s", k.kind);
     k = compile_kinds(g, &zn4);
     CGT_CHECK(k.n == 1 && strstr(k.kind, "__avx512vnni"), "znver4: %s", k.kind);
+    ct_tune("int8=3");
+    k = compile_kinds(g, &spr);
+    CGT_CHECK(k.n == 1 && strstr(k.kind, "__avx512_pmaddwd"), "sapphirerapids, tune int8=3: %s", k.kind);
+    ct_tune("int8=1");
     ir_graph_free(g);
   }
   CGT_CHECK(!v4.has_avx512vnni && spr.has_avx512vnni && zn4.has_avx512vnni && !avx2.has_avx512vnni, "has_avx512vnni: v4 %d spr %d znver4 %d avx2 %d",
