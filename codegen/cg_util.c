@@ -361,7 +361,7 @@ LLVMValueRef cg_activation(cg_ctx *c, const ir_node *n, LLVMValueRef x, int w) {
 LLVMValueRef cg_epilogue(cg_ctx *c, const ir_node *post, LLVMValueRef v, LLVMValueRef resid, LLVMValueRef idx, int w) {
   switch (post->op) {
   case IR_OP_relu: case IR_OP_sigmoid: case IR_OP_swish: case IR_OP_clip: case IR_OP_hardsigmoid: case IR_OP_hardswish:
-  case IR_OP_leaky_relu:
+  case IR_OP_leaky_relu: case IR_OP_quantize8:
     return cg_activation(c, post, v, w);
   case IR_OP_add: return LLVMBuildFAdd(c->b, v, cg_load_v(c, resid, idx, w), "resid");
   case IR_OP_round16: return cg_round16_v(c, post, v, post->attr.round16.format, w); /* last op (fuse.c) */

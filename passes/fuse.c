@@ -45,6 +45,8 @@ static int epilogue_ok(const ir_graph *g, const ir_node *m, int v) {
     return 1;
   case IR_OP_round16: /* tune round16_fusion=0: separate round16 kernels (tests compare) */
     return ir_tune(g)->round16_fusion;
+  case IR_OP_quantize8: /* int8: the conv's result quantised in its epilogue (tune quantize8_fusion=0: not) */
+    return ir_tune(g)->quantize8_fusion;
   case IR_OP_add: {
     int other = m->in[0] == v ? m->in[1] : m->in[0];
     const ir_value *o = &g->values[other];

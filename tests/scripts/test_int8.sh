@@ -7,7 +7,8 @@
 #  2. cifar_resnet8 (random weights) at batch 8 on 20 N(0,1) samples: --emit ir-after=precision
 #     has a quantize8 before each of its 9 convs and "int8: 9 convs quantised" is printed; the
 #     .so runs, its logits within 5 % of the largest fp32 logit, the same top-1 on 16 samples;
-#     built with tune int8=3 (vpmaddwd) its logits are bitwise the default build's.
+#     built with tune int8=3 (vpmaddwd) or quantize8_fusion=0 (quantize8 kernels of their own
+#     instead of conv epilogues) its logits are bitwise the default build's.
 #  3. Fashion-MNIST (skipped without it): fmnist_cnn trained for 60 Adam steps, its checkpoint
 #     compiled fp32 and int8 (calibrated on 256 training images, u8 as the model's input):
 #     top-1 accuracy on the first 2000 test images within 0.5 points of fp32's.
@@ -63,6 +64,13 @@ P
 cnnc_as q3 "$M" --precision int8 --calibrate "$T/cal.raw" --batch-size 8 --tune int8=3 -o "$T/q3.so" &&
   infer_as q3 "$T/x.raw" && { cmp -s "$T/q.y" "$T/q3.y" && ! cmp -s "$T/q.y" "$T/f.y" && ok ||
   bad "tune int8=3 logits differ from the default int8 build's"; }
+# quantize8 in the producing conv's epilogue or as its own kernel: the same values
+cnnc_as q0 "$M" --precision int8 --calibrate "$T/cal.raw" --batch-size 8 --tune quantize8_fusion=0 --emit plan -o "$T/q0.plan" &&
+  cnnc_as q1 "$M" --precision int8 --calibrate "$T/cal.raw" --batch-size 8 --emit plan -o "$T/q1.plan" &&
+  { [ "$(grep -c '_quantize8_' "$T/q1.plan")" -ge 3 ] && ! grep -q '_quantize8_' "$T/q0.plan" && ok ||
+    bad "fused quantize8 epilogues: $(grep -c '_quantize8_' "$T/q1.plan") with fusion, $(grep -c '_quantize8_' "$T/q0.plan") without"; }
+cnnc_as q0 "$M" --precision int8 --calibrate "$T/cal.raw" --batch-size 8 --tune quantize8_fusion=0 -o "$T/q0.so" &&
+  infer_as q0 "$T/x.raw" && { cmp -s "$T/q.y" "$T/q0.y" && ok || bad "tune quantize8_fusion=0 logits differ from the fused build's"; }
 
 # 3. a trained Fashion-MNIST model
 if have_fmnist train && have_fmnist t10k; then
