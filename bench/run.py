@@ -9,7 +9,7 @@ above the table says which).  The machine may be shared: quote ratios, and read 
 average printed with every row.
 
   python3 bench/run.py [--build build-perf] [--work build-perf/bench] [--only resnet50/1 ...]
-                       [--threads 2] [--seconds 20] [--no-torch] [--no-ort] [--bf16]
+                       [--threads 2] [--seconds 20] [--no-torch] [--no-ort] [--bf16] [--int8]
 
 --onnx: cnnc compiles the same ONNX export ORT runs (export_onnx.py: torchvision, seed-0
 weights, symbolic batch) instead of the YAML zoo model, for ONNX_MODELS at batch 1 and 16 (or
@@ -20,6 +20,10 @@ against `torch_bench.py resnet50 infer 16 THREADS bf16` (CPU autocast to bfloat1
 Alone it runs only that row; with --only, the listed fp32 rows too.  Its %pk is against the
 vdpbf16ps peak where cnnc's plan takes the vdpbf16ps route (its "# bf16 convs:" line, which
 is printed), the AMX tdpbf16ps peak where it takes AMX tiles, else the fp32 peak.
+--int8: ResNet-50 batch 16 compiled with --precision int8, calibrated on 32 N(0,1) samples
+(seed 0), against bench/torch_int8.py (PyTorch FX post-training int8 on the same random-weight
+model, calibrated on N(0,1) batches); no ORT run; %pk against the fp32 peak (the int8 rates
+are not measured by peak.c outside AMX).  Alone it runs only that row, as --bf16.
   python3 bench/run.py --train [--rounds 2] [--only resnet50/16 fmnist_cnn/64] [--seconds 20]
 
 --train: steady-state training against PyTorch (issue 5).  cnnc: `cnnrun X.so benchmark` on a
@@ -42,6 +46,7 @@ import argparse, json, math, os, re, subprocess, sys, time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = [("resnet50", 1), ("resnet50", 16), ("resnext50_32x4d", 16), ("efficientnet_b0", 16)]
 BF16_WORKLOADS = [("resnet50", 16)]  # --bf16
+INT8_WORKLOADS = [("resnet50", 16)]  # --int8
 ONNX_MODELS = ["resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "squeezenet1_1", "densenet121",
                "googlenet", "shufflenet_v2_x1_0", "vgg16"]  # --onnx
 BF16_OPTS = ["--precision", "16.16", "--half-type", "bf16"]
@@ -77,12 +82,26 @@ def onnx_export(a, model):
     return onnx
 
 
-def cnnc_run(a, model, batch, bf16=False, onnx=False):
-    so = os.path.join(a.work, f"{model}_b{batch}{'_bf16' if bf16 else ''}{'_onnx' if onnx else ''}.so")
+def calib_file(a, n=32):
+    """n N(0,1) ImageNet-shaped f32 samples (seed 0) for --precision int8's --calibrate."""
+    path = os.path.join(a.work, f"calib_n{n}.f32")
+    if not os.path.exists(path):
+        import random, struct
+        rng = random.Random(0)
+        with open(path + ".tmp", "wb") as f:
+            for _ in range(n):
+                f.write(struct.pack("<%df" % (3 * 224 * 224), *(rng.gauss(0, 1) for _ in range(3 * 224 * 224))))
+        os.replace(path + ".tmp", path)
+    return path
+
+
+def cnnc_run(a, model, batch, kind="fp32", onnx=False):
+    so = os.path.join(a.work, f"{model}_b{batch}{'' if kind == 'fp32' else '_' + kind}{'_onnx' if onnx else ''}.so")
     src = onnx_export(a, model) if onnx else os.path.join(ROOT, "models", f"{model}.yml")
     if not os.path.exists(so) or os.path.getmtime(so) < os.path.getmtime(os.path.join(a.build, "cnnc")):
         t0 = time.time()
-        sh([os.path.join(a.build, "cnnc"), src, "--batch-size", str(batch), *(BF16_OPTS if bf16 else []), "-o", so])
+        opts = BF16_OPTS if kind == "bf16" else ["--precision", "int8", "--calibrate", calib_file(a)] if kind == "int8" else []
+        sh([os.path.join(a.build, "cnnc"), src, "--batch-size", str(batch), *opts, "-o", so])
         print(f"  compiled {so} in {time.time() - t0:.1f} s", file=sys.stderr)
     run = [os.path.join(a.build, "cnnrun"), so, "benchmark", "--threads", str(a.threads), "--json", "--batches", "1"]
     probe = json.loads(sh(run + ["--runs", "1"]))
@@ -107,9 +126,13 @@ def ort_run(a, model, batch):
     return float(re.search(r"([0-9.]+) img/s", out).group(1))
 
 
-def torch_run(a, model, batch, bf16=False):
-    out = sh([a.torch_py, os.path.join(a.anchors, "torch_bench.py"), model, "infer", str(batch), str(a.threads),
-              *(["bf16"] if bf16 else [])])
+def torch_run(a, model, batch, kind="fp32"):
+    if kind == "int8":
+        out = sh([a.torch_py, os.path.join(ROOT, "bench", "torch_int8.py"), model, str(batch), str(a.threads)])
+    else:
+        out = sh([a.torch_py, os.path.join(a.anchors, "torch_bench.py"), model, "infer", str(batch), str(a.threads),
+                  *(["bf16"] if kind == "bf16" else [])])
+    print(f"  {out.strip().splitlines()[-1]}", file=sys.stderr)
     return float(re.search(r"([0-9.]+) img/s", out).group(1))
 
 
@@ -214,6 +237,8 @@ def main():
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--bf16", action="store_true", help="ResNet-50 b16 at --precision 16.16 --half-type bf16 vs PyTorch "
                    "bf16 autocast (alone: only that row; with --only: those rows too)")
+    p.add_argument("--int8", action="store_true", help="ResNet-50 b16 at --precision int8 vs PyTorch FX int8 "
+                   "(bench/torch_int8.py; alone: only that row; with --only: those rows too)")
     p.add_argument("--onnx", action="store_true", help="cnnc compiles the ONNX export ORT runs (ONNX_MODELS at b1 and b16)")
     p.add_argument("--yaml-too", action="store_true", help="--onnx: also the YAML zoo model's cnnc img/s, where there is one")
     p.add_argument("--train", action="store_true", help="training against PyTorch: resnet50/16, fmnist_cnn/64")
@@ -235,10 +260,12 @@ def main():
     if a.train:
         return main_train(a)
     if a.onnx:
-        work = [(m, b, False) for m in ONNX_MODELS for b in (1, 16) if not a.only or f"{m}/{b}" in a.only]
+        work = [(m, b, "fp32") for m in ONNX_MODELS for b in (1, 16) if not a.only or f"{m}/{b}" in a.only]
     else:
-        work = [(m, b, False) for m, b in WORKLOADS if (not a.only and not a.bf16) or (a.only and f"{m}/{b}" in a.only)]
-        work += [(m, b, True) for m, b in BF16_WORKLOADS if a.bf16]
+        work = [(m, b, "fp32") for m, b in WORKLOADS
+                if (not a.only and not a.bf16 and not a.int8) or (a.only and f"{m}/{b}" in a.only)]
+        work += [(m, b, "bf16") for m, b in BF16_WORKLOADS if a.bf16]
+        work += [(m, b, "int8") for m, b in INT8_WORKLOADS if a.int8]
     isa, pks = peak(a.work)
     g1, g2, c1, c2 = pks["fp32"]
     pk = g2 if a.threads > 1 else g1
@@ -262,20 +289,21 @@ def main():
     rows = []
     hdr = (f"{'model':<22}{'batch':>5}{'cnnc':>9}{'ORT':>9}{'torch':>9}{'cnnc/ORT':>10}{'cnnc/torch':>11}{'cnnc %pk':>10}"
            f"{'ORT %pk':>9}{'load':>6}" + (f"{'yaml':>9}{'onnx/yaml':>10}" if a.yaml_too else ""))
-    for model, batch, bf16 in work:
+    for model, batch, kind in work:
         la = loadavg()
-        ips, gflop_img = cnnc_run(a, model, batch, bf16, a.onnx)
+        bf16 = kind == "bf16"
+        ips, gflop_img = cnnc_run(a, model, batch, kind, a.onnx)
         has_yml = os.path.exists(os.path.join(ROOT, "models", f"{model}.yml"))
         yml = cnnc_run(a, model, batch)[0] if a.onnx and a.yaml_too and has_yml else None
-        ort = None if a.no_ort or bf16 else ort_run(a, model, batch)
-        tor = None if a.no_torch else torch_run(a, model, batch, bf16)
+        ort = None if a.no_ort or kind != "fp32" else ort_run(a, model, batch)
+        tor = None if a.no_torch else torch_run(a, model, batch, kind)
         p = pk
         if bf16:
             route = bf16_route(a, model, batch)
             print(f"  bf16 convs: {route}", file=sys.stderr)
             p = pk_bf if route.startswith("vdpbf16ps") else pk_amx if route.startswith("AMX tdpbf16ps") and pk_amx else pk
         f = lambda v: f"{v:9.2f}" if v is not None else f"{'-':>9}"
-        name = model + (" bf16" if bf16 else "") + (" onnx" if a.onnx else "")
+        name = model + ("" if kind == "fp32" else " " + kind) + (" onnx" if a.onnx else "")
         row = (f"{name:<22}{batch:>5}{f(ips)}{f(ort)}{f(tor)}"
                f"{(f'{ips / ort:10.2f}' if ort else f'{chr(45):>10}')}"
                f"{(f'{ips / tor:11.2f}' if tor else f'{chr(45):>11}')}"
@@ -286,7 +314,8 @@ def main():
         rows.append(row)
         print(row if len(rows) > 1 else hdr + "\n" + row, flush=True)
     print(f"\nimg/s, {a.threads} threads; cnnc {ROOT}; peers from {a.anchors}; load = 1-min load average"
-          + ("; bf16 row: cnnc --precision 16.16 --half-type bf16, torch_bench.py ... bf16 (autocast)" if a.bf16 else ""))
+          + ("; bf16 row: cnnc --precision 16.16 --half-type bf16, torch_bench.py ... bf16 (autocast)" if a.bf16 else "")
+          + ("; int8 row: cnnc --precision int8 (calibrated on N(0,1)), bench/torch_int8.py (FX PTQ)" if a.int8 else ""))
 
 
 if __name__ == "__main__":
