@@ -44,6 +44,7 @@ typedef struct cg_target {
   int vec_f32;                    /* f32 lanes of the widest usable vector: 16 AVX-512, 8 AVX2, 4 SSE */
   int has_avx512bf16;
   int has_amx_bf16;               /* AMX tiles with tdpbf16ps (amx-tile + amx-bf16), 512-bit vectors */
+  int has_amx_int8;               /* AMX tiles with tdpbsud (amx-tile + amx-int8), 512-bit vectors */
   int has_avx512vnni;             /* vpdpbusd on zmm (avx512vnni with 512-bit vectors) */
   cg_cache_sizes cache;           /* what cache blocking assumes: the host's, fallbacks, or --target-cache */
   const cg_core *core;            /* cg_core_of(cpu): NULL for a core codegen/cores.def does not describe */

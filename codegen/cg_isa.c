@@ -73,8 +73,8 @@ static LLVMValueRef emu_row(cg_ctx *c, const cg_amx *a, int t, LLVMValueRef i) {
   return LLVMBuildGEP2(c->b, vi, a->file, &idx, 1, "trow");
 }
 
-void cg_amx_begin(cg_ctx *c, cg_amx *a, int mode, int dp) {
-  a->mode = mode, a->dp = dp, a->file = NULL;
+void cg_amx_begin(cg_ctx *c, cg_amx *a, int mode, int dp, int int8) {
+  a->mode = mode, a->dp = dp, a->int8 = int8, a->file = NULL;
   if (mode == 1) {
     LLVMValueRef args[1] = {amx_config(c)};
     cg_intrinsic(c, "llvm.x86.ldtilecfg", NULL, 0, args, 1);
@@ -118,10 +118,10 @@ static void amx_move(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int
 void cg_amx_load(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride) { amx_move(c, a, tile, ptr, stride, 0); }
 void cg_amx_store(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride) { amx_move(c, a, tile, ptr, stride, 1); }
 
-void cg_amx_dpbf16(cg_ctx *c, const cg_amx *a, int tc, int ta, int tb) {
+void cg_amx_dot(cg_ctx *c, const cg_amx *a, int tc, int ta, int tb) {
   if (a->mode == 1) {
     LLVMValueRef args[3] = {imm8(c, tc), imm8(c, ta), imm8(c, tb)};
-    cg_intrinsic(c, "llvm.x86.tdpbf16ps", NULL, 0, args, 3);
+    cg_intrinsic(c, a->int8 ? "llvm.x86.tdpbsud" : "llvm.x86.tdpbf16ps", NULL, 0, args, 3);
     return;
   }
   /* per row m of C (a run-time loop): the 16 pairs of A's row m in order */
@@ -134,7 +134,9 @@ void cg_amx_dpbf16(cg_ctx *c, const cg_amx *a, int tc, int ta, int tb) {
   for (int k = 0; k < AMX_ROWS; k++) {
     LLVMValueRef b = LLVMBuildLoad2(c->b, vi, emu_row(c, a, tb, cg_i64(c, k)), "brow");
     LLVMValueRef w = LLVMBuildShuffleVector(c->b, arow, LLVMGetUndef(vi), splat_i32v(c, (uint32_t)k, 16), "abc");
-    acc = cg_bf16_dp(c, a->dp, acc, b, w, 16);
+    if (a->int8) /* i32 sums in the f32-typed rows' bits */
+      acc = LLVMBuildBitCast(c->b, cg_int8_dp(c, a->dp, LLVMBuildBitCast(c->b, acc, vi, ""), b, w, 16), vf, "");
+    else acc = cg_bf16_dp(c, a->dp, acc, b, w, 16);
   }
   LLVMBuildStore(c->b, LLVMBuildBitCast(c->b, acc, vi, ""), crow);
   cg_loop_end(c, &M);

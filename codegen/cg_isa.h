@@ -62,6 +62,9 @@ LLVMValueRef cg_int8_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, L
  * in vector code (any target where cg_bf16_dot is non-zero: how the kernels are tested on CPUs
  * without AMX), 0 = none (tune amx=0 or bf16=0, or no AMX). */
 int cg_amx_mode(const cg_target *t, const ir_tuning *tune);
+/* The same for the int8 route (tdpbsud: the target has amx-int8; tune int8=0 or 3, or amx=0: none;
+ * tune amx=2: emulated on any AVX2+ target). */
+int cg_amx_int8_mode(const cg_target *t, const ir_tuning *tune);
 
 /* A kernel's tiles.  Every tile is configured as 16 rows of 64 bytes (palette 1): the kernels
  * use tiles 0-3 as f32 accumulators (16 x 16), 4-5 as A (16 rows x 16 bf16 pairs) and 6-7 as
@@ -69,17 +72,20 @@ int cg_amx_mode(const cg_target *t, const ir_tuning *tune);
  * tileloadd64, tdpbf16ps, tilestored64, tilezero, tilerelease); emulated: a stack tile file of
  * 8 x 16 rows, tdpbf16ps as, per row m of C and pair k in order, C[m] = dp(C[m], B[k],
  * broadcast A[m][k]) with cg_bf16_dp (the vdpbf16ps route's summation order exactly). */
-typedef struct cg_amx { int mode, dp; LLVMValueRef file; } cg_amx;
+typedef struct cg_amx { int mode, dp, int8; LLVMValueRef file; } cg_amx;
 /* In the kernel's entry block: loads the tile configuration (native) or allocates the tile
- * file (emulated); mode = cg_amx_mode, dp = cg_bf16_dot (the emulation's dot-product steps). */
-void cg_amx_begin(cg_ctx *c, cg_amx *a, int mode, int dp);
+ * file (emulated); mode = cg_amx_mode (cg_amx_int8_mode with int8), dp = the emulation's
+ * dot-product steps: cg_bf16_dot's mode, or with int8 cg_int8_dp's vpdpbusd mode (1 or 2). */
+void cg_amx_begin(cg_ctx *c, cg_amx *a, int mode, int dp, int int8);
 void cg_amx_zero(cg_ctx *c, const cg_amx *a, int tile);
 /* Tile `tile` = 16 rows of 64 bytes from ptr, row i at ptr + i * stride bytes. */
 void cg_amx_load(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride);
 void cg_amx_store(cg_ctx *c, const cg_amx *a, int tile, LLVMValueRef ptr, int64_t stride);
 /* tc += ta . tb: C[m][n] += A[m][2k] B[k][2n] + A[m][2k+1] B[k][2n+1] over k < 16 (bf16 pairs,
- * f32 accumulators). */
-void cg_amx_dpbf16(cg_ctx *c, const cg_amx *a, int tc, int ta, int tb);
+ * f32 accumulators; tdpbf16ps); with int8, C[m][n] += sum over i < 4 of the s8 A[m][4k + i]
+ * times the u8 B[k][4n + i] (i32 accumulators; tdpbsud; emulated as cg_int8_dp(B row k,
+ * broadcast A[m][k]), the vpdpbusd route's order). */
+void cg_amx_dot(cg_ctx *c, const cg_amx *a, int tc, int ta, int tb);
 /* Before the kernel returns: tilerelease (native). */
 void cg_amx_end(cg_ctx *c, const cg_amx *a);
 

@@ -157,12 +157,14 @@ static int probe_avx512bf16(const cg_target *t) {
  * its string and cannot be probed by compiling (a tile intrinsic the target lacks aborts
  * instruction selection), so the LLVM 19 CPUs whose definitions include AMX-BF16 are listed
  * here; --target-features -amx-bf16 (or -amx-tile) turns it off, +amx-tile,+amx-bf16 on. */
-static int detect_amx_bf16(const cg_target *t) {
-  if (!is_x86(t) || t->vec_f32 != 16 || strstr(t->features, "-amx-bf16") || strstr(t->features, "-amx-tile")) return 0;
-  if (strstr(t->features, "+amx-bf16") && strstr(t->features, "+amx-tile")) return 1;
+static int detect_amx(const cg_target *t, const char *f) { /* f: "amx-bf16" or "amx-int8" */
+  char minus[16], plus[16];
+  snprintf(minus, sizeof minus, "-%s", f), snprintf(plus, sizeof plus, "+%s", f);
+  if (!is_x86(t) || t->vec_f32 != 16 || strstr(t->features, minus) || strstr(t->features, "-amx-tile")) return 0;
+  if (strstr(t->features, plus) && strstr(t->features, "+amx-tile")) return 1;
   static const char *const amx_cpus[] = {"sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d"};
   for (size_t i = 0; i < sizeof amx_cpus / sizeof amx_cpus[0]; i++)
-    if (!strcmp(t->cpu, amx_cpus[i]) && !strstr(t->features, "amx-bf16")) return 1; /* a host lists it as + or - */
+    if (!strcmp(t->cpu, amx_cpus[i]) && !strstr(t->features, f)) return 1; /* a host lists it as + or - */
   return 0;
 }
 
@@ -256,7 +258,8 @@ int cg_target_init(cg_target *t, const char *triple, const char *cpu, const char
   }
   t->vec_f32 = probe_vec_width(t);
   t->has_avx512bf16 = probe_avx512bf16(t);
-  t->has_amx_bf16 = detect_amx_bf16(t);
+  t->has_amx_bf16 = detect_amx(t, "amx-bf16");
+  t->has_amx_int8 = detect_amx(t, "amx-int8");
   t->has_avx512vnni = detect_avx512vnni(t);
   cg_cache_sizes_detect(t, &t->cache);
   t->core = cg_core_of(t->cpu);
@@ -331,6 +334,8 @@ int cg_int8_dot(const cg_target *t, const ir_tuning *tune) {
 
 const char *cg_int8_isa_name(const cg_target *t, int mode) {
   if (mode == 2) return "avx512vnni";
+  if (mode == 4) return "amxint8";
+  if (mode == 5) return t->vec_f32 >= 16 ? "avx512_amx8emu" : "avx2_amx8emu";
   if (mode == 3) return t->vec_f32 >= 16 ? "avx512_pmaddwd" : "avx2_pmaddwd";
   return t->vec_f32 >= 16 ? "avx512_vnniemu" : "avx2_vnniemu";
 }
@@ -339,6 +344,12 @@ int cg_amx_mode(const cg_target *t, const ir_tuning *tune) {
   if (!tune->bf16 || !tune->amx) return 0;
   if (tune->amx == 2) return cg_bf16_dot(t, tune) ? 2 : 0;
   return t->has_amx_bf16 && t->has_avx512bf16 ? 1 : 0;
+}
+
+int cg_amx_int8_mode(const cg_target *t, const ir_tuning *tune) {
+  if (!tune->int8 || tune->int8 == 3 || !tune->amx || !is_x86(t) || t->vec_f32 < 8) return 0; /* int8=3: vpmaddwd */
+  if (tune->amx == 2) return 2;
+  return t->has_amx_int8 ? 1 : 0;
 }
 
 int cg_bf16_route(const cg_target *t, const ir_tuning *tune, char *why, size_t n) {
@@ -401,13 +412,15 @@ void cg_target_isa_needs(const cg_target *t, char *buf, size_t n) {
   }
   if (t->has_avx512bf16) names[k++] = "avx512bf16";
   if (t->has_avx512vnni) names[k++] = "avx512vnni";
-  if (t->has_amx_bf16) names[k++] = "amx-tile", names[k++] = "amx-bf16";
+  if (t->has_amx_bf16 || t->has_amx_int8) names[k++] = "amx-tile";
+  if (t->has_amx_bf16) names[k++] = "amx-bf16";
+  if (t->has_amx_int8) names[k++] = "amx-int8";
   size_t used = 0;
   for (int i = 0; i < k && used + 16 < n; i++) used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? "," : "", names[i]);
 }
 
 void cg_target_emit_isa(cg_ctx *c) {
-  char needs[128];
+  char needs[256];
   cg_target_isa_needs(c->target, needs, sizeof needs);
   LLVMValueRef init = LLVMConstStringInContext2(c->llc, needs, strlen(needs), 0); /* NUL-terminated */
   LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), CNNC_ISA_SYMBOL);

@@ -17,7 +17,7 @@
 cnnrt_status rt_isa_check(void *dl, const char *path);
 
 #if defined(__x86_64__)
-/* AMX (amx-tile, amx-bf16): CPUID.(7,0):EDX bits 24 and 22, and the OS's XSAVE of the tile
+/* AMX (amx-tile, amx-bf16, amx-int8): CPUID.(7,0):EDX bits 24, 22 and 25, and the OS's XSAVE of the tile
  * state (XCR0 bits 17 XTILECFG and 18 XTILEDATA). */
 static int amx_cpu(int bit) {
   unsigned a, b, c, d;
@@ -34,6 +34,7 @@ static int cpu_has(const char *name, size_t n) {
 #if defined(__x86_64__)
   if (n == 8 && !strncmp(name, "amx-tile", 8)) return amx_cpu(24);
   if (n == 8 && !strncmp(name, "amx-bf16", 8)) return amx_cpu(22);
+  if (n == 8 && !strncmp(name, "amx-int8", 8)) return amx_cpu(25);
 #endif
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();

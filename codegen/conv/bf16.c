@@ -445,7 +445,7 @@ static void amx_tile(cg_ctx *c, const bgeom *g, const bk *s, int rr, int np, LLV
     cg_amx_load(c, &s->amx, 6 + p, LLVMBuildGEP2(c->b, vi, s->buf, &i, 1, "btile"), (int64_t)g->P * 64);
   }
   for (int a = 0; a < na; a++)
-    for (int p = 0; p < np; p++) cg_amx_dpbf16(c, &s->amx, 2 * a + p, 4 + a, 6 + p);
+    for (int p = 0; p < np; p++) cg_amx_dot(c, &s->amx, 2 * a + p, 4 + a, 6 + p);
   cg_loop_end(c, &K);
   for (int a = 0; a < na; a++)
     for (int p = 0; p < np; p++) {
@@ -634,7 +634,7 @@ static const char *bf16_kind(cg_ctx *c, const bgeom *g, const pass_fusion *fu, c
   for (int i = 0; i < PASS_MAX_POST; i++) r16 |= s->rdt[i] != IR_F32;
   return ir_fmt(c->arena, "%s%s%s%s_%s_%dx%d__%s", op, s->xdt != IR_F32 ? "_x16" : "", s->odt != IR_F32 ? "_o16" : "",
                 r16 ? "_r16" : "", g->q8 ? (g->q8 == 2 ? "int8_s8" : "int8_u8") : "bf16", g->R, g->P * g->V,
-                g->q8 ? cg_int8_isa_name(c->target, g->mode) : cg_bf16_isa_name(c->target, g->amx));
+                g->q8 ? cg_int8_isa_name(c->target, g->amx ? 3 + g->amx : g->mode) : cg_bf16_isa_name(c->target, g->amx));
 }
 
 /* Sets s's dtypes from the values of n's group (passes/store16.c decided them with
@@ -695,7 +695,7 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   if (g.amx) {
     s.cbuf = cg_entry_alloca(c, LLVMArrayType2(c->t_f32, 4 * 256), "amx_c");
     LLVMSetAlignment(s.cbuf, 64);
-    cg_amx_begin(c, &s.amx, g.amx, g.mode);
+    cg_amx_begin(c, &s.amx, g.amx, g.mode, g.q8 != 0);
     if (g.kpr > g.kp) { /* the pair rows past kp stay 0 (the packs write rows < kp only) */
       cg_loop Z;
       LLVMValueRef v = cg_loop_begin(c, &Z, cg_i64(c, 0), cg_i64(c, g.chunk_px / g.V), cg_i64(c, 1), "zv");

@@ -99,8 +99,9 @@ int cg_conv_bf16_plan(cg_ctx *c, const ir_node *n, bgeom *g) {
   memset(g, 0, sizeof *g);
   g->q8 = int8_input(c, n);
   g->mode = g->q8 ? cg_int8_dot(c->target, cg_tune(c)) : cg_bf16_dot(c->target, cg_tune(c));
-  g->epd = g->q8 && g->mode != 3 ? 4 : 2; /* vpdpbusd: 4 bytes a dword; vpmaddwd, bf16: 2 halves */
-  g->amx = g->q8 ? 0 : cg_amx_mode(c->target, cg_tune(c));
+  g->amx = g->q8 ? cg_amx_int8_mode(c->target, cg_tune(c)) : cg_amx_mode(c->target, cg_tune(c));
+  if (g->q8 && g->amx) g->mode = g->mode == 2 ? 2 : 1; /* tdpbsud's emulation: vpdpbusd steps, native or emulated */
+  g->epd = g->q8 && g->mode != 3 ? 4 : 2; /* vpdpbusd, tdpbsud: 4 bytes a dword; vpmaddwd, bf16: 2 halves */
   const ir_conv2d_attr *a = &n->attr.conv2d;
   g->n = xs->dim[0], g->cin = xs->dim[1], g->cout = ys->dim[1], g->hw = ys->dim[2] * ys->dim[3];
   g->kh = a->kernel[0], g->kw = a->kernel[1], g->sh = a->stride[0], g->sw = a->stride[1];
@@ -190,21 +191,23 @@ int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
 }
 
 /* int8 weights of channel co (g->q8): dwords of epd channels, channel epd (k % kpc) + i in
- * byte i (4 s8, vpdpbusd) or half i (2 s16, vpmaddwd), at wp[(t kp + k) R + r]; returns 128 x
- * their sum where the inputs are s8 stored + 128 (vpdpbusd's compensation), else 0. */
+ * byte i (4 s8, vpdpbusd, tdpbsud) or half i (2 s16, vpmaddwd), at wp[(t kp + k) R + r] (AMX:
+ * as the bf16 pairs, 0 past kp); returns 128 x their sum where the inputs are s8 stored + 128
+ * (vpdpbusd's and tdpbsud's compensation), else 0. */
 static int32_t pack_int8(const float *w, const bgeom *g, int64_t co, uint32_t *wp) {
   int64_t t = co / g->R, r = co % g->R, sum = 0, taps = g->kh * g->kw;
   int bits = 32 / g->epd;
   uint32_t mask = (1u << bits) - 1;
-  for (int64_t k = 0; k < g->kp; k++) { /* dword k: tap k / kpc, channels epd (k % kpc) .. + epd - 1 */
+  for (int64_t k = 0; k < g->kpr; k++) { /* dword k: tap k / kpc, channels epd (k % kpc) .. + epd - 1 */
     int64_t tap = k / g->kpc, c0 = g->epd * (k % g->kpc);
     uint32_t d = 0;
     for (int i = 0; i < g->epd; i++)
-      if (co < g->cout && c0 + i < g->cin) {
+      if (co < g->cout && k < g->kp && c0 + i < g->cin) {
         int q = (int)w[(co * g->cin + c0 + i) * taps + tap];
         d |= ((uint32_t)q & mask) << (bits * i), sum += q;
       }
-    wp[(t * g->kp + k) * g->R + r] = d;
+    if (g->amx) wp[((t * (g->kpr / 16) + k / 16) * g->R + r) * 16 + k % 16] = d;
+    else wp[(t * g->kp + k) * g->R + r] = d;
   }
   return g->q8 == 2 && g->epd == 4 ? (int32_t)(128 * sum) : 0;
 }

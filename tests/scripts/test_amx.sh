@@ -14,6 +14,9 @@
 #  4. On a CPU with AMX: the tdpbf16ps build's logits within 5e-3 of the max |logit| of the
 #     emulated build's (AMX sums in another order, docs/precision.md "AMX"), 1 and 2 threads
 #     bitwise.  Elsewhere this part is skipped (exit 77 when everything else passed).
+#  5. int8 on tdpbsud tiles (cifar_resnet8 --precision int8): the sapphirerapids asm has
+#     `_amxint8` kernels with tdpbsud, one ldtilecfg and one tilerelease each; the emulated
+#     (tune amx=2) and, on a CPU with AMX-INT8, native logits are bitwise the vector int8 build's.
 set -u
 . "$(dirname "$0")/lib.sh"
 script_args "$@"
@@ -68,6 +71,26 @@ randn "$T/x.raw" 5 $((4 * 5 * 14 * 14))
 cnnc_as emu "$M" "${B16[@]}" --tune amx=2 -o "$T/emu.so" &&
   cnnc_as vdp "$M" "${B16[@]}" --tune amx=0,bf16=2,bf16_emulate=1 -o "$T/vdp.so" &&
   same_infer emu vdp "$T/x.raw" "emulated AMX logits vs the vdpbf16ps route's"
+
+# 5. int8 (--precision int8) on tdpbsud tiles: integer sums are exact in any order, so the
+#    emulated (tune amx=2) and native AMX logits are bitwise those of the vector int8 kernels
+R8="$SRC/models/cifar_resnet8.yml"
+randn "$T/cal8.raw" 7 $((8 * 3 * 32 * 32))
+randn "$T/x8.raw" 8 $((8 * 3 * 32 * 32))
+I8=(--precision int8 --calibrate "$T/cal8.raw" --batch-size 8)
+if cnnc_as s8 "$R8" "${I8[@]}" --target-cpu sapphirerapids --emit asm -o "$T/s8.s"; then
+  n8=$(grep -c '^cnnk_[A-Za-z0-9_]*_int8_[us]8_[0-9x]*__amxint8_n[0-9]*:' "$T/s8.s")
+  [ "$n8" -ge 3 ] && [ "$(grep -c tdpbsud "$T/s8.s")" -ge "$n8" ] && [ "$(grep -c ldtilecfg "$T/s8.s")" = "$n8" ] &&
+    [ "$(grep -c tilerelease "$T/s8.s")" = "$n8" ] && ok ||
+    bad "int8 AMX kernels $n8, tdpbsud $(grep -c tdpbsud "$T/s8.s"), ldtilecfg $(grep -c ldtilecfg "$T/s8.s")"
+fi
+cnnc_as e8 "$R8" "${I8[@]}" --tune amx=2 -o "$T/e8.so" && cnnc_as v8 "$R8" "${I8[@]}" --tune amx=0 -o "$T/v8.so" &&
+  same_infer e8 v8 "$T/x8.raw" "emulated AMX int8 logits vs the vector int8 kernels'"
+grep -qw amx_int8 /proc/cpuinfo || amx=0
+if [ $amx = 1 ]; then
+  cnnc_as n8 "$R8" "${I8[@]}" --target-cpu sapphirerapids -o "$T/n8.so" &&
+    same_infer n8 v8 "$T/x8.raw" "native AMX int8 logits vs the vector int8 kernels'"
+fi
 
 # 4. natively
 if [ $amx = 1 ]; then

@@ -9,9 +9,11 @@
  *     AVX2, natively on a host with avx512vnni (else said so).
  *     The vpmaddwd kernels (2 s16 channels a dword; tune int8=1 without VNNI): the same cases on
  *     x86-64-v3 (natively on any AVX2 host), some on x86-64-v4 where the host has AVX-512.
+ *     AMX tdpbsud emulated (tune amx=2, `__avx2_amx8emu`): the same cases; natively (`__amxint8`)
+ *     on a host with amx-int8, bitwise too (integer sums are exact in any order).
  *  2. The route: tune int8=0 keeps the f32 kernels; a target without avx512vnni takes
- *     vpmaddwd (`__avx512_pmaddwd`, `__avx2_pmaddwd`), sapphirerapids and znver4 `__avx512vnni`
- *     (tune int8=3: vpmaddwd there too). */
+ *     vpmaddwd (`__avx512_pmaddwd`, `__avx2_pmaddwd`), znver4 `__avx512vnni`, sapphirerapids
+ *     AMX `__amxint8` (tune amx=0: `__avx512vnni`; tune int8=3: vpmaddwd). */
 #include "test_codegen_harness.h"
 
 #include "bf16_case_check.h"
@@ -119,6 +121,10 @@ int main(void) {
     for (int i = 0; i < nc; i += 3) check_case(&v4, "x86-64-v4 pmaddwd", &cases[i], "_avx512_pmaddwd");
   else
     fprintf(stderr, "host without AVX-512 (cpu %s): x86-64-v4 pmaddwd cases skipped\n", host.cpu);
+  /* AMX tdpbsud, emulated (tune amx=2): 16-row tiles, K padded to 16 dwords of 4 bytes */
+  ct_tune("amx=2");
+  for (int i = 0; i < nc; i++) check_case(&avx2, "avx2 AMX int8 emulated", &cases[i], "_avx2_amx8emu");
+  ct_tune("amx=1");
   /* 2. the route */
   ct_tune("int8=0");
   {
@@ -133,7 +139,11 @@ int main(void) {
     kinds k = compile_kinds(g, &v4);
     CGT_CHECK(k.n == 1 && strstr(k.kind, "_int8_s8_") && strstr(k.kind, "__avx512_pmaddwd"), "x86-64-v4 (no avx512vnni): %s", k.kind);
     k = compile_kinds(g, &spr);
-    CGT_CHECK(k.n == 1 && strstr(k.kind, "_int8_s8_") && strstr(k.kind, "__avx512vnni"), "sapphirerapids: %s", k.kind);
+    CGT_CHECK(k.n == 1 && strstr(k.kind, "_int8_s8_") && strstr(k.kind, "__amxint8"), "sapphirerapids: %s", k.kind);
+    ct_tune("amx=0");
+    k = compile_kinds(g, &spr);
+    CGT_CHECK(k.n == 1 && strstr(k.kind, "_int8_s8_") && strstr(k.kind, "__avx512vnni"), "sapphirerapids, tune amx=0: %s", k.kind);
+    ct_tune("amx=1");
     k = compile_kinds(g, &zn4);
     CGT_CHECK(k.n == 1 && strstr(k.kind, "__avx512vnni"), "znver4: %s", k.kind);
     ct_tune("int8=3");
@@ -144,10 +154,18 @@ int main(void) {
   }
   CGT_CHECK(!v4.has_avx512vnni && spr.has_avx512vnni && zn4.has_avx512vnni && !avx2.has_avx512vnni, "has_avx512vnni: v4 %d spr %d znver4 %d avx2 %d",
             v4.has_avx512vnni, spr.has_avx512vnni, zn4.has_avx512vnni, avx2.has_avx512vnni);
+  CGT_CHECK(spr.has_amx_int8 && !zn4.has_amx_int8 && !v4.has_amx_int8, "has_amx_int8: spr %d znver4 %d v4 %d", spr.has_amx_int8,
+            zn4.has_amx_int8, v4.has_amx_int8);
+  if (host.has_amx_int8)
+    for (int i = 0; i < nc; i++) check_case(&host, "host AMX int8", &cases[i], "__amxint8");
+  else
+    fprintf(stderr, "host without amx-int8 (cpu %s): native tdpbsud cases skipped\n", host.cpu);
+  ct_tune("amx=0");
   if (host.has_avx512vnni)
     for (int i = 0; i < nc; i++) check_case(&host, "host avx512vnni", &cases[i], "__avx512vnni");
   else
     fprintf(stderr, "host without avx512vnni (cpu %s): native cases skipped\n", host.cpu);
+  ct_tune("amx=1");
   cg_target_dispose(&avx2), cg_target_dispose(&host), cg_target_dispose(&v4), cg_target_dispose(&spr), cg_target_dispose(&zn4);
   return cgt_done("test_codegen_int8");
 }

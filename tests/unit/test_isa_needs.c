@@ -28,9 +28,11 @@ typedef struct isa_case {
 } isa_case;
 
 static const isa_case cases[] = {
-    {"znver4", NULL, "avx,avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx512vnni", "amx-tile,amx-bf16"},
-    {"sapphirerapids", NULL, "avx,avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx512vnni,amx-tile,amx-bf16", ""},
-    {"sapphirerapids", "-amx-bf16", "avx512vnni", "amx-tile,amx-bf16"},
+    {"znver4", NULL, "avx,avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx512vnni", "amx-tile,amx-bf16,amx-int8"},
+    {"sapphirerapids", NULL, "avx,avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx512vnni,amx-tile,amx-bf16,amx-int8", ""},
+    {"sapphirerapids", "-amx-bf16", "avx512vnni,amx-tile,amx-int8", "amx-bf16"},
+    {"sapphirerapids", "-amx-int8", "avx512vnni,amx-tile,amx-bf16", "amx-int8"},
+    {"sapphirerapids", "-amx-tile", "avx512vnni", "amx-tile,amx-bf16,amx-int8"},
     {"skylake-avx512", NULL, "avx,avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl", "avx512bf16,avx512vnni,amx-tile"},
     {"x86-64-v4", NULL, "avx,avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl", "avx512bf16,avx512vnni,amx-tile"},
     {"x86-64-v3", NULL, "avx,avx2,fma,f16c", "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"},
