@@ -40,7 +40,7 @@ const char *cg_bf16_isa_name(const cg_target *t, int amx);
 LLVMValueRef cg_bf16_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b, int V);
 
 /* ---- int8 dot products (--precision int8: the int8 conv route, conv/bf16.c with 4 channels a
- * dword; docs/codegen.md "int8 kernels") ---------------------------------------------------- */
+ * dword; docs/matrix.md "int8 kernels") ---------------------------------------------------- */
 /* 2 = vpdpbusd on the target (avx512vnni, zmm; tune int8=1, the default), 3 = vpmaddwd on
  * 16-bit pairs (2 channels a dword, s16 activations and weights: exact, no saturation; the
  * default on AVX2 or wider targets without VNNI, tune int8=3 everywhere), 1 = tune int8=2:
@@ -55,7 +55,7 @@ const char *cg_int8_isa_name(const cg_target *t, int mode);
  * (vpmaddwd ymm / zmm, then vpaddd). */
 LLVMValueRef cg_int8_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b, int V);
 
-/* ---- AMX tiles (the bf16 conv route's AMX microkernel, conv/bf16.c; docs/codegen.md "AMX")
+/* ---- AMX tiles (the bf16 conv route's AMX microkernel, conv/bf16.c; docs/matrix.md "AMX")
  * -------------------------------------------------------------------------------------------- */
 /* 1 = the route's convs run on AMX tdpbf16ps (the target has amx-bf16 and avx512bf16, tune
  * amx=1, the default), 2 = tune amx=2: the same kernels with every tile instruction emulated

@@ -305,7 +305,7 @@ int cg_acc_budget(const cg_target *t) {
   return is_x86(t) && t->vec_f32 >= 16 ? 24 : 12;  /* 32 zmm vs 16 ymm/xmm registers */
 }
 
-/* ---- bf16 dot products (issue 4; conv/bf16.c, docs/codegen.md "bf16 kernels") ---------- */
+/* ---- bf16 dot products (issue 4; conv/bf16.c, docs/matrix.md "bf16 kernels") ---------- */
 
 /* 2: vdpbf16ps is executable on the target (has_avx512bf16: +avx512bf16 with 512-bit vectors);
  * 1: tune bf16_emulate=1 on any other x86 target (the same kernels,

@@ -1,4 +1,4 @@
-/* conv/bf16.c — bf16 dot-product conv kernels (issue 4; docs/codegen.md "bf16 kernels",
+/* conv/bf16.c — bf16 dot-product conv kernels (issue 4; docs/matrix.md "bf16 kernels",
  * docs/precision.md "bf16 arithmetic").
  *
  * Route: a flat conv (1x1, stride 1, unpadded, one group: out[Cout, HW] = w[Cout, Cin] *

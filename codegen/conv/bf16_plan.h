@@ -1,5 +1,5 @@
 /* conv/bf16_plan.h — codegen-private: the compile-time part of the bf16 dot-product conv route
- * (conv/bf16_plan.c; issue 4, docs/codegen.md "bf16 kernels", docs/precision.md "bf16
+ * (conv/bf16_plan.c; issue 4, docs/matrix.md "bf16 kernels", docs/precision.md "bf16
  * arithmetic"): which convs take it, their plan record and their packed weights.  Flat 1x1
  * stride-1 unpadded convs (and kxk / strided ones with enough channels) whose input is a bf16
  * round16 result and whose weights are on the bf16 grid (--precision 16.16|16.32 --half-type

@@ -1,5 +1,5 @@
 /* conv/stem.c — the bf16 stem conv (ResNet's 3 -> 64 7x7/s2 on a bf16 224x224 image;
- * docs/codegen.md "Stem").  Horizontal stride 2 over 16-bit storage: for the lanes l of a pixel
+ * docs/matrix.md "Stem").  Horizontal stride 2 over 16-bit storage: for the lanes l of a pixel
  * vector (ox = ox0 + l) the tap pair (x[2 ox + kx - pl], x[2 ox + kx + 1 - pl]) is the dword at
  * element 2 ox0 + kx - pl + 2l, so a pixel vector of one (channel, input row, tap pair) is one
  * contiguous 2V-element load, already in vdpbf16ps's pair layout: no im2col panel.  K order: ky

@@ -1,5 +1,5 @@
 /* test_codegen_amx.c — the AMX microkernel of the bf16 conv route (conv/bf16.c amx_tile,
- * cg_isa.c cg_amx_*; docs/codegen.md "AMX"), on any host.
+ * cg_isa.c cg_amx_*; docs/matrix.md "AMX"), on any host.
  *  1. Emulated (tune amx=2) on an AVX2 (x86-64-v3) target: input -> round16 -> conv (+bias)
  *     as the graph output, bitwise a C model of the emulation's arithmetic — pair k in order
  *     (tap-major, as the vdpbf16ps route), per pair acc = ftz(fma(x[odd], w[odd], acc)) then

@@ -1,5 +1,5 @@
 /* test_codegen_bf16_kxk.c — the bf16 dot-product route for kxk / strided / padded convs
- * (codegen/gen_conv_bf16.c, gathered im2col panels; docs/codegen.md "bf16 kernels").
+ * (codegen/gen_conv_bf16.c, gathered im2col panels; docs/matrix.md "bf16 kernels").
  *  1. Bitwise: input -> round16 -> conv (+bias) as the graph output: the compiled result equals
  *     a C model of the kernel's arithmetic — pair k = (tap k / kpc, channels 2 (k % kpc), +1),
  *     per pair acc = ftz(fma(x[odd], w[odd], acc)) then ftz(fma(x[even], w[even], acc)), padding

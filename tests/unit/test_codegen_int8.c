@@ -1,5 +1,5 @@
 /* test_codegen_int8.c — the int8 conv route (--precision int8; conv/bf16.c with 4 channels a
- * dword, vpdpbusd; docs/codegen.md "int8 kernels").
+ * dword, vpdpbusd; docs/matrix.md "int8 kernels").
  *  1. input -> quantize8 (u8 0..255 or s8 -128..127, inv 20) -> conv (integer weights in
  *     -127..127, no bias) as the graph output: bitwise the exact integer sum converted to f32
  *     (a C model in int64), 1 and 2 threads: flat 1x1s (Cin 5, 64, 37: a short last dword),

@@ -1,6 +1,6 @@
 /* test_codegen_pool_s2.c — the 3-wide stride-2 left-pad-1 max pooling rows of gen_pool.c
  * (pool_s2_row: contiguous 2V-input loads split into even / odd lanes, masked at the right
- * edge, docs/codegen.md "Stem"), for the host and an AVX2-only (x86-64-v3) target:
+ * edge, docs/matrix.md "Stem"), for the host and an AVX2-only (x86-64-v3) target:
  *  - the kernel takes the row path (its name carries `_rows`) exactly when eligible (3 wide,
  *    stride 2, left pad 1, at most 16 chunks of V outputs per row);
  *  - compiled vs the interpreter, 1 and 2 threads, f32 and bf16 input (a round16 to a bf16

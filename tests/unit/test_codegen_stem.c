@@ -1,4 +1,4 @@
-/* test_codegen_stem.c — the bf16 stem conv (codegen/gen_conv_stem.c; docs/codegen.md "Stem").
+/* test_codegen_stem.c — the bf16 stem conv (codegen/gen_conv_stem.c; docs/matrix.md "Stem").
  *  1. Bitwise: input -> round16 (a bf16 value, as 16-bit storage leaves it) -> conv (+bias) as
  *     the graph output equals a C model of the kernel's arithmetic — K order ky (rows inside
  *     the map only), channel, tap pair (2j, 2j + 1; a missing tap 0), per pair
