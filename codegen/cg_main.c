@@ -160,7 +160,7 @@ static void dyn_call(cg_ctx *c, LLVMValueRef fn, LLVMValueRef *args, int n_args,
  * train -1: the profiled entry of the profiling extension (cnnc_abi.h): barrier after every
  * op, the last one included, whatever nthreads is, and the static split of every op: with
  * dynamic shares the thread released first takes the parts of one woken late, so the per-op
- * busy / CPU / bal figures described the race, not the kernel (docs/runtime.md "Profiling"). */
+ * busy / CPU / bal figures described the race, not the kernel (docs/reports.md "Profiling (libcnnrt)"). */
 static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train) {
   int prof = train < 0;
   if (prof) train = 0;

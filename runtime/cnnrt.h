@@ -186,7 +186,7 @@ CNNRT_API cnnrt_status cnnrt_trace_begin(cnnrt_model *m, size_t max_events);
  * written (the trace is dropped either way).  path is the caller's. */
 CNNRT_API cnnrt_status cnnrt_trace_write(cnnrt_model *m, const char *path);
 
-/* ---- per-op profile (docs/runtime.md "Profiling") -------------------------------------- */
+/* ---- per-op profile (docs/reports.md "Profiling (libcnnrt)") -------------------------------------- */
 /* Starts timing every op of the following cnnrt_infer calls: the runtime switches to the
  * model's profiled shard entries (a barrier after every op, on every thread, timestamped
  * with CLOCK_MONOTONIC and the thread's CPU clock).  Clears counters of an earlier profile.

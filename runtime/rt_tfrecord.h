@@ -5,7 +5,7 @@
  * length is checked against what is there, nothing is read past a buffer, nothing recurses;
  * faults are CNNRT_IO (a file cannot be listed, opened or read), CNNRT_BAD_MODEL (corrupt or
  * malformed content) or CNNRT_OUT_OF_MEMORY, with a message (rt_fail) naming the shard file,
- * the record index in it and its byte offset.  The format: docs/runtime.md "TFRecord shards". */
+ * the record index in it and its byte offset.  The format: docs/data.md "TFRecord shards". */
 #ifndef CNNC_RT_TFRECORD_H
 #define CNNC_RT_TFRECORD_H
 
