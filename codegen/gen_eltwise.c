@@ -206,10 +206,11 @@ LLVMValueRef cg_gen_normalize(cg_ctx *c, const ir_node *n, const char *fn_name, 
   LLVMValueRef p = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "plane");
   LLVMValueRef ch = LLVMBuildSRem(c->b, p, cg_i64(c, nc), "c");
   norm_ctx u = {a[0], a[1], LLVMBuildMul(c->b, p, cg_i64(c, s), ""), cg_f32(c, at->scale), cg_load_f32(c, t, ch),
-                cg_load_f32(c, t, LLVMBuildAdd(c->b, ch, cg_i64(c, nc), "")), xv->dtype == IR_U8, at->folded};
+                cg_load_f32(c, t, LLVMBuildAdd(c->b, ch, cg_i64(c, nc), "")), xv->dtype == IR_U8, at->folded == 1};
   cg_inner_loop(c, s, norm_body, &u);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
-  *kind = cg_kind(c, at->folded ? "normalize_u8_folded" : xv->dtype == IR_U8 ? "normalize_u8" : "normalize", NULL);
+  *kind = cg_kind(c, at->folded == 1 ? "normalize_u8_folded" : at->folded == 2 ? "normalize_u8_centred"
+                     : xv->dtype == IR_U8 ? "normalize_u8" : "normalize", NULL);
   return f;
 }

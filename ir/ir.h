@@ -126,8 +126,10 @@ typedef struct ir_normalize_attr {
   float scale;                               /* applied first: 1/255 for u8 images */
   int channels;
   float mean[IR_MAX_CHANNELS_NORMALIZE], std[IR_MAX_CHANNELS_NORMALIZE];
-  int folded;                                /* pass_fold_normalize: scale, mean and std moved into
-                                                the consumer conv (this node: 1, 0, 1, a u8 -> f32 copy) */
+  int folded;                                /* pass_fold_normalize: 1 scale, mean and std moved into
+                                                the consumer conv (this node: 1, 0, 1, a u8 -> f32 copy);
+                                                2 scale and std moved, the means kept as x - mean[c]/scale
+                                                (this node: 1, mean/scale, 1; padded convs) */
 } ir_normalize_attr;
 
 /* Training (issue 5; docs/training.md): attributes of the backward and optimizer ops. */

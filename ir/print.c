@@ -66,7 +66,7 @@ static void print_normalize(FILE *f, const ir_attr *u) {
   fprintf(f, "] std=[");
   for (int c = 0; c < a->channels; c++) fprintf(f, "%s%g", c ? "," : "", a->std[c]);
   fputc(']', f);
-  if (a->folded) fprintf(f, " folded=1");
+  if (a->folded) fprintf(f, " folded=%d", a->folded);
 }
 
 /* training ops (issue 5) */
