@@ -508,7 +508,7 @@ static int add_loss(ox_ctx *x) {
                   ir_shape_str(&o->shape, buf, sizeof buf));
   ir_attr a = {0};
   a.softmax_xent.label_smoothing = (float)x->o->label_smoothing;
-  int in[2] = {g->outputs[0], ir_add_label(g, "label")};
+  int in[2] = {g->outputs[0], x->o->mixed_labels ? ir_add_label_mixed(g, "label") : ir_add_label(g, "label")};
   ir_diag sub = {0};
   int v = ir_add_node(g, IR_OP_softmax_xent, "loss", (ir_loc){x->gfile, 0, 0}, in, 2, &a, &sub);
   if (v < 0) return ox_err(x, "loss: %s", sub.msg);

@@ -348,7 +348,7 @@ static ir_graph *load(driver *D, fe_options *o) {
     return NULL;
   }
   if (o->mixed_labels && g->label >= 0 && ir_label_width(&g->values[g->label].shape) != 3) {
-    fprintf(stderr, "cnnc: error: --mixed-labels: %s: only YAML models take mixed labels yet\n", D->model);
+    fprintf(stderr, "cnnc: error: --mixed-labels: %s: the model's label input is not the mixed [N, 3] rows\n", D->model);
     ir_graph_free(g);
     return NULL;
   }

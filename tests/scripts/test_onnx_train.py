@@ -12,14 +12,15 @@ a Softmax over H (transposes around cnnc's last-axis softmax), a grouped ConvTra
 stride 2 (a conv over the input with zeros spread in: its weight is compared flipped, channels
 swapped per group) and a LogSoftmax at the end
 (cross-entropy of log-probabilities is that of the logits: its gradient runs through
-log_softmax_grad)."""
+log_softmax_grad).  Compiled with --mixed-labels, cnnrun train on synthetic data without mixing
+writes the plain build's checkpoint bytes, and with --mixup other bytes."""
 import os
 import re
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testlib import Checks, build_src, need_module  # noqa: E402
+from testlib import Checks, build_src, need_module, run  # noqa: E402
 
 BUILD, SRC = build_src(__doc__)
 torch = need_module("torch", "Debian python3-torch")
@@ -139,4 +140,19 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-train-") as T:
                          f"step {s + 1} loss: cnnc {c_losses[s]:.7g}, torch {losses[s]:.7g}")
         t_vals = {n: layout.get(n, np.copy)(t.detach().numpy().copy()) for n, (t, _) in tens.items()}
         torchtrain.compare_dump(checks.check, "imported net", TOL, STEPS, *got, losses[0], t_grads, t_vals)
+    # --mixed-labels on the imported net (the loss as for YAML models, tested against PyTorch by
+    # test_mixup_torch.py): unmixed (y, y, 1) rows train to the plain build's bytes, --mixup not
+    cnnc, cnnrun, ck = os.path.join(BUILD, "cnnc"), os.path.join(BUILD, "cnnrun"), {}
+    for tag, extra in (("plain", []), ("mixed", ["--mixed-labels"])):
+        r = run([cnnc, path, "--mode", "training", "--batch-size", str(BATCH), *extra, "-o", os.path.join(T, tag + ".so")])
+        checks.check(r.returncode == 0, f"cnnc {' '.join(extra) or '(plain)'} on the .onnx: {r.stderr.strip()[:300]}")
+    for tag, so, extra in (("plain", "plain", []), ("unmixed", "mixed", []), ("mixup", "mixed", ["--mixup", "0.4"])):
+        d = os.path.join(T, "ck_" + tag)
+        r = run([cnnrun, os.path.join(T, so + ".so"), "train", "--dataset", "synthetic", "--epochs", "1", "--limit", "32",
+                 "--lr", "0.05", "--seed", "3", "--no-validation", "--checkpoint-dir", d, *extra])
+        files = sorted(f for f in os.listdir(d) if f.endswith(".safetensors")) if os.path.isdir(d) else []
+        checks.check(r.returncode == 0 and files, f"cnnrun train {tag}: {(r.stderr + r.stdout).strip()[-300:]}")
+        ck[tag] = open(os.path.join(d, files[-1]), "rb").read() if files else tag.encode()
+    checks.check(ck["plain"] == ck["unmixed"], "--mixed-labels without mixing: checkpoint bytes equal the plain build's")
+    checks.check(ck["mixup"] != ck["unmixed"], "--mixup 0.4 changes the trained bytes")
 sys.exit(checks.summary())
