@@ -46,6 +46,9 @@ void dist_abort(int code) {
 void dist_finalize(void) {
   if (!dist_on) return;
   fflush(stdout);
+  if (dist_comm.barrier(dist_comm.ctx)) { /* MPI_Finalize waits for every rank without a deadline */
+    die("at the end: %s", dist_comm.last_error(dist_comm.ctx));
+  }
   dist_finalize_fn();
   dist_on = 0;
 }
@@ -88,7 +91,7 @@ static void dist_check_same(const char *model, int argc, char **argv) {
   }
 }
 
-void dist_init(const char *model, int *argc, char ***argv) {
+void dist_init(const char *model, double timeout, int *argc, char ***argv) {
   if (!dist_launched()) return;
   const char *path = getenv("CNNRUN_MPI_LIB");
   char here[4096];
@@ -109,9 +112,11 @@ void dist_init(const char *model, int *argc, char ***argv) {
   cnnrt_mpi_init_fn init = (cnnrt_mpi_init_fn)dlsym(h, "cnnrt_mpi_init");
   dist_abort_fn = (cnnrt_mpi_abort_fn)dlsym(h, "cnnrt_mpi_abort");
   dist_finalize_fn = (cnnrt_mpi_finalize_fn)dlsym(h, "cnnrt_mpi_finalize");
-  if (!init || !dist_abort_fn || !dist_finalize_fn) die("%s: not a libcnnrt_mpi (cnnrt_mpi_init missing)", path ? path : "libcnnrt_mpi.so");
+  cnnrt_mpi_set_timeout_fn set_timeout = (cnnrt_mpi_set_timeout_fn)dlsym(h, "cnnrt_mpi_set_timeout");
+  if (!init || !dist_abort_fn || !dist_finalize_fn || !set_timeout) die("%s: not a libcnnrt_mpi (cnnrt_mpi_init missing)", path ? path : "libcnnrt_mpi.so");
   char err[512];
   if (init(argc, argv, &dist_comm, err, sizeof err)) die("MPI: %s", err);
+  set_timeout(timeout);
   dist_on = 1;
   dist_check_same(model, *argc, *argv);
 }

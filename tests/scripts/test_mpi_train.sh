@@ -6,7 +6,8 @@
 # (batch-norm running statistics passed rank to rank after each rank's forwards; also 2
 # replicas per rank with gradient accumulation) on synthetic data, fmnist_cnn on
 # Fashion-MNIST (--limit), --mixup/--cutmix with accumulation 2; ranks with other .so files or
-# options stop with a message; a killed rank ends the job within seconds.  Skips (77) without
+# options stop with a message; a killed rank ends the job within seconds, a stopped one (SIGSTOP)
+# within --comm-timeout plus a few seconds.  Skips (77) without
 # mpirun or libcnnrt_mpi.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -86,4 +87,19 @@ timeout 120 mpirun --oversubscribe -np 2 bash -c 'if [ "$OMPI_COMM_WORLD_RANK" =
   exec "$0" "$1" train --dataset synthetic --epochs 50 --no-validation --threads 1' "$CNNRUN" "$T/f2.so" >"$T/out" 2>&1
 rc=$?
 [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -qi "signal 9\|killed" "$T/out" && ok || bad "killed rank: rc $rc: $(tail -5 "$T/out")"
+# a rank alive but stuck (SIGSTOP): the other's call times out (--comm-timeout 3), names the
+# silent rank and ends every rank (MPI_Abort ends the stopped one too), well within 60 s
+t0=$(date +%s)
+timeout 60 mpirun --oversubscribe -np 2 bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 3; kill -STOP $$) & fi;
+  exec "$0" "$1" train --dataset synthetic --epochs 50 --no-validation --threads 1 --comm-timeout 3' "$CNNRUN" "$T/f2.so" >"$T/out" 2>&1
+rc=$? dt=$(($(date +%s) - t0))
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$dt" -lt 40 ] &&
+  grep -q "\[rank 0 of 2\] cnnrun: .*MPI_Allgather: no answer within 3 s (--comm-timeout); rank 1 did not answer" "$T/out" && ok ||
+  bad "stopped rank: rc $rc after ${dt} s: $(grep -v '^step' "$T/out" | head -5)"
+# the same with batch norm, rank 0 stopped: rank 1 waits for its statistics
+timeout 60 mpirun --oversubscribe -np 2 bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then (sleep 3; kill -STOP $$) & fi;
+  exec "$0" "$1" train --dataset synthetic --epochs 50 --no-validation --threads 1 --comm-timeout 3' "$CNNRUN" "$T/r2.so" >"$T/out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "\[rank 1 of 2\] cnnrun: .*no answer within 3 s (--comm-timeout); rank 0 did not answer" "$T/out" && ok ||
+  bad "stopped rank 0 (batch norm): rc $rc: $(grep -v '^step' "$T/out" | head -5)"
 finish
