@@ -348,6 +348,11 @@ CNNRT_API cnnrt_status cnnrt_set_comm(cnnrt_model *m, const cnnrt_comm *comm);
 /* Sums n doubles over the ranks of comm in rank order (((r0 + r1) + r2) ...), in place: every
  * rank gets the same bits.  CNNRT_INTERNAL naming the engine's message on failure. */
 CNNRT_API cnnrt_status cnnrt_comm_sum_f64(const cnnrt_comm *comm, double *buf, int n);
+/* Copies rank root's training state (every state tensor, as after cnnrt_load_checkpoint) and
+ * step to every rank of m's communicator (cnnrt_set_comm), in place: a checkpoint read by one
+ * rank only.  Collective: every rank calls it.  Without a communicator (or alone) nothing to
+ * do.  CNNRT_INTERNAL naming the engine's message when the broadcast fails. */
+CNNRT_API cnnrt_status cnnrt_comm_broadcast_state(cnnrt_model *m, int root);
 
 /* One tensor of the model's persistent state. */
 typedef enum cnnrt_state_kind {

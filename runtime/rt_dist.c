@@ -185,6 +185,22 @@ CNNRT_API cnnrt_status cnnrt_comm_sum_f64(const cnnrt_comm *c, double *buf, int 
   return CNNRT_OK;
 }
 
+CNNRT_API cnnrt_status cnnrt_comm_broadcast_state(cnnrt_model *m, int root) {
+  rt_clear_error();
+  cnnrt_status s = rt_need_train(m, "cnnrt_comm_broadcast_state");
+  if (s != CNNRT_OK) return s;
+  rt_dist *d = m->tr->dist;
+  if (!d) return CNNRT_OK;
+  if (root < 0 || root >= d->c.size) return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_comm_broadcast_state: root %d of %d ranks", root, d->c.size);
+  pthread_mutex_lock(&m->lock);
+  int64_t step = m->tr->step;
+  int bad = d->c.broadcast(d->c.ctx, m->tr->state, (size_t)m->tr->t->state_bytes, root) || d->c.broadcast(d->c.ctx, &step, sizeof step, root);
+  if (!bad) m->tr->step = step;
+  pthread_mutex_unlock(&m->lock);
+  if (bad) return rt_fail(CNNRT_INTERNAL, "%s: rank %d: broadcasting the state from rank %d failed: %s", m->path, d->c.rank, root, rt_comm_msg(&d->c));
+  return CNNRT_OK;
+}
+
 /* BUFFER state <-> d->pack. */
 static void rt_buf_copy(cnnrt_model *m, rt_dist *d, int to_state) {
   const cnnc_abi_train *t = m->tr->t;

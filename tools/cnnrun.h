@@ -81,6 +81,7 @@ int dist_rank(void), dist_size(void);
 void dist_die_prefix(void);  /* "[rank K of N] " on stderr under mpirun, before die's message */
 void dist_abort(int code);   /* under mpirun: MPI_Abort, ending every rank */
 void dist_finalize(void);
+int dist_restore(cnnrt_model *m, const char *path, int optional); /* --restore; under mpirun rank 0 reads, all get it */
 
 /* ---- training (cnnrun_train.inc) -------------------------------------------------------- */
 int cmd_benchmark_train(const opts *o, cnnrt_model *m);

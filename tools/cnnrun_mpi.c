@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cnnrun.h"
 #include "runtime/mpi/cnnrt_mpi.h"
@@ -119,4 +120,34 @@ void dist_init(const char *model, double timeout, int *argc, char ***argv) {
   set_timeout(timeout);
   dist_on = 1;
   dist_check_same(model, *argc, *argv);
+}
+
+/* --restore: the checkpoint at path into m (optional: a file that may be absent; 0 then).  Under
+ * mpirun only rank 0 reads it (the other ranks may not see its file system) and broadcasts
+ * whether it could, its message, then the state; a bad file stops every rank with rank 0's
+ * message. */
+int dist_restore(cnnrt_model *m, const char *path, int optional) {
+  if (!dist_on) {
+    if (optional && access(path, F_OK) != 0) return 0;
+    if (cnnrt_load_checkpoint(m, path) != CNNRT_OK) die("%s", cnnrt_last_error());
+    return 1;
+  }
+  struct {
+    int32_t state; /* 1 loaded, 0 absent (optional), -1 failed: msg */
+    char msg[1020];
+  } h = {1, ""};
+  if (dist_comm.rank == 0) {
+    if (optional && access(path, F_OK) != 0) h.state = 0;
+    else if (cnnrt_load_checkpoint(m, path) != CNNRT_OK) h.state = -1, snprintf(h.msg, sizeof h.msg, "%s", cnnrt_last_error());
+  }
+  if (dist_comm.broadcast(dist_comm.ctx, &h, sizeof h, 0)) die("--restore %s: %s", path, dist_comm.last_error(dist_comm.ctx));
+  if (h.state < 0) { /* every rank knows: each ends cleanly */
+    h.msg[sizeof h.msg - 1] = 0;
+    dist_die_prefix();
+    fprintf(stderr, "cnnrun: --restore (read by rank 0): %s\n", h.msg);
+    dist_finalize();
+    exit(1);
+  }
+  if (h.state > 0 && cnnrt_comm_broadcast_state(m, 0) != CNNRT_OK) die("%s", cnnrt_last_error());
+  return h.state > 0;
 }
