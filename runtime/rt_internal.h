@@ -195,6 +195,8 @@ typedef struct rt_trainer {
   double *decay;
   int64_t steps_per_epoch;
   struct rt_dist *dist;          /* cnnrt_set_comm (rt_dist.c), NULL when alone */
+  const cnnc_abi_bn_stats *bn;   /* the batch-statistics records (cnnc_abi.h), or NULL: their
+                                  * tensor lives per micro-batch slot, as loss and correct */
   float *wide;                   /* class ids widened to mixed-label rows (rt_mix.c), wide_n floats */
   size_t wide_n;
 } rt_trainer;
