@@ -341,7 +341,8 @@ typedef struct cnnrt_comm {
  * (u*grad_accum + a)*R + r of replica r), and each update gathers every replica's gradient
  * accumulators before the compiled update stage sums them in replica order: the state stays
  * bitwise that of one process running all R replicas.  BUFFER state (batch-norm running
- * statistics) is passed from rank to rank in replica order, as one process updates it.  The
+ * statistics) ends as one process updates it, in replica order: replayed on every rank from
+ * the gathered batch statistics (models that export them), else passed from rank to rank.  The
  * loss and accuracy cnnrt_train_step reports are the global ones.  *comm is copied; its
  * functions and ctx must outlive the model (or the next call). */
 CNNRT_API cnnrt_status cnnrt_set_comm(cnnrt_model *m, const cnnrt_comm *comm);

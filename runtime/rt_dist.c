@@ -2,15 +2,18 @@
  * training model a communicator (cnnrt_comm, filled by an engine such as libcnnrt_mpi; this
  * library links none).  The model's --replicas R is the total; rank k of N runs replicas
  * k*R/N .. (k+1)*R/N-1 on its frames (the other replicas' frames stay idle).  Per update:
- *   1. rank k > 0 receives the BUFFER state (batch-norm running statistics) from rank k-1;
- *   2. the local micro-batches run (rt_train.c), every replica adding into its own GRAD_ACCUM
+ *   1. the local micro-batches run (rt_train.c), every replica adding into its own GRAD_ACCUM
  *      slices as in one process;
- *   3. rank k < N-1 sends its BUFFER state to rank k+1 as soon as its forward stage jobs are
- *      done (rt_dist_pass; rt_train.c runs the job list in two parts for it), so rank k+1's
- *      forwards overlap rank k's backwards; after the step the last rank broadcasts it: every
- *      rank ends with the statistics of all R replicas' forwards applied in replica order;
- *   4. every rank's slices are gathered (allgather, rank order) into every replica's slices;
- *   5. the compiled update stage sums the R slices in replica order and scales them, as in one
+ *   2. batch-norm running statistics (BUFFER state): when the model exports batch-statistics
+ *      records (cnnc_abi.h CNNC_ABI_BN_STATS_SYMBOL) every rank runs its forwards at once and
+ *      afterwards the records of all R replicas are gathered and the updates replayed in one
+ *      process's order (rt_replay_*); else (older .so files) rank k > 0 receives the state
+ *      from rank k-1 before its micro-batches, rank k < N-1 sends it on after its forward
+ *      stage jobs (rt_dist_pass; rt_train.c runs the job list in two parts for it) and the
+ *      last rank broadcasts it after the step.  Either way every rank ends with the statistics
+ *      of all R replicas' forwards applied in replica order;
+ *   3. every rank's slices are gathered (allgather, rank order) into every replica's slices;
+ *   4. the compiled update stage sums the R slices in replica order and scales them, as in one
  *      process: the state is bitwise the state of one process running all R replicas.
  * The loss and top-1 count of every frame are gathered too and summed in frame order. */
 #include <stdio.h>
