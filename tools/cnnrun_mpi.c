@@ -143,8 +143,7 @@ int dist_restore(cnnrt_model *m, const char *path, int optional) {
   if (dist_comm.broadcast(dist_comm.ctx, &h, sizeof h, 0)) die("--restore %s: %s", path, dist_comm.last_error(dist_comm.ctx));
   if (h.state < 0) { /* every rank knows: each ends cleanly */
     h.msg[sizeof h.msg - 1] = 0;
-    dist_die_prefix();
-    fprintf(stderr, "cnnrun: --restore (read by rank 0): %s\n", h.msg);
+    fprintf(stderr, "[rank %d of %d] cnnrun: --restore (read by rank 0): %s\n", dist_comm.rank, dist_comm.size, h.msg); /* one write */
     dist_finalize();
     exit(1);
   }
