@@ -134,6 +134,9 @@ LLVMValueRef cg_gen_unary(cg_ctx *c, const ir_node *n, const char *fn_name, cons
 LLVMValueRef cg_reduce_sum(cg_ctx *c, LLVMValueRef base, LLVMValueRef off, int64_t cnt, LLVMValueRef mean);
 
 /* ---- helpers of the training generators (cg_util.c) -------------------------------------- */
+/* cg_kernel_begin with n_extra (<= 2) pointer parameters after nthreads: a training batchnorm's
+ * batch-statistics record (gen_train_norm.c, cg_main.c). */
+LLVMValueRef cg_kernel_begin_x(cg_ctx *c, const char *name, int n_act, int n_extra, LLVMValueRef *args);
 /* cg_kernel_begin without the out-noalias promise (optimizer kernels update in place). */
 LLVMValueRef cg_train_kbegin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args);
 

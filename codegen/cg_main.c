@@ -14,14 +14,33 @@
 #include "runtime/cnnc_abi.h"
 #include "runtime/cnnc_seal.h"
 
+/* A training batchnorm: its kernel takes a batch-statistics record (gen_train_norm.c). */
+static int train_bn(const ir_graph *g, int node) {
+  return g->nodes[node].op == IR_OP_batchnorm && g->nodes[node].attr.batchnorm.training;
+}
+
+/* The record of training batchnorm `node` in the "bn_stats" train tensor: doubles before it
+ * (3 per channel of every training batchnorm before it in node order); node n_nodes: all. */
+static int64_t bn_rec_off(const ir_graph *g, int node) {
+  int64_t o = 0;
+  for (int i = 0; i < node; i++)
+    if (train_bn(g, i)) {
+      const ir_shape *xs = &g->values[g->nodes[i].in[0]].shape;
+      o += 3 * (xs->rank > 1 ? xs->dim[1] : 1);
+    }
+  return o;
+}
+
 static LLVMValueRef kernel_decl(cg_ctx *c, const cg_kernel *k) {
   LLVMValueRef f = LLVMGetNamedFunction(c->mod, k->name);
   if (!f) f = LLVMGetNamedGlobalAlias(c->mod, k->name, strlen(k->name)); /* a shared kernel (cg_share.c) */
   if (f) return f;
-  LLVMTypeRef p[CG_MAX_ACT + 3];
+  LLVMTypeRef p[CG_MAX_ACT + 4];
+  int rec = c->priv && ((cg_priv *)c->priv)->train && train_bn(c->g, k->anchor);
   for (int i = 0; i <= k->n_act; i++) p[i] = c->t_ptr;
   p[k->n_act + 1] = p[k->n_act + 2] = c->t_i32;
-  f = LLVMAddFunction(c->mod, k->name, LLVMFunctionType(c->t_void, p, (unsigned)k->n_act + 3, 0));
+  p[k->n_act + 3] = c->t_ptr;
+  f = LLVMAddFunction(c->mod, k->name, LLVMFunctionType(c->t_void, p, (unsigned)(k->n_act + 3 + rec), 0));
   LLVMSetVisibility(f, LLVMHiddenVisibility);
   return f;
 }
@@ -468,11 +487,17 @@ static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r,
       widened = 1;
     }
     if (widened) STAGE_BARRIER();
-    LLVMValueRef args[CG_MAX_ACT + 3];
+    LLVMValueRef args[CG_MAX_ACT + 4];
     for (int j = 0; j < k->n_act; j++) args[j] = stage_value_ptr(c, L, st, k->act[j], io, scratch, state);
     args[k->n_act] = stage_value_ptr(c, L, st, k->out, io, scratch, state);
     args[k->n_act + 1] = tid;
     args[k->n_act + 2] = nth;
+    int rec = train_bn(c->g, k->anchor); /* its record in "bn_stats", io slot n_io + 1 */
+    if (rec) {
+      LLVMValueRef slot = cg_i64(c, sp->n_io + 1), off = cg_i64(c, bn_rec_off(c->g, k->anchor));
+      LLVMValueRef base = LLVMBuildLoad2(c->b, c->t_ptr, LLVMBuildInBoundsGEP2(c->b, c->t_ptr, io, &slot, 1, ""), "bn_stats");
+      args[k->n_act + 3] = LLVMBuildInBoundsGEP2(c->b, LLVMDoubleTypeInContext(c->llc), base, &off, 1, "");
+    }
     LLVMValueRef fn = kernel_decl(c, k);
     const ir_node *an = &c->g->nodes[k->anchor];
     int ev_drop = eval && an->op == IR_OP_dropout && an->attr.dropout.training && an->attr.dropout.rate > 0.0f;
@@ -484,7 +509,7 @@ static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r,
         LLVMSetVisibility(fn, LLVMHiddenVisibility);
       }
     }
-    LLVMBuildCall2(c->b, LLVMGlobalGetValueType(fn), fn, args, (unsigned)k->n_act + 3, "");
+    LLVMBuildCall2(c->b, LLVMGlobalGetValueType(fn), fn, args, (unsigned)(k->n_act + 3 + rec), "");
     if (k->out == L->loss_vid) { /* top-1 count, same step (logits still live) */
       const ir_shape *ls = &c->g->values[L->logits_vid].shape;
       LLVMValueRef top = cg_gen_top1(c, "cnnc_top1", ls->dim[0], ir_shape_numel(ls) / ls->dim[0]);
@@ -523,17 +548,53 @@ static double stage_flops(const cg_layout *L, int st) {
 static LLVMValueRef stage_const(cg_ctx *c, LLVMTypeRef stage_t, const cg_layout *L, int st, int r, LLVMValueRef fn) {
   static const char *const ph[3] = {"fwd", "bwd", "update"};
   const cg_shard_plan *sp = &L->sh[st];
-  int io[sp->n_io + 1];
+  int io[sp->n_io + 2], n_io = sp->n_io + 1 + (bn_rec_off(L->g, L->g->n_nodes) > 0);
   memcpy(io, sp->io, (size_t)sp->n_io * sizeof(int));
-  io[sp->n_io] = L->n_tensors; /* correct */
+  io[sp->n_io] = L->n_tensors;     /* correct */
+  io[sp->n_io + 1] = L->n_tensors + 1; /* bn_stats, when there are training batchnorms */
   char nm[48];
   if (L->replicas > 1 && L->stage_phase[st] != PASS_PHASE_UPDATE)
     snprintf(nm, sizeof nm, "%s/s%d/r%d", ph[L->stage_phase[st]], L->stage_shard[st], r);
   else snprintf(nm, sizeof nm, "%s/s%d", ph[L->stage_phase[st]], L->stage_shard[st]);
-  LLVMValueRef f[8] = {cstr(c, nm), cg_i32(c, L->stage_shard[st]), cg_i32(c, sp->n_io + 1), cg_i32(c, sp->n_inputs),
-                       i32_array(c, io, sp->n_io + 1, "stage_io"), cg_i64(c, sp->scratch_bytes), LLVMConstReal(LLVMDoubleTypeInContext(c->llc), stage_flops(L, st)),
+  LLVMValueRef f[8] = {cstr(c, nm), cg_i32(c, L->stage_shard[st]), cg_i32(c, n_io), cg_i32(c, sp->n_inputs),
+                       i32_array(c, io, n_io, "stage_io"), cg_i64(c, sp->scratch_bytes), LLVMConstReal(LLVMDoubleTypeInContext(c->llc), stage_flops(L, st)),
                        fn};
   return LLVMConstNamedStruct(stage_t, f, 8);
+}
+
+/* The exported CNNC_ABI_BN_STATS_SYMBOL (cnnc_abi.h): per training batchnorm its running
+ * statistics' state indices, channels, forward stage and record offset in "bn_stats". */
+static void build_bn_stats(cg_ctx *c, const cg_layout *L) {
+  const ir_graph *g = c->g;
+  LLVMTypeRef i32 = c->t_i32, i64 = c->t_i64, ef[5] = {i32, i32, i32, i32, i64};
+  LLVMTypeRef e_t = named_struct(c, "cnnc_abi_bn_stat", ef, 5);
+  int n = 0, *sidx = malloc(((size_t)g->n_values + 1) * sizeof *sidx);
+  if (!sidx) abort();
+  for (int v = 0, k = 0; v < g->n_values; v++) sidx[v] = L->state_off[v] >= 0 ? k++ : -1;
+  for (int i = 0; i < g->n_nodes; i++) n += train_bn(g, i);
+  LLVMValueRef e[n > 0 ? n : 1];
+  n = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (!train_bn(g, i)) continue;
+    const ir_node *nd = &g->nodes[i];
+    int st = -1, rm = L->state_alias[nd->in[3]], rv = L->state_alias[nd->in[4]];
+    for (int s = 0; s < L->n_fwd_stages && st < 0; s++)
+      for (int q = L->sh[s].first_k; q < L->sh[s].first_k + L->sh[s].n_k; q++)
+        if (L->k[q].anchor == i) st = s;
+    const ir_shape *xs = &g->values[nd->in[0]].shape;
+    LLVMValueRef f[5] = {cg_i32(c, rm >= 0 ? sidx[rm] : -1), cg_i32(c, rv >= 0 ? sidx[rv] : -1), cg_i32(c, (int)(xs->rank > 1 ? xs->dim[1] : 1)),
+                         cg_i32(c, st), cg_i64(c, bn_rec_off(g, i))};
+    e[n++] = LLVMConstNamedStruct(e_t, f, 5);
+  }
+  free(sidx);
+  LLVMTypeRef tf[4] = {i32, i32, i32, c->t_ptr};
+  LLVMTypeRef t_t = named_struct(c, "cnnc_abi_bn_stats", tf, 4);
+  LLVMValueRef tv[4] = {cg_i32(c, (int32_t)CNNC_ABI_BN_STATS_MAGIC), cg_i32(c, n), cg_i32(c, L->n_tensors + 1), array_of(c, e_t, e, n, "bn_stat")};
+  LLVMValueRef desc = LLVMAddGlobal(c->mod, t_t, CNNC_ABI_BN_STATS_SYMBOL);
+  LLVMSetInitializer(desc, LLVMConstNamedStruct(t_t, tv, 4));
+  LLVMSetGlobalConstant(desc, 1);
+  LLVMSetLinkage(desc, LLVMExternalLinkage);
+  LLVMSetVisibility(desc, LLVMDefaultVisibility);
 }
 
 /* The exported cnnc_abi_train descriptor (training extension of cnnc_abi.h): train tensors =
@@ -546,12 +607,18 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   (void)dbl;
   const ir_graph *g = c->g;
   acc_half = o ? o->half_partials : 0, acc16 = L->acc16, acc_replicas = L->replicas;
-  int nt = L->n_tensors + 1;
+  int64_t n_rec = bn_rec_off(g, g->n_nodes); /* doubles of the batch-statistics records */
+  int nt = L->n_tensors + 1 + (n_rec > 0);
   LLVMValueRef tensors[nt];
   for (int i = 0; i < L->n_tensors; i++) tensors[i] = tensor_const(c, tensor_t, &g->values[L->tensor_vid[i]]);
   LLVMValueRef one[4] = {cg_i64(c, 1), cg_i64(c, 0), cg_i64(c, 0), cg_i64(c, 0)};
   LLVMValueRef cf[5] = {cstr(c, "correct"), cg_i32(c, CNNC_ABI_F32), cg_i32(c, 1), LLVMConstArray2(i64, one, 4), cg_i64(c, 4)};
   tensors[L->n_tensors] = LLVMConstNamedStruct(tensor_t, cf, 5);
+  if (n_rec > 0) { /* the records, n_rec doubles described as 2 n_rec f32 */
+    LLVMValueRef rd[4] = {cg_i64(c, 2 * n_rec), cg_i64(c, 0), cg_i64(c, 0), cg_i64(c, 0)};
+    LLVMValueRef rf[5] = {cstr(c, CNNC_ABI_BN_STATS_TENSOR), cg_i32(c, CNNC_ABI_F32), cg_i32(c, 1), LLVMConstArray2(i64, rd, 4), cg_i64(c, 8 * n_rec)};
+    tensors[L->n_tensors + 1] = LLVMConstNamedStruct(tensor_t, rf, 5);
+  }
   /* state */
   LLVMTypeRef stf[9] = {ptr, i32, i32, i32, i32, LLVMArrayType2(i64, 4), i64, i64, ptr};
   LLVMTypeRef state_t = named_struct(c, "cnnc_abi_state_tensor", stf, 9);
@@ -641,6 +708,7 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   LLVMSetGlobalConstant(desc, 1);
   LLVMSetLinkage(desc, LLVMExternalLinkage);
   LLVMSetVisibility(desc, LLVMDefaultVisibility);
+  if (n_rec > 0) build_bn_stats(c, L);
 }
 
 /* The exported cnnc_abi_profile (profiling extension of cnnc_abi.h): one profiled entry per

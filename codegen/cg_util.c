@@ -59,11 +59,14 @@ int cg_kernel_begin_ops(cg_ctx *c, const ir_node *n, const char *fn_name, LLVMVa
   return n_act;
 }
 
-LLVMValueRef cg_kernel_begin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args) {
-  LLVMTypeRef params[IR_MAX_IN + PASS_MAX_POST + 4];
-  int np = n_act + 3;
+LLVMValueRef cg_kernel_begin(cg_ctx *c, const char *name, int n_act, LLVMValueRef *args) { return cg_kernel_begin_x(c, name, n_act, 0, args); }
+
+LLVMValueRef cg_kernel_begin_x(cg_ctx *c, const char *name, int n_act, int n_extra, LLVMValueRef *args) {
+  LLVMTypeRef params[IR_MAX_IN + PASS_MAX_POST + 6];
+  int np = n_act + 3 + n_extra;
   for (int i = 0; i <= n_act; i++) params[i] = c->t_ptr;
   params[n_act + 1] = params[n_act + 2] = c->t_i32;
+  for (int i = 0; i < n_extra; i++) params[n_act + 3 + i] = c->t_ptr;
   LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_void, params, (unsigned)np, 0));
   LLVMSetVisibility(f, LLVMHiddenVisibility);
   cg_set_fn_attrs(c, f);

@@ -161,8 +161,12 @@ static LLVMValueRef bn_forward(cg_ctx *c, const ir_node *n, const char *fn_name,
   const ir_batchnorm_attr *at = &n->attr.batchnorm;
   nchw d = dims_of(c, n->in[0]);
   int64_t m = d.n * d.s;
-  LLVMValueRef a[9];
-  LLVMValueRef f = cg_kernel_begin(c, fn_name, 5 + (res != 0), a);
+  LLVMValueRef a[10];
+  /* a training batchnorm (and its eval twin, same type) takes a record after nthreads: per
+   * channel the double terms of its running-statistics update {1-mom, mom*mean, mom*var*m/(m-1)},
+   * from which the runtime replays the update in another order (rt_dist.c) */
+  int rec = n->attr.batchnorm.training;
+  LLVMValueRef f = cg_kernel_begin_x(c, fn_name, 5 + (res != 0), rec, a);
   sweep u = {0};
   sweep_init(c, &u);
   int no = 5 + (res != 0);
@@ -184,10 +188,14 @@ static LLVMValueRef bn_forward(cg_ctx *c, const ir_node *n, const char *fn_name,
   if (training) {
     double mom = at->momentum, corr = m > 1 ? (double)m / (double)(m - 1) : 1.0;
     LLVMValueRef keep = dconst(c, 1.0 - mom), mo = dconst(c, mom);
-    LLVMValueRef rm = dmul(c, keep, ext(c, cg_load_f32(c, a[3], ch)));
-    rm = LLVMBuildFAdd(c->b, rm, dmul(c, mo, ext(c, u.mean)), "");
-    LLVMValueRef rv = dmul(c, keep, ext(c, cg_load_f32(c, a[4], ch)));
-    rv = LLVMBuildFAdd(c->b, rv, dmul(c, mo, dmul(c, var_d, dconst(c, corr))), "");
+    LLVMValueRef tm = dmul(c, mo, ext(c, u.mean)), tv = dmul(c, mo, dmul(c, var_d, dconst(c, corr)));
+    LLVMValueRef rm = LLVMBuildFAdd(c->b, dmul(c, keep, ext(c, cg_load_f32(c, a[3], ch))), tm, "");
+    LLVMValueRef rv = LLVMBuildFAdd(c->b, dmul(c, keep, ext(c, cg_load_f32(c, a[4], ch))), tv, "");
+    LLVMValueRef terms[3] = {keep, tm, tv};
+    for (int q = 0; q < 3; q++) {
+      LLVMValueRef ix = LLVMBuildAdd(c->b, i64mul(c, ch, 3), cg_i64(c, q), "");
+      LLVMBuildStore(c->b, terms[q], LLVMBuildInBoundsGEP2(c->b, f64(c), a[no + 3], &ix, 1, ""));
+    }
     cg_store_f32(c, trunc32(c, rm), a[3], ch);
     cg_store_f32(c, trunc32(c, rv), a[4], ch);
   }

@@ -136,6 +136,28 @@ typedef struct cnnc_abi_profile {
 #define CNNC_ABI_TRAIN_MAGIC 0x4e524e54u /* "TNRN" */
 #define CNNC_ABI_TRAIN_VERSION 2u
 #define CNNC_ABI_TRAIN_SYMBOL "cnnc_train_v1"
+/* Training models with batch norms in training mode also export CNNC_ABI_BN_STATS_SYMBOL
+ * (cnnc_abi_bn_stats): each such batchnorm's forward kernel writes, per micro-batch, a record
+ * into the train tensor CNNC_ABI_BN_STATS_TENSOR (one more tensor after "correct", io slot
+ * n_io - 1 of every stage): per channel c the doubles {k, tm, tv} of its running-statistics
+ * update, mean = (float)(k * (double)mean + tm), var = (float)(k * (double)var + tv) (no fused
+ * multiply-add), so that the runtime can replay the updates of several micro-batches in the
+ * order one process applies them (docs/mpi.md). */
+#define CNNC_ABI_BN_STATS_SYMBOL "cnnc_bn_stats_v1"
+#define CNNC_ABI_BN_STATS_TENSOR "bn_stats"
+#define CNNC_ABI_BN_STATS_MAGIC 0x62737431u /* "bst1" */
+typedef struct cnnc_abi_bn_stat {
+  int32_t mean_state, var_state; /* indices into cnnc_abi_train.state (f32 [channels] each) */
+  int32_t channels;
+  int32_t stage;                 /* the forward stage (index into one replica's stages) */
+  int64_t offset;                /* first double of the record in the tensor */
+} cnnc_abi_bn_stat;
+typedef struct cnnc_abi_bn_stats {
+  uint32_t magic;                /* CNNC_ABI_BN_STATS_MAGIC */
+  int32_t n;
+  int32_t tensor;                /* index into cnnc_abi_train.tensors */
+  const cnnc_abi_bn_stat *stats;
+} cnnc_abi_bn_stats;
 
 enum cnnc_abi_state_kind {
   CNNC_ABI_STATE_PARAM = 0,     /* trainable parameter, e.g. "conv1/weight" */

@@ -341,13 +341,19 @@ typedef struct cnnrt_comm {
  * (u*grad_accum + a)*R + r of replica r), and each update gathers every replica's gradient
  * accumulators before the compiled update stage sums them in replica order: the state stays
  * bitwise that of one process running all R replicas.  BUFFER state (batch-norm running
- * statistics) is passed from rank to rank in replica order, as one process updates it.  The
+ * statistics) ends as one process updates it, in replica order: replayed on every rank from
+ * the gathered batch statistics (models that export them), else passed from rank to rank.  The
  * loss and accuracy cnnrt_train_step reports are the global ones.  *comm is copied; its
  * functions and ctx must outlive the model (or the next call). */
 CNNRT_API cnnrt_status cnnrt_set_comm(cnnrt_model *m, const cnnrt_comm *comm);
 /* Sums n doubles over the ranks of comm in rank order (((r0 + r1) + r2) ...), in place: every
  * rank gets the same bits.  CNNRT_INTERNAL naming the engine's message on failure. */
 CNNRT_API cnnrt_status cnnrt_comm_sum_f64(const cnnrt_comm *comm, double *buf, int n);
+/* Copies rank root's training state (every state tensor, as after cnnrt_load_checkpoint) and
+ * step to every rank of m's communicator (cnnrt_set_comm), in place: a checkpoint read by one
+ * rank only.  Collective: every rank calls it.  Without a communicator (or alone) nothing to
+ * do.  CNNRT_INTERNAL naming the engine's message when the broadcast fails. */
+CNNRT_API cnnrt_status cnnrt_comm_broadcast_state(cnnrt_model *m, int root);
 
 /* One tensor of the model's persistent state. */
 typedef enum cnnrt_state_kind {

@@ -2,21 +2,25 @@
  * training model a communicator (cnnrt_comm, filled by an engine such as libcnnrt_mpi; this
  * library links none).  The model's --replicas R is the total; rank k of N runs replicas
  * k*R/N .. (k+1)*R/N-1 on its frames (the other replicas' frames stay idle).  Per update:
- *   1. rank k > 0 receives the BUFFER state (batch-norm running statistics) from rank k-1;
- *   2. the local micro-batches run (rt_train.c), every replica adding into its own GRAD_ACCUM
+ *   1. the local micro-batches run (rt_train.c), every replica adding into its own GRAD_ACCUM
  *      slices as in one process;
- *   3. rank k < N-1 sends its BUFFER state to rank k+1 as soon as its forward stage jobs are
- *      done (rt_dist_pass; rt_train.c runs the job list in two parts for it), so rank k+1's
- *      forwards overlap rank k's backwards; after the step the last rank broadcasts it: every
- *      rank ends with the statistics of all R replicas' forwards applied in replica order;
- *   4. every rank's slices are gathered (allgather, rank order) into every replica's slices;
- *   5. the compiled update stage sums the R slices in replica order and scales them, as in one
+ *   2. batch-norm running statistics (BUFFER state): when the model exports batch-statistics
+ *      records (cnnc_abi.h CNNC_ABI_BN_STATS_SYMBOL) every rank runs its forwards at once and
+ *      afterwards the records of all R replicas are gathered and the updates replayed in one
+ *      process's order (rt_replay_*); else (older .so files) rank k > 0 receives the state
+ *      from rank k-1 before its micro-batches, rank k < N-1 sends it on after its forward
+ *      stage jobs (rt_dist_pass; rt_train.c runs the job list in two parts for it) and the
+ *      last rank broadcasts it after the step.  Either way every rank ends with the statistics
+ *      of all R replicas' forwards applied in replica order;
+ *   3. every rank's slices are gathered (allgather, rank order) into every replica's slices;
+ *   4. the compiled update stage sums the R slices in replica order and scales them, as in one
  *      process: the state is bitwise the state of one process running all R replicas.
  * The loss and top-1 count of every frame are gathered too and summed in frame order. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cm.h"
 #include "rt_internal.h"
 
 typedef struct rt_dist {
@@ -31,6 +35,11 @@ typedef struct rt_dist {
   char *pack, *all;   /* send (local replicas' slices or BUFFER state) and gathered buffers */
   float *frames;      /* [2][frames of the rank] loss, top-1 */
   float *frames_all;
+  /* batch-norm statistics replayed (the model exports records, cnnc_abi.h): no hand-over */
+  int replay, n_mb;   /* n_mb = R * grad_accum micro-batch slots of an update */
+  char *bn_in;        /* the BUFFER state before the update (d->buf order) */
+  char *recs;         /* [n_mb] every slot's record, gathered */
+  int *order;         /* [F][n_mb] per forward stage the slots in one process's order */
 } rt_dist;
 
 static const char *rt_comm_msg(const cnnrt_comm *c) {
@@ -58,6 +67,9 @@ void rt_dist_free(rt_trainer *tr) {
   free(d->all);
   free(d->frames);
   free(d->frames_all);
+  free(d->bn_in);
+  free(d->recs);
+  free(d->order);
   free(d);
   tr->dist = NULL;
 }
@@ -69,6 +81,60 @@ int rt_dist_replicas(const cnnrt_model *m, int *r0, int *r1) {
   if (r0) *r0 = a;
   if (r1) *r1 = b;
   return b - a;
+}
+
+/* Batch-norm statistics by replay: every rank runs its forwards at once, each micro-batch's
+ * forward kernels writing their records (the double terms of their running-statistics update,
+ * cnnc_abi.h); after the step the records of all R * grad_accum slots are gathered and every
+ * rank replays the updates from the state before the step, per batch norm in the order one
+ * process runs that stage's forward jobs (the pipeline's job list for R replicas): the bits of
+ * one process.  d->order[k] lists the slots of stage k in that order (F = 0: slot order). */
+static cnnrt_status rt_replay_build(cnnrt_model *m, rt_dist *d) {
+  const cnnc_abi_train *t = m->tr->t;
+  int R = d->R, P = t->micro_batch.n_stages / R, F = t->n_fwd_stages > 0 ? t->n_fwd_stages : 1;
+  d->n_mb = R * t->grad_accum;
+  int *group = calloc((size_t)P, sizeof *group), *fill = calloc((size_t)F, sizeof *fill);
+  d->order = malloc((size_t)F * (size_t)d->n_mb * sizeof *d->order);
+  d->bn_in = malloc(d->buf_bytes);
+  d->recs = malloc((size_t)d->n_mb * (size_t)t->tensors[m->tr->bn->tensor].bytes);
+  cnnrt_status s = group && fill && d->order && d->bn_in && d->recs ? CNNRT_OK : rt_fail(CNNRT_OUT_OF_MEMORY, "cnnrt_set_comm: out of memory");
+  for (int k = 0; s == CNNRT_OK && k < P; k++) group[k] = t->micro_batch.stages[k].shard;
+  cm_pipe p = {.P = P, .F = t->n_fwd_stages, .S = m->d->n_shards, .N = t->grad_accum, .R = R, .group = group, .schedule = t->schedule};
+  int B = s == CNNRT_OK && t->n_fwd_stages > 0 ? cm_pipe_frames(&p) : 0;
+  long n = B > 0 ? cm_pipe_jobs(&p, B, NULL) : 0;
+  cm_pjob *jobs = n > 0 ? calloc((size_t)n, sizeof *jobs) : NULL;
+  if (jobs) cm_pipe_jobs(&p, B, jobs);
+  for (long i = 0; jobs && i < n; i++)
+    if (jobs[i].stage < F && fill[jobs[i].stage] < d->n_mb) d->order[jobs[i].stage * d->n_mb + fill[jobs[i].stage]++] = jobs[i].mb;
+  for (int k = 0; s == CNNRT_OK && k < F; k++) {
+    if (!jobs) /* the split unknown: sequential, slot order */
+      for (fill[k] = 0; fill[k] < d->n_mb; fill[k]++) d->order[k * d->n_mb + fill[k]] = fill[k];
+    if (fill[k] != d->n_mb) s = rt_fail(CNNRT_BAD_MODEL, "cnnrt_set_comm: %s: forward stage %d runs %d micro-batches of %d", m->path, k, fill[k], d->n_mb);
+  }
+  free(jobs);
+  free(group);
+  free(fill);
+  d->replay = s == CNNRT_OK;
+  return s;
+}
+
+/* The running statistics of batch norm e after the records of the n_mb slots (d->recs, slot
+ * order) in one process's order: x = (float)(k * (double)x + t), the product rounded apart
+ * (no fused multiply-add), as the compiled kernel does. */
+static void rt_replay_one(cnnrt_model *m, const rt_dist *d, const cnnc_abi_bn_stat *e) {
+  const cnnc_abi_train *t = m->tr->t;
+  size_t rec = (size_t)t->tensors[m->tr->bn->tensor].bytes;
+  float *mean = (float *)((char *)m->tr->state + t->state[e->mean_state].offset);
+  float *var = (float *)((char *)m->tr->state + t->state[e->var_state].offset);
+  const int *ord = d->order + (size_t)(e->stage > 0 ? e->stage : 0) * (size_t)d->n_mb;
+  for (int i = 0; i < d->n_mb; i++) {
+    const double *r = (const double *)(d->recs + (size_t)ord[i] * rec) + e->offset;
+    for (int c = 0; c < e->channels; c++) {
+      volatile double a = r[3 * c] * (double)mean[c], b = r[3 * c] * (double)var[c];
+      mean[c] = (float)(a + r[3 * c + 1]);
+      var[c] = (float)(b + r[3 * c + 2]);
+    }
+  }
 }
 
 static cnnrt_status rt_dist_build(cnnrt_model *m, rt_dist *d) {
@@ -126,7 +192,7 @@ static cnnrt_status rt_dist_build(cnnrt_model *m, rt_dist *d) {
   d->frames_all = malloc(2 * (size_t)nf * (size_t)n * sizeof *d->frames_all);
   if (!d->pack || !d->all || !d->frames || !d->frames_all)
     return rt_fail(CNNRT_OUT_OF_MEMORY, "cnnrt_set_comm: out of memory for %zu bytes of gradients per rank", (size_t)rl * d->acc_bytes);
-  return CNNRT_OK;
+  return d->n_buf && m->tr->bn ? rt_replay_build(m, d) : CNNRT_OK;
 }
 
 CNNRT_API cnnrt_status cnnrt_set_comm(cnnrt_model *m, const cnnrt_comm *comm) {
@@ -185,6 +251,22 @@ CNNRT_API cnnrt_status cnnrt_comm_sum_f64(const cnnrt_comm *c, double *buf, int 
   return CNNRT_OK;
 }
 
+CNNRT_API cnnrt_status cnnrt_comm_broadcast_state(cnnrt_model *m, int root) {
+  rt_clear_error();
+  cnnrt_status s = rt_need_train(m, "cnnrt_comm_broadcast_state");
+  if (s != CNNRT_OK) return s;
+  rt_dist *d = m->tr->dist;
+  if (!d) return CNNRT_OK;
+  if (root < 0 || root >= d->c.size) return rt_fail(CNNRT_INVALID_ARGUMENT, "cnnrt_comm_broadcast_state: root %d of %d ranks", root, d->c.size);
+  pthread_mutex_lock(&m->lock);
+  int64_t step = m->tr->step;
+  int bad = d->c.broadcast(d->c.ctx, m->tr->state, (size_t)m->tr->t->state_bytes, root) || d->c.broadcast(d->c.ctx, &step, sizeof step, root);
+  if (!bad) m->tr->step = step;
+  pthread_mutex_unlock(&m->lock);
+  if (bad) return rt_fail(CNNRT_INTERNAL, "%s: rank %d: broadcasting the state from rank %d failed: %s", m->path, d->c.rank, root, rt_comm_msg(&d->c));
+  return CNNRT_OK;
+}
+
 /* BUFFER state <-> d->pack. */
 static void rt_buf_copy(cnnrt_model *m, rt_dist *d, int to_state) {
   const cnnc_abi_train *t = m->tr->t;
@@ -200,6 +282,11 @@ static void rt_buf_copy(cnnrt_model *m, rt_dist *d, int to_state) {
 
 cnnrt_status rt_dist_before(cnnrt_model *m) {
   rt_dist *d = m->tr->dist;
+  if (d && d->replay) { /* the state the replay starts from */
+    rt_buf_copy(m, d, 0);
+    memcpy(d->bn_in, d->pack, d->buf_bytes);
+    return CNNRT_OK;
+  }
   if (!d || d->n_buf == 0 || d->c.rank == 0) return CNNRT_OK;
   if (d->c.recv(d->c.ctx, d->pack, d->buf_bytes, d->c.rank - 1))
     return rt_fail(CNNRT_INTERNAL, "%s: rank %d: receiving the batch-norm statistics from rank %d failed: %s", m->path, d->c.rank,
@@ -210,7 +297,7 @@ cnnrt_status rt_dist_before(cnnrt_model *m) {
 
 int rt_dist_pass_stats(const cnnrt_model *m) {
   const rt_dist *d = m->tr->dist;
-  return d && d->n_buf && d->c.rank < d->c.size - 1;
+  return d && d->n_buf && !d->replay && d->c.rank < d->c.size - 1;
 }
 
 /* After the rank's last forward job: its BUFFER state to the next rank, which waits for it in
@@ -230,7 +317,14 @@ cnnrt_status rt_dist_after(cnnrt_model *m, double *loss_sum, double *correct_sum
   rt_dist *d = m->tr->dist;
   const cnnc_abi_train *t = m->tr->t;
   int n = d->c.size, rank = d->c.rank, rl = d->r1 - d->r0, ga = t->grad_accum, nf = rl * ga;
-  if (d->n_buf) { /* the last rank's statistics to all (each passed its own on in rt_dist_pass) */
+  if (d->replay) { /* every slot's records to all, then the updates in one process's order */
+    size_t rec = (size_t)t->tensors[m->tr->bn->tensor].bytes;
+    if (d->c.allgather(d->c.ctx, rt_frame_tensor(m, d->r0 * ga, m->tr->bn->tensor), (size_t)nf * rec, d->recs))
+      return rt_fail(CNNRT_INTERNAL, "%s: rank %d: gathering the batch-norm statistics failed: %s", m->path, rank, rt_comm_msg(&d->c));
+    memcpy(d->pack, d->bn_in, d->buf_bytes);
+    rt_buf_copy(m, d, 1);
+    for (int i = 0; i < m->tr->bn->n; i++) rt_replay_one(m, d, &m->tr->bn->stats[i]);
+  } else if (d->n_buf) { /* the last rank's statistics to all (each passed its own on in rt_dist_pass) */
     rt_buf_copy(m, d, 0);
     if (d->c.broadcast(d->c.ctx, d->pack, d->buf_bytes, n - 1))
       return rt_fail(CNNRT_INTERNAL, "%s: rank %d: broadcasting the batch-norm statistics failed: %s", m->path, rank,

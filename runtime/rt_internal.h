@@ -195,13 +195,16 @@ typedef struct rt_trainer {
   double *decay;
   int64_t steps_per_epoch;
   struct rt_dist *dist;          /* cnnrt_set_comm (rt_dist.c), NULL when alone */
+  const cnnc_abi_bn_stats *bn;   /* the batch-statistics records (cnnc_abi.h), or NULL: their
+                                  * tensor lives per micro-batch slot, as loss and correct */
   float *wide;                   /* class ids widened to mixed-label rows (rt_mix.c), wide_n floats */
   size_t wide_n;
 } rt_trainer;
 /* rt_dist.c, data parallelism across processes: the replicas this process runs [*r0, *r1)
- * (every replica without a communicator) and their count; BUFFER state from the previous
- * rank before an update's micro-batches, passed on to the next after the forward stage jobs;
- * after all, every replica's accumulators gathered, the last rank's BUFFER state shared, and
+ * (every replica without a communicator) and their count; BUFFER state saved before an
+ * update's micro-batches (replay), or received from the previous rank and passed on to the
+ * next after the forward stage jobs; after all, every replica's accumulators gathered, the
+ * batch-norm records gathered and replayed (or the last rank's BUFFER state shared), and
  * the loss / top-1 sums of every frame in global order added to *loss_sum, *correct_sum; the
  * communicator freed. */
 int rt_dist_replicas(const cnnrt_model *m, int *r0, int *r1);

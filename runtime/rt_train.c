@@ -65,6 +65,8 @@ struct rt_pool {
   const void **mb_images;      /* [n_mb] per micro-batch slot: the caller's images and labels, */
   const float **mb_labels;
   float *mb_out;               /* [2 * n_mb] and the loss and correct count the stages write */
+  char *mb_bn; int bn_t, bn_n; /* [bn_n] batch-statistics records (tensor bn_t, or -1): one per
+                                * micro-batch under a communicator (rt_dist.c replays them), else 1 */
   _Atomic uint32_t *progress;  /* [n_frames]: stages completed in this run */
   _Atomic uint32_t done;       /* groups that finished their list */
   _Atomic int stop;
@@ -101,6 +103,7 @@ static void rt_tg_lead(rt_tgroup *g) {
                    : v == t->labels ? (void *)(uintptr_t)x->mb_labels[jb->mb]
                    : v == t->loss    ? (void *)&x->mb_out[2 * jb->mb]
                    : v == t->correct ? (void *)&x->mb_out[2 * jb->mb + 1]
+                   : v == x->bn_t    ? (void *)(x->mb_bn + (size_t)(jb->mb % x->bn_n) * (size_t)t->tensors[v].bytes)
                                      : x->fptr[jb->frame][v];
       }
       g->stage = jb->st;
@@ -165,6 +168,7 @@ static void rt_pools_stop(cnnrt_model *m) {
   free((void *)x->mb_images);
   free((void *)x->mb_labels);
   free(x->mb_out);
+  free(x->mb_bn);
   free((void *)x->progress);
   free(x->groups);
   free(x);
@@ -264,6 +268,8 @@ static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
   x->mb_images = calloc((size_t)x->n_mb, sizeof *x->mb_images);
   x->mb_labels = calloc((size_t)x->n_mb, sizeof *x->mb_labels);
   x->mb_out = calloc(2 * (size_t)x->n_mb, sizeof *x->mb_out);
+  x->bn_t = m->tr->bn ? m->tr->bn->tensor : -1, x->bn_n = m->tr->dist ? x->n_mb : 1;
+  x->mb_bn = calloc((size_t)x->bn_n, x->bn_t >= 0 ? (size_t)t->tensors[x->bn_t].bytes : 1);
   int *group = calloc((size_t)t->micro_batch.n_stages, sizeof *group);
   cm_pipe pipe = rt_pipe(m, x->par, group);
   x->B = B, x->jobs_r0 = 0, x->jobs_rl = R;
@@ -271,7 +277,7 @@ static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
   x->mb_jobs = calloc((size_t)x->n_mb_jobs, sizeof *x->mb_jobs);
   if (x->mb_jobs) cm_pipe_jobs(&pipe, B, x->mb_jobs);
   free(group);
-  if (!x->groups || !x->fptr || !x->progress || !x->mb_images || !x->mb_labels || !x->mb_out || !group || !x->mb_jobs)
+  if (!x->groups || !x->fptr || !x->progress || !x->mb_images || !x->mb_labels || !x->mb_out || !x->mb_bn || !group || !x->mb_jobs)
     return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
   for (int f = 0; f < x->n_frames; f++) {
     if (!(x->fptr[f] = calloc((size_t)t->n_tensors, sizeof **x->fptr))) return rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", m->path);
@@ -294,6 +300,7 @@ static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
 cnnrt_status rt_pools_ready(cnnrt_model *m) {
   rt_trainer *tr = m->tr;
   rt_pool *x = tr->pools;
+  if (x && (x->bn_n > 1) != (tr->dist != NULL)) rt_pools_stop(m), x = NULL; /* a communicator came or went */
   for (int i = 0; x && i < x->n_groups; i++) {
     int s = x->groups[i].shard, nt = m->threads[s];
     if (x->par) nt = nt / rt_train_replicas(tr->t) > 1 ? nt / rt_train_replicas(tr->t) : 1;
@@ -611,6 +618,7 @@ void *rt_frame_tensor(cnnrt_model *m, int f, int t) {
   const cnnc_abi_train *tt = m->tr->t;
   if (t == tt->loss || t == tt->correct) return &x->mb_out[2 * f + (t == tt->correct)];
   if (t == tt->images) return (void *)(uintptr_t)x->mb_images[f];
+  if (t == x->bn_t) return x->mb_bn + (size_t)(f % x->bn_n) * (size_t)tt->tensors[t].bytes;
   if (t == tt->labels) return (void *)(uintptr_t)x->mb_labels[f];
   return x->fptr[f][t];
 }

@@ -2,6 +2,7 @@
  * extension") at open: tensors, state slices, programs and their stages, the special tensors,
  * replicas, accumulation and schedule.  A bad descriptor is CNNRT_BAD_MODEL (or
  * CNNRT_ABI_MISMATCH) naming what is wrong; nothing here runs model code. */
+#include <dlfcn.h>
 #include <string.h>
 
 #include "rt_internal.h"
@@ -10,6 +11,7 @@
 #define RT_MAX_STAGES 65536
 
 /* ---- descriptor validation -------------------------------------------------------------- */
+static cnnrt_status rt_check_bn_stats(const cnnrt_model *m);
 static int rt_tensor_ok(const cnnc_abi_tensor *x) {
   size_t es = rt_dtype_size(x->dtype);
   if (!x->name || !es || x->rank < 1 || x->rank > 4 || x->bytes <= 0) return 0;
@@ -137,6 +139,35 @@ cnnrt_status rt_check_train(const cnnrt_model *m) {
                      t->micro_batch.stages[k].shard, k % (t->micro_batch.n_stages / rt_train_replicas(t)));
   if (t->grad_accum > 1 && t->update.n_stages == 0)
     return rt_fail(CNNRT_BAD_MODEL, "%s: grad_accum %d needs an update program", p, t->grad_accum);
+  return rt_check_bn_stats(m);
+}
+
+/* The batch-statistics records of the training batch norms (CNNC_ABI_BN_STATS_SYMBOL, optional):
+ * the tensor is the one after "correct", each record inside it, each pair of state tensors f32
+ * BUFFER slices of `channels`, each stage a forward stage (or -1 when the split is unknown). */
+static cnnrt_status rt_check_bn_stats(const cnnrt_model *m) {
+  const cnnc_abi_train *t = m->tr->t;
+  const cnnc_abi_bn_stats *b = dlsym(m->dl, CNNC_ABI_BN_STATS_SYMBOL);
+  m->tr->bn = NULL;
+  if (!b) return CNNRT_OK;
+  const char *p = m->path;
+  if (!RT_IN_MODEL(t, b, 1) || b->magic != CNNC_ABI_BN_STATS_MAGIC || b->n < 1 || b->n > RT_MAX_STATE ||
+      b->tensor != t->correct + 1 || b->tensor >= t->n_tensors || strcmp(t->tensors[b->tensor].name, CNNC_ABI_BN_STATS_TENSOR) ||
+      !RT_IN_MODEL(t, b->stats, b->n))
+    return rt_fail(CNNRT_BAD_MODEL, "%s: %s: bad magic, count, tensor or table", p, CNNC_ABI_BN_STATS_SYMBOL);
+  int64_t doubles = t->tensors[b->tensor].bytes / 8;
+  for (int i = 0; i < b->n; i++) {
+    const cnnc_abi_bn_stat *e = &b->stats[i];
+    int ok = e->channels >= 1 && e->offset >= 0 && e->offset <= doubles - 3 * (int64_t)e->channels &&
+             e->stage >= (t->n_fwd_stages > 0 ? 0 : -1) && e->stage < t->n_fwd_stages + (t->n_fwd_stages == 0);
+    for (int q = 0; q < 2 && ok; q++) {
+      int k = q ? e->var_state : e->mean_state;
+      ok = k >= 0 && k < t->n_state && t->state[k].kind == CNNC_ABI_STATE_BUFFER && t->state[k].dtype == CNNC_ABI_F32 &&
+           t->state[k].bytes == 4 * (int64_t)e->channels;
+    }
+    if (!ok) return rt_fail(CNNRT_BAD_MODEL, "%s: %s: entry %d: bad state tensors, channels, stage or offset", p, CNNC_ABI_BN_STATS_SYMBOL, i);
+  }
+  m->tr->bn = b;
   return CNNRT_OK;
 }
 

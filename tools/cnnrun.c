@@ -88,7 +88,8 @@ static const optdef train_opts[] = {
                               "validated at the end, checkpointed as ckpt-step-N.ema.safetensors"},
     {"--mixup", "ALPHA", "mixup each micro-batch with lam ~ Beta(ALPHA, ALPHA), partner the batch reversed (timm's Mixup; model compiled with --mixed-labels)"},
     {"--cutmix", "ALPHA", "cutmix each micro-batch, lam ~ Beta(ALPHA, ALPHA) corrected to the box; with --mixup: one of the two per batch, 0.5 each"},
-    {"--restore", "CKPT", "start from this checkpoint (weights, optimizer state, step)"},
+    {"--restore", "CKPT", "start from this checkpoint (weights, optimizer state, step; under mpirun rank 0 reads it)"},
+    {"--comm-timeout", "S", "under mpirun: seconds a rank waits for the others before every rank stops (default 300; 0: none)"},
     {"--limit", "N", "use only the first N training samples (of a folder: N spread evenly over it)"},
     {"--seed", "S", "shuffling seed (default 1; 0 = file order)"},
     {"--validate-every", "E", "also validate on the test split every E epochs during the training (default: only at the end)"},
@@ -232,6 +233,7 @@ static int set_train_option(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "--warmup-epochs")) o->warmup_epochs = parse_double(name, v, 0);
   else if (!strcmp(name, "--checkpoint-dir")) o->checkpoint_dir = v;
   else if (!strcmp(name, "--restore")) o->restore = v;
+  else if (!strcmp(name, "--comm-timeout")) o->comm_timeout = parse_double(name, v, 0);
   else if (!strcmp(name, "--checkpoint")) o->checkpoint = v;
   else if (!strcmp(name, "--limit")) o->limit = parse_int(name, v, 1, INT32_MAX);
   else if (!strcmp(name, "--seed")) o->seed = parse_seed(name, v);
@@ -355,7 +357,7 @@ static void parse_args(opts *o, int argc, char **argv) {
   o->lr = 0.05;
   o->lr_factor = -1;
   o->lr_schedule = "constant";
-  o->seed = 1;
+  o->seed = 1, o->comm_timeout = 300;
   parse_command(o, argc - 3, argv + 3, defs);
   if (!strcmp(o->cmd, "infer") && !o->input) die_usage("infer: --input FILE is required");
   if (!strcmp(o->cmd, "infer") && !o->output && !o->top && !o->labels)
@@ -780,7 +782,7 @@ int main(int argc, char **argv) {
   if (!strcmp(o.cmd, "info")) return cmd_info(&o);
   if (!strcmp(o.cmd, "benchmark")) return cmd_benchmark(&o);
   if (!strcmp(o.cmd, "train")) {
-    dist_init(o.model, &argc, &argv); /* under mpirun: one of the processes training together */
+    dist_init(o.model, o.comm_timeout, &argc, &argv); /* under mpirun: one of the processes training together */
     int rc = cmd_train(&o);
     dist_finalize();
     return rc;

@@ -25,6 +25,7 @@ typedef struct opts {
   int augment, loader_threads, skip_bad; /* --dataset folder|tfrecord: cnnrt_augment, decoder threads (-1: default), --bad-images skip */
   int label_base;                        /* --dataset tfrecord: subtracted from the stored labels */
   double ema_decay;                      /* --weight-avg-exp D (0: none) */
+  double comm_timeout;                   /* --comm-timeout S: under mpirun, the limit of a wait for the other ranks (0: none) */
   double mixup, cutmix;                  /* --mixup / --cutmix ALPHA (0: none) */
   double lr, lr_factor, warmup_epochs;
   double lr_per_256; /* --lr-per-256 (lr_per_256_set): the lr per 256 samples of a weight update */
@@ -74,12 +75,13 @@ void run_parallel(int n, void (*fn)(int, void *), void *ctx);
 /* ---- processes (cnnrun_mpi.c, docs/mpi.md) ---------------------------------------------- */
 /* Under mpirun: loads libcnnrt_mpi, initialises MPI and checks that every rank runs the same
  * model file with the same options (else every rank exits 1).  Alone: does nothing. */
-void dist_init(const char *model, int *argc, char ***argv);
+void dist_init(const char *model, double timeout, int *argc, char ***argv);
 const cnnrt_comm *dist_comm_get(void); /* NULL when alone */
 int dist_rank(void), dist_size(void);
 void dist_die_prefix(void);  /* "[rank K of N] " on stderr under mpirun, before die's message */
 void dist_abort(int code);   /* under mpirun: MPI_Abort, ending every rank */
 void dist_finalize(void);
+int dist_restore(cnnrt_model *m, const char *path, int optional); /* --restore; under mpirun rank 0 reads, all get it */
 
 /* ---- training (cnnrun_train.inc) -------------------------------------------------------- */
 int cmd_benchmark_train(const opts *o, cnnrt_model *m);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cnnrun.h"
 #include "runtime/mpi/cnnrt_mpi.h"
@@ -46,6 +47,9 @@ void dist_abort(int code) {
 void dist_finalize(void) {
   if (!dist_on) return;
   fflush(stdout);
+  if (dist_comm.barrier(dist_comm.ctx)) { /* MPI_Finalize waits for every rank without a deadline */
+    die("at the end: %s", dist_comm.last_error(dist_comm.ctx));
+  }
   dist_finalize_fn();
   dist_on = 0;
 }
@@ -88,7 +92,7 @@ static void dist_check_same(const char *model, int argc, char **argv) {
   }
 }
 
-void dist_init(const char *model, int *argc, char ***argv) {
+void dist_init(const char *model, double timeout, int *argc, char ***argv) {
   if (!dist_launched()) return;
   const char *path = getenv("CNNRUN_MPI_LIB");
   char here[4096];
@@ -109,9 +113,40 @@ void dist_init(const char *model, int *argc, char ***argv) {
   cnnrt_mpi_init_fn init = (cnnrt_mpi_init_fn)dlsym(h, "cnnrt_mpi_init");
   dist_abort_fn = (cnnrt_mpi_abort_fn)dlsym(h, "cnnrt_mpi_abort");
   dist_finalize_fn = (cnnrt_mpi_finalize_fn)dlsym(h, "cnnrt_mpi_finalize");
-  if (!init || !dist_abort_fn || !dist_finalize_fn) die("%s: not a libcnnrt_mpi (cnnrt_mpi_init missing)", path ? path : "libcnnrt_mpi.so");
+  cnnrt_mpi_set_timeout_fn set_timeout = (cnnrt_mpi_set_timeout_fn)dlsym(h, "cnnrt_mpi_set_timeout");
+  if (!init || !dist_abort_fn || !dist_finalize_fn || !set_timeout) die("%s: not a libcnnrt_mpi (cnnrt_mpi_init missing)", path ? path : "libcnnrt_mpi.so");
   char err[512];
   if (init(argc, argv, &dist_comm, err, sizeof err)) die("MPI: %s", err);
+  set_timeout(timeout);
   dist_on = 1;
   dist_check_same(model, *argc, *argv);
+}
+
+/* --restore: the checkpoint at path into m (optional: a file that may be absent; 0 then).  Under
+ * mpirun only rank 0 reads it (the other ranks may not see its file system) and broadcasts
+ * whether it could, its message, then the state; a bad file stops every rank with rank 0's
+ * message. */
+int dist_restore(cnnrt_model *m, const char *path, int optional) {
+  if (!dist_on) {
+    if (optional && access(path, F_OK) != 0) return 0;
+    if (cnnrt_load_checkpoint(m, path) != CNNRT_OK) die("%s", cnnrt_last_error());
+    return 1;
+  }
+  struct {
+    int32_t state; /* 1 loaded, 0 absent (optional), -1 failed: msg */
+    char msg[1020];
+  } h = {1, ""};
+  if (dist_comm.rank == 0) {
+    if (optional && access(path, F_OK) != 0) h.state = 0;
+    else if (cnnrt_load_checkpoint(m, path) != CNNRT_OK) h.state = -1, snprintf(h.msg, sizeof h.msg, "%s", cnnrt_last_error());
+  }
+  if (dist_comm.broadcast(dist_comm.ctx, &h, sizeof h, 0)) die("--restore %s: %s", path, dist_comm.last_error(dist_comm.ctx));
+  if (h.state < 0) { /* every rank knows: each ends cleanly */
+    h.msg[sizeof h.msg - 1] = 0;
+    fprintf(stderr, "[rank %d of %d] cnnrun: --restore (read by rank 0): %s\n", dist_comm.rank, dist_comm.size, h.msg); /* one write */
+    dist_finalize();
+    exit(1);
+  }
+  if (h.state > 0 && cnnrt_comm_broadcast_state(m, 0) != CNNRT_OK) die("%s", cnnrt_last_error());
+  return h.state > 0;
 }

@@ -6,7 +6,8 @@
 # (batch-norm running statistics passed rank to rank after each rank's forwards; also 2
 # replicas per rank with gradient accumulation) on synthetic data, fmnist_cnn on
 # Fashion-MNIST (--limit), --mixup/--cutmix with accumulation 2; ranks with other .so files or
-# options stop with a message; a killed rank ends the job within seconds.  Skips (77) without
+# options stop with a message; a killed rank ends the job within seconds, a stopped one (SIGSTOP)
+# within --comm-timeout plus a few seconds; --restore is read by rank 0 and broadcast.  Skips (77) without
 # mpirun or libcnnrt_mpi.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -61,6 +62,34 @@ else
   skip_part "no Fashion-MNIST in $DATA"
 fi
 
+# --restore under mpirun: only rank 0 reads the file (here only rank 0's working directory has
+# it) and broadcasts the state; the checkpoints match one process restoring the same file
+rm -rf "$T/one" "$T/two" "$T/rr0" "$T/rr1" && mkdir -p "$T/rr0" "$T/rr1"
+"$CNNRUN" "$T/r2.so" train --threads 1 --dataset synthetic --epochs 1 --limit 64 --no-validation --checkpoint-dir "$T/one" >"$T/one.log" 2>&1 ||
+  bad "cifar_resnet8 first run: $(tail -3 "$T/one.log")"
+cp "$(ls "$T"/one/*.safetensors | tail -1)" "$T/rr0/start.safetensors"
+cp "$T/rr0/start.safetensors" "$T/start_rr.safetensors"
+rm -rf "$T/one"
+"$CNNRUN" "$T/r2.so" train --threads 1 --dataset synthetic --epochs 2 --limit 64 --no-validation --logs-per-epoch 2 \
+  --restore "$T/start_rr.safetensors" --checkpoint-dir "$T/one" >"$T/one.log" 2>&1 || bad "restore, one process: $(tail -3 "$T/one.log")"
+"${MPI[@]}" bash -c 'cd "$2/rr$OMPI_COMM_WORLD_RANK" && exec "$0" "$1" train --threads 1 --dataset synthetic --epochs 2 --limit 64 \
+  --no-validation --logs-per-epoch 2 --restore start.safetensors --checkpoint-dir "$2/two"' "$CNNRUN" "$T/r2.so" "$T" >"$T/two.log" 2>&1 ||
+  bad "restore read by rank 0: $(grep -v '^step' "$T/two.log" | tail -5)"
+n=0
+for f in "$T"/one/*.safetensors; do
+  [ -e "$f" ] || break
+  n=$((n + 1))
+  cmp -s "$f" "$T/two/${f##*/}" || { bad "restore read by rank 0: ${f##*/} differs from one process"; n=-99; }
+done
+[ "$n" -gt 0 ] && ok || [ "$n" -lt 0 ] || bad "restore read by rank 0: no checkpoints"
+# a corrupt --restore file: one message on every rank, every rank ends (no hang, no MPI_Abort)
+head -c 1000 "$T/start_rr.safetensors" >"$T/rr0/start.safetensors"
+timeout 60 mpirun --oversubscribe -np 2 bash -c 'cd "$2/rr$OMPI_COMM_WORLD_RANK" && exec "$0" "$1" train --threads 1 --dataset synthetic \
+  --epochs 2 --limit 64 --no-validation --restore start.safetensors' "$CNNRUN" "$T/r2.so" "$T" >"$T/out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$(grep -c '^\[rank [01] of 2\] cnnrun: --restore (read by rank 0): start.safetensors' "$T/out")" = 2 ] &&
+  ! grep -q MPI_ABORT "$T/out" && ok || bad "corrupt --restore: rc $rc: $(head -5 "$T/out")"
+
 # ---- faults: other .so / options on a rank; a rank that dies ----------------------------------
 
 timeout 60 mpirun --oversubscribe -np 1 "$CNNRUN" "$T/f2.so" train --dataset synthetic --no-validation : \
@@ -86,4 +115,19 @@ timeout 120 mpirun --oversubscribe -np 2 bash -c 'if [ "$OMPI_COMM_WORLD_RANK" =
   exec "$0" "$1" train --dataset synthetic --epochs 50 --no-validation --threads 1' "$CNNRUN" "$T/f2.so" >"$T/out" 2>&1
 rc=$?
 [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -qi "signal 9\|killed" "$T/out" && ok || bad "killed rank: rc $rc: $(tail -5 "$T/out")"
+# a rank alive but stuck (SIGSTOP): the other's call times out (--comm-timeout 3), names the
+# silent rank and ends every rank (MPI_Abort ends the stopped one too), well within 60 s
+t0=$(date +%s)
+timeout 60 mpirun --oversubscribe -np 2 bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 3; kill -STOP $$) & fi;
+  exec "$0" "$1" train --dataset synthetic --epochs 50 --no-validation --threads 1 --comm-timeout 3' "$CNNRUN" "$T/f2.so" >"$T/out" 2>&1
+rc=$? dt=$(($(date +%s) - t0))
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$dt" -lt 40 ] &&
+  grep -q "\[rank 0 of 2\] cnnrun: .*MPI_Allgather: no answer within 3 s (--comm-timeout); rank 1 did not answer" "$T/out" && ok ||
+  bad "stopped rank: rc $rc after ${dt} s: $(grep -v '^step' "$T/out" | head -5)"
+# the same with batch norm, rank 0 stopped: rank 1 waits for its statistics
+timeout 60 mpirun --oversubscribe -np 2 bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then (sleep 3; kill -STOP $$) & fi;
+  exec "$0" "$1" train --dataset synthetic --epochs 50 --no-validation --threads 1 --comm-timeout 3' "$CNNRUN" "$T/r2.so" >"$T/out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "\[rank 1 of 2\] cnnrun: .*no answer within 3 s (--comm-timeout); rank 0 did not answer" "$T/out" && ok ||
+  bad "stopped rank 0 (batch norm): rc $rc: $(grep -v '^step' "$T/out" | head -5)"
 finish
