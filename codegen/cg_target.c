@@ -396,7 +396,7 @@ static int probe_has(const cg_target *t, int kind, const char *want, const char 
 void cg_target_isa_needs(const cg_target *t, char *buf, size_t n) {
   buf[0] = 0;
   if (!is_x86(t) || n < 64) return;
-  const char *names[12];
+  const char *names[16];
   int k = 0;
   if (t->vec_f32 >= 8) names[k++] = "avx";
   if (t->vec_f32 >= 8 && (probe_has(t, 3, "vpaddd", "%ymm") || probe_has(t, 3, "vpaddd", "%zmm"))) names[k++] = "avx2";
