@@ -48,7 +48,7 @@ LLVMValueRef cg_bf16_dp(cg_ctx *c, int mode, LLVMValueRef acc, LLVMValueRef a, L
  * tested without VNNI), 0 = no int8 route (the f32 kernels compute the quantised graph; tune
  * int8=0, or a target narrower than AVX2). */
 int cg_int8_dot(const cg_target *t, const ir_tuning *tune);
-const char *cg_int8_isa_name(const cg_target *t, int mode);
+const char *cg_int8_isa_name(const cg_target *t, int mode, int amx); /* amx: cg_amx_int8_mode */
 /* Modes 1, 2: acc + sum over the 4 bytes i of u8 a.byte[i] * s8 b.byte[i], per i32 lane
  * (<V x i32>; wraps modulo 2^32 as the instruction does; native mode 2, V 16:
  * llvm.x86.avx512.vpdpbusd.512).  Mode 3: acc + sum over the 2 halves of s16 a * s16 b

@@ -332,10 +332,9 @@ int cg_int8_dot(const cg_target *t, const ir_tuning *tune) {
   return tune->int8 == 2 ? 1 : 3; /* the vpdpbusd emulation (tests), or vpmaddwd on 16-bit pairs */
 }
 
-const char *cg_int8_isa_name(const cg_target *t, int mode) {
+const char *cg_int8_isa_name(const cg_target *t, int mode, int amx) {
+  if (amx) return amx == 1 ? "amxint8" : t->vec_f32 >= 16 ? "avx512_amx8emu" : "avx2_amx8emu";
   if (mode == 2) return "avx512vnni";
-  if (mode == 4) return "amxint8";
-  if (mode == 5) return t->vec_f32 >= 16 ? "avx512_amx8emu" : "avx2_amx8emu";
   if (mode == 3) return t->vec_f32 >= 16 ? "avx512_pmaddwd" : "avx2_pmaddwd";
   return t->vec_f32 >= 16 ? "avx512_vnniemu" : "avx2_vnniemu";
 }

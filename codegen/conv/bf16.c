@@ -634,7 +634,7 @@ static const char *bf16_kind(cg_ctx *c, const bgeom *g, const pass_fusion *fu, c
   for (int i = 0; i < PASS_MAX_POST; i++) r16 |= s->rdt[i] != IR_F32;
   return ir_fmt(c->arena, "%s%s%s%s_%s_%dx%d__%s", op, s->xdt != IR_F32 ? "_x16" : "", s->odt != IR_F32 ? "_o16" : "",
                 r16 ? "_r16" : "", g->q8 ? (g->q8 == 2 ? "int8_s8" : "int8_u8") : "bf16", g->R, g->P * g->V,
-                g->q8 ? cg_int8_isa_name(c->target, g->amx ? 3 + g->amx : g->mode) : cg_bf16_isa_name(c->target, g->amx));
+                g->q8 ? cg_int8_isa_name(c->target, g->mode, g->amx) : cg_bf16_isa_name(c->target, g->amx));
 }
 
 /* Sets s's dtypes from the values of n's group (passes/store16.c decided them with

@@ -190,9 +190,14 @@ int cg_conv_bf16_ok(cg_ctx *c, const ir_node *n) {
   return route_shape_ok(c, n, cg_tune(c)->bf16_kxk); /* bf16_kxk=0 (A/B): kxk / strided convs keep the f32 kernels */
 }
 
+/* Where packed weight dword k of channel r of tile t goes: [tile][kp][R] for the vector
+ * kernels, [tile][kpr/16][R][16] (A tiles of 16 dwords a row) for AMX. */
+static int64_t w_slot(const bgeom *g, int64_t t, int64_t r, int64_t k) {
+  return g->amx ? ((t * (g->kpr / 16) + k / 16) * g->R + r) * 16 + k % 16 : (t * g->kp + k) * g->R + r;
+}
+
 /* int8 weights of channel co (g->q8): dwords of epd channels, channel epd (k % kpc) + i in
- * byte i (4 s8, vpdpbusd, tdpbsud) or half i (2 s16, vpmaddwd), at wp[(t kp + k) R + r] (AMX:
- * as the bf16 pairs, 0 past kp); returns 128 x their sum where the inputs are s8 stored + 128
+ * byte i (4 s8, vpdpbusd, tdpbsud) or half i (2 s16, vpmaddwd), at w_slot (AMX: 0 past kp); returns 128 x their sum where the inputs are s8 stored + 128
  * (vpdpbusd's and tdpbsud's compensation), else 0. */
 static int32_t pack_int8(const float *w, const bgeom *g, int64_t co, uint32_t *wp) {
   int64_t t = co / g->R, r = co % g->R, sum = 0, taps = g->kh * g->kw;
@@ -206,8 +211,7 @@ static int32_t pack_int8(const float *w, const bgeom *g, int64_t co, uint32_t *w
         int q = (int)w[(co * g->cin + c0 + i) * taps + tap];
         d |= ((uint32_t)q & mask) << (bits * i), sum += q;
       }
-    if (g->amx) wp[((t * (g->kpr / 16) + k / 16) * g->R + r) * 16 + k % 16] = d;
-    else wp[(t * g->kp + k) * g->R + r] = d;
+    wp[w_slot(g, t, r, k)] = d;
   }
   return g->q8 == 2 && g->epd == 4 ? (int32_t)(128 * sum) : 0;
 }
@@ -230,8 +234,7 @@ void cg_conv_bf16_pack(cg_ctx *c, const ir_node *n, const ir_node *bn, const bge
       int in = co < g->cout && k < g->kp;
       uint32_t lo = in ? cg_conv_bf16_bits(w[wi]) : 0;
       uint32_t hi = in && c0 + 1 < g->cin ? cg_conv_bf16_bits(w[wi + taps]) : 0;
-      if (g->amx) wp[((t * (g->kpr / 16) + k / 16) * g->R + r) * 16 + k % 16] = lo | hi << 16;
-      else wp[(t * g->kp + k) * g->R + r] = lo | hi << 16;
+      wp[w_slot(g, t, r, k)] = lo | hi << 16;
     }
   }
 }
