@@ -21,12 +21,12 @@ static void unary_body(cg_ctx *c, LLVMValueRef idx, int w, void *user) {
 
 /* Kernel (x, out, tid, nth) applying a unary op; also the copy used by reshape/dropout. */
 LLVMValueRef cg_gen_unary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind, const char *opname) {
-  LLVMValueRef a[4];
-  LLVMValueRef f = cg_kernel_begin(c, fn_name, 1, a);
-  unary_ctx u = {n->op, a[0], a[1], n, c->g->values[n->in[0]].dtype, c->g->values[n->out].dtype};
+  LLVMValueRef a[4], op[1], f;
+  int na = cg_kernel_begin_ops(c, n, fn_name, &f, a, op); /* a param operand: a module constant */
+  unary_ctx u = {n->op, op[0], a[na], n, c->g->values[n->in[0]].dtype, c->g->values[n->out].dtype};
   char tile[24];
   snprintf(tile, sizeof tile, "v%d%s", c->target->vec_f32, u.xdt == IR_BF16 ? "_bf16" : u.xdt == IR_F16 ? "_fp16" : "");
-  cg_foreach_elem(c, cg_numel(c, n->out), a[2], a[3], unary_body, &u);
+  cg_foreach_elem(c, cg_numel(c, n->out), a[na + 1], a[na + 2], unary_body, &u);
   cg_kernel_end(c);
   *kind = cg_kind(c, opname, tile);
   return f;

@@ -60,6 +60,9 @@ static LLVMValueRef gen_pick(cg_ctx *c, const ir_node *n, const char *fn_name, c
   pick(c, n, &p, a[0], xdt, xb, oy, ox, &m, &at);
   if (index) {
     LLVMValueRef none = LLVMBuildICmp(c->b, LLVMIntSLT, at, cg_i64(c, 0), "");
+    if (p.pa->storage_order) /* column-major: x*H + y */
+      at = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildSRem(c->b, at, cg_i64(c, p.w), ""), cg_i64(c, p.h), ""),
+                        LLVMBuildSDiv(c->b, at, cg_i64(c, p.w), ""), "");
     LLVMValueRef fi = LLVMBuildSIToFP(c->b, LLVMBuildAdd(c->b, xb, at, ""), c->t_f32, "");
     cg_store_f32(c, LLVMBuildSelect(c->b, none, cg_f32(c, -1.0f), fi, ""), a[1], it);
   } else {

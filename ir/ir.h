@@ -78,6 +78,8 @@ typedef struct ir_conv2d_attr {
   int pad[4];      /* top, left, bottom, right */
   int dilation[2];
   int groups;      /* 1 dense, Cin for depthwise */
+  int exact;       /* integer operands (ONNX ConvInteger): only routes whose sums are exact
+                    * in f32 below 2^24 (not Winograd, whose transforms round) */
 } ir_conv2d_attr;
 typedef struct ir_batchnorm_attr {
   float eps, momentum; /* running = (1-momentum)*running + momentum*batch (PyTorch convention) */
@@ -89,6 +91,7 @@ typedef struct ir_pool_attr {
   int count_include_pad; /* avgpool only */
   int ceil_mode;
   int dilation[2];       /* maxpool, maxpool_index and maxpool_grad only; 0 means 1 (ir_pool_dilation) */
+  int storage_order;     /* maxpool_index only: 1 = column-major indices (plane + x*H + y, ONNX) */
 } ir_pool_attr;
 static inline int ir_pool_dilation(const ir_pool_attr *a, int i) { return a->dilation[i] > 0 ? a->dilation[i] : 1; }
 typedef struct ir_dense_attr { int units; } ir_dense_attr;

@@ -16,6 +16,7 @@ static void print_conv2d(FILE *f, const ir_attr *u) {
   p_ints(f, "pad", a->pad, 4);
   p_ints(f, "dilation", a->dilation, 2);
   fprintf(f, " groups=%d", a->groups);
+  if (a->exact) fprintf(f, " exact");
 }
 static void print_batchnorm(FILE *f, const ir_attr *u) {
   fprintf(f, " eps=%g momentum=%g training=%d", u->batchnorm.eps, u->batchnorm.momentum, u->batchnorm.training);
@@ -31,6 +32,7 @@ static void print_pool(FILE *f, const ir_attr *u) {
   fprintf(f, " ceil_mode=%d count_include_pad=%d", a->ceil_mode, a->count_include_pad);
   if (ir_pool_dilation(a, 0) != 1 || ir_pool_dilation(a, 1) != 1)
     fprintf(f, " dilation=[%d,%d]", ir_pool_dilation(a, 0), ir_pool_dilation(a, 1));
+  if (a->storage_order) fprintf(f, " storage_order=%d", a->storage_order);
 }
 static void print_reduce(FILE *f, const ir_attr *u) {
   static const char *const modes[] = {"sum", "mean", "max"};

@@ -72,6 +72,7 @@ static void max_run(const ir_graph *g, const ir_node *n, const float *x, float *
       for (int64_t ox = 0; ox < ow; ox++) {
         int64_t at = ir_ref_pool_argmax(a, x + p * h * w, h, w, oy, ox);
         float *o = &out[(p * oh + oy) * ow + ox];
+        if (index && at >= 0 && a->storage_order) at = at % w * h + at / w; /* column-major */
         if (index) *o = at < 0 ? -1.0f : (float)(p * h * w + at);
         else *o = at < 0 ? -INFINITY : x[p * h * w + at];
       }
@@ -91,7 +92,8 @@ void ir_ref_maxpool(const ir_graph *g, const ir_node *n, const float *const *in,
 }
 
 /* in: x [N,C,H,W]; out [N,C,OH,OW]: the flat index in x of each window's picked element
- * ((n*C + c)*H + y)*W + x, an exact f32 integer (x has at most 2^24 elements). */
+ * ((n*C + c)*H + y)*W + x (storage_order 1: (n*C + c)*H*W + x*H + y), an exact f32 integer (x has
+ * at most 2^24 elements). */
 void ir_ref_maxpool_index(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   max_run(g, n, in[0], out, 1);
 }

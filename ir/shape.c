@@ -160,6 +160,7 @@ static int infer_pool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_dia
       return FAIL(d, "padding must be >= 0 and less than the (dilated) kernel");
   if (n->op == IR_OP_avgpool && (ir_pool_dilation(a, 0) != 1 || ir_pool_dilation(a, 1) != 1))
     return FAIL(d, "avgpool has no dilation");
+  if (a->storage_order && n->op != IR_OP_maxpool_index) return FAIL(d, "storage_order is maxpool_index's");
   const ir_shape *x = X(0);
   int64_t oh = window_out(x->dim[2], a->kernel[0], a->stride[0], a->pad[0], a->pad[2], ir_pool_dilation(a, 0), a->ceil_mode);
   int64_t ow = window_out(x->dim[3], a->kernel[1], a->stride[1], a->pad[1], a->pad[3], ir_pool_dilation(a, 1), a->ceil_mode);
