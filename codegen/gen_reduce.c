@@ -56,9 +56,9 @@ static LLVMValueRef par_groups(cg_ctx *c, cg_loop *G, int64_t n, LLVMValueRef ti
   return cg_loop_begin(c, G, lo, hi, cg_i64(c, 1), "group");
 }
 
-/* sum and mean in double (the interpreter's sums), max in f32 with a NaN winning. */
-LLVMValueRef cg_gen_reduce(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
-  const ir_reduce_attr *ra = &n->attr.reduce;
+/* sum and mean in double (the interpreter's sums), max in f32 with a NaN winning.  Also the
+ * backward reduce_sum's kernel where its kept dims are not one block (gen_train.c). */
+LLVMValueRef cg_gen_reduce_to(cg_ctx *c, const ir_node *n, const ir_reduce_attr *ra, const char *fn_name, const char **kind) {
   const ir_shape *xs = &c->g->values[n->in[0]].shape;
   red_plan p = red_plan_of(xs, &ra->shape);
   int is_max = ra->mode == IR_REDUCE_MAX;
@@ -85,8 +85,11 @@ LLVMValueRef cg_gen_reduce(cg_ctx *c, const ir_node *n, const char *fn_name, con
   cg_loop_end(c, &G);
   cg_kernel_end(c);
   static const char *const names[] = {"reduce_sum", "reduce_mean", "reduce_max"};
-  *kind = cg_kind(c, names[ra->mode], NULL);
+  *kind = cg_kind(c, names[ra->mode], "any_dims");
   return f;
+}
+LLVMValueRef cg_gen_reduce(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return cg_gen_reduce_to(c, n, &n->attr.reduce, fn_name, kind);
 }
 
 /* dy, x, y -> dx: per group, dy at its first element equal to y (or NaN with a NaN y), 0 at
