@@ -438,6 +438,8 @@ static int clip(ox_ctx *x) {
       const ox_const *c = ox_need_const(x, i + 1, i ? "max" : "min");
       if (!c) return -1;
       if (c->numel != 1) return ox_err(x, "input %d (%s) must be a single value", i + 1, i ? "max" : "min");
+      if (c->is_int && (c->i[0] > IR_F32_EXACT_INT || c->i[0] < -IR_F32_EXACT_INT))
+        return ox_err(x, "input %d (%s) is %lld: beyond 2^24, not an exact f32", i + 1, i ? "max" : "min", (long long)c->i[0]);
       b[i] = c->is_int ? (double)c->i[0] : c->f[0];
     }
   }

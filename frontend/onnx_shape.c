@@ -618,6 +618,8 @@ int ox_op_pad(ox_ctx *x) {
       const ox_const *v = ox_need_const(x, 2, "the constant value");
       if (!v) return -1;
       if (v->numel != 1) return ox_err(x, "the constant value must be one number");
+      if (v->is_int && (v->i[0] > IR_F32_EXACT_INT || v->i[0] < -IR_F32_EXACT_INT))
+        return ox_err(x, "the constant value %lld is beyond 2^24, not an exact f32", (long long)v->i[0]);
       value = v->is_int ? (double)v->i[0] : v->f[0];
     }
     if (ox_has_input(x, 3)) return ox_err(x, "input 3 (axes) is not supported");
