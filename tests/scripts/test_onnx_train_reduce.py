@@ -8,7 +8,7 @@ batch and weights: the loss, the first step's gradients and the parameters after
 within 2e-4 (relative); the gradients run through reduce_max_grad, expand, div, exp, sqrt, neg
 and the dilated maxpool_grad kernels.  Also: an inference compile of the same export matches
 PyTorch's logits, and a MaxPool whose Indices output is used is refused in training naming the
-node."""
+node; an Exp of a constant (a unary op on a param) computes its values."""
 import os
 import sys
 import tempfile
@@ -20,6 +20,7 @@ BUILD, SRC = build_src(__doc__)
 torch = need_module("torch", "Debian python3-torch")
 np = need_module("numpy", "Debian python3-numpy")
 onnx = need_module("onnx", "Debian python3-onnx")
+need_module("onnx.numpy_helper", "Debian python3-onnx")
 import torchtrain  # noqa: E402
 
 nn, F = torch.nn, torch.nn.functional
@@ -84,6 +85,22 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-train-reduce-") as T:
         model.train()
         t_loss, t_grads, t_vals = torchtrain.torch_steps(tens, model, x, y, lambda p: torch.optim.SGD(p, lr=LR, momentum=0.9), STEPS)
         torchtrain.compare_dump(checks.check, "imported net", TOL, STEPS, *got, t_loss, t_grads, t_vals)
+    # a unary op of a constant (an IR param operand: a module constant, no kernel argument)
+    c = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    gr = onnx.helper.make_graph([onnx.helper.make_node("Exp", ["c"], ["e"]), onnx.helper.make_node("Add", ["x", "e"], ["z"])], "g",
+                                [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3, 4])],
+                                [onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)],
+                                [onnx.numpy_helper.from_array(c, name="c")])
+    p3, so3 = os.path.join(T, "exp_const.onnx"), os.path.join(T, "exp_const.so")
+    onnx.save(onnx.helper.make_model(gr, opset_imports=[onnx.helper.make_opsetid("", 13)]), p3)
+    xe = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    xe.tofile(os.path.join(T, "xe.raw"))
+    r = run([os.path.join(BUILD, "cnnc"), p3, "-o", so3])
+    r = r if r.returncode else run([os.path.join(BUILD, "cnnrun"), so3, "infer", "--input", os.path.join(T, "xe.raw"), "--output",
+                                    os.path.join(T, "ye.raw"), "--format", "raw"])
+    ye = np.fromfile(os.path.join(T, "ye.raw"), dtype="<f4") if r.returncode == 0 else np.zeros(24, np.float32)
+    err = torchtrain.rel_err(ye.reshape(2, 3, 4), xe + np.exp(c))
+    checks.check(r.returncode == 0 and err <= 1e-6, f"Exp of a constant, added: rel err {err:.2e} {r.stderr.strip()[:200]}")
     # MaxPool's Indices output crosses dim 0 (flat indices over the whole tensor): refused in training
     node = onnx.helper.make_node("MaxPool", ["x"], ["y", "i"], name="pool_with_indices", kernel_shape=[2, 2], strides=[2, 2])
     tid = onnx.TensorProto.FLOAT
