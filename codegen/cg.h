@@ -83,7 +83,8 @@ LLVMValueRef cg_kernel_begin(cg_ctx *c, const char *name, int n_act, LLVMValueRe
 void cg_kernel_end(cg_ctx *c);  /* emits ret void */
 /* cg_kernel_begin for node n whose parameter operands are module constants: *f the function,
  * a[] its arguments as above, op[i] = operand i (a kernel argument or cg_param_const's global).
- * Returns n_act, the activation operands passed. */
+ * In a training layout every operand is an argument (params in the state buffer).  Returns
+ * n_act, the operands passed as arguments. */
 int cg_kernel_begin_ops(cg_ctx *c, const ir_node *n, const char *fn_name, LLVMValueRef *f, LLVMValueRef *a, LLVMValueRef *op);
 
 /* Counted loop: for (iv = lo; iv < hi; iv += step).  Usage:

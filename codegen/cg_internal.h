@@ -129,6 +129,12 @@ void cg_inner_loop(cg_ctx *c, int64_t n, cg_elem_body body, void *user);
 /* Unary element-wise kernel (relu/sigmoid/swish, or a copy for other ops) named opname
  * (gen_eltwise.c). */
 LLVMValueRef cg_gen_unary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind, const char *opname);
+/* A reduction of node n's operand 0 down to ra (gen_reduce.c: any dims). */
+LLVMValueRef cg_gen_reduce_to(cg_ctx *c, const ir_node *n, const ir_reduce_attr *ra, const char *fn_name, const char **kind);
+/* Dilated max pooling (gen_pool_pick.c): the forward (gen_pool.c's dilated case) and the
+ * training gradient (gen_train_act.c's). */
+LLVMValueRef cg_gen_maxpool_pick(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
+LLVMValueRef cg_gen_maxpool_grad_pick(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 /* Sum over base[off .. off+cnt) of x, or of (x - mean)^2 when mean != NULL (f32 scalar;
  * gen_norm.c). */
 LLVMValueRef cg_reduce_sum(cg_ctx *c, LLVMValueRef base, LLVMValueRef off, int64_t cnt, LLVMValueRef mean);

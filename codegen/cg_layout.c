@@ -61,8 +61,8 @@ static int make_kernel(cg_layout *L, int a, ir_diag *d) {
     if (v->kind == IR_VAL_LABEL)
       return ir_diag_set(d, n->loc, n->name, "labels are only used in training; inference codegen cannot compile %s",
                          ir_ops[n->op].name);
-    if (v->dtype != IR_F32 && v->dtype != IR_BF16 && v->dtype != IR_F16 && n->op != IR_OP_normalize) /* 16-bit: store16.c */
-      return ir_diag_set(d, n->loc, n->name, "%s input '%s' must pass through normalize first",
+    if (v->dtype != IR_F32 && v->dtype != IR_BF16 && v->dtype != IR_F16 && n->op != IR_OP_normalize && n->op != IR_OP_cast) /* 16-bit: store16.c */
+      return ir_diag_set(d, n->loc, n->name, "%s input '%s' must pass through normalize or cast first",
                          ir_dtype_name(v->dtype), v->name);
     k->act[k->n_act++] = v->id;
   }

@@ -52,10 +52,12 @@ void cg_set_fn_attrs(cg_ctx *c, LLVMValueRef f) {
 }
 
 int cg_kernel_begin_ops(cg_ctx *c, const ir_node *n, const char *fn_name, LLVMValueRef *f, LLVMValueRef *a, LLVMValueRef *op) {
-  int n_act = 0;
-  for (int i = 0; i < n->n_in; i++) n_act += c->g->values[n->in[i]].kind != IR_VAL_PARAM;
-  *f = cg_kernel_begin(c, fn_name, n_act, a);
-  for (int i = 0, k = 0; i < n->n_in; i++) op[i] = c->g->values[n->in[i]].kind == IR_VAL_PARAM ? cg_param_const(c, n->in[i]) : a[k++];
+  const cg_priv *p = c->priv;
+  int train = p && p->train, n_act = 0; /* a training layout passes every operand, params too */
+  for (int i = 0; i < n->n_in; i++) n_act += train || c->g->values[n->in[i]].kind != IR_VAL_PARAM;
+  *f = train ? cg_train_kbegin(c, fn_name, n_act, a) : cg_kernel_begin(c, fn_name, n_act, a);
+  for (int i = 0, k = 0; i < n->n_in; i++)
+    op[i] = !train && c->g->values[n->in[i]].kind == IR_VAL_PARAM ? cg_param_const(c, n->in[i]) : a[k++];
   return n_act;
 }
 
@@ -357,6 +359,12 @@ LLVMValueRef cg_activation(cg_ctx *c, const ir_node *n, LLVMValueRef x, int w) {
   }
   case IR_OP_hardswish:
     return LLVMBuildFMul(c->b, x, cg_hardsigmoid(c, x, IR_HARDSWISH_ALPHA, IR_HARDSWISH_BETA, w), "hardswish");
+  case IR_OP_exp: return cg_exp(c, x, w);
+  case IR_OP_sqrt: { /* correctly rounded (vsqrtps), NaN below 0 as sqrtf */
+    LLVMTypeRef vt = LLVMTypeOf(x);
+    return cg_intrinsic(c, "llvm.sqrt", &vt, 1, &x, 1);
+  }
+  case IR_OP_neg: return LLVMBuildFNeg(c->b, x, "neg");
   default: return NULL;
   }
 }

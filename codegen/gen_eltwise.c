@@ -1,5 +1,5 @@
-/* gen_eltwise.c — element-wise kernels: relu, sigmoid, swish, clip, hardsigmoid, hardswish, dropout (inference: copy),
- * add/mul with numpy broadcasting of the second operand, input normalisation (u8 or
+/* gen_eltwise.c — element-wise kernels: relu, sigmoid, swish, clip, hardsigmoid, hardswish, exp, sqrt, neg,
+ * dropout (inference: copy), add/mul/div with numpy broadcasting of the second operand, input normalisation (u8 or
  * f32 -> f32).  Vectorised over the innermost contiguous run at the target width, work split
  * over (tid, nthreads) in whole vectors (cg_foreach_elem, cg_inner_loop: cg_util.c). */
 #include <string.h>
@@ -21,12 +21,12 @@ static void unary_body(cg_ctx *c, LLVMValueRef idx, int w, void *user) {
 
 /* Kernel (x, out, tid, nth) applying a unary op; also the copy used by reshape/dropout. */
 LLVMValueRef cg_gen_unary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind, const char *opname) {
-  LLVMValueRef a[4];
-  LLVMValueRef f = cg_kernel_begin(c, fn_name, 1, a);
-  unary_ctx u = {n->op, a[0], a[1], n, c->g->values[n->in[0]].dtype, c->g->values[n->out].dtype};
+  LLVMValueRef a[4], op[1], f;
+  int na = cg_kernel_begin_ops(c, n, fn_name, &f, a, op); /* a param operand: a module constant */
+  unary_ctx u = {n->op, op[0], a[na], n, c->g->values[n->in[0]].dtype, c->g->values[n->out].dtype};
   char tile[24];
   snprintf(tile, sizeof tile, "v%d%s", c->target->vec_f32, u.xdt == IR_BF16 ? "_bf16" : u.xdt == IR_F16 ? "_fp16" : "");
-  cg_foreach_elem(c, cg_numel(c, n->out), a[2], a[3], unary_body, &u);
+  cg_foreach_elem(c, cg_numel(c, n->out), a[na + 1], a[na + 2], unary_body, &u);
   cg_kernel_end(c);
   *kind = cg_kind(c, opname, tile);
   return f;
@@ -104,26 +104,21 @@ static void binary_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
   LLVMValueRef x = cg_act_load(c, u->n, u->a, ai, w, u->adt);
   LLVMValueRef y = u->bvec ? cg_act_load(c, u->n, u->b, LLVMBuildAdd(c->b, u->brow, j, ""), w, u->bdt)
                            : cg_splat(c, cg_act_load(c, u->n, u->b, u->brow, 1, u->bdt), w);
-  LLVMValueRef r = u->op == IR_OP_add ? LLVMBuildFAdd(c->b, x, y, "") : LLVMBuildFMul(c->b, x, y, "");
+  LLVMValueRef r = u->op == IR_OP_add ? LLVMBuildFAdd(c->b, x, y, "") : u->op == IR_OP_mul ? LLVMBuildFMul(c->b, x, y, "")
+                                                                         : LLVMBuildFDiv(c->b, x, y, "");
   if (w == 1 && u->odt == IR_F32) cg_store_f32(c, r, u->out, ai); /* as cg_store_v */
   else cg_act_store(c, u->n, r, u->out, ai, w, u->odt);
 }
 
 static LLVMValueRef gen_binary(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_shape *as = &c->g->values[n->in[0]].shape, *bs = &c->g->values[n->in[1]].shape;
-  int is_param[2], n_act = 0;
-  for (int j = 0; j < 2; j++) {
-    is_param[j] = c->g->values[n->in[j]].kind == IR_VAL_PARAM;
-    n_act += !is_param[j];
-  }
-  LLVMValueRef a[5], op[2];
-  LLVMValueRef f = cg_kernel_begin(c, fn_name, n_act, a);
-  for (int j = 0, k = 0; j < 2; j++) op[j] = is_param[j] ? cg_param_const(c, n->in[j]) : a[k++];
+  LLVMValueRef a[5], op[2], f;
+  int n_act = cg_kernel_begin_ops(c, n, fn_name, &f, a, op); /* training: params by pointer */
   LLVMValueRef out = a[n_act], tid = a[n_act + 1], nth = a[n_act + 2];
   binary_ctx u = {n->op, op[0], op[1], out, NULL, NULL, 1, n, c->g->values[n->in[0]].dtype, c->g->values[n->in[1]].dtype,
                   c->g->values[n->out].dtype};
   int h16 = u.adt != IR_F32 || u.bdt != IR_F32;
-  const char *opname = n->op == IR_OP_add ? (h16 ? "add_h16" : "add") : (h16 ? "mul_h16" : "mul");
+  const char *opname = n->op == IR_OP_add ? (h16 ? "add_h16" : "add") : n->op == IR_OP_mul ? (h16 ? "mul_h16" : "mul") : "div";
   char tile[32];
   if (ir_shape_eq(as, bs)) {
     u.arow = u.brow = cg_i64(c, 0);
@@ -159,6 +154,18 @@ LLVMValueRef cg_gen_add(cg_ctx *c, const ir_node *n, const char *fn_name, const 
 }
 LLVMValueRef cg_gen_mul(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   return gen_binary(c, n, fn_name, kind);
+}
+LLVMValueRef cg_gen_div(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return gen_binary(c, n, fn_name, kind);
+}
+LLVMValueRef cg_gen_exp(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return cg_gen_unary(c, n, fn_name, kind, "exp");
+}
+LLVMValueRef cg_gen_sqrt(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return cg_gen_unary(c, n, fn_name, kind, "sqrt");
+}
+LLVMValueRef cg_gen_neg(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  return cg_gen_unary(c, n, fn_name, kind, "neg");
 }
 
 /* ---- normalize ------------------------------------------------------------------------- */

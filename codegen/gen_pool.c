@@ -1,7 +1,7 @@
 /* gen_pool.c — pooling kernels on NCHW: max/avg pooling (one work item per output row of a
  * plane; interior columns vectorised over output pixels with strided loads, border columns
  * scalar with clipped windows; PyTorch window/divisor semantics as ir/ref_pool.c) and global
- * average pooling (one plane per item, vector sum). */
+ * average pooling (one plane per item, vector sum).  Dilated windows: gen_pool_pick.c. */
 #include "codegen/cg_internal.h"
 #include "codegen/gen_round16.h"
 
@@ -201,6 +201,7 @@ static void pool_s2_row(cg_ctx *c, const pool_geom *p, const pool_row *r) {
 
 static LLVMValueRef gen_pool(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_pool_attr *at = n->op == IR_OP_maxpool ? &n->attr.maxpool : &n->attr.avgpool;
+  if (ir_pool_dilation(at, 0) != 1 || ir_pool_dilation(at, 1) != 1) return cg_gen_maxpool_pick(c, n, fn_name, kind);
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
   pool_geom p = {xs->dim[2], xs->dim[3], ys->dim[2], ys->dim[3], xs->dim[0] * xs->dim[1],
                  at->kernel[0], at->kernel[1], at->stride[0], at->stride[1], at->pad[0], at->pad[1],

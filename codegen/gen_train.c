@@ -47,7 +47,10 @@ LLVMValueRef cg_gen_reduce_sum(cg_ctx *c, const ir_node *n, const char *fn_name,
   for (int d = 0; d < xs->rank; d++) {
     int kept = ts->dim[d] == xs->dim[d];
     if (first >= 0 && d >= first && d <= last) {
-      if (!kept) return cg_fail(c, n, "reduce_sum to a non-contiguous kept block is not supported by codegen yet");
+      if (!kept) { /* kept dims apart (a [N,1,H,W] operand's gradient): the any-dims kernel */
+        ir_reduce_attr ra = {*ts, IR_REDUCE_SUM};
+        return cg_gen_reduce_to(c, n, &ra, fn_name, kind);
+      }
       K *= xs->dim[d];
     } else if (first < 0 || d < first) A *= kept ? 1 : xs->dim[d];
     else I *= kept ? 1 : xs->dim[d];

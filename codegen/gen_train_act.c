@@ -362,6 +362,7 @@ static LLVMValueRef cg_gen_maxpool_grad_scalar(cg_ctx *c, const ir_node *n, cons
 
 LLVMValueRef cg_gen_maxpool_grad(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_pool_attr *pa = &n->attr.maxpool_grad.pool;
+  if (ir_pool_dilation(pa, 0) != 1 || ir_pool_dilation(pa, 1) != 1) return cg_gen_maxpool_grad_pick(c, n, fn_name, kind);
   const ir_shape *xs = &c->g->values[n->out].shape, *ys = &c->g->values[n->in[0]].shape;
   mp_ctx u = {pa, xs->dim[2], xs->dim[3], ys->dim[2], ys->dim[3], NULL, NULL, NULL, NULL, NULL};
   int64_t planes = xs->dim[0] * xs->dim[1], oxa, oxb, oya, oyb;

@@ -130,6 +130,9 @@ int ox_param(ox_ctx *x, const char *suffix, const ox_const *c, int trainable, in
   int v = ir_add_param(x->g, name, s, trainable);
   float *dst = x->g->values[v].data;
   for (int64_t k = 0; k < c->numel; k++) {
+    if (c->is_int && (c->i[k] > IR_F32_EXACT_INT || c->i[k] < -IR_F32_EXACT_INT))
+      return ox_err(x, "parameter '%s' holds the integer %lld (element %lld): beyond 2^24, f32 does not hold every integer, "
+                    "so cnnc would not compute with it exactly", name, (long long)c->i[k], (long long)k);
     dst[k] = c->is_int ? (float)c->i[k] : c->f[k];
     if (!x->o->allow_nonfinite && !isfinite(dst[k])) /* as for --weights (frontend/weights.c) */
       return ox_err(x, "parameter '%s' holds a non-finite value (%g at element %lld); --allow-nonfinite accepts it", name,
@@ -395,8 +398,13 @@ static int read_input(ox_ctx *x, const Onnx__GraphProto *gp) {
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
     return ox_err(x, "input '%s' is not a tensor", in->name);
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
-  if (tt->elem_type != OX_FLOAT)
-    return ox_err(x, "input '%s' has element type %s; cnnc's ONNX inputs are FLOAT", in->name, dtype_name(tt->elem_type));
+  int et = tt->elem_type, it = et == OX_UINT8 ? IR_U8 : et == OX_INT8 ? IR_I8 : et == OX_INT32 ? IR_I32 : IR_F32;
+  if (et != OX_FLOAT && it == IR_F32)
+    return ox_err(x, "input '%s' has element type %s; cnnc's ONNX inputs are FLOAT, or UINT8, INT8 and INT32 (integers "
+                     "computed exactly as f32 values up to 2^24; INT64 could exceed that)", in->name, dtype_name(et));
+  if (it != IR_F32 && (x->training || x->o->precision != FE_PRECISION_32_32))
+    return ox_err(x, "input '%s' is %s: integer tensors are computed exactly in f32, inference with --precision 32.32 "
+                     "only", in->name, dtype_name(et));
   const Onnx__TensorShapeProto *sh = tt->shape;
   if (!sh) return ox_err(x, "input '%s' has no shape; cnnc needs a known rank and dims", in->name);
   if (sh->n_dim < 1 || sh->n_dim > IR_MAX_RANK)
@@ -425,9 +433,23 @@ static int read_input(ox_ctx *x, const Onnx__GraphProto *gp) {
     s.dim[i] = dm->dim_value;
   }
   x->g->batch = (int)x->o->batch_size;
-  int v = ir_add_input(x->g, "input", IR_F32, s);
+  int v = ir_add_input(x->g, "input", (ir_dtype)it, s);
   x->g->input = v;
-  return ox_bind(x, in->name, v, NULL);
+  if (it == IR_F32) return ox_bind(x, in->name, v, NULL);
+  ir_attr a = {.cast = {IR_F32, IR_F32}}; /* the integers as f32 values (docs/onnx.md "Integer tensors") */
+  ir_diag sub = {0};
+  int c = ir_add_node(x->g, IR_OP_cast, "input/cast", (ir_loc){x->gfile, 0, 0}, &v, 1, &a, &sub);
+  if (c < 0) return ox_err(x, "input '%s': %s", in->name, sub.msg);
+  if (ox_bind(x, in->name, c, NULL)) return -1;
+  ox_find(x, in->name)->itype = et;
+  return 0;
+}
+
+/* The storage dtype of a graph output of ONNX element type et holding an integer activation
+ * of type itype: its integer dtype (BOOL as u8 0/1), IR_F32 for a float output. */
+static int output_dtype(int et, int itype) {
+  if (!et) et = itype;
+  return et == OX_UINT8 || et == OX_BOOL ? IR_U8 : et == OX_INT8 ? IR_I8 : et == OX_INT32 ? IR_I32 : et == OX_INT64 ? IR_I64 : IR_F32;
 }
 
 static int set_outputs(ox_ctx *x, const Onnx__GraphProto *gp) {
@@ -458,6 +480,17 @@ static int set_outputs(ox_ctx *x, const Onnx__GraphProto *gp) {
       if (r < 0) return ox_err(x, "graph output '%s': %s", nm, sub.msg);
       v->ir = r;
     }
+    const Onnx__TypeProto *tp = gp->output[i]->type;
+    int et = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type ? tp->tensor_type->elem_type : 0;
+    int odt = v->itype ? output_dtype(et, v->itype) : IR_F32;
+    if (odt != IR_F32) { /* an integer output: written in its dtype */
+      ir_attr a = {.cast = {odt, IR_F32}};
+      ir_diag sub = {0};
+      int r = ir_add_node(x->g, IR_OP_cast, ir_fmt(x->g->arena, "output/%zu/%s", i, ir_dtype_name((ir_dtype)odt)),
+                          (ir_loc){x->gfile, 0, 0}, &v->ir, 1, &a, &sub);
+      if (r < 0) return ox_err(x, "graph output '%s': %s", nm, sub.msg);
+      v->ir = r;
+    }
     for (int j = 0; j < x->g->n_outputs; j++)
       if (x->g->outputs[j] == v->ir) return ox_err(x, "graph output '%s' is listed twice", nm);
     x->g->outputs[x->g->n_outputs++] = v->ir;
@@ -472,8 +505,9 @@ static int set_outputs(ox_ctx *x, const Onnx__GraphProto *gp) {
  * set_outputs made the outputs [1, all elements]. */
 static int one_sample(ox_ctx *x) {
   ir_graph *g = x->g;
-  int vin = g->input, n0 = g->n_nodes;
+  int vin = g->input, n0 = g->n_nodes, at = 0;
   ir_shape s = g->values[vin].shape;
+  if (g->values[vin].dtype != IR_F32) vin = g->nodes[0].out, at = 1; /* an integer input: the reshape follows its cast */
   ir_attr a = {.reshape = {s}};
   ir_diag sub = {0};
   x->node = NULL;
@@ -487,12 +521,12 @@ static int one_sample(ox_ctx *x) {
     for (int j = 0; j < g->nodes[i].n_in; j++)
       if (g->nodes[i].in[j] == vin) g->nodes[i].in[j] = v;
   ir_node front = g->nodes[n0];
-  memmove(g->nodes + 1, g->nodes, (size_t)n0 * sizeof *g->nodes);
-  g->nodes[0] = front;
+  memmove(g->nodes + at + 1, g->nodes + at, (size_t)(n0 - at) * sizeof *g->nodes);
+  g->nodes[at] = front;
   for (int i = 0; i <= n0; i++) g->nodes[i].id = i;
   for (int k = 0; k < g->n_values; k++)
-    if (g->values[k].producer >= 0) g->values[k].producer = g->values[k].producer == n0 ? 0 : g->values[k].producer + 1;
-  g->values[vin].shape = (ir_shape){2, {1, ir_shape_numel(&s)}};
+    if (g->values[k].producer >= at) g->values[k].producer = g->values[k].producer == n0 ? at : g->values[k].producer + 1;
+  g->values[g->input].shape = g->values[vin].shape = (ir_shape){2, {1, ir_shape_numel(&s)}};
   g->batch = 1;
   x->o->batch_size = 1;
   return 0;

@@ -18,7 +18,7 @@
 #define OX_MAX_OPSET 17
 
 /* ONNX TensorProto.DataType values the importer reads. */
-enum { OX_FLOAT = 1, OX_UINT8 = 2, OX_INT8 = 3, OX_INT32 = 6, OX_INT64 = 7, OX_DOUBLE = 11 };
+enum { OX_FLOAT = 1, OX_UINT8 = 2, OX_INT8 = 3, OX_INT32 = 6, OX_INT64 = 7, OX_BOOL = 9, OX_DOUBLE = 11 };
 
 /* A tensor known at import time (an initializer, a Constant, or folded from them).  Numbers
  * are held as f32 (FLOAT, DOUBLE) or int64 (the integer types); numel = product of dims. */
@@ -47,6 +47,9 @@ typedef struct ox_val {
                     * Transpose 1<->2 (2): ir is the [N,C,H,W] tensor; the Reshape back to
                     * [N,C,H,W] becomes channel_shuffle(G).  0: a plain value */
   int view_groups;
+  int itype;       /* an integer activation (docs/onnx.md "Integer tensors"): its ONNX element
+                    * type OX_UINT8, OX_INT8, OX_INT32 or OX_INT64 (exact integers in f32);
+                    * 0 for float tensors */
 } ox_val;
 
 typedef struct ox_ctx {
@@ -133,6 +136,7 @@ int ox_fold_transpose(ox_ctx *x, const ox_const *c, const int64_t *perm, int n);
 int ox_op_concat(ox_ctx *x);
 int ox_op_slice(ox_ctx *x);
 int ox_op_split(ox_ctx *x);
+int ox_op_pad(ox_ctx *x);
 /* onnx_tensor.c */
 int ox_op_gemm(ox_ctx *x);
 int ox_op_matmul(ox_ctx *x);
@@ -147,6 +151,21 @@ int ox_op_add(ox_ctx *x);
 int ox_op_sub(ox_ctx *x);
 int ox_op_mul(ox_ctx *x);
 int ox_op_div(ox_ctx *x);
+
+/* onnx_reduce.c */
+int ox_reduce(ox_ctx *x, int mode); /* ReduceMax / ReduceSum / ReduceMean over any axes (mode: ir_reduce_mode) */
+int ox_op_reduce_max(ox_ctx *x);
+int ox_op_reduce_sum(ox_ctx *x);
+int ox_op_exp(ox_ctx *x);
+int ox_op_sqrt(ox_ctx *x);
+int ox_op_neg(ox_ctx *x);
+int ox_div_act(ox_ctx *x);           /* Div of two float activations */
+int ox_bn_training(ox_ctx *x, double eps, double mom);
+int ox_op_max_unpool(ox_ctx *x);
+/* onnx_integer.c */
+int ox_int_arith(ox_ctx *x, char op);  /* Add, Sub, Mul, Div of integer activations */
+int ox_int_operands(ox_ctx *x, int xi, int wi, int axis, ox_const **wf);
+int ox_op_matmul_integer(ox_ctx *x);
 
 /* Converts the current node (onnx_ops.c).  Returns 0 or -1 with x->d filled. */
 int ox_convert(ox_ctx *x);

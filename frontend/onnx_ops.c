@@ -107,17 +107,20 @@ static void add_folded_pad(ox_ctx *x, window *w) {
   for (int i = 0; v && v->padded && i < 4; i++) w->pad[i] += v->pad[i];
 }
 
+/* Conv, and ConvInteger (onnx_integer.c: the zero points subtracted, an exact conv). */
 static int conv(ox_ctx *x) {
   if (ox_check_attrs(x, "auto_pad,dilations,group,kernel_shape,pads,strides")) return -1;
-  int in[3] = {ox_act(x, 0), -1, -1}, n_in = 2;
+  int integer = !strcmp(x->node->op_type, "ConvInteger");
+  ox_const *wi = NULL;
+  int in[3] = {integer ? ox_int_operands(x, 2, 3, 0, &wi) : ox_act(x, 0), -1, -1}, n_in = 2;
   if (in[0] < 0) return -1;
-  const ox_const *w = ox_need_const(x, 1, "the weight"), *b = NULL;
+  const ox_const *w = integer ? wi : ox_need_const(x, 1, "the weight"), *b = NULL;
   if (!w) return -1;
   int is1d = ox_shape(x, in[0])->rank == 3;
   if (w->rank != (is1d ? 3 : 4))
     return ox_err(x, "the weight has rank %d; cnnc imports 1-D and 2-D convolutions (rank 3 or 4 weights for rank 3 "
                      "or 4 inputs)", w->rank);
-  if (ox_has_input(x, 2) && !(b = ox_need_const(x, 2, "the bias"))) return -1;
+  if (!integer && ox_has_input(x, 2) && !(b = ox_need_const(x, 2, "the bias"))) return -1;
   ir_attr a = {0};
   window win;
   if (read_window(x, ox_shape(x, in[0]), w->dims + 2, &win) || (in[0] = lift(x, in[0])) < 0) return -1;
@@ -136,10 +139,13 @@ static int conv(ox_ctx *x) {
   memcpy(ca->dilation, win.d, sizeof win.d);
   memcpy(ca->pad, win.pad, sizeof win.pad);
   ca->groups = (int)group;
+  ca->exact = integer;
   int64_t wd[4] = {w->dims[0], w->dims[1], is1d ? 1 : w->dims[2], is1d ? w->dims[2] : w->dims[3]};
   if ((in[1] = ox_param(x, "weight", w, 1, 4, wd)) < 0) return -1;
   if (b && (in[n_in++] = ox_param(x, "bias", b, 1, 0, NULL)) < 0) return -1;
-  return node_1d(x, is1d, IR_OP_conv2d, in, n_in, &a);
+  if (node_1d(x, is1d, IR_OP_conv2d, in, n_in, &a)) return -1;
+  if (integer) ox_find(x, x->node->output[0])->itype = OX_INT32;
+  return 0;
 }
 
 static int pool(ox_ctx *x, ir_op op) {
@@ -148,11 +154,11 @@ static int pool(ox_ctx *x, ir_op op) {
                             : "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"))
     return -1;
   int in = ox_act(x, 0);
-  if (in < 0 || only_first_output(x)) return -1;
+  if (in < 0 || (avg && only_first_output(x))) return -1;
   window w;
   int is1d = ox_shape(x, in)->rank == 3;
   if (read_window(x, ox_shape(x, in), NULL, &w) || (in = lift(x, in)) < 0) return -1;
-  if (w.d[0] != 1 || w.d[1] != 1) return ox_err(x, "dilated pooling is not supported");
+  if (avg && (w.d[0] != 1 || w.d[1] != 1)) return ox_err(x, "AveragePool has no dilations before opset 19");
   int64_t ceil_mode, cip, order;
   if (ox_attr_int(x, "ceil_mode", 0, &ceil_mode) < 0 || ox_attr_int(x, "count_include_pad", 0, &cip) < 0 ||
       ox_attr_int(x, "storage_order", 0, &order) < 0)
@@ -165,7 +171,7 @@ static int pool(ox_ctx *x, ir_op op) {
     add_folded_pad(x, &w);
     cip = 1;
   }
-  if (order) return ox_err(x, "attribute 'storage_order' 1 (column-major indices) is not supported");
+  if (order != 0 && order != 1) return ox_err(x, "attribute 'storage_order' is %lld (0 or 1)", (long long)order);
   ir_attr a = {0};
   ir_pool_attr *pa = &a.maxpool;
   memcpy(pa->kernel, w.k, sizeof w.k);
@@ -173,12 +179,24 @@ static int pool(ox_ctx *x, ir_op op) {
   memcpy(pa->pad, w.pad, sizeof w.pad);
   pa->ceil_mode = ceil_mode != 0;
   pa->count_include_pad = avg && cip != 0;
+  memcpy(pa->dilation, w.d, sizeof w.d);
+  const char *idx = x->node->n_output > 1 ? x->node->output[1] : "";
+  if (idx[0] && ox_uses(x, idx)) { /* the Indices output: flat indices over the whole tensor */
+    if (ox_cross_dim0(x, "MaxPool's Indices output (flat indices over the whole tensor, dim 0 included)")) return -1;
+    ir_attr ia = a;
+    ia.maxpool_index.storage_order = (int)order;
+    int v = ox_part_node(x, "indices", IR_OP_maxpool_index, &in, 1, &ia);
+    if (v >= 0 && is1d) {
+      const ir_shape *s = ox_shape(x, v);
+      ir_attr r = {.reshape = {{3, {s->dim[0], s->dim[1], s->dim[3]}}}};
+      v = ox_part_node(x, "indices_1d", IR_OP_reshape, &v, 1, &r);
+    }
+    if (v < 0 || ox_bind(x, idx, v, NULL)) return -1;
+    ox_find(x, idx)->itype = OX_INT64;
+  }
   return node_1d(x, is1d, op, &in, 1, &a);
 }
 
-/* Pad with zeros of the two spatial dims of an [N, C, H, W] tensor: an alias when it pads
- * nothing, else folded into its one reader when that is a Conv or an AveragePool (the window's
- * padding grows); other Pads are not supported. */
 /* ---- ConvTranspose --------------------------------------------------------------------- */
 /* x [N, C, H, W] with zeros inserted: [N, C, H*sh, W*sw], x[iy, ix] at (iy*sh, ix*sw) (each pixel
  * followed by sw-1 zero columns and each row by sh-1 zero rows).  Per dim: reshape so the dim
@@ -323,156 +341,27 @@ static int conv_transpose(ox_ctx *x) {
   return node_1d(x, nd == 1, IR_OP_conv2d, cin, n_in, &a);
 }
 
-/* A Pad as IR ops: per padded dim a slice (a negative pad crops), then for mode constant a
- * slice_grad (x placed with zeros around it), for reflect and edge pad_from_x; a nonzero
- * constant value is then added where the padding is (a frozen parameter of the result's shape
- * holding value there and 0 elsewhere).  Padding dim 0 crosses it (docs/onnx.md "Dim 0"). */
-/* x along dim d with b elements before and e after from x itself (reflect: the mirror image
- * without the edge, slices with step -1; edge: the edge element repeated), joined by concats. */
-static int pad_from_x(ox_ctx *x, int in, int d, int64_t b, int64_t e, int reflect) {
-  int64_t dim = ox_shape(x, in)->dim[d];
-  if (reflect && (b >= dim || e >= dim))
-    return ox_err(x, "reflect pads of %lld and %lld for dim %d of size %lld (at most size - 1)", (long long)b, (long long)e, d,
-                  (long long)dim);
-  if (b > FE_MAX_K || e > FE_MAX_K) return ox_err(x, "pads over %d", FE_MAX_K);
-  int acc = -1, k = 0;
-  for (int side = 0; side < 3; side++) {
-    int64_t n = side == 0 ? b : side == 2 ? e : 1;
-    for (int64_t j = 0; j < n; j++) {
-      ir_attr sa = {0};
-      int v = in;
-      if (side != 1) {
-        if (reflect) { /* before: x[b], x[b-1], .., x[1]; after: x[dim-2], x[dim-3], .. */
-          sa.slice = side == 0 ? (ir_slice_attr){d, b, b, -1} : (ir_slice_attr){d, dim - 2, e, -1};
-          j = n; /* one slice for the whole side */
-        } else {
-          sa.slice = (ir_slice_attr){d, side == 0 ? 0 : dim - 1, 1};
-        }
-        if ((v = ox_part_node(x, ir_fmt(x->a, "pad%d/part%d", d, k++), IR_OP_slice, &in, 1, &sa)) < 0) return -1;
-      }
-      if (acc < 0) {
-        acc = v;
-        continue;
-      }
-      ir_attr ca = {.concat = {d}};
-      int two[2] = {acc, v};
-      if ((acc = ox_part_node(x, ir_fmt(x->a, "pad%d/cat%d", d, k++), IR_OP_concat, two, 2, &ca)) < 0) return -1;
-    }
-  }
-  return acc;
-}
-
-static int pad_node(ox_ctx *x, int in, const int64_t *p, double value, const char *mode) {
-  int r = ox_shape(x, in)->rank, reflect = !strcmp(mode, "reflect"), edge = !strcmp(mode, "edge");
-  for (int d = 0; d < r; d++) {
-    int64_t b = p[d], e = p[r + d], dim = ox_shape(x, in)->dim[d];
-    if (!b && !e) continue;
-    if (d == 0 && ox_cross_dim0(x, "padding dim 0")) return -1;
-    if (b < 0 || e < 0) { /* crop first */
-      int64_t c0 = b < 0 ? -b : 0, c1 = e < 0 ? -e : 0;
-      if (c0 + c1 >= dim) return ox_err(x, "the pads of dim %d leave nothing (cnnc's tensors have no empty dims)", d);
-      ir_attr sa = {0};
-      sa.slice = (ir_slice_attr){d, c0, dim - c0 - c1};
-      if ((in = ox_part_node(x, ir_fmt(x->a, "crop%d", d), IR_OP_slice, &in, 1, &sa)) < 0) return -1;
-      dim -= c0 + c1, b = b < 0 ? 0 : b, e = e < 0 ? 0 : e;
-      if (!b && !e) continue;
-    }
-    if (reflect || edge) {
-      if ((in = pad_from_x(x, in, d, b, e, reflect)) < 0) return -1;
-      continue;
-    }
-    ir_attr za = {0};
-    za.slice_grad.slice = (ir_slice_attr){d, b, dim};
-    za.slice_grad.x_shape = *ox_shape(x, in);
-    za.slice_grad.x_shape.dim[d] = dim + b + e;
-    if (ir_shape_numel(&za.slice_grad.x_shape) > OX_MAX_CONST_NUMEL) return ox_err(x, "the padded tensor would have over 2^30 elements");
-    if ((in = ox_part_node(x, ir_fmt(x->a, "pad%d", d), IR_OP_slice_grad, &in, 1, &za)) < 0) return -1;
-  }
-  if (value == 0 || reflect || edge) return ox_bind(x, x->node->output[0], in, NULL) ? -1 : 0;
-  if (x->training) /* the training kernels read parameters by pointer; an add's frozen operand is a constant */
-    return ox_err(x, "padding with %g is not supported with --mode training (only zeros)", value);
-  const ir_shape *ys = ox_shape(x, in);
-  int64_t dims[IR_MAX_RANK], idx[IR_MAX_RANK] = {0}, total = ir_shape_numel(ys);
-  for (int d = 0; d < r; d++) dims[d] = ys->dim[d];
-  ox_const *m = ox_const_new(x, r, dims, 0);
-  if (!m) return -1;
-  for (int64_t i = 0; i < total; i++) {
-    int inside = 1;
-    for (int d = 0; d < r; d++) inside &= idx[d] >= (p[d] > 0 ? p[d] : 0) && idx[d] < dims[d] - (p[r + d] > 0 ? p[r + d] : 0);
-    m->f[i] = inside ? 0.0f : (float)value;
-    for (int d = r - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
-  }
-  int add[2] = {in, ox_param(x, "value", m, 0, 0, NULL)};
-  return add[1] < 0 ? -1 : ox_node(x, IR_OP_add, add, 2, NULL);
-}
-
-static int pad(ox_ctx *x) {
-  if (ox_check_attrs(x, x->opset < 11 ? "mode,pads,value" : "mode")) return -1;
-  int in = ox_act(x, 0);
-  if (in < 0) return -1;
-  const char *mode;
-  if (ox_attr_str(x, "mode", "constant", &mode) < 0) return -1;
-  if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge"))
-    return ox_err(x, "mode '%s' is not supported (constant, reflect or edge)", mode);
-  int64_t p[8];
-  int n = 0;
-  double value = 0;
-  if (x->opset < 11) {
-    if (ox_attr_ints(x, "pads", 8, p, &n) < 0 || ox_attr_float(x, "value", 0, &value) < 0) return -1;
-  } else {
-    const ox_const *c = ox_need_const(x, 1, "pads");
-    if (!c) return -1;
-    if (!c->is_int || c->rank != 1 || c->numel > 8) return ox_err(x, "pads must be at most 8 integers");
-    for (int64_t i = 0; i < c->numel; i++) p[n++] = c->i[i];
-    if (ox_has_input(x, 2)) {
-      const ox_const *v = ox_need_const(x, 2, "the constant value");
-      if (!v) return -1;
-      if (v->numel != 1) return ox_err(x, "the constant value must be one number");
-      value = v->is_int ? (double)v->i[0] : v->f[0];
-    }
-    if (ox_has_input(x, 3)) return ox_err(x, "input 3 (axes) is not supported");
-  }
-  const ir_shape *s = ox_shape(x, in);
-  if (n != 2 * s->rank) return ox_err(x, "pads has %d items for a rank-%d input", n, s->rank);
-  int any = 0, neg = 0;
-  for (int i = 0; i < n; i++) {
-    if (p[i] < -FE_MAX_DIM || p[i] > FE_MAX_DIM) return ox_err(x, "pads item %d is %lld (at most %d either way)", i, (long long)p[i], FE_MAX_DIM);
-    any |= p[i] != 0;
-    neg |= p[i] < 0;
-  }
-  if (!any) return ox_bind(x, x->node->output[0], in, NULL);
-  const char *out = x->node->output[0];
-  int slot = -1, k = ox_uses(x, out) == 1 ? ox_next_reader(x, out, &slot) : -1;
-  const Onnx__NodeProto *reader = k >= 0 ? x->graph->node[k] : NULL;
-  if (value != 0 || neg || strcmp(mode, "constant") || s->rank != 4 || p[0] || p[1] || p[4] || p[5] || !reader || slot != 0 || !reader->op_type ||
-      (strcmp(reader->op_type, "Conv") && strcmp(reader->op_type, "AveragePool")))
-    return pad_node(x, in, p, value, mode);
-  if (ox_bind(x, out, in, NULL)) return -1;
-  ox_val *v = ox_find(x, out);
-  v->padded = 1;
-  v->pad[0] = (int)p[2], v->pad[1] = (int)p[3], v->pad[2] = (int)p[6], v->pad[3] = (int)p[7];
-  return 0;
-}
-
 /* ---- normalisation ------------------------------------------------------------------------ */
 static int batchnorm(ox_ctx *x) {
   if (ox_check_attrs(x, "epsilon,momentum,training_mode,spatial,is_test,consumed_inputs")) return -1;
+  double eps, mom;
+  int64_t tm, spatial;
+  if (ox_attr_float(x, "epsilon", 1e-5, &eps) < 0 || ox_attr_float(x, "momentum", 0.9, &mom) < 0 ||
+      ox_attr_int(x, "training_mode", 0, &tm) < 0 || ox_attr_int(x, "spatial", 1, &spatial) < 0)
+    return -1;
+  if (!spatial) return ox_err(x, "spatial 0 (per-element statistics) is not supported");
+  if (!(eps > 0 && eps < 1)) return ox_err(x, "attribute 'epsilon' is %g (0 < epsilon < 1)", eps);
+  if (!(mom >= 0 && mom <= 1)) return ox_err(x, "attribute 'momentum' is %g (0 to 1)", mom);
+  if (tm && x->training)
+    return ox_err(x, "training_mode 1 (an export in training mode) is inference-only here; export in eval mode and "
+                     "compile with --mode training to train");
+  if (tm) return ox_bn_training(x, eps, mom); /* onnx_reduce.c */
   int in[5] = {ox_act(x, 0)};
   if (in[0] < 0 || only_first_output(x)) return -1;
   int is1d = ox_shape(x, in[0])->rank == 3;
   if (ox_shape(x, in[0])->rank < 3) return ox_err(x, "the input must be [N, C, L] or [N, C, H, W]");
   if ((in[0] = lift(x, in[0])) < 0) return -1;
   const ir_shape *xs = ox_shape(x, in[0]);
-  double eps, mom;
-  int64_t tm, spatial;
-  if (ox_attr_float(x, "epsilon", 1e-5, &eps) < 0 || ox_attr_float(x, "momentum", 0.9, &mom) < 0 ||
-      ox_attr_int(x, "training_mode", 0, &tm) < 0 || ox_attr_int(x, "spatial", 1, &spatial) < 0)
-    return -1;
-  if (tm) return ox_err(x, "training_mode 1 (an export in training mode) is not supported; export in eval mode "
-                           "and compile with --mode training to train");
-  if (!spatial) return ox_err(x, "spatial 0 (per-element statistics) is not supported");
-  if (!(eps > 0 && eps < 1)) return ox_err(x, "attribute 'epsilon' is %g (0 < epsilon < 1)", eps);
-  if (!(mom >= 0 && mom <= 1)) return ox_err(x, "attribute 'momentum' is %g (0 to 1)", mom);
   static const char *const names[] = {"gamma", "beta", "running_mean", "running_var"};
   static const char *const what[] = {"the scale", "the bias", "the mean", "the variance"};
   for (int i = 0; i < 4; i++) {
@@ -549,6 +438,8 @@ static int clip(ox_ctx *x) {
       const ox_const *c = ox_need_const(x, i + 1, i ? "max" : "min");
       if (!c) return -1;
       if (c->numel != 1) return ox_err(x, "input %d (%s) must be a single value", i + 1, i ? "max" : "min");
+      if (c->is_int && (c->i[0] > IR_F32_EXACT_INT || c->i[0] < -IR_F32_EXACT_INT))
+        return ox_err(x, "input %d (%s) is %lld: beyond 2^24, not an exact f32", i + 1, i ? "max" : "min", (long long)c->i[0]);
       b[i] = c->is_int ? (double)c->i[0] : c->f[0];
     }
   }
@@ -604,10 +495,26 @@ int ox_binary(ox_ctx *x, ir_op op) {
 
 
 /* ---- aliases and constants ------------------------------------------------------------- */
+/* Identity, Dropout: the input under the output's name.  Dropout's mask (output 1, when read)
+ * is all true in inference: ones (a frozen [1, ..]) expanded to the input's shape, BOOL. */
 static int alias(ox_ctx *x, const char *attrs) {
-  if (ox_check_attrs(x, attrs) || only_first_output(x)) return -1;
+  int drop = !strcmp(x->node->op_type, "Dropout");
+  if (ox_check_attrs(x, attrs) || (!drop && only_first_output(x))) return -1;
   ox_val *v = ox_input(x, 0);
   if (!v) return -1;
+  const char *mask = drop && x->node->n_output > 1 ? x->node->output[1] : "";
+  if (mask[0] && ox_uses(x, mask)) {
+    int in = ox_act(x, 0);
+    if (in < 0) return -1;
+    ir_attr e = {.expand = {*ox_shape(x, in), 0}};
+    int64_t ones[IR_MAX_RANK];
+    for (int d = 0; d < e.expand.shape.rank; d++) ones[d] = 1;
+    ox_const *c = ox_const_new(x, e.expand.shape.rank, ones, 0);
+    c->f[0] = 1.0f;
+    int p = ox_param(x, "ones", c, 0, 0, NULL), m = p < 0 ? -1 : ox_part_node(x, "mask", IR_OP_expand, &p, 1, &e);
+    if (m < 0 || ox_bind(x, mask, m, NULL)) return -1;
+    ox_find(x, mask)->itype = OX_BOOL;
+  }
   if (!strcmp(x->node->op_type, "Dropout") && ox_has_input(x, 2)) {
     const ox_val *t = ox_input(x, 2);
     if (!t) return -1;
@@ -723,11 +630,13 @@ static const ox_op ops[] = {
     {"HardSwish", op_hardswish}, {"Slice", ox_op_slice},                  {"Split", ox_op_split},
     {"ConstantOfShape", ox_op_constant_of_shape}, {"LeakyRelu", op_leaky_relu}, {"LRN", op_lrn},
     {"GlobalMaxPool", op_global_maxpool},
-    {"Pad", pad},                {"Transpose", ox_op_transpose},          {"Hardmax", ox_op_hardmax},   {"ConvTranspose", conv_transpose},   {"LogSoftmax", ox_op_log_softmax},          {"ReduceMean", ox_op_reduce_mean},
+    {"ConvInteger", conv},        {"MatMulInteger", ox_op_matmul_integer}, {"ReduceMax", ox_op_reduce_max},
+    {"ReduceSum", ox_op_reduce_sum}, {"Exp", ox_op_exp}, {"Sqrt", ox_op_sqrt}, {"Neg", ox_op_neg}, {"MaxUnpool", ox_op_max_unpool},
+    {"Pad", ox_op_pad},                {"Transpose", ox_op_transpose},          {"Hardmax", ox_op_hardmax},   {"ConvTranspose", conv_transpose},   {"LogSoftmax", ox_op_log_softmax},          {"ReduceMean", ox_op_reduce_mean},
 };
 
 const char *ox_supported(void) {
-  static char buf[512];
+  static char buf[1024];
   if (!buf[0]) {
     const char *names[sizeof ops / sizeof *ops];
     int n = (int)(sizeof ops / sizeof *ops);
@@ -744,12 +653,39 @@ const char *ox_supported(void) {
   return buf;
 }
 
+/* Integer activations (docs/onnx.md "Integer tensors") may be read by: ops that move or pick
+ * elements (their result the same integer type), the integer arithmetic and products
+ * (onnx_integer.c, which type their results), Shape, and MaxUnpool's indices. */
+static const char *const int_movers[] = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Concat",
+                                         "Split", "Pad", "MaxPool", "Clip", "Relu", "ReduceMax", NULL};
+static const char *const int_readers[] = {"Add", "Sub", "Mul", "Div", "ConvInteger", "MatMulInteger", "Shape", "MaxUnpool", NULL};
+
+static int in_list(const char *const *l, const char *op) {
+  for (; *l; l++)
+    if (!strcmp(*l, op)) return 1;
+  return 0;
+}
+
 int ox_convert(ox_ctx *x) {
   const char *op = x->node->op_type;
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(ops[i].name, op)) {
       if (x->node->n_output < 1 || !x->node->output[0][0]) return ox_err(x, "the node has no output");
-      return ops[i].fn(x);
+      int itype = 0, mover = in_list(int_movers, op);
+      for (size_t k = 0; k < x->node->n_input; k++) {
+        const ox_val *v = x->node->input[k][0] ? ox_find(x, x->node->input[k]) : NULL;
+        if (!v || v->ir < 0 || !v->itype) continue;
+        if (!mover && !in_list(int_readers, op) && !(!strcmp(op, "MaxUnpool") && k == 1))
+          return ox_err(x, "input %zu '%s' is an integer tensor, which cnnc's %s does not take (integer tensors: docs/onnx.md)", k,
+                        v->name, op);
+        if (!itype) itype = v->itype;
+      }
+      if (ops[i].fn(x)) return -1;
+      for (size_t k = 0; mover && itype && k < x->node->n_output; k++) { /* the result keeps the type */
+        ox_val *v = x->node->output[k][0] ? ox_find(x, x->node->output[k]) : NULL;
+        if (v && v->ir >= 0 && !v->itype) v->itype = itype;
+      }
+      return 0;
     }
   return ox_err(x, "operator not supported (supported: %s)", ox_supported());
 }

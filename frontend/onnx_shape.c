@@ -1,7 +1,8 @@
 /* onnx_shape.c — ONNX data movement and shape arithmetic: Concat, Slice and Split of
  * activations (IR concat / slice nodes), and the ops exports use to compute shapes at run time
  * (Shape, Gather, Unsqueeze, Squeeze, Cast, Concat and Add/Sub/Mul/Div of constants), folded
- * into constants at import because cnnc's shapes are static. */
+ * into constants at import because cnnc's shapes are static; Pad (folded into its reader's
+ * window, or slices, slice_grads and concats). */
 #include <string.h>
 
 #include "onnx_int.h"
@@ -478,7 +479,7 @@ static int sub_act(ox_ctx *x, ox_val *u, ox_val *v) {
 
 /* a / c = a * (1/c) for a constant c (within an ulp of the quotient). */
 static int div_act(ox_ctx *x, ox_val *v) {
-  if (!(v->c && v->ir < 0)) return ox_err(x, "Div by an activation is not supported (only by a constant)");
+  if (!(v->c && v->ir < 0)) return ox_div_act(x); /* onnx_reduce.c */
   for (int64_t i = 0; i < v->c->numel; i++)
     if ((v->c->is_int ? (double)v->c->i[i] : v->c->f[i]) == 0) return ox_err(x, "division by a constant 0");
   int in[2];
@@ -497,6 +498,7 @@ static int arith(ox_ctx *x, char op) {
     if (ox_check_attrs(x, x->opset < 7 ? "broadcast,axis,consumed_inputs" : "")) return -1;
     return fold_binary(x, op);
   }
+  if ((u->ir >= 0 && u->itype) || (v->ir >= 0 && v->itype)) return ox_int_arith(x, op); /* onnx_integer.c */
   if (op == '+') return ox_binary(x, IR_OP_add);
   if (op == '*') return ox_binary(x, IR_OP_mul);
   if (ox_check_attrs(x, x->opset < 7 ? "broadcast,consumed_inputs" : "")) return -1;
@@ -507,3 +509,139 @@ int ox_op_sub(ox_ctx *x) { return arith(x, '-'); }
 int ox_op_mul(ox_ctx *x) { return arith(x, '*'); }
 int ox_op_div(ox_ctx *x) { return arith(x, '/'); }
 
+/* ---- Pad ---------------------------------------------------------------------------------- */
+/* Pad with zeros of the two spatial dims of an [N, C, H, W] tensor: an alias when it pads
+ * nothing, else folded into its one reader when that is a Conv or an AveragePool (the window's
+ * padding grows); other Pads are not supported. */
+/* A Pad as IR ops: per padded dim a slice (a negative pad crops), then for mode constant a
+ * slice_grad (x placed with zeros around it), for reflect and edge pad_from_x; a nonzero
+ * constant value is then added where the padding is (a frozen parameter of the result's shape
+ * holding value there and 0 elsewhere).  Padding dim 0 crosses it (docs/onnx.md "Dim 0"). */
+/* x along dim d with b elements before and e after from x itself (reflect: the mirror image
+ * without the edge, slices with step -1; edge: the edge element repeated), joined by concats. */
+static int pad_from_x(ox_ctx *x, int in, int d, int64_t b, int64_t e, int reflect) {
+  int64_t dim = ox_shape(x, in)->dim[d];
+  if (reflect && (b >= dim || e >= dim))
+    return ox_err(x, "reflect pads of %lld and %lld for dim %d of size %lld (at most size - 1)", (long long)b, (long long)e, d,
+                  (long long)dim);
+  if (b > FE_MAX_K || e > FE_MAX_K) return ox_err(x, "pads over %d", FE_MAX_K);
+  int acc = -1, k = 0;
+  for (int side = 0; side < 3; side++) {
+    int64_t n = side == 0 ? b : side == 2 ? e : 1;
+    for (int64_t j = 0; j < n; j++) {
+      ir_attr sa = {0};
+      int v = in;
+      if (side != 1) {
+        if (reflect) { /* before: x[b], x[b-1], .., x[1]; after: x[dim-2], x[dim-3], .. */
+          sa.slice = side == 0 ? (ir_slice_attr){d, b, b, -1} : (ir_slice_attr){d, dim - 2, e, -1};
+          j = n; /* one slice for the whole side */
+        } else {
+          sa.slice = (ir_slice_attr){d, side == 0 ? 0 : dim - 1, 1};
+        }
+        if ((v = ox_part_node(x, ir_fmt(x->a, "pad%d/part%d", d, k++), IR_OP_slice, &in, 1, &sa)) < 0) return -1;
+      }
+      if (acc < 0) {
+        acc = v;
+        continue;
+      }
+      ir_attr ca = {.concat = {d}};
+      int two[2] = {acc, v};
+      if ((acc = ox_part_node(x, ir_fmt(x->a, "pad%d/cat%d", d, k++), IR_OP_concat, two, 2, &ca)) < 0) return -1;
+    }
+  }
+  return acc;
+}
+
+static int pad_node(ox_ctx *x, int in, const int64_t *p, double value, const char *mode) {
+  int r = ox_shape(x, in)->rank, reflect = !strcmp(mode, "reflect"), edge = !strcmp(mode, "edge");
+  for (int d = 0; d < r; d++) {
+    int64_t b = p[d], e = p[r + d], dim = ox_shape(x, in)->dim[d];
+    if (!b && !e) continue;
+    if (d == 0 && ox_cross_dim0(x, "padding dim 0")) return -1;
+    if (b < 0 || e < 0) { /* crop first */
+      int64_t c0 = b < 0 ? -b : 0, c1 = e < 0 ? -e : 0;
+      if (c0 + c1 >= dim) return ox_err(x, "the pads of dim %d leave nothing (cnnc's tensors have no empty dims)", d);
+      ir_attr sa = {0};
+      sa.slice = (ir_slice_attr){d, c0, dim - c0 - c1};
+      if ((in = ox_part_node(x, ir_fmt(x->a, "crop%d", d), IR_OP_slice, &in, 1, &sa)) < 0) return -1;
+      dim -= c0 + c1, b = b < 0 ? 0 : b, e = e < 0 ? 0 : e;
+      if (!b && !e) continue;
+    }
+    if (reflect || edge) {
+      if ((in = pad_from_x(x, in, d, b, e, reflect)) < 0) return -1;
+      continue;
+    }
+    ir_attr za = {0};
+    za.slice_grad.slice = (ir_slice_attr){d, b, dim};
+    za.slice_grad.x_shape = *ox_shape(x, in);
+    za.slice_grad.x_shape.dim[d] = dim + b + e;
+    if (ir_shape_numel(&za.slice_grad.x_shape) > OX_MAX_CONST_NUMEL) return ox_err(x, "the padded tensor would have over 2^30 elements");
+    if ((in = ox_part_node(x, ir_fmt(x->a, "pad%d", d), IR_OP_slice_grad, &in, 1, &za)) < 0) return -1;
+  }
+  if (value == 0 || reflect || edge) return ox_bind(x, x->node->output[0], in, NULL) ? -1 : 0;
+  if (x->training) /* the training kernels read parameters by pointer; an add's frozen operand is a constant */
+    return ox_err(x, "padding with %g is not supported with --mode training (only zeros)", value);
+  const ir_shape *ys = ox_shape(x, in);
+  int64_t dims[IR_MAX_RANK], idx[IR_MAX_RANK] = {0}, total = ir_shape_numel(ys);
+  for (int d = 0; d < r; d++) dims[d] = ys->dim[d];
+  ox_const *m = ox_const_new(x, r, dims, 0);
+  if (!m) return -1;
+  for (int64_t i = 0; i < total; i++) {
+    int inside = 1;
+    for (int d = 0; d < r; d++) inside &= idx[d] >= (p[d] > 0 ? p[d] : 0) && idx[d] < dims[d] - (p[r + d] > 0 ? p[r + d] : 0);
+    m->f[i] = inside ? 0.0f : (float)value;
+    for (int d = r - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
+  }
+  int add[2] = {in, ox_param(x, "value", m, 0, 0, NULL)};
+  return add[1] < 0 ? -1 : ox_node(x, IR_OP_add, add, 2, NULL);
+}
+
+int ox_op_pad(ox_ctx *x) {
+  if (ox_check_attrs(x, x->opset < 11 ? "mode,pads,value" : "mode")) return -1;
+  int in = ox_act(x, 0);
+  if (in < 0) return -1;
+  const char *mode;
+  if (ox_attr_str(x, "mode", "constant", &mode) < 0) return -1;
+  if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge"))
+    return ox_err(x, "mode '%s' is not supported (constant, reflect or edge)", mode);
+  int64_t p[8];
+  int n = 0;
+  double value = 0;
+  if (x->opset < 11) {
+    if (ox_attr_ints(x, "pads", 8, p, &n) < 0 || ox_attr_float(x, "value", 0, &value) < 0) return -1;
+  } else {
+    const ox_const *c = ox_need_const(x, 1, "pads");
+    if (!c) return -1;
+    if (!c->is_int || c->rank != 1 || c->numel > 8) return ox_err(x, "pads must be at most 8 integers");
+    for (int64_t i = 0; i < c->numel; i++) p[n++] = c->i[i];
+    if (ox_has_input(x, 2)) {
+      const ox_const *v = ox_need_const(x, 2, "the constant value");
+      if (!v) return -1;
+      if (v->numel != 1) return ox_err(x, "the constant value must be one number");
+      if (v->is_int && (v->i[0] > IR_F32_EXACT_INT || v->i[0] < -IR_F32_EXACT_INT))
+        return ox_err(x, "the constant value %lld is beyond 2^24, not an exact f32", (long long)v->i[0]);
+      value = v->is_int ? (double)v->i[0] : v->f[0];
+    }
+    if (ox_has_input(x, 3)) return ox_err(x, "input 3 (axes) is not supported");
+  }
+  const ir_shape *s = ox_shape(x, in);
+  if (n != 2 * s->rank) return ox_err(x, "pads has %d items for a rank-%d input", n, s->rank);
+  int any = 0, neg = 0;
+  for (int i = 0; i < n; i++) {
+    if (p[i] < -FE_MAX_DIM || p[i] > FE_MAX_DIM) return ox_err(x, "pads item %d is %lld (at most %d either way)", i, (long long)p[i], FE_MAX_DIM);
+    any |= p[i] != 0;
+    neg |= p[i] < 0;
+  }
+  if (!any) return ox_bind(x, x->node->output[0], in, NULL);
+  const char *out = x->node->output[0];
+  int slot = -1, k = ox_uses(x, out) == 1 ? ox_next_reader(x, out, &slot) : -1;
+  const Onnx__NodeProto *reader = k >= 0 ? x->graph->node[k] : NULL;
+  if (value != 0 || neg || strcmp(mode, "constant") || s->rank != 4 || p[0] || p[1] || p[4] || p[5] || !reader || slot != 0 || !reader->op_type ||
+      (strcmp(reader->op_type, "Conv") && strcmp(reader->op_type, "AveragePool")))
+    return pad_node(x, in, p, value, mode);
+  if (ox_bind(x, out, in, NULL)) return -1;
+  ox_val *v = ox_find(x, out);
+  v->padded = 1;
+  v->pad[0] = (int)p[2], v->pad[1] = (int)p[3], v->pad[2] = (int)p[6], v->pad[3] = (int)p[7];
+  return 0;
+}

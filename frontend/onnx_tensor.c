@@ -299,7 +299,7 @@ int ox_op_transpose(ox_ctx *x) {
   return ox_node(x, IR_OP_transpose, &in, 1, &a);
 }
 
-/* ReduceMean over the two spatial dims of [N, C, H, W]: global average pooling. */
+/* ReduceMean over the two spatial dims of [N, C, H, W]: global average pooling (other axes: a reduce). */
 int ox_op_reduce_mean(ox_ctx *x) {
   if (ox_check_attrs(x, x->opset < 18 ? "axes,keepdims" : "keepdims,noop_with_empty_axes")) return -1;
   int in = ox_act(x, 0);
@@ -310,7 +310,7 @@ int ox_op_reduce_mean(ox_ctx *x) {
   const ir_shape *s = ox_shape(x, in);
   for (int i = 0; i < n; i++) axes[i] += axes[i] < 0 ? s->rank : 0;
   int hw = s->rank == 4 && n == 2 && ((axes[0] == 2 && axes[1] == 3) || (axes[0] == 3 && axes[1] == 2));
-  if (!hw) return ox_err(x, "only the mean over dims 2 and 3 of an [N, C, H, W] tensor is supported");
+  if (!hw) return ox_reduce(x, IR_REDUCE_MEAN); /* any other axes: onnx_reduce.c */
   if (keep) return ox_node(x, IR_OP_global_avgpool, &in, 1, NULL);
   int g = ox_part_node(x, "pool", IR_OP_global_avgpool, &in, 1, NULL);
   if (g < 0) return -1;

@@ -97,12 +97,12 @@ void ir_diag_print(const ir_diag *d, FILE *f) {
 }
 
 const char *ir_dtype_name(ir_dtype t) {
-  static const char *const names[] = {"f32", "bf16", "f16", "u8", "i32"};
+  static const char *const names[] = {"f32", "bf16", "f16", "u8", "i32", "i8", "i64"};
   return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
 }
 
 size_t ir_dtype_size(ir_dtype t) {
-  static const size_t sizes[] = {4, 2, 2, 1, 4};
+  static const size_t sizes[] = {4, 2, 2, 1, 4, 1, 8};
   return (unsigned)t < sizeof sizes / sizeof sizes[0] ? sizes[t] : 0;
 }
 

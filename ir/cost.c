@@ -55,6 +55,20 @@ void ir_cost_concat(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g
 void ir_cost_transpose(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
 void ir_cost_hardmax(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 1); }
 void ir_cost_log_softmax(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 12); }
+void ir_cost_exp(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 10); }
+void ir_cost_sqrt(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 4); }
+void ir_cost_neg(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 1); }
+void ir_cost_div(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 4); }
+void ir_cost_expand(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 1); }
+void ir_cost_max_unpool(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
+void ir_cost_cast(const ir_graph *g, const ir_node *n, ir_cost *c) {
+  eltwise(g, n, c, 3);
+  c->bytes = numel(g, n->in[0]) * ir_dtype_size(g->values[n->in[0]].dtype) + numel(g, n->out) * ir_dtype_size(g->values[n->out].dtype);
+}
+void ir_cost_reduce(const ir_graph *g, const ir_node *n, ir_cost *c) {
+  c->flops = numel(g, n->in[0]);
+  c->bytes = io_bytes(g, n);
+}
 void ir_cost_lrn(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 2.0 * n->attr.lrn.size + 20); }
 void ir_cost_channel_shuffle(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
 void ir_cost_slice(const ir_graph *g, const ir_node *n, ir_cost *c) { eltwise(g, n, c, 0); }
@@ -66,6 +80,7 @@ static void pool(const ir_graph *g, const ir_node *n, ir_cost *c) {
   c->bytes = io_bytes(g, n);
 }
 void ir_cost_maxpool(const ir_graph *g, const ir_node *n, ir_cost *c) { pool(g, n, c); }
+void ir_cost_maxpool_index(const ir_graph *g, const ir_node *n, ir_cost *c) { pool(g, n, c); }
 void ir_cost_avgpool(const ir_graph *g, const ir_node *n, ir_cost *c) { pool(g, n, c); }
 void ir_cost_global_avgpool(const ir_graph *g, const ir_node *n, ir_cost *c) {
   c->flops = numel(g, n->in[0]);

@@ -161,6 +161,7 @@ int ir_add_node(ir_graph *g, ir_op op, const char *name, ir_loc loc, const int *
   g->n_nodes++;
   ir_value *v = new_value(g, name, IR_VAL_ACT, IR_F32, s);
   if (op == IR_OP_narrow16) v->dtype = n->attr.narrow16.format == IR_HALF_FP16 ? IR_F16 : IR_BF16; /* 16-bit storage */
+  if (op == IR_OP_cast) v->dtype = (ir_dtype)n->attr.cast.to; /* an integer graph output (docs/onnx.md) */
   v->producer = n->id;
   g->nodes[n->id].out = v->id;
   return v->id;

@@ -38,7 +38,7 @@ int ir_diag_set(ir_diag *d, ir_loc loc, const char *layer, const char *fmt, ...)
 void ir_diag_print(const ir_diag *d, FILE *f);
 
 /* ---- types ---------------------------------------------------------------------------- */
-typedef enum ir_dtype { IR_F32 = 0, IR_BF16 = 1, IR_F16 = 2, IR_U8 = 3, IR_I32 = 4 } ir_dtype;
+typedef enum ir_dtype { IR_F32 = 0, IR_BF16 = 1, IR_F16 = 2, IR_U8 = 3, IR_I32 = 4, IR_I8 = 5, IR_I64 = 6 } ir_dtype;
 const char *ir_dtype_name(ir_dtype t);
 size_t ir_dtype_size(ir_dtype t);
 
@@ -78,6 +78,8 @@ typedef struct ir_conv2d_attr {
   int pad[4];      /* top, left, bottom, right */
   int dilation[2];
   int groups;      /* 1 dense, Cin for depthwise */
+  int exact;       /* integer operands (ONNX ConvInteger): only routes whose sums are exact
+                    * in f32 below 2^24 (not Winograd, whose transforms round) */
 } ir_conv2d_attr;
 typedef struct ir_batchnorm_attr {
   float eps, momentum; /* running = (1-momentum)*running + momentum*batch (PyTorch convention) */
@@ -88,7 +90,10 @@ typedef struct ir_pool_attr {
   int kernel[2], stride[2], pad[4];
   int count_include_pad; /* avgpool only */
   int ceil_mode;
+  int dilation[2];       /* maxpool, maxpool_index and maxpool_grad only; 0 means 1 (ir_pool_dilation) */
+  int storage_order;     /* maxpool_index only: 1 = column-major indices (plane + x*H + y, ONNX) */
 } ir_pool_attr;
+static inline int ir_pool_dilation(const ir_pool_attr *a, int i) { return a->dilation[i] > 0 ? a->dilation[i] : 1; }
 typedef struct ir_dense_attr { int units; } ir_dense_attr;
 typedef struct ir_concat_attr { int axis; } ir_concat_attr;
 typedef struct ir_shuffle_attr { int groups; } ir_shuffle_attr; /* channel_shuffle; groups divides C */
@@ -118,6 +123,22 @@ float ir_clip_f32(float x, float lo, float hi);
 float ir_hardsigmoid_f32(float x, float alpha, float beta);
 #define IR_HARDSWISH_ALPHA (1.0f / 6.0f)
 #define IR_HARDSWISH_BETA 0.5f
+/* reduce (and reduce_max_grad): mode over the dims where shape has 1 and x has more. */
+typedef enum ir_reduce_mode { IR_REDUCE_SUM = 0, IR_REDUCE_MEAN = 1, IR_REDUCE_MAX = 2 } ir_reduce_mode;
+typedef struct ir_reduce_attr { ir_shape shape; int mode; /* ir_reduce_mode; max: NaN wins */ } ir_reduce_attr;
+/* expand: y = scale * x broadcast to shape (scale 0 means 1, as zeroed attributes are). */
+typedef struct ir_expand_attr { ir_shape shape; float scale; } ir_expand_attr;
+static inline float ir_expand_scale(const ir_expand_attr *a) { return a->scale != 0.0f ? a->scale : 1.0f; }
+/* cast (docs/onnx.md "Integer tensors"): integer tensors of ONNX models travel as f32 values
+ * that are exact integers.  to: the result's dtype (f32, or an integer storage dtype u8, i8,
+ * i32, i64 for a graph output); wrap: the integer type (u8, i8, i32, i64) whose arithmetic the
+ * value follows, or f32 for none.  An integer-dtype x becomes its f32 value.  An f32 x with an
+ * integer wrap or to becomes ir_cast_f32(x, type): truncated toward 0, then wrapped modulo 2^8
+ * into u8 / i8 or saturated to the i32 / i64 range; NaN and infinities give 0. */
+typedef struct ir_cast_attr { int to, wrap; /* ir_dtype */ } ir_cast_attr;
+float ir_cast_f32(float x, int type);
+#define IR_F32_EXACT_INT ((int64_t)1 << 24) /* every integer of magnitude up to this is an exact f32 */
+int ir_dtype_is_int(int t); /* u8, i8, i32, i64 */
 typedef struct ir_xent_attr { float label_smoothing; } ir_xent_attr;
 typedef struct ir_dropout_attr { float rate; int training; uint64_t seed; } ir_dropout_attr;
 typedef struct ir_reshape_attr { ir_shape shape; /* full target shape incl. batch; one dim may be -1 */ } ir_reshape_attr;

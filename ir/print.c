@@ -16,6 +16,7 @@ static void print_conv2d(FILE *f, const ir_attr *u) {
   p_ints(f, "pad", a->pad, 4);
   p_ints(f, "dilation", a->dilation, 2);
   fprintf(f, " groups=%d", a->groups);
+  if (a->exact) fprintf(f, " exact");
 }
 static void print_batchnorm(FILE *f, const ir_attr *u) {
   fprintf(f, " eps=%g momentum=%g training=%d", u->batchnorm.eps, u->batchnorm.momentum, u->batchnorm.training);
@@ -29,6 +30,23 @@ static void print_pool(FILE *f, const ir_attr *u) {
   p_ints(f, "stride", a->stride, 2);
   p_ints(f, "pad", a->pad, 4);
   fprintf(f, " ceil_mode=%d count_include_pad=%d", a->ceil_mode, a->count_include_pad);
+  if (ir_pool_dilation(a, 0) != 1 || ir_pool_dilation(a, 1) != 1)
+    fprintf(f, " dilation=[%d,%d]", ir_pool_dilation(a, 0), ir_pool_dilation(a, 1));
+  if (a->storage_order) fprintf(f, " storage_order=%d", a->storage_order);
+}
+static void print_reduce(FILE *f, const ir_attr *u) {
+  static const char *const modes[] = {"sum", "mean", "max"};
+  char buf[96];
+  unsigned m = (unsigned)u->reduce.mode;
+  fprintf(f, " mode=%s shape=%s", m < 3 ? modes[m] : "?", ir_shape_str(&u->reduce.shape, buf, sizeof buf));
+}
+static void print_expand(FILE *f, const ir_attr *u) {
+  char buf[96];
+  fprintf(f, " shape=%s", ir_shape_str(&u->expand.shape, buf, sizeof buf));
+  if (ir_expand_scale(&u->expand) != 1.0f) fprintf(f, " scale=%.9g", ir_expand_scale(&u->expand));
+}
+static void print_cast(FILE *f, const ir_attr *u) {
+  fprintf(f, " to=%s wrap=%s", ir_dtype_name((ir_dtype)u->cast.to), ir_dtype_name((ir_dtype)u->cast.wrap));
 }
 static void print_dense(FILE *f, const ir_attr *u) { fprintf(f, " units=%d", u->dense.units); }
 static void print_shuffle(FILE *f, const ir_attr *u) { fprintf(f, " groups=%d", u->channel_shuffle.groups); }

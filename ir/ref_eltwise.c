@@ -93,7 +93,7 @@ static int64_t broadcast_index(const ir_shape *a, const int64_t st[IR_MAX_RANK],
   return j;
 }
 
-typedef enum { BIN_ADD, BIN_MUL } binop;
+typedef enum { BIN_ADD, BIN_MUL, BIN_DIV } binop;
 
 static void binary(const ir_graph *g, const ir_node *n, const float *const *in, float *out, binop op) {
   const ir_shape *as = ref_in_shape(g, n, 0), *bs = ref_in_shape(g, n, 1);
@@ -101,7 +101,7 @@ static void binary(const ir_graph *g, const ir_node *n, const float *const *in, 
   broadcast_strides(as, bs, st);
   for (int64_t i = 0; i < k; i++) {
     float b = in[1][broadcast_index(as, st, i)];
-    out[i] = op == BIN_ADD ? in[0][i] + b : in[0][i] * b;
+    out[i] = op == BIN_ADD ? in[0][i] + b : op == BIN_MUL ? in[0][i] * b : in[0][i] / b;
   }
 }
 
@@ -112,6 +112,45 @@ void ir_ref_add(const ir_graph *g, const ir_node *n, const float *const *in, flo
 
 void ir_ref_mul(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
   binary(g, n, in, out, BIN_MUL);
+}
+
+/* in[0] / in[1] (IEEE f32 division: x/0 is +-inf, 0/0 NaN). */
+void ir_ref_div(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  binary(g, n, in, out, BIN_DIV);
+}
+
+/* Strides of x's elements seen through the larger shape s of the same rank (0 where x has
+ * size 1): expand's reading of x. */
+static void expand_strides(const ir_shape *s, const ir_shape *x, int64_t st[IR_MAX_RANK]) {
+  int64_t k = 1;
+  for (int d = s->rank - 1; d >= 0; d--) {
+    st[d] = x->dim[d] == 1 ? 0 : k;
+    k *= x->dim[d];
+  }
+}
+
+/* in: x; out [attr shape] = scale * x broadcast. */
+void ir_ref_expand(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  const ir_shape *ys = ref_out_shape(g, n);
+  int64_t st[IR_MAX_RANK], k = ir_shape_numel(ys);
+  float scale = ir_expand_scale(&n->attr.expand);
+  expand_strides(ys, ref_in_shape(g, n, 0), st);
+  for (int64_t i = 0; i < k; i++) out[i] = in[0][broadcast_index(ys, st, i)] * scale;
+}
+
+REF_VECTORIZE void ir_ref_exp(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = out_numel(g, n);
+  for (int64_t i = 0; i < k; i++) out[i] = (float)exp((double)in[0][i]);
+}
+
+REF_VECTORIZE void ir_ref_sqrt(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = out_numel(g, n);
+  for (int64_t i = 0; i < k; i++) out[i] = sqrtf(in[0][i]); /* correctly rounded (IEEE), NaN below 0 */
+}
+
+REF_VECTORIZE void ir_ref_neg(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  int64_t k = out_numel(g, n);
+  for (int64_t i = 0; i < k; i++) out[i] = -in[0][i];
 }
 
 /* Dropout mask: element i (row-major index in the whole tensor) is kept iff

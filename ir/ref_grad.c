@@ -281,8 +281,8 @@ static pwin pool_window(const ir_pool_attr *a, int64_t h, int64_t w, int64_t oy,
 
 /* The backward of max or average pooling with attributes a: out dx [N,C,H,W] (the node's
  * result) from dy = in[0] [N,C,OH,OW] and, for max, x = in[1]; each window's dy goes
- *   max: to the first maximum of the window (scan order y then x, as max_reduce in
- *        ref_pool.c), the element the forward kernel picked;
+ *   max: to the element the forward picked (ir_ref_pool_argmax: the first maximum, scan
+ *        order y then x);
  *   avg: divided by the window's count, to each of its real pixels. */
 static void pool_grad(const ir_graph *g, const ir_node *n, const ir_pool_attr *a, int is_max, const float *const *in,
                       float *out) {
@@ -294,16 +294,8 @@ static void pool_grad(const ir_graph *g, const ir_node *n, const ir_pool_attr *a
       for (int64_t ox = 0; ox < ow; ox++) {
         pwin wi = pool_window(a, h, w, oy, ox);
         double dy = in[0][(p * oh + oy) * ow + ox], *dx = acc + p * h * w;
-        if (is_max) {
-          const float *x = in[1] + p * h * w;
-          float m = -INFINITY;
-          int64_t at = -1;
-          for (int64_t y = wi.y0; y < wi.y1; y++)
-            for (int64_t xx = wi.x0; xx < wi.x1; xx++)
-              if (x[y * w + xx] > m || isnan(x[y * w + xx])) { /* the forward's test */
-                m = x[y * w + xx];
-                at = y * w + xx;
-              }
+        if (is_max) { /* the forward's pick (dilated windows too) */
+          int64_t at = ir_ref_pool_argmax(a, in[1] + p * h * w, h, w, oy, ox);
           if (at >= 0) dx[at] += dy;
           continue;
         }

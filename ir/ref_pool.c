@@ -1,5 +1,5 @@
-/* ref_pool.c — reference pooling with PyTorch semantics: maxpool (padding is -inf, so only
- * real pixels compete), avgpool (count_include_pad, windows clipped like ATen's
+/* ref_pool.c — reference pooling with PyTorch semantics: maxpool and maxpool_index (padding is
+ * -inf, so only real pixels compete; dilated windows), avgpool (count_include_pad, windows clipped like ATen's
  * avg_pool2d, ceil_mode through the result shape) and global average pooling. */
 #include <math.h>
 
@@ -41,12 +41,41 @@ static void pool_run(const ir_graph *g, const ir_node *n, const ir_pool_attr *a,
         out[(p * oh + oy) * ow + ox] = reduce(a, x + p * h * w, w, pool_window(a, h, w, oy, ox));
 }
 
-static float max_reduce(const ir_pool_attr *a, const float *plane, int64_t w, pool_win p) {
+/* The element max pooling picks in window (oy, ox) of an h x w plane: the window's pixels
+ * (ky, kx) at (oy*sh - pad_top + ky*dh, ox*sw - pad_left + kx*dw) inside the plane, scanned
+ * y then x; a pixel wins if it is greater than the best so far or NaN (so the first maximum,
+ * or the last NaN).  Its index y*w + x in the plane, -1 if the window holds no pixel. */
+int64_t ir_ref_pool_argmax(const ir_pool_attr *a, const float *plane, int64_t h, int64_t w, int64_t oy, int64_t ox) {
+  int64_t ys = oy * a->stride[0] - a->pad[0], xs = ox * a->stride[1] - a->pad[1], at = -1;
+  int dh = ir_pool_dilation(a, 0), dw = ir_pool_dilation(a, 1);
   float m = -INFINITY;
-  for (int64_t y = p.y0; y < p.y1; y++)
-    for (int64_t x = p.x0; x < p.x1; x++)
-      if (plane[y * w + x] > m || isnan(plane[y * w + x])) m = plane[y * w + x];
-  return m;
+  for (int ky = 0; ky < a->kernel[0]; ky++) {
+    int64_t y = ys + (int64_t)ky * dh;
+    if (y < 0 || y >= h) continue;
+    for (int kx = 0; kx < a->kernel[1]; kx++) {
+      int64_t x = xs + (int64_t)kx * dw;
+      if (x < 0 || x >= w) continue;
+      float v = plane[y * w + x];
+      if (v > m || isnan(v)) m = v, at = y * w + x;
+    }
+  }
+  return at;
+}
+
+/* in: x [N,C,H,W]; out [N,C,OH,OW]: the picked element (-inf for a window of no pixel). */
+static void max_run(const ir_graph *g, const ir_node *n, const float *x, float *out, int index) {
+  const ir_pool_attr *a = &n->attr.maxpool;
+  const ir_shape *xs = ref_in_shape(g, n, 0), *ys = ref_out_shape(g, n);
+  int64_t planes = xs->dim[0] * xs->dim[1], h = xs->dim[2], w = xs->dim[3], oh = ys->dim[2], ow = ys->dim[3];
+  for (int64_t p = 0; p < planes; p++)
+    for (int64_t oy = 0; oy < oh; oy++)
+      for (int64_t ox = 0; ox < ow; ox++) {
+        int64_t at = ir_ref_pool_argmax(a, x + p * h * w, h, w, oy, ox);
+        float *o = &out[(p * oh + oy) * ow + ox];
+        if (index && at >= 0 && a->storage_order) at = at % w * h + at / w; /* column-major */
+        if (index) *o = at < 0 ? -1.0f : (float)(p * h * w + at);
+        else *o = at < 0 ? -INFINITY : x[p * h * w + at];
+      }
 }
 
 static float avg_reduce(const ir_pool_attr *a, const float *plane, int64_t w, pool_win p) {
@@ -59,7 +88,14 @@ static float avg_reduce(const ir_pool_attr *a, const float *plane, int64_t w, po
 
 /* in: x [N,C,H,W]; out [N,C,OH,OW]. */
 void ir_ref_maxpool(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
-  pool_run(g, n, &n->attr.maxpool, in[0], out, max_reduce);
+  max_run(g, n, in[0], out, 0);
+}
+
+/* in: x [N,C,H,W]; out [N,C,OH,OW]: the flat index in x of each window's picked element
+ * ((n*C + c)*H + y)*W + x (storage_order 1: (n*C + c)*H*W + x*H + y), an exact f32 integer (x has
+ * at most 2^24 elements). */
+void ir_ref_maxpool_index(const ir_graph *g, const ir_node *n, const float *const *in, float *out) {
+  max_run(g, n, in[0], out, 1);
 }
 
 /* in: x [N,C,H,W]; out [N,C,OH,OW]. */

@@ -19,6 +19,9 @@
 #define REF_VECTORIZE
 #endif
 
+/* ref_pool.c: the plane index of the element maxpool picks in window (oy, ox), or -1. */
+int64_t ir_ref_pool_argmax(const ir_pool_attr *a, const float *plane, int64_t h, int64_t w, int64_t oy, int64_t ox);
+
 /* Shape of operand i of n. */
 static inline const ir_shape *ref_in_shape(const ir_graph *g, const ir_node *n, int i) {
   return &g->values[n->in[i]].shape;

@@ -98,6 +98,9 @@ static int same_shape(const ir_graph *g, const ir_node *n, ir_shape *out) {
 }
 int ir_infer_relu(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
 int ir_infer_sigmoid(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
+int ir_infer_exp(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
+int ir_infer_sqrt(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
+int ir_infer_neg(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return same_shape(g, n, out); }
 int ir_infer_clip(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   if (!(n->attr.clip.lo <= n->attr.clip.hi)) return FAIL(d, "clip bounds must satisfy lo <= hi (got %g, %g)", n->attr.clip.lo, n->attr.clip.hi);
   return same_shape(g, n, out);
@@ -143,6 +146,7 @@ static int infer_broadcast(const ir_graph *g, const ir_node *n, ir_shape *out, i
   return 0;
 }
 int ir_infer_add(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_broadcast(g, n, out, d); }
+int ir_infer_div(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_broadcast(g, n, out, d); }
 int ir_infer_mul(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_broadcast(g, n, out, d); }
 
 static int infer_pool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
@@ -152,11 +156,14 @@ static int infer_pool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_dia
   if (a->kernel[0] < 1 || a->kernel[1] < 1 || a->stride[0] < 1 || a->stride[1] < 1)
     return FAIL(d, "kernel and stride must be >= 1");
   for (int i = 0; i < 4; i++) /* every window overlaps the input (ONNX allows pads over half the kernel) */
-    if (a->pad[i] < 0 || a->pad[i] >= a->kernel[i & 1])
-      return FAIL(d, "padding must be >= 0 and less than the kernel");
+    if (a->pad[i] < 0 || a->pad[i] >= (int64_t)(a->kernel[i & 1] - 1) * ir_pool_dilation(a, i & 1) + 1)
+      return FAIL(d, "padding must be >= 0 and less than the (dilated) kernel");
+  if (n->op == IR_OP_avgpool && (ir_pool_dilation(a, 0) != 1 || ir_pool_dilation(a, 1) != 1))
+    return FAIL(d, "avgpool has no dilation");
+  if (a->storage_order && n->op != IR_OP_maxpool_index) return FAIL(d, "storage_order is maxpool_index's");
   const ir_shape *x = X(0);
-  int64_t oh = window_out(x->dim[2], a->kernel[0], a->stride[0], a->pad[0], a->pad[2], 1, a->ceil_mode);
-  int64_t ow = window_out(x->dim[3], a->kernel[1], a->stride[1], a->pad[1], a->pad[3], 1, a->ceil_mode);
+  int64_t oh = window_out(x->dim[2], a->kernel[0], a->stride[0], a->pad[0], a->pad[2], ir_pool_dilation(a, 0), a->ceil_mode);
+  int64_t ow = window_out(x->dim[3], a->kernel[1], a->stride[1], a->pad[1], a->pad[3], ir_pool_dilation(a, 1), a->ceil_mode);
   if (oh < 1 || ow < 1)
     return FAIL(d, "pool window %dx%d does not fit input %s", a->kernel[0], a->kernel[1],
                        ir_shape_str(x, b1, sizeof b1));
@@ -164,6 +171,14 @@ static int infer_pool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_dia
   return 0;
 }
 int ir_infer_maxpool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_pool(g, n, out, d); }
+/* The indices are f32 values: exact integers only below 2^24. */
+int ir_infer_maxpool_index(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  if (infer_pool(g, n, out, d)) return -1;
+  if (ir_shape_numel(X(0)) > IR_F32_EXACT_INT)
+    return FAIL(d, "maxpool_index: the input has %lld elements; its flat indices are exact f32 values only up to 2^24",
+                (long long)ir_shape_numel(X(0)));
+  return 0;
+}
 int ir_infer_avgpool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_pool(g, n, out, d); }
 
 int ir_infer_global_avgpool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
@@ -334,4 +349,64 @@ int ir_infer_widen16(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag
   ir_dtype want = n->attr.widen16.format == IR_HALF_FP16 ? IR_F16 : IR_BF16;
   if (g->values[n->in[0]].dtype != want) return FAIL(d, "widen16 reads a %s value", ir_dtype_name(want));
   return infer_store16(g, n, out, d);
+}
+
+/* reduce: attr shape has x's rank, each dim x's or 1 (the reduced dims); mode sum, mean, max. */
+int ir_infer_reduce(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_reduce_attr *a = &n->attr.reduce;
+  char b1[96], b2[96];
+  if (a->mode != IR_REDUCE_SUM && a->mode != IR_REDUCE_MEAN && a->mode != IR_REDUCE_MAX)
+    return FAIL(d, "reduce mode %d (sum 0, mean 1, max 2)", a->mode);
+  int ok = a->shape.rank == X(0)->rank;
+  for (int i = 0; ok && i < a->shape.rank; i++) ok = a->shape.dim[i] == 1 || a->shape.dim[i] == X(0)->dim[i];
+  if (!ok)
+    return FAIL(d, "cannot reduce %s to %s (same rank, dims equal or 1)", ir_shape_str(X(0), b1, sizeof b1),
+                ir_shape_str(&a->shape, b2, sizeof b2));
+  *out = a->shape;
+  return 0;
+}
+
+/* expand: x's dims equal the shape's or 1 (the same rank); a finite scale. */
+int ir_infer_expand(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_expand_attr *a = &n->attr.expand;
+  char b1[96], b2[96];
+  if (!isfinite(a->scale)) return FAIL(d, "expand scale must be finite");
+  int ok = a->shape.rank == X(0)->rank && a->shape.rank >= 1;
+  for (int i = 0; ok && i < a->shape.rank; i++) ok = a->shape.dim[i] >= 1 && (X(0)->dim[i] == 1 || a->shape.dim[i] == X(0)->dim[i]);
+  if (!ok)
+    return FAIL(d, "cannot expand %s to %s (same rank, each dim equal or 1)", ir_shape_str(X(0), b1, sizeof b1),
+                ir_shape_str(&a->shape, b2, sizeof b2));
+  *out = a->shape;
+  return 0;
+}
+
+/* max_unpool: x and idx of one shape; the result attr shape (at most 2^24 elements: the flat
+ * indices are f32 values). */
+int ir_infer_max_unpool(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_shape *s = &n->attr.max_unpool.shape;
+  char b1[96], b2[96];
+  if (!ir_shape_eq(X(0), X(1)))
+    return FAIL(d, "max_unpool: x %s and the indices %s differ in shape", ir_shape_str(X(0), b1, sizeof b1), ir_shape_str(X(1), b2, sizeof b2));
+  if (s->rank < 1 || s->rank > IR_MAX_RANK) return FAIL(d, "max_unpool needs the result's shape");
+  for (int i = 0; i < s->rank; i++)
+    if (s->dim[i] < 1) return FAIL(d, "max_unpool: result dims must be >= 1");
+  if (ir_shape_numel(s) > IR_F32_EXACT_INT) return FAIL(d, "max_unpool: the result has over 2^24 elements (f32 indices)");
+  if (s->dim[0] != X(0)->dim[0]) return FAIL(d, "max_unpool: the result keeps x's dim 0");
+  *out = *s;
+  return 0;
+}
+
+int ir_dtype_is_int(int t) { return t == IR_U8 || t == IR_I8 || t == IR_I32 || t == IR_I64; }
+
+/* cast: an integer-dtype x (not i64) to f32 (wrap none); an f32 x to f32 wrapped as u8 or i8,
+ * or to an integer storage dtype (wrap that dtype or none). */
+int ir_infer_cast(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_cast_attr *a = &n->attr.cast;
+  int xt = g->values[n->in[0]].dtype;
+  int ok = xt == IR_F32 ? (a->to == IR_F32 ? a->wrap == IR_U8 || a->wrap == IR_I8 : ir_dtype_is_int(a->to) && (a->wrap == IR_F32 || a->wrap == a->to))
+                        : ir_dtype_is_int(xt) && xt != IR_I64 && a->to == IR_F32 && a->wrap == IR_F32;
+  if (!ok)
+    return FAIL(d, "cast of %s to %s with wrap %s is not a conversion cast has (integer to f32; f32 to f32 wrapped "
+                "as u8 or i8; f32 to an integer dtype)", ir_dtype_name((ir_dtype)xt), ir_dtype_name((ir_dtype)a->to), ir_dtype_name((ir_dtype)a->wrap));
+  return same_shape(g, n, out);
 }

@@ -90,6 +90,17 @@ int ir_infer_slice_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_d
 }
 int ir_infer_softmax_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
 int ir_infer_log_softmax_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) { return infer_dy_x(g, n, out, d); }
+/* dy (the reduce's result shape), x, y = reduce max of x -> dx (x's shape). */
+int ir_infer_reduce_max_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
+  const ir_reduce_attr *a = &n->attr.reduce_max_grad;
+  if (a->mode != IR_REDUCE_MAX) return FAIL(d, "reduce_max_grad: mode must be max");
+  if (!ir_shape_eq(X(0), &a->shape) || !ir_shape_eq(X(2), &a->shape)) return FAIL(d, "reduce_max_grad: dy and y must have the reduced shape");
+  int ok = X(1)->rank == a->shape.rank;
+  for (int i = 0; ok && i < a->shape.rank; i++) ok = a->shape.dim[i] == 1 || a->shape.dim[i] == X(1)->dim[i];
+  if (!ok) return FAIL(d, "reduce_max_grad: x does not reduce to the shape");
+  *out = *X(1);
+  return 0;
+}
 
 static int infer_pool_grad(const ir_graph *g, const ir_node *n, ir_shape *out, ir_diag *d) {
   const ir_pool_grad_attr *a = &n->attr.maxpool_grad;
@@ -261,6 +272,7 @@ void ir_cost_dense_grad_weight(const ir_graph *g, const ir_node *n, ir_cost *c) 
 }
 void ir_cost_softmax_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 4); }
 void ir_cost_log_softmax_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 12); }
+void ir_cost_reduce_max_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 2); }
 void ir_cost_softmax_xent_grad(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 6); }
 void ir_cost_sgd_update(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 5); }
 void ir_cost_momentum_acc(const ir_graph *g, const ir_node *n, ir_cost *c) { per_elem(g, n, c, n->out, 4); }

@@ -13,6 +13,9 @@ static int verify_node(const ir_graph *g, const ir_node *n, ir_diag *d) {
     if (v < 0 || v >= g->n_values) return ir_diag_set(d, n->loc, n->name, "verifier: operand %d out of range", k);
     int p = g->values[v].producer;
     if (p >= n->id) return ir_diag_set(d, n->loc, n->name, "verifier: operand %%%s is produced later", g->values[v].name);
+    if (ir_dtype_is_int(g->values[v].dtype) && n->op != IR_OP_cast && !(n->op == IR_OP_normalize && g->values[v].dtype == IR_U8))
+      return ir_diag_set(d, n->loc, n->name, "verifier: %s reads the %s value %%%s (integers are read by cast only)", ir_ops[n->op].name,
+                         ir_dtype_name(g->values[v].dtype), g->values[v].name);
   }
   if (n->out < 0 || n->out >= g->n_values || g->values[n->out].producer != n->id)
     return ir_diag_set(d, n->loc, n->name, "verifier: result value does not point back to the node");
@@ -38,8 +41,9 @@ static int verify_values(const ir_graph *g, ir_diag *d) {
     if (v->kind == IR_VAL_PARAM && !v->data) return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: param without data");
     if (v->kind == IR_VAL_ACT && v->dtype != IR_F32 &&
         !(v->producer >= 0 && (g->nodes[v->producer].op == IR_OP_narrow16 || /* 16-bit storage (store16.c) */
-                               g->nodes[v->producer].op == IR_OP_round16 || g->nodes[v->producer].op == IR_OP_maxpool)))
-      return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: activations are f32 in the IR (16-bit only as narrow16, round16 or maxpool results)");
+                               g->nodes[v->producer].op == IR_OP_round16 || g->nodes[v->producer].op == IR_OP_maxpool ||
+                               (g->nodes[v->producer].op == IR_OP_cast && (int)v->dtype == g->nodes[v->producer].attr.cast.to))))
+      return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: activations are f32 in the IR (16-bit only as narrow16, round16 or maxpool results; integers as cast results)");
     if (ir_find_value(g, v->name) != i)
       return ir_diag_set(d, (ir_loc){0}, v->name, "verifier: duplicate or unindexed value name");
   }

@@ -380,6 +380,68 @@ int pass_grad_normalize(pass_ad *ad, const ir_node *n, int dy) {
   return pass_grad_give(ad, n, 0, "dx", IR_OP_mul, in, 2, NULL);
 }
 
+/* exp: dx = dy * y; sqrt: dx = dy / (y + y); neg: dx = -dy. */
+int pass_grad_exp(pass_ad *ad, const ir_node *n, int dy) {
+  int in[2] = {dy, n->out};
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_mul, in, 2, NULL);
+}
+int pass_grad_sqrt(pass_ad *ad, const ir_node *n, int dy) {
+  if (!pass_grad_needed(ad, n, 0)) return 0;
+  int yy[2] = {n->out, n->out}, t = pass_grad_node(ad, n, "two_y", IR_OP_add, yy, 2, NULL);
+  int in[2] = {dy, t};
+  return t < 0 ? -1 : pass_grad_give(ad, n, 0, "dx", IR_OP_div, in, 2, NULL);
+}
+int pass_grad_neg(pass_ad *ad, const ir_node *n, int dy) { return pass_grad_give(ad, n, 0, "dx", IR_OP_neg, &dy, 1, NULL); }
+
+/* y = a / b: da = dy / b (b broadcast as in the forward); db = reduce(-(dy * y) / b). */
+int pass_grad_div(pass_ad *ad, const ir_node *n, int dy) {
+  int in_a[2] = {dy, n->in[1]};
+  if (pass_grad_give(ad, n, 0, "da", IR_OP_div, in_a, 2, NULL)) return -1;
+  if (!pass_grad_needed(ad, n, 1)) return 0;
+  int m[2] = {dy, n->out}, t = pass_grad_node(ad, n, "dy_y", IR_OP_mul, m, 2, NULL);
+  int q[2] = {t, n->in[1]}, u = t < 0 ? -1 : pass_grad_node(ad, n, "dy_y_b", IR_OP_div, q, 2, NULL);
+  int v = u < 0 ? -1 : pass_grad_node(ad, n, "db_full", IR_OP_neg, &u, 1, NULL);
+  return v < 0 ? -1 : give_reduced(ad, n, 1, v);
+}
+
+/* sum: dy expanded back to x's shape; mean: the same times 1/group size; max: dy to each
+ * group's first maximum (reduce_max_grad). */
+int pass_grad_reduce(pass_ad *ad, const ir_node *n, int dy) {
+  const ir_reduce_attr *r = &n->attr.reduce;
+  ir_shape xs = SHAPE_OF(ad, n->in[0]);
+  if (r->mode == IR_REDUCE_MAX) {
+    ir_attr a = {.reduce_max_grad = *r};
+    int in[3] = {dy, n->in[0], n->out};
+    return pass_grad_give(ad, n, 0, "dx", IR_OP_reduce_max_grad, in, 3, &a);
+  }
+  ir_attr a = {0};
+  a.expand.shape = xs;
+  a.expand.scale = r->mode == IR_REDUCE_MEAN ? (float)(1.0 / (double)(ir_shape_numel(&xs) / ir_shape_numel(&r->shape))) : 1.0f;
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_expand, &dy, 1, &a);
+}
+
+/* expand (scale 1, the forward op): dx = dy summed over the expanded dims. */
+int pass_grad_expand(pass_ad *ad, const ir_node *n, int dy) {
+  if (ir_expand_scale(&n->attr.expand) != 1.0f)
+    return pass_grad_fail(ad, n, "expand with a scale is the backward op of a mean and has no gradient rule");
+  ir_attr a = {0};
+  a.reduce.shape = SHAPE_OF(ad, n->in[0]);
+  a.reduce.mode = IR_REDUCE_SUM;
+  return pass_grad_give(ad, n, 0, "dx", IR_OP_reduce, &dy, 1, &a);
+}
+
+/* Integer-valued results (docs/onnx.md "Integer tensors", MaxPool's indices, MaxUnpool's
+ * scatter by run-time indices): inference only, an error naming the node in training. */
+int pass_grad_maxpool_index(pass_ad *ad, const ir_node *n, int dy) {
+  return pass_grad_fail(ad, n, "maxpool_index (MaxPool's Indices output) is inference-only: it has no gradient");
+}
+int pass_grad_max_unpool(pass_ad *ad, const ir_node *n, int dy) {
+  return pass_grad_fail(ad, n, "max_unpool (ONNX MaxUnpool) is inference-only: it has no gradient rule");
+}
+int pass_grad_cast(pass_ad *ad, const ir_node *n, int dy) {
+  return pass_grad_fail(ad, n, "cast (an integer tensor, docs/onnx.md) is inference-only: integer values have no gradient");
+}
+
 /* Backward and optimizer ops: no second-order gradients. */
 #define NO_RULE(op)                                                                            \
   int pass_grad_##op(pass_ad *ad, const ir_node *n, int dy) {                                  \
@@ -389,7 +451,7 @@ int pass_grad_quantize8(pass_ad *ad, const ir_node *n, int dy) {
   return pass_grad_fail(ad, n, "quantize8 (--precision int8) is inference-only: an int8 model does not train");
 }
 NO_RULE(conv2d_grad_input) NO_RULE(conv2d_grad_weight) NO_RULE(reduce_sum) NO_RULE(relu_grad)
-NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(leaky_relu_grad) NO_RULE(lrn_grad) NO_RULE(log_softmax_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
+NO_RULE(sigmoid_grad) NO_RULE(swish_grad) NO_RULE(clip_grad) NO_RULE(hardsigmoid_grad) NO_RULE(hardswish_grad) NO_RULE(leaky_relu_grad) NO_RULE(lrn_grad) NO_RULE(log_softmax_grad) NO_RULE(reduce_max_grad) NO_RULE(maxpool_grad) NO_RULE(avgpool_grad)
 NO_RULE(global_avgpool_grad) NO_RULE(batchnorm_grad_input) NO_RULE(batchnorm_grad_gamma)
 NO_RULE(groupnorm_grad_input) NO_RULE(groupnorm_grad_gamma) NO_RULE(dense_grad_input)
 NO_RULE(dense_grad_weight) NO_RULE(softmax_grad) NO_RULE(softmax_xent_grad) NO_RULE(sgd_update)

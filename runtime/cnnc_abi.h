@@ -12,7 +12,10 @@
 #define CNNC_ABI_VERSION 1u
 #define CNNC_ABI_SYMBOL "cnnc_model_v1"
 
-enum cnnc_abi_dtype { CNNC_ABI_F32 = 0, CNNC_ABI_BF16 = 1, CNNC_ABI_F16 = 2, CNNC_ABI_U8 = 3, CNNC_ABI_I32 = 4 };
+enum cnnc_abi_dtype {
+  CNNC_ABI_F32 = 0, CNNC_ABI_BF16 = 1, CNNC_ABI_F16 = 2, CNNC_ABI_U8 = 3, CNNC_ABI_I32 = 4,
+  CNNC_ABI_I8 = 5, CNNC_ABI_I64 = 6 /* integer ONNX tensors' inputs / outputs (docs/onnx.md) */
+};
 
 /* A tensor that crosses the .so boundary: the model input, an output, or a tensor handed
  * from one shard to a later one.  Shapes include the micro-batch dimension.  Layout is the

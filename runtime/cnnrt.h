@@ -37,7 +37,7 @@ typedef enum cnnrt_status {
 } cnnrt_status;
 
 /* Same values as the compiler's dtypes. */
-typedef enum cnnrt_dtype { CNNRT_F32 = 0, CNNRT_BF16 = 1, CNNRT_F16 = 2, CNNRT_U8 = 3, CNNRT_I32 = 4 } cnnrt_dtype;
+typedef enum cnnrt_dtype { CNNRT_F32 = 0, CNNRT_BF16 = 1, CNNRT_F16 = 2, CNNRT_U8 = 3, CNNRT_I32 = 4, CNNRT_I8 = 5, CNNRT_I64 = 6 } cnnrt_dtype;
 
 typedef struct cnnrt_model cnnrt_model; /* opaque */
 
@@ -165,10 +165,13 @@ CNNRT_API int cnnrt_threads(const cnnrt_model *m, int shard);
 /* ---- inference -------------------------------------------------------------------------- */
 /* Runs n_batches micro-batches (device iterations) through the pipeline before returning.
  * input holds n_batches * cnnrt_input_bytes(m) bytes: n_batches * batch samples in the input
- * tensor's dtype (u8 or f32), read only.  output receives n_batches * cnnrt_output_bytes(m)
- * bytes: per micro-batch, every output in order (f32 logits for cnnc's models).  Both
- * buffers are the caller's and are used only during the call.  Sizes that do not match
- * return CNNRT_SHAPE_MISMATCH.  Serialised with other calls on m. */
+ * tensor's dtype (u8 or f32; an ONNX model's integer input u8, i8 or i32), read only.  output
+ * receives n_batches * cnnrt_output_bytes(m) bytes: per micro-batch, every output in order, each
+ * in its dtype (f32 logits for cnnc's models; an ONNX model's integer outputs u8, i8, i32 or
+ * i64).  Both buffers are the caller's and are used only during the call.  Sizes that do not
+ * match return CNNRT_SHAPE_MISMATCH; an i32 input value beyond +-2^24 (cnnc computes integers
+ * exactly in f32 up to there, docs/onnx.md) returns CNNRT_INVALID_ARGUMENT naming it.
+ * Serialised with other calls on m. */
 CNNRT_API cnnrt_status cnnrt_infer(cnnrt_model *m, const void *input, size_t input_bytes, void *output,
                                    size_t output_bytes, int n_batches);
 

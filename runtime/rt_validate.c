@@ -29,12 +29,14 @@ size_t rt_dtype_size(int32_t dtype) {
   case CNNC_ABI_F16: return 2;
   case CNNC_ABI_U8: return 1;
   case CNNC_ABI_I32: return 4;
+  case CNNC_ABI_I8: return 1;
+  case CNNC_ABI_I64: return 8;
   }
   return 0;
 }
 
 const char *rt_dtype_name(int32_t dtype) {
-  static const char *const names[] = {"f32", "bf16", "f16", "u8", "i32"};
+  static const char *const names[] = {"f32", "bf16", "f16", "u8", "i32", "i8", "i64"};
   return rt_dtype_size(dtype) ? names[dtype] : "?";
 }
 

@@ -60,7 +60,7 @@ static const optdef bench_opts[] = {
     {NULL, NULL, NULL}};
 static const optdef infer_opts[] = {
     {"--input", "FILE", "samples: raw (the input dtype, u8 or f32) or idx (MNIST format, .gz too)"},
-    {"--output", "FILE", "write the outputs as raw f32, [samples, ...] per output in order"},
+    {"--output", "FILE", "write the outputs raw, [samples, ...] per output in order, each in its dtype (f32; ONNX integers)"},
     {"--top", "K", "print the K best classes of each sample"},
     {"--labels", "FILE", "idx1 (or raw u8) labels: print the top-1 accuracy"},
     {"--format", "auto|raw|idx", "input file format (default auto)"},
@@ -398,11 +398,13 @@ void close_model(const opts *o, cnnrt_model *m) {
 }
 
 const char *dtype_name(cnnrt_dtype t) {
-  static const char *const names[] = {"f32", "bf16", "f16", "u8", "i32"};
-  return (unsigned)t < 5 ? names[t] : "?";
+  static const char *const names[] = {"f32", "bf16", "f16", "u8", "i32", "i8", "i64"};
+  return (unsigned)t < 7 ? names[t] : "?";
 }
 
-static size_t dtype_size(cnnrt_dtype t) { return t == CNNRT_U8 ? 1 : t == CNNRT_BF16 || t == CNNRT_F16 ? 2 : 4; }
+static size_t dtype_size(cnnrt_dtype t) {
+  return t == CNNRT_U8 || t == CNNRT_I8 ? 1 : t == CNNRT_BF16 || t == CNNRT_F16 ? 2 : t == CNNRT_I64 ? 8 : 4;
+}
 
 static void print_tensor(const char *what, const cnnrt_tensor_info *t) {
   printf("%-12s %s  %s [", what, t->name, dtype_name(t->dtype));

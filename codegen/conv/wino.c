@@ -168,7 +168,7 @@ int cg_conv_wino_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
   (void)kp;
   if (!cg_tune(c)->winograd) return 0;
   const cg_priv *pv = c->priv;
-  if (!pv || pv->train || n->op != IR_OP_conv2d || c->target->vec_f32 < 8) return 0;
+  if (!pv || pv->train || n->op != IR_OP_conv2d || c->target->vec_f32 < 8 || n->attr.conv2d.exact) return 0;
   const ir_conv2d_attr *a = &n->attr.conv2d;
   int dh = a->dilation[0] < 1 ? 1 : a->dilation[0], dw = a->dilation[1] < 1 ? 1 : a->dilation[1];
   if (a->kernel[0] != 3 || a->kernel[1] != 3 || a->stride[0] != 1 || a->stride[1] != 1 || dh != 1 || dw != 1 ||

@@ -17,7 +17,8 @@ from . import _lib
 from ._lib import lib, check, CnnrtError, InputError, Handle
 
 _NP_DTYPE = {_lib.F32: np.dtype(np.float32), _lib.BF16: np.dtype(np.uint16), _lib.F16: np.dtype(np.float16),
-             _lib.U8: np.dtype(np.uint8), _lib.I32: np.dtype(np.int32)}
+             _lib.U8: np.dtype(np.uint8), _lib.I32: np.dtype(np.int32), _lib.I8: np.dtype(np.int8),
+             _lib.I64: np.dtype(np.int64)}
 _HUGEPAGES = {"inference": 0, "off": 1, "all": 2}
 _REPLICA = {"shared": 0, "parallel": 1}
 STATE_KINDS = ("param", "optimizer", "buffer", "grad_accum")

@@ -13,7 +13,9 @@ case fails or a `fail` case passes (the list must stay true), and prints the cov
 or the mismatch).
 
 Node tests pass every tensor as a graph input; cnnc models take one run-time input, so the
-inputs after the first are baked into initializers (the values of the test's input_K.pb).
+inputs after the first are baked into initializers (the values of the test's input_K.pb).  The
+input is fed raw in its dtype and each output is read in the dtype the test expects (cnnrun
+writes integer outputs as such: bool as one byte), so a wrong output dtype is a size mismatch.
 """
 import argparse
 import fnmatch
@@ -64,23 +66,22 @@ def run_case(onnx, nh, np, build, case_dir, tmp):
     if r.returncode:
         msg = first_line(r.stderr)
         return "fail", msg.replace(path + ": ", "").replace("error: ", "", 1)
-    x = ins[0]
-    if x.dtype != np.float32:
-        return "fail", f"input dtype {x.dtype}"
+    x = ins[0]  # raw, in its dtype (cnnc's ONNX inputs: float32, or uint8 / int8 / int32)
     xin, yout = os.path.join(tmp, "x.raw"), os.path.join(tmp, "y.raw")
     np.ascontiguousarray(x).tofile(xin)
     r = run([os.path.join(build, "cnnrun"), so, "infer", "--input", xin, "--output", yout, "--format", "raw"],
             timeout=120)
     if r.returncode:
         return "fail", "cnnrun: " + first_line(r.stderr + r.stdout)
-    flat = np.fromfile(yout, dtype=np.float32)  # every output, in order (one micro-batch)
-    want_n = sum(w.size for w in outs)
-    if flat.size != want_n:
-        return "fail", f"the outputs have {flat.size} values, expected {want_n}"
+    raw = np.fromfile(yout, dtype=np.uint8)  # every output, in order, each in its dtype (one micro-batch)
+    want_n = sum(w.nbytes for w in outs)
+    if raw.size != want_n:
+        return "fail", f"the outputs have {raw.size} bytes, expected {want_n} ({', '.join(str(w.dtype) for w in outs)})"
     off = 0
     for k, want in enumerate(outs):
-        got = flat[off:off + want.size].reshape(want.shape)
-        off += want.size
+        got = raw[off:off + want.nbytes].view(want.dtype).reshape(want.shape).astype(np.float64)
+        off += want.nbytes
+        want = want.astype(np.float64)
         bad = np.abs(got - want) > 1e-7 + 1e-3 * np.abs(want)
         if bad.any():
             return "fail", (f"mismatch in output {k}: {int(bad.sum())} of {want.size} values, "

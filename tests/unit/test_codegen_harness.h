@@ -366,15 +366,19 @@ static inline int cgt_check_graph(ir_graph *g, const cg_target *t, const char *l
   float *x = malloc((size_t)nx * sizeof *x);
   uint64_t saved = cgt_rng; /* the same input for every build of one graph */
   cgt_rng = 0xfeedu + (uint64_t)nx;
-  for (int64_t i = 0; i < nx; i++) x[i] = xv->dtype == IR_U8 ? (float)cgt_int(0, 255) : cgt_uniform(-1.0f, 1.0f);
-  if (cgt_nan_every > 0 && xv->dtype != IR_U8)
+  for (int64_t i = 0; i < nx; i++)
+    x[i] = xv->dtype == IR_U8 ? (float)cgt_int(0, 255) : xv->dtype == IR_I8 ? (float)cgt_int(-128, 127)
+         : xv->dtype == IR_I32 ? (float)cgt_int(-70000, 70000) : cgt_uniform(-1.0f, 1.0f);
+  if (cgt_nan_every > 0 && xv->dtype == IR_F32)
     for (int64_t i = 3; i < nx; i += cgt_nan_every) x[i] = NAN;
   cgt_rng = saved;
   float **ref = ir_interp(g, x, NULL);
   void *bufs[64];
   for (int i = 0; i < m->n_tensors; i++) bufs[i] = calloc(1, (size_t)m->tensors[i].bytes + 64);
-  if (xv->dtype == IR_U8)
-    for (int64_t i = 0; i < nx; i++) ((unsigned char *)bufs[m->input])[i] = (unsigned char)x[i];
+  if (xv->dtype == IR_U8 || xv->dtype == IR_I8)
+    for (int64_t i = 0; i < nx; i++) ((signed char *)bufs[m->input])[i] = (signed char)(int)x[i];
+  else if (xv->dtype == IR_I32)
+    for (int64_t i = 0; i < nx; i++) ((int32_t *)bufs[m->input])[i] = (int32_t)x[i];
   else
     memcpy(bufs[m->input], x, (size_t)nx * sizeof *x);
   for (int nth = 1; nth <= 2; nth++) {
@@ -386,8 +390,20 @@ static inline int cgt_check_graph(ir_graph *g, const cg_target *t, const char *l
     for (int o2 = 0; o2 < g->n_outputs; o2++) {
       char l2[300];
       snprintf(l2, sizeof l2, "%s [%d thread%s, output %d]", label, nth, nth > 1 ? "s" : "", o2);
-      bad += cgt_compare(l2, bufs[m->outputs[o2]], ref[g->outputs[o2]], ir_shape_numel(&g->values[g->outputs[o2]].shape),
-                         tol);
+      const ir_value *ov = &g->values[g->outputs[o2]];
+      int64_t no = ir_shape_numel(&ov->shape);
+      float *got = bufs[m->outputs[o2]], *conv = NULL;
+      if (ir_dtype_is_int(ov->dtype)) { /* an integer output (cast): its values as f32 */
+        conv = malloc((size_t)no * sizeof *conv);
+        for (int64_t i = 0; i < no; i++) {
+          const void *b = bufs[m->outputs[o2]];
+          conv[i] = ov->dtype == IR_U8 ? (float)((const uint8_t *)b)[i] : ov->dtype == IR_I8 ? (float)((const int8_t *)b)[i]
+                  : ov->dtype == IR_I32 ? (float)((const int32_t *)b)[i] : (float)((const int64_t *)b)[i];
+        }
+        got = conv;
+      }
+      bad += cgt_compare(l2, got, ref[g->outputs[o2]], no, tol);
+      free(conv);
     }
     if (nth == 1 && out_copy) {
       int64_t n0 = ir_shape_numel(&g->values[g->outputs[0]].shape);

@@ -406,6 +406,92 @@ static void test_pool(const cg_target *t) {
   check(g, t, "global_avgpool");
 }
 
+/* The ONNX import's second round (gen_eltwise.c exp/sqrt/neg/div, gen_reduce.c, gen_pool_pick.c):
+ * unary ops, div by a param and by an activation (broadcast), reduce of every mode over
+ * several dim sets, reduce_max_grad with ties, expand, dilated maxpool and maxpool_index (ties
+ * from a clip), max_unpool of a pool's indices, and cast of u8 / i8 / i32 inputs and to
+ * integer outputs. */
+static void test_onnx_ops(const cg_target *t) {
+  static const ir_op un[] = {IR_OP_exp, IR_OP_sqrt, IR_OP_neg};
+  for (int i = 0; i < 3; i++) {
+    int x;
+    ir_graph *g = graph(SHAPE(3, 5, 7), IR_F32, &x);
+    output(g, cgt_node(g, un[i], "u", &x, 1, NULL)); /* sqrt of the negative half: NaN both sides */
+    check(g, t, ir_ops[un[i]].name);
+  }
+  static const ir_shape ds[] = {{4, {2, 3, 4, 5}}, {4, {2, 3, 1, 5}}, {1, {5}}, {4, {1, 3, 1, 1}}};
+  for (int i = 0; i < 8; i++) {
+    int x;
+    ir_graph *g = graph(SHAPE(2, 3, 4, 5), IR_F32, &x);
+    int b;
+    if (i < 4) b = cgt_param(g, "b", ds[i]);
+    else {
+      ir_attr ra = {.reduce = {ds[i - 4].rank == 4 ? ds[i - 4] : SHAPE(2, 3, 4, 5), IR_REDUCE_SUM}};
+      int e = cgt_node(g, IR_OP_exp, "e", &x, 1, NULL);
+      b = cgt_node(g, IR_OP_reduce, "sum", &e, 1, &ra); /* softmax's denominator */
+      int num = cgt_node(g, IR_OP_exp, "num", &x, 1, NULL);
+      x = num;
+    }
+    output(g, cgt_node(g, IR_OP_div, "div", (int[]){x, b}, 2, NULL));
+    char label[48];
+    snprintf(label, sizeof label, "div case %d", i);
+    check(g, t, label);
+  }
+  static const ir_shape rs[] = {{4, {2, 3, 4, 1}}, {4, {1, 3, 1, 1}}, {4, {2, 1, 4, 1}}, {4, {1, 1, 1, 1}}, {4, {2, 3, 1, 5}}};
+  for (int m = 0; m < 3; m++)
+    for (int i = 0; i < 5; i++) {
+      int x;
+      ir_graph *g = graph(SHAPE(2, 3, 4, 5), IR_F32, &x);
+      int q = cgt_node(g, IR_OP_clip, "q", &x, 1, &(ir_attr){.clip = {-0.5f, 0.5f}}); /* ties for max */
+      ir_attr ra = {.reduce = {rs[i], m}};
+      int y = cgt_node(g, IR_OP_reduce, "red", &q, 1, &ra);
+      output(g, y);
+      if (m == IR_REDUCE_MAX) {
+        int dy = cgt_node(g, IR_OP_hardswish, "dy", &y, 1, NULL);
+        ir_attr ga = {.reduce_max_grad = ra.reduce};
+        output(g, cgt_node(g, IR_OP_reduce_max_grad, "grad", (int[]){dy, q, y}, 3, &ga));
+      }
+      char label[48];
+      snprintf(label, sizeof label, "reduce mode %d case %d", m, i);
+      check(g, t, label);
+    }
+  int x;
+  ir_graph *g = graph(SHAPE(2, 1, 4, 1), IR_F32, &x);
+  output(g, cgt_node(g, IR_OP_expand, "ex", &x, 1, &(ir_attr){.expand = {SHAPE(2, 3, 4, 5), 0.5f}}));
+  check(g, t, "expand");
+  static const ir_pool_attr pa[] = {{{2, 2}, {1, 1}, {0, 0, 0, 0}, 0, 0, {2, 2}}, {{3, 2}, {2, 1}, {2, 1, 1, 0}, 0, 1, {2, 3}},
+                                    {{3, 3}, {2, 2}, {1, 1, 1, 1}, 0, 0, {0, 0}}, {{2, 2}, {2, 2}, {0, 0, 0, 0}, 0, 0, {1, 1}}};
+  for (int i = 0; i < 4; i++) {
+    g = graph(SHAPE(2, 3, 9, 11), IR_F32, &x);
+    int q = cgt_node(g, IR_OP_clip, "q", &x, 1, &(ir_attr){.clip = {-0.5f, 0.5f}});
+    ir_attr a = {.maxpool = pa[i]};
+    int y = cgt_node(g, IR_OP_maxpool, "pool", &q, 1, &a);
+    int idx = cgt_node(g, IR_OP_maxpool_index, "index", &q, 1, &a);
+    output(g, y);
+    output(g, idx);
+    output(g, cgt_node(g, IR_OP_max_unpool, "unpool", (int[]){y, idx}, 2, &(ir_attr){.max_unpool = {SHAPE(2, 3, 9, 11)}}));
+    char label[48];
+    snprintf(label, sizeof label, "maxpool pick case %d", i);
+    check(g, t, label);
+  }
+  /* cast: integer inputs to f32, integer arithmetic wrapped, integer outputs */
+  static const ir_dtype in_dt[] = {IR_U8, IR_I8, IR_I32, IR_F32};
+  static const ir_cast_attr out_c[] = {{IR_U8, IR_U8}, {IR_I8, IR_F32}, {IR_I32, IR_I32}, {IR_I64, IR_F32}};
+  for (int i = 0; i < 4; i++) {
+    g = graph(SHAPE(2, 3, 17), in_dt[i], &x);
+    int v = x;
+    if (in_dt[i] != IR_F32) v = cgt_node(g, IR_OP_cast, "in", &x, 1, &(ir_attr){.cast = {IR_F32, IR_F32}});
+    else v = cgt_node(g, IR_OP_mul, "big", (int[]){x, cgt_param(g, "k", SHAPE(1))}, 2, NULL); /* non-integers, some large */
+    int p = cgt_node(g, IR_OP_mul, "sq", (int[]){v, v}, 2, NULL);
+    if (i < 2) p = cgt_node(g, IR_OP_cast, "wrap", &p, 1, &(ir_attr){.cast = {IR_F32, in_dt[i]}});
+    output(g, v);
+    output(g, cgt_node(g, IR_OP_cast, "out", &p, 1, &(ir_attr){.cast = out_c[i]}));
+    char label[48];
+    snprintf(label, sizeof label, "cast case %d (%s input)", i, ir_dtype_name(in_dt[i]));
+    check(g, t, label);
+  }
+}
+
 static void test_dense_softmax(const cg_target *t) {
   static const int cases[][3] = {{1, 64, 10}, {3, 37, 1000 / 7}, {5, 8, 3}, {2, 100, 17}, {9, 16, 24}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
@@ -572,6 +658,8 @@ int main(void) {
   test_lrn(&sse);
   test_transpose_hardmax(&host);
   test_transpose_hardmax(&sse);
+  test_onnx_ops(&host);
+  test_onnx_ops(&sse);
   test_pool(&host);
   test_dense_softmax(&host);
   test_norm(&host);

@@ -444,6 +444,71 @@ static void test_shape_ops(void) {
   }
 }
 
+/* An inference-only op: differentiating through it is an error naming why, not a graph. */
+static void check_refused(const char *label, int y, const char *want) {
+  g_cases++;
+  int r = C("R", G->values[y].shape, -1.0f, 1.0f);
+  ir_diag d = {0};
+  CHECK(pass_autodiff_seed(G, y, r, &d) < 0 && strstr(d.msg, want), "%s: autodiff should fail with '%s', got '%s'", label, want, d.msg);
+  ir_graph_free(G);
+}
+
+/* The ops of the ONNX import's second round (exp, sqrt, neg, div, reduce, expand, dilated
+ * maxpool) and the inference-only ones (after the other cases: their draws stay). */
+static void test_onnx_ops(void) {
+  new_graph(2);
+  int xa = P("a", SHAPE(2, 3, 4), 1, 0);
+  check_case("exp", NODE(IR_OP_exp, "exp", &xa, 1, NULL), NULL);
+  new_graph(2);
+  xa = P("a", SHAPE(2, 3, 4), 0.3f, 1.5f); /* away from 0 */
+  check_case("sqrt", NODE(IR_OP_sqrt, "sqrt", &xa, 1, NULL), NULL);
+  new_graph(2);
+  xa = P("a", SHAPE(2, 5), 1, 0);
+  check_case("neg", NODE(IR_OP_neg, "neg", &xa, 1, NULL), NULL);
+  /* div: same shapes, b broadcast along the last dim and from a lower rank; b away from 0 (negative once) */
+  static const ir_shape bs[] = {{3, {2, 3, 4}}, {3, {2, 3, 1}}, {1, {4}}};
+  for (int i = 0; i < 3; i++) {
+    new_graph(2);
+    int in[2] = {P("a", SHAPE(2, 3, 4), 1, 0), P("b", bs[i], 0.3f, i == 1 ? -1.5f : 1.5f)};
+    char label[32];
+    snprintf(label, sizeof label, "div case %d", i);
+    check_case(label, NODE(IR_OP_div, "div", in, 2, NULL), NULL);
+  }
+  /* reduce: sum, mean, max over one dim, two dims apart (batch norm's statistics), all dims */
+  static const ir_shape rs[] = {{4, {2, 3, 2, 1}}, {4, {1, 3, 1, 1}}, {4, {1, 1, 1, 1}}, {4, {2, 1, 2, 4}}};
+  for (int m = 0; m < 3; m++)
+    for (int i = 0; i < 4; i++) {
+      new_graph(2);
+      xa = P_distinct("a", SHAPE(2, 3, 2, 4)); /* max: no ties within the step */
+      ir_attr ra = {.reduce = {rs[i], m}};
+      char label[48];
+      snprintf(label, sizeof label, "reduce mode %d case %d", m, i);
+      check_case(label, NODE(IR_OP_reduce, "red", &xa, 1, &ra), NULL);
+    }
+  new_graph(2);
+  xa = P("a", SHAPE(2, 1, 3, 1), 1, 0);
+  ir_attr ea = {.expand = {SHAPE(2, 4, 3, 2), 0}};
+  check_case("expand", NODE(IR_OP_expand, "ex", &xa, 1, &ea), NULL);
+  /* dilated max pooling (ONNX MaxPool dilations): its gradient goes to the pick */
+  new_graph(2);
+  xa = P_distinct("x", SHAPE(2, 2, 7, 6));
+  ir_attr pa = {.maxpool = {{3, 2}, {1, 2}, {1, 0, 2, 1}, 0, 0, {2, 3}}};
+  check_case("maxpool dilation 2x3", NODE(IR_OP_maxpool, "pool", &xa, 1, &pa), NULL);
+  /* inference-only: maxpool_index, max_unpool, cast */
+  new_graph(2);
+  xa = P_distinct("x", SHAPE(2, 2, 4, 4));
+  ir_attr ia = {.maxpool_index = {{2, 2}, {2, 2}, {0, 0, 0, 0}, 0, 0, {0, 0}}};
+  check_refused("maxpool_index", NODE(IR_OP_maxpool_index, "idx", &xa, 1, &ia), "inference-only");
+  new_graph(2);
+  int un[2] = {P("x", SHAPE(2, 3), 1, 0), C("i", SHAPE(2, 3), 0, 0)};
+  ir_attr ua = {.max_unpool = {SHAPE(2, 6)}};
+  check_refused("max_unpool", NODE(IR_OP_max_unpool, "unpool", un, 2, &ua), "inference-only");
+  new_graph(2);
+  xa = P("x", SHAPE(2, 3), 4, 0);
+  ir_attr ka = {.cast = {IR_F32, IR_U8}};
+  check_refused("cast", NODE(IR_OP_cast, "wrap", &xa, 1, &ka), "inference-only");
+}
+
 int main(void) {
   test_conv();
   test_norms();
@@ -452,6 +517,7 @@ int main(void) {
   test_dense_softmax();
   test_block();
   test_shape_ops();
+  test_onnx_ops();
   test_rule_table();
   test_checker_rejects();
   test_xent_mixed();

@@ -331,6 +331,78 @@ static void test_reshape_normalize(void) {
   expect_op("normalize", IR_OP_normalize, &a, o, 1, (const float[]){-1, 1, 0, 1}, 4, 1e-6);
 }
 
+/* The ops of the ONNX import's second round: exp, sqrt, neg, div, reduce (sum, mean, max over
+ * any dims), reduce_max_grad, expand, maxpool_index, dilated maxpool, max_unpool, cast. */
+static void test_onnx_ops(void) {
+  ir_attr a = {0};
+  operand o[3] = {{SHAPE(1, 4), (const float[]){0, 1, -1, 0.6931472f}}};
+  expect_op("exp", IR_OP_exp, &a, o, 1, (const float[]){1, 2.7182818f, 0.36787944f, 2}, 4, 1e-6);
+  o[0].data = (const float[]){4, 2.25f, 0, 1e-4f};
+  expect_op("sqrt", IR_OP_sqrt, &a, o, 1, (const float[]){2, 1.5f, 0, 0.01f}, 4, 1e-7);
+  o[0].data = (const float[]){4, -2.25f, 0, 1e-4f};
+  expect_op("neg", IR_OP_neg, &a, o, 1, (const float[]){-4, 2.25f, 0, -1e-4f}, 4, 0);
+  const float r6[6] = {1, 5, 3, -2, 7, 0};
+  o[0] = (operand){SHAPE(2, 3), r6};
+  o[1] = (operand){SHAPE(2, 1), (const float[]){2, -4}};
+  expect_op("div broadcast", IR_OP_div, &a, o, 2, (const float[]){0.5f, 2.5f, 1.5f, 0.5f, -1.75f, -0.0f}, 6, 1e-7);
+  a.reduce = (ir_reduce_attr){SHAPE(2, 1), IR_REDUCE_SUM};
+  expect_op("reduce sum dim 1", IR_OP_reduce, &a, o, 1, (const float[]){9, 5}, 2, 0);
+  a.reduce.mode = IR_REDUCE_MEAN;
+  expect_op("reduce mean dim 1", IR_OP_reduce, &a, o, 1, (const float[]){3, 5.0f / 3.0f}, 2, 1e-7);
+  a.reduce = (ir_reduce_attr){SHAPE(1, 3), IR_REDUCE_MAX};
+  expect_op("reduce max dim 0", IR_OP_reduce, &a, o, 1, (const float[]){1, 7, 3}, 3, 0);
+  a.reduce = (ir_reduce_attr){SHAPE(1, 1), IR_REDUCE_MAX};
+  expect_op("reduce max all", IR_OP_reduce, &a, o, 1, (const float[]){7}, 1, 0);
+  /* [2,2,2]: dims 0 and 2 reduced, dim 1 kept (batch norm's statistics) */
+  const float r8[8] = {1, 2, 10, 20, 3, 4, 30, 40};
+  o[0] = (operand){SHAPE(2, 2, 2), r8};
+  a.reduce = (ir_reduce_attr){SHAPE(1, 2, 1), IR_REDUCE_SUM};
+  expect_op("reduce sum dims 0 and 2", IR_OP_reduce, &a, o, 1, (const float[]){10, 100}, 2, 0);
+  /* reduce_max_grad: ties go to the first of each column */
+  o[0] = (operand){SHAPE(1, 3), (const float[]){10, 20, 30}};
+  o[1] = (operand){SHAPE(2, 3), (const float[]){1, 7, 3, 1, 7, 0}};
+  o[2] = (operand){SHAPE(1, 3), (const float[]){1, 7, 3}};
+  a.reduce_max_grad = (ir_reduce_attr){SHAPE(1, 3), IR_REDUCE_MAX};
+  expect_op("reduce_max_grad ties", IR_OP_reduce_max_grad, &a, o, 3, (const float[]){10, 20, 30, 0, 0, 0}, 6, 0);
+  memset(&a, 0, sizeof a);
+  o[0] = (operand){SHAPE(2, 1), (const float[]){1, -2}};
+  a.expand = (ir_expand_attr){SHAPE(2, 3), 0};
+  expect_op("expand", IR_OP_expand, &a, o, 1, (const float[]){1, 1, 1, -2, -2, -2}, 6, 0);
+  a.expand.scale = 0.25f;
+  expect_op("expand scaled", IR_OP_expand, &a, o, 1, (const float[]){0.25f, 0.25f, 0.25f, -0.5f, -0.5f, -0.5f}, 6, 0);
+  /* maxpool_index: flat indices in the whole tensor (sample 1 adds 9) */
+  const float m18[18] = {1, 9, 2, 8, 3, 4, 5, 6, 7, 1, 9, 2, 8, 3, 4, 5, 6, 7};
+  o[0] = (operand){SHAPE(2, 1, 3, 3), m18};
+  a = pool_attr(2, 1, 0, 0, 0);
+  expect_op("maxpool_index", IR_OP_maxpool_index, &a, o, 1, (const float[]){1, 1, 3, 8, 10, 10, 12, 17}, 8, 0);
+  /* dilation 2 over a 4x4 ramp (ONNX's test_maxpool_2d_dilations) */
+  float ramp[16];
+  for (int i = 0; i < 16; i++) ramp[i] = (float)(i + 1);
+  o[0] = (operand){SHAPE(1, 1, 4, 4), ramp};
+  a = pool_attr(2, 1, 0, 0, 0);
+  a.maxpool.dilation[0] = a.maxpool.dilation[1] = 2;
+  expect_op("maxpool dilation 2", IR_OP_maxpool, &a, o, 1, (const float[]){11, 12, 15, 16}, 4, 0);
+  expect_op("maxpool_index dilation 2", IR_OP_maxpool_index, &a, o, 1, (const float[]){10, 11, 14, 15}, 4, 0);
+  /* max_unpool: indices out of range, not integers or NaN place nothing; a later one wins */
+  memset(&a, 0, sizeof a);
+  o[0] = (operand){SHAPE(1, 6), (const float[]){5, 6, 7, 8, 9, 10}};
+  o[1] = (operand){SHAPE(1, 6), (const float[]){5, 7, 8, 2.5f, NAN, 7}};
+  a.max_unpool.shape = SHAPE(1, 9);
+  expect_op("max_unpool", IR_OP_max_unpool, &a, o, 2, (const float[]){0, 0, 0, 0, 0, 5, 0, 10, 7}, 9, 0);
+  /* cast: truncation, u8 / i8 wrap modulo 256, i32 saturation; NaN -> 0 */
+  memset(&a, 0, sizeof a);
+  o[0] = (operand){SHAPE(1, 6), (const float[]){300, -1, 255.9f, -0.5f, NAN, 3.7f}};
+  a.cast = (ir_cast_attr){IR_F32, IR_U8};
+  expect_op("cast wrap u8", IR_OP_cast, &a, o, 1, (const float[]){44, 255, 255, 0, 0, 3}, 6, 0);
+  o[0].data = (const float[]){128, -129, 200, -3.9f, 127, -128};
+  a.cast = (ir_cast_attr){IR_F32, IR_I8};
+  expect_op("cast wrap i8", IR_OP_cast, &a, o, 1, (const float[]){-128, 127, -56, -3, 127, -128}, 6, 0);
+  o[0].data = (const float[]){3e9f, -3e9f, -7.9f, 16777216, 0, INFINITY};
+  a.cast = (ir_cast_attr){IR_I32, IR_F32};
+  expect_op("cast to i32", IR_OP_cast, &a, o, 1, (const float[]){0x1p31f, -0x1p31f, -7, 16777216, 0, 0}, 6, 0);
+  CHECK(ir_cast_f32(-256.0f * 3 + 5, IR_U8) == 5.0f && ir_cast_f32(1e30f, IR_U8) == 0.0f, "ir_cast_f32 wraps large values");
+}
+
 /* Every row of ops.def must have a name and all three hooks, and round-trip by name. */
 static void test_op_table_hooks(void) {
   for (int i = 0; i < IR_OP_COUNT; i++) {
@@ -359,5 +431,6 @@ int main(void) {
   test_softmax_xent();
   test_dropout();
   test_reshape_normalize();
+  test_onnx_ops();
   return check_done("test_ref_ops", g_failures);
 }
