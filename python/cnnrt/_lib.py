@@ -20,7 +20,7 @@ STATUS_NAMES = ("OK", "INVALID_ARGUMENT", "IO", "BAD_MODEL", "ABI_MISMATCH", "SH
                 "UNSUPPORTED", "INTERNAL")
 OK, INVALID_ARGUMENT, IO, BAD_MODEL, ABI_MISMATCH, SHAPE_MISMATCH, OUT_OF_MEMORY, UNSUPPORTED, INTERNAL = range(9)
 F32, BF16, F16, U8, I32, I8, I64 = range(7)
-DTYPE_NAMES = ("f32", "bf16", "f16", "u8", "i32")
+DTYPE_NAMES = ("f32", "bf16", "f16", "u8", "i32", "i8", "i64")
 
 
 class CnnrtError(Exception):

@@ -40,7 +40,7 @@ class StateInfo(namedtuple("StateInfo", "name kind shape dtype type bytes")):
 
 def _tensor_info(t):
     return TensorInfo(t.name.decode(), tuple(int(d) for d in t.dims[:t.rank]), _NP_DTYPE.get(t.dtype),
-                      _lib.DTYPE_NAMES[t.dtype] if 0 <= t.dtype < 5 else "?", int(t.bytes))
+                      _lib.DTYPE_NAMES[t.dtype] if 0 <= t.dtype < len(_lib.DTYPE_NAMES) else "?", int(t.bytes))
 
 
 def _choice(what, value, table):
@@ -516,7 +516,7 @@ class Model:
                 check(lib.cnnrt_state_info_at(p, i, ctypes.byref(t)))
                 out.append(StateInfo(t.name.decode(), STATE_KINDS[t.kind] if 0 <= t.kind < 4 else str(t.kind),
                                      tuple(int(d) for d in t.dims[:t.rank]), _NP_DTYPE.get(t.dtype),
-                                     _lib.DTYPE_NAMES[t.dtype] if 0 <= t.dtype < 5 else "?", int(t.bytes)))
+                                     _lib.DTYPE_NAMES[t.dtype] if 0 <= t.dtype < len(_lib.DTYPE_NAMES) else "?", int(t.bytes)))
         return out
 
     def state_dict(self, kinds=("param", "optimizer", "buffer")):
