@@ -133,6 +133,8 @@ LLVMValueRef cg_gen_unary(cg_ctx *c, const ir_node *n, const char *fn_name, cons
 LLVMValueRef cg_gen_reduce_to(cg_ctx *c, const ir_node *n, const ir_reduce_attr *ra, const char *fn_name, const char **kind);
 /* Dilated max pooling (gen_pool_pick.c): the forward (gen_pool.c's dilated case) and the
  * training gradient (gen_train_act.c's). */
+/* kernels.def "concat inplace": an empty kernel (the producers wrote the result; cg_layout.c). */
+LLVMValueRef cg_gen_concat_inplace(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 LLVMValueRef cg_gen_maxpool_pick(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 LLVMValueRef cg_gen_maxpool_grad_pick(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind);
 /* Sum over base[off .. off+cnt) of x, or of (x - mean)^2 when mean != NULL (f32 scalar;

@@ -158,6 +158,79 @@ static void build_io(cg_layout *L) {
   }
 }
 
+/* ---- in-place concats (docs/codegen.md "In-place concats") ---------------------------------
+ * A concat whose dims before the axis are all 1 (batch 1 along the channels) is its inputs'
+ * bytes one after the other: each producer writes into its range of the result, the concat
+ * kernel does nothing.  Each input must be the main result of a kernel of the concat's shard
+ * (not an in-place concat's: no chains), of the result's dtype, listed once, read by no other
+ * concat and in no other shard, not a graph input or output, at a 64-byte aligned offset
+ * (kernels assume aligned operands); the result must be read in its shard only. */
+static int shard_local(const ir_graph *g, int v, int s) {
+  if (v == g->input) return 0;
+  for (int o = 0; o < g->n_outputs; o++)
+    if (g->outputs[o] == v) return 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int j = 0; j < g->nodes[i].n_in; j++)
+      if (g->nodes[i].in[j] == v && g->nodes[i].shard != s) return 0;
+  return 1;
+}
+
+static int read_by_other_concat(const ir_graph *g, int v, int self) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (i != self && g->nodes[i].op == IR_OP_concat)
+      for (int j = 0; j < g->nodes[i].n_in; j++)
+        if (g->nodes[i].in[j] == v) return 1;
+  return 0;
+}
+
+int cg_concat_inplace(const ir_graph *g, const pass_fusion *fu, int i) {
+  const ir_node *n = &g->nodes[i];
+  if (!fu || n->op != IR_OP_concat || !ir_tune(g)->concat_inplace || fu[i].anchor != i || fu[i].last != i) return 0;
+  for (int q = 0; q < g->n_nodes; q++)
+    if (ir_op_is_optimizer(g->nodes[q].op)) return 0; /* inference graphs only */
+  const ir_value *o = &g->values[n->out];
+  for (int d = 0; d < n->attr.concat.axis; d++)
+    if (o->shape.dim[d] != 1) return 0;
+  if (!shard_local(g, n->out, n->shard)) return 0;
+  int64_t off = 0;
+  for (int j = 0; j < n->n_in; j++) {
+    int v = n->in[j], p = g->values[v].producer;
+    if (p < 0 || off % 64 || g->values[v].dtype != o->dtype || g->nodes[p].shard != n->shard) return 0;
+    int a = fu[p].anchor;
+    if (fu[a].last != p || g->nodes[a].op == IR_OP_concat) return 0;
+    for (int q = 0; q < j; q++)
+      if (n->in[q] == v) return 0;
+    if (!shard_local(g, v, n->shard) || read_by_other_concat(g, v, i)) return 0;
+    off += ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
+  }
+  return 1;
+}
+
+/* Marks the in-place concat kernels and where their inputs live (alias_of, alias_off). */
+static void plan_inplace(cg_layout *L) {
+  const ir_graph *g = L->g;
+  for (int i = 0; i < L->n_k; i++) {
+    cg_kernel *k = &L->k[i];
+    if (!(k->inplace = cg_concat_inplace(g, L->plan, k->anchor))) continue;
+    const ir_node *n = &g->nodes[k->anchor];
+    int64_t off = 0;
+    for (int j = 0; j < n->n_in; j++) {
+      int v = n->in[j];
+      L->alias_of[v] = n->out, L->alias_off[v] = off;
+      off += ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
+    }
+  }
+}
+
+/* The step of the last kernel of shard plan sp after kernel i reading v (else k's own step). */
+static int last_read(const cg_layout *L, const cg_shard_plan *sp, int i, int v) {
+  int last = L->k[i].step;
+  for (int j = i + 1; j < sp->first_k + sp->n_k; j++)
+    for (int a = 0; a < L->k[j].n_act; a++)
+      if (L->k[j].act[a] == v) last = L->k[j].step;
+  return last;
+}
+
 /* Scratch for every kernel output of shard (training: stage) s that is not a boundary / train
  * tensor, nor a state slice, nor a gradient the update stage reads from its accumulator. */
 static void build_scratch(cg_layout *L, int s) {
@@ -179,11 +252,16 @@ static void build_scratch(cg_layout *L, int s) {
     }
     if (L->vid_tensor[k->out] >= 0 || (L->train && L->state_alias[k->out] >= 0)) continue;
     if (L->accum && L->acc_index[k->out] >= 0 && s == L->update_stage) continue;
+    if (L->alias_of && L->alias_of[k->out] >= 0) continue; /* written into an in-place concat's result */
     const ir_value *v = &L->g->values[k->out];
-    pass_usage r = {k->step, k->step, ir_shape_numel(&v->shape) * (int64_t)ir_dtype_size(v->dtype), 64, 0};
-    for (int j = i + 1; j < sp->first_k + sp->n_k; j++)
-      for (int a = 0; a < L->k[j].n_act; a++)
-        if (L->k[j].act[a] == k->out) r.last_step = L->k[j].step;
+    pass_usage r = {k->step, last_read(L, sp, i, k->out), ir_shape_numel(&v->shape) * (int64_t)ir_dtype_size(v->dtype), 64, 0};
+    if (k->inplace) /* the result holds its inputs: alive from the first one's kernel to the last read of any */
+      for (int j = sp->first_k; j < i; j++)
+        if (L->alias_of[L->k[j].out] == k->out) {
+          if (L->k[j].step < r.first_step) r.first_step = L->k[j].step;
+          int last = last_read(L, sp, j, L->k[j].out);
+          if (last > r.last_step) r.last_step = last;
+        }
     vid[n] = k->out;
     u[n++] = r;
   }
@@ -191,6 +269,10 @@ static void build_scratch(cg_layout *L, int s) {
   acc16_scratch(L, s, &u, &vid, &n);
   sp->scratch_bytes = pass_plan_memory(u, n);
   for (int i = 0; i < n_k_rec; i++) L->scratch_off[vid[i]] = u[i].offset;
+  for (int i = sp->first_k; L->alias_of && i < sp->first_k + sp->n_k; i++) {
+    int v = L->k[i].out, c = L->alias_of[v];
+    if (c >= 0) L->scratch_off[v] = L->scratch_off[c] + L->alias_off[v];
+  }
   for (int i = n_k_rec; i < n; i++) L->acc_tmp_off[L->acc_index[vid[i]]] = u[i].offset;
   sp->usage = u, sp->usage_vid = vid, sp->n_usage = n;
 }
@@ -446,6 +528,10 @@ int cg_layout_build_opts(cg_layout *L, const ir_graph *g, int fuse, const cg_opt
   build_state(L);
   pass_fuse(g, fuse, L->plan);
   if (build_kernels(L, d)) return -1;
+  L->alias_of = xcalloc((size_t)g->n_values, sizeof(int));
+  L->alias_off = xcalloc((size_t)g->n_values, sizeof(int64_t));
+  for (int v = 0; v < g->n_values; v++) L->alias_of[v] = -1;
+  plan_inplace(L);
   build_tensors(L);
   build_io(L);
   for (int s = 0; s < L->n_shards; s++) build_scratch(L, s);
@@ -462,6 +548,8 @@ void cg_layout_free(cg_layout *L) {
   free(L->tensor_vid);
   free(L->vid_tensor);
   free(L->scratch_off);
+  free(L->alias_of);
+  free(L->alias_off);
   free(L->state_off);
   free(L->state_alias);
   free(L->stage_shard);

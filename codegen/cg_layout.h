@@ -16,6 +16,7 @@ typedef struct cg_kernel {
   int out2;                    /* a second value written (also the last act; fuse.c's pool), 0: none */
   int out3;                    /* training: a third value written (the act after out2; pass_fuse_train), 0: none */
   double flops;
+  int inplace;                 /* an in-place concat (cg_concat_inplace): no code, no call */
   int unit;                    /* compile unit (module) holding the kernel */
   char name[256], kind[192];   /* symbol and descriptive kind, filled by codegen */
 } cg_kernel;
@@ -37,6 +38,8 @@ typedef struct cg_layout {
   int *tensor_vid, n_tensors;  /* boundary tensors: input, outputs, cross-shard acts */
   int *vid_tensor;             /* per value: tensor index or -1 */
   int64_t *scratch_off;        /* per value: offset in its shard's scratch or -1 */
+  int *alias_of;               /* per value: the in-place concat result holding it, or -1 */
+  int64_t *alias_off;          /* per value: its byte offset in that result */
   cg_shard_plan *sh;
   int n_shards;
   /* training (graph with optimizer nodes): params are kernel operands living in the state
@@ -73,6 +76,10 @@ int cg_layout_build(cg_layout *L, const ir_graph *g, int fuse, ir_diag *d);
 /* Same, with the training options of o (grad_accum, replicas, ...; ignored for inference). */
 int cg_layout_build_opts(cg_layout *L, const ir_graph *g, int fuse, const cg_options *o, ir_diag *d);
 void cg_layout_free(cg_layout *L);
+/* Whether concat node i of inference graph g (fusion plan fu) is computed in place
+ * (kernels.def "concat inplace", docs/codegen.md "In-place concats"): its inputs are written by
+ * their producers into consecutive byte ranges of its result and its kernel does nothing. */
+int cg_concat_inplace(const ir_graph *g, const pass_fusion *fu, int i);
 /* Index of tensor t in shard s's io list, or -1. */
 int cg_layout_io_slot(const cg_layout *L, int s, int tensor);
 

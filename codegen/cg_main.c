@@ -213,6 +213,7 @@ static LLVMValueRef build_entry(cg_ctx *c, const cg_layout *L, int s, int train)
   }
   for (int i = sp->first_k; i < sp->first_k + sp->n_k; i++) {
     const cg_kernel *k = &L->k[i];
+    if (k->inplace && !prof) continue; /* an in-place concat: its producers wrote the result */
     if (i > sp->first_k && !prof) { /* every thread finished the previous op */
       cg_if fi;
       cg_if_begin(c, &fi, LLVMBuildICmp(c->b, LLVMIntSGT, nth, cg_i32(c, 1), ""));

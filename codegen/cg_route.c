@@ -1,6 +1,7 @@
 /* cg_route.c — the kernel-route table of kernels.def, the selection of a node's route and the
  * emitter that builds a kernel by its plan (cg_route.h): the one codegen file that includes
  * every route's header. */
+#include "codegen/cg_layout.h"
 #include "codegen/cg_route.h"
 #include "codegen/conv/bf16.h"
 #include "codegen/conv/bf16_plan.h"
@@ -18,6 +19,12 @@ static int cg_route_grouped(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
                             : n->op == IR_OP_conv2d_grad_input ? &n->attr.conv2d_grad_input.conv
                                                                : &n->attr.conv2d_grad_weight.conv;
   return a->groups != 1;
+}
+
+/* In-place concats (cg_layout.c decides, from the graph and the fusion plan alone). */
+static int cg_concat_inplace_match(cg_ctx *c, const ir_node *n, cg_kplan *kp) {
+  (void)kp;
+  return cg_concat_inplace(c->g, ((const cg_priv *)c->priv)->plan, n->id);
 }
 
 /* The last route of an op: takes every node the rows before it leave. */

@@ -66,6 +66,14 @@ LLVMValueRef cg_gen_concat(cg_ctx *c, const ir_node *n, const char *fn_name, con
   return f;
 }
 
+LLVMValueRef cg_gen_concat_inplace(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
+  LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];
+  cg_kernel_begin_ops(c, n, fn_name, &f, a, op);
+  cg_kernel_end(c);
+  *kind = cg_kind(c, "concat_inplace", NULL);
+  return f;
+}
+
 /* One plane copy per output channel: out channel i*G + j <- in channel j*(C/G) + i. */
 LLVMValueRef cg_gen_channel_shuffle(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   LLVMValueRef f, a[IR_MAX_IN + 3], op[IR_MAX_IN];

@@ -27,7 +27,7 @@ from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
 INPUT_SHAPES = {
     "resnet50": (3, 224, 224), "resnet18": (3, 224, 224),
     "resnext50_32x4d": (3, 224, 224), "resnext101_32x4d": (3, 224, 224),
-    "efficientnet_b0": (3, 224, 224), "efficientnet_b4": (3, 380, 380),
+    "efficientnet_b0": (3, 224, 224), "efficientnet_b4": (3, 380, 380), "squeezenet1_1": (3, 224, 224),
     "cifar_resnet8": (3, 32, 32), "cifar_resnet20": (3, 32, 32),
     "cifar10_keras_cnn": (3, 32, 32), "fmnist_cnn": (1, 28, 28),
 }
@@ -91,7 +91,7 @@ def build(name):
     ctors = {
         "resnet50": tv.resnet50, "resnet18": tv.resnet18, "resnext50_32x4d": tv.resnext50_32x4d,
         "resnext101_32x4d": lambda: ResNet(Bottleneck, [3, 4, 23, 3], groups=32, width_per_group=4),
-        "efficientnet_b0": tv.efficientnet_b0, "efficientnet_b4": tv.efficientnet_b4,
+        "efficientnet_b0": tv.efficientnet_b0, "efficientnet_b4": tv.efficientnet_b4, "squeezenet1_1": tv.squeezenet1_1,
         "cifar_resnet8": lambda: CifarResNet(1), "cifar_resnet20": lambda: CifarResNet(3),
         "cifar10_keras_cnn": cifar10_keras_cnn, "fmnist_cnn": fmnist_cnn,
     }

@@ -257,6 +257,52 @@ static void test_binary(const cg_target *t) {
     }
 }
 
+/* In-place concats (kernels.def "concat inplace", cg_layout.c cg_concat_inplace): the route
+ * taken exactly where the rule allows it (batch 1 / dims before the axis 1, 64-byte aligned
+ * parts, no chain of in-place concats), and every case equal to the interpreter; an input
+ * read again after the concat (its range must stay alive); tune concat_inplace=0 copies. */
+static void test_concat_inplace(const cg_target *t) {
+  static const struct { ir_shape x; int axis, chain, want, knob_off; const char *what; } cc[] = {
+      {{4, {1, 16, 6, 6}}, 1, 0, 1, 0, "batch 1, channels"},
+      {{4, {1, 16, 6, 6}}, 1, 0, 0, 1, "tune concat_inplace=0"},
+      {{4, {1, 3, 5, 5}}, 1, 0, 0, 0, "parts of 300 bytes (unaligned)"},
+      {{4, {2, 16, 6, 6}}, 1, 0, 0, 0, "batch 2"},
+      {{4, {1, 1, 8, 16}}, 2, 0, 1, 0, "rows (N = C = 1)"},
+      {{4, {1, 16, 6, 6}}, 1, 1, 1, 0, "a concat of an in-place concat (copies)"},
+  };
+  for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) {
+    if (cc[i].knob_off) ct_tune("concat_inplace=0");
+    int x;
+    ir_graph *g = graph(cc[i].x, IR_F32, &x);
+    int a = cgt_node(g, IR_OP_relu, "a", &x, 1, NULL), b = cgt_node(g, IR_OP_sigmoid, "b", &x, 1, NULL);
+    ir_attr ca = {.concat = {cc[i].axis}};
+    int c = cgt_node(g, IR_OP_concat, "cat", (int[]){a, b}, 2, &ca);
+    if (cc[i].chain) {
+      int e = cgt_node(g, IR_OP_relu, "e", &c, 1, NULL); /* reads the in-place result */
+      int h = cgt_node(g, IR_OP_sigmoid, "h", &e, 1, NULL);
+      c = cgt_node(g, IR_OP_concat, "cat2", (int[]){c, h}, 2, &ca);
+    }
+    output(g, cgt_node(g, IR_OP_relu, "y", &c, 1, NULL));
+    output(g, cgt_node(g, IR_OP_add, "z", (int[]){a, x}, 2, NULL)); /* a read after the concat */
+    g->n_shards = 1;
+    cgt_random_params(g, 0.5f);
+    char label[96];
+    snprintf(label, sizeof label, "in-place concat: %s", cc[i].what);
+    cgt_so s;
+    if (cgt_so_open(&s, g, t, label) == 0) {
+      CGT_CHECK(cgt_so_kernel(&s, "concat_inplace", NULL) == cc[i].want, "%s: the in-place route %s", label,
+                cc[i].want ? "was not taken" : "was taken");
+      CGT_CHECK(!cc[i].chain || cgt_so_kernel(&s, "concat_f32", NULL), "%s: the second concat must copy", label);
+      cgt_so_close(&s);
+    } else {
+      cgt_failures++;
+    }
+    CGT_CHECK(cgt_check_graph(g, t, label, TOL, NULL) == 0, "%s: compiled result differs from the interpreter", label);
+    ir_graph_free(g);
+    if (cc[i].knob_off) ct_tune_reset();
+  }
+}
+
 /* concat (runs of whole vectors and not; a parameter operand; every axis), slice,
  * channel_shuffle and slice_grad (the block copies of gen_shape.c). */
 static void test_shape_ops(const cg_target *t) {
@@ -654,6 +700,8 @@ int main(void) {
   test_binary(&host);
   test_shape_ops(&host);
   test_shape_ops(&sse);
+  test_concat_inplace(&host);
+  test_concat_inplace(&sse);
   test_lrn(&host);
   test_lrn(&sse);
   test_transpose_hardmax(&host);
