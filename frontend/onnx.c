@@ -461,6 +461,8 @@ static int set_outputs(ox_ctx *x, const Onnx__GraphProto *gp) {
     const char *nm = gp->output[i]->name;
     ox_val *v = ox_find(x, nm);
     if (!v) return ox_err(x, "graph output '%s' is produced by no node", nm ? nm : "");
+    for (size_t j = 0; j < i; j++) /* by name: the value may have become a reshape or cast below */
+      if (gp->output[j]->name && !strcmp(gp->output[j]->name, nm)) return ox_err(x, "graph output '%s' is listed twice", nm);
     if (v->ir >= 0 && x->g->values[v->ir].kind == IR_VAL_INPUT) { /* the input itself (an Identity): a copy */
       ir_attr a = {.reshape = {x->g->values[v->ir].shape}};
       ir_diag sub = {0};

@@ -32,6 +32,12 @@ int ox_int_arith(ox_ctx *x, char op) {
                      "(cnnc computes uint8 and int8 arithmetic)", x->node->op_type, type_name(t));
   const ox_val *cv = u->ir < 0 ? u : v->ir < 0 ? v : NULL;
   if (cv && cv->c && !cv->c->is_int) return ox_err(x, "the constant operand is not an integer tensor");
+  double lo, hi;
+  type_range(t, &lo, &hi);
+  for (int64_t i = 0; cv && cv->c && i < cv->c->numel; i++) /* in range: the sums stay exact, Div is not modular */
+    if ((double)cv->c->i[i] < lo || (double)cv->c->i[i] > hi)
+      return ox_err(x, "the constant operand holds %lld (element %lld), outside %s's range %.0f to %.0f", (long long)cv->c->i[i],
+                    (long long)i, type_name(t), lo, hi);
   int a = ox_act(x, 0), b, r;
   if (a < 0) return -1;
   if (op == '-' && v->ir < 0 && v->c) { /* a - c: a + (-c), folded */
@@ -87,12 +93,21 @@ int ox_int_operands(ox_ctx *x, int xi, int wi, int axis, ox_const **wf) {
   const ox_const *wz = NULL;
   if (ox_has_input(x, wi) && !(wz = ox_need_const(x, wi, "the weight's zero point"))) return -1;
   if (axis >= w->rank) return ox_err(x, "the weight has rank %d", w->rank);
+  if (w->numel < 1) return ox_err(x, "the weight is empty");
+  if (xzp > IR_F32_EXACT_INT || xzp < -IR_F32_EXACT_INT) return ox_err(x, "the input's zero point %lld is beyond 2^24", (long long)xzp);
+  for (int k = 0; k < 2; k++) { /* weights and zero points bounded first: no int64 overflow below */
+    const ox_const *c = k ? wz : w;
+    for (int64_t i = 0; c && c->is_int && i < c->numel; i++)
+      if (c->i[i] > IR_F32_EXACT_INT || c->i[i] < -IR_F32_EXACT_INT)
+        return ox_err(x, "%s holds %lld (element %lld), beyond 2^24", k ? "the weight's zero point" : "the weight",
+                      (long long)c->i[i], (long long)i);
+  }
   int64_t nout = w->dims[axis], inner = 1;
   for (int d = axis + 1; d < w->rank; d++) inner *= w->dims[d];
   if (wz && (!wz->is_int || (wz->numel != 1 && wz->numel != nout)))
     return ox_err(x, "the weight's zero point must be one integer or %lld (one per output)", (long long)nout);
   ox_const *f = ox_const_new(x, w->rank, w->dims, 0);
-  double *sum = ir_alloc(x->a, (size_t)nout * sizeof *sum), lo, hi, most = 0;
+  double *sum = ir_alloc(x->a, (size_t)nout * sizeof *sum), lo, hi, most = 0; /* nout <= numel: no bigger than w */
   for (int64_t k = 0; k < w->numel; k++) {
     int64_t o = k / inner % nout, z = wz ? wz->i[wz->numel == 1 ? 0 : o] : 0, d = w->i[k] - z;
     f->f[k] = (float)d;

@@ -183,6 +183,8 @@ static int pool(ox_ctx *x, ir_op op) {
   const char *idx = x->node->n_output > 1 ? x->node->output[1] : "";
   if (idx[0] && ox_uses(x, idx)) { /* the Indices output: flat indices over the whole tensor */
     if (ox_cross_dim0(x, "MaxPool's Indices output (flat indices over the whole tensor, dim 0 included)")) return -1;
+    if (x->o->precision != FE_PRECISION_32_32) /* round16 would round the indices (passes/precision.c) */
+      return ox_err(x, "MaxPool's Indices output is an integer tensor, computed exactly in f32: --precision 32.32 only");
     ir_attr ia = a;
     ia.maxpool_index.storage_order = (int)order;
     int v = ox_part_node(x, "indices", IR_OP_maxpool_index, &in, 1, &ia);
@@ -675,9 +677,18 @@ int ox_convert(ox_ctx *x) {
       for (size_t k = 0; k < x->node->n_input; k++) {
         const ox_val *v = x->node->input[k][0] ? ox_find(x, x->node->input[k]) : NULL;
         if (!v || v->ir < 0 || !v->itype) continue;
-        if (!mover && !in_list(int_readers, op) && !(!strcmp(op, "MaxUnpool") && k == 1))
+        if ((!mover && !in_list(int_readers, op)) || (!strcmp(op, "MaxUnpool") && k != 1))
           return ox_err(x, "input %zu '%s' is an integer tensor, which cnnc's %s does not take (integer tensors: docs/onnx.md)", k,
                         v->name, op);
+        if (!strcmp(op, "Clip") || !strcmp(op, "Pad")) /* the result stays an integer tensor: integer bounds / value only */
+          for (size_t q = 1; q < x->node->n_input; q++) {
+            const ox_val *c = x->node->input[q][0] ? ox_find(x, x->node->input[q]) : NULL;
+            if (c && c->ir < 0 && c->c && !c->c->is_int)
+              for (int64_t e = 0; e < c->c->numel; e++)
+                if (c->c->f[e] != floorf(c->c->f[e]))
+                  return ox_err(x, "input %zu is %g, not an integer: %s of the integer tensor '%s' would not be one", q,
+                                (double)c->c->f[e], op, v->name);
+          }
         if (!itype) itype = v->itype;
       }
       if (ops[i].fn(x)) return -1;

@@ -168,9 +168,10 @@ int ox_op_max_unpool(ox_ctx *x) {
     return ox_err(x, "attributes kernel_shape (required), strides and pads must have %d, %d and %d items", nd, nd, 2 * nd);
   ir_shape out = *s;
   for (int i = 0; i < nd; i++) {
-    int64_t sd = ns ? st[i] : 1, len = (s->dim[2 + i] - 1) * sd + k[i] - (np ? p[i] + p[nd + i] : 0);
+    int64_t sd = ns ? st[i] : 1, p0 = np ? p[i] : 0, p1 = np ? p[nd + i] : 0;
     if (k[i] < 1 || k[i] > FE_MAX_K || sd < 1 || sd > FE_MAX_K) return ox_err(x, "kernel_shape and strides must be 1 to %d", FE_MAX_K);
-    out.dim[2 + i] = len;
+    if (p0 < 0 || p1 < 0 || p0 >= k[i] || p1 >= k[i]) return ox_err(x, "pads must be 0 to kernel_shape - 1 (%lld)", (long long)k[i] - 1);
+    out.dim[2 + i] = (s->dim[2 + i] - 1) * sd + k[i] - p0 - p1; /* dims <= 2^30, sd and k <= FE_MAX_K: no overflow */
   }
   ir_shape big = out; /* output_shape: the default result with zeros after it (the ONNX reference's) */
   if (ox_has_input(x, 2)) {

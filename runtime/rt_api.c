@@ -185,12 +185,15 @@ static cnnrt_status rt_check_infer(cnnrt_model *m, const void *input, size_t inp
       rt_check_bytes(m, "output", output_bytes, m->out_bytes, n, out_shape) != CNNRT_OK)
     return CNNRT_SHAPE_MISMATCH;
   if (d->tensors[d->input].dtype == CNNC_ABI_I32) { /* carried as f32 values inside: exact up to 2^24 */
-    const int32_t *v = input;
-    size_t k = input_bytes / sizeof *v;
-    for (size_t i = 0; i < k; i++)
-      if (v[i] > (1 << 24) || v[i] < -(1 << 24))
+    const unsigned char *b = input; /* the caller's buffer: any alignment */
+    size_t k = input_bytes / sizeof(int32_t);
+    for (size_t i = 0; i < k; i++) {
+      int32_t v;
+      memcpy(&v, b + i * sizeof v, sizeof v);
+      if (v > (1 << 24) || v < -(1 << 24))
         return rt_fail(CNNRT_INVALID_ARGUMENT, "%s: input element %zu is %ld; the model's i32 input holds integers of "
-                       "magnitude up to 2^24 (16777216), which it computes exactly", m->path, i, (long)v[i]);
+                       "magnitude up to 2^24 (16777216), which it computes exactly", m->path, i, (long)v);
+    }
   }
   return CNNRT_OK;
 }

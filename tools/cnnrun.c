@@ -59,7 +59,7 @@ static const optdef bench_opts[] = {
     {"--peak", "GFLOPS", "per-core fp32 peak for --profile's % columns (default: measured, FMA of the widest vectors: AVX-512 or AVX2)"},
     {NULL, NULL, NULL}};
 static const optdef infer_opts[] = {
-    {"--input", "FILE", "samples: raw (the input dtype, u8 or f32) or idx (MNIST format, .gz too)"},
+    {"--input", "FILE", "samples: raw (the input dtype: u8 or f32; ONNX i8, i32) or idx (u8 or f32 inputs; MNIST format, .gz too)"},
     {"--output", "FILE", "write the outputs raw, [samples, ...] per output in order, each in its dtype (f32; ONNX integers)"},
     {"--top", "K", "print the K best classes of each sample"},
     {"--labels", "FILE", "idx1 (or raw u8) labels: print the top-1 accuracy"},
@@ -588,7 +588,7 @@ static samples idx_samples(const char *path, const idx *x, const cnnrt_tensor_in
     die("%s: idx samples have %lld values, the model input '%s' takes %lld per sample", path,
         (long long)(x->dims[0] ? x->count / x->dims[0] : 0), in->name, (long long)per);
   if (in->dtype != CNNRT_U8 && in->dtype != CNNRT_F32)
-    die("the model input is %s; cnnrun infer feeds u8 or f32", dtype_name(in->dtype));
+    die("the model input is %s; idx files feed u8 or f32 inputs (--format raw feeds any dtype)", dtype_name(in->dtype));
   if (in->dtype == CNNRT_U8 && x->type != 0x08) die("%s: the model takes u8 images, the idx file is not u8", path);
   s.data = malloc((size_t)x->count * dtype_size(in->dtype) + 1);
   if (!s.data) die("%s: out of memory", path);

@@ -150,4 +150,31 @@ with tempfile.TemporaryDirectory(prefix="cnnc-onnx-int-") as tmp:
             ["--mode", "training"])
     refused(tmp, "u8_precision16", model([H.make_node("Identity", ["x"], ["z"])], x, [("z", np.uint8)]), ["input 'x'", "32.32"],
             ["--precision", "16.32"])
+    # the review's cases (2026-11-29): bounds before arithmetic, ranges, what stays an integer
+    refused(tmp, "u8_add_const_range", model([H.make_node("Add", ["x", "c"], ["z"], name="add300")], x, [("z", np.uint8)],
+                                             [("c", np.array(300, np.int32))]), ["'add300'", "300", "uint8"])
+    refused(tmp, "convinteger_huge_weight", model([H.make_node("ConvInteger", ["x", "w"], ["z"], name="hugew")], xc,
+                                                  [("z", np.int32)], [("w", np.full((1, 1, 1, 1), 2**62, np.int64))], opset=10),
+            ["'hugew'", "2^24"])
+    refused(tmp, "convinteger_huge_zero_point", model([H.make_node("ConvInteger", ["x", "w", "xz"], ["z"], name="hugezp")], xc,
+                                                      [("z", np.int32)], [("w", np.ones((1, 1, 1, 1), np.int8)),
+                                                                          ("xz", np.array(-2**63, np.int64))], opset=10),
+            ["'hugezp'", "2^24"])
+    xf = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
+    refused(tmp, "maxpool_indices_precision16", model([H.make_node("MaxPool", ["x"], ["z", "i"], kernel_shape=[2, 2],
+                                                                  name="mpi")], xf, [("z", np.float32), ("i", np.int64)], opset=12),
+            ["'mpi'", "Indices", "32.32"], ["--precision", "16.32"])
+    refused(tmp, "u8_clip_fraction", model([H.make_node("Clip", ["x", "lo"], ["z"], name="clipf")], x, [("z", np.uint8)],
+                                           [("lo", np.array(0.5, np.float32))]), ["'clipf'", "0.5", "not an integer"])
+    refused(tmp, "maxunpool_negative_pads", model([H.make_node("MaxUnpool", ["x", "i"], ["z"], kernel_shape=[2, 2],
+                                                                strides=[2, 2], pads=[0, 0, -5, 0], name="unp")], xf,
+                                                  [("z", np.float32)], [("i", np.zeros((1, 1, 4, 4), np.int64))], opset=11),
+            ["'unp'", "pads"])
+    refused(tmp, "maxunpool_of_u8", model([H.make_node("MaxUnpool", ["x", "i"], ["z"], kernel_shape=[2, 2], name="unp8")], x,
+                                          [("z", np.uint8)], [("i", np.zeros(x.shape, np.int64))], opset=11),
+            ["'unp8'", "integer tensor", "MaxUnpool"])
+    twice = H.make_model(H.make_graph([H.make_node("Relu", ["x"], ["z"], name="r8")], "g",
+                                      [H.make_tensor_value_info("x", T.UINT8, list(x.shape))],
+                                      [H.make_tensor_value_info("z", T.UINT8, None)] * 2), opset_imports=[H.make_opsetid("", 13)])
+    refused(tmp, "int_output_twice", twice, ["'z'", "listed twice"])
 sys.exit(checks.summary())

@@ -527,7 +527,8 @@ static void test_onnx_ops(const cg_target *t) {
     g = graph(SHAPE(2, 3, 17), in_dt[i], &x);
     int v = x;
     if (in_dt[i] != IR_F32) v = cgt_node(g, IR_OP_cast, "in", &x, 1, &(ir_attr){.cast = {IR_F32, IR_F32}});
-    else v = cgt_node(g, IR_OP_mul, "big", (int[]){x, cgt_param(g, "k", SHAPE(1))}, 2, NULL); /* non-integers, some large */
+    else /* x in [-1, 1] times 5e9: squares from 0 past the i64 range (saturated), non-integers below 1 */
+      v = cgt_node(g, IR_OP_expand, "big", &x, 1, &(ir_attr){.expand = {SHAPE(2, 3, 17), 5e9f}});
     int p = cgt_node(g, IR_OP_mul, "sq", (int[]){v, v}, 2, NULL);
     if (i < 2) p = cgt_node(g, IR_OP_cast, "wrap", &p, 1, &(ir_attr){.cast = {IR_F32, in_dt[i]}});
     output(g, v);
