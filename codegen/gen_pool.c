@@ -199,6 +199,64 @@ static void pool_s2_row(cg_ctx *c, const pool_geom *p, const pool_row *r) {
   }
 }
 
+/* ---- max pooling, stride 1 (GoogLeNet's 3x3/s1 pad-1 branch pools) ------------------------
+ * One output row as ceil(ow/V) chunks of V pixels in registers: per input row of the window and
+ * tap k, chunk q loads the V inputs x = qV + l + k - pl with a constant mask (lanes outside
+ * the row or past ow read nothing and give -inf, the padding) and combines them in the generic
+ * row's order (row by row, taps left to right, cg_max_nan): bitwise equal to it.  The generic
+ * row does rows narrower than V (7x7, 14x14 maps) one scalar window per pixel.  f32 operands
+ * only.  tune pool_s1=0: the generic row. */
+static int pool_s1_ok(cg_ctx *c, const pool_geom *p, const pool_row *r) {
+  int v = c->target->vec_f32;
+  return p->is_max && p->sw == 1 && r->xdt == IR_F32 && r->odt == IR_F32 && v >= 4 && v <= 16 && p->kw <= 16 &&
+         (p->ow + v - 1) / v <= S2_MAX_CHUNKS && cg_tune(c)->pool_s1;
+}
+
+static void pool_s1_row(cg_ctx *c, const pool_geom *p, const pool_row *r) {
+  int v = c->target->vec_f32, nch = (int)((p->ow + v - 1) / v);
+  LLVMTypeRef vt = cg_vtype(c, v);
+  LLVMValueRef ninf = cg_fconst(c, -__builtin_inff(), v), accp[S2_MAX_CHUNKS];
+  for (int q = 0; q < nch; q++) {
+    accp[q] = cg_entry_alloca(c, vt, "s1acc");
+    LLVMBuildStore(c->b, ninf, accp[q]);
+  }
+  cg_loop L;
+  LLVMValueRef y = cg_loop_begin(c, &L, r->y0, r->y1, cg_i64(c, 1), "s1y");
+  LLVMValueRef rowi = LLVMBuildAdd(c->b, r->plane_in, LLVMBuildMul(c->b, y, cg_i64(c, p->w), ""), "");
+  for (int q = 0; q < nch; q++) {
+    LLVMValueRef acc = LLVMBuildLoad2(c->b, vt, accp[q], "");
+    for (int k = 0; k < p->kw; k++) {
+      int64_t x0 = (int64_t)q * v + k - p->pl;
+      LLVMValueRef m[16];
+      int n = 0;
+      for (int l = 0; l < v; l++) {
+        int on = x0 + l >= 0 && x0 + l < p->w && (int64_t)q * v + l < p->ow;
+        m[l] = LLVMConstInt(c->t_i1, (unsigned long long)on, 0), n += on;
+      }
+      if (!n) continue; /* every lane in the padding: the generic row skips these taps */
+      LLVMValueRef idx = LLVMBuildAdd(c->b, rowi, cg_i64(c, x0), ""), x;
+      LLVMValueRef ptr = LLVMBuildGEP2(c->b, c->t_f32, r->x, &idx, 1, ""); /* may point before the row: masked */
+      if (n == v) {
+        x = LLVMBuildLoad2(c->b, vt, ptr, "s1x");
+        LLVMSetAlignment(x, 4);
+      } else {
+        LLVMTypeRef ov[2] = {vt, c->t_ptr};
+        LLVMValueRef args[4] = {ptr, cg_i32(c, 4), LLVMConstVector(m, (unsigned)v), ninf};
+        x = cg_intrinsic(c, "llvm.masked.load", ov, 2, args, 4);
+      }
+      acc = cg_max_nan(c, x, acc);
+    }
+    LLVMBuildStore(c->b, acc, accp[q]);
+  }
+  cg_loop_end(c, &L);
+  for (int q = 0; q < nch; q++) {
+    int64_t n = p->ow - (int64_t)q * v;
+    LLVMValueRef acc = LLVMBuildLoad2(c->b, vt, accp[q], ""), at = LLVMBuildAdd(c->b, r->out_row, cg_i64(c, (int64_t)q * v), "");
+    if (n >= v) cg_act_store(c, r->n, acc, r->out, at, v, r->odt);
+    else cg_act_masked_store(c, r->n, acc, r->out, at, (1u << n) - 1u, v, r->odt);
+  }
+}
+
 static LLVMValueRef gen_pool(cg_ctx *c, const ir_node *n, const char *fn_name, const char **kind) {
   const ir_pool_attr *at = n->op == IR_OP_maxpool ? &n->attr.maxpool : &n->attr.avgpool;
   if (ir_pool_dilation(at, 0) != 1 || ir_pool_dilation(at, 1) != 1) return cg_gen_maxpool_pick(c, n, fn_name, kind);
@@ -220,13 +278,14 @@ static LLVMValueRef gen_pool(cg_ctx *c, const ir_node *n, const char *fn_name, c
                 cg_min64(c, ye, cg_i64(c, p.h)), LLVMBuildSub(c->b, ye, ys0, ""), c->g->values[n->in[0]].dtype,
                 c->g->values[n->out].dtype, n};
   if ((r.xdt != IR_F32 || r.odt != IR_F32) && !p.is_max) return cg_fail(c, n, "internal error: 16-bit operand of avgpool");
-  int s2 = pool_s2_ok(c, &p);
+  int s2 = pool_s2_ok(c, &p), s1 = !s2 && pool_s1_ok(c, &p, &r);
   if (s2) pool_s2_row(c, &p, &r);
+  else if (s1) pool_s1_row(c, &p, &r);
   else pool_emit_row(c, &p, &r);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
   char tile[32];
-  snprintf(tile, sizeof tile, "%dx%ds%d%s_v%d%s", p.kh, p.kw, p.sw, s2 ? "_rows" : "", c->target->vec_f32,
+  snprintf(tile, sizeof tile, "%dx%ds%d%s_v%d%s", p.kh, p.kw, p.sw, s2 || s1 ? "_rows" : "", c->target->vec_f32,
            r.xdt == IR_BF16 || r.odt == IR_BF16 ? "_bf16" : r.xdt == IR_F16 || r.odt == IR_F16 ? "_fp16" : "");
   *kind = cg_kind(c, p.is_max ? "maxpool" : "avgpool", tile);
   return f;
