@@ -259,6 +259,22 @@ static inline int cgt_so_open(cgt_so *s, ir_graph *g, const cg_target *t, const 
   return 0;
 }
 
+/* g's LLVM module for t (the .ll named after stem): 1 when some kernel defined there has
+ * `kind` in its name and every such kernel has `mark` in it exactly when want is set (a
+ * kernel kind's variant, e.g. maxpool's "s1_rows_v"); 0 otherwise. */
+static inline int cgt_kernel_marked(ir_graph *g, const cg_target *t, const char *stem, const char *kind, const char *mark,
+                                    int want) {
+  char path[512], line[4096];
+  FILE *f = cgt_llvm_of(g, t, stem, path, sizeof path);
+  if (!f) return 0;
+  int marked = 0, any = 0;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "define", 6) && strstr(line, kind)) any = 1, marked |= strstr(line, mark) != NULL;
+  fclose(f);
+  unlink(path);
+  return any && marked == want;
+}
+
 /* 1 when a kernel of shard 0 has a in its name (and b, unless NULL). */
 static inline int cgt_so_kernel(const cgt_so *s, const char *a, const char *b) {
   const cnnc_abi_shard *sh = &s->m->shards[0];

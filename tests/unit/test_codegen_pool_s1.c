@@ -39,19 +39,6 @@ static ir_graph *build(const s1_case *k, int zeros, int64_t *ow) {
   return g;
 }
 
-/* 1 when g's LLVM module for t names a maxpool kernel with (want) / without the row path. */
-static int kernel_named(ir_graph *g, const cg_target *t, int want) {
-  char path[512], line[4096];
-  FILE *f = cgt_llvm_of(g, t, "pool_s1", path, sizeof path);
-  if (!f) return 0;
-  int rows = 0, any = 0;
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, "define", 6) && strstr(line, "_maxpool_")) any = 1, rows |= strstr(line, "s1_rows_v") != NULL;
-  fclose(f);
-  unlink(path);
-  return any && rows == want;
-}
-
 static void run_target(const cg_target *t, const char *tname) {
   int v = t->vec_f32;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
@@ -63,7 +50,8 @@ static void run_target(const cg_target *t, const char *tname) {
       int64_t ow;
       ir_graph *g = build(k, mode == 0, &ow);
       int want = row_path(ow, v);
-      if (mode == 0) CGT_CHECK(kernel_named(g, t, want), "%s: row path expected %d", label, want);
+      if (mode == 0) CGT_CHECK(cgt_kernel_marked(g, t, "pool_s1", "_maxpool_", "s1_rows_v", want), "%s: row path expected %d",
+                               label, want);
       cgt_nan_every = mode ? 5 : 0;
       float *fast = NULL, *slow = NULL;
       int bad = cgt_check_graph(g, t, label, 1e-6, &fast);

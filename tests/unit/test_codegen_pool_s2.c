@@ -51,19 +51,6 @@ static ir_graph *build(const s2_case *k, int zeros, int in16, int out16, int fp1
   return g;
 }
 
-/* 1 when g's LLVM module for t names a maxpool kernel with (want) / without the row path. */
-static int kernel_named(ir_graph *g, const cg_target *t, int want) {
-  char path[512], line[4096];
-  FILE *f = cgt_llvm_of(g, t, "pool_s2", path, sizeof path);
-  if (!f) return 0;
-  int rows = 0, any = 0;
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, "define", 6) && strstr(line, "_maxpool_")) any = 1, rows |= strstr(line, "3s2_rows_v") != NULL;
-  fclose(f);
-  unlink(path);
-  return any && rows == want;
-}
-
 static void run_target(const cg_target *t, const char *tname) {
   int v = t->vec_f32;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
@@ -79,7 +66,8 @@ static void run_target(const cg_target *t, const char *tname) {
       ir_graph *g = build(k, mode != 3, in16, out16, fp16, &ow);
       cgt_random_params(g, 0.5f);
       int want = row_path(k, ow, v);
-      if (mode == 0 || mode == 4) CGT_CHECK(kernel_named(g, t, want), "%s: row path expected %d", label, want);
+      if (mode == 0 || mode == 4) CGT_CHECK(cgt_kernel_marked(g, t, "pool_s2", "_maxpool_", "3s2_rows_v", want), "%s: row path expected %d",
+                                            label, want);
       cgt_nan_every = mode == 3 ? 7 : 0;
       float *fast = NULL, *slow = NULL;
       int bad = cgt_check_graph(g, t, label, 1e-6, &fast);
