@@ -3,6 +3,7 @@
  * folded into the conv instead, see passes/fuse.c) and groupnorm (statistics per sample and
  * group, computed in the kernel). */
 #include <math.h>
+#include <stdio.h>
 
 #include "codegen/cg_internal.h"
 #include "codegen/gen_round16.h"
@@ -40,14 +41,16 @@ LLVMValueRef cg_reduce_sum_dt(cg_ctx *c, const ir_node *n, LLVMValueRef base, LL
   return LLVMBuildFAdd(c->b, sv, LLVMBuildLoad2(c->b, c->t_f32, accs, ""), "sum");
 }
 
-/* y = x * a + b over base[0..n) with scalar a, b. */
-typedef struct affine_ctx { LLVMValueRef x, out, base, a, b, sub; } affine_ctx;
+/* y = act((x - sub) * a + b) over base[0..n) with scalar a, b (act: a fused activation node, or none). */
+typedef struct affine_ctx { LLVMValueRef x, out, base, a, b, sub; const ir_node *act; } affine_ctx;
 static void affine_body(cg_ctx *c, LLVMValueRef j, int w, void *user) {
   affine_ctx *u = user;
   LLVMValueRef i = LLVMBuildAdd(c->b, u->base, j, "");
   LLVMValueRef x = cg_load_v(c, u->x, i, w);
   if (u->sub) x = LLVMBuildFSub(c->b, x, cg_splat(c, u->sub, w), "");
-  cg_store_v(c, cg_fma(c, x, cg_splat(c, u->a, w), cg_splat(c, u->b, w)), u->out, i, w);
+  LLVMValueRef y = cg_fma(c, x, cg_splat(c, u->a, w), cg_splat(c, u->b, w));
+  if (u->act) y = cg_activation(c, u->act, y, w);
+  cg_store_v(c, y, u->out, i, w);
 }
 
 /* in: x [N,C,...], gamma, beta, running_mean, running_var [C]. */
@@ -72,13 +75,17 @@ LLVMValueRef cg_gen_batchnorm(cg_ctx *c, const ir_node *n, const char *fn_name, 
   cg_loop L;
   LLVMValueRef p = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "plane");
   LLVMValueRef ch = LLVMBuildSRem(c->b, p, cg_i64(c, nc), "c");
+  const pass_fusion *pl = c->priv ? ((const cg_priv *)c->priv)->plan : NULL; /* fuse.c: an activation after it */
+  const ir_node *act = pl && pl[n->id].n_post == 1 ? &c->g->nodes[pl[n->id].post[0]] : NULL;
   affine_ctx u = {a[0], a[1], LLVMBuildMul(c->b, p, cg_i64(c, s), ""), cg_load_f32(c, t, ch),
                   cg_load_f32(c, t, LLVMBuildAdd(c->b, ch, cg_i64(c, nc), "")),
-                  cg_load_f32(c, t, LLVMBuildAdd(c->b, ch, cg_i64(c, 2 * nc), ""))};
+                  cg_load_f32(c, t, LLVMBuildAdd(c->b, ch, cg_i64(c, 2 * nc), "")), act};
   cg_inner_loop(c, s, affine_body, &u);
   cg_loop_end(c, &L);
   cg_kernel_end(c);
-  *kind = cg_kind(c, "batchnorm_inference", NULL);
+  char k[64];
+  snprintf(k, sizeof k, "batchnorm_inference%s%s", act ? "_" : "", act ? ir_ops[act->op].name : "");
+  *kind = cg_kind(c, k, NULL);
   return f;
 }
 

@@ -141,6 +141,15 @@ void pass_fuse(const ir_graph *g, int enable, pass_fusion *plan) {
   if (!enable) return;
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i].op == IR_OP_conv2d && plan[i].anchor == i) grow_group(g, i, plan);
+  for (int i = 0; i < g->n_nodes && ir_tune(g)->bn_act_fusion; i++) { /* a batchnorm not after a conv + its activation */
+    const ir_node *n = &g->nodes[i];
+    if (n->op != IR_OP_batchnorm || n->attr.batchnorm.training || plan[i].anchor != i || plan[i].n_post) continue;
+    int m = sole_consumer(g, n->out);
+    if (m < 0 || plan[m].anchor != m || g->nodes[m].in[0] != n->out || !epilogue_ok(g, &g->nodes[m], n->out)) continue;
+    ir_op op = g->nodes[m].op;
+    if (op == IR_OP_add || op == IR_OP_round16 || op == IR_OP_quantize8) continue; /* activations only */
+    plan[i].post[plan[i].n_post++] = m, plan[i].last = m, plan[m].anchor = i;
+  }
   for (int i = 0; i < g->n_nodes; i++) {
     int m = g->nodes[i].op == IR_OP_conv2d && plan[i].anchor == i ? se_scale_mul(g, i, plan) : -1;
     if (m >= 0) plan[i].n_pre = 1, plan[i].pre = m, plan[m].anchor = i;
