@@ -436,4 +436,20 @@ static inline int cgt_check_graph(ir_graph *g, const cg_target *t, const char *l
 
 #include "cgt_io.h" /* files, LLVM IR lines, models from YAML, runtime models */
 
+/* An A/B of one knob: runs g (cgt_check_graph: 1 and 2 threads against the interpreter) with the
+ * current knobs, then with the ct_tune item `off`, then restores `on`; a failure for each build
+ * that differs from the interpreter and when output 0 of the two is not bitwise the same. */
+static inline void cgt_check_knob_bitwise(ir_graph *g, const cg_target *t, const char *label, double tol, const char *off,
+                                          const char *on) {
+  float *a = NULL, *b = NULL;
+  int bad = cgt_check_graph(g, t, label, tol, &a);
+  ct_tune(off);
+  bad += cgt_check_graph(g, t, label, tol, &b);
+  ct_tune(on);
+  CGT_CHECK(bad == 0, "%s: compiled result differs from the interpreter", label);
+  int64_t n = ir_shape_numel(&g->values[g->outputs[0]].shape);
+  CGT_CHECK(a && b && !memcmp(a, b, (size_t)n * sizeof(float)), "%s: not bitwise equal with %s", label, off);
+  free(a), free(b);
+}
+
 #endif
