@@ -3,7 +3,8 @@
  * the normalize node a u8 -> f32 copy (folded 1).  Padded convs with a non-zero mean (zero
  * padding in normalised space is the raw value 255 mean[c], not 0): only the scale moves,
  * w' = w / (255 std[c]), and the node computes x - 255 mean[c] (folded 2), whose zero is the
- * normalised zero.  Training graphs are never folded (docs/model-format.md "input"). */
+ * normalised zero.  Runs before the precision pass (16.x: the folded weights are rounded
+ * after folding).  Training graphs are never folded (docs/model-format.md "input"). */
 #include <string.h>
 
 #include "passes/passes.h"

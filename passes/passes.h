@@ -129,11 +129,13 @@ int pass_mem_is_optimizer_state(const ir_graph *g, int v);
 const char *pass_mem_human(int64_t bytes, char *buf, size_t n);
 
 /* ---- fold_normalize.c (issue 23; docs/model-format.md "input") ------------------------------ */
-/* Inference, f32: moves a u8 input's normalisation ((x/255 - mean[c]) / std[c]) into the conv
- * that is its only consumer: w' = w / (255 std[c]), b' = b - sum w mean[c] / std[c], the
- * normalize node left as a plain u8 -> f32 copy (attr folded).  Only where zero padding stays
- * exact: the conv has no padding, or every mean[c] is 0 (raw 0 then normalises to 0); groups
- * 1, weights and bias read by that conv alone.  Returns 1 if folded, 0 if not. */
+/* Inference (every precision but int8; the pipeline runs it before the precision pass, so the
+ * folded weights are rounded to 16 bits after folding): moves a u8 input's normalisation
+ * ((x/255 - mean[c]) / std[c]) into the conv that is its only consumer (groups 1, weights and
+ * bias read by that conv alone).  Unpadded, or every mean[c] 0: w' = w / (255 std[c]),
+ * b' = b - sum w mean[c] / std[c], the node a plain u8 -> f32 copy (folded 1).  Padded with
+ * non-zero means: only w' = w / (255 std[c]), the node subtracts 255 mean[c] (folded 2).
+ * Returns 1 if folded, 0 if not. */
 int pass_fold_normalize(ir_graph *g);
 
 /* ---- precision.c (issue 6; docs/precision.md) ------------------------------------------- */

@@ -49,10 +49,12 @@ int pass_pipeline(ir_graph *g, const pass_pipeline_opts *o, int *stopped, ir_dia
   if (pass_pipeline_check_stop(o->stop_after, o->training, d)) return -1;
   /* --precision 16.x: round16 nodes on the forward graph, before autodiff (docs/precision.md) */
   int int8 = o->precision && !strcmp(o->precision, "int8"); /* int8: quantize.c, in the precision slot */
+  /* u8 input: the normalisation into the first conv, before the 16-bit rounding (the folded
+   * weights are rounded then, the raw 0..255 input is on every 16-bit grid) */
+  if (!o->training && !int8) pass_fold_normalize(g);
   PASS("precision", int8 ? pass_quantize8(g, o->calib, o->calib_n, o->log, d)
                          : pass_precision(g, o->precision, o->half_type, o->training, d));
   if (!o->training) {
-    if (!o->precision || !strcmp(o->precision, "32.32")) pass_fold_normalize(g); /* u8 input: into the first conv */
     PASS("split", pass_split(g, o->splits, o->n_splits, o->shards, d));
     return 0; /* store16 (inference): codegen/gen_store16.c, which asks the kernels */
   }

@@ -13,7 +13,7 @@
  *    rounded, except: a value whose only consumer is an element-wise epilogue op (relu,
  *    sigmoid, swish, clip, hardsigmoid, hardswish, add, inference batchnorm: the rounding happens once, after the epilogue,
  *    as in a fused 16-bit kernel); a value already on the 16-bit grid (reshape, maxpool, relu, inference dropout
- *    of a rounded value); the logits (input of softmax / softmax_xent), the loss and the
+ *    of a rounded value; a normalize folded into its conv, whose result is the raw 0..255); the logits (input of softmax / softmax_xent), the loss and the
  *    graph outputs, which stay f32.
  *  - gradients: autodiff's rule for round16 is dx = round16(dy), so the gradients are
  *    rounded where the activations are.
@@ -93,6 +93,7 @@ int pass_precision(ir_graph *g, const char *precision, const char *half_type, in
     if (v < 0 || g->values[v].dtype != IR_F32) continue;
     const ir_node *n = k < 0 ? NULL : &g->nodes[k];
     if (n && keeps_grid(n) && (grid[n->in[0]] || rounded[n->in[0]] >= 0)) { grid[v] = 1; continue; }
+    if (n && n->op == IR_OP_normalize && n->attr.normalize.folded == 1) { grid[v] = 1; continue; } /* 0..255 */
     if (!n_cons[v] || (n && n->op == IR_OP_softmax_xent)) continue;
     int out = 0, logits = 0, all_epi = 1;
     for (int o = 0; o < g->n_outputs; o++) out |= g->outputs[o] == v;

@@ -6,7 +6,9 @@
  * the kernel `normalize_u8_folded`); a padded conv with non-zero means (zero padding is not
  * -mean/std in raw values: the full fold done by hand changes the outputs), folded 2 (only
  * the scale and std; the node subtracts 255 mean: `normalize_u8_centred`).  Not folded (graph
- * unchanged): a normalize read by two layers, a training graph. */
+ * unchanged): a normalize read by two layers, a training graph.  At --precision 16.32 (bf16,
+ * fp16) the compiled .so folds as well (before the 16-bit rounding) and stays within 16-bit
+ * rounding of the unfolded graph, f32 and 16-bit. */
 #include <math.h>
 
 #include "test_codegen_harness.h"
@@ -102,8 +104,11 @@ static void check_padding_matters(void) {
 }
 
 /* The compiled .so (the pipeline folds) against the unfolded interpreter; the plan names the
- * folded kernel. */
-static void check_compiled(const char *means, int pad, const char *want_kind) {
+ * folded kernel.  precision NULL: f32, to 1e-4; "16.32" with half_type bf16 or fp16: within
+ * 16-bit rounding (2e-2 of the outputs' mean magnitude) of the unfolded f32 graph and of the
+ * unfolded graph after the precision pass, and (folded 1) no round16 of the raw input. */
+static void check_compiled16(const char *means, int pad, const char *want_kind, const char *precision,
+                             const char *half_type) {
   char buf[1024], path[512], so[512];
   snprintf(path, sizeof path, "%s/fold.yml", cgt_dir);
   snprintf(so, sizeof so, "%s/fold.so", cgt_dir);
@@ -111,10 +116,16 @@ static void check_compiled(const char *means, int pad, const char *want_kind) {
     CGT_CHECK(0, "compiled: write");
     return;
   }
-  fe_options o;
-  const char *const kv[][2] = {{"batch-size", "2"}, {"seed", "5"}};
-  ir_graph *g = cgt_load(path, kv, 2, &o), *gr = cgt_load(path, kv, 2, &o);
+  fe_options o, o16;
+  const char *const kv[][2] = {{"batch-size", "2"}, {"seed", "5"}, {"precision", precision}, {"half-type", half_type}};
+  int nkv = precision ? 4 : 2;
+  ir_graph *g = cgt_load(path, kv, nkv, &o), *gr = cgt_load(path, kv, 2, &o16), *g16 = NULL;
   ir_diag d = {0};
+  if (precision) { /* the unfolded 16-bit graph: the precision pass alone */
+    g16 = cgt_load(path, kv, 2, &o16);
+    CGT_CHECK(g16 && pass_precision(g16, precision, half_type, 0, &d) > 0, "compiled %s: precision pass: %s", precision,
+              d.msg);
+  }
   cnnrt_model *m = NULL;
   CGT_CHECK(g && gr && !cnnc_build_model(g, &o, so, NULL, 0, &d) && cnnrt_open(so, NULL, &m) == CNNRT_OK,
             "compiled: %s %s", d.msg, cnnrt_last_error());
@@ -126,15 +137,33 @@ static void check_compiled(const char *means, int pad, const char *want_kind) {
     float *want = interp_out(gr, x, &n0), *out = malloc((size_t)n0 * sizeof *out);
     CGT_CHECK(cnnrt_infer(m, img, (size_t)nx, out, (size_t)n0 * sizeof *out, 1) == CNNRT_OK, "compiled: infer: %s",
               cnnrt_last_error());
-    cgt_failures += cgt_compare("compiled folded vs unfolded interpreter", out, want, n0, 1e-4);
+    char label[160];
+    snprintf(label, sizeof label, "compiled folded %s %s vs unfolded f32 interpreter", precision ? precision : "32.32",
+             precision ? half_type : "");
+    cgt_failures += cgt_compare(label, out, want, n0, precision ? 2e-2 : 1e-4);
+    if (g16) {
+      int64_t n16;
+      float *want16 = interp_out(g16, x, &n16);
+      snprintf(label, sizeof label, "compiled folded %s %s vs unfolded %s interpreter", precision, half_type, precision);
+      CGT_CHECK(n16 == n0, "%s: %lld outputs, want %lld", label, (long long)n16, (long long)n0);
+      if (n16 == n0) cgt_failures += cgt_compare(label, out, want16, n0, 2e-2);
+      free(want16);
+    }
     const char *js = cnnrt_describe_json(m);
-    CGT_CHECK(js && strstr(js, want_kind), "compiled: the descriptor names no %s kernel", want_kind);
+    CGT_CHECK(js && strstr(js, want_kind), "%s: the descriptor names no %s kernel", label, want_kind);
+    if (precision && !strcmp(want_kind, "normalize_u8_folded"))
+      CGT_CHECK(js && !strstr(js, "normalize/round16"), "%s: the raw 0..255 input is rounded to 16 bits", label);
     free(x), free(img), free(want), free(out);
   }
+  if (g16) ir_graph_free(g16);
   if (m) cnnrt_close(m);
   if (g) ir_graph_free(g);
   if (gr) ir_graph_free(gr);
   unlink(so), unlink(path);
+}
+
+static void check_compiled(const char *means, int pad, const char *want_kind) {
+  check_compiled16(means, pad, want_kind, NULL, NULL);
 }
 
 int main(void) {
@@ -162,5 +191,11 @@ int main(void) {
   unlink(path);
   check_compiled("0.5, 0.4, 0.3", 0, "normalize_u8_folded");
   check_compiled("0.5, 0.4, 0.3", 1, "normalize_u8_centred");
+  /* 16-bit inference folds too (before the rounding) */
+  for (int h = 0; h < 2; h++) {
+    const char *ht = h ? "fp16" : "bf16";
+    check_compiled16("0.5, 0.4, 0.3", 0, "normalize_u8_folded", "16.32", ht);
+    check_compiled16("0.5, 0.4, 0.3", 1, "normalize_u8_centred", "16.32", ht);
+  }
   return cgt_done("test_fold_normalize");
 }
