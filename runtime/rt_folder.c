@@ -3,7 +3,7 @@
  * ImageFolder), or TensorFlow's ImageNet TFRecord shards (cnnrt_dataset_open_tfrecord,
  * rt_tfrecord.c: a record stands for a file); images decoded and transformed when read
  * (rt_image.c) by a pool of decoder threads, which also decode the window after each read
- * ahead of time (the read-ahead).
+ * ahead of time (the read-ahead: after it, or at the stride of the last two reads).
  *
  * The pool works on one job at a time: samples [first, first+count) of the read order into a
  * u8 buffer.  Workers and the reading thread take samples from the job by an index under the
@@ -73,6 +73,7 @@ struct rt_folder {
   int64_t decoded, skipped;
   double wait;
   char last_skipped[512];
+  int64_t last_first, last_count, stride; /* the read-ahead's guess: the window `stride` after the last */
 };
 
 static double rt_now(void) { return 1e-9 * (double)rt_trace_now_ns(); } /* monotonic seconds */
@@ -415,8 +416,13 @@ cnnrt_status rt_folder_read(const cnnrt_dataset *ds, int64_t first, int64_t coun
       for (size_t p = 0; p < (size_t)count * per; p++) ((float *)images)[p] = j->px[p] / 255.0f;
   }
   f->wait += rt_now() - t0;
-  int64_t next = first + count;
-  if (s == CNNRT_OK && f->n_threads && next < ds->n) /* the read-ahead: the same count after this window */
+  /* the read-ahead: the same count at the stride of the last two reads of this count (a rank
+   * under mpirun reads every N-th micro-batch), or right after this window */
+  if (count != f->last_count) f->stride = count;
+  else if (first > f->last_first) f->stride = first - f->last_first;
+  f->last_first = first, f->last_count = count;
+  int64_t next = f->stride <= ds->n - first ? first + f->stride : ds->n;
+  if (s == CNNRT_OK && f->n_threads && next < ds->n)
     rt_start(f, ds, next, count < ds->n - next ? count : ds->n - next);
   pthread_mutex_unlock(&f->mu);
   pthread_mutex_unlock(&f->rd);

@@ -3,7 +3,7 @@
  * samples one thread reads alone (a reader's job is not cancelled or replaced by another's);
  * with skip_bad a run of corrupt files is counted once per file however many decoder threads
  * meet it, and the substitutes are the same for 0 and 4 threads; shuffles, limits and closes
- * while the read-ahead runs; TFRecord labels at the ends of int64 refused (no overflow in the
+ * while the read-ahead runs; strided reads (a rank's micro-batches) read ahead at their stride; TFRecord labels at the ends of int64 refused (no overflow in the
  * label_base check).  Linked against cnnrt_static (for libspng; the calls are public). */
 #include <pthread.h>
 #include <spng.h>
@@ -202,6 +202,35 @@ static void test_churn(void) {
   cnnrt_dataset_close(ref);
 }
 
+/* ---- strided reads (a rank under mpirun reads every N-th micro-batch) -------------------------
+ * The read-ahead follows the stride of the last two reads: reading every other window, with
+ * time between the reads for the read-ahead to finish, decodes the windows read and one more
+ * (the last read-ahead), not the skipped windows too; the samples are those of 0 threads. */
+static void test_stride(void) {
+  cnnrt_dataset *ds = open_folder("plain", 2, 0), *ref = open_folder("plain", 0, 0);
+  int64_t n = cnnrt_dataset_size(ds), reads = 0;
+  uint8_t px[WIN * PER], px0[WIN * PER];
+  float lab[WIN], lab0[WIN];
+  cnnrt_dataset_shuffle(ds, 7);
+  cnnrt_dataset_shuffle(ref, 7);
+  for (int64_t w = 1; (w + 1) * WIN <= n; w += 2, reads++) { /* windows 1, 3, 5, ...: stride 2 WIN */
+    CHECK(cnnrt_dataset_read(ds, w * WIN, WIN, CNNRT_U8, px, lab) == CNNRT_OK, "stride read: %s", cnnrt_last_error());
+    CHECK(cnnrt_dataset_read(ref, w * WIN, WIN, CNNRT_U8, px0, lab0) == CNNRT_OK, "stride read: %s", cnnrt_last_error());
+    CHECK(!memcmp(px, px0, sizeof px) && !memcmp(lab, lab0, sizeof lab), "stride: window %lld differs from 0 threads",
+          (long long)w);
+    usleep(30000); /* the read-ahead of the next window finishes */
+  }
+  cnnrt_dataset_stats st;
+  cnnrt_dataset_stats_get(ds, &st);
+  /* the first read-ahead guesses the window right after (no stride known yet): one more window */
+  CHECK(reads >= 4 && st.decoded <= (reads + 2) * WIN,
+        "stride: %lld reads of %d samples at a stride of %d decoded %lld images (at most %lld: the read-ahead "
+        "decodes the windows skipped)", (long long)reads, WIN, 2 * WIN, (long long)st.decoded,
+        (long long)(reads + 2) * WIN);
+  cnnrt_dataset_close(ds);
+  cnnrt_dataset_close(ref);
+}
+
 /* ---- TFRecord labels at the ends of int64 -------------------------------------------------- */
 static uint32_t crc32c(const uint8_t *p, size_t n) {
   uint32_t c = 0xFFFFFFFFu;
@@ -291,6 +320,7 @@ int main(void) {
   test_two_readers();
   test_skip_bad();
   test_churn();
+  test_stride();
   test_tfrecord_label_ends();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
