@@ -1,5 +1,5 @@
-/* cnnrun.h — what the files of cnnrun share (tools/cnnrun.c: command line, model, info,
- * infer, and cnnrun_train.inc; tools/cnnrun_bench.c: benchmark). */
+/* cnnrun.h — what the files of cnnrun share (tools/cnnrun.c: command line, model, info and
+ * cnnrun_train.inc; cnnrun_bench.c: benchmark; cnnrun_infer.c: infer; cnnrun_mpi.c: ranks). */
 #ifndef CNNRUN_H
 #define CNNRUN_H
 
@@ -82,6 +82,12 @@ void dist_die_prefix(void);  /* "[rank K of N] " on stderr under mpirun, before 
 void dist_abort(int code);   /* under mpirun: MPI_Abort, ending every rank */
 void dist_finalize(void);
 int dist_restore(cnnrt_model *m, const char *path, int optional); /* --restore; under mpirun rank 0 reads, all get it */
+
+/* ---- infer (cnnrun_infer.c) ------------------------------------------------------------- */
+/* Checks every output path of the command before its work starts: not a directory, not one of
+ * its inputs, its directory writable (else dies). */
+void check_outputs(const opts *o);
+int cmd_infer(const opts *o);
 
 /* ---- training (cnnrun_train.inc) -------------------------------------------------------- */
 int cmd_benchmark_train(const opts *o, cnnrt_model *m);

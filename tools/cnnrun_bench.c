@@ -1,7 +1,8 @@
 /* cnnrun_bench.c — the benchmark command of cnnrun: timed cnnrt_infer calls on synthetic
  * input (img/s, latency, per-shard busy time) and --profile's per-op table; training models
  * are handed to cmd_benchmark_train (cnnrun_train.inc).  Also inference replicas (--replicas:
- * model instances on core groups, for benchmark and infer). */
+ * model instances on core groups, for benchmark and infer) and, under mpirun, one instance per
+ * rank (bench_ranks). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cnnrun.h"
 
@@ -455,8 +457,111 @@ static int bench_replicas(const opts *o) {
   return 0;
 }
 
+/* ---- inference over MPI ranks ----------------------------------------------------------------
+ * benchmark under mpirun: every rank runs one model instance (its threads: --threads, else the
+ * runtime's default on the cores mpirun gave the rank), its warm-up, then a barrier and timed
+ * calls (--runs each, until --seconds).  Rank 0 reports img/s = every rank's images / the
+ * longest rank's time from the barrier, and the latencies of every rank's calls. */
+typedef struct rank_row {
+  double secs;
+  int64_t calls;
+  int32_t threads[8], shards;
+  char host[64];
+} rank_row;
+
+static int bench_ranks(const opts *o, cnnrt_model *m) {
+  const cnnrt_comm *cm = dist_comm_get();
+  int N = cm->size, me = cm->rank, bs = cnnrt_batch_size(m), ns = cnnrt_num_shards(m);
+  size_t in_bytes = cnnrt_input_bytes(m) * (size_t)o->batches, out_bytes = cnnrt_output_bytes(m) * (size_t)o->batches;
+  int cap = o->seconds > 0 && o->runs < 1 << 16 ? 1 << 16 : o->runs;
+  void *in = malloc(in_bytes), *out = malloc(out_bytes);
+  double *ms = malloc((size_t)cap * sizeof *ms);
+  rank_row mine = {0}, *rows = calloc((size_t)N, sizeof *rows);
+  if (!in || !out || !ms || !rows) die("out of memory for %d batches", o->batches);
+  cnnrt_tensor_info t;
+  cnnrt_input_info(m, &t);
+  synth_input(in, in_bytes, t.dtype);
+  for (int w = 0; w < o->warmup; w++)
+    if (cnnrt_infer(m, in, in_bytes, out, out_bytes, o->batches) != CNNRT_OK) die("%s", cnnrt_last_error());
+  if (cm->barrier(cm->ctx)) die("benchmark: the ranks' start: %s", cm->last_error(cm->ctx));
+  double t0 = now_seconds(), t1 = t0;
+  int n = 0;
+  while (n < cap && (n < o->runs || t1 - t0 < o->seconds)) {
+    double c0 = now_seconds();
+    if (cnnrt_infer(m, in, in_bytes, out, out_bytes, o->batches) != CNNRT_OK) die("%s", cnnrt_last_error());
+    t1 = now_seconds();
+    ms[n++] = (t1 - c0) * 1e3 / o->batches;
+  }
+  mine.secs = t1 - t0, mine.calls = n, mine.shards = ns;
+  for (int s = 0; s < ns && s < 8; s++) mine.threads[s] = cnnrt_threads(m, s);
+  if (gethostname(mine.host, sizeof mine.host - 1)) snprintf(mine.host, sizeof mine.host, "?");
+  if (cm->allgather(cm->ctx, &mine, sizeof mine, rows)) die("benchmark: gathering the ranks' times: %s", cm->last_error(cm->ctx));
+  int64_t total = 0;
+  double wall = 0;
+  for (int r = 0; r < N; r++) total += rows[r].calls, wall = rows[r].secs > wall ? rows[r].secs : wall;
+  if (me > 0) { /* rank 0 gathers the latencies */
+    if (cm->send(cm->ctx, ms, (size_t)n * sizeof *ms, 0)) die("benchmark: sending the latencies: %s", cm->last_error(cm->ctx));
+    free(in), free(out), free(ms), free(rows);
+    return 0;
+  }
+  double *all = malloc((size_t)total * sizeof *all);
+  if (!all) die("out of memory for %lld latencies", (long long)total);
+  memcpy(all, ms, (size_t)n * sizeof *ms);
+  for (int64_t r = 1, at = n; r < N; at += rows[r++].calls)
+    if (cm->recv(cm->ctx, all + at, (size_t)rows[r].calls * sizeof *all, (int)r))
+      die("benchmark: the latencies of rank %lld: %s", (long long)r, cm->last_error(cm->ctx));
+  bench_result res = {0};
+  res.total = wall;
+  bench_stats(&res, all, (int)total);
+  double batches = (double)total * o->batches;
+  res.img_s = batches * bs / wall;
+  res.gflop_s = batches * cnnrt_model_flops(m) / wall / 1e9;
+  if (o->json) {
+    printf("{\"model\": ");
+    print_json_string(cnnrt_model_name(m));
+    printf(", \"batch_size\": %d, \"batches_per_run\": %d, \"runs\": %d, \"warmup\": %d, \"shards\": %d, \"ranks\": %d, "
+           "\"images_per_second\": %.3f, \"gflops_per_second\": %.3f, "
+           "\"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"min\": %.4f}, \"rank\": [",
+           bs, o->batches, o->runs, o->warmup, ns, N, res.img_s, res.gflop_s, res.mean, res.p50, res.p90, res.min);
+    for (int r = 0; r < N; r++) {
+      printf("%s{\"host\": ", r ? ", " : "");
+      print_json_string(rows[r].host);
+      printf(", \"threads\": [");
+      for (int s = 0; s < rows[r].shards && s < 8; s++) printf("%s%d", s ? ", " : "", rows[r].threads[s]);
+      printf("], \"runs\": %lld, \"seconds\": %.6f, \"images_per_second\": %.3f}", (long long)rows[r].calls, rows[r].secs,
+             (double)rows[r].calls * o->batches * bs / rows[r].secs);
+    }
+    printf("]}\n");
+  } else {
+    printf("model %s: batch %d, %d shard%s, %d ranks (mpirun; one model instance each)\n", cnnrt_model_name(m), bs, ns,
+           ns == 1 ? "" : "s", N);
+    for (int r = 0; r < N; r++) {
+      printf("  rank %d: host %s, threads", r, rows[r].host);
+      for (int s = 0; s < rows[r].shards && s < 8; s++) printf("%s%d", s ? "," : " ", rows[r].threads[s]);
+      printf(", %lld runs in %.3f s, %.2f img/s\n", (long long)rows[r].calls, rows[r].secs,
+             (double)rows[r].calls * o->batches * bs / rows[r].secs);
+    }
+    printf("%lld runs of %d batches over %d ranks (%d warm-up run%s each dropped), %.3f s\n", (long long)total, o->batches, N,
+           o->warmup, o->warmup == 1 ? "" : "s", wall);
+    printf("throughput  %.2f img/s  (%.2f GFLOP/s), every rank together\n", res.img_s, res.gflop_s);
+    printf("latency per batch  mean %.3f ms  p50 %.3f ms  p90 %.3f ms  min %.3f ms (every rank's calls)\n", res.mean, res.p50,
+           res.p90, res.min);
+  }
+  free(in), free(out), free(ms), free(rows), free(all);
+  return 0;
+}
+
 int cmd_benchmark(const opts *o) {
   cnnrt_model *m = open_model(o);
+  if (dist_comm_get()) { /* under mpirun */
+    if (cnnrt_is_training(m)) die("benchmark under mpirun: %s is a training model; train it across ranks with "
+                                        "`mpirun ... cnnrun X.so train`", o->model);
+    if (o->replicas > 1 || o->profile)
+      die("benchmark under mpirun: every rank is one model instance; --replicas and --profile are for one process");
+    int rc = bench_ranks(o, m);
+    close_model(o, m);
+    return rc;
+  }
   if (cnnrt_is_training(m) && o->replicas > 1) {
     fprintf(stderr, "cnnrun: --replicas: %s is a training model; its replicas are compiled in (cnnc --replicas)\n", o->model);
     exit(EXIT_USAGE);

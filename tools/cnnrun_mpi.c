@@ -1,4 +1,4 @@
-/* cnnrun_mpi.c — cnnrun train across processes (docs/mpi.md).  Under mpirun (Open MPI sets
+/* cnnrun_mpi.c — cnnrun train, infer and benchmark across processes (docs/mpi.md).  Under mpirun (Open MPI sets
  * OMPI_COMM_WORLD_SIZE; PMIx launchers PMIX_RANK) cnnrun dlopens libcnnrt_mpi.so — from
  * $CNNRUN_MPI_LIB, else next to the libcnnrt it runs with, else the loader's path — so cnnrun
  * itself links no MPI.  Then every rank checks that all ranks run the same model file (a hash

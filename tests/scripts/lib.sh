@@ -185,6 +185,14 @@ need_fmnist() {
   have_fmnist "$@" || skip_all "no Fashion-MNIST in $DATA (Debian dataset-fashion-mnist)"
 }
 
+# need_mpi: exits $SKIP without mpirun (Debian openmpi-bin) or $BUILD/libcnnrt_mpi.so; else
+# lets Open MPI run as root and oversubscribe the 2 cores.
+need_mpi() {
+  command -v mpirun >/dev/null || skip_all "no mpirun (Debian openmpi-bin)"
+  [ -e "$BUILD/libcnnrt_mpi.so" ] || skip_all "no $BUILD/libcnnrt_mpi.so (cnnc built without MPI: libopenmpi-dev)"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+}
+
 # chromium_path: the headless browser for the HTML checks ($CNNC_CHROMIUM, else chromium or
 # chromium-browser on PATH); prints nothing when there is none.
 chromium_path() {

@@ -12,9 +12,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 script_args "$@"
-command -v mpirun >/dev/null || skip_all "no mpirun (Debian openmpi-bin)"
-[ -e "$BUILD/libcnnrt_mpi.so" ] || skip_all "no $BUILD/libcnnrt_mpi.so (cnnc built without MPI: libopenmpi-dev)"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+need_mpi
 MPI=(timeout 300 mpirun --oversubscribe -np 2)
 
 # same_run NAME SO ARGS...: one process vs 2 ranks, same checkpoints (cmp) and log lines.
