@@ -183,27 +183,70 @@ static int read_by_other_concat(const ir_graph *g, int v, int self) {
   return 0;
 }
 
+/* Whether the kernel of anchor a can write its [N, C, H, W] result at a channel offset of a
+ * wider tensor (an image stride of more channels: conv_geom.ocs): a conv of groups 1 in an f32
+ * graph (the wino and direct routes, whose stores go through one image offset; no bf16, stem,
+ * int8 or depthwise planes) without a fused residual add (the residual is read at the output's
+ * index). */
+static int strided_writer(const ir_graph *g, const pass_fusion *fu, int a) {
+  const ir_node *n = &g->nodes[a];
+  if (n->op != IR_OP_conv2d || n->attr.conv2d.groups != 1 || fu[a].n_pre || fu[a].n_side) return 0;
+  for (int k = 0; k < fu[a].n_post; k++)
+    if (g->nodes[fu[a].post[k]].op == IR_OP_add) return 0;
+  for (int q = 0; q < g->n_nodes; q++) {
+    ir_op op = g->nodes[q].op;
+    if (op == IR_OP_round16 || op == IR_OP_narrow16 || op == IR_OP_widen16 || op == IR_OP_quantize8) return 0;
+  }
+  return g->values[n->out].dtype == IR_F32;
+}
+
+/* Bytes of concat input v in the result: all of it (batch 1), or one image's (batched). */
+static int64_t concat_part_bytes(const ir_graph *g, int v, int batched) {
+  const ir_shape *s = &g->values[v].shape;
+  return ir_shape_numel(s) / (batched ? s->dim[0] : 1) * (int64_t)ir_dtype_size(g->values[v].dtype);
+}
+
 int cg_concat_inplace(const ir_graph *g, const pass_fusion *fu, int i) {
   const ir_node *n = &g->nodes[i];
   if (!fu || n->op != IR_OP_concat || !ir_tune(g)->concat_inplace || fu[i].anchor != i || fu[i].last != i) return 0;
   for (int q = 0; q < g->n_nodes; q++)
     if (ir_op_is_optimizer(g->nodes[q].op)) return 0; /* inference graphs only */
   const ir_value *o = &g->values[n->out];
-  for (int d = 0; d < n->attr.concat.axis; d++)
-    if (o->shape.dim[d] != 1) return 0;
+  int batched = 0; /* dims before the axis not all 1: the producers write image by image */
+  for (int d = 0; d < n->attr.concat.axis; d++) batched |= o->shape.dim[d] != 1;
+  if (batched && (n->attr.concat.axis != 1 || o->shape.rank != 4 || ir_tune(g)->concat_inplace < 2 ||
+                  (ir_shape_numel(&o->shape) / o->shape.dim[0] * (int64_t)ir_dtype_size(o->dtype)) % 64))
+    return 0;
   if (!shard_local(g, n->out, n->shard)) return 0;
   int64_t off = 0;
   for (int j = 0; j < n->n_in; j++) {
     int v = n->in[j], p = g->values[v].producer;
     if (p < 0 || off % 64 || g->values[v].dtype != o->dtype || g->nodes[p].shard != n->shard) return 0;
     int a = fu[p].anchor;
-    if (fu[a].last != p || g->nodes[a].op == IR_OP_concat) return 0;
+    if (fu[a].last != p || g->nodes[a].op == IR_OP_concat || (batched && !strided_writer(g, fu, a))) return 0;
+    int readers = 0; /* batched: v exists only inside the result (no reader expects it dense) */
+    for (int q = 0; batched && q < g->n_nodes; q++)
+      for (int k = 0; k < g->nodes[q].n_in; k++) readers += g->nodes[q].in[k] == v;
+    if (readers > 1) return 0;
     for (int q = 0; q < j; q++)
       if (n->in[q] == v) return 0;
     if (!shard_local(g, v, n->shard) || read_by_other_concat(g, v, i)) return 0;
-    off += ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
+    off += concat_part_bytes(g, v, batched);
   }
   return 1;
+}
+
+int64_t cg_concat_out_channels(const ir_graph *g, const pass_fusion *fu, int v) {
+  for (int i = 0; fu && i < g->n_nodes; i++) {
+    const ir_node *n = &g->nodes[i];
+    if (n->op != IR_OP_concat) continue;
+    for (int j = 0; j < n->n_in; j++)
+      if (n->in[j] == v) {
+        const ir_shape *os = &g->values[n->out].shape;
+        return os->dim[0] > 1 && cg_concat_inplace(g, fu, i) ? os->dim[1] : 0;
+      }
+  }
+  return 0;
 }
 
 /* Marks the in-place concat kernels and where their inputs live (alias_of, alias_off). */
@@ -214,10 +257,11 @@ static void plan_inplace(cg_layout *L) {
     if (!(k->inplace = cg_concat_inplace(g, L->plan, k->anchor))) continue;
     const ir_node *n = &g->nodes[k->anchor];
     int64_t off = 0;
-    for (int j = 0; j < n->n_in; j++) {
+    int batched = cg_concat_out_channels(g, L->plan, n->in[0]) > 0;
+    for (int j = 0; j < n->n_in; j++) { /* batched: the offset in image 0 (each image at the result's stride) */
       int v = n->in[j];
       L->alias_of[v] = n->out, L->alias_off[v] = off;
-      off += ir_shape_numel(&g->values[v].shape) * (int64_t)ir_dtype_size(g->values[v].dtype);
+      off += concat_part_bytes(g, v, batched);
     }
   }
 }

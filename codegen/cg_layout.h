@@ -80,6 +80,10 @@ void cg_layout_free(cg_layout *L);
  * (kernels.def "concat inplace", docs/codegen.md "In-place concats"): its inputs are written by
  * their producers into consecutive byte ranges of its result and its kernel does nothing. */
 int cg_concat_inplace(const ir_graph *g, const pass_fusion *fu, int i);
+/* The channels per image of the in-place concat result that value v is written into when
+ * that concat has a batch > 1 (its producer's kernel stores each image at that stride:
+ * conv_geom.ocs), else 0. */
+int64_t cg_concat_out_channels(const ir_graph *g, const pass_fusion *fu, int v);
 /* Index of tensor t in shard s's io list, or -1. */
 int cg_layout_io_slot(const cg_layout *L, int s, int tensor);
 

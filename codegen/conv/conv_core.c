@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "codegen/cg_budget.h"
+#include "codegen/cg_layout.h"
 #include "codegen/conv/conv_core.h"
 
 /* Vectors of an output row that cg_conv_row_emit puts in masked tiles (border and tail) when
@@ -50,6 +51,13 @@ static void conv_choose_tile(conv_geom *g, int budget) {
   g->ntile = (int)((g->cout_g + g->R - 1) / g->R);
 }
 
+int64_t cg_conv_out_stride(cg_ctx *c, const ir_node *n, int64_t cout) {
+  const cg_priv *pv = c->priv;
+  const pass_fusion *fu = pv ? pv->plan : NULL;
+  int64_t k = fu ? cg_concat_out_channels(c->g, fu, c->g->nodes[fu[n->id].last].out) : 0;
+  return k > 0 ? k : cout;
+}
+
 conv_geom cg_conv_geometry(cg_ctx *c, const ir_node *n) {
   const ir_conv2d_attr *a = &n->attr.conv2d;
   const ir_shape *xs = &c->g->values[n->in[0]].shape, *ys = &c->g->values[n->out].shape;
@@ -58,6 +66,7 @@ conv_geom cg_conv_geometry(cg_ctx *c, const ir_node *n) {
   g.tune = cg_tune(c);
   g.n = xs->dim[0], g.cin = xs->dim[1], g.h = xs->dim[2], g.w = xs->dim[3];
   g.cout = ys->dim[1], g.oh = ys->dim[2], g.ow = ys->dim[3];
+  g.ocs = cg_conv_out_stride(c, n, g.cout);
   g.kh = a->kernel[0], g.kw = a->kernel[1], g.sh = a->stride[0], g.sw = a->stride[1];
   g.pt = a->pad[0], g.pl = a->pad[1], g.dh = a->dilation[0], g.dw = a->dilation[1];
   if (g.dh < 1) g.dh = 1;

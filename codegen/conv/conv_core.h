@@ -18,6 +18,8 @@
 
 typedef struct conv_geom {
   int64_t n, cin, h, w, cout, oh, ow, cin_g, cout_g;
+  int64_t ocs;         /* channels per image of the output buffer: cout, or the in-place concat's
+                        * result this conv writes into at a channel offset (cg_concat_out_channels) */
   int kh, kw, sh, sw, pt, pl, dh, dw, groups;
   int R, P, V, ntile;  /* tile: R channels x P vectors of V pixels (vc: P pixels); tiles per group */
   int flat;            /* 1x1/s1/p0 on pixel vectors: plane as one row cut into chunks */
@@ -56,6 +58,9 @@ static inline int64_t cg_conv_sub_off(const conv_geom *g, int64_t q) {
   return q / g->sub_ow * g->sh * g->sub_w + q % g->sub_ow * g->sw;
 }
 
+/* Channels per image of the buffer conv n's kernel writes: its cout, or those of the in-place
+ * concat result (batch > 1) its output lives in (cg_layout.h cg_concat_out_channels). */
+int64_t cg_conv_out_stride(cg_ctx *c, const ir_node *n, int64_t cout);
 /* The geometry the direct route plans for conv2d node n (reads n->attr.conv2d, n->in[0] and
  * n->out): pixel-vector tiles, or channel vectors (cg_conv_vc_choose), flat / sub rows,
  * K-blocked planes.  Compiled training's packed route (gen_train_pconv.c) plans with it too. */

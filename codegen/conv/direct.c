@@ -109,7 +109,7 @@ static void conv_item(cg_ctx *c, const conv_geom *g, conv_row *r, const conv_epi
   LLVMValueRef co0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, gi, cg_i64(c, g->cout_g), ""), LLVMBuildMul(c->b, t, cg_i64(c, g->R), ""), "co0");
   r->in_base = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, nb, cg_i64(c, g->cin), ""), LLVMBuildMul(c->b, gi, cg_i64(c, g->cin_g), ""), ""),
                             cg_i64(c, g->h * g->w), "in_base");
-  r->out_row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, nb, cg_i64(c, g->cout), ""), co0, ""), cg_i64(c, g->oh * g->ow), ""),
+  r->out_row = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, LLVMBuildMul(c->b, nb, cg_i64(c, g->ocs), ""), co0, ""), cg_i64(c, g->oh * g->ow), ""),
                             LLVMBuildMul(c->b, oy, cg_i64(c, g->ow), ""), "out_row");
   if (r->xs) r->xs_base = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, nb, cg_i64(c, g->cin), ""), LLVMBuildMul(c->b, gi, cg_i64(c, g->cin_g), ""), "xs_base");
   cg_conv_se_item(c, g, r); /* channel vectors: the scaled planes of a new image (conv/se.c) */

@@ -31,6 +31,7 @@
 
 typedef struct wino_plan {
   int64_t n, cin, cout, h, w, oh, ow;
+  int64_t ocs;      /* channels per image of the output buffer (cg_conv_out_stride) */
   int pt, pl, V, R, P;
   int m, al, nx;    /* output tile m x m (2 or 4), input tile al = m + 2, al*al GEMMs */
   int64_t th, tw;   /* output tiles: rows, columns (m x m pixels each) */
@@ -81,6 +82,7 @@ static wino_plan wino_plan_base(cg_ctx *c, const ir_node *n, int m, int P) {
   memset(&p, 0, sizeof p);
   p.n = xs->dim[0], p.cin = xs->dim[1], p.h = xs->dim[2], p.w = xs->dim[3];
   p.cout = ys->dim[1], p.oh = ys->dim[2], p.ow = ys->dim[3];
+  p.ocs = cg_conv_out_stride(c, n, p.cout);
   p.pt = a->pad[0], p.pl = a->pad[1];
   p.V = c->target->vec_f32, p.P = P, p.R = cg_acc_budget(c->target) / P;
   p.m = m, p.al = m + 2, p.nx = p.al * p.al;
@@ -503,7 +505,7 @@ static void wino_output(cg_ctx *c, const wino_plan *p, const wino_item *it) {
   LLVMValueRef co = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, it->ct0, cg_i64(c, p->R), ""), col, "co");
   LLVMValueRef bias = cg_splat(c, cg_load_f32(c, it->bp, co), V);
   LLVMValueRef il = wino_img_begin(c, p, it, &IM, &img);
-  LLVMValueRef out_img = LLVMBuildMul(c->b, img, cg_i64(c, p->cout * p->oh * p->ow), "out_img");
+  LLVMValueRef out_img = LLVMBuildMul(c->b, img, cg_i64(c, p->ocs * p->oh * p->ow), "out_img");
   LLVMValueRef oplane = LLVMBuildAdd(c->b, out_img, LLVMBuildMul(c->b, co, cg_i64(c, p->oh * p->ow), ""), "oplane");
   LLVMValueRef r = cg_loop_begin(c, &RW, cg_i64(c, 0), rows, cg_i64(c, 1), "wor");
   LLVMValueRef rs = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, il, cg_i64(c, p->tr), ""), r, "rs");
