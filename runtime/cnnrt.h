@@ -478,8 +478,9 @@ CNNRT_API void cnnrt_folder_options_init(cnnrt_folder_options *o);
 CNNRT_API cnnrt_status cnnrt_dataset_open_folder(const char *dir, int test, const cnnrt_folder_options *o,
                                                  cnnrt_dataset **out);
 /* TensorFlow's ImageNet TFRecord shards, DIR/train-NNNNN-of-MMMMM (test = 0) or
- * DIR/validation-NNNNN-of-MMMMM: records of tf.train.Example with "image/encoded" and
- * "image/class/label", CRCs checked (docs/runtime.md).  Everything else as for a folder: the
+ * DIR/validation-NNNNN-of-MMMMM (or TensorFlow Datasets' NAME-train.tfrecord-NNNNN-of-MMMMM):
+ * records of tf.train.Example with "image/encoded" and "image/class/label" (or "image" and
+ * "label"), CRCs checked (docs/data.md).  Everything else as for a folder: the
  * same options (with classes and label_base), decoding, augmentation, threads and skip_bad; a
  * label outside 0..classes-1 after label_base fails the read naming the shard and record. */
 CNNRT_API cnnrt_status cnnrt_dataset_open_tfrecord(const char *dir, int test, const cnnrt_folder_options *o,

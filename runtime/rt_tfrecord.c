@@ -30,6 +30,7 @@
 struct rt_tfr {
   char *dir;           /* as given, trailing '/' removed */
   const char *split;   /* "train" or "validation" */
+  char stem[256];      /* the shards' names before -NNNNN-of-MMMMM: SPLIT, or TFDS's NAME-SPLIT.tfrecord */
   int m;               /* shards in the set (MMMMM) */
   int64_t *first;      /* [m + 1]: index of each shard's first record; first[m] = n */
   uint64_t *off;       /* [n]: byte offset of the record's header in its shard */
@@ -241,7 +242,8 @@ static cnnrt_status rt_pb_feature(const rt_pb *c, const char *key, const uint8_t
 
 cnnrt_status rt_tfr_parse_example(const uint8_t *p, size_t n, const char *what, size_t *img_off, size_t *img_len,
                                   int64_t *label) {
-  static const char k_img[] = "image/encoded", k_label[] = "image/class/label";
+  /* TensorFlow's build_imagenet_data.py keys, and TensorFlow Datasets' (image, label) */
+  static const char k_img[] = "image/encoded", k_label[] = "image/class/label", k_img2[] = "image", k_label2[] = "label";
   rt_pb c = {p, what};
   const uint8_t *ex = p, *ex_end = p + n;
   const uint8_t *img = NULL;
@@ -271,13 +273,14 @@ cnnrt_status rt_tfr_parse_example(const uint8_t *p, size_t n, const char *what, 
         if (f.num == 1) key = f.data, key_len = f.len, keys++;
         else val = f.data, val_len = f.len, vals++;
       }
-      int which = key_len == sizeof k_img - 1 && !memcmp(key, k_img, key_len)         ? 1
-                  : key_len == sizeof k_label - 1 && !memcmp(key, k_label, key_len) ? 3
-                                                                                      : 0;
+#define RT_KEY_IS(k) (key_len == sizeof k - 1 && !memcmp(key, k, key_len))
+      int which = RT_KEY_IS(k_img) || RT_KEY_IS(k_img2) ? 1 : RT_KEY_IS(k_label) || RT_KEY_IS(k_label2) ? 3 : 0;
+      const char *name = RT_KEY_IS(k_img) ? k_img : RT_KEY_IS(k_img2) ? k_img2 : RT_KEY_IS(k_label) ? k_label : k_label2;
+#undef RT_KEY_IS
       if (!which) continue;
-      const char *name = which == 1 ? k_img : k_label;
       if (keys > 1 || vals > 1) return rt_pb_bad(&c, fm.data, "feature %s: a map entry with %d keys and %d values", name, keys, vals);
-      if (which == 1 ? have_img : have_label) return rt_pb_bad(&c, fm.data, "feature %s appears twice", name);
+      if (which == 1 ? have_img : have_label)
+        return rt_pb_bad(&c, fm.data, "feature %s appears twice (%s)", name, which == 1 ? "image/encoded or image" : "image/class/label or label");
       if (!val) return rt_pb_bad(&c, fm.data, "feature %s has no value (a map entry without one)", name);
       if ((s = rt_pb_feature(&c, name, val, val_len, which, &img, &ilen, &lab)) != CNNRT_OK) return s;
       if (which == 1) have_img = 1;
@@ -285,8 +288,9 @@ cnnrt_status rt_tfr_parse_example(const uint8_t *p, size_t n, const char *what, 
     }
   }
   if (!have_img || !have_label)
-    return rt_fail(CNNRT_BAD_MODEL, "%s: the tf.train.Example (%zu bytes) has no feature %s%s%s", what, n, have_img ? "" : k_img,
-                   !have_img && !have_label ? " and no feature " : "", have_label ? "" : k_label);
+    return rt_fail(CNNRT_BAD_MODEL, "%s: the tf.train.Example (%zu bytes) has no feature %s%s%s", what, n,
+                   have_img ? "" : "image/encoded (or image)", !have_img && !have_label ? " and no feature " : "",
+                   have_label ? "" : "image/class/label (or label)");
   *img_off = (size_t)(img - p);
   *img_len = ilen;
   *label = lab;
@@ -295,7 +299,7 @@ cnnrt_status rt_tfr_parse_example(const uint8_t *p, size_t n, const char *what, 
 
 /* ---- shards -------------------------------------------------------------------------------- */
 static void rt_tfr_path(const rt_tfr *t, int s, char *buf, size_t n) {
-  snprintf(buf, n, "%s/%s-%05d-of-%05d", t->dir, t->split, s, t->m);
+  snprintf(buf, n, "%s/%s-%05d-of-%05d", t->dir, t->stem, s, t->m);
 }
 
 /* The shard holding record i (0 <= i < n): the last with first[s] <= i (empty shards skipped). */
@@ -314,7 +318,7 @@ void rt_tfr_describe(const rt_tfr *t, int64_t i, char *buf, size_t n) {
   buf[0] = 0;
   if (!t || i < 0 || i >= t->n) return;
   int s = rt_tfr_shard_of(t, i);
-  snprintf(buf, n, "%s/%s-%05d-of-%05d record %lld", t->dir, t->split, s, t->m, (long long)(i - t->first[s]));
+  snprintf(buf, n, "%s/%s-%05d-of-%05d record %lld", t->dir, t->stem, s, t->m, (long long)(i - t->first[s]));
 }
 
 /* pread of exactly n bytes at off: 0, 1 if the file ends first (*got bytes read), -1 (errno). */
@@ -331,11 +335,21 @@ static int rt_pread_full(int fd, void *buf, size_t n, uint64_t off, size_t *got)
   return k < n;
 }
 
-/* Parses "SPLIT-NNNNN-of-MMMMM" (exactly 5 digits each): 0 with *k, *m, else -1. */
-static int rt_tfr_name(const char *name, const char *split, int *k, int *m) {
-  size_t sl = strlen(split);
-  if (strncmp(name, split, sl) || name[sl] != '-') return -1;
-  const char *p = name + sl + 1;
+/* Parses STEM-NNNNN-of-MMMMM (exactly 5 digits each) where STEM is split (TensorFlow's
+ * build_imagenet_data.py: train-00000-of-01024) or NAME-split.tfrecord (TensorFlow Datasets:
+ * imagenet2012-train.tfrecord-00000-of-01024): 0 with *k, *m and the stem's length, else -1. */
+static int rt_tfr_name(const char *name, const char *split, int *k, int *m, size_t *stem_len) {
+  size_t nl = strlen(name), sl = strlen(split), tail = 2 * RT_TFR_DIGITS + 5; /* "-NNNNN-of-MMMMM" */
+  if (nl <= tail) return -1;
+  size_t st = nl - tail;
+  static const char tfds[] = ".tfrecord";
+  size_t tl = sizeof tfds - 1;
+  int plain = st == sl && !strncmp(name, split, sl);
+  int named = st > sl + tl + 1 && !strncmp(name + st - tl, tfds, tl) && !strncmp(name + st - tl - sl, split, sl) &&
+              name[st - tl - sl - 1] == '-';
+  if (!plain && !named) return -1;
+  const char *p = name + st;
+  if (*p++ != '-') return -1;
   int v[2] = {0, 0};
   for (int part = 0; part < 2; part++) {
     for (int d = 0; d < RT_TFR_DIGITS; d++, p++) {
@@ -346,7 +360,7 @@ static int rt_tfr_name(const char *name, const char *split, int *k, int *m) {
     p += part == 0 ? 4 : 0;
   }
   if (*p) return -1;
-  *k = v[0], *m = v[1];
+  *k = v[0], *m = v[1], *stem_len = st;
   return 0;
 }
 
@@ -359,16 +373,18 @@ static cnnrt_status rt_tfr_list(rt_tfr *t) {
   cnnrt_status s = CNNRT_OK;
   struct dirent *e;
   errno = 0;
+  size_t stem_len;
   while (s == CNNRT_OK && (e = readdir(d))) {
-    if (rt_tfr_name(e->d_name, t->split, &k, &m)) continue;
+    if (rt_tfr_name(e->d_name, t->split, &k, &m, &stem_len) || stem_len >= sizeof t->stem) continue;
     if (m == 0) {
       s = rt_fail(CNNRT_BAD_MODEL, "%s/%s: a shard of a set of 0 files", t->dir, e->d_name);
     } else if (!have) {
       t->m = m;
       snprintf(first_name, sizeof first_name, "%s", e->d_name);
+      snprintf(t->stem, sizeof t->stem, "%.*s", (int)stem_len, e->d_name);
       if (!(have = calloc((size_t)m, 1))) s = rt_fail(CNNRT_OUT_OF_MEMORY, "%s: out of memory", t->dir);
-    } else if (m != t->m) {
-      s = rt_fail(CNNRT_BAD_MODEL, "%s: shards of two sets: %s and %s (one MMMMM expected)", t->dir, first_name, e->d_name);
+    } else if (m != t->m || stem_len != strlen(t->stem) || strncmp(e->d_name, t->stem, stem_len)) {
+      s = rt_fail(CNNRT_BAD_MODEL, "%s: shards of two sets: %s and %s (one name and MMMMM expected)", t->dir, first_name, e->d_name);
     }
     if (s == CNNRT_OK && k >= m) s = rt_fail(CNNRT_BAD_MODEL, "%s/%s: shard number %d is outside its set of %d (0..%d)", t->dir, e->d_name, k, m, m - 1);
     if (s == CNNRT_OK) found += !have[k], have[k] = 1;
@@ -377,10 +393,11 @@ static cnnrt_status rt_tfr_list(rt_tfr *t) {
   if (s == CNNRT_OK && errno) s = rt_fail(CNNRT_IO, "%s: cannot list the TFRecord directory: %s", t->dir, strerror(errno));
   closedir(d);
   if (s == CNNRT_OK && !have)
-    s = rt_fail(CNNRT_IO, "%s: no TFRecord shards named %s-NNNNN-of-MMMMM", t->dir, t->split);
+    s = rt_fail(CNNRT_IO, "%s: no TFRecord shards named %s-NNNNN-of-MMMMM or NAME-%s.tfrecord-NNNNN-of-MMMMM", t->dir,
+                t->split, t->split);
   for (int j = 0; s == CNNRT_OK && j < t->m; j++)
     if (!have[j])
-      s = rt_fail(CNNRT_IO, "%s: shard %s-%05d-of-%05d of the set is missing (%d of %d present)", t->dir, t->split, j, t->m,
+      s = rt_fail(CNNRT_IO, "%s: shard %s-%05d-of-%05d of the set is missing (%d of %d present)", t->dir, t->stem, j, t->m,
                   found, t->m);
   free(have);
   return s;

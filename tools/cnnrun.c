@@ -31,7 +31,7 @@ typedef struct optdef {
   {"--replicas", "R", "inference models: R model instances in this process, each on its own group of cores (default 1)"}
 #define OPT_TRACE {"--trace", "FILE", "write a Chrome/Perfetto trace of the runs to FILE (docs/reports.md)"}
 #define OPT_DATASET {"--dataset", "NAME", "fashion-mnist, mnist, cifar10, cifar100, folder, tfrecord or synthetic (default fashion-mnist)"}
-#define OPT_DATA_DIR {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>); folder: DIR/train/CLASS/*.jpg|png, DIR/val/CLASS/...; tfrecord: DIR/train-NNNNN-of-MMMMM, DIR/validation-..."}
+#define OPT_DATA_DIR {"--data-dir", "DIR", "where the dataset files are (default /usr/share/datasets/<dataset>); folder: DIR/train/CLASS/*.jpg|png, DIR/val/CLASS/...; tfrecord: DIR/train-NNNNN-of-MMMMM, DIR/validation-... (TFDS: DIR/NAME-train.tfrecord-NNNNN-of-MMMMM)"}
 #define OPT_FOLDER_OPTS                                                                                                      \
   {"--augment", "imagenet|none", "folder, tfrecord: imagenet (default: random-resized crop + flip; val: resize + centre crop) or none (resize)"}, \
       {"--loader-threads", "N", "folder, tfrecord: image decoder threads, 0..256 (default: half the cores, at least 1; 0: decode in the step's thread)"}, \

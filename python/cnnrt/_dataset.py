@@ -39,8 +39,9 @@ class Dataset:
         (C, H, W) when read: augment "imagenet" (random-resized crop + flip; val: resize +
         centre crop) or "none" (resize); threads: decoder threads (None: half the cores);
         skip_bad: replace images that fail to decode instead of failing the read.  tfrecord:
-        TensorFlow's ImageNet shards in data_dir (train-NNNNN-of-MMMMM, validation-...) with
-        `classes` classes, label_base subtracted from the stored labels."""
+        TensorFlow's ImageNet shards in data_dir (train-NNNNN-of-MMMMM, validation-..., or TFDS's
+        NAME-train.tfrecord-NNNNN-of-MMMMM) with `classes` classes, label_base subtracted from
+        the stored labels."""
         if augment not in AUGMENT:
             raise InputError(_lib.INVALID_ARGUMENT, f"folder: augment {augment!r}; 'imagenet' or 'none'")
         o = _lib.FolderOptions()

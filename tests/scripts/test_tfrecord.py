@@ -101,6 +101,22 @@ rc, out, err = dump(good, "--describe", "5")
 checks.check(out.strip() == good + "/train-00002-of-00003 record 1", "describe record 5: %r" % out.strip())
 rc, out, err = dump(good + "/", "--describe", "0")
 checks.check(out.strip() == good + "/train-00000-of-00003 record 0", "describe with DIR/: %r" % out.strip())
+# TensorFlow Datasets' names (NAME-SPLIT.tfrecord-NNNNN-of-MMMMM) and keys (image, label)
+tfds = os.path.join(tmp, "tfds")
+tfds_img = [jpeg(30 + i) for i in range(3)]
+write(tfds, "imagenet2012-train.tfrecord-00000-of-00002",
+      record(example([("file_name", bytes_feature(b"a.JPEG")), ("image", bytes_feature(tfds_img[0])), ("label", int64_feature(5))]))
+      + record(example([("label", int64_feature(0)), ("image", bytes_feature(tfds_img[1]))])))
+write(tfds, "imagenet2012-train.tfrecord-00001-of-00002", record(example([("image", bytes_feature(tfds_img[2])), ("label", int64_feature(999))])))
+write(tfds, "imagenet2012-validation.tfrecord-00000-of-00001", record(example([("image", bytes_feature(val_img)), ("label", int64_feature(3))])))
+write(tfds, "dataset_info.json", b"{}")
+rc, out, err = dump(tfds)
+want_tfds = "records 3\n" + "".join("%d %d %d %016x\n" % (i, len(b), l, fnv(b)) for i, (b, l) in enumerate(zip(tfds_img, [5, 0, 999])))
+checks.check(rc == 0 and out == want_tfds, "TFDS names and keys: 2 shards, 3 records (rc %d: %s)" % (rc, (err or out)[:300]))
+rc, out, err = dump(tfds, "--test")
+checks.check(rc == 0 and out == "records 1\n0 %d 3 %016x\n" % (len(val_img), fnv(val_img)), "TFDS validation split (rc %d: %s)" % (rc, (err or out)[:200]))
+rc, out, err = dump(tfds, "--describe", "2")
+checks.check(out.strip() == tfds + "/imagenet2012-train.tfrecord-00001-of-00002 record 0", "TFDS describe: %r" % out.strip())
 r = run([DUMP, "--crc"])
 checks.check(r.returncode == 0 and "crc ok" in r.stdout, "CRC32C: SSE4.2 and table agree (%s)" % (r.stdout + r.stderr).strip())
 
@@ -144,13 +160,20 @@ bad_case("missing_shard", {"train-00000-of-00003": r[0], "train-00002-of-00003":
          ["DIR: shard train-00001-of-00003 of the set is missing (2 of 3 present)"])
 bad_case("missing_val", {"train-00000-of-00001": r[0]}, ["DIR: no TFRecord shards named validation-NNNNN-of-MMMMM"], test=True)
 bad_case("two_sets", {"train-00000-of-00002": r[0], "train-00001-of-00003": r[1]}, ["DIR: shards of two sets"])
+bad_case("two_names", {"train-00000-of-00002": r[0], "imagenet2012-train.tfrecord-00001-of-00002": r[1]}, ["DIR: shards of two sets"])
+bad_case("tfds_missing", {"imagenet2012-train.tfrecord-00000-of-00002": r[0]},
+         ["DIR: shard imagenet2012-train.tfrecord-00001-of-00002 of the set is missing (1 of 2 present)"])
+bad_case("image_twice", one(record(example([("image/encoded", bytes_feature(b"abc")), ("image", bytes_feature(b"def")),
+                                            ("label", int64_feature(1))]))),
+         [S1 + " record 0", "feature image appears twice (image/encoded or image)"])
 bad_case("beyond_set", {"train-00000-of-00001": r[0], "train-00004-of-00001": r[1]}, ["shard number 4 is outside its set of 1"])
 bad_case("huge_record", one(r[0], record(b"x" * 10, length=1 << 60)),
          [S1 + " record 1 (byte offset %d)" % offset_of(1), "claims 1152921504606846976 bytes"])
 bad_case("no_image", one(r[0], record(example([("image/class/label", int64_feature(3))]))),
          [S1 + " record 1", "has no feature image/encoded"])
 bad_case("no_label", one(record(example([("image/encoded", bytes_feature(b"abc"))]))), [S1 + " record 0", "no feature image/class/label"])
-bad_case("empty_example", one(record(b"")), [S1 + " record 0", "no feature image/encoded and no feature image/class/label"])
+bad_case("empty_example", one(record(b"")),
+         [S1 + " record 0", "no feature image/encoded (or image) and no feature image/class/label (or label)"])
 bad_case("label_bytes", one(record(example([("image/encoded", bytes_feature(b"abc")), ("image/class/label", bytes_feature(b"3"))]))),
          [S1 + " record 0", "feature image/class/label holds a bytes_list, expected an int64_list"])
 bad_case("image_int64", one(record(example([("image/encoded", int64_feature(1)), ("image/class/label", int64_feature(3))]))),
