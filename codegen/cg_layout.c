@@ -193,11 +193,23 @@ static int strided_writer(const ir_graph *g, const pass_fusion *fu, int a) {
   if (n->op != IR_OP_conv2d || n->attr.conv2d.groups != 1 || fu[a].n_pre || fu[a].n_side) return 0;
   for (int k = 0; k < fu[a].n_post; k++)
     if (g->nodes[fu[a].post[k]].op == IR_OP_add) return 0;
+  return g->values[n->out].dtype == IR_F32;
+}
+
+/* An f32 graph: no 16-bit rounding or storage, no int8 (only their routes write elsewhere). */
+static int f32_graph(const ir_graph *g) {
   for (int q = 0; q < g->n_nodes; q++) {
     ir_op op = g->nodes[q].op;
     if (op == IR_OP_round16 || op == IR_OP_narrow16 || op == IR_OP_widen16 || op == IR_OP_quantize8) return 0;
   }
-  return g->values[n->out].dtype == IR_F32;
+  return 1;
+}
+
+/* Whether concat n's dims before its axis are not all 1 (batch > 1: parts written image by image). */
+static int concat_batched(const ir_graph *g, const ir_node *n) {
+  for (int d = 0; d < n->attr.concat.axis; d++)
+    if (g->values[n->out].shape.dim[d] != 1) return 1;
+  return 0;
 }
 
 /* Bytes of concat input v in the result: all of it (batch 1), or one image's (batched). */
@@ -212,10 +224,9 @@ int cg_concat_inplace(const ir_graph *g, const pass_fusion *fu, int i) {
   for (int q = 0; q < g->n_nodes; q++)
     if (ir_op_is_optimizer(g->nodes[q].op)) return 0; /* inference graphs only */
   const ir_value *o = &g->values[n->out];
-  int batched = 0; /* dims before the axis not all 1: the producers write image by image */
-  for (int d = 0; d < n->attr.concat.axis; d++) batched |= o->shape.dim[d] != 1;
+  int batched = concat_batched(g, n);
   if (batched && (n->attr.concat.axis != 1 || o->shape.rank != 4 || ir_tune(g)->concat_inplace < 2 ||
-                  (ir_shape_numel(&o->shape) / o->shape.dim[0] * (int64_t)ir_dtype_size(o->dtype)) % 64))
+                  (ir_shape_numel(&o->shape) / o->shape.dim[0] * (int64_t)ir_dtype_size(o->dtype)) % 64 || !f32_graph(g)))
     return 0;
   if (!shard_local(g, n->out, n->shard)) return 0;
   int64_t off = 0;
@@ -243,7 +254,7 @@ int64_t cg_concat_out_channels(const ir_graph *g, const pass_fusion *fu, int v) 
     for (int j = 0; j < n->n_in; j++)
       if (n->in[j] == v) {
         const ir_shape *os = &g->values[n->out].shape;
-        return os->dim[0] > 1 && cg_concat_inplace(g, fu, i) ? os->dim[1] : 0;
+        return concat_batched(g, n) && cg_concat_inplace(g, fu, i) ? os->dim[1] : 0;
       }
   }
   return 0;
@@ -257,7 +268,7 @@ static void plan_inplace(cg_layout *L) {
     if (!(k->inplace = cg_concat_inplace(g, L->plan, k->anchor))) continue;
     const ir_node *n = &g->nodes[k->anchor];
     int64_t off = 0;
-    int batched = cg_concat_out_channels(g, L->plan, n->in[0]) > 0;
+    int batched = concat_batched(g, n);
     for (int j = 0; j < n->n_in; j++) { /* batched: the offset in image 0 (each image at the result's stride) */
       int v = n->in[j];
       L->alias_of[v] = n->out, L->alias_off[v] = off;
