@@ -29,6 +29,8 @@
 #error "the model pre-check knows the relocations of x86-64 and AArch64 only"
 #endif
 
+#define RT_DYN_TABLES 16
+
 typedef struct rt_dyn {
   uint64_t v[DT_NUM];   /* values of tags < DT_NUM */
   int has[DT_NUM];
@@ -36,7 +38,23 @@ typedef struct rt_dyn {
   int has_gnu_hash, has_versym, has_verneed, has_verdef, has_relacount;
   uint64_t nsyms;
   unsigned max_ver;     /* highest version index VERNEED / VERDEF define */
+  /* What the loader and dl_iterate_phdr read after (or while) relocating: no relocation may
+   * write there (rt_dyn_relocs), or it would rewrite a table that was checked before. */
+  int n_tab;
+  uint64_t tab_va[RT_DYN_TABLES], tab_len[RT_DYN_TABLES];
+  const char *tab_what[RT_DYN_TABLES];
+  uint64_t ver_lo[2], ver_hi[2]; /* RT_DYN_VERNEED, RT_DYN_VERDEF: the span of their entries */
 } rt_dyn;
+
+static void rt_dyn_table(rt_dyn *y, uint64_t va, uint64_t len, const char *what) {
+  if (y->n_tab < RT_DYN_TABLES && len) y->tab_va[y->n_tab] = va, y->tab_len[y->n_tab] = len, y->tab_what[y->n_tab++] = what;
+}
+
+enum { RT_DYN_VERNEED, RT_DYN_VERDEF };
+static void rt_dyn_table_grow(rt_dyn *y, int k, uint64_t va, uint64_t len) {
+  if (y->ver_hi[k] == y->ver_lo[k] || va < y->ver_lo[k]) y->ver_lo[k] = va;
+  if (va + len > y->ver_hi[k]) y->ver_hi[k] = va + len;
+}
 
 static uint32_t rd32(const rt_elf_img *img, int64_t off) { return cnnc_seal_le32(img->p + off); }
 
@@ -134,6 +152,7 @@ static cnnrt_status rt_dyn_gnu_hash(const rt_elf_img *img, rt_dyn *y) {
     }
   }
   y->nsyms = nsyms;
+  rt_dyn_table(y, y->gnu_hash, chain_va + 4 * (nsyms > symoff ? nsyms - symoff : 0) - y->gnu_hash, "the GNU hash table");
   return CNNRT_OK;
 }
 
@@ -148,6 +167,7 @@ static cnnrt_status rt_dyn_sysv_hash(const rt_elf_img *img, rt_dyn *y) {
   for (uint64_t i = 0; i < (uint64_t)nb + nc; i++)
     if (rd32(img, t + 8 + 4 * (int64_t)i) >= nc) return rt_elf_bad(img, "hash table entry %llu is past its %u chains", (unsigned long long)i, nc);
   if (!y->has_gnu_hash || nc > y->nsyms) y->nsyms = nc;
+  rt_dyn_table(y, y->v[DT_HASH], 8 + 4 * ((uint64_t)nb + nc), "the hash table");
   return CNNRT_OK;
 }
 
@@ -210,6 +230,7 @@ static cnnrt_status rt_dyn_versions(rt_elf_img *img, rt_dyn *y) {
     if (o < 0) return s;
     Elf64_Verneed vn;
     memcpy(&vn, img->p + o, sizeof vn);
+    rt_dyn_table_grow(y, RT_DYN_VERNEED, va, sizeof vn);
     if (vn.vn_version != 1 || vn.vn_file >= y->v[DT_STRSZ] || vn.vn_cnt > 256)
       return rt_elf_bad(img, "needed-version entry %llu", (unsigned long long)k);
     uint64_t aux = va + vn.vn_aux;
@@ -218,6 +239,7 @@ static cnnrt_status rt_dyn_versions(rt_elf_img *img, rt_dyn *y) {
       if (a < 0) return s;
       Elf64_Vernaux x;
       memcpy(&x, img->p + a, sizeof x);
+      rt_dyn_table_grow(y, RT_DYN_VERNEED, aux, sizeof x);
       if (x.vna_name >= y->v[DT_STRSZ]) return rt_elf_bad(img, "needed version without a name");
       if ((x.vna_other & 0x7fff) > y->max_ver) y->max_ver = x.vna_other & 0x7fff;
       aux += x.vna_next;
@@ -231,18 +253,23 @@ static cnnrt_status rt_dyn_versions(rt_elf_img *img, rt_dyn *y) {
     if (o < 0) return s;
     Elf64_Verdef vd;
     memcpy(&vd, img->p + o, sizeof vd);
+    rt_dyn_table_grow(y, RT_DYN_VERDEF, va, sizeof vd);
     if (vd.vd_version != 1 || vd.vd_cnt == 0) return rt_elf_bad(img, "version definition %llu", (unsigned long long)k);
     int64_t a = rt_table(img, va + vd.vd_aux, sizeof(Elf64_Verdaux), "a version definition", &s);
     if (a < 0) return s;
     Elf64_Verdaux x;
     memcpy(&x, img->p + a, sizeof x);
+    rt_dyn_table_grow(y, RT_DYN_VERDEF, va + vd.vd_aux, sizeof x);
     if (x.vda_name >= y->v[DT_STRSZ]) return rt_elf_bad(img, "version definition without a name");
     if ((vd.vd_ndx & 0x7fff) > y->max_ver) y->max_ver = vd.vd_ndx & 0x7fff;
     va += vd.vd_next;
   }
+  for (int k = 0; k < 2; k++) /* the version entries: from the lowest to the highest address read */
+    if (y->ver_hi[k] > y->ver_lo[k]) rt_dyn_table(y, y->ver_lo[k], y->ver_hi[k] - y->ver_lo[k], k ? "a version definition" : "a needed-version entry");
   if (!y->has_versym) return CNNRT_OK;
   int64_t o = rt_table(img, y->versym, 2 * y->nsyms, "the symbol version table", &s);
   if (o < 0) return s;
+  rt_dyn_table(y, y->versym, 2 * y->nsyms, "the symbol version table");
   for (uint64_t i = 0; i < y->nsyms; i++) {
     unsigned v = (img->p[o + 2 * (int64_t)i] | (unsigned)img->p[o + 2 * (int64_t)i + 1] << 8) & 0x7fff;
     if (v > y->max_ver) return rt_elf_bad(img, "symbol %llu has version %u, the file defines %u", (unsigned long long)i, v, y->max_ver);
@@ -279,11 +306,32 @@ static cnnrt_status rt_dyn_relocs(const rt_elf_img *img, const rt_dyn *y, uint64
           r.r_offset < img->ph[k].p_vaddr + img->ph[k].p_memsz)
         return rt_elf_bad(img, "%s %llu writes 0x%llx, inside the dynamic section", what, (unsigned long long)i,
                           (unsigned long long)r.r_offset);
+    for (int k = 0; k < y->n_tab && type != RT_R_NONE; k++)
+      if (r.r_offset + 8 > y->tab_va[k] && r.r_offset < y->tab_va[k] + y->tab_len[k])
+        return rt_elf_bad(img, "%s %llu writes 0x%llx, inside %s", what, (unsigned long long)i, (unsigned long long)r.r_offset,
+                          y->tab_what[k]);
     if (img->sealed && type == RT_R_RELATIVE && !rt_elf_load_of(img, (uint64_t)r.r_addend, 1))
       return rt_elf_bad(img, "%s %llu points at 0x%llx, outside the loaded segments", what, (unsigned long long)i,
                         (unsigned long long)r.r_addend);
   }
   return CNNRT_OK;
+}
+
+/* The tables not registered on the way (rt_dyn_table): strings, symbols, the relocation tables
+ * themselves (a relocation must not rewrite one the loader has yet to apply), and the ELF and
+ * program headers where a load segment maps them (dl_iterate_phdr hands them to its callers). */
+static void rt_dyn_tables(const rt_elf_img *img, rt_dyn *y) {
+  rt_dyn_table(y, y->v[DT_STRTAB], y->v[DT_STRSZ], "the dynamic string table");
+  rt_dyn_table(y, y->v[DT_SYMTAB], y->nsyms * sizeof(Elf64_Sym), "the dynamic symbol table");
+  if (y->has[DT_RELA]) rt_dyn_table(y, y->v[DT_RELA], y->v[DT_RELASZ], "the relocation table");
+  if (y->has[DT_JMPREL]) rt_dyn_table(y, y->v[DT_JMPREL], y->v[DT_PLTRELSZ], "the PLT relocation table");
+  uint64_t hdr[2][2] = {{0, sizeof(Elf64_Ehdr)}, {img->eh.e_phoff, (uint64_t)img->nph * sizeof(Elf64_Phdr)}};
+  for (int h = 0; h < 2; h++)
+    for (int i = 0; i < img->nph; i++) {
+      const Elf64_Phdr *p = &img->ph[i];
+      if (p->p_type == PT_LOAD && hdr[h][0] >= p->p_offset && hdr[h][0] - p->p_offset < p->p_filesz)
+        rt_dyn_table(y, p->p_vaddr + (hdr[h][0] - p->p_offset), hdr[h][1], h ? "the program headers" : "the ELF header");
+    }
 }
 
 /* The code an initialiser slot calls: the addend of the RELATIVE relocation that fills it. */
@@ -335,6 +383,7 @@ cnnrt_status rt_elf_dynamic(rt_elf_img *img) {
   if (s == CNNRT_OK && y.has[DT_HASH]) s = rt_dyn_sysv_hash(img, &y);
   if (s == CNNRT_OK) s = rt_dyn_symbols(img, &y);
   if (s == CNNRT_OK) s = rt_dyn_versions(img, &y);
+  if (s == CNNRT_OK) rt_dyn_tables(img, &y);
   if (s == CNNRT_OK && (y.has[DT_RELA] || y.v[DT_RELASZ]))
     s = !y.has[DT_RELA] || !y.has[DT_RELASZ] /* glibc reads DT_RELASZ through a pointer it does not check */
             ? rt_elf_bad(img, "relocations without DT_RELA or DT_RELASZ")

@@ -239,6 +239,16 @@ def named_cases(elf, fake):
     relacount = dyn_entry(0x6ffffff9)
     n_rela, = struct.unpack_from("<Q", b, relacount + 8)
     text_va = [p for p in elf.loads if p[1] & 1][0][3]
+
+    def writable_at(data, off):
+        """data with the load segment that maps file offset off made writable; off's vaddr."""
+        for i, p in enumerate(elf.ph):
+            if p[0] == 1 and p[2] <= off < p[2] + p[5]:
+                return put(data, elf.phoff + 56 * i + 4, struct.pack("<I", p[1] | 2)), p[3] + off - p[2]
+        raise KeyError(off)
+
+    rela_w, rela_va = writable_at(b, rela)
+    gh_w, gh_va = writable_at(b, gh)
     cases = [
         ("a weight byte flipped", put(b, ro + 100, bytes([b[ro + 100] ^ 1])), r"checksum mismatch \(XXH64"),
         ("100 bytes cut off", b[:-100], r"truncated: the file has %d bytes, cnnc wrote %d" % (n - 100, n)),
@@ -252,6 +262,10 @@ def named_cases(elf, fake):
          r"relocation 5 has type 1, which cnnc models do not use"),
         ("resealed: a relocation into the code", reseal(put(b, rela + 24 * 5, struct.pack("<Q", text_va))),
          r"relocation 5 writes 0x%x, outside the writable segments" % text_va),
+        ("resealed: a relocation that rewrites a later one", reseal(put(rela_w, rela + 24 * 5, struct.pack("<Q", rela_va + 24 * 6))),
+         r"relocation 5 writes 0x%x, inside the relocation table" % (rela_va + 24 * 6)),
+        ("resealed: a relocation into the GNU hash table", reseal(put(gh_w, rela + 24 * 5, struct.pack("<Q", gh_va + 16))),
+         r"relocation 5 writes 0x%x, inside the GNU hash table" % (gh_va + 16)),
         ("resealed: DT_RELACOUNT one too many", reseal(put(b, relacount + 8, struct.pack("<Q", n_rela + 1))),
          r"%d relative relocations announced, %d present" % (n_rela + 1, n_rela)),
         ("the note's name damaged", put(b, seal_desc(b) - 8, b"CNNC"), r"exports cnnc_seal_v1 but its checksum note is missing"),
