@@ -1,6 +1,7 @@
 /* cg_link.c — the last steps of compilation: LLVM verification and the new pass manager
  * ("default<O2>"), writing a module as LLVM IR, assembly or an object, and linking objects
- * into the model .so with CNNC_LINKER (ld.lld-19). */
+ * into the model .so with lld: in this process when cnnc was built with liblld (cg_lld.cpp),
+ * else by running CNNC_LINKER (ld.lld-19). */
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -21,6 +22,12 @@
 #include "runtime/cnnc_seal.h"
 
 extern char **environ;
+
+#ifdef CNNC_HAVE_LLD
+/* cg_lld.cpp: lld's ELF driver in this process; its exit status, or -2 when lld cannot run
+ * again in this process (then the linker program runs).  err gets lld's messages. */
+int cg_lld_link(int argc, const char *const *argv, char *err, size_t errn);
+#endif
 
 int cg_optimize(LLVMModuleRef m, LLVMTargetMachineRef tm, int opt_level, ir_diag *d) {
   ir_loc loc = {0};
@@ -125,25 +132,33 @@ int cg_link_shared(const char *const *objs, int n, const char *out, const char *
    * SIGBUS inside its mapping of the output ("PLEASE submit a bug report") */
   const char *fixed[] = {CNNC_LINKER, "-shared", "--hash-style=gnu", "-z", "noexecstack", "-z", "relro", "-z", "now",
                          "--build-id", "--no-undefined", "--no-mmap-output-file", "-o", out};
-  int nf = (int)(sizeof fixed / sizeof *fixed);
+  int nf = (int)(sizeof fixed / sizeof *fixed), rc = -2;
   char **argv = calloc((size_t)(nf + n + 1), sizeof *argv);
   if (!argv) abort();
   for (int i = 0; i < nf; i++) argv[i] = (char *)fixed[i];
   for (int i = 0; i < n; i++) argv[nf + i] = (char *)objs[i];
-  char errpath[4096];
-  snprintf(errpath, sizeof errpath, "%s/link.err", tmpdir);
-  int rc = run_tool(argv, errpath);
+  char msg[400] = "";
+#ifdef CNNC_HAVE_LLD
+  argv[0] = "ld.lld"; /* lld picks its GNU driver by this name */
+  rc = cg_lld_link(nf + n, (const char *const *)argv, msg, sizeof msg);
+  argv[0] = (char *)CNNC_LINKER;
+  if (rc == -2) /* an earlier link left lld unusable in this process */
+#endif
+  {
+    char errpath[4096];
+    snprintf(errpath, sizeof errpath, "%s/link.err", tmpdir);
+    rc = run_tool(argv, errpath);
+    FILE *f = rc ? fopen(errpath, "r") : NULL;
+    if (f) {
+      size_t k = fread(msg, 1, sizeof msg - 1, f);
+      msg[k] = 0;
+      fclose(f);
+    }
+  }
   free(argv);
   if (rc == 0) return seal_so(out, d);
-  char msg[400] = "";
-  FILE *f = fopen(errpath, "r");
-  if (f) {
-    size_t k = fread(msg, 1, sizeof msg - 1, f);
-    msg[k] = 0;
-    fclose(f);
-    char *nl = strchr(msg, '\n');
-    if (nl) *nl = 0;
-  }
+  char *nl = strchr(msg, '\n');
+  if (nl) *nl = 0;
   const char *io = strstr(msg, "IO failure on output stream: "); /* a full disk, a file size limit */
   if (io) return ir_diag_set(d, loc, NULL, "cannot write %s: %s", out, io + 29);
   return ir_diag_set(d, loc, NULL, "linking %s with %s failed (status %d)%s%s", out, CNNC_LINKER, rc, msg[0] ? ": " : "",

@@ -3,7 +3,7 @@
 # nothing when they are all present).  Needs root (or sudo).
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config git
-      llvm-19-dev clang-19 lld-19 libclang-rt-19-dev libyaml-dev zlib1g-dev
+      llvm-19-dev clang-19 lld-19 liblld-19-dev libzstd-dev libclang-rt-19-dev libyaml-dev zlib1g-dev
       protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata python3-onnx
       libturbojpeg0-dev libspng-dev python3-pil
       python3 python3-numpy python3-torch python3-torchvision
