@@ -3,8 +3,8 @@
 # errors), runs the CTest suite except tests labelled "long" (run those with
 # CNNC_RUN_LONG=1 ctest --test-dir build -L long).  Extra arguments go to ctest (e.g. -R ref).
 # CNNC_BUILD_DIR and CNNC_CMAKE_ARGS override the build directory and add CMake options.
-# CNNC_TEST_QUICK=1 (.ci/run's sanitizer stage only) runs a subset of the kernel-sweep tests'
-# cases (tests/unit/test_codegen_harness.h cgt_quick_skip); this command does not set it.
+# The kernel sweeps and a few long tests run their quick case sets here (CNNC_TEST_QUICK=1,
+# tests/CMakeLists.txt CNNC_QUICK_TESTS); their whole runs are the "long" tests <name>_full.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh

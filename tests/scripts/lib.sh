@@ -4,7 +4,8 @@
 # `need_fmnist` for the tests that train or validate on Fashion-MNIST; `skip_all` / `skip_part`
 # for optional data or tools (exit 77 = SKIP_RETURN_CODE of the script tests, tests/CMakeLists.txt:
 # ctest reports "Skipped", not "Passed", when something was not checked); `quick`: true under
-# CNNC_TEST_QUICK=1 (.ci/run's sanitizer stage), where a test may run fewer samples or cases.
+# CNNC_TEST_QUICK=1 (tests/CMakeLists.txt CNNC_QUICK_TESTS; .ci/run's sanitizer stage), where a
+# test may run fewer samples or cases.
 # `code_of` / `same_code` compare the code of two --emit llvm / asm outputs (not their options).
 # `script_args` reads the script's BUILD SRC arguments; the steps the tests repeat: `randn`
 # (an input file), `cnnc_as` (a compile), `infer_as` / `same_infer` / `train_synth` (runs of a .so),

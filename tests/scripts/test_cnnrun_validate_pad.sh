@@ -6,7 +6,7 @@
 # batch 8 (10000 = 1250 whole batches: no padding), 64 (156 x 64 + 16) and 48 (208 x 48 + 16):
 # the same weights on the same 10000 images, so equal accuracy and loss within 1e-5 relative.
 # Skipped (exit 77, ctest SKIP_RETURN_CODE) when Fashion-MNIST is not installed.
-# CNNC_TEST_QUICK=1 (CI's sanitizer stage, lib.sh quick): 10 training steps and the first 1000
+# CNNC_TEST_QUICK=1 (quick mode, lib.sh quick): 10 training steps and the first 1000
 # test images (125 x 8, 15 x 64 + 40, 20 x 48 + 40: a padded last batch at 64 and 48 still).
 set -uo pipefail
 B=$1 S=$2

@@ -12,7 +12,9 @@ For each models/*.yml, on one seeded random input (batch 2 for CIFAR/MNIST-sized
      them for the host, 1 shard, against PyTorch);
   3. every build must match the interpreter (|got - want| <= TOL * max|want|) and the
      sharded/AVX2 builds must match the 1-shard build (<= 1e-5 * max|want|).
-CNNC_ZOO_MODELS=a,b restricts the models (file names without .yml).
+CNNC_ZOO_MODELS=a,b restricts the models (file names without .yml).  CNNC_TEST_QUICK=1 (the
+default suite; all builds run as test_compiled_zoo_full, label "long"): the ImageNet-sized models
+other than resnet50 get only their AVX2 4-shard build.
 Prints one line per model, then "N passed, M failed"; exit status 1 on any failure."""
 import array
 import os
@@ -96,6 +98,8 @@ def check(yml, tmp):
     variants = VARIANTS if n_in <= SMALL_INPUT else VARIANTS_LARGE
     if os.path.basename(yml)[:-4] in TORCH_PARITY_MODELS and torch_parity_runs():
         variants = variants[1:]  # the 1-shard host build: test_torch_parity's
+    elif n_in > SMALL_INPUT and os.path.basename(yml) != "resnet50.yml" and testlib.quick():
+        variants = variants[1:]
     for label, extra in variants:
         so, out = os.path.join(tmp, "m.so"), os.path.join(tmp, "got.f32")
         t0 = time.time()

@@ -3,7 +3,7 @@
 # epilogue (passes/fuse.c, cg_epilogue) is bitwise the separate round16 kernels
 # (--tune round16_fusion=0), bf16 and fp16, batch 1 and 5 (partial tiles), 1 and 2 threads;
 # and the fused model has fewer kernels (cifar_resnet8: 12 + 9 round16 kernels -> 14).
-# CNNC_TEST_QUICK=1 (CI's sanitizer stage): bf16 at batch 1 and fp16 at batch 5 only.
+# CNNC_TEST_QUICK=1 (quick mode): bf16 at batch 1 and fp16 at batch 5 only.
 set -u
 . "$(dirname "$0")/lib.sh"
 script_args "$@"

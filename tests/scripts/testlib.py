@@ -20,6 +20,11 @@ import sys
 SKIP = 77
 
 
+def quick():
+    """CNNC_TEST_QUICK=1 (the default suite, tests/CMakeLists.txt CNNC_QUICK_TESTS): fewer cases."""
+    return os.environ.get("CNNC_TEST_QUICK", "0") not in ("", "0")
+
+
 def need_module(name, package):
     """Imports module name, or prints "skip: ..." and exits SKIP (package: where it comes from)."""
     try:

@@ -5,7 +5,7 @@
  * maps), batches, fused BN + swish / relu and a fused residual add (masked on the last vector).  Each case also checks that the
  * kernel really is `conv2d_dw_plane` (or, for the shapes it must refuse, that it is not: those
  * now take the row-tiled kernel of the same name, which carries "cnnc-dw-rows").
- * CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case on one of the three targets (round
+ * CNNC_TEST_QUICK=1 (quick mode): each case on one of the three targets (round
  * robin, test_codegen_harness.h cgt_quick_skip). */
 #include "test_codegen_harness.h"
 

@@ -12,7 +12,7 @@
  * 16.16, bf16 and fp16, tests/store16/resnetish.yml at batch 3: flat convs reading and writing
  * 16 bits, with residual adds; compiled for x86-64-v3): the two builds differ in code and give bitwise equal logits
  * with 1 and 2 threads, within test_store16_infer's 5e-3 of the interpreter.
- * CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case for one of the two targets (round robin,
+ * CNNC_TEST_QUICK=1 (quick mode): each case for one of the two targets (round robin,
  * test_codegen_harness.h cgt_quick_skip_home; the cin16 case on the host where it has 16 lanes). */
 #include "test_codegen_harness.h"
 

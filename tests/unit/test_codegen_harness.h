@@ -75,8 +75,9 @@ static inline int cgt_target(cg_target *t, const char *cpu) {
   return 0;
 }
 
-/* Quick mode, CNNC_TEST_QUICK=1 (set by .ci/run for its sanitizer stage only, never by the
- * README test command): a kernel sweep that runs one case table for npasses targets runs case
+/* Quick mode, CNNC_TEST_QUICK=1 (set for the default suite's run of these tests by
+ * tests/CMakeLists.txt CNNC_QUICK_TESTS, whose <name>_full twins, label "long", run every case,
+ * and by .ci/run's sanitizer stage): a kernel sweep that runs one case table for npasses targets runs case
  * i only in pass i % npasses, so every case still runs once and every target on 1/npasses of
  * the cases.  The sanitizers instrument the compiler and the runtime, not the generated
  * kernels: the same generator over more shapes adds little there.  Returns 1: skip case i. */

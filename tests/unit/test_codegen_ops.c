@@ -4,7 +4,7 @@
  * not multiples of the vector width), fused conv epilogues (BN fold, relu, swish, sigmoid,
  * residual add), each run with 1 and 2 threads; the conv cases again for an AVX2-only
  * (x86-64-v3) and an SSE-only (x86-64) target.  Training-only ops must fail cleanly.
- * CNNC_TEST_QUICK=1 (CI's sanitizer stage): each fixed conv case on one of the three targets
+ * CNNC_TEST_QUICK=1 (quick mode): each fixed conv case on one of the three targets
  * (round robin, test_codegen_harness.h cgt_quick_skip) and 8 random convs instead of 24. */
 #include "test_codegen_harness.h"
 

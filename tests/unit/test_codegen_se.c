@@ -8,7 +8,7 @@
  * (28, 56, 112 wide) depthwise kernels, pixel-vector and channel-vector project convs; each
  * checks in --emit llvm that the pool went into the depthwise kernel (`_avgpool`) and the
  * scale into the project conv (`_se_`), or not, for shapes the plan refuses.
- * CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case on one of the three targets (round
+ * CNNC_TEST_QUICK=1 (quick mode): each case on one of the three targets (round
  * robin, test_codegen_harness.h cgt_quick_skip). */
 #include "test_codegen_harness.h"
 

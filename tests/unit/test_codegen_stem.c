@@ -172,7 +172,7 @@ int main(void) {
   cg_target avx2, host;
   if (cgt_target(&avx2, "x86-64-v3") || cgt_target(&host, NULL)) return 1;
   int nc = (int)(sizeof cases / sizeof cases[0]);
-  /* CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case on one of the two targets (round robin),
+  /* CNNC_TEST_QUICK=1 (quick mode): each case on one of the two targets (round robin),
    * the driver case on the host only (emulated when the host lacks avx512bf16) */
   int np = host.has_avx512bf16 ? 2 : 1, quick = cgt_quick();
   ct_tune("bf16_emulate=1");

@@ -113,7 +113,7 @@ int main(void) {
   cgt_init_dir();
   const char *opts[] = {"sgd", "momentum", "nesterov"};
   n_params = 12; /* 6 layers x (weight, bias) */
-  /* CNNC_TEST_QUICK (CI's sanitizer stage): fmnist_cnn with momentum only (the small model
+  /* CNNC_TEST_QUICK (quick mode): fmnist_cnn with momentum only (the small model
    * below runs the three optimizers) */
   for (int i = 0; i < 3; i++)
     if (!cgt_quick() || i == 1) cgt_failures += run(opts[i]);

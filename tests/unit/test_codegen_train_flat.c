@@ -53,7 +53,7 @@ int main(void) {
   ct_tune("train_pconv_flat=0,train_pconv_sub=0");
   cgt_failures += has_kinds("fl_a_off", a_yml, kx, 2);
   ct_tune("train_pconv_flat=1,train_pconv_sub=1");
-  /* CNNC_TEST_QUICK (CI's sanitizer stage): batch 3 only, no finite differences (the same
+  /* CNNC_TEST_QUICK (quick mode): batch 3 only, no finite differences (the same
    * compile and runtime code again; test_codegen_train_gw keeps one fd_case there) */
   if (!cgt_quick()) cgt_failures += run_yml("fl_a", a_yml, 1);
   cgt_failures += run_yml("fl_a", a_yml, 3);

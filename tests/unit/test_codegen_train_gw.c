@@ -10,8 +10,8 @@
  * momentum steps with 1 and 2 threads vs ir_train_step (loss per step, every state tensor,
  * 1e-4), 2 threads bitwise equal to 1, the eval program vs the interpreter
  * (train_case_check.h), and the compiled first-step gradient of every weight vs central finite
- * differences of the interpreter's loss (smooth models: no relu; under CNNC_TEST_QUICK=1, CI's
- * sanitizer stage, gw_a's only: the others run the same compile and interpreter code again). */
+ * differences of the interpreter's loss (smooth models: no relu; under CNNC_TEST_QUICK=1, quick
+ * mode, gw_a's only: the others run the same compile and interpreter code again). */
 #include "train_case_check.h"
 
 static const char *a_yml = /* 7x7 s2 stem on 3 channels, 3x3 on 23-wide rows, flat 1x1 */
@@ -91,7 +91,7 @@ int main(void) {
   cgt_failures += run_yml("gw_d", d_yml, 2);
   cgt_failures += run_yml("gw_e", e_yml, 2);
   cgt_failures += fd_case("gw_a", a_yml, 3);
-  if (!cgt_quick()) { /* CNNC_TEST_QUICK (CI's sanitizer stage): gw_a's finite differences only */
+  if (!cgt_quick()) { /* CNNC_TEST_QUICK (quick mode): gw_a's finite differences only */
     cgt_failures += fd_case("gw_c", c_yml, 1);
     cgt_failures += fd_case("gw_d", d_yml, 2);
   }

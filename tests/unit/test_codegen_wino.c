@@ -9,7 +9,7 @@
  * tune wino_f2=1; none with tune winograd=0), 1 and 2 threads bitwise equal, the direct
  * build's output within twice the tolerance, and for F4 cases the F2 build's output too.
  * Convs the route refuses (fewer than CG_WINO_MIN_C channels, stride 2) must compile to a
- * direct kernel and still match.  CNNC_TEST_QUICK=1 (CI's sanitizer stage): each case on one
+ * direct kernel and still match.  CNNC_TEST_QUICK=1 (quick mode): each case on one
  * of the two targets (round robin, test_codegen_harness.h cgt_quick_skip_home), the 16-lane
  * planner cases (v16) on x86-64-v4 where this CPU runs it (without AVX-512: every other case
  * on avx2, and every case compiled for x86-64-v4, as without quick mode). */

@@ -16,7 +16,7 @@
  *     see the comment of part 3.  CNNC_TEST_RNG=0x... starts its data stream elsewhere.
  *  4. errors: an unknown half type, fp16 without F16C; 16.16 training is accepted (its
  *     initial weights rounded; the training itself: test_precision_train.c).
- * CNNC_TEST_QUICK=1 (CI's sanitizer stage): each round16 length 1..41 in one of the formats. */
+ * CNNC_TEST_QUICK=1 (quick mode): each round16 length 1..41 in one of the formats. */
 #include "frontend/fe.h"
 #include "ir/grad_train.h"
 #include "runtime/cnnrt.h"

@@ -19,7 +19,7 @@
  *     elsewhere): conv3/weight[8948] compiled -1.5616e-05, interpreter -1.5259e-05 from
  *     -3.99e-06, 3 % of its update off (the old "never another value" failed there);
  *  4. errors: --enable-stochastic-rounding without 16.16 training.
- * CNNC_TEST_QUICK=1 (CI's sanitizer stage): part 2 for bf16 only (the same generator; fp16's
+ * CNNC_TEST_QUICK=1 (quick mode): part 2 for bf16 only (the same generator; fp16's
  * stochastic rounding runs in the README test command). */
 #include <math.h>
 
@@ -279,7 +279,7 @@ int main(void) {
   const char *const k32h[][2] = {COMMON, {"precision", "16.32"}, {"half-type", "fp16"}};
   const char *const ksrh[][2] = {COMMON, {"precision", "16.16"}, {"half-type", "fp16"}, {"enable-stochastic-rounding", "1"}};
   ir_graph *gsr = NULL;
-  int quick = cgt_quick(); /* CI's sanitizer stage: no fp16 stochastic rounding (2 of the 5 compiles) */
+  int quick = cgt_quick(); /* quick mode: no fp16 stochastic rounding (2 of the 5 compiles) */
   s32h[0] = ssrh[0] = 0;
   if (build(k16, 5, "n16.so", s16, NULL) || build(k32, 5, "n32.so", s32, NULL) || build(ksr, 6, "sr.so", ssr, &gsr) ||
       (!quick && (build(k32h, 6, "n32h.so", s32h, NULL) || build(ksrh, 7, "srh.so", ssrh, NULL)))) {

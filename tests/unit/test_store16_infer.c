@@ -14,7 +14,7 @@
  *  - the compiled 16-bit model matches the interpreter running the same graph (which holds
  *    16-bit values as their f32 values) within 5e-3 of the logit scale (test_precision's
  *    16.16 tolerance: an f32 sum in another order can round to the other neighbour).
- * CNNC_TEST_QUICK=1 (CI's sanitizer stage): resnetish bf16 and dwse fp16 for x86-64-v3 and
+ * CNNC_TEST_QUICK=1 (quick mode): resnetish bf16 and dwse fp16 for x86-64-v3 and
  * dwse bf16 for the host only. */
 #include "codegen/cg_isa.h"
 #include "test_codegen_harness.h"
@@ -212,7 +212,7 @@ int main(void) {
   ct_tune_reset();
   int same = host.vec_f32 == 8 && !cg_bf16_dot(&host, &ct_tuning);
   cg_target_dispose(&host);
-  /* CNNC_TEST_QUICK=1 (CI's sanitizer stage): each model and each half type once, x86-64-v3
+  /* CNNC_TEST_QUICK=1 (quick mode): each model and each half type once, x86-64-v3
    * (resnetish fp16 also runs there in test_codegen_flat's 16-bit check), the host once */
   int quick = cgt_quick();
   check_model("resnetish", "bf16", 3, "x86-64-v3", 1);

@@ -4,7 +4,7 @@
  * 3 shards (--shards 3, cost-balanced) with --gradient-accumulation 4, and grouped/interleaved
  * on --shards 2 with 2 replicas x accumulation 2, gives bitwise the weights of the single-shard run with the same
  * accumulation/replicas; 2 shards updating every micro-batch equal 1 shard bitwise.
- * CNNC_TEST_QUICK=1 (CI's sanitizer stage): sequential on 2 shards, grouped on 3, interleaved
+ * CNNC_TEST_QUICK=1 (quick mode): sequential on 2 shards, grouped on 3, interleaved
  * on 2, 3 and with replicas (every schedule and shard setup once: 9 trainings of 12). */
 #include "train_pipeline_common.h"
 
