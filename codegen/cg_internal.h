@@ -18,7 +18,12 @@ typedef struct cg_priv {
   int train;                  /* training layout: params are kernel operands (state buffer) */
   const char *amp;            /* --available-memory-proportion text (NULL = default), for cg_budget.h */
   struct cg_share *share;     /* kernel sharing (cg_share.c), NULL: blobs are private globals */
+  int plan_only;              /* --emit plan: kernels for their choices; weights neither packed nor stored */
 } cg_priv;
+
+/* --emit plan: a generator skips packing its weights (cg_blob_const then stores zeros, never
+ * reading the data): the plan is the kernels' choices, which never depend on weight values. */
+static inline int cg_plan_only(const cg_ctx *c) { return c->priv && ((const cg_priv *)c->priv)->plan_only; }
 
 /* Records an error for node n (first one wins) and returns NULL, for generators. */
 LLVMValueRef cg_fail(cg_ctx *c, const ir_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

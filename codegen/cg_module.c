@@ -192,10 +192,11 @@ static void *unit_run(void *arg) {
                   .param_global = calloc((size_t)u->L->g->n_values + 1, sizeof(LLVMValueRef))};
   priv.train = u->L->train;
   priv.amp = u->o->available_memory_proportion;
+  priv.plan_only = u->what && !strcmp(u->what, "plan");
   c.priv = &priv;
   int rc = 0;
   if (u->with_kernels) {
-    priv.share = cg_share_new(ir_tune(u->L->g));
+    priv.share = priv.plan_only ? NULL : cg_share_new(ir_tune(u->L->g)); /* sharing hashes the bodies' IR and blobs */
     rc = gen_unit_kernels(&c, u);
     if (priv.share) cg_share_finish(&c, priv.share, &u->n_kernels, &u->n_bodies); /* failed: just freed */
   }

@@ -308,7 +308,8 @@ void cg_share_finish(cg_ctx *c, cg_share *s, int *n_kernels, int *n_bodies) {
 /* ---- constants of a kernel (cg.h cg_blob_const / cg_param_const): private globals, or while
  * recording the placeholders above ------------------------------------------------------- */
 LLVMValueRef cg_blob_global(cg_ctx *c, const char *name, const void *data, size_t bytes) {
-  LLVMValueRef init = LLVMConstStringInContext2(c->llc, data, bytes, 1);
+  LLVMValueRef init = cg_plan_only(c) ? LLVMConstNull(LLVMArrayType2(LLVMInt8TypeInContext(c->llc), bytes))
+                                      : LLVMConstStringInContext2(c->llc, data, bytes, 1);
   LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), name);
   LLVMSetInitializer(g, init);
   LLVMSetGlobalConstant(g, 1);

@@ -83,7 +83,7 @@ LLVMValueRef cg_gen_dense(cg_ctx *c, const ir_node *n, const char *fn_name, cons
   dense_geom d = dense_geometry(c, n);
   float *wp = malloc((size_t)(d.nblk * d.k * d.cb) * sizeof(float)), *bp = malloc((size_t)(d.nblk * d.cb) * sizeof(float));
   if (!wp || !bp) abort();
-  dense_pack(&d, c->g->values[n->in[1]].data, n->n_in > 2 ? c->g->values[n->in[2]].data : NULL, wp, bp);
+  if (!cg_plan_only(c)) dense_pack(&d, c->g->values[n->in[1]].data, n->n_in > 2 ? c->g->values[n->in[2]].data : NULL, wp, bp);
   LLVMValueRef a[4];
   LLVMValueRef f = cg_kernel_begin(c, fn_name, 1, a);
   dense_args da = {a[0], a[1], cg_blob_const(c, "dense.w", wp, (size_t)(d.nblk * d.k * d.cb) * sizeof(float)),

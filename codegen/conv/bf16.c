@@ -671,7 +671,7 @@ LLVMValueRef cg_gen_conv2d_bf16(cg_ctx *c, const ir_node *n, const char *fn_name
   int32_t *comp = malloc(nco * sizeof *comp);
   if (!wp || !bp || !sp || !comp) abort();
   const ir_node *bnn = fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL;
-  cg_conv_bf16_pack(c, n, bnn, &g, wp, bp, sp, comp);
+  if (!cg_plan_only(c)) cg_conv_bf16_pack(c, n, bnn, &g, wp, bp, sp, comp);
   LLVMValueRef a[IR_MAX_IN + PASS_MAX_POST + 4];
   LLVMValueRef f = cg_kernel_begin(c, fn_name, n_act, a);
   bk s;

@@ -199,7 +199,7 @@ LLVMValueRef cg_gen_conv2d_direct(cg_ctx *c, const ir_node *n, const char *fn_na
   size_t wn = (size_t)g.groups * g.ntile * g.cin_g * g.kh * g.kw * g.R, bn = (size_t)g.groups * g.ntile * g.R;
   float *wp = malloc(wn * sizeof(float)), *bp = malloc(bn * sizeof(float));
   if (!wp || !bp) abort();
-  cg_conv_pack(c, n, fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL, &g, wp, bp);
+  if (!cg_plan_only(c)) cg_conv_pack(c, n, fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL, &g, wp, bp);
   LLVMValueRef a[IR_MAX_IN + PASS_MAX_POST + 4];
   LLVMValueRef f = cg_kernel_begin(c, fn_name, n_act, a);
   conv_row r;

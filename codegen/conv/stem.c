@@ -213,7 +213,7 @@ LLVMValueRef cg_gen_conv2d_stem(cg_ctx *c, const ir_node *n, const char *fn_name
   float *bp = malloc((size_t)g.cout * sizeof(float)), *sp = malloc((size_t)g.cout * sizeof(float));
   if (!wp || !bp || !sp) abort();
   const ir_node *bnn = fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL;
-  pack(c, n, bnn, &g, wp, bp, sp);
+  if (!cg_plan_only(c)) pack(c, n, bnn, &g, wp, bp, sp);
   LLVMValueRef a[4];
   LLVMValueRef f = cg_kernel_begin(c, fn_name, 1, a);
   sk s;

@@ -598,12 +598,12 @@ LLVMValueRef cg_gen_conv2d_wino(cg_ctx *c, const ir_node *n, const char *fn_name
   const pass_fusion *fu = cg_fusion(c, n);
   int V = p.V;
   size_t un = (size_t)p.nx * p.nct * p.R * p.kb * p.nkb, bn = (size_t)p.nct * p.R;
-  float *U = calloc(un, sizeof(float)), *B = calloc(bn, sizeof(float));
+  float *U = cg_plan_only(c) ? malloc(un * sizeof(float)) : calloc(un, sizeof(float)), *B = calloc(bn, sizeof(float));
   if (!U || !B) {
     free(U), free(B);
     return cg_fail(c, n, "out of memory packing the Winograd weights");
   }
-  wino_pack(c, n, fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL, &p, U, B);
+  if (!cg_plan_only(c)) wino_pack(c, n, fu->bn >= 0 ? &c->g->nodes[fu->bn] : NULL, &p, U, B);
   wino_item it;
   memset(&it, 0, sizeof it);
   it.n_post = fu->n_post;
