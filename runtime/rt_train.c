@@ -28,7 +28,9 @@
  * order is a pipeline schedule (docs/training.md "Pipelined training") and a frame passes to
  * its next micro-batch once the previous one ran its last stage.  With CNNRT_REPLICA_PARALLEL
  * the replicas get their own groups (threads of a shard divided between them) and run at the
- * same time; by default they share the shard's group and run one after another. */
+ * same time; by default they share the shard's group and run one after another.  Under a
+ * communicator (rt_dist.c) groups, pools and frames exist for this process's replicas alone,
+ * indexed from its first (r - r0). */
 typedef struct rt_job {
   const cnnc_abi_stage *st;
   int frame, seq, mb;
@@ -62,6 +64,7 @@ struct rt_pool {
   cm_pjob *mb_jobs;            /* the micro_batch jobs of one update (cm_pipe_jobs) */
   long n_mb_jobs;
   int B, jobs_r0, jobs_rl;     /* frames per pool; the replicas mb_jobs covers (rt_local_jobs) */
+  int rl;                      /* the replicas frames and groups were allocated for (rt_pipe) */
   const void **mb_images;      /* [n_mb] per micro-batch slot: the caller's images and labels, */
   const float **mb_labels;
   float *mb_out;               /* [2 * n_mb] and the loss and correct count the stages write */
@@ -187,6 +190,7 @@ int rt_train_replica_parallel(const cnnrt_model *m) {
   return 1;
 }
 
+/* replica: this process's index of it (r - r0 under a communicator). */
 static rt_tgroup *rt_group_of(rt_pool *x, int replica, int shard) {
   return &x->groups[(x->par ? replica : 0) * x->m->d->n_shards + shard];
 }
@@ -196,13 +200,15 @@ static int rt_in_frame(const cnnc_abi_train *t, int k) {
   return k != t->images && k != t->labels && k != t->loss && k != t->correct;
 }
 
-/* The micro_batch pipeline of one update (common/cm_pipe.c); group: [P] filled here. */
+/* The micro_batch pipeline of one update (common/cm_pipe.c) of this process's replicas (all of
+ * them without a communicator; its share under one, rt_dist_replicas): frames, pools and thread
+ * groups are allocated for those alone.  group: [P] filled here. */
 static cm_pipe rt_pipe(const cnnrt_model *m, int par, int *group) {
   const cnnc_abi_train *t = m->tr->t;
   int R = rt_train_replicas(t), P = t->micro_batch.n_stages / R;
   for (int k = 0; k < P; k++) group[k] = t->micro_batch.stages[k].shard;
-  return (cm_pipe){.P = P, .F = t->n_fwd_stages, .S = m->d->n_shards, .N = t->grad_accum, .R = R, .group = group,
-                   .schedule = t->schedule, .par = par};
+  return (cm_pipe){.P = P, .F = t->n_fwd_stages, .S = m->d->n_shards, .N = t->grad_accum, .R = rt_dist_replicas(m, NULL, NULL),
+                   .group = group, .schedule = t->schedule, .par = par};
 }
 
 /* *B frames in each of *pools pools for the micro_batch program. */
@@ -253,9 +259,9 @@ static cnnrt_status rt_group_start(cnnrt_model *m, rt_pool *x, rt_tgroup *g, int
 
 static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
   const cnnc_abi_train *t = m->tr->t;
-  int ns = m->d->n_shards, R = rt_train_replicas(t);
+  int ns = m->d->n_shards, R = rt_train_replicas(t), r0, r1, RL = rt_dist_replicas(m, &r0, &r1);
   x->par = rt_train_replica_parallel(m);
-  x->n_groups = (x->par ? R : 1) * ns;
+  x->n_groups = (x->par ? RL : 1) * ns; /* this process's replicas (rt_pipe) */
   int pools = 1, B = 1;
   cnnrt_status fs = rt_frames(m, x->par, &B, &pools);
   if (fs != CNNRT_OK) return fs;
@@ -272,7 +278,7 @@ static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
   x->mb_bn = calloc((size_t)x->bn_n, x->bn_t >= 0 ? (size_t)t->tensors[x->bn_t].bytes : 1);
   int *group = calloc((size_t)t->micro_batch.n_stages, sizeof *group);
   cm_pipe pipe = rt_pipe(m, x->par, group);
-  x->B = B, x->jobs_r0 = 0, x->jobs_rl = R;
+  x->B = B, x->jobs_r0 = r0, x->jobs_rl = RL, x->rl = RL;
   x->n_mb_jobs = cm_pipe_jobs(&pipe, B, NULL);
   x->mb_jobs = calloc((size_t)x->n_mb_jobs, sizeof *x->mb_jobs);
   if (x->mb_jobs) cm_pipe_jobs(&pipe, B, x->mb_jobs);
@@ -289,7 +295,7 @@ static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
   }
   for (int i = 0; i < x->n_groups; i++) {
     int s = i % ns, nt = m->threads[s];
-    if (x->par) nt = nt / R > 1 ? nt / R : 1;
+    if (x->par) nt = nt / RL > 1 ? nt / RL : 1;
     cnnrt_status st = rt_group_start(m, x, &x->groups[i], s, nt);
     if (st != CNNRT_OK) return st;
   }
@@ -300,10 +306,11 @@ static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
 cnnrt_status rt_pools_ready(cnnrt_model *m) {
   rt_trainer *tr = m->tr;
   rt_pool *x = tr->pools;
-  if (x && (x->bn_n > 1) != (tr->dist != NULL)) rt_pools_stop(m), x = NULL; /* a communicator came or went */
+  int RL = rt_dist_replicas(m, NULL, NULL);
+  if (x && ((x->bn_n > 1) != (tr->dist != NULL) || x->rl != RL)) rt_pools_stop(m), x = NULL; /* a communicator came or went */
   for (int i = 0; x && i < x->n_groups; i++) {
     int s = x->groups[i].shard, nt = m->threads[s];
-    if (x->par) nt = nt / rt_train_replicas(tr->t) > 1 ? nt / rt_train_replicas(tr->t) : 1;
+    if (x->par) nt = nt / RL > 1 ? nt / RL : 1;
     if (x->groups[i].nthreads != nt) {
       rt_pools_stop(m);
       break;
@@ -442,7 +449,7 @@ static cnnrt_status rt_push_micro_batches(cnnrt_model *m, long from, long to) {
   for (long i = from; i < to && s == CNNRT_OK; i++) {
     const cm_pjob *j = &x->mb_jobs[i];
     int r = r0 + j->mb / t->grad_accum;
-    s = rt_push_job(m, rt_group_of(x, r, j->group % m->d->n_shards), &t->micro_batch.stages[(size_t)r * (size_t)P + (size_t)j->stage],
+    s = rt_push_job(m, rt_group_of(x, r - r0, j->group % m->d->n_shards), &t->micro_batch.stages[(size_t)r * (size_t)P + (size_t)j->stage],
                     j->frame, j->seq, r0 * t->grad_accum + j->mb);
   }
   return s;

@@ -4,7 +4,8 @@
 # writes checkpoints byte-identical to one process running both replicas, logs the same global
 # loss and the same (split, reduced) validation: fmnist_cnn (no batch norm) and cifar_resnet8
 # (batch-norm running statistics passed rank to rank after each rank's forwards; also 2
-# replicas per rank with gradient accumulation) on synthetic data, fmnist_cnn on
+# replicas per rank with gradient accumulation), fmnist_cnn's 4 replicas on their own threads
+# (--replica-mode parallel: a rank's groups and frames for its replicas alone) on synthetic data, fmnist_cnn on
 # Fashion-MNIST (--limit), --mixup/--cutmix with accumulation 2; ranks with other .so files or
 # options stop with a message; a killed rank ends the job within seconds, a stopped one (SIGSTOP)
 # within --comm-timeout plus a few seconds; --restore is read by rank 0 and broadcast.  Skips (77) without
@@ -45,6 +46,11 @@ same_run "cifar_resnet8 synthetic (batch norm)" "$T/r2.so" --dataset synthetic -
 # rank's last forward job, backward jobs of earlier micro-batches before it
 "$CNNC" "$SRC/models/cifar_resnet8.yml" --mode training --batch-size 4 --replicas 4 --gradient-accumulation 2 -o "$T/r4.so" >"$T/c.log" 2>&1 || bad "cnnc cifar_resnet8 r4: $(tail -3 "$T/c.log")"
 same_run "cifar_resnet8 4 replicas, accumulation 2 (batch norm)" "$T/r4.so" --dataset synthetic --epochs 1 --limit 256 --logs-per-epoch 2
+# replicas on their own threads (--replica-mode parallel, no batch norm): each rank starts the
+# thread groups and frames of its 2 replicas only, indexed from its first (rank 1: replicas 2, 3)
+"$CNNC" "$SRC/models/fmnist_cnn.yml" --mode training --batch-size 8 --replicas 4 -o "$T/f4.so" >"$T/c.log" 2>&1 || bad "cnnc fmnist_cnn r4: $(tail -3 "$T/c.log")"
+same_run "fmnist_cnn 4 replicas, --replica-mode parallel" "$T/f4.so" --dataset synthetic --epochs 1 --limit 256 --logs-per-epoch 2 \
+  --replica-mode parallel
 # --mixup / --cutmix: each micro-batch's draws follow its number in the run, the same on 2 ranks
 "$CNNC" "$SRC/models/fmnist_cnn.yml" --mode training --batch-size 8 --replicas 2 --gradient-accumulation 2 --mixed-labels \
   -o "$T/fm.so" >"$T/c.log" 2>&1 || bad "cnnc fmnist_cnn --mixed-labels: $(tail -3 "$T/c.log")"
