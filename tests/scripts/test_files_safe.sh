@@ -83,7 +83,11 @@ run_as outdir 1 "output '.*sub' is a directory" "$CNNC" "$T/m.yml" -o "$T/sub"
 run_as report_dir 1 "output '.*/nodir/r.json' cannot be created: directory .*nodir: No such file" \
   "$CNNC" "$T/m.yml" -o "$T/ok.so" --report "$T/nodir/r"
 no_file "no .so before a refused report" "$T/ok.so"
-run_as cnnc_full 1 "error: cannot write .*(full/m.so|/unit[0-9]+.o): (No space left on device|File too large)" limited "$CNNC" "$T/m.yml" -o "$T/full/m.so"
+# the link's failed write is a fatal error inside lld (in cnnc's process: codegen/cg_lld.cpp),
+# which returns to cnnc through lld's recovery point and leaves lld's state allocated (that lld
+# runs no more in the process): no leak check for this one run under ASan
+run_as cnnc_full 1 "error: cannot write .*(full/m.so|/unit[0-9]+.o): (No space left on device|File too large)" \
+  limited env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "$CNNC" "$T/m.yml" -o "$T/full/m.so"
 no_file cnnc_full "$T/full/m.so" "$T/full/m.so.tmp."*
 mkdir -p "$T/tmpfull"
 if [ "$FULL" = tmpfs ]; then
