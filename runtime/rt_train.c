@@ -28,9 +28,8 @@
  * order is a pipeline schedule (docs/training.md "Pipelined training") and a frame passes to
  * its next micro-batch once the previous one ran its last stage.  With CNNRT_REPLICA_PARALLEL
  * the replicas get their own groups (threads of a shard divided between them) and run at the
- * same time; by default they share the shard's group and run one after another.  Under a
- * communicator (rt_dist.c) groups, pools and frames exist for this process's replicas alone,
- * indexed from its first (r - r0). */
+ * same time; by default they share the shard's group and run one after another.  Groups,
+ * pools and frames: this process's replicas only (rt_pipe; r - r0 under a communicator). */
 typedef struct rt_job {
   const cnnc_abi_stage *st;
   int frame, seq, mb;
@@ -201,8 +200,7 @@ static int rt_in_frame(const cnnc_abi_train *t, int k) {
 }
 
 /* The micro_batch pipeline of one update (common/cm_pipe.c) of this process's replicas (all of
- * them without a communicator; its share under one, rt_dist_replicas): frames, pools and thread
- * groups are allocated for those alone.  group: [P] filled here. */
+ * them alone, its share under a communicator: rt_dist_replicas).  group: [P] filled here. */
 static cm_pipe rt_pipe(const cnnrt_model *m, int par, int *group) {
   const cnnc_abi_train *t = m->tr->t;
   int R = rt_train_replicas(t), P = t->micro_batch.n_stages / R;
