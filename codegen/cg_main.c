@@ -8,6 +8,7 @@
 
 #include "cnnc_config.h"
 #include "codegen/cg_isa.h"
+#include "codegen/cg_acc.h"
 #include "codegen/cg_main.h"
 #include "codegen/gen_round16.h"
 #include "ir/grad_train.h"
@@ -327,86 +328,8 @@ static LLVMValueRef stub_entry(cg_ctx *c) {
 }
 
 /* ---- training programs (docs/training.md "Pipelined training") ---------------------------- */
-/* --enable-half-partials (docs/precision.md): 1 + ir_half_format while build_train runs, 0: f32.
- * acc16 (cg_layout's acc16): the accumulators are 16-bit slices (bf16/fp16 of that format) —
- * read widened (exact), written narrowed to nearest even; acc_half without acc16
- * (tune half_partials_f32=1): f32 slices rounded to the 16-bit grid at every store.  Both
- * round at the same points, so the two give bitwise the same numbers. */
-static int acc_half, acc16, acc_replicas;
-
-/* Elementwise helpers of the accumulators, split over tid like every kernel:
- * op 0: dst += src; 1: dst *= scale; 2: dst = 0.  void f(ptr dst, ptr src, i64 n, float scale, i32 tid, i32 nth).
- * acc16: op 0 only (dst 16-bit, src the f32 gradient); the update uses acc16_mean_helper. */
-static LLVMValueRef acc_helper(cg_ctx *c, int op) {
-  static const char *const names[3] = {"cnnc_acc_add", "cnnc_acc_scale", "cnnc_acc_zero"};
-  static const char *const round_names[3] = {"cnnc_acc_add_round16", "cnnc_acc_scale_round16", "cnnc_acc_zero"};
-  const char *name = acc16 ? "cnnc_acc_add_half" : (acc_half ? round_names : names)[op];
-  LLVMValueRef f = LLVMGetNamedFunction(c->mod, name);
-  if (f) return f;
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(c->b);
-  LLVMTypeRef p[6] = {c->t_ptr, c->t_ptr, c->t_i64, c->t_f32, c->t_i32, c->t_i32};
-  f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_void, p, 6, 0));
-  LLVMSetLinkage(f, LLVMInternalLinkage);
-  cg_set_fn_attrs(c, f);
-  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
-  LLVMValueRef dst = LLVMGetParam(f, 0), src = LLVMGetParam(f, 1), lo, hi;
-  cg_thread_range(c, LLVMGetParam(f, 2), LLVMGetParam(f, 4), LLVMGetParam(f, 5), &lo, &hi);
-  cg_loop L;
-  LLVMValueRef i = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "i");
-  ir_dtype dt = acc16 ? (acc_half - 1 == IR_HALF_FP16 ? IR_F16 : IR_BF16) : IR_F32;
-  LLVMValueRef v = op == 2 ? cg_f32(c, 0.0f) : cg_act_load(c, NULL, dst, i, 1, dt);
-  if (op == 0) v = LLVMBuildFAdd(c->b, v, cg_load_f32(c, src, i), "");
-  if (op == 1) v = LLVMBuildFMul(c->b, v, LLVMGetParam(f, 3), "");
-  if (op != 2 && acc_half && !acc16) v = cg_round16_v(c, NULL, v, acc_half - 1, 1); /* a 16-bit partial in f32 */
-  cg_act_store(c, NULL, v, dst, i, 1, dt); /* acc16: narrowed to nearest even, the same rounding */
-  cg_loop_end(c, &L);
-  LLVMBuildRetVoid(c->b);
-  if (saved) LLVMPositionBuilderAtEnd(c->b, saved);
-  return f;
-}
-
-/* acc16, update stage: dst (f32, n elements) = the mean of the replicas' 16-bit slices of one
- * accumulator, rounded as the f32-storage path rounds it (acc_0 + acc_1, + acc_2, ..., each
- * sum and then the product with scale rounded to the 16-bit grid), and every slice zeroed.
- * void f(ptr dst, ptr acc_0, i64 n, float scale, i32 tid, i32 nth, i64 stride): slice r at
- * acc_0 + r * stride bytes. */
-static LLVMValueRef acc16_mean_helper(cg_ctx *c) {
-  LLVMValueRef f = LLVMGetNamedFunction(c->mod, "cnnc_acc_mean_half");
-  if (f) return f;
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(c->b);
-  LLVMTypeRef p[7] = {c->t_ptr, c->t_ptr, c->t_i64, c->t_f32, c->t_i32, c->t_i32, c->t_i64};
-  f = LLVMAddFunction(c->mod, "cnnc_acc_mean_half", LLVMFunctionType(c->t_void, p, 7, 0));
-  LLVMSetLinkage(f, LLVMInternalLinkage);
-  cg_set_fn_attrs(c, f);
-  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
-  LLVMValueRef dst = LLVMGetParam(f, 0), a0 = LLVMGetParam(f, 1), stride = LLVMGetParam(f, 6), lo, hi;
-  cg_thread_range(c, LLVMGetParam(f, 2), LLVMGetParam(f, 4), LLVMGetParam(f, 5), &lo, &hi);
-  ir_dtype dt = acc_half - 1 == IR_HALF_FP16 ? IR_F16 : IR_BF16;
-  LLVMValueRef slice[acc_replicas];
-  for (int r = 0; r < acc_replicas; r++) {
-    LLVMValueRef off = LLVMBuildMul(c->b, stride, cg_i64(c, r), "");
-    slice[r] = LLVMBuildInBoundsGEP2(c->b, c->t_i8, a0, &off, 1, "slice");
-  }
-  cg_loop L;
-  LLVMValueRef i = cg_loop_begin(c, &L, lo, hi, cg_i64(c, 1), "i");
-  LLVMValueRef v = cg_act_load(c, NULL, slice[0], i, 1, dt);
-  for (int r = 1; r < acc_replicas; r++)
-    v = cg_round16_v(c, NULL, LLVMBuildFAdd(c->b, v, cg_act_load(c, NULL, slice[r], i, 1, dt), ""), acc_half - 1, 1);
-  v = cg_round16_v(c, NULL, LLVMBuildFMul(c->b, v, LLVMGetParam(f, 3), ""), acc_half - 1, 1);
-  cg_store_f32(c, v, dst, i);
-  for (int r = 0; r < acc_replicas; r++) cg_act_store(c, NULL, cg_f32(c, 0.0f), slice[r], i, 1, dt);
-  cg_loop_end(c, &L);
-  LLVMBuildRetVoid(c->b);
-  if (saved) LLVMPositionBuilderAtEnd(c->b, saved);
-  return f;
-}
-
-static void call_acc(cg_ctx *c, int op, LLVMValueRef dst, LLVMValueRef src, int64_t n, float scale, LLVMValueRef tid,
-                     LLVMValueRef nth) {
-  LLVMValueRef f = acc_helper(c, op);
-  LLVMValueRef a[6] = {dst, src ? src : LLVMConstNull(c->t_ptr), cg_i64(c, n), cg_f32(c, scale), tid, nth};
-  LLVMBuildCall2(c->b, LLVMGlobalGetValueType(f), f, a, 6, "");
-}
+/* The accumulators' number format and replica count while build_train runs (cg_acc.h). */
+static cg_acc_cfg acc;
 
 static LLVMValueRef state_ptr(cg_ctx *c, LLVMValueRef state, int64_t off) {
   LLVMValueRef o = cg_i64(c, off);
@@ -418,7 +341,7 @@ static LLVMValueRef state_ptr(cg_ctx *c, LLVMValueRef state, int64_t off) {
 static LLVMValueRef stage_value_ptr(cg_ctx *c, const cg_layout *L, int st, int v, LLVMValueRef io, LLVMValueRef scratch,
                                     LLVMValueRef state) {
   if (L->accum && L->acc_index[v] >= 0 && st == L->update_stage) {
-    if (L->acc16) { /* the f32 mean acc16_mean_helper widened into the update's scratch */
+    if (L->acc16) { /* the f32 mean cg_acc_mean_helper widened into the update's scratch */
       LLVMValueRef off = cg_i64(c, L->acc_tmp_off[L->acc_index[v]]);
       return LLVMBuildInBoundsGEP2(c->b, c->t_i8, scratch, &off, 1, c->g->values[v].name);
     }
@@ -437,15 +360,20 @@ static int64_t value_numel(const cg_layout *L, int v) { return ir_shape_numel(&L
  * eval: the eval twin of a forward stage (training batchnorm kernels replaced by their
  * running-statistics twins, see gen_train_norm.c). */
 static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r, int eval) {
-  LLVMTypeRef p[7] = {c->t_ptr, c->t_ptr, c->t_ptr, c->t_i32, c->t_i32, c->t_ptr, c->t_ptr};
+  LLVMTypeRef p[8] = {c->t_ptr, c->t_ptr, c->t_ptr, c->t_i32, c->t_i32, c->t_ptr, c->t_ptr, c->t_i64};
   char name[64];
-  snprintf(name, sizeof name, eval ? "cnnc_stage%d_eval" : "cnnc_stage%d_r%d", st, r);
-  LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_i32, p, 7, 0));
+  /* r < 0: the body the replicas' backward stages share, its 8th parameter the byte offset
+   * of the replica's accumulator block (r * acc_stride): one body instead of R copies. */
+  if (r < 0) snprintf(name, sizeof name, "cnnc_stage%d_body", st);
+  else snprintf(name, sizeof name, eval ? "cnnc_stage%d_eval" : "cnnc_stage%d_r%d", st, r);
+  LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_i32, p, r < 0 ? 8 : 7, 0));
   LLVMSetLinkage(f, LLVMInternalLinkage);
   cg_set_fn_attrs(c, f);
+  if (r < 0) cg_no_inline(c, f);
   LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
   LLVMValueRef io = LLVMGetParam(f, 0), state = LLVMGetParam(f, 1), scratch = LLVMGetParam(f, 2);
   LLVMValueRef tid = LLVMGetParam(f, 3), nth = LLVMGetParam(f, 4), barrier = LLVMGetParam(f, 5), bctx = LLVMGetParam(f, 6);
+  LLVMValueRef racc = r < 0 ? LLVMGetParam(f, 7) : cg_i64(c, (int64_t)r * L->acc_stride);
   LLVMTypeRef bar_t = LLVMFunctionType(c->t_void, &c->t_ptr, 1, 0);
   int need_barrier = 0;
 #define STAGE_BARRIER()                                                                                                \
@@ -467,8 +395,8 @@ static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r,
     for (int a = 0; a < L->n_acc; a++) {
       int64_t n = value_numel(L, L->acc_vid[a]);
       LLVMValueRef a0 = state_ptr(c, state, L->acc_off[a * L->replicas]);
-      for (int q = 1; q < L->replicas; q++) call_acc(c, 0, a0, state_ptr(c, state, L->acc_off[a * L->replicas + q]), n, 1, tid, nth);
-      call_acc(c, 1, a0, NULL, n, inv, tid, nth);
+      for (int q = 1; q < L->replicas; q++) cg_acc_call(c, &acc, 0, a0, state_ptr(c, state, L->acc_off[a * L->replicas + q]), n, 1, tid, nth);
+      cg_acc_call(c, &acc, 1, a0, NULL, n, inv, tid, nth);
     }
   }
   const cg_shard_plan *sp = &L->sh[st];
@@ -480,7 +408,7 @@ static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r,
       int a = L->acc_index[k->act[j]];
       if (a < 0 || meaned[a]) continue;
       meaned[a] = 1;
-      LLVMValueRef mf = acc16_mean_helper(c), off = cg_i64(c, L->acc_tmp_off[a]);
+      LLVMValueRef mf = cg_acc_mean_helper(c, &acc), off = cg_i64(c, L->acc_tmp_off[a]);
       LLVMValueRef ma[7] = {LLVMBuildInBoundsGEP2(c->b, c->t_i8, scratch, &off, 1, ""), state_ptr(c, state, L->acc_off[a * L->replicas]),
                             cg_i64(c, value_numel(L, L->acc_vid[a])), cg_f32(c, 1.0f / (float)(L->grad_accum * L->replicas)),
                             tid, nth, cg_i64(c, L->acc_stride)};
@@ -524,19 +452,37 @@ static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r,
     }
     if (L->accum && !upd && L->acc_index[k->out] >= 0) { /* replica r's accumulator += gradient */
       STAGE_BARRIER();
-      call_acc(c, 0, state_ptr(c, state, L->acc_off[L->acc_index[k->out] * L->replicas + r]), args[k->n_act],
-               value_numel(L, k->out), 1, tid, nth);
+      LLVMValueRef a0 = state_ptr(c, state, L->acc_off[L->acc_index[k->out] * L->replicas]);
+      cg_acc_call(c, &acc, 0, LLVMBuildInBoundsGEP2(c->b, c->t_i8, a0, &racc, 1, ""), args[k->n_act], value_numel(L, k->out), 1, tid, nth);
     }
   }
-  if (upd && !L->acc16) { /* (acc16: acc16_mean_helper zeroed them) */
+  if (upd && !L->acc16) { /* (acc16: cg_acc_mean_helper zeroed them) */
     STAGE_BARRIER();
     for (int a = 0; a < L->n_acc; a++)
       for (int q = 0; q < L->replicas; q++)
-        call_acc(c, 2, state_ptr(c, state, L->acc_off[a * L->replicas + q]), NULL, value_numel(L, L->acc_vid[a]), 0, tid, nth);
+        cg_acc_call(c, &acc, 2, state_ptr(c, state, L->acc_off[a * L->replicas + q]), NULL, value_numel(L, L->acc_vid[a]), 0, tid, nth);
   }
 #undef STAGE_BARRIER
   free(meaned);
   LLVMBuildRet(c->b, cg_i32(c, 0));
+  return f;
+}
+
+/* Replica r's backward stage st: calls the shared body with r's accumulator offset. */
+static LLVMValueRef stage_thunk(cg_ctx *c, const cg_layout *L, int st, int r, LLVMValueRef body) {
+  LLVMTypeRef p[7] = {c->t_ptr, c->t_ptr, c->t_ptr, c->t_i32, c->t_i32, c->t_ptr, c->t_ptr};
+  char name[64];
+  snprintf(name, sizeof name, "cnnc_stage%d_r%d", st, r);
+  LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_i32, p, 7, 0));
+  LLVMSetLinkage(f, LLVMInternalLinkage);
+  cg_set_fn_attrs(c, f);
+  LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
+  LLVMValueRef a[8];
+  for (int i = 0; i < 7; i++) a[i] = LLVMGetParam(f, (unsigned)i);
+  a[7] = cg_i64(c, (int64_t)r * L->acc_stride);
+  LLVMValueRef call = LLVMBuildCall2(c->b, LLVMGlobalGetValueType(body), body, a, 8, "");
+  LLVMSetTailCall(call, 1);
+  LLVMBuildRet(c->b, call);
   return f;
 }
 
@@ -607,7 +553,7 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   LLVMTypeRef i32 = c->t_i32, i64 = c->t_i64, ptr = c->t_ptr, dbl = LLVMDoubleTypeInContext(c->llc);
   (void)dbl;
   const ir_graph *g = c->g;
-  acc_half = o ? o->half_partials : 0, acc16 = L->acc16, acc_replicas = L->replicas;
+  acc = (cg_acc_cfg){.half = o ? o->half_partials : 0, .acc16 = L->acc16, .replicas = L->replicas};
   int64_t n_rec = bn_rec_off(g, g->n_nodes); /* doubles of the batch-statistics records */
   int nt = L->n_tensors + 1 + (n_rec > 0);
   LLVMValueRef tensors[nt];
@@ -664,12 +610,14 @@ static void build_train(cg_ctx *c, const cg_layout *L, LLVMTypeRef tensor_t, con
   LLVMTypeRef stage_t = named_struct(c, "cnnc_abi_stage", sgf, 8);
   int per = L->update_stage >= 0 ? L->update_stage : L->n_shards; /* forward + backward stages */
   int R = L->replicas;
-  LLVMValueRef mb[per * R > 0 ? per * R : 1], evals[L->n_fwd_stages > 0 ? L->n_fwd_stages : 1], fwd_fn[per > 0 ? per : 1];
+  LLVMValueRef mb[per * R > 0 ? per * R : 1], evals[L->n_fwd_stages > 0 ? L->n_fwd_stages : 1], fwd_fn[per > 0 ? per : 1],
+               bwd_body[per > 0 ? per : 1];
   for (int r = 0; r < R; r++)
     for (int k = 0; k < per; k++) {
       LLVMValueRef fn;
       if (L->stage_phase[k] == PASS_PHASE_FWD) fn = r == 0 ? (fwd_fn[k] = build_stage_fn(c, L, k, 0, 0)) : fwd_fn[k];
-      else fn = build_stage_fn(c, L, k, r, 0);
+      else if (R == 1 || !L->accum) fn = build_stage_fn(c, L, k, r, 0);
+      else fn = stage_thunk(c, L, k, r, r == 0 ? (bwd_body[k] = build_stage_fn(c, L, k, -1, 0)) : bwd_body[k]);
       mb[r * per + k] = stage_const(c, stage_t, L, k, r, fn);
       if (r == 0 && k < L->n_fwd_stages) evals[k] = mb[k];
     }

@@ -7,7 +7,8 @@
 # Graphcore ResNet-50 recipe's shape (4 shards, 4 replicas, accumulation 128, micro-batch 16,
 # --precision 16.16) plans within 24 GiB on cifar_resnet8 (and, with CNNC_TRAIN_FRAMES_R50=1,
 # the "long" test test_train_frames_r50, on ResNet-50 itself); a 128-micro-batch update runs in
-# well under the old one-frame-per-micro-batch RSS; and frames reused across the micro-batches
+# well under the old one-frame-per-micro-batch RSS; the replicas share their backward stages'
+# code; and frames reused across the micro-batches
 # of an update give byte-identical checkpoints to runs with one frame per micro-batch (4
 # shards interleaved, 8 micro-batches per update: 8 frames), with and without replicas.
 # Ends with "N passed, M failed".
@@ -72,6 +73,17 @@ for s in sequential grouped interleaved; do
   ratio_ok "gc_$s" ga1 12
 done
 frames_are gc_sequential 1
+# the 4 replicas' backward stages share one body each (cg_main.c stage_thunk): per replica only
+# a thunk, so the main module does not grow with the replica count
+python3 - "$T/gc_sequential.so" <<'PY' && ok || bad "gc_sequential: per-replica backward stages are not thunks"
+import subprocess, sys
+syms = [l.split() for l in subprocess.run(["nm", "-S", sys.argv[1]], capture_output=True, text=True, check=True).stdout.splitlines()]
+size = {s[3]: int(s[1], 16) for s in syms if len(s) == 4}
+bodies = [n for n in size if n.startswith("cnnc_stage") and n.endswith("_body")]
+thunks = {n: size[n] for n in size if n.startswith("cnnc_stage") and n.rsplit("_", 1)[1] in ("r1", "r2", "r3")}
+print(f"  {len(bodies)} shared backward bodies, {len(thunks)} thunks of at most {max(thunks.values(), default=0)} bytes")
+sys.exit(0 if len(bodies) == 4 and len(thunks) == 12 and max(thunks.values()) <= 64 else 1)
+PY
 frames_are gc_grouped 8
 frames_are gc_interleaved 8
 # replicas on their own thread groups (no BUFFER state: a model without batchnorm) have a pool
