@@ -60,7 +60,7 @@ void cg_conv_vc_store_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, con
                           int rr, int np, LLVMValueRef ox) {
   int V = g->V, nrv = (rr + V - 1) / V;
   int64_t plane = g->oh * g->ow;
-  if (V < 2 || V > 16 || (V & (V - 1)) || np > V || !cg_tune(c)->vc_transpose) { /* lane by lane (env: A/B) */
+  if (V < 2 || V > 16 || (V & (V - 1)) || !cg_tune(c)->vc_transpose) { /* lane by lane (env: A/B) */
     for (int v = 0; v < nrv; v++)
       for (int p = 0; p < np; p++)
         vc_store(c, g, r, e, acc[v * np + p], v, rr - v * V < V ? rr - v * V : V, LLVMBuildAdd(c->b, ox, cg_i64(c, p), ""));
@@ -69,17 +69,20 @@ void cg_conv_vc_store_tile(cg_ctx *c, const conv_geom *g, const conv_row *r, con
   for (int v = 0; v < nrv; v++) {
     int lanes = rr - v * V < V ? rr - v * V : V;
     LLVMValueRef bias = cg_load_v(c, r->bp, LLVMBuildAdd(c->b, r->bbase, cg_i64(c, (int64_t)v * V), ""), V);
-    LLVMValueRef a[16], t[16];
-    for (int p = 0; p < np; p++) a[p] = LLVMBuildFAdd(c->b, acc[v * np + p], bias, "");
-    cg_transpose_v(c, V, np, a, t);
-    LLVMValueRef base = LLVMBuildAdd(c->b, r->out_row, ox, "");
-    for (int l = 0; l < lanes; l++) {
-      LLVMValueRef idx = LLVMBuildAdd(c->b, base, cg_i64(c, (int64_t)(v * V + l) * plane), "");
-      LLVMValueRef x = vc_first_lanes(c, t[l], np);
-      for (int q = 0, ra = 0; q < e->n_post; q++)
-        x = e->post[q]->op == IR_OP_add ? cg_epilogue(c, e->post[q], x, r->resid[ra++], idx, np)
-                                        : cg_epilogue(c, e->post[q], x, NULL, NULL, np);
-      cg_store_v(c, x, r->out, idx, np);
+    for (int p0 = 0; p0 < np; p0 += V) { /* tiles wider than V (a panel row's 20 pixels): V pixels at a time */
+      int cn = np - p0 < V ? np - p0 : V;
+      LLVMValueRef a[16], t[16];
+      for (int p = 0; p < cn; p++) a[p] = LLVMBuildFAdd(c->b, acc[v * np + p0 + p], bias, "");
+      cg_transpose_v(c, V, cn, a, t);
+      LLVMValueRef base = LLVMBuildAdd(c->b, r->out_row, LLVMBuildAdd(c->b, ox, cg_i64(c, p0), ""), "");
+      for (int l = 0; l < lanes; l++) {
+        LLVMValueRef idx = LLVMBuildAdd(c->b, base, cg_i64(c, (int64_t)(v * V + l) * plane), "");
+        LLVMValueRef x = vc_first_lanes(c, t[l], cn);
+        for (int q = 0, ra = 0; q < e->n_post; q++)
+          x = e->post[q]->op == IR_OP_add ? cg_epilogue(c, e->post[q], x, r->resid[ra++], idx, cn)
+                                          : cg_epilogue(c, e->post[q], x, NULL, NULL, cn);
+        cg_store_v(c, x, r->out, idx, cn);
+      }
     }
   }
 }
