@@ -4,13 +4,10 @@
 #include "codegen/cg_acc.h"
 #include "codegen/gen_round16.h"
 
-/* Called once per accumulator and replica: one copy of the loop, not one per call site
- * (memory-bound loops; inlined, they made the update stage most of the main module's code). */
-void cg_no_inline(cg_ctx *c, LLVMValueRef f) {
-  LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->llc, LLVMGetEnumAttributeKindForName("noinline", 8), 0));
-}
-
-/* Elementwise helpers of the accumulators, split over tid like every kernel:
+/* The helpers are noinline: called once per accumulator and replica, one copy of each loop,
+ * not one per call site (memory-bound loops; inlined, they made the update stage most of the
+ * main module's code).
+ * Elementwise helpers of the accumulators, split over tid like every kernel:
  * op 0: dst += src; 1: dst *= scale; 2: dst = 0.  void f(ptr dst, ptr src, i64 n, float scale, i32 tid, i32 nth).
  * acc16: op 0 only (dst 16-bit, src the f32 gradient); the update uses cg_acc_mean_helper. */
 static LLVMValueRef acc_helper(cg_ctx *c, const cg_acc_cfg *a, int op) {
@@ -24,7 +21,7 @@ static LLVMValueRef acc_helper(cg_ctx *c, const cg_acc_cfg *a, int op) {
   f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_void, p, 6, 0));
   LLVMSetLinkage(f, LLVMInternalLinkage);
   cg_set_fn_attrs(c, f);
-  cg_no_inline(c, f);
+  cg_enum_attr(c, f, LLVMAttributeFunctionIndex, "noinline", 0);
   LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
   LLVMValueRef dst = LLVMGetParam(f, 0), src = LLVMGetParam(f, 1), lo, hi;
   cg_thread_range(c, LLVMGetParam(f, 2), LLVMGetParam(f, 4), LLVMGetParam(f, 5), &lo, &hi);
@@ -55,7 +52,7 @@ LLVMValueRef cg_acc_mean_helper(cg_ctx *c, const cg_acc_cfg *a) {
   f = LLVMAddFunction(c->mod, "cnnc_acc_mean_half", LLVMFunctionType(c->t_void, p, 7, 0));
   LLVMSetLinkage(f, LLVMInternalLinkage);
   cg_set_fn_attrs(c, f);
-  cg_no_inline(c, f);
+  cg_enum_attr(c, f, LLVMAttributeFunctionIndex, "noinline", 0);
   LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
   LLVMValueRef dst = LLVMGetParam(f, 0), a0 = LLVMGetParam(f, 1), stride = LLVMGetParam(f, 6), lo, hi;
   cg_thread_range(c, LLVMGetParam(f, 2), LLVMGetParam(f, 4), LLVMGetParam(f, 5), &lo, &hi);

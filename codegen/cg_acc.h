@@ -24,7 +24,4 @@ void cg_acc_call(cg_ctx *c, const cg_acc_cfg *a, int op, LLVMValueRef dst, LLVMV
  * order and scaled, each step rounded to the 16-bit grid; every slice zeroed. */
 LLVMValueRef cg_acc_mean_helper(cg_ctx *c, const cg_acc_cfg *a);
 
-/* f is never inlined (a loop called from many sites: one copy of it). */
-void cg_no_inline(cg_ctx *c, LLVMValueRef f);
-
 #endif

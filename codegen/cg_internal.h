@@ -85,6 +85,9 @@ LLVMValueRef cg_round16_v(cg_ctx *c, const ir_node *n, LLVMValueRef x, int forma
 
 /* Target/codegen attributes every generated function carries (cg_util.c). */
 void cg_set_fn_attrs(cg_ctx *c, LLVMValueRef f);
+/* Enum attribute name (value v: align, dereferenceable; else 0) at index idx of function f
+ * (LLVMAttributeFunctionIndex: the function, 0: the return value, k: parameter k - 1). */
+void cg_enum_attr(cg_ctx *c, LLVMValueRef f, unsigned idx, const char *name, uint64_t v);
 /* An alloca in the function's entry block (promoted to registers by SROA/mem2reg). */
 LLVMValueRef cg_entry_alloca(cg_ctx *c, LLVMTypeRef t, const char *name);
 LLVMValueRef cg_min64(cg_ctx *c, LLVMValueRef a, LLVMValueRef b);

@@ -369,7 +369,7 @@ static LLVMValueRef build_stage_fn(cg_ctx *c, const cg_layout *L, int st, int r,
   LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_i32, p, r < 0 ? 8 : 7, 0));
   LLVMSetLinkage(f, LLVMInternalLinkage);
   cg_set_fn_attrs(c, f);
-  if (r < 0) cg_no_inline(c, f);
+  if (r < 0) cg_enum_attr(c, f, LLVMAttributeFunctionIndex, "noinline", 0);
   LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
   LLVMValueRef io = LLVMGetParam(f, 0), state = LLVMGetParam(f, 1), scratch = LLVMGetParam(f, 2);
   LLVMValueRef tid = LLVMGetParam(f, 3), nth = LLVMGetParam(f, 4), barrier = LLVMGetParam(f, 5), bctx = LLVMGetParam(f, 6);

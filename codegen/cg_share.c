@@ -122,11 +122,6 @@ static LLVMValueRef move_body(cg_ctx *c, LLVMValueRef from, LLVMTypeRef ty, cons
   return to;
 }
 
-static void add_attr(cg_ctx *c, LLVMValueRef f, unsigned idx, const char *name, uint64_t v) {
-  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
-  LLVMAddAttributeAtIndex(f, idx, LLVMCreateEnumAttribute(c->llc, kind, v));
-}
-
 /* Every use of every placeholder is an instruction of f (no generator builds helpers). */
 static int uses_in(cg_share *s, LLVMValueRef f) {
   for (int i = 0; i < s->nb; i++)
@@ -224,11 +219,11 @@ void cg_share_end(cg_ctx *c, cg_share *s, LLVMValueRef f, const char *name) {
     fn = move_body(c, f, LLVMFunctionType(LLVMGetReturnType(ft), p, np + 1, 0), "cnnk.body", NULL);
     LLVMValueRef consts = LLVMGetParam(fn, np);
     LLVMSetValueName2(consts, "consts", 6);
-    add_attr(c, fn, np + 1, "noalias", 0);
-    add_attr(c, fn, np + 1, "readonly", 0);
-    add_attr(c, fn, np + 1, "nocapture", 0);
-    add_attr(c, fn, np + 1, "align", 64);
-    add_attr(c, fn, np + 1, "dereferenceable", s->len);
+    cg_enum_attr(c, fn, np + 1, "noalias", 0);
+    cg_enum_attr(c, fn, np + 1, "readonly", 0);
+    cg_enum_attr(c, fn, np + 1, "nocapture", 0);
+    cg_enum_attr(c, fn, np + 1, "align", 64);
+    cg_enum_attr(c, fn, np + 1, "dereferenceable", s->len);
     fill_blobs(c, s, fn, consts);
   }
   char *key = body_key(s, fn);
@@ -291,7 +286,7 @@ void cg_share_finish(cg_ctx *c, cg_share *s, int *n_kernels, int *n_bodies) {
       char nm[300];
       snprintf(nm, sizeof nm, "%s_shared", b->m[0].name);
       LLVMSetValueName2(b->fn, nm, strlen(nm));
-      add_attr(c, b->fn, LLVMAttributeFunctionIndex, "noinline", 0);
+      cg_enum_attr(c, b->fn, LLVMAttributeFunctionIndex, "noinline", 0);
       for (int j = 0; j < b->n_m; j++) wrapper(c, b, &b->m[j]);
     }
     free(b->text);

@@ -32,9 +32,9 @@ static void add_fn_attr(cg_ctx *c, LLVMValueRef f, const char *k, const char *v)
                           LLVMCreateStringAttribute(c->llc, k, (unsigned)strlen(k), v, (unsigned)strlen(v)));
 }
 
-static void add_enum_attr(cg_ctx *c, LLVMValueRef f, unsigned idx, const char *name) {
+void cg_enum_attr(cg_ctx *c, LLVMValueRef f, unsigned idx, const char *name, uint64_t v) {
   unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
-  LLVMAddAttributeAtIndex(f, idx, LLVMCreateEnumAttribute(c->llc, kind, 0));
+  LLVMAddAttributeAtIndex(f, idx, LLVMCreateEnumAttribute(c->llc, kind, v));
 }
 
 void cg_set_fn_attrs(cg_ctx *c, LLVMValueRef f) {
@@ -48,7 +48,7 @@ void cg_set_fn_attrs(cg_ctx *c, LLVMValueRef f) {
   /* No "probe-stack"="inline-asm": with it LLVM 19's frames of 64-byte-aligned multi-100-KB
    * allocas computed NaNs in test_codegen_ops/test_codegen_vc (2026-11-26); frames of up to
    * ~2 MB rely on RT_THREAD_STACK (runtime/rt_internal.h) instead. */
-  add_enum_attr(c, f, LLVMAttributeFunctionIndex, "nounwind");
+  cg_enum_attr(c, f, LLVMAttributeFunctionIndex, "nounwind", 0);
 }
 
 int cg_kernel_begin_ops(cg_ctx *c, const ir_node *n, const char *fn_name, LLVMValueRef *f, LLVMValueRef *a, LLVMValueRef *op) {
@@ -72,7 +72,7 @@ LLVMValueRef cg_kernel_begin_x(cg_ctx *c, const char *name, int n_act, int n_ext
   LLVMValueRef f = LLVMAddFunction(c->mod, name, LLVMFunctionType(c->t_void, params, (unsigned)np, 0));
   LLVMSetVisibility(f, LLVMHiddenVisibility);
   cg_set_fn_attrs(c, f);
-  add_enum_attr(c, f, (unsigned)n_act + 1, "noalias"); /* out never overlaps an operand */
+  cg_enum_attr(c, f, (unsigned)n_act + 1, "noalias", 0); /* out never overlaps an operand */
   for (int i = 0; i < np; i++) args[i] = LLVMGetParam(f, (unsigned)i);
   LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->llc, f, "entry"));
   return f;

@@ -62,8 +62,8 @@ struct rt_pool {
   void ***fptr;                /* [n_frames][n_tensors] */
   cm_pjob *mb_jobs;            /* the micro_batch jobs of one update (cm_pipe_jobs) */
   long n_mb_jobs;
-  int B, jobs_r0, jobs_rl;     /* frames per pool; the replicas mb_jobs covers (rt_local_jobs) */
-  int rl;                      /* the replicas frames and groups were allocated for (rt_pipe) */
+  int B, jobs_r0, jobs_rl;     /* frames per pool; the replicas mb_jobs, frames and groups are
+                                  for (rt_local_jobs; the pools restart when jobs_rl changes) */
   const void **mb_images;      /* [n_mb] per micro-batch slot: the caller's images and labels, */
   const float **mb_labels;
   float *mb_out;               /* [2 * n_mb] and the loss and correct count the stages write */
@@ -276,7 +276,7 @@ static cnnrt_status rt_pools_alloc(cnnrt_model *m, rt_pool *x) {
   x->mb_bn = calloc((size_t)x->bn_n, x->bn_t >= 0 ? (size_t)t->tensors[x->bn_t].bytes : 1);
   int *group = calloc((size_t)t->micro_batch.n_stages, sizeof *group);
   cm_pipe pipe = rt_pipe(m, x->par, group);
-  x->B = B, x->jobs_r0 = r0, x->jobs_rl = RL, x->rl = RL;
+  x->B = B, x->jobs_r0 = r0, x->jobs_rl = RL;
   x->n_mb_jobs = cm_pipe_jobs(&pipe, B, NULL);
   x->mb_jobs = calloc((size_t)x->n_mb_jobs, sizeof *x->mb_jobs);
   if (x->mb_jobs) cm_pipe_jobs(&pipe, B, x->mb_jobs);
@@ -305,7 +305,8 @@ cnnrt_status rt_pools_ready(cnnrt_model *m) {
   rt_trainer *tr = m->tr;
   rt_pool *x = tr->pools;
   int RL = rt_dist_replicas(m, NULL, NULL);
-  if (x && ((x->bn_n > 1) != (tr->dist != NULL) || x->rl != RL)) rt_pools_stop(m), x = NULL; /* a communicator came or went */
+  if (x && ((x->bn_n > 1) != (tr->dist != NULL) || x->jobs_rl != RL)) /* a communicator came or went, or a new share */
+    rt_pools_stop(m), x = NULL;
   for (int i = 0; x && i < x->n_groups; i++) {
     int s = x->groups[i].shard, nt = m->threads[s];
     if (x->par) nt = nt / RL > 1 ? nt / RL : 1;
